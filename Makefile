@@ -1,0 +1,42 @@
+# tilegen: `make demo` sets up and runs the bundled example; `make test` runs the suite.
+PY ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test generate check-generated fmt conformance bench clean
+
+$(STAMP): pyproject.toml setup.py
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[dev,oracles]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(VPY) -m tilegen.demo
+
+generate: $(STAMP)
+	$(VPY) -m tilegen.generator
+
+check-generated: $(STAMP)
+	@tmp=$$(mktemp -d); \
+	$(VPY) -m tilegen.generator --out $$tmp/generated || exit 1; \
+	if diff -r -x __pycache__ $$tmp/generated generated >/dev/null; then echo "generated/ is in sync with spec/"; rm -rf $$tmp; \
+	else diff -r -u -x __pycache__ generated $$tmp/generated | head -50; echo "generated/ drifted from spec/: run 'make generate'"; rm -rf $$tmp; exit 1; fi
+
+test: $(STAMP) check-generated
+	$(VPY) -m pytest -q -p no:cacheprovider tests
+
+fmt: $(STAMP)
+	$(VPY) -m black runtime generator tilegen tests bench
+
+conformance: $(STAMP)
+	$(VPY) -m tilegen.conformance
+
+bench: $(STAMP)
+	$(VPY) bench/parse_print.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

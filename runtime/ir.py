@@ -1,0 +1,286 @@
+"""The IR core: operations, values, blocks, regions, symbol tables.
+
+Mirrors MLIR's structure closely enough that the printer and verifier can reproduce its behaviour:
+
+* an :class:`Operation` has a name (``cuda_tile.addf``), operands, results, an ordered attribute
+  dictionary (inherent attributes and discardable ones alike; the op definition says which is
+  which), regions and a location;
+* values keep use-lists so rewrites can replace all uses in O(uses);
+* an operation finds its definition (:class:`tilegen.runtime.opdef.OpDef`) through the registry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator, Optional
+
+from tilegen.runtime.attributes import UNKNOWN_LOC, Attribute, Location
+from tilegen.runtime.types import Type
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tilegen.runtime.opdef import OpDef
+
+
+class Value:
+    """An SSA value: an operation result or a block argument."""
+
+    __slots__ = ("type", "uses", "name_hint", "loc")
+
+    def __init__(self, type: Type, name_hint: Optional[str] = None):
+        self.type = type
+        self.uses: list[tuple["Operation", int]] = []
+        self.name_hint = name_hint
+        self.loc: Optional[Location] = None
+
+    # ----- use-list maintenance
+    def _add_use(self, op: "Operation", index: int) -> None:
+        self.uses.append((op, index))
+
+    def _remove_use(self, op: "Operation", index: int) -> None:
+        for i, (o, idx) in enumerate(self.uses):
+            if o is op and idx == index:
+                del self.uses[i]
+                return
+
+    @property
+    def has_uses(self) -> bool:
+        return bool(self.uses)
+
+    def replace_all_uses_with(self, other: "Value") -> None:
+        for op, idx in list(self.uses):
+            op.set_operand(idx, other)
+
+    @property
+    def owner(self):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class OpResult(Value):
+    __slots__ = ("op", "index")
+
+    def __init__(self, type: Type, op: "Operation", index: int):
+        super().__init__(type)
+        self.op = op
+        self.index = index
+
+    @property
+    def owner(self) -> "Operation":
+        return self.op
+
+    def __repr__(self) -> str:
+        return f"<OpResult #{self.index} of {self.op.name}: {self.type}>"
+
+
+class BlockArgument(Value):
+    __slots__ = ("block", "index")
+
+    def __init__(self, type: Type, block: "Block", index: int, loc: Optional[Location] = None):
+        super().__init__(type)
+        self.block = block
+        self.index = index
+        self.loc = loc
+
+    @property
+    def owner(self) -> "Block":
+        return self.block
+
+    def __repr__(self) -> str:
+        return f"<BlockArgument #{self.index}: {self.type}>"
+
+
+class Operation:
+    """A generic operation. Op-specific accessors come from generated classes (see ``OpView``)."""
+
+    __slots__ = ("name", "operands", "results", "attributes", "properties", "regions", "loc",
+                 "parent", "opdef", "successors", "__weakref__")
+
+    def __init__(
+        self,
+        name: str,
+        operands: Optional[list[Value]] = None,
+        result_types: Optional[list[Type]] = None,
+        attributes: Optional[dict[str, Attribute]] = None,
+        regions: int | list["Region"] = 0,
+        loc: Optional[Location] = None,
+        opdef: Optional["OpDef"] = None,
+        properties: Optional[dict[str, Attribute]] = None,
+    ):
+        self.name = name
+        self.operands: list[Value] = []
+        for v in operands or ():
+            self._append_operand(v)
+        self.results = [OpResult(t, self, i) for i, t in enumerate(result_types or ())]
+        self.attributes: dict[str, Attribute] = dict(attributes or {})
+        #: Properties of ops with no definition (parsed from ``<{...}>``); registered ops keep
+        #: their inherent attributes in ``attributes`` and the printer splits them by OpDef.
+        self.properties: dict[str, Attribute] = dict(properties or {})
+        self.regions: list[Region] = []
+        if isinstance(regions, int):
+            for _ in range(regions):
+                self.add_region(Region())
+        else:
+            for r in regions:
+                self.add_region(r)
+        self.loc: Location = loc or UNKNOWN_LOC
+        self.parent: Optional[Block] = None
+        self.successors: list[Block] = []
+        if opdef is None:
+            from tilegen.runtime.opdef import lookup_opdef
+
+            opdef = lookup_opdef(name)
+        self.opdef = opdef
+
+    # ----- operands
+    def _append_operand(self, v: Value) -> None:
+        self.operands.append(v)
+        v._add_use(self, len(self.operands) - 1)
+
+    def set_operand(self, index: int, v: Value) -> None:
+        self.operands[index]._remove_use(self, index)
+        self.operands[index] = v
+        v._add_use(self, index)
+
+    def set_operands(self, values: list[Value]) -> None:
+        for i, old in enumerate(self.operands):
+            old._remove_use(self, i)
+        self.operands = []
+        for v in values:
+            self._append_operand(v)
+
+    def drop_all_uses_of_operands(self) -> None:
+        for i, v in enumerate(self.operands):
+            v._remove_use(self, i)
+
+    # ----- regions and structure
+    def add_region(self, region: "Region") -> "Region":
+        region.parent = self
+        self.regions.append(region)
+        return region
+
+    @property
+    def result(self) -> Value:
+        assert len(self.results) == 1, f"{self.name} has {len(self.results)} results"
+        return self.results[0]
+
+    @property
+    def parent_op(self) -> Optional["Operation"]:
+        if self.parent is None or self.parent.parent is None:
+            return None
+        return self.parent.parent.parent
+
+    def walk(self) -> Iterator["Operation"]:
+        """Pre-order walk over this op and every op nested in its regions."""
+        stack = [self]
+        while stack:
+            op = stack.pop()
+            yield op
+            for region in reversed(op.regions):
+                for block in reversed(region.blocks):
+                    stack.extend(reversed(block.ops))
+
+    def erase(self) -> None:
+        """Remove from the parent block and drop operand uses (results must be unused)."""
+        self.drop_all_uses_of_operands()
+        if self.parent is not None:
+            self.parent.ops.remove(self)
+            self.parent = None
+
+    @property
+    def dialect(self) -> str:
+        return self.name.split(".", 1)[0] if "." in self.name else ""
+
+    @property
+    def mnemonic(self) -> str:
+        return self.name.split(".", 1)[1] if "." in self.name else self.name
+
+    def get_attr(self, name: str, default=None):
+        return self.attributes.get(name, default)
+
+    def __repr__(self) -> str:
+        return f"<Operation {self.name}>"
+
+
+class Block:
+    __slots__ = ("args", "ops", "parent")
+
+    def __init__(self, arg_types: Optional[list[Type]] = None):
+        self.args: list[BlockArgument] = [
+            BlockArgument(t, self, i) for i, t in enumerate(arg_types or ())
+        ]
+        self.ops: list[Operation] = []
+        self.parent: Optional[Region] = None
+
+    def add_argument(self, type: Type, loc: Optional[Location] = None) -> BlockArgument:
+        arg = BlockArgument(type, self, len(self.args), loc)
+        self.args.append(arg)
+        return arg
+
+    def append(self, op: Operation) -> Operation:
+        op.parent = self
+        self.ops.append(op)
+        return op
+
+    def insert(self, index: int, op: Operation) -> Operation:
+        op.parent = self
+        self.ops.insert(index, op)
+        return op
+
+    @property
+    def terminator(self) -> Optional[Operation]:
+        return self.ops[-1] if self.ops else None
+
+    @property
+    def parent_op(self) -> Optional[Operation]:
+        return self.parent.parent if self.parent is not None else None
+
+
+class Region:
+    __slots__ = ("blocks", "parent")
+
+    def __init__(self, blocks: Optional[list[Block]] = None):
+        self.blocks: list[Block] = []
+        self.parent: Optional[Operation] = None
+        for b in blocks or ():
+            self.append(b)
+
+    def append(self, block: Block) -> Block:
+        block.parent = self
+        self.blocks.append(block)
+        return block
+
+    @property
+    def empty(self) -> bool:
+        return not self.blocks
+
+    @property
+    def block(self) -> Block:
+        """The single block of a SizedRegion<1> (created on demand)."""
+        if not self.blocks:
+            self.append(Block())
+        return self.blocks[0]
+
+
+class SymbolTable:
+    """Symbols (``sym_name``) defined directly in an op's single-block region."""
+
+    def __init__(self, op: Operation):
+        self.op = op
+        self.symbols: dict[str, Operation] = {}
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.ops:
+                    name = child.attributes.get("sym_name")
+                    if name is not None and hasattr(name, "value"):
+                        self.symbols.setdefault(name.value, child)
+
+    def lookup(self, name: str) -> Optional[Operation]:
+        return self.symbols.get(name)
+
+
+def nearest_symbol_table(op: Operation) -> Optional[Operation]:
+    """The closest ancestor that holds symbols (``cuda_tile.module`` / ``builtin.module``)."""
+    cur = op.parent_op
+    while cur is not None:
+        if cur.name in ("cuda_tile.module", "builtin.module"):
+            return cur
+        cur = cur.parent_op
+    return None
