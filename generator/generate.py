@@ -19,6 +19,8 @@ from pathlib import Path
 import jinja2
 
 from tilegen.generator.spec_loader import Spec, SpecError, load_spec
+from tilegen.generator.irdl import irdl_context
+from tilegen.generator.bytecode_tables import bytecode_context
 
 REPO = Path(__file__).resolve().parent.parent
 #: Files written by older generators that are no longer produced are removed on regeneration.
@@ -77,6 +79,30 @@ def build_env() -> jinja2.Environment:
     return env
 
 
+def constraints_context(spec: Spec, docs: list[dict]) -> dict:
+    """Merged type/attribute/region constraint tables plus the element groups they refer to."""
+    groups = {k: list(v) for d in spec.docs("elements") for k, v in d.get("groups", {}).items()}
+    merged: dict = {"types": {}, "attributes": {}, "regions": {}}
+    for d in docs:
+        for key in merged:
+            merged[key].update(d.get(key, {}))
+    return {"groups": groups, **merged}
+
+
+def format_programs(ops: list[dict]) -> list[tuple[str, str, tuple]]:
+    """(mnemonic, format string, compiled directive program) of each declarative-format op."""
+    from tilegen.runtime.asm.format import compile_format
+
+    out = []
+    for op in ops:
+        fmt = op["format"]
+        if isinstance(fmt, str):
+            names = [[v["name"] for v in op.get(k, [])]
+                     for k in ("operands", "results", "attributes", "regions")]
+            out.append((op["name"], fmt, compile_format(fmt, *names)))
+    return sorted(out)
+
+
 def render_all(spec: Spec) -> dict[str, str]:
     """Relative output path -> file contents."""
     env = build_env()
@@ -87,8 +113,12 @@ def render_all(spec: Spec) -> dict[str, str]:
         ops = sorted(spec.ops(dialect), key=lambda o: (o.get("opcode") is None, o.get("opcode") or 0, o["name"]))
         ctx = [op_context(o) for o in ops]
         d_enums = [e for d in spec.docs("enums") if d.get("dialect", "cuda_tile") == dialect for e in d["enums"]]
+        c_docs = [d for d in spec.docs("constraints") if d.get("dialect", "cuda_tile") == dialect]
         out[f"{dialect}/__init__.py"] = env.get_template("dialect_init.py.j2").render(
-            dialect=dialect, has_enums=bool(d_enums))
+            dialect=dialect, has_enums=bool(d_enums), has_constraints=bool(c_docs))
+        if c_docs:
+            out[f"{dialect}/constraints.py"] = env.get_template("constraints.py.j2").render(
+                **constraints_context(spec, c_docs))
         out[f"{dialect}/ops.py"] = env.get_template("ops.py.j2").render(dialect=dialect, ops=ctx)
         if d_enums:
             out[f"{dialect}/enums.py"] = env.get_template("enums.py.j2").render(enums=d_enums)
@@ -98,7 +128,13 @@ def render_all(spec: Spec) -> dict[str, str]:
         out[f"docs/{dialect}.md"] = env.get_template("docs.md.j2").render(
             dialect=dialect, families=families, ops=ctx, enums=d_enums)
         out[f"irdl/{dialect}.irdl.mlir"] = env.get_template("irdl.mlir.j2").render(
-            dialect=dialect, ops=ctx, enums=d_enums)
+            **irdl_context(ops, dialect, d_enums, constraints_context(spec, c_docs)))
+        out[f"{dialect}/formats.py"] = env.get_template("formats.py.j2").render(
+            dialect=dialect, formats=format_programs(ops))
+        bc_ctx = bytecode_context(spec, dialect)
+        if bc_ctx:
+            out[f"{dialect}/bytecode_tables.py"] = env.get_template("bytecode_tables.py.j2").render(
+                dialect=dialect, **bc_ctx)
     out["__init__.py"] = f'"""{HEADER}"""\n\nDIALECTS = {tuple(dialects)!r}\n'
     del enums
     return out

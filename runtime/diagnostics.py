@@ -74,6 +74,8 @@ class DiagnosticError(Exception):
     def __init__(self, diag: Diagnostic):
         super().__init__(diag.message)
         self.diag = diag
+        #: Errors reported before ``diag`` by the same failing step (reported first).
+        self.preceding: list[Diagnostic] = []
 
 
 class DiagnosticEngine:

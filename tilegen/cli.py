@@ -13,6 +13,8 @@ import sys
 #: subcommand -> (module, one-line help). Each module has ``add_arguments(p)`` and ``run(args)``.
 COMMANDS = {
     "ops": ("tilegen.commands.ops", "list the ops in the spec"),
+    "disasm": ("tilegen.commands.disasm", "print Tile IR bytecode as tileirdisasm does"),
+    "run": ("tilegen.commands.run", "run a kernel on the CPU reference interpreter"),
 }
 
 

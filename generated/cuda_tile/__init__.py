@@ -2,3 +2,4 @@
 
 from tilegen.generated.cuda_tile import ops  # noqa: F401  (registers op definitions)
 from tilegen.generated.cuda_tile import enums  # noqa: F401  (registers enum definitions)
+from tilegen.generated.cuda_tile import constraints  # noqa: F401  (type/attribute constraints)

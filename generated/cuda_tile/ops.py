@@ -14,7 +14,7 @@ ABSF = register_op(OpDef(
     opcode=0x00,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary='Elementwise floating-point absolute value.',
     traits=('Pure', 'SameOperandsAndResultShape',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -29,10 +29,8 @@ ABSF = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x00', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.abs(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -40,7 +38,7 @@ ABSF = register_op(OpDef(
 
 
 class AbsFOp(OpView):
-    """``cuda_tile.absf``"""
+    """``cuda_tile.absf``: Elementwise floating-point absolute value."""
 
     OPDEF = ABSF
     __slots__ = ()
@@ -60,7 +58,7 @@ ABSI = register_op(OpDef(
     opcode=0x01,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise integer absolute value.',
     traits=('Pure', 'SameOperandsAndResultShape',),
     operands=(
         OperandDef('source', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -75,10 +73,8 @@ ABSI = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x01', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.abs(source)', 'signedness': 'signed'},
     aliases=[],
     test_only=False,
     extra={},
@@ -86,7 +82,7 @@ ABSI = register_op(OpDef(
 
 
 class AbsIOp(OpView):
-    """``cuda_tile.absi``"""
+    """``cuda_tile.absi``: Elementwise integer absolute value."""
 
     OPDEF = ABSI
     __slots__ = ()
@@ -106,7 +102,7 @@ ADDF = register_op(OpDef(
     opcode=0x02,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary='Elementwise floating-point addition with an IEEE rounding mode.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -124,14 +120,25 @@ ADDF = register_op(OpDef(
     format=('$lhs `,` $rhs custom<IEEERoundingMode>($rounding_mode) (`flush_to_zero` $flush_to_zero^)? '
  'attr-dict `:` custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['lhs', 'rhs', 'result']}],
+    verify=[{'same_type': ['lhs', 'rhs', 'result']},
+     {'attr_in': {'attr': 'rounding_mode',
+                  'in': ['nearest_even', 'zero', 'negative_inf', 'positive_inf'],
+                  'message': 'invalid rounding mode specified, expect one of [nearest_even, zero, '
+                             'negative_inf, positive_inf]'}},
+     {'requires_element': {'when': {'attr': 'flush_to_zero'},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'flush_to_zero modifier only supported for f32 data type, '
+                                      "but got: '{element[result]}'"}}],
     bytecode={'result_count': False,
      'flags': {'flush_to_zero': 0},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x02', 'result type indices: result',
-                'varint flags {bit0=flush_to_zero}', 'attr rounding_mode: varint(enum value)',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+     'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'lhs + rhs',
+     'exact': 'single',
+     'rounding': 'rounding_mode',
+     'ftz': 'flush_to_zero'},
     aliases=[],
     test_only=False,
     extra={},
@@ -139,7 +146,7 @@ ADDF = register_op(OpDef(
 
 
 class AddFOp(OpView):
-    """``cuda_tile.addf``"""
+    """``cuda_tile.addf``: Elementwise floating-point addition with an IEEE rounding mode."""
 
     OPDEF = ADDF
     __slots__ = ()
@@ -171,7 +178,7 @@ ADDI = register_op(OpDef(
     opcode=0x03,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise integer addition with optional no-signed/no-unsigned wrap flags.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -188,10 +195,8 @@ ADDI = register_op(OpDef(
     format='$lhs `,` $rhs (`overflow` `` $overflow^)? attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x03', 'result type indices: result',
-                'attr overflow: varint(enum value)', 'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'lhs + rhs'},
     aliases=[],
     test_only=False,
     extra={},
@@ -199,7 +204,7 @@ ADDI = register_op(OpDef(
 
 
 class AddIOp(OpView):
-    """``cuda_tile.addi``"""
+    """``cuda_tile.addi``: Elementwise integer addition with optional no-signed/no-unsigned wrap flags."""
 
     OPDEF = ADDI
     __slots__ = ()
@@ -227,7 +232,7 @@ ANDI = register_op(OpDef(
     opcode=0x04,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise bitwise AND of integer tiles.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -243,10 +248,8 @@ ANDI = register_op(OpDef(
     format='$lhs `,` $rhs attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x04', 'result type indices: result',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'lhs & rhs'},
     aliases=[],
     test_only=False,
     extra={},
@@ -254,7 +257,7 @@ ANDI = register_op(OpDef(
 
 
 class AndIOp(OpView):
-    """``cuda_tile.andi``"""
+    """``cuda_tile.andi``: Elementwise bitwise AND of integer tiles."""
 
     OPDEF = ANDI
     __slots__ = ()
@@ -278,7 +281,7 @@ ASSERT = register_op(OpDef(
     opcode=0x05,
     since='13.1',
     family='debug/print/assert',
-    summary='',
+    summary='Aborts the kernel with a message if any element of an i1 tile is false.',
     traits=(),
     operands=(
         OperandDef('condition', 'CudaTile_TileOf<[CudaTile_Int1]>', 'single', '13.1'),
@@ -293,10 +296,8 @@ ASSERT = register_op(OpDef(
     format='$condition `,` $message attr-dict `:` custom<CudaTileType>(type($condition))',
     custom_format=None,
     verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x05', 'attr message: varint(string index)',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -304,7 +305,7 @@ ASSERT = register_op(OpDef(
 
 
 class AssertOp(OpView):
-    """``cuda_tile.assert``"""
+    """``cuda_tile.assert``: Aborts the kernel with a message if any element of an i1 tile is false."""
 
     OPDEF = ASSERT
     __slots__ = ()
@@ -324,7 +325,7 @@ ASSUME = register_op(OpDef(
     opcode=0x06,
     since='13.1',
     family='debug/print/assert',
-    summary='',
+    summary='Attaches a static fact (divisibility, bounds, same elements) to a value for the optimizer.',
     traits=('OpAsmOpInterface(getAsmResultNames)',),
     operands=(
         OperandDef('value', 'AnyType', 'single', '13.1'),
@@ -340,20 +341,17 @@ ASSUME = register_op(OpDef(
     format=('custom<AssumePredicate>($predicate) `,` $value attr-dict `:` '
  'custom<CudaTileType>(type($value))'),
     custom_format=None,
-    verify=[{'same_type': ['value', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x06', 'result type indices: result',
-                'attr predicate: self-contained attr (tag + payload)',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_type': ['value', 'result']}, {'custom': 'assume'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'tile', 'expr': 'value'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={'result_names': {'result': 'assume'}},
 ))
 
 
 class AssumeOp(OpView):
-    """``cuda_tile.assume``"""
+    """``cuda_tile.assume``: Attaches a static fact (divisibility, bounds, same elements) to a value for the optimizer."""
 
     OPDEF = ASSUME
     __slots__ = ()
@@ -377,7 +375,7 @@ ATOMIC_CAS_TKO = register_op(OpDef(
     opcode=0x07,
     since='13.1',
     family='atomics',
-    summary='',
+    summary='Token-ordered atomic compare-and-swap on each pointer of a pointer tile.',
     traits=('AttrSizedOperandSegments',),
     operands=(
         OperandDef('pointers', 'CudaTile_PointerTileType', 'single', '13.1'),
@@ -401,17 +399,18 @@ ATOMIC_CAS_TKO = register_op(OpDef(
  'custom<CudaTileType>(type($val)) (`,` custom<CudaTileType>(type($mask))^)? `->` '
  'custom<CudaTileType>(type($result)) `,` custom<CudaTileType>(type($result_token))'),
     custom_format=None,
-    verify=[{'same_shape': ['pointers', 'cmp', 'val', 'result']}, {'same_type': ['cmp', 'val', 'result']}],
+    verify=[{'same_shape': ['pointers', 'cmp', 'val', 'result']}, {'same_type': ['cmp', 'val', 'result']},
+     {'custom': 'atomic_pointee',
+      'value': 'val',
+      'width_32_64': True,
+      'mask_message': 'failed to verify that all of {pointers, val, cmp and mask} have same shape'},
+     {'custom': 'atomic_memory_ordering',
+      'orderings': ['relaxed', 'acquire', 'release', 'acq_rel']}],
     bytecode={'result_count': False,
      'flags': {'mask': 0, 'token': 1},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x07', 'result type indices: result, result_token',
-                'varint flags {bit0=mask, bit1=token}',
-                'attr memory_ordering_semantics: varint(enum value)',
-                'attr memory_scope: varint(enum value)',
-                'operands (per ODS segment): pointers: value index; cmp: value index; val: value '
-                'index; mask: value index if flag set; token: value index if flag set']},
-    semantics={},
+     'operands': 'segments'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -419,7 +418,7 @@ ATOMIC_CAS_TKO = register_op(OpDef(
 
 
 class AtomicCASTkoOp(OpView):
-    """``cuda_tile.atomic_cas_tko``"""
+    """``cuda_tile.atomic_cas_tko``: Token-ordered atomic compare-and-swap on each pointer of a pointer tile."""
 
     OPDEF = ATOMIC_CAS_TKO
     __slots__ = ()
@@ -467,7 +466,8 @@ ATOMIC_RMW_TKO = register_op(OpDef(
     opcode=0x08,
     since='13.1',
     family='atomics',
-    summary='',
+    summary=('Token-ordered atomic read-modify-write on each pointer of a pointer tile, returning the old '
+     'values.'),
     traits=('AttrSizedOperandSegments',),
     operands=(
         OperandDef('pointers', 'CudaTile_PointerTileType', 'single', '13.1'),
@@ -491,17 +491,18 @@ ATOMIC_RMW_TKO = register_op(OpDef(
  'custom<CudaTileType>(type($arg)) (`,` custom<CudaTileType>(type($mask))^)? `->` '
  'custom<CudaTileType>(type($result)) `,` custom<CudaTileType>(type($result_token))'),
     custom_format=None,
-    verify=[{'same_shape': ['pointers', 'arg', 'result']}, {'same_type': ['arg', 'result']}],
+    verify=[{'same_shape': ['pointers', 'arg', 'result']}, {'same_type': ['arg', 'result']},
+     {'custom': 'atomic_pointee',
+      'value': 'arg',
+      'mask_message': 'failed to verify that all of {pointers, arg, mask} have same shape'},
+     {'custom': 'atomic_rmw_mode', 'value': 'arg'},
+     {'custom': 'atomic_memory_ordering',
+      'orderings': ['relaxed', 'acquire', 'release', 'acq_rel']}],
     bytecode={'result_count': False,
      'flags': {'mask': 0, 'token': 1},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x08', 'result type indices: result, result_token',
-                'varint flags {bit0=mask, bit1=token}',
-                'attr memory_ordering_semantics: varint(enum value)',
-                'attr memory_scope: varint(enum value)', 'attr mode: varint(enum value)',
-                'operands (per ODS segment): pointers: value index; arg: value index; mask: value '
-                'index if flag set; token: value index if flag set']},
-    semantics={},
+     'operands': 'segments'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -509,7 +510,7 @@ ATOMIC_RMW_TKO = register_op(OpDef(
 
 
 class AtomicRMWTkoOp(OpView):
-    """``cuda_tile.atomic_rmw_tko``"""
+    """``cuda_tile.atomic_rmw_tko``: Token-ordered atomic read-modify-write on each pointer of a pointer tile, returning the old values."""
 
     OPDEF = ATOMIC_RMW_TKO
     __slots__ = ()
@@ -557,7 +558,7 @@ BITCAST = register_op(OpDef(
     opcode=0x09,
     since='13.1',
     family='conversion',
-    summary='',
+    summary='Reinterprets the bits of a tile as another element type of the same width.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_NumberTileType', 'single', '13.1'),
@@ -572,11 +573,13 @@ BITCAST = register_op(OpDef(
     format=('$source attr-dict `:` custom<CudaTileType>(type($source)) `->` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_shape': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x09', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_shape': ['source', 'result']},
+     {'width_relation': {'lhs': 'source',
+                         'rhs': 'result',
+                         'relation': '==',
+                         'message': 'types must be equal width'}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'source', 'domain': 'bits'},
     aliases=[],
     test_only=False,
     extra={},
@@ -584,7 +587,7 @@ BITCAST = register_op(OpDef(
 
 
 class BitcastOp(OpView):
-    """``cuda_tile.bitcast``"""
+    """``cuda_tile.bitcast``: Reinterprets the bits of a tile as another element type of the same width."""
 
     OPDEF = BITCAST
     __slots__ = ()
@@ -604,7 +607,7 @@ BREAK = register_op(OpDef(
     opcode=0x0A,
     since='13.1',
     family='control flow',
-    summary='',
+    summary='Terminates an enclosing loop, yielding the loop results.',
     traits=('ReturnLike', 'Terminator', 'ParentOneOf(IfOp,LoopOp)',),
     operands=(
         OperandDef('operands', 'CudaTile_AnyType', 'variadic', '13.1'),
@@ -617,11 +620,9 @@ BREAK = register_op(OpDef(
     ),
     format='attr-dict ($operands^ `:` custom<CudaTileType>(type($operands)))?',
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x0A', 'varint(#results serialized)',
-                'operands: varint(total count) + value indices']},
-    semantics={},
+    verify=[{'custom': 'break'}],
+    bytecode={'result_count': True, 'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -629,7 +630,7 @@ BREAK = register_op(OpDef(
 
 
 class BreakOp(OpView):
-    """``cuda_tile.break``"""
+    """``cuda_tile.break``: Terminates an enclosing loop, yielding the loop results."""
 
     OPDEF = BREAK
     __slots__ = ()
@@ -645,7 +646,7 @@ BROADCAST = register_op(OpDef(
     opcode=0x0B,
     since='13.1',
     family='shape',
-    summary='',
+    summary='Broadcasts a tile along its size-1 dimensions to a larger shape of the same rank.',
     traits=('Pure', 'SameOperandsAndResultElementType', 'OpAsmOpInterface(getAsmResultNames)',),
     operands=(
         OperandDef('source', 'CudaTile_TileType', 'single', '13.1'),
@@ -660,19 +661,17 @@ BROADCAST = register_op(OpDef(
     format=('$source attr-dict `:` custom<CudaTileType>(type($source)) `->` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_rank': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x0B', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_rank': ['source', 'result']}, {'custom': 'broadcast'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'tile', 'expr': 'np.broadcast_to(source, RESULT_SHAPE)'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={'result_names': {'result': 'bcast'}},
 ))
 
 
 class BroadcastOp(OpView):
-    """``cuda_tile.broadcast``"""
+    """``cuda_tile.broadcast``: Broadcasts a tile along its size-1 dimensions to a larger shape of the same rank."""
 
     OPDEF = BROADCAST
     __slots__ = ()
@@ -692,7 +691,7 @@ CAT = register_op(OpDef(
     opcode=0x0C,
     since='13.1',
     family='shape',
-    summary='',
+    summary='Concatenates two tiles along one dimension.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_TileType', 'single', '13.1'),
@@ -709,11 +708,10 @@ CAT = register_op(OpDef(
     format=('$lhs `,` $rhs `dim` `=` $dim attr-dict `:` custom<CudaTileType>(type($lhs)) `,` '
  'custom<CudaTileType>(type($rhs)) `->` custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_rank': ['lhs', 'rhs', 'result']}, {'same_element_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x0C', 'result type indices: result',
-                'attr dim: varint(unsigned value)', 'operands: 2 value indices (no count)']},
-    semantics={},
+    verify=[{'same_rank': ['lhs', 'rhs', 'result']}, {'same_element_type': ['lhs', 'rhs', 'result']},
+     {'custom': 'cat'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'tile', 'expr': 'np.concatenate([lhs, rhs], axis=dim)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -721,7 +719,7 @@ CAT = register_op(OpDef(
 
 
 class CatOp(OpView):
-    """``cuda_tile.cat``"""
+    """``cuda_tile.cat``: Concatenates two tiles along one dimension."""
 
     OPDEF = CAT
     __slots__ = ()
@@ -749,7 +747,7 @@ CEIL = register_op(OpDef(
     opcode=0x0D,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise rounding up to the nearest integral floating-point value.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -764,10 +762,8 @@ CEIL = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x0D', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.ceil(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -775,7 +771,7 @@ CEIL = register_op(OpDef(
 
 
 class CeilOp(OpView):
-    """``cuda_tile.ceil``"""
+    """``cuda_tile.ceil``: Elementwise rounding up to the nearest integral floating-point value."""
 
     OPDEF = CEIL
     __slots__ = ()
@@ -795,7 +791,8 @@ CMPF = register_op(OpDef(
     opcode=0x0E,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary=('Elementwise floating-point comparison producing an i1 tile, with an ordered or unordered '
+     'predicate.'),
     traits=('Pure', 'TypesMatchWith(lhs->result via ::getI1SameShape($_self))',),
     operands=(
         OperandDef('lhs', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -814,13 +811,14 @@ CMPF = register_op(OpDef(
  'custom<ComparisonOrdering>($comparison_ordering) $lhs `,` $rhs attr-dict `:` '
  'custom<CudaTileType>(type($lhs)) `->` custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['lhs', 'rhs']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x0E', 'result type indices: result',
-                'attr comparison_predicate: varint(enum value)',
-                'attr comparison_ordering: varint(enum value)',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+    verify=[{'same_type': ['lhs', 'rhs']},
+     {'types_match_with': {'from': 'lhs',
+                           'to': 'result',
+                           'transform': 'i1_same_shape',
+                           'summary': 'Result type has i1 element type and same shape as '
+                                      'operands'}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'cmpf(lhs, rhs, comparison_predicate, comparison_ordering)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -828,7 +826,7 @@ CMPF = register_op(OpDef(
 
 
 class CmpFOp(OpView):
-    """``cuda_tile.cmpf``"""
+    """``cuda_tile.cmpf``: Elementwise floating-point comparison producing an i1 tile, with an ordered or unordered predicate."""
 
     OPDEF = CMPF
     __slots__ = ()
@@ -860,7 +858,7 @@ CMPI = register_op(OpDef(
     opcode=0x0F,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise signed or unsigned integer comparison producing an i1 tile.',
     traits=('Pure', 'TypesMatchWith(lhs->result via ::getI1SameShape($_self))',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -879,12 +877,16 @@ CMPI = register_op(OpDef(
  'custom<Signedness>($signedness) attr-dict `:` custom<CudaTileType>(type($lhs)) `->` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['lhs', 'rhs']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x0F', 'result type indices: result',
-                'attr comparison_predicate: varint(enum value)',
-                'attr signedness: varint(enum value)', 'operands: 2 value indices (no count)']},
-    semantics={},
+    verify=[{'same_type': ['lhs', 'rhs']},
+     {'types_match_with': {'from': 'lhs',
+                           'to': 'result',
+                           'transform': 'i1_same_shape',
+                           'summary': 'Result type has i1 element type and same shape as '
+                                      'operands'}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'cmpi(lhs, rhs, comparison_predicate)',
+     'signedness': 'signedness'},
     aliases=[],
     test_only=False,
     extra={},
@@ -892,7 +894,7 @@ CMPI = register_op(OpDef(
 
 
 class CmpIOp(OpView):
-    """``cuda_tile.cmpi``"""
+    """``cuda_tile.cmpi``: Elementwise signed or unsigned integer comparison producing an i1 tile."""
 
     OPDEF = CMPI
     __slots__ = ()
@@ -924,7 +926,7 @@ CONSTANT = register_op(OpDef(
     opcode=0x10,
     since='13.1',
     family='core values',
-    summary='',
+    summary='Materializes a tile from a dense constant attribute.',
     traits=('ConstantLike', 'Pure', 'OpAsmOpInterface(getAsmResultNames)',),
     operands=(
     ),
@@ -939,10 +941,8 @@ CONSTANT = register_op(OpDef(
     format='custom<DenseTypedElementsAttr>($value, type($result)) attr-dict',
     custom_format=None,
     verify=[{'same_type': ['value', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x10', 'result type indices: result',
-                'attr value: varint(constant-pool index; element type/shape from result type)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'tile', 'expr': 'constant_tile(value, RESULT)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -950,7 +950,7 @@ CONSTANT = register_op(OpDef(
 
 
 class ConstantOp(OpView):
-    """``cuda_tile.constant``"""
+    """``cuda_tile.constant``: Materializes a tile from a dense constant attribute."""
 
     OPDEF = CONSTANT
     __slots__ = ()
@@ -970,7 +970,7 @@ CONTINUE = register_op(OpDef(
     opcode=0x11,
     since='13.1',
     family='control flow',
-    summary='',
+    summary='Ends the current loop iteration, passing the values carried into the next iteration.',
     traits=('Terminator', 'ParentOneOf(ForOp,IfOp,LoopOp)',),
     operands=(
         OperandDef('operands', 'CudaTile_AnyType', 'variadic', '13.1'),
@@ -983,11 +983,9 @@ CONTINUE = register_op(OpDef(
     ),
     format='attr-dict ($operands^ `:` custom<CudaTileType>(type($operands)))?',
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x11', 'varint(#results serialized)',
-                'operands: varint(total count) + value indices']},
-    semantics={},
+    verify=[{'custom': 'continue'}],
+    bytecode={'result_count': True, 'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -995,7 +993,7 @@ CONTINUE = register_op(OpDef(
 
 
 class ContinueOp(OpView):
-    """``cuda_tile.continue``"""
+    """``cuda_tile.continue``: Ends the current loop iteration, passing the values carried into the next iteration."""
 
     OPDEF = CONTINUE
     __slots__ = ()
@@ -1011,7 +1009,7 @@ COS = register_op(OpDef(
     opcode=0x12,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise cosine.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -1026,10 +1024,8 @@ COS = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x12', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.cos(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1037,7 +1033,7 @@ COS = register_op(OpDef(
 
 
 class CosOp(OpView):
-    """``cuda_tile.cos``"""
+    """``cuda_tile.cos``: Elementwise cosine."""
 
     OPDEF = COS
     __slots__ = ()
@@ -1057,7 +1053,7 @@ COSH = register_op(OpDef(
     opcode=0x13,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise hyperbolic cosine.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -1072,10 +1068,8 @@ COSH = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x13', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.cosh(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1083,7 +1077,7 @@ COSH = register_op(OpDef(
 
 
 class CosHOp(OpView):
-    """``cuda_tile.cosh``"""
+    """``cuda_tile.cosh``: Elementwise hyperbolic cosine."""
 
     OPDEF = COSH
     __slots__ = ()
@@ -1103,7 +1097,7 @@ DIVF = register_op(OpDef(
     opcode=0x14,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary='Elementwise floating-point division with a rounding mode (IEEE or approximate).',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -1121,14 +1115,35 @@ DIVF = register_op(OpDef(
     format=('$lhs `,` $rhs custom<DivFOpRoundingMode>($rounding_mode) (`flush_to_zero` $flush_to_zero^)? '
  'attr-dict `:` custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['lhs', 'rhs', 'result']}],
+    verify=[{'same_type': ['lhs', 'rhs', 'result']},
+     {'attr_in': {'attr': 'rounding_mode',
+                  'in': ['nearest_even', 'zero', 'negative_inf', 'positive_inf', 'approx', 'full'],
+                  'message': 'invalid rounding mode specified, expect one of [nearest_even, zero, '
+                             'negative_inf, positive_inf, approx, full]'}},
+     {'requires_element': {'when': {'attr': 'flush_to_zero'},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'flush_to_zero modifier only supported for f32 data type, '
+                                      "but got: '{element[result]}'"}},
+     {'requires_element': {'when': {'attr': 'rounding_mode', 'in': ['approx']},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'approx modifier only supported for f32 data type, but got: '
+                                      "'{element[result]}'"}},
+     {'requires_element': {'when': {'attr': 'rounding_mode', 'in': ['full']},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'full modifier only supported for f32 data type, but got: '
+                                      "'{element[result]}'"}}],
     bytecode={'result_count': False,
      'flags': {'flush_to_zero': 0},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x14', 'result type indices: result',
-                'varint flags {bit0=flush_to_zero}', 'attr rounding_mode: varint(enum value)',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+     'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'lhs / rhs',
+     'exact': 'single',
+     'rounding': 'rounding_mode',
+     'ftz': 'flush_to_zero'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1136,7 +1151,7 @@ DIVF = register_op(OpDef(
 
 
 class DivFOp(OpView):
-    """``cuda_tile.divf``"""
+    """``cuda_tile.divf``: Elementwise floating-point division with a rounding mode (IEEE or approximate)."""
 
     OPDEF = DIVF
     __slots__ = ()
@@ -1168,7 +1183,7 @@ DIVI = register_op(OpDef(
     opcode=0x15,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise signed or unsigned integer division with a chosen rounding direction.',
     traits=('NoMemoryEffect',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -1186,12 +1201,18 @@ DIVI = register_op(OpDef(
     format=('$lhs `,` $rhs custom<Signedness>($signedness) (`rounding` `` $rounding^)? attr-dict `:` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x15', 'result type indices: result',
-                'attr signedness: varint(enum value)', 'attr rounding: varint(enum value)',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+    verify=[{'same_type': ['lhs', 'rhs', 'result']},
+     {'attr_in': {'attr': 'rounding',
+                  'in': ['zero', 'negative_inf', 'positive_inf'],
+                  'message': 'invalid rounding mode specified, expect one of [zero, negative_inf, '
+                             'positive_inf]'}},
+     {'forbid': {'when': [{'attr': 'rounding', 'in': ['negative_inf']},
+                          {'attr': 'signedness', 'in': ['unsigned']}],
+                 'message': "rounding mode 'negative_inf' is not allowed with 'unsigned' flag"}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'divide(lhs, rhs, rounding, SIGNED, WIDTH)',
+     'signedness': 'signedness'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1199,7 +1220,7 @@ DIVI = register_op(OpDef(
 
 
 class DivIOp(OpView):
-    """``cuda_tile.divi``"""
+    """``cuda_tile.divi``: Elementwise signed or unsigned integer division with a chosen rounding direction."""
 
     OPDEF = DIVI
     __slots__ = ()
@@ -1231,7 +1252,7 @@ ENTRY = register_op(OpDef(
     opcode=0x16,
     since='13.1',
     family='structure/module',
-    summary='',
+    summary='Defines a kernel entry point, a symbol with scalar-tile arguments and no results.',
     traits=('FunctionOpInterface', 'IsolatedFromAbove', 'OpAsmOpInterface', 'SingleBlock', 'SingleBlockImplicitTerminator(ReturnOp)',),
     operands=(
     ),
@@ -1249,11 +1270,14 @@ ENTRY = register_op(OpDef(
     ),
     format=None,
     custom_format='entry',
-    verify=[],
+    verify=[{'custom': 'entry_signature'}, {'custom': 'function_debuginfo'},
+     {'custom': 'optimization_hints',
+      'params': ['num_cta_in_cga', 'num_worker_warps_per_cta', 'occupancy']},
+     {'custom': 'function_body_debuginfo'}],
     bytecode={'instruction': False,
      'note': 'Not an instruction: each entry is a function-table record (name, signature type, '
              'flags 0x02|0x04, loc index, optional self-contained optimization_hints, body).'},
-    semantics={},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1261,7 +1285,7 @@ ENTRY = register_op(OpDef(
 
 
 class EntryOp(OpView):
-    """``cuda_tile.entry``"""
+    """``cuda_tile.entry``: Defines a kernel entry point, a symbol with scalar-tile arguments and no results."""
 
     OPDEF = ENTRY
     __slots__ = ()
@@ -1297,7 +1321,7 @@ EXP = register_op(OpDef(
     opcode=0x17,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise natural exponential.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -1313,13 +1337,17 @@ EXP = register_op(OpDef(
     format=('$source custom<ExpOpRoundingMode>($rounding_mode) attr-dict `:` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x17', 'result type indices: result',
-                'attr rounding_mode: varint(enum value) [only if file>=13.3, else default '
-                'RoundingMode::FULL]',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_type': ['source', 'result']},
+     {'attr_in': {'attr': 'rounding_mode',
+                  'in': ['approx', 'full'],
+                  'message': 'invalid rounding mode specified, expect one of [approx, full]'}},
+     {'requires_element': {'when': {'attr': 'rounding_mode', 'in': ['approx']},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'approx modifier only supported for f32 data type, but got: '
+                                      "'{element[result]}'"}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.exp(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1327,7 +1355,7 @@ EXP = register_op(OpDef(
 
 
 class ExpOp(OpView):
-    """``cuda_tile.exp``"""
+    """``cuda_tile.exp``: Elementwise natural exponential."""
 
     OPDEF = EXP
     __slots__ = ()
@@ -1351,7 +1379,7 @@ EXP2 = register_op(OpDef(
     opcode=0x18,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise base-2 exponential.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -1366,13 +1394,17 @@ EXP2 = register_op(OpDef(
     ),
     format='$source (`flush_to_zero` $flush_to_zero^)? attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
-    verify=[{'same_type': ['source', 'result']}],
+    verify=[{'same_type': ['source', 'result']},
+     {'requires_element': {'when': {'attr': 'flush_to_zero'},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'flush_to_zero modifier only supported for f32 data type, '
+                                      "but got: '{element[result]}'"}}],
     bytecode={'result_count': False,
      'flags': {'flush_to_zero': 0},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x18', 'result type indices: result',
-                'varint flags {bit0=flush_to_zero}', 'operands: 1 value indices (no count)']},
-    semantics={},
+     'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.exp2(source)', 'ftz': 'flush_to_zero'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1380,7 +1412,7 @@ EXP2 = register_op(OpDef(
 
 
 class Exp2Op(OpView):
-    """``cuda_tile.exp2``"""
+    """``cuda_tile.exp2``: Elementwise base-2 exponential."""
 
     OPDEF = EXP2
     __slots__ = ()
@@ -1404,7 +1436,7 @@ EXTI = register_op(OpDef(
     opcode=0x25,
     since='13.1',
     family='conversion',
-    summary='',
+    summary='Elementwise sign or zero extension of an integer tile to a wider integer type.',
     traits=('Pure',),
     operands=(
         OperandDef('from', 'ExtIOp_IntegerType', 'single', '13.1'),
@@ -1420,11 +1452,13 @@ EXTI = register_op(OpDef(
     format=('$from custom<Signedness>($signedness) attr-dict `:` custom<CudaTileType>(type($from)) `->` '
  'custom<CudaTileType>(type($to))'),
     custom_format=None,
-    verify=[{'same_shape': ['from', 'to']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x25', 'result type indices: to',
-                'attr signedness: varint(enum value)', 'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_shape': ['from', 'to']},
+     {'width_relation': {'lhs': 'from',
+                         'rhs': 'to',
+                         'relation': '<',
+                         'message': 'extending to smaller or identical integer'}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'from_', 'signedness': 'signedness'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1432,7 +1466,7 @@ EXTI = register_op(OpDef(
 
 
 class ExtIOp(OpView):
-    """``cuda_tile.exti``"""
+    """``cuda_tile.exti``: Elementwise sign or zero extension of an integer tile to a wider integer type."""
 
     OPDEF = EXTI
     __slots__ = ()
@@ -1456,7 +1490,7 @@ EXTRACT = register_op(OpDef(
     opcode=0x26,
     since='13.1',
     family='shape',
-    summary='',
+    summary='Extracts a sub-tile at a tile-sized index from a larger tile.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_TileType', 'single', '13.1'),
@@ -1472,11 +1506,9 @@ EXTRACT = register_op(OpDef(
     format=('$source `[` $indices `]` attr-dict `:` custom<CudaTileType>(type($source)) `->` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_rank': ['source', 'result']}],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x26', 'varint(#results serialized)', 'result type indices: result',
-                'operands: varint(total count) + value indices']},
-    semantics={},
+    verify=[{'same_rank': ['source', 'result']}, {'custom': 'extract'}],
+    bytecode={'result_count': True, 'operands': 'counted'},
+    semantics={'kind': 'tile', 'expr': 'extract_tile(source, indices, RESULT_SHAPE)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1484,7 +1516,7 @@ EXTRACT = register_op(OpDef(
 
 
 class ExtractOp(OpView):
-    """``cuda_tile.extract``"""
+    """``cuda_tile.extract``: Extracts a sub-tile at a tile-sized index from a larger tile."""
 
     OPDEF = EXTRACT
     __slots__ = ()
@@ -1508,7 +1540,7 @@ FLOOR = register_op(OpDef(
     opcode=0x27,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise rounding down to the nearest integral floating-point value.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -1523,10 +1555,8 @@ FLOOR = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x27', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.floor(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1534,7 +1564,7 @@ FLOOR = register_op(OpDef(
 
 
 class FloorOp(OpView):
-    """``cuda_tile.floor``"""
+    """``cuda_tile.floor``: Elementwise rounding down to the nearest integral floating-point value."""
 
     OPDEF = FLOOR
     __slots__ = ()
@@ -1554,7 +1584,7 @@ FMA = register_op(OpDef(
     opcode=0x28,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary='Elementwise fused multiply-add (a * b + c) with a single rounding.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_FmaTile', 'single', '13.1'),
@@ -1573,14 +1603,25 @@ FMA = register_op(OpDef(
     format=('$lhs `,` $rhs `,` $acc custom<IEEERoundingMode>($rounding_mode) (`flush_to_zero` '
  '$flush_to_zero^)? attr-dict `:` custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['lhs', 'rhs', 'acc', 'result']}],
+    verify=[{'same_type': ['lhs', 'rhs', 'acc', 'result']},
+     {'attr_in': {'attr': 'rounding_mode',
+                  'in': ['nearest_even', 'zero', 'negative_inf', 'positive_inf'],
+                  'message': 'invalid rounding mode specified, expect one of [nearest_even, zero, '
+                             'negative_inf, positive_inf]'}},
+     {'requires_element': {'when': {'attr': 'flush_to_zero'},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'flush_to_zero modifier only supported for f32 data type, '
+                                      "but got: '{element[result]}'"}}],
     bytecode={'result_count': False,
      'flags': {'flush_to_zero': 0},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x28', 'result type indices: result',
-                'varint flags {bit0=flush_to_zero}', 'attr rounding_mode: varint(enum value)',
-                'operands: 3 value indices (no count)']},
-    semantics={},
+     'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'lhs * rhs + acc',
+     'exact': 'rational',
+     'rounding': 'rounding_mode',
+     'ftz': 'flush_to_zero'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1588,7 +1629,7 @@ FMA = register_op(OpDef(
 
 
 class FmaOp(OpView):
-    """``cuda_tile.fma``"""
+    """``cuda_tile.fma``: Elementwise fused multiply-add (a * b + c) with a single rounding."""
 
     OPDEF = FMA
     __slots__ = ()
@@ -1624,7 +1665,7 @@ FOR = register_op(OpDef(
     opcode=0x29,
     since='13.1',
     family='control flow',
-    summary='',
+    summary='Counted loop over an integer range with a step, carrying values across iterations.',
     traits=('AutomaticAllocationScope', 'OpAsmOpInterface', 'RecursiveMemoryEffects', 'SingleBlockImplicitTerminator(ContinueOp)', 'OpAsmOpInterface(getAsmResultNames, getAsmBlockArgumentNames)',),
     operands=(
         OperandDef('lowerBound', 'CudaTile_ScalarTileOf<CudaTile_AnyInt>', 'single', '13.1'),
@@ -1644,23 +1685,20 @@ FOR = register_op(OpDef(
     format=None,
     custom_format='for',
     verify=[{'same_type': ['lowerBound', 'upperBound', 'step']},
-     {'same_type': ['initValues', 'resultValues']}],
+     {'same_type': ['initValues', 'resultValues']}, {'custom': 'for_regions'}],
     bytecode={'result_count': True,
      'flags': {'unsignedCmp': 0},
      'flags_since': '13.2',
-     'layout': ['opcode varint 0x29', 'varint(#results serialized)',
-                'result type indices: resultValues*',
-                'varint flags [only if file>=13.2] {bit0=unsignedCmp}',
-                'operands: varint(total count) + value indices', 'varint(#regions=1) + regions']},
-    semantics={},
+     'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={'result_names': {'resultValues': 'for'}},
 ))
 
 
 class ForOp(OpView):
-    """``cuda_tile.for``"""
+    """``cuda_tile.for``: Counted loop over an integer range with a step, carrying values across iterations."""
 
     OPDEF = FOR
     __slots__ = ()
@@ -1700,7 +1738,7 @@ FTOF = register_op(OpDef(
     opcode=0x2A,
     since='13.1',
     family='conversion',
-    summary='',
+    summary='Elementwise conversion between floating-point types with a rounding mode.',
     traits=('Pure',),
     operands=(
         OperandDef('from', 'CudaTile_FloatTileType', 'single', '13.1'),
@@ -1716,11 +1754,18 @@ FTOF = register_op(OpDef(
     format=('$from custom<IEEERoundingMode>($rounding_mode) attr-dict `:` '
  'custom<CudaTileType>(type($from)) `->` custom<CudaTileType>(type($to))'),
     custom_format=None,
-    verify=[{'same_shape': ['from', 'to']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x2A', 'result type indices: to',
-                'attr rounding_mode: varint(enum value)', 'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_shape': ['from', 'to']},
+     {'forbid': {'when': {'same_type': ['from', 'to']},
+                 'message': 'converting tiles must not be a no-op'}},
+     {'require': {'if': {'element': 'to', 'in': ['f8E8M0FNU']},
+                  'then': {'attr': 'rounding_mode', 'in': ['zero', 'positive_inf']},
+                  'message': 'invalid rounding mode specified for conversion to f8E8M0FNU. Only '
+                             "'zero' and 'positive_inf' are supported"}},
+     {'require': {'if': {'not': {'element': 'to', 'in': ['f8E8M0FNU']}},
+                  'then': {'attr': 'rounding_mode', 'in': ['nearest_even']},
+                  'message': "invalid rounding mode specified. Only 'nearest_even' is supported"}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'from_', 'rounding': 'rounding_mode'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1728,7 +1773,7 @@ FTOF = register_op(OpDef(
 
 
 class FToFOp(OpView):
-    """``cuda_tile.ftof``"""
+    """``cuda_tile.ftof``: Elementwise conversion between floating-point types with a rounding mode."""
 
     OPDEF = FTOF
     __slots__ = ()
@@ -1752,7 +1797,7 @@ FTOI = register_op(OpDef(
     opcode=0x2B,
     since='13.1',
     family='conversion',
-    summary='',
+    summary='Elementwise conversion of floating-point values to signed or unsigned integers.',
     traits=('Pure',),
     operands=(
         OperandDef('from', 'CudaTile_FloatTileType', 'single', '13.1'),
@@ -1767,18 +1812,19 @@ FTOI = register_op(OpDef(
     ),
     regions=(
     ),
-    format=('$from custom<Signedness>($signedness) custom<IntegerRoundingMode>($rounding_mode) (` '
- "saturating`)? attr-dict `:` T `->` T   (printed: 'ftoi %x signed  saturating : ...')"),
+    format=('$from custom<Signedness>($signedness) custom<IntegerRoundingMode>($rounding_mode) '
+ '(`saturating` $saturating^)? attr-dict `:` custom<CudaTileType>(type($from)) `->` '
+ 'custom<CudaTileType>(type($to))'),
     custom_format=None,
-    verify=[{'same_shape': ['from', 'to']}],
-    bytecode={'result_count': False,
-     'flags': {'saturating': 0},
-     'flags_since': '13.4',
-     'layout': ['opcode varint 0x2B', 'result type indices: to',
-                'varint flags {bit0=saturating} [only if file>=13.4]',
-                'attr signedness: varint(enum value)', 'attr rounding_mode: varint(enum value)',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_shape': ['from', 'to']},
+     {'attr_in': {'attr': 'rounding_mode',
+                  'in': ['nearest_int_to_zero'],
+                  'message': "invalid rounding mode specified. Only 'nearest_int_to_zero' is "
+                             'supported'}}],
+    bytecode={'result_count': False, 'flags': {'saturating': 0}, 'flags_since': '13.4', 'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'saturate_to_int(from_, rounding_mode)',
+     'signedness': 'signedness'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1786,7 +1832,7 @@ FTOI = register_op(OpDef(
 
 
 class FToIOp(OpView):
-    """``cuda_tile.ftoi``"""
+    """``cuda_tile.ftoi``: Elementwise conversion of floating-point values to signed or unsigned integers."""
 
     OPDEF = FTOI
     __slots__ = ()
@@ -1818,7 +1864,7 @@ GET_GLOBAL = register_op(OpDef(
     opcode=0x2C,
     since='13.1',
     family='structure/module',
-    summary='',
+    summary='Returns a pointer to a module-level global variable.',
     traits=('Pure', 'SymbolUserOpInterface',),
     operands=(
     ),
@@ -1832,11 +1878,9 @@ GET_GLOBAL = register_op(OpDef(
     ),
     format='$name attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x2C', 'result type indices: result',
-                'attr name: varint(string index)']},
-    semantics={},
+    verify=[{'custom': 'get_global'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1844,7 +1888,7 @@ GET_GLOBAL = register_op(OpDef(
 
 
 class GetGlobalOp(OpView):
-    """``cuda_tile.get_global``"""
+    """``cuda_tile.get_global``: Returns a pointer to a module-level global variable."""
 
     OPDEF = GET_GLOBAL
     __slots__ = ()
@@ -1864,7 +1908,7 @@ GET_INDEX_SPACE_SHAPE = register_op(OpDef(
     opcode=0x2D,
     since='13.1',
     family='memory/view',
-    summary='',
+    summary='Returns the extent of each dimension of the tile index space of a view.',
     traits=('NoMemoryEffect',),
     operands=(
         OperandDef('src', 'CudaTile_TileView', 'single', '13.1'),
@@ -1878,11 +1922,9 @@ GET_INDEX_SPACE_SHAPE = register_op(OpDef(
     ),
     format=None,
     custom_format='get_index_space_shape',
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x2D', 'varint(#results serialized)', 'result type indices: result*',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'custom': 'get_index_space_shape'}],
+    bytecode={'result_count': True, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1890,7 +1932,7 @@ GET_INDEX_SPACE_SHAPE = register_op(OpDef(
 
 
 class GetIndexSpaceShapeOp(OpView):
-    """``cuda_tile.get_index_space_shape``"""
+    """``cuda_tile.get_index_space_shape``: Returns the extent of each dimension of the tile index space of a view."""
 
     OPDEF = GET_INDEX_SPACE_SHAPE
     __slots__ = ()
@@ -1910,7 +1952,7 @@ GET_NUM_TILE_BLOCKS = register_op(OpDef(
     opcode=0x2E,
     since='13.1',
     family='structure/module',
-    summary='',
+    summary='Returns the number of tile blocks in the grid along x, y and z.',
     traits=('Pure',),
     operands=(
     ),
@@ -1926,9 +1968,8 @@ GET_NUM_TILE_BLOCKS = register_op(OpDef(
     format='attr-dict `:` custom<CudaTileType>(type($gridSize_x))',
     custom_format=None,
     verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x2E', 'result type indices: gridSize_x, gridSize_y, gridSize_z']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1936,7 +1977,7 @@ GET_NUM_TILE_BLOCKS = register_op(OpDef(
 
 
 class GetNumTileBlocksOp(OpView):
-    """``cuda_tile.get_num_tile_blocks``"""
+    """``cuda_tile.get_num_tile_blocks``: Returns the number of tile blocks in the grid along x, y and z."""
 
     OPDEF = GET_NUM_TILE_BLOCKS
     __slots__ = ()
@@ -1960,7 +2001,7 @@ GET_TENSOR_SHAPE = register_op(OpDef(
     opcode=0x2F,
     since='13.1',
     family='memory/view',
-    summary='',
+    summary='Returns the extent of each dimension of a tensor view.',
     traits=('NoMemoryEffect',),
     operands=(
         OperandDef('src', 'CudaTile_TensorViewType', 'single', '13.1'),
@@ -1974,11 +2015,9 @@ GET_TENSOR_SHAPE = register_op(OpDef(
     ),
     format=None,
     custom_format='get_tensor_shape',
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x2F', 'varint(#results serialized)', 'result type indices: result*',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'custom': 'get_tensor_shape'}],
+    bytecode={'result_count': True, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -1986,7 +2025,7 @@ GET_TENSOR_SHAPE = register_op(OpDef(
 
 
 class GetTensorShapeOp(OpView):
-    """``cuda_tile.get_tensor_shape``"""
+    """``cuda_tile.get_tensor_shape``: Returns the extent of each dimension of a tensor view."""
 
     OPDEF = GET_TENSOR_SHAPE
     __slots__ = ()
@@ -2006,7 +2045,7 @@ GET_TILE_BLOCK_ID = register_op(OpDef(
     opcode=0x30,
     since='13.1',
     family='structure/module',
-    summary='',
+    summary='Returns the current tile block coordinates along x, y and z.',
     traits=('Pure',),
     operands=(
     ),
@@ -2022,9 +2061,8 @@ GET_TILE_BLOCK_ID = register_op(OpDef(
     format='attr-dict `:` custom<CudaTileType>(type($blockId_x))',
     custom_format=None,
     verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x30', 'result type indices: blockId_x, blockId_y, blockId_z']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2032,7 +2070,7 @@ GET_TILE_BLOCK_ID = register_op(OpDef(
 
 
 class GetTileBlockIdOp(OpView):
-    """``cuda_tile.get_tile_block_id``"""
+    """``cuda_tile.get_tile_block_id``: Returns the current tile block coordinates along x, y and z."""
 
     OPDEF = GET_TILE_BLOCK_ID
     __slots__ = ()
@@ -2056,7 +2094,7 @@ GLOBAL = register_op(OpDef(
     opcode=0x31,
     since='13.1',
     family='structure/module',
-    summary='',
+    summary='Declares a module-level global variable with an initial value and alignment.',
     traits=('Symbol',),
     operands=(
     ),
@@ -2075,11 +2113,11 @@ GLOBAL = register_op(OpDef(
     format=('custom<SymbolVisibility>($symbol_visibility) (`constant` $constant^)? $sym_name (`alignment` '
  '`=` $alignment^)? attr-dict custom<DenseTypedElementsAttrNoResult>($value)'),
     custom_format=None,
-    verify=[],
+    verify=[{'custom': 'global'}],
     bytecode={'instruction': False,
      'note': 'Not an instruction: each global is a Global-section record (name str idx, type idx, '
              'constant idx, alignment, [13.3+: visibility, constant flag]).'},
-    semantics={},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2087,7 +2125,7 @@ GLOBAL = register_op(OpDef(
 
 
 class GlobalOp(OpView):
-    """``cuda_tile.global``"""
+    """``cuda_tile.global``: Declares a module-level global variable with an initial value and alignment."""
 
     OPDEF = GLOBAL
     __slots__ = ()
@@ -2119,7 +2157,7 @@ IF = register_op(OpDef(
     opcode=0x32,
     since='13.1',
     family='control flow',
-    summary='',
+    summary='Conditional on an i1 scalar with a then region and an optional else region.',
     traits=('NoRegionArguments', 'OpAsmOpInterface', 'RecursiveMemoryEffects', 'SingleBlockImplicitTerminator(impl::IfOpImplicitTerminatorType)',),
     operands=(
         OperandDef('condition', 'CudaTile_ScalarTileOf<CudaTile_Int1>', 'single', '13.1'),
@@ -2136,12 +2174,9 @@ IF = register_op(OpDef(
     format=('$condition (`->` `(` custom<CudaTileType>(type($results))^ `)`)? '
  'custom<IfOpRegion>($thenRegion) (`else` custom<IfOpRegion>($elseRegion)^)? attr-dict'),
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x32', 'varint(#results serialized)',
-                'result type indices: results*', 'operands: 1 value indices (no count)',
-                'varint(#regions=2) + regions']},
-    semantics={},
+    verify=[{'custom': 'if'}],
+    bytecode={'result_count': True, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2149,7 +2184,7 @@ IF = register_op(OpDef(
 
 
 class IfOp(OpView):
-    """``cuda_tile.if``"""
+    """``cuda_tile.if``: Conditional on an i1 scalar with a then region and an optional else region."""
 
     OPDEF = IF
     __slots__ = ()
@@ -2177,7 +2212,7 @@ INT_TO_PTR = register_op(OpDef(
     opcode=0x33,
     since='13.1',
     family='conversion',
-    summary='',
+    summary='Elementwise conversion of i64 values to pointers.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_IntTileInt64Type', 'single', '13.1'),
@@ -2193,10 +2228,8 @@ INT_TO_PTR = register_op(OpDef(
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
     verify=[{'same_shape': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x33', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'source', 'domain': 'bits'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2204,7 +2237,7 @@ INT_TO_PTR = register_op(OpDef(
 
 
 class IntToPtrOp(OpView):
-    """``cuda_tile.int_to_ptr``"""
+    """``cuda_tile.int_to_ptr``: Elementwise conversion of i64 values to pointers."""
 
     OPDEF = INT_TO_PTR
     __slots__ = ()
@@ -2224,7 +2257,7 @@ IOTA = register_op(OpDef(
     opcode=0x3A,
     since='13.1',
     family='shape',
-    summary='',
+    summary='Produces a rank-1 integer tile holding 0, 1, 2, and so on.',
     traits=('Pure',),
     operands=(
     ),
@@ -2237,9 +2270,10 @@ IOTA = register_op(OpDef(
     ),
     format='attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': False, 'layout': ['opcode varint 0x3A', 'result type indices: result']},
-    semantics={},
+    verify=[{'rank': {'value': 'result', 'eq': 1, 'message': 'expects result type to be 1-d tile'}},
+     {'custom': 'iota'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'tile', 'expr': 'np.arange(RESULT_SHAPE[0])'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2247,7 +2281,7 @@ IOTA = register_op(OpDef(
 
 
 class IotaOp(OpView):
-    """``cuda_tile.iota``"""
+    """``cuda_tile.iota``: Produces a rank-1 integer tile holding 0, 1, 2, and so on."""
 
     OPDEF = IOTA
     __slots__ = ()
@@ -2263,7 +2297,7 @@ ITOF = register_op(OpDef(
     opcode=0x3B,
     since='13.1',
     family='conversion',
-    summary='',
+    summary='Elementwise conversion of signed or unsigned integers to floating point.',
     traits=('Pure',),
     operands=(
         OperandDef('from', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -2280,12 +2314,18 @@ ITOF = register_op(OpDef(
     format=('$from custom<Signedness>($signedness) custom<IEEERoundingMode>($rounding_mode) attr-dict `:` '
  'custom<CudaTileType>(type($from)) `->` custom<CudaTileType>(type($to))'),
     custom_format=None,
-    verify=[{'same_shape': ['from', 'to']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x3B', 'result type indices: to',
-                'attr signedness: varint(enum value)', 'attr rounding_mode: varint(enum value)',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_shape': ['from', 'to']},
+     {'forbid': {'when': {'element': 'to', 'in': ['f8E8M0FNU']},
+                 'message': 'integer to f8E8M0FNU conversion is not supported, please first '
+                            'convert to another float type'}},
+     {'attr_in': {'attr': 'rounding_mode',
+                  'in': ['nearest_even'],
+                  'message': "invalid rounding mode specified. Only 'nearest_even' is supported"}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'from_',
+     'signedness': 'signedness',
+     'rounding': 'rounding_mode'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2293,7 +2333,7 @@ ITOF = register_op(OpDef(
 
 
 class IToFOp(OpView):
-    """``cuda_tile.itof``"""
+    """``cuda_tile.itof``: Elementwise conversion of signed or unsigned integers to floating point."""
 
     OPDEF = ITOF
     __slots__ = ()
@@ -2321,7 +2361,7 @@ JOIN_TOKENS = register_op(OpDef(
     opcode=0x3C,
     since='13.1',
     family='token',
-    summary='',
+    summary='Merges several memory ordering tokens into one.',
     traits=('Pure',),
     operands=(
         OperandDef('tokens', 'CudaTile_TokenType', 'variadic', '13.1'),
@@ -2335,11 +2375,9 @@ JOIN_TOKENS = register_op(OpDef(
     ),
     format='$tokens attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x3C', 'varint(#results serialized)', 'result type indices: result',
-                'operands: varint(total count) + value indices']},
-    semantics={},
+    verify=[{'custom': 'join_tokens'}],
+    bytecode={'result_count': True, 'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2347,7 +2385,7 @@ JOIN_TOKENS = register_op(OpDef(
 
 
 class JoinTokensOp(OpView):
-    """``cuda_tile.join_tokens``"""
+    """``cuda_tile.join_tokens``: Merges several memory ordering tokens into one."""
 
     OPDEF = JOIN_TOKENS
     __slots__ = ()
@@ -2367,7 +2405,7 @@ LOAD_PTR_TKO = register_op(OpDef(
     opcode=0x3D,
     since='13.1',
     family='memory/view',
-    summary='',
+    summary='Token-ordered gather load through a pointer tile, with optional mask and padding.',
     traits=('AttrSizedOperandSegments', 'TypesMatchWith(source is pointer-tile of result: verifyLoadStoreType)', 'OptionalTypesMatchWith(mask shape == source shape: verifyLoadStoreMask)', 'OptionalTypesMatchWith(paddingValue type == result type: verifyLoadPadding)',),
     operands=(
         OperandDef('source', 'CudaTile_PointerTileType', 'single', '13.1'),
@@ -2392,7 +2430,20 @@ LOAD_PTR_TKO = register_op(OpDef(
  'custom<CudaTileType>(type($paddingValue))^)? `->` custom<CudaTileType>(type($result)) `,` '
  'custom<CudaTileType>(type($result_token))'),
     custom_format=None,
-    verify=[],
+    verify=[{'types_match_with': {'from': 'result',
+                           'to': 'source',
+                           'transform': 'pointer_tile',
+                           'summary': '`source` type is expected a pointer type of `result` type'}},
+     {'types_match_with': {'from': 'source',
+                           'to': 'mask',
+                           'transform': 'i1_same_shape',
+                           'summary': "shape of 'mask' must match the shape of 'source'"}},
+     {'types_match_with': {'from': 'result',
+                           'to': 'paddingValue',
+                           'transform': 'identity',
+                           'summary': "type of 'paddingValue' must match the type of 'result'"}},
+     {'custom': 'optimization_hints', 'params': ['latency']},
+     {'custom': 'memory_model', 'access': 'load', 'orderings': ['weak', 'relaxed', 'acquire']}],
     bytecode={'result_count': False,
      'flags': {'memory_scope': 0,
                'optimization_hints': 1,
@@ -2400,16 +2451,8 @@ LOAD_PTR_TKO = register_op(OpDef(
                'paddingValue': 3,
                'token': 4},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x3D', 'result type indices: result, result_token',
-                'varint flags {bit0=memory_scope, bit1=optimization_hints, bit2=mask, '
-                'bit3=paddingValue, bit4=token}',
-                'attr memory_ordering_semantics: varint(enum value)',
-                'attr memory_scope: varint(enum value) [if flag bit set]',
-                'attr optimization_hints: dictionary payload: varint(count) + (string index, '
-                'self-contained attr)* [if flag bit set]',
-                'operands (per ODS segment): source: value index; mask: value index if flag set; '
-                'paddingValue: value index if flag set; token: value index if flag set']},
-    semantics={},
+     'operands': 'segments'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2417,7 +2460,7 @@ LOAD_PTR_TKO = register_op(OpDef(
 
 
 class LoadPtrTkoOp(OpView):
-    """``cuda_tile.load_ptr_tko``"""
+    """``cuda_tile.load_ptr_tko``: Token-ordered gather load through a pointer tile, with optional mask and padding."""
 
     OPDEF = LOAD_PTR_TKO
     __slots__ = ()
@@ -2465,7 +2508,7 @@ LOAD_VIEW_TKO = register_op(OpDef(
     opcode=0x3E,
     since='13.1',
     family='memory/view',
-    summary='',
+    summary='Token-ordered load of one tile of a view at a tile index.',
     traits=('AttrSizedOperandSegments',),
     operands=(
         OperandDef('view', 'CudaTile_TileView', 'single', '13.1'),
@@ -2486,22 +2529,14 @@ LOAD_VIEW_TKO = register_op(OpDef(
     ),
     format=None,
     custom_format='load_view_tko',
-    verify=[],
+    verify=[{'custom': 'view_load_store'},
+     {'custom': 'optimization_hints', 'params': ['latency', 'allow_tma']},
+     {'custom': 'memory_model', 'access': 'load', 'orderings': ['weak', 'relaxed', 'acquire']}],
     bytecode={'result_count': True,
      'flags': {'memory_scope': 0, 'optimization_hints': 1, 'token': 2},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x3E', 'varint(#results serialized)',
-                'result type indices: tile, result_token',
-                'varint flags {bit0=memory_scope, bit1=optimization_hints, bit2=token}',
-                'attr memory_ordering_semantics: varint(enum value)',
-                'attr memory_scope: varint(enum value) [if flag bit set]',
-                'attr optimization_hints: dictionary payload: varint(count) + (string index, '
-                'self-contained attr)* [if flag bit set]',
-                'attr inbounds: varint(count) + count x u8 (0/1) [only if file>=13.4, else all '
-                'false]',
-                'operands (per ODS segment): view: value index; index: varint count + value '
-                'indices; token: value index if flag set']},
-    semantics={},
+     'operands': 'segments'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2509,7 +2544,7 @@ LOAD_VIEW_TKO = register_op(OpDef(
 
 
 class LoadViewTkoOp(OpView):
-    """``cuda_tile.load_view_tko``"""
+    """``cuda_tile.load_view_tko``: Token-ordered load of one tile of a view at a tile index."""
 
     OPDEF = LOAD_VIEW_TKO
     __slots__ = ()
@@ -2557,7 +2592,7 @@ LOG = register_op(OpDef(
     opcode=0x3F,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise natural logarithm.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -2572,10 +2607,8 @@ LOG = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x3F', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.log(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2583,7 +2616,7 @@ LOG = register_op(OpDef(
 
 
 class LogOp(OpView):
-    """``cuda_tile.log``"""
+    """``cuda_tile.log``: Elementwise natural logarithm."""
 
     OPDEF = LOG
     __slots__ = ()
@@ -2603,7 +2636,7 @@ LOG2 = register_op(OpDef(
     opcode=0x40,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise base-2 logarithm.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -2618,10 +2651,8 @@ LOG2 = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x40', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.log2(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2629,7 +2660,7 @@ LOG2 = register_op(OpDef(
 
 
 class Log2Op(OpView):
-    """``cuda_tile.log2``"""
+    """``cuda_tile.log2``: Elementwise base-2 logarithm."""
 
     OPDEF = LOG2
     __slots__ = ()
@@ -2649,7 +2680,7 @@ LOOP = register_op(OpDef(
     opcode=0x41,
     since='13.1',
     family='control flow',
-    summary='',
+    summary='Unbounded loop that runs until a break, carrying values across iterations.',
     traits=('AutomaticAllocationScope', 'OpAsmOpInterface', 'RecursiveMemoryEffects', 'SingleBlockImplicitTerminator(impl::LoopOpImplicitTerminatorType)',),
     operands=(
         OperandDef('initValues', 'AnyType', 'variadic', '13.1'),
@@ -2664,12 +2695,9 @@ LOOP = register_op(OpDef(
     ),
     format=None,
     custom_format='loop',
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x41', 'varint(#results serialized)',
-                'result type indices: resultValues*',
-                'operands: varint(total count) + value indices', 'varint(#regions=1) + regions']},
-    semantics={},
+    verify=[{'custom': 'loop_regions'}],
+    bytecode={'result_count': True, 'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2677,7 +2705,7 @@ LOOP = register_op(OpDef(
 
 
 class LoopOp(OpView):
-    """``cuda_tile.loop``"""
+    """``cuda_tile.loop``: Unbounded loop that runs until a break, carrying values across iterations."""
 
     OPDEF = LOOP
     __slots__ = ()
@@ -2701,7 +2729,7 @@ MAKE_PARTITION_VIEW = register_op(OpDef(
     opcode=0x42,
     since='13.1',
     family='memory/view',
-    summary='',
+    summary='Partitions a tensor view into a grid of equally shaped tiles.',
     traits=('Pure', 'OpAsmOpInterface(getAsmResultNames)',),
     operands=(
         OperandDef('tensor_view', 'CudaTile_TensorViewType', 'single', '13.1'),
@@ -2715,19 +2743,17 @@ MAKE_PARTITION_VIEW = register_op(OpDef(
     ),
     format=None,
     custom_format='make_partition_view',
-    verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x42', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'custom': 'make_tile_view'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={'result_names': {'result': 'pview'}},
 ))
 
 
 class MakePartitionViewOp(OpView):
-    """``cuda_tile.make_partition_view``"""
+    """``cuda_tile.make_partition_view``: Partitions a tensor view into a grid of equally shaped tiles."""
 
     OPDEF = MAKE_PARTITION_VIEW
     __slots__ = ()
@@ -2747,7 +2773,7 @@ MAKE_TENSOR_VIEW = register_op(OpDef(
     opcode=0x43,
     since='13.1',
     family='memory/view',
-    summary='',
+    summary='Builds a tensor view from a base pointer, shape and strides (static or dynamic).',
     traits=('AttrSizedOperandSegments', 'NoMemoryEffect', 'OpAsmOpInterface(getAsmResultNames)',),
     operands=(
         OperandDef('base', 'CudaTile_ScalarTileOf<CudaTile_PointerType>', 'single', '13.1'),
@@ -2763,20 +2789,17 @@ MAKE_TENSOR_VIEW = register_op(OpDef(
     ),
     format=None,
     custom_format='make_tensor_view',
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x43', 'varint(#results serialized)', 'result type indices: result',
-                'operands (per ODS segment): base: value index; dynamicShape: varint count + value '
-                'indices; dynamicStrides: varint count + value indices']},
-    semantics={},
+    verify=[{'custom': 'make_tensor_view'}],
+    bytecode={'result_count': True, 'operands': 'segments'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={'result_names': {'result': 'tview'}},
 ))
 
 
 class MakeTensorViewOp(OpView):
-    """``cuda_tile.make_tensor_view``"""
+    """``cuda_tile.make_tensor_view``: Builds a tensor view from a base pointer, shape and strides (static or dynamic)."""
 
     OPDEF = MAKE_TENSOR_VIEW
     __slots__ = ()
@@ -2804,7 +2827,7 @@ MAKE_TOKEN = register_op(OpDef(
     opcode=0x44,
     since='13.1',
     family='token',
-    summary='',
+    summary='Creates a fresh memory ordering token with no dependencies.',
     traits=('Pure',),
     operands=(
     ),
@@ -2818,8 +2841,8 @@ MAKE_TOKEN = register_op(OpDef(
     format='attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[],
-    bytecode={'result_count': False, 'layout': ['opcode varint 0x44', 'result type indices: result']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2827,7 +2850,7 @@ MAKE_TOKEN = register_op(OpDef(
 
 
 class MakeTokenOp(OpView):
-    """``cuda_tile.make_token``"""
+    """``cuda_tile.make_token``: Creates a fresh memory ordering token with no dependencies."""
 
     OPDEF = MAKE_TOKEN
     __slots__ = ()
@@ -2843,7 +2866,7 @@ MAXF = register_op(OpDef(
     opcode=0x45,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary='Elementwise floating-point maximum, optionally propagating NaN.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -2861,14 +2884,19 @@ MAXF = register_op(OpDef(
     format=('$lhs `,` $rhs oilist(`flush_to_zero` $flush_to_zero | `propagate_nan` $propagate_nan) '
  'attr-dict `:` custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['lhs', 'rhs', 'result']}],
+    verify=[{'same_type': ['lhs', 'rhs', 'result']},
+     {'requires_element': {'when': {'attr': 'flush_to_zero'},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'flush_to_zero modifier only supported for f32 data type, '
+                                      "but got: '{element[result]}'"}}],
     bytecode={'result_count': False,
      'flags': {'propagate_nan': 0, 'flush_to_zero': 1},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x45', 'result type indices: result',
-                'varint flags {bit0=propagate_nan, bit1=flush_to_zero}',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+     'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'maximum(lhs, rhs) if propagate_nan else maxnum(lhs, rhs)',
+     'ftz': 'flush_to_zero'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2876,7 +2904,7 @@ MAXF = register_op(OpDef(
 
 
 class MaxFOp(OpView):
-    """``cuda_tile.maxf``"""
+    """``cuda_tile.maxf``: Elementwise floating-point maximum, optionally propagating NaN."""
 
     OPDEF = MAXF
     __slots__ = ()
@@ -2908,7 +2936,7 @@ MAXI = register_op(OpDef(
     opcode=0x46,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise signed or unsigned integer maximum.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -2926,10 +2954,8 @@ MAXI = register_op(OpDef(
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x46', 'result type indices: result',
-                'attr signedness: varint(enum value)', 'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.maximum(lhs, rhs)', 'signedness': 'signedness'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2937,7 +2963,7 @@ MAXI = register_op(OpDef(
 
 
 class MaxIOp(OpView):
-    """``cuda_tile.maxi``"""
+    """``cuda_tile.maxi``: Elementwise signed or unsigned integer maximum."""
 
     OPDEF = MAXI
     __slots__ = ()
@@ -2965,7 +2991,7 @@ MINF = register_op(OpDef(
     opcode=0x47,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary='Elementwise floating-point minimum, optionally propagating NaN.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -2983,14 +3009,19 @@ MINF = register_op(OpDef(
     format=('$lhs `,` $rhs oilist(`flush_to_zero` $flush_to_zero | `propagate_nan` $propagate_nan) '
  'attr-dict `:` custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['lhs', 'rhs', 'result']}],
+    verify=[{'same_type': ['lhs', 'rhs', 'result']},
+     {'requires_element': {'when': {'attr': 'flush_to_zero'},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'flush_to_zero modifier only supported for f32 data type, '
+                                      "but got: '{element[result]}'"}}],
     bytecode={'result_count': False,
      'flags': {'propagate_nan': 0, 'flush_to_zero': 1},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x47', 'result type indices: result',
-                'varint flags {bit0=propagate_nan, bit1=flush_to_zero}',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+     'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'minimum(lhs, rhs) if propagate_nan else minnum(lhs, rhs)',
+     'ftz': 'flush_to_zero'},
     aliases=[],
     test_only=False,
     extra={},
@@ -2998,7 +3029,7 @@ MINF = register_op(OpDef(
 
 
 class MinFOp(OpView):
-    """``cuda_tile.minf``"""
+    """``cuda_tile.minf``: Elementwise floating-point minimum, optionally propagating NaN."""
 
     OPDEF = MINF
     __slots__ = ()
@@ -3030,7 +3061,7 @@ MINI = register_op(OpDef(
     opcode=0x48,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise signed or unsigned integer minimum.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -3048,10 +3079,8 @@ MINI = register_op(OpDef(
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x48', 'result type indices: result',
-                'attr signedness: varint(enum value)', 'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.minimum(lhs, rhs)', 'signedness': 'signedness'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3059,7 +3088,7 @@ MINI = register_op(OpDef(
 
 
 class MinIOp(OpView):
-    """``cuda_tile.mini``"""
+    """``cuda_tile.mini``: Elementwise signed or unsigned integer minimum."""
 
     OPDEF = MINI
     __slots__ = ()
@@ -3087,7 +3116,7 @@ MMAF = register_op(OpDef(
     opcode=0x49,
     since='13.1',
     family='mma',
-    summary='',
+    summary='Floating-point matrix multiply-accumulate on (optionally batched) tiles.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'MmaFOp_OperandTileType', 'single', '13.1'),
@@ -3107,14 +3136,18 @@ MMAF = register_op(OpDef(
  'custom<CudaTileType>(type($acc))'),
     custom_format=None,
     verify=[{'same_type': ['acc', 'result']}, {'same_element_type': ['lhs', 'rhs']},
-     {'same_rank': ['lhs', 'rhs', 'acc']}],
-    bytecode={'result_count': False,
-     'flags': {'fast_acc': 0},
-     'flags_since': '13.3',
-     'layout': ['opcode varint 0x49', 'result type indices: result',
-                'varint flags [only if file>=13.3] {bit0=fast_acc}',
-                'operands: 3 value indices (no count)']},
-    semantics={},
+     {'same_rank': ['lhs', 'rhs', 'acc']}, {'custom': 'mma_shapes'},
+     {'custom': 'mmaf_types',
+      'combos': {'f4E2M1FN': ['f16', 'f32'],
+                 'f8E4M3FN': ['f16', 'f32'],
+                 'f8E5M2': ['f16', 'f32'],
+                 'f16': ['f16', 'f32'],
+                 'bf16': ['f32'],
+                 'tf32': ['f32'],
+                 'f32': ['f32'],
+                 'f64': ['f64']}}],
+    bytecode={'result_count': False, 'flags': {'fast_acc': 0}, 'flags_since': '13.3', 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3122,7 +3155,7 @@ MMAF = register_op(OpDef(
 
 
 class MmaFOp(OpView):
-    """``cuda_tile.mmaf``"""
+    """``cuda_tile.mmaf``: Floating-point matrix multiply-accumulate on (optionally batched) tiles."""
 
     OPDEF = MMAF
     __slots__ = ()
@@ -3154,7 +3187,7 @@ MMAI = register_op(OpDef(
     opcode=0x4A,
     since='13.1',
     family='mma',
-    summary='',
+    summary='Integer matrix multiply-accumulate with per-operand signedness.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'MmaIOp_OperandTileType', 'single', '13.1'),
@@ -3175,12 +3208,9 @@ MMAI = register_op(OpDef(
  'custom<CudaTileType>(type($rhs)) `,` custom<CudaTileType>(type($acc))'),
     custom_format=None,
     verify=[{'same_type': ['acc', 'result']}, {'same_element_type': ['lhs', 'rhs']},
-     {'same_rank': ['lhs', 'rhs', 'acc']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x4A', 'result type indices: result',
-                'attr signedness_lhs: varint(enum value)',
-                'attr signedness_rhs: varint(enum value)', 'operands: 3 value indices (no count)']},
-    semantics={},
+     {'same_rank': ['lhs', 'rhs', 'acc']}, {'custom': 'mma_shapes'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3188,7 +3218,7 @@ MMAI = register_op(OpDef(
 
 
 class MmaIOp(OpView):
-    """``cuda_tile.mmai``"""
+    """``cuda_tile.mmai``: Integer matrix multiply-accumulate with per-operand signedness."""
 
     OPDEF = MMAI
     __slots__ = ()
@@ -3224,7 +3254,7 @@ MODULE = register_op(OpDef(
     opcode=0x4B,
     since='13.1',
     family='structure/module',
-    summary='',
+    summary='Top-level container holding the kernels and globals of a Tile IR program.',
     traits=('IsolatedFromAbove', 'OpAsmOpInterface', 'NoRegionArguments', 'SingleBlock', 'SymbolTable', 'GraphRegionNoTerminator',),
     operands=(
     ),
@@ -3239,12 +3269,12 @@ MODULE = register_op(OpDef(
     ),
     format='$sym_name attr-dict-with-keyword $body',
     custom_format=None,
-    verify=[],
+    verify=[{'custom': 'module_debuginfo'}, {'custom': 'symbol_table'}],
     bytecode={'instruction': False,
      'note': 'Not serialized as an op: the module is implicit; its producer attr goes to the '
              'Producer section (13.3+); sym_name is NOT stored and the reader always names the '
              'module "kernels".'},
-    semantics={},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3252,7 +3282,7 @@ MODULE = register_op(OpDef(
 
 
 class ModuleOp(OpView):
-    """``cuda_tile.module``"""
+    """``cuda_tile.module``: Top-level container holding the kernels and globals of a Tile IR program."""
 
     OPDEF = MODULE
     __slots__ = ()
@@ -3276,7 +3306,7 @@ MULF = register_op(OpDef(
     opcode=0x4C,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary='Elementwise floating-point multiplication with an IEEE rounding mode.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -3294,14 +3324,25 @@ MULF = register_op(OpDef(
     format=('$lhs `,` $rhs custom<IEEERoundingMode>($rounding_mode) (`flush_to_zero` $flush_to_zero^)? '
  'attr-dict `:` custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['lhs', 'rhs', 'result']}],
+    verify=[{'same_type': ['lhs', 'rhs', 'result']},
+     {'attr_in': {'attr': 'rounding_mode',
+                  'in': ['nearest_even', 'zero', 'negative_inf', 'positive_inf'],
+                  'message': 'invalid rounding mode specified, expect one of [nearest_even, zero, '
+                             'negative_inf, positive_inf]'}},
+     {'requires_element': {'when': {'attr': 'flush_to_zero'},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'flush_to_zero modifier only supported for f32 data type, '
+                                      "but got: '{element[result]}'"}}],
     bytecode={'result_count': False,
      'flags': {'flush_to_zero': 0},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x4C', 'result type indices: result',
-                'varint flags {bit0=flush_to_zero}', 'attr rounding_mode: varint(enum value)',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+     'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'lhs * rhs',
+     'exact': 'single',
+     'rounding': 'rounding_mode',
+     'ftz': 'flush_to_zero'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3309,7 +3350,7 @@ MULF = register_op(OpDef(
 
 
 class MulFOp(OpView):
-    """``cuda_tile.mulf``"""
+    """``cuda_tile.mulf``: Elementwise floating-point multiplication with an IEEE rounding mode."""
 
     OPDEF = MULF
     __slots__ = ()
@@ -3341,7 +3382,7 @@ MULHII = register_op(OpDef(
     opcode=0x4D,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise high half of the full-width product of two integer tiles.',
     traits=('Pure',),
     operands=(
         OperandDef('x', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -3357,10 +3398,8 @@ MULHII = register_op(OpDef(
     format='$x `,` $y attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['x', 'y', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x4D', 'result type indices: result',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'mulhi(x, y, WIDTH, SIGNED)', 'signedness': 'unsigned'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3368,7 +3407,7 @@ MULHII = register_op(OpDef(
 
 
 class MulhiIOp(OpView):
-    """``cuda_tile.mulhii``"""
+    """``cuda_tile.mulhii``: Elementwise high half of the full-width product of two integer tiles."""
 
     OPDEF = MULHII
     __slots__ = ()
@@ -3392,7 +3431,7 @@ MULI = register_op(OpDef(
     opcode=0x4E,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise integer multiplication with optional wrap flags.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -3409,10 +3448,8 @@ MULI = register_op(OpDef(
     format='$lhs `,` $rhs (`overflow` `` $overflow^)? attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x4E', 'result type indices: result',
-                'attr overflow: varint(enum value)', 'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'lhs * rhs'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3420,7 +3457,7 @@ MULI = register_op(OpDef(
 
 
 class MulIOp(OpView):
-    """``cuda_tile.muli``"""
+    """``cuda_tile.muli``: Elementwise integer multiplication with optional wrap flags."""
 
     OPDEF = MULI
     __slots__ = ()
@@ -3448,7 +3485,7 @@ NEGF = register_op(OpDef(
     opcode=0x4F,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary='Elementwise floating-point negation.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -3463,10 +3500,8 @@ NEGF = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x4F', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': '-source'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3474,7 +3509,7 @@ NEGF = register_op(OpDef(
 
 
 class NegFOp(OpView):
-    """``cuda_tile.negf``"""
+    """``cuda_tile.negf``: Elementwise floating-point negation."""
 
     OPDEF = NEGF
     __slots__ = ()
@@ -3494,7 +3529,7 @@ NEGI = register_op(OpDef(
     opcode=0x50,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise two-complement integer negation.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -3509,13 +3544,11 @@ NEGI = register_op(OpDef(
     ),
     format='$source (`overflow` `` $overflow^)? attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
-    verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x50', 'result type indices: result',
-                'attr overflow: varint(enum value) [only if file>=13.2, else default '
-                '::mlir::cuda_tile::IntegerOverflow::NONE]',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_type': ['source', 'result']},
+     {'forbid': {'when': {'attr': 'overflow', 'in': ['no_unsigned_wrap']},
+                 'message': "'no_unsigned_wrap' overflow flag is not supported"}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': '-source'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3523,7 +3556,7 @@ NEGI = register_op(OpDef(
 
 
 class NegIOp(OpView):
-    """``cuda_tile.negi``"""
+    """``cuda_tile.negi``: Elementwise two-complement integer negation."""
 
     OPDEF = NEGI
     __slots__ = ()
@@ -3547,7 +3580,7 @@ OFFSET = register_op(OpDef(
     opcode=0x51,
     since='13.1',
     family='memory/view',
-    summary='',
+    summary='Elementwise pointer arithmetic that advances a pointer tile by an integer offset tile.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultShape',),
     operands=(
         OperandDef('ptr', 'CudaTile_PointerTileType', 'single', '13.1'),
@@ -3564,10 +3597,10 @@ OFFSET = register_op(OpDef(
  'custom<CudaTileType>(type($offset)) `->` custom<CudaTileType>(type($result))'),
     custom_format=None,
     verify=[{'same_type': ['result', 'ptr']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x51', 'result type indices: result',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'ptr_offset(ptr, offset, pointee_bytes(RESULT))',
+     'signedness': 'signed'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3575,7 +3608,7 @@ OFFSET = register_op(OpDef(
 
 
 class OffsetOp(OpView):
-    """``cuda_tile.offset``"""
+    """``cuda_tile.offset``: Elementwise pointer arithmetic that advances a pointer tile by an integer offset tile."""
 
     OPDEF = OFFSET
     __slots__ = ()
@@ -3599,7 +3632,7 @@ ORI = register_op(OpDef(
     opcode=0x52,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise bitwise OR of integer tiles.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -3615,10 +3648,8 @@ ORI = register_op(OpDef(
     format='$lhs `,` $rhs attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x52', 'result type indices: result',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'lhs | rhs'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3626,7 +3657,7 @@ ORI = register_op(OpDef(
 
 
 class OrIOp(OpView):
-    """``cuda_tile.ori``"""
+    """``cuda_tile.ori``: Elementwise bitwise OR of integer tiles."""
 
     OPDEF = ORI
     __slots__ = ()
@@ -3650,7 +3681,7 @@ PERMUTE = register_op(OpDef(
     opcode=0x53,
     since='13.1',
     family='shape',
-    summary='',
+    summary='Transposes the dimensions of a tile according to a permutation.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_TileType', 'single', '13.1'),
@@ -3666,12 +3697,10 @@ PERMUTE = register_op(OpDef(
     format=('$source $permutation attr-dict `:` custom<CudaTileType>(type($source)) `->` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_element_type': ['source', 'result']}, {'same_rank': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x53', 'result type indices: result',
-                'attr permutation: varint(count) + int32 LE each',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_element_type': ['source', 'result']}, {'same_rank': ['source', 'result']},
+     {'custom': 'permute'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'tile', 'expr': 'np.transpose(source, permutation)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3679,7 +3708,7 @@ PERMUTE = register_op(OpDef(
 
 
 class PermuteOp(OpView):
-    """``cuda_tile.permute``"""
+    """``cuda_tile.permute``: Transposes the dimensions of a tile according to a permutation."""
 
     OPDEF = PERMUTE
     __slots__ = ()
@@ -3703,7 +3732,7 @@ POW = register_op(OpDef(
     opcode=0x54,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise floating-point power x**y.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -3720,10 +3749,8 @@ POW = register_op(OpDef(
     custom_format=None,
     verify=[{'same_type': ['result', 'source', 'exponent']},
      {'same_rank': ['source', 'exponent', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x54', 'result type indices: result',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.power(source, exponent)'},
     aliases=[{'mnemonic': 'fpowf',
       'since': '13.4',
       'note': 'toolchain (tileirdisasm 13.5 prints fpowf for files of every version; the bytecode '
@@ -3734,7 +3761,7 @@ POW = register_op(OpDef(
 
 
 class PowOp(OpView):
-    """``cuda_tile.pow``"""
+    """``cuda_tile.pow``: Elementwise floating-point power x**y."""
 
     OPDEF = POW
     __slots__ = ()
@@ -3758,7 +3785,7 @@ PRINT_TKO = register_op(OpDef(
     opcode=0x55,
     since='13.1',
     family='debug/print/assert',
-    summary='',
+    summary='Token-ordered formatted device print of scalars and tiles.',
     traits=('AttrSizedOperandSegments',),
     operands=(
         OperandDef('args', 'CudaTile_TileType', 'variadic', '13.1'),
@@ -3775,16 +3802,9 @@ PRINT_TKO = register_op(OpDef(
     format=('$str (`,` $args^)? (`token` `` `=` `` $token^)? attr-dict (`:` '
  'custom<CudaTileType>(type($args))^)? `->` custom<CudaTileType>(type($result_token))'),
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': True,
-     'flags': {'token': 0},
-     'flags_since': '13.2',
-     'layout': ['opcode varint 0x55', 'varint(#results serialized)',
-                'result type indices: result_token [only if file>=13.2]',
-                'varint flags [only if file>=13.2] {bit0=token}', 'attr str: varint(string index)',
-                'operands (per ODS segment): args: varint count + value indices; token: value '
-                'index if flag set']},
-    semantics={},
+    verify=[{'custom': 'print_tko'}],
+    bytecode={'result_count': True, 'flags': {'token': 0}, 'flags_since': '13.2', 'operands': 'segments'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3792,7 +3812,7 @@ PRINT_TKO = register_op(OpDef(
 
 
 class PrintTkoOp(OpView):
-    """``cuda_tile.print_tko``"""
+    """``cuda_tile.print_tko``: Token-ordered formatted device print of scalars and tiles."""
 
     OPDEF = PRINT_TKO
     __slots__ = ()
@@ -3820,7 +3840,7 @@ PTR_TO_INT = register_op(OpDef(
     opcode=0x56,
     since='13.1',
     family='conversion',
-    summary='',
+    summary='Elementwise conversion of pointers to i64 values.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_PointerTileType', 'single', '13.1'),
@@ -3836,10 +3856,8 @@ PTR_TO_INT = register_op(OpDef(
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
     verify=[{'same_shape': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x56', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'source', 'domain': 'bits'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3847,7 +3865,7 @@ PTR_TO_INT = register_op(OpDef(
 
 
 class PtrToIntOp(OpView):
-    """``cuda_tile.ptr_to_int``"""
+    """``cuda_tile.ptr_to_int``: Elementwise conversion of pointers to i64 values."""
 
     OPDEF = PTR_TO_INT
     __slots__ = ()
@@ -3867,7 +3885,7 @@ PTR_TO_PTR = register_op(OpDef(
     opcode=0x57,
     since='13.1',
     family='conversion',
-    summary='',
+    summary='Elementwise cast of pointers to a different pointee type.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_PointerTileType', 'single', '13.1'),
@@ -3883,10 +3901,8 @@ PTR_TO_PTR = register_op(OpDef(
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
     verify=[{'same_shape': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x57', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'source', 'domain': 'bits'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3894,7 +3910,7 @@ PTR_TO_PTR = register_op(OpDef(
 
 
 class PtrToPtrOp(OpView):
-    """``cuda_tile.ptr_to_ptr``"""
+    """``cuda_tile.ptr_to_ptr``: Elementwise cast of pointers to a different pointee type."""
 
     OPDEF = PTR_TO_PTR
     __slots__ = ()
@@ -3914,7 +3930,7 @@ REDUCE = register_op(OpDef(
     opcode=0x58,
     since='13.1',
     family='reduction/scan',
-    summary='',
+    summary='Reduces tiles along one dimension with a combining region and identity values.',
     traits=('InferTypeOpAdaptor', 'OpAsmOpInterface', 'RecursiveMemoryEffects', 'SameOperandsShape', 'SingleBlockImplicitTerminator(YieldOp)', 'OpAsmOpInterface(getAsmResultNames, getAsmBlockArgumentNames)',),
     operands=(
         OperandDef('operands', 'CudaTile_TileType', 'variadic', '13.1'),
@@ -3933,21 +3949,17 @@ REDUCE = register_op(OpDef(
  'custom<CudaTileType>(type($operands)) `->` custom<CudaTileType>(type($results)) '
  'custom<ArgumentRegion>($body)'),
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x58', 'varint(#results serialized)',
-                'result type indices: results*', 'attr dim: varint(unsigned value)',
-                'attr identities: varint(count) + self-contained attrs',
-                'operands: varint(total count) + value indices', 'varint(#regions=1) + regions']},
-    semantics={},
+    verify=[{'custom': 'aggregate'}, {'custom': 'aggregate_infer'}, {'custom': 'aggregate_body'}],
+    bytecode={'result_count': True, 'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={'result_names': {'results': 'reduce'}},
 ))
 
 
 class ReduceOp(OpView):
-    """``cuda_tile.reduce``"""
+    """``cuda_tile.reduce``: Reduces tiles along one dimension with a combining region and identity values."""
 
     OPDEF = REDUCE
     __slots__ = ()
@@ -3979,7 +3991,7 @@ REMF = register_op(OpDef(
     opcode=0x59,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary='Elementwise floating-point remainder of a division (sign follows the dividend).',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -3995,10 +4007,8 @@ REMF = register_op(OpDef(
     format='$lhs `,` $rhs attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x59', 'result type indices: result',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.fmod(lhs, rhs)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4006,7 +4016,7 @@ REMF = register_op(OpDef(
 
 
 class RemFOp(OpView):
-    """``cuda_tile.remf``"""
+    """``cuda_tile.remf``: Elementwise floating-point remainder of a division (sign follows the dividend)."""
 
     OPDEF = REMF
     __slots__ = ()
@@ -4030,7 +4040,7 @@ REMI = register_op(OpDef(
     opcode=0x5A,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise signed or unsigned integer remainder.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -4048,10 +4058,8 @@ REMI = register_op(OpDef(
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
     verify=[{'same_type': ['result', 'lhs', 'rhs']}, {'same_shape': ['result', 'lhs', 'rhs']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x5A', 'result type indices: result',
-                'attr signedness: varint(enum value)', 'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'remainder(lhs, rhs, SIGNED)', 'signedness': 'signedness'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4059,7 +4067,7 @@ REMI = register_op(OpDef(
 
 
 class RemIOp(OpView):
-    """``cuda_tile.remi``"""
+    """``cuda_tile.remi``: Elementwise signed or unsigned integer remainder."""
 
     OPDEF = REMI
     __slots__ = ()
@@ -4087,7 +4095,7 @@ RESHAPE = register_op(OpDef(
     opcode=0x5B,
     since='13.1',
     family='shape',
-    summary='',
+    summary='Changes the shape of a tile while keeping its elements in row-major order.',
     traits=('Pure', 'SameOperandsAndResultElementType', 'OpAsmOpInterface(getAsmResultNames)',),
     operands=(
         OperandDef('source', 'CudaTile_TileType', 'single', '13.1'),
@@ -4102,19 +4110,19 @@ RESHAPE = register_op(OpDef(
     format=('$source attr-dict `:` custom<CudaTileType>(type($source)) `->` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x5B', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_num_elements': {'values': ['source', 'result'],
+                            'message': 'expected source tile and result tile to have the same '
+                                       'number of elements'}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'tile', 'expr': 'np.reshape(source, RESULT_SHAPE)'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={'result_names': {'result': 'reshape'}},
 ))
 
 
 class ReshapeOp(OpView):
-    """``cuda_tile.reshape``"""
+    """``cuda_tile.reshape``: Changes the shape of a tile while keeping its elements in row-major order."""
 
     OPDEF = RESHAPE
     __slots__ = ()
@@ -4134,7 +4142,7 @@ RETURN = register_op(OpDef(
     opcode=0x5C,
     since='13.1',
     family='control flow',
-    summary='',
+    summary='Returns from an entry or function body.',
     traits=('ParentOneOf(EntryOp,IfOp,Test_FuncOp(test builds only))', 'ReturnLike', 'Terminator',),
     operands=(
         OperandDef('operands', 'AnyType', 'variadic', '13.1'),
@@ -4147,11 +4155,9 @@ RETURN = register_op(OpDef(
     ),
     format='attr-dict ($operands^ `:` custom<CudaTileType>(type($operands)))?',
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x5C', 'varint(#results serialized)',
-                'operands: varint(total count) + value indices']},
-    semantics={},
+    verify=[{'custom': 'return'}],
+    bytecode={'result_count': True, 'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4159,7 +4165,7 @@ RETURN = register_op(OpDef(
 
 
 class ReturnOp(OpView):
-    """``cuda_tile.return``"""
+    """``cuda_tile.return``: Returns from an entry or function body."""
 
     OPDEF = RETURN
     __slots__ = ()
@@ -4175,7 +4181,7 @@ RSQRT = register_op(OpDef(
     opcode=0x5D,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise reciprocal square root.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -4190,13 +4196,17 @@ RSQRT = register_op(OpDef(
     ),
     format='$source (`flush_to_zero` $flush_to_zero^)? attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
-    verify=[{'same_type': ['source', 'result']}],
+    verify=[{'same_type': ['source', 'result']},
+     {'requires_element': {'when': {'attr': 'flush_to_zero'},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'flush_to_zero modifier only supported for f32 data type, '
+                                      "but got: '{element[result]}'"}}],
     bytecode={'result_count': False,
      'flags': {'flush_to_zero': 0},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x5D', 'result type indices: result',
-                'varint flags {bit0=flush_to_zero}', 'operands: 1 value indices (no count)']},
-    semantics={},
+     'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'rsqrt(source)', 'ftz': 'flush_to_zero'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4204,7 +4214,7 @@ RSQRT = register_op(OpDef(
 
 
 class RsqrtOp(OpView):
-    """``cuda_tile.rsqrt``"""
+    """``cuda_tile.rsqrt``: Elementwise reciprocal square root."""
 
     OPDEF = RSQRT
     __slots__ = ()
@@ -4228,7 +4238,7 @@ SCAN = register_op(OpDef(
     opcode=0x5E,
     since='13.1',
     family='reduction/scan',
-    summary='',
+    summary='Inclusive prefix scan of tiles along one dimension with a combining region.',
     traits=('InferTypeOpAdaptor', 'OpAsmOpInterface', 'RecursiveMemoryEffects', 'SameOperandsShape', 'SingleBlockImplicitTerminator(YieldOp)',),
     operands=(
         OperandDef('operands', 'CudaTile_TileType', 'variadic', '13.1'),
@@ -4248,13 +4258,10 @@ SCAN = register_op(OpDef(
  '`=` `` $identities `:` custom<CudaTileType>(type($operands)) `->` '
  'custom<CudaTileType>(type($results)) custom<ArgumentRegion>($body)'),
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x5E', 'varint(#results serialized)',
-                'result type indices: results*', 'attr dim: varint(unsigned value)',
-                'attr reverse: 1 byte 0/1', 'attr identities: varint(count) + self-contained attrs',
-                'operands: varint(total count) + value indices', 'varint(#regions=1) + regions']},
-    semantics={},
+    verify=[{'custom': 'aggregate', 'same_result_types': True}, {'custom': 'aggregate_infer'},
+     {'custom': 'aggregate_body'}],
+    bytecode={'result_count': True, 'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4262,7 +4269,7 @@ SCAN = register_op(OpDef(
 
 
 class ScanOp(OpView):
-    """``cuda_tile.scan``"""
+    """``cuda_tile.scan``: Inclusive prefix scan of tiles along one dimension with a combining region."""
 
     OPDEF = SCAN
     __slots__ = ()
@@ -4298,7 +4305,7 @@ SELECT = register_op(OpDef(
     opcode=0x5F,
     since='13.1',
     family='core values',
-    summary='',
+    summary='Elementwise choice between two tiles under an i1 condition tile.',
     traits=('Pure',),
     operands=(
         OperandDef('cond', 'CudaTile_TileOf<[CudaTile_Int1]>', 'single', '13.1'),
@@ -4316,11 +4323,11 @@ SELECT = register_op(OpDef(
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
     verify=[{'same_type': ['val_if_true', 'val_if_false', 'result']},
-     {'same_shape': ['cond', 'val_if_true', 'val_if_false', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x5F', 'result type indices: result',
-                'operands: 3 value indices (no count)']},
-    semantics={},
+     {'same_shape': ['cond', 'val_if_true', 'val_if_false', 'result']},
+     {'forbid': {'when': {'element': 'result', 'in': ['f4E2M1FN']},
+                 'message': 'cannot operate on sub-byte type F4E2M1FN'}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'tile', 'expr': 'np.where(cond, val_if_true, val_if_false)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4328,7 +4335,7 @@ SELECT = register_op(OpDef(
 
 
 class SelectOp(OpView):
-    """``cuda_tile.select``"""
+    """``cuda_tile.select``: Elementwise choice between two tiles under an i1 condition tile."""
 
     OPDEF = SELECT
     __slots__ = ()
@@ -4356,7 +4363,7 @@ SHLI = register_op(OpDef(
     opcode=0x60,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise left shift of an integer tile by a per-element amount.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -4373,10 +4380,8 @@ SHLI = register_op(OpDef(
     format='$lhs `,` $rhs (`overflow` `` $overflow^)? attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x60', 'result type indices: result',
-                'attr overflow: varint(enum value)', 'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'shl(lhs, rhs, WIDTH)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4384,7 +4389,7 @@ SHLI = register_op(OpDef(
 
 
 class ShLIOp(OpView):
-    """``cuda_tile.shli``"""
+    """``cuda_tile.shli``: Elementwise left shift of an integer tile by a per-element amount."""
 
     OPDEF = SHLI
     __slots__ = ()
@@ -4412,7 +4417,7 @@ SHRI = register_op(OpDef(
     opcode=0x61,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise arithmetic or logical right shift of an integer tile.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -4430,10 +4435,8 @@ SHRI = register_op(OpDef(
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x61', 'result type indices: result',
-                'attr signedness: varint(enum value)', 'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'shr(lhs, rhs, WIDTH, SIGNED)', 'signedness': 'signedness'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4441,7 +4444,7 @@ SHRI = register_op(OpDef(
 
 
 class ShRIOp(OpView):
-    """``cuda_tile.shri``"""
+    """``cuda_tile.shri``: Elementwise arithmetic or logical right shift of an integer tile."""
 
     OPDEF = SHRI
     __slots__ = ()
@@ -4469,7 +4472,7 @@ SIN = register_op(OpDef(
     opcode=0x62,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise sine.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -4484,10 +4487,8 @@ SIN = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x62', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.sin(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4495,7 +4496,7 @@ SIN = register_op(OpDef(
 
 
 class SinOp(OpView):
-    """``cuda_tile.sin``"""
+    """``cuda_tile.sin``: Elementwise sine."""
 
     OPDEF = SIN
     __slots__ = ()
@@ -4515,7 +4516,7 @@ SINH = register_op(OpDef(
     opcode=0x63,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise hyperbolic sine.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -4530,10 +4531,8 @@ SINH = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x63', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.sinh(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4541,7 +4540,7 @@ SINH = register_op(OpDef(
 
 
 class SinHOp(OpView):
-    """``cuda_tile.sinh``"""
+    """``cuda_tile.sinh``: Elementwise hyperbolic sine."""
 
     OPDEF = SINH
     __slots__ = ()
@@ -4561,7 +4560,7 @@ SQRT = register_op(OpDef(
     opcode=0x64,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise square root with a rounding mode.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -4578,14 +4577,30 @@ SQRT = register_op(OpDef(
     format=('$source custom<SqrtOpRoundingMode>($rounding_mode) (`flush_to_zero` $flush_to_zero^)? '
  'attr-dict `:` custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['source', 'result']}],
+    verify=[{'same_type': ['source', 'result']},
+     {'attr_in': {'attr': 'rounding_mode',
+                  'in': ['nearest_even', 'zero', 'negative_inf', 'positive_inf', 'approx'],
+                  'message': 'invalid rounding mode specified, expect one of [nearest_even, zero, '
+                             'negative_inf, positive_inf, approx]'}},
+     {'requires_element': {'when': {'attr': 'flush_to_zero'},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'flush_to_zero modifier only supported for f32 data type, '
+                                      "but got: '{element[result]}'"}},
+     {'requires_element': {'when': {'attr': 'rounding_mode', 'in': ['approx']},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'approx modifier only supported for f32 data type, but got: '
+                                      "'{element[result]}'"}}],
     bytecode={'result_count': False,
      'flags': {'flush_to_zero': 0},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x64', 'result type indices: result',
-                'varint flags {bit0=flush_to_zero}', 'attr rounding_mode: varint(enum value)',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+     'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'sqrt(source)',
+     'exact': 'single',
+     'rounding': 'rounding_mode',
+     'ftz': 'flush_to_zero'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4593,7 +4608,7 @@ SQRT = register_op(OpDef(
 
 
 class SqrtOp(OpView):
-    """``cuda_tile.sqrt``"""
+    """``cuda_tile.sqrt``: Elementwise square root with a rounding mode."""
 
     OPDEF = SQRT
     __slots__ = ()
@@ -4621,7 +4636,7 @@ STORE_PTR_TKO = register_op(OpDef(
     opcode=0x65,
     since='13.1',
     family='memory/view',
-    summary='',
+    summary='Token-ordered scatter store through a pointer tile, with optional mask.',
     traits=('AttrSizedOperandSegments', 'TypesMatchWith(destination is pointer-tile of value: verifyLoadStoreType)', 'OptionalTypesMatchWith(mask shape == destination shape: verifyLoadStoreMask)',),
     operands=(
         OperandDef('destination', 'CudaTile_PointerTileType', 'single', '13.1'),
@@ -4644,19 +4659,22 @@ STORE_PTR_TKO = register_op(OpDef(
  'custom<CudaTileType>(type($destination)) `,` custom<CudaTileType>(type($value)) (`,` '
  'custom<CudaTileType>(type($mask))^)? `->` custom<CudaTileType>(type($result_token))'),
     custom_format=None,
-    verify=[],
+    verify=[{'types_match_with': {'from': 'value',
+                           'to': 'destination',
+                           'transform': 'pointer_tile',
+                           'summary': '`destination` type is expected a pointer type of `value` '
+                                      'type'}},
+     {'types_match_with': {'from': 'destination',
+                           'to': 'mask',
+                           'transform': 'i1_same_shape',
+                           'summary': "shape of 'destination' must match the shape of 'mask'"}},
+     {'custom': 'optimization_hints', 'params': ['latency']},
+     {'custom': 'memory_model', 'access': 'store', 'orderings': ['weak', 'relaxed', 'release']}],
     bytecode={'result_count': False,
      'flags': {'memory_scope': 0, 'optimization_hints': 1, 'mask': 2, 'token': 3},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x65', 'result type indices: result_token',
-                'varint flags {bit0=memory_scope, bit1=optimization_hints, bit2=mask, bit3=token}',
-                'attr memory_ordering_semantics: varint(enum value)',
-                'attr memory_scope: varint(enum value) [if flag bit set]',
-                'attr optimization_hints: dictionary payload: varint(count) + (string index, '
-                'self-contained attr)* [if flag bit set]',
-                'operands (per ODS segment): destination: value index; value: value index; mask: '
-                'value index if flag set; token: value index if flag set']},
-    semantics={},
+     'operands': 'segments'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4664,7 +4682,7 @@ STORE_PTR_TKO = register_op(OpDef(
 
 
 class StorePtrTkoOp(OpView):
-    """``cuda_tile.store_ptr_tko``"""
+    """``cuda_tile.store_ptr_tko``: Token-ordered scatter store through a pointer tile, with optional mask."""
 
     OPDEF = STORE_PTR_TKO
     __slots__ = ()
@@ -4708,7 +4726,7 @@ STORE_VIEW_TKO = register_op(OpDef(
     opcode=0x66,
     since='13.1',
     family='memory/view',
-    summary='',
+    summary='Token-ordered store of a tile into one tile of a view at a tile index.',
     traits=('AttrSizedOperandSegments',),
     operands=(
         OperandDef('tile', 'CudaTile_TileType', 'single', '13.1'),
@@ -4729,21 +4747,14 @@ STORE_VIEW_TKO = register_op(OpDef(
     ),
     format=None,
     custom_format='store_view_tko',
-    verify=[],
+    verify=[{'custom': 'view_load_store'},
+     {'custom': 'optimization_hints', 'params': ['latency', 'allow_tma']},
+     {'custom': 'memory_model', 'access': 'store', 'orderings': ['weak', 'relaxed', 'release']}],
     bytecode={'result_count': True,
      'flags': {'memory_scope': 0, 'optimization_hints': 1, 'token': 2},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x66', 'varint(#results serialized)',
-                'result type indices: result_token',
-                'varint flags {bit0=memory_scope, bit1=optimization_hints, bit2=token}',
-                'attr memory_ordering_semantics: varint(enum value)',
-                'attr memory_scope: varint(enum value) [if flag bit set]',
-                'attr optimization_hints: dictionary payload [if flag bit set]',
-                'attr inbounds: varint(count) + count x u8 (0/1) [only if file>=13.4, else all '
-                'false]',
-                'operands (per ODS segment): tile: value index; view: value index; index: varint '
-                'count + value indices; token: value index if flag set']},
-    semantics={},
+     'operands': 'segments'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4751,7 +4762,7 @@ STORE_VIEW_TKO = register_op(OpDef(
 
 
 class StoreViewTkoOp(OpView):
-    """``cuda_tile.store_view_tko``"""
+    """``cuda_tile.store_view_tko``: Token-ordered store of a tile into one tile of a view at a tile index."""
 
     OPDEF = STORE_VIEW_TKO
     __slots__ = ()
@@ -4799,7 +4810,7 @@ SUBF = register_op(OpDef(
     opcode=0x67,
     since='13.1',
     family='arith/float',
-    summary='',
+    summary='Elementwise floating-point subtraction with an IEEE rounding mode.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -4817,14 +4828,25 @@ SUBF = register_op(OpDef(
     format=('$lhs `,` $rhs custom<IEEERoundingMode>($rounding_mode) (`flush_to_zero` $flush_to_zero^)? '
  'attr-dict `:` custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['lhs', 'rhs', 'result']}],
+    verify=[{'same_type': ['lhs', 'rhs', 'result']},
+     {'attr_in': {'attr': 'rounding_mode',
+                  'in': ['nearest_even', 'zero', 'negative_inf', 'positive_inf'],
+                  'message': 'invalid rounding mode specified, expect one of [nearest_even, zero, '
+                             'negative_inf, positive_inf]'}},
+     {'requires_element': {'when': {'attr': 'flush_to_zero'},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'flush_to_zero modifier only supported for f32 data type, '
+                                      "but got: '{element[result]}'"}}],
     bytecode={'result_count': False,
      'flags': {'flush_to_zero': 0},
      'flags_since': '13.1',
-     'layout': ['opcode varint 0x67', 'result type indices: result',
-                'varint flags {bit0=flush_to_zero}', 'attr rounding_mode: varint(enum value)',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+     'operands': 'fixed'},
+    semantics={'kind': 'elementwise',
+     'expr': 'lhs - rhs',
+     'exact': 'single',
+     'rounding': 'rounding_mode',
+     'ftz': 'flush_to_zero'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4832,7 +4854,7 @@ SUBF = register_op(OpDef(
 
 
 class SubFOp(OpView):
-    """``cuda_tile.subf``"""
+    """``cuda_tile.subf``: Elementwise floating-point subtraction with an IEEE rounding mode."""
 
     OPDEF = SUBF
     __slots__ = ()
@@ -4864,7 +4886,7 @@ SUBI = register_op(OpDef(
     opcode=0x68,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise integer subtraction with optional wrap flags.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -4881,10 +4903,8 @@ SUBI = register_op(OpDef(
     format='$lhs `,` $rhs (`overflow` `` $overflow^)? attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x68', 'result type indices: result',
-                'attr overflow: varint(enum value)', 'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'lhs - rhs'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4892,7 +4912,7 @@ SUBI = register_op(OpDef(
 
 
 class SubIOp(OpView):
-    """``cuda_tile.subi``"""
+    """``cuda_tile.subi``: Elementwise integer subtraction with optional wrap flags."""
 
     OPDEF = SUBI
     __slots__ = ()
@@ -4920,7 +4940,7 @@ TAN = register_op(OpDef(
     opcode=0x69,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise tangent.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -4935,10 +4955,8 @@ TAN = register_op(OpDef(
     format='$source attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x69', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.tan(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4946,7 +4964,7 @@ TAN = register_op(OpDef(
 
 
 class TanOp(OpView):
-    """``cuda_tile.tan``"""
+    """``cuda_tile.tan``: Elementwise tangent."""
 
     OPDEF = TAN
     __slots__ = ()
@@ -4966,7 +4984,7 @@ TANH = register_op(OpDef(
     opcode=0x6A,
     since='13.1',
     family='math',
-    summary='',
+    summary='Elementwise hyperbolic tangent.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.1'),
@@ -4982,13 +5000,18 @@ TANH = register_op(OpDef(
     format=('$source custom<TanHOpRoundingMode>($rounding_mode) attr-dict `:` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_type': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x6A', 'result type indices: result',
-                'attr rounding_mode: varint(enum value) [only if file>=13.2, else default '
-                'RoundingMode::FULL]',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_type': ['source', 'result']},
+     {'attr_in': {'attr': 'rounding_mode',
+                  'in': ['approx', 'full'],
+                  'message': 'invalid rounding mode specified, expect one of [approx, full]',
+                  'fatal': False}},
+     {'requires_element': {'when': {'attr': 'rounding_mode', 'in': ['approx']},
+                           'value': 'result',
+                           'elements': ['f32'],
+                           'message': 'approx modifier only supported for f32 data type, but got: '
+                                      "'{element[result]}'"}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.tanh(source)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4996,7 +5019,7 @@ TANH = register_op(OpDef(
 
 
 class TanHOp(OpView):
-    """``cuda_tile.tanh``"""
+    """``cuda_tile.tanh``: Elementwise hyperbolic tangent."""
 
     OPDEF = TANH
     __slots__ = ()
@@ -5020,7 +5043,7 @@ TRUNCI = register_op(OpDef(
     opcode=0x6B,
     since='13.1',
     family='conversion',
-    summary='',
+    summary='Elementwise truncation of an integer tile to a narrower integer type.',
     traits=('Pure',),
     operands=(
         OperandDef('from', 'TruncIOp_IntegerType', 'single', '13.1'),
@@ -5036,11 +5059,13 @@ TRUNCI = register_op(OpDef(
     format=('$from (`overflow` `` $overflow^)? attr-dict `:` custom<CudaTileType>(type($from)) `->` '
  'custom<CudaTileType>(type($to))'),
     custom_format=None,
-    verify=[{'same_shape': ['from', 'to']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x6B', 'result type indices: to',
-                'attr overflow: varint(enum value)', 'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_shape': ['from', 'to']},
+     {'width_relation': {'lhs': 'from',
+                         'rhs': 'to',
+                         'relation': '>',
+                         'message': 'truncating to larger or identical integer'}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'from_'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5048,7 +5073,7 @@ TRUNCI = register_op(OpDef(
 
 
 class TruncIOp(OpView):
-    """``cuda_tile.trunci``"""
+    """``cuda_tile.trunci``: Elementwise truncation of an integer tile to a narrower integer type."""
 
     OPDEF = TRUNCI
     __slots__ = ()
@@ -5072,7 +5097,7 @@ XORI = register_op(OpDef(
     opcode=0x6C,
     since='13.1',
     family='arith/int',
-    summary='',
+    summary='Elementwise bitwise exclusive OR of integer tiles.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'CudaTile_IntTileType', 'single', '13.1'),
@@ -5088,10 +5113,8 @@ XORI = register_op(OpDef(
     format='$lhs `,` $rhs attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x6C', 'result type indices: result',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'lhs ^ rhs'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5099,7 +5122,7 @@ XORI = register_op(OpDef(
 
 
 class XOrIOp(OpView):
-    """``cuda_tile.xori``"""
+    """``cuda_tile.xori``: Elementwise bitwise exclusive OR of integer tiles."""
 
     OPDEF = XORI
     __slots__ = ()
@@ -5123,7 +5146,7 @@ YIELD = register_op(OpDef(
     opcode=0x6D,
     since='13.1',
     family='control flow',
-    summary='',
+    summary='Terminates an if, reduce or scan region, passing values to the parent op.',
     traits=('Pure', 'ReturnLike', 'Terminator', 'ParentOneOf(IfOp,ReduceOp,ScanOp)',),
     operands=(
         OperandDef('operands', 'CudaTile_AnyType', 'variadic', '13.1'),
@@ -5137,10 +5160,8 @@ YIELD = register_op(OpDef(
     format='attr-dict ($operands^ `:` custom<CudaTileType>(type($operands)))?',
     custom_format=None,
     verify=[],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x6D', 'varint(#results serialized)',
-                'operands: varint(total count) + value indices']},
-    semantics={},
+    bytecode={'result_count': True, 'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5148,7 +5169,7 @@ YIELD = register_op(OpDef(
 
 
 class YieldOp(OpView):
-    """``cuda_tile.yield``"""
+    """``cuda_tile.yield``: Terminates an if, reduce or scan region, passing values to the parent op."""
 
     OPDEF = YIELD
     __slots__ = ()
@@ -5164,7 +5185,7 @@ ATAN2 = register_op(OpDef(
     opcode=0x6E,
     since='13.2',
     family='math',
-    summary='',
+    summary='Elementwise two-argument arctangent atan(y / x) using the signs to pick the quadrant.',
     traits=('Pure',),
     operands=(
         OperandDef('x', 'CudaTile_BaseFloatTileType', 'single', '13.2'),
@@ -5180,10 +5201,8 @@ ATAN2 = register_op(OpDef(
     format='$x `,` $y attr-dict `:` custom<CudaTileType>(type($result))',
     custom_format=None,
     verify=[{'same_type': ['x', 'y', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x6E', 'result type indices: result',
-                'operands: 2 value indices (no count)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'np.arctan2(x, y)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5191,7 +5210,7 @@ ATAN2 = register_op(OpDef(
 
 
 class Atan2Op(OpView):
-    """``cuda_tile.atan2``"""
+    """``cuda_tile.atan2``: Elementwise two-argument arctangent atan(y / x) using the signs to pick the quadrant."""
 
     OPDEF = ATAN2
     __slots__ = ()
@@ -5215,7 +5234,7 @@ PACK = register_op(OpDef(
     opcode=0x6F,
     since='13.3',
     family='conversion',
-    summary='',
+    summary='Packs a rank-1 tile of narrow or wide elements into a byte (i8) tile of the same total size.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'PackOp_UnpackedType', 'single', '13.3'),
@@ -5230,11 +5249,21 @@ PACK = register_op(OpDef(
     format=('$source attr-dict `:` custom<CudaTileType>(type($source)) `->` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_rank': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x6F', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_rank': ['source', 'result']},
+     {'rank': {'value': 'source',
+               'eq': 1,
+               'message': 'expects source and result to be rank-1 tiles'}},
+     {'width_relation': {'lhs': 'source',
+                         'rhs': 'result',
+                         'relation': '!=',
+                         'message': 'expects source and result to have different element type '
+                                    'widths'}},
+     {'same_size_in_bits': {'values': ['source', 'result'],
+                            'message': 'expects source and result to have the same size in bytes, '
+                                       'but got source tile size {bytes[source]} bytes and result '
+                                       'tile size {bytes[result]} bytes'}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'tile', 'expr': "repack(source, TYPES['source'], RESULT)"},
     aliases=[],
     test_only=False,
     extra={},
@@ -5242,7 +5271,7 @@ PACK = register_op(OpDef(
 
 
 class PackOp(OpView):
-    """``cuda_tile.pack``"""
+    """``cuda_tile.pack``: Packs a rank-1 tile of narrow or wide elements into a byte (i8) tile of the same total size."""
 
     OPDEF = PACK
     __slots__ = ()
@@ -5262,7 +5291,7 @@ UNPACK = register_op(OpDef(
     opcode=0x70,
     since='13.3',
     family='conversion',
-    summary='',
+    summary='Reinterprets a rank-1 byte (i8) tile as a tile of another element type of the same total size.',
     traits=('Pure',),
     operands=(
         OperandDef('source', 'CudaTile_TileOf<[CudaTile_Int8]>', 'single', '13.3'),
@@ -5277,11 +5306,21 @@ UNPACK = register_op(OpDef(
     format=('$source attr-dict `:` custom<CudaTileType>(type($source)) `->` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[{'same_rank': ['source', 'result']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x70', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'same_rank': ['source', 'result']},
+     {'rank': {'value': 'source',
+               'eq': 1,
+               'message': 'expects source and result to be rank-1 tiles'}},
+     {'width_relation': {'lhs': 'source',
+                         'rhs': 'result',
+                         'relation': '!=',
+                         'message': 'expects source and result to have different element type '
+                                    'widths'}},
+     {'same_size_in_bits': {'values': ['source', 'result'],
+                            'message': 'expects source and result to have the same size in bytes, '
+                                       'but got source tile size {bytes[source]} bytes and result '
+                                       'tile size {bytes[result]} bytes'}}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'tile', 'expr': "repack(source, TYPES['source'], RESULT)"},
     aliases=[],
     test_only=False,
     extra={},
@@ -5289,7 +5328,7 @@ UNPACK = register_op(OpDef(
 
 
 class UnpackOp(OpView):
-    """``cuda_tile.unpack``"""
+    """``cuda_tile.unpack``: Reinterprets a rank-1 byte (i8) tile as a tile of another element type of the same total size."""
 
     OPDEF = UNPACK
     __slots__ = ()
@@ -5309,7 +5348,7 @@ ALLOCA = register_op(OpDef(
     opcode=0x71,
     since='13.3',
     family='memory/view',
-    summary='',
+    summary='Allocates a number of elements of memory with an alignment and returns a pointer to it.',
     traits=(),
     operands=(
     ),
@@ -5326,13 +5365,9 @@ ALLOCA = register_op(OpDef(
     format=('`num_elem` `=` $num_elem `,` `alignment` `=` $alignment (`global` $global^)? attr-dict `:` '
  'custom<CudaTileType>(type($result))'),
     custom_format=None,
-    verify=[],
-    bytecode={'result_count': False,
-     'flags': {'global': 0},
-     'flags_since': '13.3',
-     'layout': ['opcode varint 0x71', 'result type indices: result', 'varint flags {bit0=global}',
-                'attr num_elem: varint(unsigned value)', 'attr alignment: varint(unsigned value)']},
-    semantics={},
+    verify=[{'custom': 'alloca'}],
+    bytecode={'result_count': False, 'flags': {'global': 0}, 'flags_since': '13.3', 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5340,7 +5375,7 @@ ALLOCA = register_op(OpDef(
 
 
 class AllocaOp(OpView):
-    """``cuda_tile.alloca``"""
+    """``cuda_tile.alloca``: Allocates a number of elements of memory with an alignment and returns a pointer to it."""
 
     OPDEF = ALLOCA
     __slots__ = ()
@@ -5368,7 +5403,7 @@ MMAF_SCALED = register_op(OpDef(
     opcode=0x72,
     since='13.3',
     family='mma',
-    summary='',
+    summary='Block-scaled low-precision floating-point matrix multiply-accumulate.',
     traits=('Pure',),
     operands=(
         OperandDef('lhs', 'MmaFScaledOp_OperandTileType', 'single', '13.3'),
@@ -5391,11 +5426,10 @@ MMAF_SCALED = register_op(OpDef(
     custom_format=None,
     verify=[{'same_type': ['acc', 'result']}, {'same_element_type': ['lhs', 'rhs']},
      {'same_element_type': ['lhs_scale', 'rhs_scale']},
-     {'same_rank': ['lhs', 'rhs', 'acc', 'lhs_scale', 'rhs_scale']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x72', 'result type indices: result',
-                'operands: 5 value indices (no count)']},
-    semantics={},
+     {'same_rank': ['lhs', 'rhs', 'acc', 'lhs_scale', 'rhs_scale']}, {'custom': 'mma_shapes'},
+     {'custom': 'mmaf_scaled'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5403,7 +5437,7 @@ MMAF_SCALED = register_op(OpDef(
 
 
 class MmaFScaledOp(OpView):
-    """``cuda_tile.mmaf_scaled``"""
+    """``cuda_tile.mmaf_scaled``: Block-scaled low-precision floating-point matrix multiply-accumulate."""
 
     OPDEF = MMAF_SCALED
     __slots__ = ()
@@ -5439,7 +5473,7 @@ MAKE_GATHER_SCATTER_VIEW = register_op(OpDef(
     opcode=0x73,
     since='13.3',
     family='memory/view',
-    summary='',
+    summary='Builds a view that gathers or scatters tiles along one sparse dimension of a tensor view.',
     traits=('Pure', 'OpAsmOpInterface(getAsmResultNames)',),
     operands=(
         OperandDef('tensor_view', 'CudaTile_TensorViewType', 'single', '13.1'),
@@ -5453,19 +5487,17 @@ MAKE_GATHER_SCATTER_VIEW = register_op(OpDef(
     ),
     format=None,
     custom_format='make_gather_scatter_view',
-    verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x73', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'custom': 'make_tile_view'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={'result_names': {'result': 'gsview'}},
 ))
 
 
 class MakeGatherScatterViewOp(OpView):
-    """``cuda_tile.make_gather_scatter_view``"""
+    """``cuda_tile.make_gather_scatter_view``: Builds a view that gathers or scatters tiles along one sparse dimension of a tensor view."""
 
     OPDEF = MAKE_GATHER_SCATTER_VIEW
     __slots__ = ()
@@ -5485,7 +5517,7 @@ MAKE_STRIDED_VIEW = register_op(OpDef(
     opcode=0x74,
     since='13.3',
     family='memory/view',
-    summary='',
+    summary='Builds a view of tiles placed at strided positions in a tensor view.',
     traits=('Pure', 'OpAsmOpInterface(getAsmResultNames)',),
     operands=(
         OperandDef('tensor_view', 'CudaTile_TensorViewType', 'single', '13.3'),
@@ -5499,19 +5531,17 @@ MAKE_STRIDED_VIEW = register_op(OpDef(
     ),
     format=None,
     custom_format='make_strided_view',
-    verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x74', 'result type indices: result',
-                'operands: 1 value indices (no count)']},
-    semantics={},
+    verify=[{'custom': 'make_tile_view'}],
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={'result_names': {'result': 'sview'}},
 ))
 
 
 class MakeStridedViewOp(OpView):
-    """``cuda_tile.make_strided_view``"""
+    """``cuda_tile.make_strided_view``: Builds a view of tiles placed at strided positions in a tensor view."""
 
     OPDEF = MAKE_STRIDED_VIEW
     __slots__ = ()
@@ -5531,7 +5561,7 @@ ATOMIC_RED_VIEW_TKO = register_op(OpDef(
     opcode=0x75,
     since='13.3',
     family='atomics',
-    summary='',
+    summary='Token-ordered atomic reduction of a value tile into one tile of a view, with no result values.',
     traits=('AttrSizedOperandSegments',),
     operands=(
         OperandDef('view', 'CudaTile_TileView', 'single', '13.3'),
@@ -5552,18 +5582,9 @@ ATOMIC_RED_VIEW_TKO = register_op(OpDef(
     ),
     format=None,
     custom_format='atomic_red_view_tko',
-    verify=[],
-    bytecode={'result_count': True,
-     'flags': {'token': 0},
-     'flags_since': '13.3',
-     'layout': ['opcode varint 0x75', 'varint(#results serialized)',
-                'result type indices: result_token', 'varint flags {bit0=token}',
-                'attr memory_ordering_semantics: varint(enum value)',
-                'attr memory_scope: varint(enum value)', 'attr mode: varint(enum value)',
-                'attr inbounds: varint(count) + count x u8 [only if file>=13.5]',
-                'operands (per ODS segment): view: value index; index: varint count + value '
-                'indices; value: value index; token: value index if flag set']},
-    semantics={},
+    verify=[{'custom': 'atomic_red_view'}],
+    bytecode={'result_count': True, 'flags': {'token': 0}, 'flags_since': '13.3', 'operands': 'segments'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5571,7 +5592,7 @@ ATOMIC_RED_VIEW_TKO = register_op(OpDef(
 
 
 class AtomicRedViewTkoOp(OpView):
-    """``cuda_tile.atomic_red_view_tko``"""
+    """``cuda_tile.atomic_red_view_tko``: Token-ordered atomic reduction of a value tile into one tile of a view, with no result values."""
 
     OPDEF = ATOMIC_RED_VIEW_TKO
     __slots__ = ()
@@ -5619,7 +5640,7 @@ INSERT = register_op(OpDef(
     opcode=0x76,
     since='13.4',
     family='shape',
-    summary='',
+    summary='Inserts a sub-tile into a larger tile at a tile-sized index.',
     traits=(),
     operands=(
         OperandDef('source', 'CudaTile_TileType', 'single', '13.4'),
@@ -5636,13 +5657,9 @@ INSERT = register_op(OpDef(
     format=('$source `,` $destination `[` $indices `]` attr-dict `:` custom<CudaTileType>(type($source)) '
  '`,` custom<CudaTileType>(type($destination))'),
     custom_format=None,
-    verify=[{'same_type': ['destination', 'result']}],
-    bytecode={'result_count': True,
-     'layout': ['opcode varint 0x76', 'varint(#results serialized) (=1)',
-                'result type indices: result',
-                'operands: varint(total count = 2 + #indices) + value indices: source, '
-                'destination, indices...']},
-    semantics={},
+    verify=[{'same_type': ['destination', 'result']}, {'custom': 'insert'}],
+    bytecode={'result_count': True, 'operands': 'counted'},
+    semantics={'kind': 'tile', 'expr': 'insert_tile(source, destination, indices)'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5650,7 +5667,7 @@ INSERT = register_op(OpDef(
 
 
 class InsertOp(OpView):
-    """``cuda_tile.insert``"""
+    """``cuda_tile.insert``: Inserts a sub-tile into a larger tile at a tile-sized index."""
 
     OPDEF = INSERT
     __slots__ = ()
@@ -5678,7 +5695,7 @@ GDC_LAUNCH_DEPENDENTS_TKO = register_op(OpDef(
     opcode=0x77,
     since='13.4',
     family='sync',
-    summary='',
+    summary='Token-ordered signal that dependent grids may start launching (grid dependency control).',
     traits=(),
     operands=(
         OperandDef('token', 'CudaTile_TokenType', 'optional', '13.4'),
@@ -5693,11 +5710,8 @@ GDC_LAUNCH_DEPENDENTS_TKO = register_op(OpDef(
     format='(`token` `=` $token^)? attr-dict `->` custom<CudaTileType>(type($result_token))',
     custom_format=None,
     verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x77', 'result type indices: result_token',
-                'operands: varint(total count, 0 or 1) + value indices (no flags varint: the op is '
-                'not AttrSizedOperandSegments)']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5705,7 +5719,7 @@ GDC_LAUNCH_DEPENDENTS_TKO = register_op(OpDef(
 
 
 class GdcLaunchDependentsTkoOp(OpView):
-    """``cuda_tile.gdc_launch_dependents_tko``"""
+    """``cuda_tile.gdc_launch_dependents_tko``: Token-ordered signal that dependent grids may start launching (grid dependency control)."""
 
     OPDEF = GDC_LAUNCH_DEPENDENTS_TKO
     __slots__ = ()
@@ -5725,7 +5739,7 @@ GDC_WAIT_TKO = register_op(OpDef(
     opcode=0x78,
     since='13.4',
     family='sync',
-    summary='',
+    summary='Token-ordered wait until prerequisite grids have completed (grid dependency control).',
     traits=(),
     operands=(
         OperandDef('token', 'CudaTile_TokenType', 'optional', '13.4'),
@@ -5740,10 +5754,8 @@ GDC_WAIT_TKO = register_op(OpDef(
     format='(`token` `=` $token^)? attr-dict `->` custom<CudaTileType>(type($result_token))',
     custom_format=None,
     verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x78', 'result type indices: result_token',
-                'operands: varint(total count, 0 or 1) + value indices']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'counted'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5751,7 +5763,7 @@ GDC_WAIT_TKO = register_op(OpDef(
 
 
 class GdcWaitTkoOp(OpView):
-    """``cuda_tile.gdc_wait_tko``"""
+    """``cuda_tile.gdc_wait_tko``: Token-ordered wait until prerequisite grids have completed (grid dependency control)."""
 
     OPDEF = GDC_WAIT_TKO
     __slots__ = ()
@@ -5771,7 +5783,7 @@ FPOWI = register_op(OpDef(
     opcode=0x79,
     since='13.4',
     family='math',
-    summary='',
+    summary='Elementwise floating-point base raised to an integer exponent.',
     traits=(),
     operands=(
         OperandDef('source', 'CudaTile_BaseFloatTileType', 'single', '13.4'),
@@ -5788,10 +5800,8 @@ FPOWI = register_op(OpDef(
  'custom<CudaTileType>(type($exponent))'),
     custom_format=None,
     verify=[{'same_type': ['result', 'source']}, {'same_shape': ['source', 'exponent']}],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x79', 'result type indices: result',
-                'operands: 2 value indices (no count): source, exponent']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'elementwise', 'expr': 'powi(source, exponent)', 'signedness': 'signed'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5799,7 +5809,7 @@ FPOWI = register_op(OpDef(
 
 
 class FPowIOp(OpView):
-    """``cuda_tile.fpowi``"""
+    """``cuda_tile.fpowi``: Elementwise floating-point base raised to an integer exponent."""
 
     OPDEF = FPOWI
     __slots__ = ()
@@ -5823,7 +5833,7 @@ MEMORY_FENCE_ALIAS_TKO = register_op(OpDef(
     opcode=0x7A,
     since='13.4',
     family='token',
-    summary='',
+    summary='Token-ordered memory fence between accesses that may alias.',
     traits=(),
     operands=(
         OperandDef('token', 'CudaTile_TokenType', 'single', '13.4'),
@@ -5835,13 +5845,11 @@ MEMORY_FENCE_ALIAS_TKO = register_op(OpDef(
     ),
     regions=(
     ),
-    format='$token attr-dict   (no type list: operand and result are always token)',
+    format='$token attr-dict',
     custom_format=None,
     verify=[],
-    bytecode={'result_count': False,
-     'layout': ['opcode varint 0x7A', 'result type indices: result_token',
-                'operands: 1 value index (no count): token']},
-    semantics={},
+    bytecode={'result_count': False, 'operands': 'fixed'},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5849,7 +5857,7 @@ MEMORY_FENCE_ALIAS_TKO = register_op(OpDef(
 
 
 class MemoryFenceAliasTkoOp(OpView):
-    """``cuda_tile.memory_fence_alias_tko``"""
+    """``cuda_tile.memory_fence_alias_tko``: Token-ordered memory fence between accesses that may alias."""
 
     OPDEF = MEMORY_FENCE_ALIAS_TKO
     __slots__ = ()
@@ -5869,7 +5877,7 @@ MULTIMEM_LOAD_REDUCE_VIEW_TKO = register_op(OpDef(
     opcode=0x7B,
     since='13.5',
     family='memory/view',
-    summary='',
+    summary='Token-ordered load of a view tile from multimem memory, reduced across its copies.',
     traits=('AttrSizedOperandSegments',),
     operands=(
         OperandDef('view', 'CudaTile_TileView (multicast-backed partition_view)', 'single', '13.5'),
@@ -5894,15 +5902,7 @@ MULTIMEM_LOAD_REDUCE_VIEW_TKO = register_op(OpDef(
     bytecode={'result_count': True,
      'flags': {'memory_scope': 0, 'token': 1},
      'flags_since': '13.5',
-     'layout': ['opcode varint 0x7B', 'varint(#results serialized) (=2)',
-                'result type indices: reduced_values, result_token',
-                'varint flags {bit0=memory_scope, bit1=token}',
-                'attr memory_ordering_semantics: varint(enum value)',
-                'attr memory_scope: varint(enum value) [if flag bit set]',
-                'attr reduction: varint(MultimemReductionKind)',
-                'attr inbounds: varint(count) + count bytes (0/1)',
-                'operands (per ODS segment): view: value index; index: varint count + value '
-                'indices; token: value index if flag set']},
+     'operands': 'segments'},
     semantics={},
     aliases=[],
     test_only=False,
@@ -5911,7 +5911,7 @@ MULTIMEM_LOAD_REDUCE_VIEW_TKO = register_op(OpDef(
 
 
 class MultimemLoadReduceViewTkoOp(OpView):
-    """``cuda_tile.multimem_load_reduce_view_tko``"""
+    """``cuda_tile.multimem_load_reduce_view_tko``: Token-ordered load of a view tile from multimem memory, reduced across its copies."""
 
     OPDEF = MULTIMEM_LOAD_REDUCE_VIEW_TKO
     __slots__ = ()
@@ -5959,7 +5959,7 @@ MULTIMEM_REDUCE_VIEW_TKO = register_op(OpDef(
     opcode=0x7C,
     since='13.5',
     family='memory/view',
-    summary='',
+    summary='Token-ordered reduction of a tile into every copy of a multimem view.',
     traits=('AttrSizedOperandSegments',),
     operands=(
         OperandDef('view', 'CudaTile_TileView (multicast-backed)', 'single', '13.5'),
@@ -5981,15 +5981,7 @@ MULTIMEM_REDUCE_VIEW_TKO = register_op(OpDef(
     format=None,
     custom_format='multimem_reduce_view_tko',
     verify=[],
-    bytecode={'result_count': True,
-     'flags': {'token': 0},
-     'flags_since': '13.5',
-     'layout': ['opcode varint 0x7C', 'varint(#results serialized) (=1)',
-                'result type indices: result_token', 'varint flags {bit0=token}',
-                'attr memory_ordering_semantics: varint', 'attr memory_scope: varint',
-                'attr reduction: varint', 'attr inbounds: varint(count) + count bytes',
-                'operands (per ODS segment): view; tile; index: varint count + value indices; '
-                'token if flag set']},
+    bytecode={'result_count': True, 'flags': {'token': 0}, 'flags_since': '13.5', 'operands': 'segments'},
     semantics={},
     aliases=[],
     test_only=False,
@@ -5998,7 +5990,7 @@ MULTIMEM_REDUCE_VIEW_TKO = register_op(OpDef(
 
 
 class MultimemReduceViewTkoOp(OpView):
-    """``cuda_tile.multimem_reduce_view_tko``"""
+    """``cuda_tile.multimem_reduce_view_tko``: Token-ordered reduction of a tile into every copy of a multimem view."""
 
     OPDEF = MULTIMEM_REDUCE_VIEW_TKO
     __slots__ = ()
@@ -6046,7 +6038,7 @@ MULTIMEM_STORE_VIEW_TKO = register_op(OpDef(
     opcode=0x7D,
     since='13.5',
     family='memory/view',
-    summary='',
+    summary='Token-ordered store of a tile to every copy of a multimem view.',
     traits=('AttrSizedOperandSegments',),
     operands=(
         OperandDef('view', 'CudaTile_TileView (multicast-backed)', 'single', '13.5'),
@@ -6070,13 +6062,7 @@ MULTIMEM_STORE_VIEW_TKO = register_op(OpDef(
     bytecode={'result_count': True,
      'flags': {'memory_scope': 0, 'token': 1},
      'flags_since': '13.5',
-     'layout': ['opcode varint 0x7D', 'varint(#results serialized) (=1)',
-                'result type indices: result_token', 'varint flags {bit0=memory_scope, bit1=token}',
-                'attr memory_ordering_semantics: varint',
-                'attr memory_scope: varint [if flag bit set]',
-                'attr inbounds: varint(count) + count bytes',
-                'operands (per ODS segment): view; tile; index: varint count + value indices; '
-                'token if flag set']},
+     'operands': 'segments'},
     semantics={},
     aliases=[],
     test_only=False,
@@ -6085,7 +6071,7 @@ MULTIMEM_STORE_VIEW_TKO = register_op(OpDef(
 
 
 class MultimemStoreViewTkoOp(OpView):
-    """``cuda_tile.multimem_store_view_tko``"""
+    """``cuda_tile.multimem_store_view_tko``: Token-ordered store of a tile to every copy of a multimem view."""
 
     OPDEF = MULTIMEM_STORE_VIEW_TKO
     __slots__ = ()

@@ -1,0 +1,136 @@
+"""Parse + verify + print timings (not a test). ``make bench`` or ``python bench/parse_print.py``.
+
+Inputs: NVIDIA's test/Dialect/CudaTile/arith.mlir and the largest corpus ``.mlir`` (a bare
+``entry`` as tileirdisasm prints it, wrapped in ``cuda_tile.module @kernels``). For each: the
+median of N in-process runs of tilegen-opt's pipeline, the median wall time of the
+``tilegen-opt`` process (Python start-up included), and, as a reference point, the median wall
+time of NVIDIA's ``tileirdisasm`` on the matching ``.tileirbc`` (bytecode decode + print, C++).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tilegen.conformance import tests_root
+from tilegen.runtime.diagnostics import DiagnosticEngine
+from tilegen.tools import opt
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def corpus_dir() -> Path | None:
+    for c in (
+        REPO.parent / "shared" / "corpus" / "cutile" / "out",
+        Path("/work/shared/corpus/cutile/out"),
+    ):
+        if c.is_dir():
+            return c
+    return None
+
+
+def tool(name: str) -> str | None:
+    local = Path(sys.executable).parent / name
+    if local.exists():
+        return str(local)
+    import glob
+
+    hits = glob.glob(
+        str(Path(sys.prefix) / "lib" / "python3*" / "site-packages" / "nvidia" / "*" / "bin" / name)
+    )
+    return hits[0] if hits else shutil.which(name)
+
+
+def median_ms(fn, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def in_process(text: str, name: str, no_implicit_module: bool) -> None:
+    engine = DiagnosticEngine()
+    out = opt.process_chunk(
+        text, engine, opt.OptOptions(filename=name, no_implicit_module=no_implicit_module)
+    )
+    if out is None:
+        msgs = "; ".join(d.message for d in engine.diagnostics[:2])
+        raise RuntimeError(f"tilegen failed on {name}: {msgs}")
+
+
+def run_proc(cmd: list[str]) -> None:
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-n", "--runs", type=int, default=5, help="runs per measurement (median)")
+    args = ap.parse_args()
+
+    cases: list[tuple[str, Path, bool, Path | None]] = []  # label, mlir, implicit module, bc
+    root = tests_root()
+    if root is not None:
+        cases.append(
+            ("arith.mlir (NVIDIA test)", root / "Dialect/CudaTile/arith.mlir", False, None)
+        )
+    corpus = corpus_dir()
+    tmpdir = tempfile.mkdtemp()
+    if corpus is not None:
+        biggest = max(
+            (p for p in corpus.glob("*.mlir") if ".v13_1" not in p.name),
+            key=lambda p: p.stat().st_size,
+        )
+        wrapped = Path(tmpdir) / biggest.name
+        body = "".join("  " + l for l in biggest.read_text().splitlines(True))
+        wrapped.write_text("cuda_tile.module @kernels {\n" + body + "}\n")
+        cases.append(
+            (f"{biggest.name} (cuTile corpus)", wrapped, True, biggest.with_suffix(".tileirbc"))
+        )
+    if not cases:
+        print("no inputs: ../shared is not on this machine")
+        return 0
+
+    opt_exe = tool("tilegen-opt")
+    disasm = tool("tileirdisasm")
+    print(f"median of {args.runs} runs; Python {sys.version.split()[0]}")
+    header = f"{'input':<34} {'bytes':>7} {'in-process':>11} {'tilegen-opt':>12} {'tileirdisasm':>13} {'ratio':>7}"
+    print(header)
+    print("-" * len(header))
+    for label, path, no_implicit, bc in cases:
+        text = path.read_text()
+        try:
+            in_process(text, str(path), no_implicit)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            print(f"{label:<34} {len(text):>7}  not measurable: {e}")
+            continue
+        ms = median_ms(lambda: in_process(text, str(path), no_implicit), args.runs)
+        flags = ["-no-implicit-module"] if no_implicit else []
+        proc_ms = (
+            median_ms(lambda: run_proc([opt_exe, str(path), *flags]), args.runs)
+            if opt_exe
+            else float("nan")
+        )
+        ref = "n/a"
+        ratio = ""
+        if disasm and bc is not None and bc.exists():
+            ref_ms = median_ms(lambda: run_proc([disasm, str(bc)]), args.runs)
+            ref = f"{ref_ms:.1f} ms"
+            ratio = f"{proc_ms / ref_ms:.0f}x"
+        print(f"{label:<34} {len(text):>7} {ms:>8.1f} ms {proc_ms:>9.1f} ms {ref:>13} {ratio:>7}")
+    print("\nin-process: parse + verify + print inside one Python process (no start-up);")
+    print("tilegen-opt / tileirdisasm: whole-process wall time; ratio = tilegen-opt / tileirdisasm")
+    shutil.rmtree(tmpdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

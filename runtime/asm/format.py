@@ -1,0 +1,1016 @@
+"""Declarative assembly formats: ODS format strings compiled to directive programs and run.
+
+A program is a tuple of directives (plain tuples, so the generator can emit them as literals
+into ``generated/<dialect>/formats.py``):
+
+``("lit", text)``  ``("space", " " | "")``  ``("operand", name)``  ``("attr", name)``
+``("region", name)``  ``("type", ref)``  ``("ftype", ref, ref)``  ``("custom", name, args)``
+``("attr_dict", with_keyword)``  ``("optional", anchor, then, else)``  ``("oilist", clauses)``
+
+where ``ref`` is ``("operand", n)``, ``("result", n)``, ``("operands",)`` or ``("results",)``
+and ``anchor`` is the ``(kind, name)`` of the ``^`` element. Printing follows ODS's spacing
+rules exactly, including their compile-time nature (an absent optional group still changes the
+spacing state), which is why ``addf %a, %b  : tile<f32>`` has two spaces.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Optional
+
+from tilegen.runtime.attributes import (
+    Attribute,
+    DenseArrayAttr,
+    EnumAttr,
+    IntegerAttr,
+    UnitAttr,
+)
+from tilegen.runtime.types import I32, I64, IntegerType, Type
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tilegen.runtime.asm.parser import OpParser, OpState
+    from tilegen.runtime.asm.printer import OpPrinter
+    from tilegen.runtime.ir import Operation
+    from tilegen.runtime.opdef import OpDef
+
+
+class FormatError(ValueError):
+    """A format string the compiler does not understand."""
+
+
+# ============================================================================ compiler
+
+_TOKEN = re.compile(
+    r"\s*(?:(`[^`]*`)|(\$[A-Za-z_][A-Za-z_0-9]*)|(custom<[A-Za-z_0-9]+>)|"
+    r"(attr-dict-with-keyword|attr-dict|functional-type|type|operands|results|regions|oilist)|"
+    r"([()?^|,:]))"
+)
+
+
+def _tokenize(fmt: str) -> list[str]:
+    out, pos = [], 0
+    fmt = fmt.strip()
+    while pos < len(fmt):
+        m = _TOKEN.match(fmt, pos)
+        if not m or m.end() == pos:
+            raise FormatError(f"cannot tokenize format at {fmt[pos:pos + 20]!r}")
+        out.append(next(g for g in m.groups() if g is not None))
+        pos = m.end()
+        while pos < len(fmt) and fmt[pos].isspace():
+            pos += 1
+    return out
+
+
+def compile_format(fmt: str, operands=(), results=(), attributes=(), regions=()) -> tuple:
+    """Compile ODS format ``fmt`` given the op's operand/result/attribute/region names."""
+    names = {}
+    for n in operands:
+        names[n] = "operand"
+    for n in results:
+        names[n] = "result"
+    for n in attributes:
+        names[n] = "attr"
+    for n in regions:
+        names[n] = "region"
+    toks = _tokenize(fmt)
+    pos = 0
+
+    def peek():
+        return toks[pos] if pos < len(toks) else None
+
+    def take(expected=None):
+        nonlocal pos
+        if pos >= len(toks):
+            raise FormatError("unexpected end of format")
+        t = toks[pos]
+        if expected is not None and t != expected:
+            raise FormatError(f"expected {expected!r}, got {t!r}")
+        pos += 1
+        return t
+
+    def var(tok: str):
+        name = tok[1:]
+        kind = names.get(name)
+        if kind is None:
+            raise FormatError(f"unknown variable ${name}")
+        return (kind, name)
+
+    def ref():
+        t = take()
+        if t.startswith("$"):
+            k, n = var(t)
+            return (k, n)
+        if t in ("operands", "results"):
+            return (t,)
+        raise FormatError(f"bad type reference {t!r}")
+
+    def element(anchor_box):
+        t = take()
+        if t.startswith("`"):
+            text = t[1:-1]
+            if text in ("", " ", "\\n"):
+                el = ("space", text)
+            else:
+                el = ("lit", text)
+        elif t.startswith("$"):
+            k, n = var(t)
+            el = {"operand": ("operand", n), "attr": ("attr", n), "region": ("region", n),
+                  "result": ("result_var", n)}[k]
+        elif t.startswith("custom<"):
+            name = t[len("custom<") : -1]
+            take("(")
+            args = []
+            while peek() != ")":
+                a = take()
+                if a == "type":
+                    take("(")
+                    args.append(("type", ref()))
+                    take(")")
+                elif a.startswith("$"):
+                    args.append(var(a))
+                elif a == "attr-dict":
+                    args.append(("attr_dict", False))
+                else:
+                    raise FormatError(f"bad custom argument {a!r}")
+                if peek() == ",":
+                    take()
+            take(")")
+            el = ("custom", name, tuple(args))
+        elif t == "type":
+            take("(")
+            el = ("type", ref())
+            take(")")
+        elif t == "functional-type":
+            take("(")
+            a = ref()
+            take(",")
+            b = ref()
+            take(")")
+            el = ("ftype", a, b)
+        elif t in ("attr-dict", "attr-dict-with-keyword"):
+            el = ("attr_dict", t == "attr-dict-with-keyword")
+        elif t == "operands":
+            el = ("operand", "*")
+        elif t == "regions":
+            el = ("region", "*")
+        elif t == "oilist":
+            take("(")
+            clauses = []
+            while True:
+                clause = []
+                while peek() not in ("|", ")"):
+                    clause.append(element(None))
+                clauses.append(tuple(clause))
+                if peek() == "|":
+                    take()
+                    continue
+                break
+            take(")")
+            el = ("oilist", tuple(clauses))
+        elif t == "(":
+            box = [None]
+            then = []
+            while peek() != ")":
+                then.append(element(box))
+            take(")")
+            els = []
+            if peek() == ":":
+                take()
+                take("(")
+                while peek() != ")":
+                    els.append(element(box))
+                take(")")
+            take("?")
+            anchor = box[0]
+            if anchor is None:
+                raise FormatError("optional group without anchor")
+            el = ("optional", anchor, tuple(then), tuple(els))
+        else:
+            raise FormatError(f"unexpected {t!r}")
+        if peek() == "^":
+            take()
+            if anchor_box is None:
+                raise FormatError("anchor outside an optional group")
+            anchor_box[0] = _anchor_of(el)
+        return el
+
+    program = []
+    while pos < len(toks):
+        program.append(element(None))
+    return tuple(program)
+
+
+def _anchor_of(el) -> tuple:
+    kind = el[0]
+    if kind in ("operand", "attr", "region"):
+        return (kind, el[1])
+    if kind == "type":
+        return _ref_anchor(el[1])
+    if kind == "custom":
+        for a in el[2]:
+            if a[0] == "type":
+                return _ref_anchor(a[1])
+            if a[0] in ("attr", "operand", "region"):
+                return a
+    raise FormatError(f"cannot anchor on {el!r}")
+
+
+def _ref_anchor(ref) -> tuple:
+    if ref[0] == "operand":
+        return ("operand", ref[1])
+    if ref[0] == "result":
+        return ("result", ref[1])
+    return (ref[0],)
+
+
+def compile_opdef(opdef: "OpDef") -> tuple:
+    return compile_format(
+        opdef.format,
+        [o.name for o in opdef.operands],
+        [r.name for r in opdef.results],
+        [a.name for a in opdef.attributes],
+        [r.name for r in opdef.regions],
+    )
+
+
+_PROGRAMS: dict[str, tuple] = {}
+
+
+def program_for(opdef: "OpDef") -> tuple:
+    """The compiled program of ``opdef`` (from generated/<dialect>/formats.py when present)."""
+    prog = _PROGRAMS.get(opdef.name)
+    if prog is not None:
+        return prog
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"tilegen.generated.{opdef.dialect}.formats")
+    except ImportError:
+        mod = None
+    if mod is not None and mod.FORMAT_SOURCES.get(opdef.mnemonic) == opdef.format:
+        prog = mod.FORMATS[opdef.mnemonic]
+    else:  # generated table missing or stale: compile now
+        prog = compile_opdef(opdef)
+    _PROGRAMS[opdef.name] = prog
+    return prog
+
+
+# ============================================================================ helpers
+
+
+def _walk(program):
+    for el in program:
+        yield el
+        if el[0] == "optional":
+            yield from _walk(el[2])
+            yield from _walk(el[3])
+        elif el[0] == "oilist":
+            for c in program_clauses(el):
+                yield from _walk(c)
+
+
+def program_clauses(el):
+    return el[1]
+
+
+def format_attr_names(program) -> set[str]:
+    """Attributes the format prints itself (elided from attr-dict)."""
+    out = set()
+    for el in _walk(program):
+        if el[0] == "attr":
+            out.add(el[1])
+        elif el[0] == "custom":
+            for a in el[2]:
+                if a[0] == "attr":
+                    out.add(a[1])
+    return out
+
+
+def _typed_refs(program) -> set:
+    out = set()
+    for el in _walk(program):
+        refs = []
+        if el[0] == "type":
+            refs = [el[1]]
+        elif el[0] == "ftype":
+            refs = [el[1], el[2]]
+        elif el[0] == "custom":
+            refs = [a[1] for a in el[2] if a[0] == "type"]
+        for r in refs:
+            out.add(r)
+    return out
+
+
+# ============================================================================ parsing
+
+
+class _ParseCtx:
+    def __init__(self, p: "OpParser", state: "OpState"):
+        self.p = p
+        self.state = state
+        self.opdef = state.opdef
+        self.operands: dict[str, list] = {}  # name -> list of UnresolvedOperand
+        self.types: dict[tuple, list[Type]] = {}  # ref -> types
+        self.regions: dict[str, object] = {}
+        self.attrs: dict[str, Attribute] = {}
+        self.operand_locs: dict[str, object] = {}
+
+
+def parse_with_format(p: "OpParser", state: "OpState") -> None:
+    """Parse the body of ``state.opdef``'s op (after its name) with its declarative format."""
+    program = program_for(state.opdef)
+    ctx = _ParseCtx(p, state)
+    _parse_elements(ctx, program)
+    _finish(ctx)
+
+
+def _parse_elements(ctx: _ParseCtx, elements) -> None:
+    for el in elements:
+        _parse_element(ctx, el)
+
+
+def _operand_def(opdef, name):
+    for o in opdef.operands:
+        if o.name == name:
+            return o
+    return None
+
+
+def _result_def(opdef, name):
+    for r in opdef.results:
+        if r.name == name:
+            return r
+    return None
+
+
+def _parse_literal(p: "OpParser", text: str, optional: bool) -> bool:
+    if text[0].isalpha() or text[0] == "_":
+        if optional:
+            return p.parse_optional_keyword(text) is not None
+        p.parse_keyword(text)
+        return True
+    if optional:
+        return p.parse_optional_punct(text)
+    p.expect_punct(text)
+    return True
+
+
+def _parse_element(ctx: _ParseCtx, el) -> None:
+    p = ctx.p
+    kind = el[0]
+    if kind == "lit":
+        _parse_literal(p, el[1], optional=False)
+    elif kind == "space":
+        pass
+    elif kind == "operand":
+        _parse_operand_var(ctx, el[1])
+    elif kind == "attr":
+        ctx.attrs[el[1]] = _parse_attr_var(ctx, el[1])
+    elif kind == "region":
+        region = ctx.state.add_region() if False else None
+        from tilegen.runtime.ir import Region
+
+        region = Region()
+        p.parse_region(region)
+        ctx.regions[el[1]] = region
+    elif kind == "type":
+        ctx.types[el[1]] = _parse_types_for(ctx, el[1])
+    elif kind == "ftype":
+        ins = _parse_paren_or_single(p, True)
+        p.expect_punct("->")
+        outs = p.parse_function_result_types()
+        ctx.types[el[1]] = ins
+        ctx.types[el[2]] = outs
+    elif kind == "custom":
+        directive = CUSTOM_DIRECTIVES.get(el[1])
+        if directive is None:
+            p.error(f"unsupported custom directive '{el[1]}'")
+        directive[0](ctx, el[2])
+    elif kind == "attr_dict":
+        if el[1]:
+            p.parse_optional_attr_dict_with_keyword(ctx.state.attributes)
+        else:
+            p.parse_optional_attr_dict(ctx.state.attributes)
+    elif kind == "optional":
+        if _parse_optional_first(ctx, el[2][0]):
+            _parse_elements(ctx, el[2][1:])
+            anchor = el[1]
+            if anchor[0] == "attr" and _is_unit(ctx, anchor[1]) and anchor[1] not in ctx.attrs:
+                ctx.attrs[anchor[1]] = UnitAttr()
+        elif el[3]:
+            _parse_elements(ctx, el[3])
+    elif kind == "oilist":
+        clauses = list(el[1])
+        seen = set()
+        while True:
+            for i, clause in enumerate(clauses):
+                first = clause[0]
+                if first[0] == "lit" and _parse_literal(p, first[1], optional=True):
+                    if i in seen:
+                        p.error(f"`{first[1]}` clause can appear at most once in the expansion of the oilist directive")
+                    seen.add(i)
+                    _parse_elements(ctx, clause[1:])
+                    for sub in clause[1:]:
+                        if sub[0] == "attr" and _is_unit(ctx, sub[1]):
+                            ctx.attrs.setdefault(sub[1], UnitAttr())
+                    break
+            else:
+                break
+    else:
+        p.error(f"unsupported format directive {kind}")
+
+
+def _parse_paren_or_single(p: "OpParser", allow_paren: bool) -> list[Type]:
+    if p.at_punct("("):
+        from tilegen.runtime.asm.type_syntax import parse_paren_type_list
+
+        return parse_paren_type_list(p)
+    return [p.parse_type()]
+
+
+def _is_unit(ctx: _ParseCtx, name: str) -> bool:
+    a = ctx.opdef.attr(name)
+    return a is not None and a.kind == "unit"
+
+
+def _parse_optional_first(ctx: _ParseCtx, first) -> bool:
+    """Parse the first element of an optional group if present; return presence."""
+    p = ctx.p
+    kind = first[0]
+    if kind == "lit":
+        return _parse_literal(p, first[1], optional=True)
+    if kind == "operand":
+        if p.tok.kind != "percent_identifier":
+            return False
+        _parse_operand_var(ctx, first[1])
+        return True
+    if kind == "attr":
+        a = _parse_attr_var(ctx, first[1], optional=True)
+        if a is None:
+            return False
+        ctx.attrs[first[1]] = a
+        return True
+    if kind in ("type", "custom"):
+        state = p.save()
+        t = p.parse_optional_type() if kind == "type" or first[1] == "CudaTileType" else None
+        if t is None:
+            p.restore(state)
+            return False
+        p.restore(state)
+        _parse_element(ctx, first)
+        return True
+    if kind == "region":
+        if not p.at_punct("{"):
+            return False
+        _parse_element(ctx, first)
+        return True
+    p.error(f"unsupported optional group start {kind}")
+
+
+def _parse_operand_var(ctx: _ParseCtx, name: str) -> None:
+    p = ctx.p
+    ctx.operand_locs[name] = p.loc()
+    if name == "*":
+        ctx.operands["*"] = p.parse_operand_list()
+        return
+    d = _operand_def(ctx.opdef, name)
+    if d is not None and d.kind == "variadic":
+        ctx.operands[name] = p.parse_operand_list()
+    elif d is not None and d.kind == "optional":
+        u = p.parse_optional_operand()
+        ctx.operands[name] = [u] if u is not None else []
+    else:
+        ctx.operands[name] = [p.parse_operand()]
+
+
+def _attr_type(adef) -> Optional[Type]:
+    if adef is None:
+        return None
+    if adef.kind in ("i32", "i32-enum"):
+        return I32
+    if adef.kind == "i64":
+        return I64
+    return None
+
+
+def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Optional[Attribute]:
+    """An attribute variable in ODS's stripped form (enums ``<kw>``, i32 enums ``kw``...)."""
+    p = ctx.p
+    adef = ctx.opdef.attr(name)
+    kind = adef.kind if adef is not None else ""
+    from tilegen.runtime.opdef import lookup_enum
+
+    if kind == "i32-enum" or (kind == "enum" and adef.enum and _enum_storage(adef) == "i32"):
+        enum = lookup_enum(adef.enum)
+        at = p.loc()
+        if optional:
+            state = p.save()
+            kw = p.parse_optional_keyword_or_string()
+            if kw is None or enum.value(kw) is None:
+                p.restore(state)
+                return None
+            return IntegerAttr(enum.value(kw), I32)
+        kw = p.parse_optional_keyword_or_string()
+        if kw is None or enum.value(kw) is None:
+            p.error(
+                "expected string or keyword containing one of the following enum values for "
+                f"attribute '{name}' [{', '.join(enum.keywords)}]"
+                if kw is None
+                else f"invalid {name} value: {kw}"
+                if False
+                else "expected string or keyword containing one of the following enum values for "
+                f"attribute '{name}' [{', '.join(enum.keywords)}]",
+                at,
+            )
+        return IntegerAttr(enum.value(kw), I32)
+    if kind == "enum" and adef.enum:
+        enum = lookup_enum(adef.enum)
+        if optional and not p.at_punct("<"):
+            return None
+        p.expect_punct("<")
+        at = p.loc()
+        kw = p.parse_optional_keyword()
+        if kw is None or enum.value(kw) is None:
+            p._fail(
+                f"expected ::mlir::cuda_tile::{enum.name} to be one of: {', '.join(enum.keywords)}",
+                at,
+            )
+        p.expect_punct(">")
+        return EnumAttr(enum.name, enum.value(kw))
+    if kind == "unit":
+        return UnitAttr()
+    if kind == "attrdef" and adef.attr_class == "OptimizationHints" or name == "optimization_hints":
+        if optional and not p.at_punct("<"):
+            return None
+        from tilegen.runtime.asm.attr_syntax import parse_cuda_tile_attr
+
+        return parse_cuda_tile_attr(p, "optimization_hints", p.loc())
+    if kind == "dense-i32-array" or kind == "dense-bool-array":
+        if optional and not p.at_punct("["):
+            return None
+        p.expect_punct("[")
+        vals = []
+        elem = I32 if kind == "dense-i32-array" else IntegerType(1)
+        if not p.at_punct("]"):
+            while True:
+                if kind == "dense-bool-array":
+                    kw = p.parse_keyword()
+                    vals.append(kw == "true")
+                else:
+                    vals.append(p.parse_integer())
+                if not p.parse_optional_punct(","):
+                    break
+        p.expect_punct("]")
+        return DenseArrayAttr(elem, tuple(vals))
+    if kind in ("symbol-name",):
+        if optional and p.tok.kind != "at_identifier":
+            return None
+        from tilegen.runtime.attributes import StringAttr
+
+        return StringAttr(p.parse_symbol_name())
+    if kind == "flat-symbol-ref":
+        if optional and p.tok.kind != "at_identifier":
+            return None
+        from tilegen.runtime.attributes import SymbolRefAttr
+
+        return SymbolRefAttr(p.parse_symbol_name())
+    if kind == "string":
+        if optional:
+            s = p.parse_optional_string()
+            if s is None:
+                return None
+        else:
+            at = p.loc()
+            s = p.parse_optional_string()
+            if s is None:
+                p._fail("expected attribute value", at)
+        from tilegen.runtime.attributes import StringAttr
+
+        return StringAttr(s)
+    if kind == "type(function)":
+        from tilegen.runtime.attributes import TypeAttr
+
+        return TypeAttr(p.parse_type())
+    if optional:
+        return p.parse_optional_attribute(_attr_type(adef))
+    return p.parse_attribute(_attr_type(adef))
+
+
+def _enum_storage(adef) -> str:
+    from tilegen.runtime.opdef import lookup_enum
+
+    e = lookup_enum(adef.enum)
+    return e.storage if e is not None else "enum"
+
+
+def _parse_types_for(ctx: _ParseCtx, ref, cuda_tile: bool = False) -> list[Type]:
+    """Types for ``ref``: a list for variadic groups, zero or one for optional ones."""
+    p = ctx.p
+    if _ref_is_variadic(ctx.opdef, ref):
+        if cuda_tile and _group_size(ctx, ref) > 0:
+            return p.parse_cuda_tile_type_list()
+        return p.parse_type_list()
+    if _ref_is_optional(ctx.opdef, ref):
+        t = p.parse_optional_type()
+        return [t] if t is not None else []
+    return [p.parse_cuda_tile_type() if cuda_tile else p.parse_type()]
+
+
+def _group_size(ctx: _ParseCtx, ref) -> int:
+    if ref[0] == "operand":
+        return len(ctx.operands.get(ref[1], ()))
+    if ref[0] == "operands":
+        return sum(len(v) for v in ctx.operands.values())
+    return 1
+
+
+def _ref_is_variadic(opdef, ref) -> bool:
+    if ref[0] in ("operands", "results"):
+        return True
+    d = _operand_def(opdef, ref[1]) if ref[0] == "operand" else _result_def(opdef, ref[1])
+    return d is not None and d.kind == "variadic"
+
+
+def _ref_is_optional(opdef, ref) -> bool:
+    if ref[0] in ("operands", "results"):
+        return False
+    d = _operand_def(opdef, ref[1]) if ref[0] == "operand" else _result_def(opdef, ref[1])
+    return d is not None and d.kind == "optional"
+
+
+def _finish(ctx: _ParseCtx) -> None:
+    """Infer missing types, resolve operands, fill the OpState."""
+    p, state, opdef = ctx.p, ctx.state, ctx.opdef
+    for k, v in ctx.attrs.items():
+        state.attributes[k] = v
+    for k, v in list(state.attributes.items()):
+        pass
+    # operand groups in declaration order
+    if "*" in ctx.operands:
+        groups = {o.name: [] for o in opdef.operands}
+        if len(opdef.operands) == 1:
+            groups[opdef.operands[0].name] = ctx.operands["*"]
+        else:
+            # all-operands form: split as declared singles (no segments known)
+            us = ctx.operands["*"]
+            i = 0
+            for o in opdef.operands:
+                groups[o.name] = us[i : i + 1] if o.kind != "variadic" else us[i:]
+                i += len(groups[o.name])
+    else:
+        groups = {o.name: ctx.operands.get(o.name, []) for o in opdef.operands}
+    types = _infer_types(ctx, groups)
+    operands = []
+    for o in opdef.operands:
+        us = groups[o.name]
+        ts = types.get(("operand", o.name))
+        if ts is None:
+            if not us:
+                continue
+            p.error(f"failed to infer the type of operand '{o.name}'", state.loc)
+        if len(ts) != len(us):
+            loc = ctx.operand_locs.get(o.name, ctx.operand_locs.get("*", state.loc))
+            p.error(
+                f"number of operands and types do not match: got {len(us)} operands and "
+                f"{len(ts)} types",
+                loc,
+            )
+        operands.extend(p.resolve_operands(us, ts))
+    state.operands = operands
+    results = []
+    for r in opdef.results:
+        ts = types.get(("result", r.name))
+        if ts is None and r.kind != "single":
+            ts = []
+        if ts is None:
+            p.error(f"failed to infer the type of result '{r.name}'", state.loc)
+        results.extend(ts)
+    state.result_types = results
+    if opdef.has_attr_sized_segments:
+        state.attributes["operandSegmentSizes"] = DenseArrayAttr(
+            I32, tuple(len(groups[o.name]) for o in opdef.operands)
+        )
+    for r in opdef.regions:
+        region = ctx.regions.get(r.name)
+        if region is None:
+            from tilegen.runtime.ir import Region
+
+            region = Region()
+        state.regions.append(region)
+
+
+def _same_type_groups(opdef) -> list[list[str]]:
+    """Groups of operand/result names that share one type (verify rules and traits)."""
+    groups = []
+    for rule in opdef.verify:
+        if isinstance(rule, dict):
+            for key in ("same_type", "all_types_match"):
+                if key in rule and isinstance(rule[key], (list, tuple)):
+                    groups.append(list(rule[key]))
+    if opdef.has_trait("SameOperandsAndResultType"):
+        groups.append([o.name for o in opdef.operands] + [r.name for r in opdef.results])
+    return groups
+
+
+def _infer_types(ctx: _ParseCtx, groups) -> dict:
+    opdef = ctx.opdef
+    known: dict[tuple, list[Type]] = {}
+    for ref, ts in ctx.types.items():
+        if ref[0] == "operands":
+            flat = list(ts)
+            for o in opdef.operands:
+                n = len(groups[o.name])
+                known[("operand", o.name)] = flat[:n]
+                flat = flat[n:]
+        elif ref[0] == "results":
+            if len(opdef.results) == 1:
+                known[("result", opdef.results[0].name)] = list(ts)
+            else:
+                for r, t in zip(opdef.results, ts):
+                    known[("result", r.name)] = [t]
+        else:
+            known[ref] = list(ts)
+    kinds = {o.name: "operand" for o in opdef.operands}
+    kinds.update({r.name: "result" for r in opdef.results})
+    same = _same_type_groups(opdef)
+    changed = True
+    while changed:
+        changed = False
+        for group in same:
+            source = None
+            for n in group:
+                ref = (kinds.get(n), n)
+                if ref in known and known[ref]:
+                    source = known[ref][0]
+                    break
+            if source is None:
+                continue
+            for n in group:
+                if n not in kinds:
+                    continue
+                ref = (kinds[n], n)
+                if ref not in known:
+                    count = len(groups.get(n, [None])) if kinds[n] == "operand" else 1
+                    known[ref] = [source] * count
+                    changed = True
+    for o in opdef.operands:
+        ref = ("operand", o.name)
+        if ref not in known:
+            t = buildable_type(o.type)
+            if t is not None:
+                known[ref] = [t] * len(groups.get(o.name, ()))
+    # operands that stay untyped and are absent need nothing; results of single kind default
+    for r in opdef.results:
+        ref = ("result", r.name)
+        if ref not in known:
+            t = _infer_result(ctx, r, known)
+            if t is not None:
+                known[ref] = t
+    return known
+
+
+_RE_SCALAR_OF = re.compile(r"CudaTile_ScalarTileOf<CudaTile_(Int|Float)(\d+)>$")
+
+
+def buildable_type(constraint: str) -> Optional[Type]:
+    """The one type a constraint admits (ODS's buildable types), e.g. token, ``tile<i1>``."""
+    from tilegen.runtime.types import TOKEN, FloatType, TileType
+
+    if constraint in ("CudaTile_TokenType", "Token"):
+        return TOKEN
+    m = _RE_SCALAR_OF.match(constraint)
+    if m:
+        width = m.group(2)
+        elem = IntegerType(int(width)) if m.group(1) == "Int" else FloatType("f" + width)
+        return TileType((), elem)
+    return None
+
+
+def _infer_result(ctx: _ParseCtx, rdef, known) -> Optional[list[Type]]:
+    """Results with fixed (buildable) types or derived by TypesMatchWith traits."""
+    from tilegen.runtime.types import TileType
+
+    t = buildable_type(rdef.type)
+    if t is not None:
+        return [t]
+    for trait in ctx.opdef.traits:
+        m = re.match(r"TypesMatchWith\((\w+)->(\w+) via ::getI1SameShape", trait)
+        if m and m.group(2) == rdef.name:
+            src = known.get(("operand", m.group(1)))
+            if src and isinstance(src[0], TileType):
+                return [TileType(src[0].shape, IntegerType(1))]
+    if rdef.kind == "optional":
+        return []
+    return None
+
+
+# ============================================================================ printing
+
+
+class _PrintState:
+    def __init__(self):
+        self.should_emit_space = True
+        self.last_was_punct = False
+
+
+def print_with_format(pr: "OpPrinter", op: "Operation") -> None:
+    """Print ``op``'s body (after its name) with its declarative format."""
+    program = program_for(op.opdef)
+    st = _PrintState()
+    elided = format_attr_names(program) | {"operandSegmentSizes", "resultSegmentSizes"}
+    for a in op.opdef.attributes:
+        if a.default is not None and a.name in op.attributes:
+            if _equals_default(op.attributes[a.name], a):
+                elided.add(a.name)
+    _print_elements(pr, op, program, st, True, elided)
+
+
+def _equals_default(attr: Attribute, adef) -> bool:
+    from tilegen.runtime.opdef import lookup_enum
+
+    d = adef.default
+    if isinstance(attr, EnumAttr):
+        e = lookup_enum(attr.enum)
+        return e is not None and e.keyword(attr.value) == str(d)
+    if isinstance(attr, IntegerAttr):
+        if adef.enum:
+            e = lookup_enum(adef.enum)
+            return e is not None and e.keyword(attr.value) == str(d)
+        try:
+            return attr.value == int(d)
+        except (TypeError, ValueError):
+            return False
+    return False
+
+
+def _print_elements(pr, op, elements, st, emit, elided, skip=None) -> None:
+    for el in elements:
+        if el is skip:
+            continue
+        _print_element(pr, op, el, st, emit, elided)
+
+
+def _print_element(pr, op, el, st: _PrintState, emit: bool, elided) -> None:
+    kind = el[0]
+    if kind == "lit":
+        value = el[1]
+        if st.should_emit_space and _space_before(value, st.last_was_punct):
+            emit and pr.write(" ")
+        emit and pr.write(value)
+        st.should_emit_space = len(value) != 1 or value[0] not in "<({["
+        st.last_was_punct = not (value[0] == "_" or value[0].isalpha())
+        return
+    if kind == "space":
+        if el[1] == " ":
+            emit and pr.write(" ")
+            st.last_was_punct = False
+        elif el[1] == "\\n":
+            emit and pr.newline()
+            st.last_was_punct = False
+        else:
+            st.last_was_punct = True
+        st.should_emit_space = False
+        return
+    if kind == "optional":
+        anchor = el[1]
+        present = emit and _anchor_present(op, anchor)
+        then = el[2]
+        skip = None
+        if anchor[0] == "attr" and _attr_kind(op, anchor[1]) == "unit":
+            first = then[0]
+            if not (first[0] == "attr" and first[1] == anchor[1]):
+                skip = next((e for e in then if e[0] == "attr" and e[1] == anchor[1]), None)
+        _print_elements(pr, op, then, st, present, elided, skip)
+        if el[3]:
+            _print_elements(pr, op, el[3], st, emit and not present, elided)
+        return
+    if kind == "oilist":
+        for clause in el[1]:
+            present = emit and any(
+                sub[0] == "attr" and sub[1] in op.attributes for sub in clause
+            )
+            for sub in clause:
+                if sub[0] == "attr" and _attr_kind(op, sub[1]) == "unit":
+                    continue
+                _print_element(pr, op, sub, st, present, elided)
+        return
+    if kind == "attr_dict":
+        if emit:
+            if el[1]:
+                pr.print_optional_attr_dict_with_keyword(op, elided)
+            else:
+                pr.print_optional_attr_dict(op, elided)
+        st.last_was_punct = False
+        return
+    if st.should_emit_space or not st.last_was_punct:
+        emit and pr.write(" ")
+    st.last_was_punct = False
+    st.should_emit_space = True
+    if not emit:
+        return
+    if kind == "operand":
+        vs = op.operands if el[1] == "*" else op.opdef.operand_group(op, el[1])
+        pr.print_operands(vs)
+    elif kind == "attr":
+        _print_attr_var(pr, op, el[1])
+    elif kind == "region":
+        for i, r in enumerate(op.opdef.regions):
+            if r.name == el[1]:
+                pr.print_region(op.regions[i])
+    elif kind == "type":
+        pr.print_types(_ref_types(op, el[1]))
+    elif kind == "ftype":
+        pr.print_function_type(_ref_types(op, el[1]), _ref_types(op, el[2]))
+    elif kind == "custom":
+        directive = CUSTOM_DIRECTIVES.get(el[1])
+        directive[1](pr, op, el[2])
+    elif kind == "result_var":
+        pr.print_operands(op.opdef.result_group(op, el[1]))
+
+
+def _space_before(value: str, last_was_punct: bool) -> bool:
+    if len(value) != 1 and value != "->":
+        return True
+    if last_was_punct:
+        return value[0] not in ">)}],"
+    return value[0] not in "<>(){}[],"
+
+
+def _attr_kind(op, name) -> str:
+    a = op.opdef.attr(name)
+    return a.kind if a is not None else ""
+
+
+def _anchor_present(op, anchor) -> bool:
+    kind = anchor[0]
+    if kind == "operand":
+        return bool(op.opdef.operand_group(op, anchor[1]))
+    if kind == "result":
+        return bool(op.opdef.result_group(op, anchor[1]))
+    if kind == "operands":
+        return bool(op.operands)
+    if kind == "results":
+        return bool(op.results)
+    if kind == "attr":
+        a = op.attributes.get(anchor[1])
+        if a is None:
+            return False
+        adef = op.opdef.attr(anchor[1])
+        if adef is not None and adef.default is not None and not adef.optional:
+            return not _equals_default(a, adef)
+        return True
+    if kind == "region":
+        for i, r in enumerate(op.opdef.regions):
+            if r.name == anchor[1]:
+                return bool(op.regions[i].blocks)
+        return False
+    return False
+
+
+def _ref_types(op, ref) -> list[Type]:
+    if ref[0] == "operands":
+        return [v.type for v in op.operands]
+    if ref[0] == "results":
+        return [v.type for v in op.results]
+    if ref[0] == "operand":
+        return [v.type for v in op.opdef.operand_group(op, ref[1])]
+    return [v.type for v in op.opdef.result_group(op, ref[1])]
+
+
+def _print_attr_var(pr, op, name) -> None:
+    a = op.attributes.get(name)
+    if a is None:
+        return
+    adef = op.opdef.attr(name)
+    from tilegen.runtime.attributes import (
+        OptimizationHintsAttr,
+        StringAttr,
+        SymbolRefAttr,
+    )
+    from tilegen.runtime.opdef import lookup_enum
+
+    if isinstance(a, EnumAttr):
+        e = lookup_enum(a.enum)
+        pr.write(f"<{e.keyword(a.value)}>")
+    elif isinstance(a, IntegerAttr) and adef is not None and adef.enum:
+        e = lookup_enum(adef.enum)
+        kw = e.keyword(a.value) if e is not None else None
+        pr.write(kw if kw is not None else str(a.value))
+    elif isinstance(a, OptimizationHintsAttr):
+        from tilegen.runtime.asm.attr_syntax import format_cuda_tile_attr_body
+
+        pr.write(format_cuda_tile_attr_body(a, pr.aliases)[len("optimization_hints") :])
+    elif isinstance(a, DenseArrayAttr) and adef is not None and adef.kind.startswith("dense-"):
+        if isinstance(a.element, IntegerType) and a.element.width == 1:
+            pr.write("[" + ", ".join("true" if v else "false" for v in a.values) + "]")
+        else:
+            pr.write("[" + ", ".join(str(v) for v in a.values) + "]")
+    elif isinstance(a, StringAttr) and adef is not None and adef.kind == "symbol-name":
+        pr.print_symbol_name(a.value)
+    elif isinstance(a, SymbolRefAttr) and not a.nested:
+        pr.print_symbol_name(a.root)
+    else:
+        pr.print_attribute_without_type(a) if _attr_type(adef) is not None else pr.print_attribute(a)
+
+
+from tilegen.runtime.asm.directives import CUSTOM_DIRECTIVES  # noqa: E402

@@ -1,0 +1,195 @@
+"""MLIR tokens with file/line/col, produced on demand from the source text."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tilegen.runtime.attributes import FileLineColLoc
+
+# Token kinds
+EOF_ = "eof"
+BARE = "bare_identifier"
+PERCENT = "percent_identifier"  # %x, %x#3 (the #N suffix is a separate token)
+CARET = "caret_identifier"  # ^bb0
+AT = "at_identifier"  # @sym, @"quoted"
+HASH = "hash_identifier"  # #alias, #dialect.x
+EXCL = "exclamation_identifier"  # !alias, !dialect.x
+STRING = "string"
+INTEGER = "integer"
+FLOAT = "float"
+PUNCT = "punct"
+ERROR = "error"
+
+_PUNCTS = ("->", "...", "::", ",", ":", "(", ")", "[", "]", "<", ">", "{", "}", "=", "?", "*",
+           "+", "-", "|")
+
+_ID_CHARS = r"[A-Za-z_0-9$.\-]"
+_RE_BARE = re.compile(r"[A-Za-z_][A-Za-z_0-9$.]*")
+_RE_SUFFIX = re.compile(r"[A-Za-z_0-9$.\-]+")
+_RE_NUM = re.compile(r"0x[0-9A-Fa-f]+|[0-9]+(\.[0-9]*([eE][+-]?[0-9]+)?)?")
+_RE_WS = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)+")
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str
+    text: str  # exact source spelling
+    pos: int  # offset into the source
+
+    @property
+    def spelling(self) -> str:
+        """Identifier without its sigil (``%x`` -> ``x``), string without quotes (undecoded)."""
+        if self.kind in (PERCENT, CARET, HASH, EXCL):
+            return self.text[1:]
+        if self.kind == AT:
+            return self.text[1:]
+        return self.text
+
+    def is_punct(self, p: str) -> bool:
+        return self.kind == PUNCT and self.text == p
+
+    def is_keyword(self, kw: str | None = None) -> bool:
+        return self.kind == BARE and (kw is None or self.text == kw)
+
+
+class Lexer:
+    """Turns source text into tokens; ``loc(pos)`` gives a FileLineColLoc for any offset."""
+
+    def __init__(self, text: str, filename: str = "<stdin>"):
+        self.text = text
+        self.filename = filename
+        self.pos = 0
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def loc(self, pos: int) -> FileLineColLoc:
+        import bisect
+
+        i = bisect.bisect_right(self._line_starts, pos) - 1
+        return FileLineColLoc(self.filename, i + 1, pos - self._line_starts[i] + 1)
+
+    def reset(self, pos: int) -> None:
+        self.pos = pos
+
+    def next(self) -> Token:
+        text = self.text
+        m = _RE_WS.match(text, self.pos)
+        if m:
+            self.pos = m.end()
+        start = self.pos
+        if start >= len(text):
+            return Token(EOF_, "", len(text))
+        c = text[start]
+        if (c.isascii() and c.isalpha()) or c == "_":
+            m = _RE_BARE.match(text, start)
+            return self._tok(BARE, m.end())
+        if "0" <= c <= "9":
+            m = _RE_NUM.match(text, start)
+            kind = FLOAT if "." in m.group(0) and not m.group(0).startswith("0x") else INTEGER
+            return self._tok(kind, m.end())
+        if c in "%^#!":
+            kind = {"%": PERCENT, "^": CARET, "#": HASH, "!": EXCL}[c]
+            if c == "%" or c == "^":
+                m = _RE_SUFFIX.match(text, start + 1)
+            else:
+                m = _RE_BARE.match(text, start + 1) or re.compile(r"[0-9]+").match(text, start + 1)
+            if not m:
+                if c == "!" and text.startswith('!"', start):
+                    return self._tok(ERROR, start + 1, "unexpected character")
+                return self._tok(ERROR, start + 1, f"invalid {_SIGIL_WHAT[c]}")
+            return self._tok(kind, m.end())
+        if c == "@":
+            if start + 1 < len(text) and text[start + 1] == '"':
+                end = self._string_end(start + 1)
+                if end < 0:
+                    return self._tok(ERROR, len(text), "expected '\"' in string literal")
+                return self._tok(AT, end)
+            m = _RE_BARE.match(text, start + 1)
+            if not m:
+                return self._tok(ERROR, start + 1, "@ identifier expected to start with letter or '_'")
+            return self._tok(AT, m.end())
+        if c == '"':
+            end = self._string_end(start)
+            if end < 0:
+                return self._tok(ERROR, len(text), "expected '\"' in string literal")
+            return self._tok(STRING, end)
+        for p in _PUNCTS:
+            if text.startswith(p, start):
+                if p == "." or (p == "..." and False):
+                    break
+                return self._tok(PUNCT, start + len(p))
+        return self._tok(ERROR, start + 1, "unexpected character")
+
+    def _tok(self, kind: str, end: int, message: str | None = None) -> Token:
+        tok = Token(kind, message if kind == ERROR else self.text[self.pos : end], self.pos)
+        self.pos = end
+        return tok
+
+    def _string_end(self, start: int) -> int:
+        """Offset after the closing quote of the string starting at ``start``; -1 if unterminated."""
+        text, i, n = self.text, start + 1, len(self.text)
+        while i < n:
+            c = text[i]
+            if c == '"':
+                return i + 1
+            if c == "\n":
+                return -1
+            if c == "\\":
+                i += 2
+                continue
+            i += 1
+        return -1
+
+
+_SIGIL_WHAT = {"%": "SSA name", "^": "block name", "#": "attribute name", "!": "type identifier"}
+
+
+def decode_string(spelling: str) -> str:
+    """Decode a quoted MLIR string literal (``"a\\n\\22"``) into its value."""
+    body = spelling[1:-1]
+    if "\\" not in body:
+        return body
+    out = bytearray()
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode("utf-8")
+            i += 1
+            continue
+        nxt = body[i + 1 : i + 2]
+        if nxt in ('"', "\\"):
+            out += nxt.encode()
+            i += 2
+        elif nxt == "n":
+            out += b"\n"
+            i += 2
+        elif nxt == "t":
+            out += b"\t"
+            i += 2
+        else:
+            hexpair = body[i + 1 : i + 3]
+            try:
+                out.append(int(hexpair, 16))
+            except ValueError:
+                out += b"\\"
+                i += 1
+                continue
+            i += 3
+    return out.decode("utf-8", errors="surrogateescape")
+
+
+def encode_string(value: str) -> str:
+    """Quote ``value`` as llvm::printEscapedString does (printable ASCII kept, ``\\\\`` for a
+    backslash, ``\\XX`` hex for ``"`` and everything else)."""
+    out = ['"']
+    for b in value.encode("utf-8", errors="surrogateescape"):
+        ch = chr(b)
+        if ch == "\\":
+            out.append("\\\\")
+        elif 0x20 <= b < 0x7F and ch != '"':
+            out.append(ch)
+        else:
+            out.append("\\%02X" % b)
+    out.append('"')
+    return "".join(out)

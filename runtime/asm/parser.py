@@ -1,0 +1,1000 @@
+"""MLIR-syntax parser: the Python counterpart of MLIR's OpAsmParser.
+
+One :class:`OpParser` parses one module. The declarative-format engine (``format.py``) and the
+custom-syntax hooks (``custom_ops.PARSERS``) drive it through its public methods; every error
+raises :class:`DiagnosticError` at a ``file:line:col`` location with MLIR's wording.
+
+Errors reported through :meth:`OpParser.error` while a custom-syntax op is being parsed are
+prefixed ``custom op 'cuda_tile.X' `` as MLIR's CustomOpAsmParser does; errors from the generic
+machinery (types, attributes, SSA uses) are not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from tilegen.runtime.asm import lexer as lx
+from tilegen.runtime.asm.lexer import Lexer, Token
+from tilegen.runtime.attributes import (
+    Attribute,
+    FileLineColLoc,
+    Location,
+    UnknownLoc,
+)
+from tilegen.runtime.diagnostics import Diagnostic, DiagnosticError
+from tilegen.runtime.ir import Block, Operation, Region, Value
+from tilegen.runtime.opdef import OpDef, lookup_opdef
+from tilegen.runtime.types import FunctionType, Type
+
+#: Ops whose regions resolve bare op names against the cuda_tile dialect (getDefaultDialect).
+DEFAULT_DIALECT_OPS = frozenset(
+    {
+        "builtin.module",
+        "cuda_tile.module",
+        "cuda_tile.entry",
+        "cuda_tile.if",
+        "cuda_tile.for",
+        "cuda_tile.loop",
+        "cuda_tile.reduce",
+        "cuda_tile.scan",
+        "cuda_tile.testing$func",
+    }
+)
+
+#: Ops (besides those with the IsolatedFromAbove trait) that open a fresh SSA name scope.
+_ISOLATED_OPS = frozenset({"builtin.module"})
+
+
+@dataclass(frozen=True)
+class UnresolvedOperand:
+    """An SSA use as written (``%x#2``): name without ``%``, result number, location."""
+
+    name: str
+    number: int
+    loc: FileLineColLoc
+
+
+@dataclass
+class OpState:
+    """What a format program or custom hook fills in while parsing one op."""
+
+    name: str
+    opdef: Optional[OpDef]
+    loc: Location
+    operands: list[Value] = field(default_factory=list)
+    result_types: list[Type] = field(default_factory=list)
+    attributes: dict[str, Attribute] = field(default_factory=dict)
+    properties: dict[str, Attribute] = field(default_factory=dict)
+    regions: list[Region] = field(default_factory=list)
+    successors: list[Block] = field(default_factory=list)
+
+    def add_region(self) -> Region:
+        r = Region()
+        self.regions.append(r)
+        return r
+
+
+class _ForwardRef(Value):
+    """Placeholder for an SSA value used before its definition."""
+
+    __slots__ = ()
+
+
+@dataclass
+class _Entry:
+    value: Value
+    loc: FileLineColLoc
+
+
+class _IsolatedScope:
+    def __init__(self) -> None:
+        self.values: dict[str, list[Optional[_Entry]]] = {}
+        self.definitions: list[set[str]] = []
+
+
+@dataclass
+class _DeferredLoc:
+    """``loc(#alias)`` whose definition may come later in the file."""
+
+    alias: str
+    at: FileLineColLoc
+
+
+class OpParser:
+    """Token, SSA, type, attribute and region parsing for one module."""
+
+    def __init__(
+        self,
+        text: str,
+        filename: str = "<stdin>",
+        *,
+        allow_unregistered: bool = False,
+        verify_types: bool = True,
+    ):
+        self.lexer = Lexer(text, filename)
+        self.filename = filename
+        self.allow_unregistered = allow_unregistered
+        self.verify_types = verify_types
+        self.tok: Token = self.lexer.next()
+        self.attr_aliases: dict[str, Attribute] = {}
+        self.type_aliases: dict[str, Type] = {}
+        self._scopes: list[_IsolatedScope] = []
+        self._forward_refs: dict[int, tuple[_ForwardRef, FileLineColLoc]] = {}
+        self._custom_op: list[Optional[str]] = [None]
+        self._default_dialect: list[str] = ["cuda_tile"]
+        self._op_stack: list[OpState] = []
+        self._deferred: list[tuple[object, _DeferredLoc]] = []
+        self._blocks_stack: list[dict] = [{}]
+        self._check_lex_error()
+
+    # ================================================================ tokens
+
+    def _check_lex_error(self) -> None:
+        if self.tok.kind == lx.ERROR:
+            self._fail(self.tok.text, self.lexer.loc(self.tok.pos))
+
+    def _advance(self) -> Token:
+        tok = self.tok
+        self.tok = self.lexer.next()
+        self._check_lex_error()
+        return tok
+
+    def save(self) -> tuple:
+        """An opaque position to :meth:`restore` to (for look-ahead in custom hooks)."""
+        return (self.tok, self.lexer.pos)
+
+    def restore(self, state: tuple) -> None:
+        self.tok, self.lexer.pos = state
+
+    def loc(self) -> FileLineColLoc:
+        """Location of the current token."""
+        return self.lexer.loc(self.tok.pos)
+
+    def loc_at(self, tok: Token) -> FileLineColLoc:
+        return self.lexer.loc(tok.pos)
+
+    def _prev_end_loc(self) -> FileLineColLoc:
+        return self.lexer.loc(self.tok.pos)
+
+    def error(self, msg: str, loc: Optional[Location] = None) -> "NoReturn":  # noqa: F821
+        """Raise a located error; inside a custom op it gets MLIR's ``custom op 'X' `` prefix."""
+        name = self._custom_op[-1]
+        if name is not None:
+            msg = f"custom op '{name}' {msg}"
+        self._fail(msg, loc)
+
+    def _fail(self, msg: str, loc: Optional[Location] = None, notes=()) -> "NoReturn":  # noqa: F821
+        diag = Diagnostic("error", msg, loc or self.loc())
+        for note_msg, note_loc in notes:
+            diag.attach_note(note_msg, note_loc)
+        raise DiagnosticError(diag)
+
+    def at_punct(self, p: str) -> bool:
+        return self.tok.kind == lx.PUNCT and self.tok.text == p
+
+    def at_keyword(self, kw: Optional[str] = None) -> bool:
+        return self.tok.kind == lx.BARE and (kw is None or self.tok.text == kw)
+
+    @property
+    def at_eof(self) -> bool:
+        return self.tok.kind == lx.EOF_
+
+    def parse_optional_keyword(self, kw: Optional[str] = None) -> Optional[str]:
+        """Consume a bare identifier (``kw`` only, when given) and return it, else None."""
+        if self.tok.kind == lx.BARE and (kw is None or self.tok.text == kw):
+            return self._advance().text
+        return None
+
+    def parse_keyword(self, kw: Optional[str] = None, msg: Optional[str] = None) -> str:
+        """A bare identifier (``kw`` if given); ``expected valid keyword`` / ``expected 'kw'``."""
+        got = self.parse_optional_keyword(kw)
+        if got is None:
+            if msg is None:
+                msg = "expected valid keyword" if kw is None else f"expected '{kw}'"
+            self.error(msg)
+        return got
+
+    def parse_optional_keyword_or_string(self) -> Optional[str]:
+        kw = self.parse_optional_keyword()
+        if kw is not None:
+            return kw
+        return self.parse_optional_string()
+
+    def parse_optional_punct(self, p: str) -> bool:
+        """Consume punctuation ``p`` if present."""
+        if self.tok.kind == lx.PUNCT and self.tok.text == p:
+            self._advance()
+            return True
+        # `>` may be glued into `->` only when written so; `x` in shapes is handled by types.
+        return False
+
+    def expect_punct(self, p: str, msg: Optional[str] = None) -> None:
+        """Consume ``p`` or fail with ``expected 'p'`` (MLIR's parseToken: never prefixed, and
+        reported after the previous token when the current one starts a new line)."""
+        if not self.parse_optional_punct(p):
+            self.wrong_token_error(msg or f"expected '{p}'")
+
+    _expect = expect_punct
+
+    def wrong_token_loc(self) -> FileLineColLoc:
+        """MLIR's emitWrongTokenError location: back up over blank lines and comments."""
+        text = self.lexer.text
+        pos = self.tok.pos
+        if self.at_eof:
+            pos = max(pos - 1, 0)
+        original = pos
+        buf = text[:pos]
+        while True:
+            buf = buf.rstrip(" \t")
+            if not buf:
+                return self.lexer.loc(original)
+            if buf[-1] not in "\n\r":
+                return self.lexer.loc(len(buf))
+            buf = buf[:-1]
+            nl = max(buf.rfind("\n"), buf.rfind("\r"))
+            prev_line = buf[nl:] if nl >= 0 else buf
+            c = prev_line.find("//")
+            if c >= 0:
+                buf = buf[: len(buf) - (len(prev_line) - c)]
+
+    def wrong_token_error(self, msg: str) -> "NoReturn":  # noqa: F821
+        self._fail(msg, self.wrong_token_loc())
+
+    def parse_optional_integer(self, allow_negative: bool = True) -> Optional[int]:
+        """An integer literal (decimal/hex, optional leading ``-``), else None."""
+        if self.tok.kind == lx.INTEGER:
+            return _int_value(self._advance().text)
+        if allow_negative and self.at_punct("-"):
+            state = self.save()
+            self._advance()
+            if self.tok.kind == lx.INTEGER:
+                return -_int_value(self._advance().text)
+            self.restore(state)
+        return None
+
+    def parse_integer(self, msg: str = "expected integer value") -> int:
+        v = self.parse_optional_integer()
+        if v is None:
+            self.error(msg)
+        return v
+
+    def parse_optional_float(self) -> Optional[float]:
+        """A float or integer literal as a Python float (``-`` allowed), else None."""
+        neg = False
+        state = self.save()
+        if self.at_punct("-"):
+            self._advance()
+            neg = True
+        if self.tok.kind == lx.FLOAT:
+            v = float(self._advance().text)
+        elif self.tok.kind == lx.INTEGER and not self.tok.text.startswith("0x"):
+            v = float(int(self._advance().text))
+        else:
+            self.restore(state)
+            return None
+        return -v if neg else v
+
+    def parse_float(self) -> float:
+        v = self.parse_optional_float()
+        if v is None:
+            self.error("expected floating point literal")
+        return v
+
+    def parse_optional_string(self) -> Optional[str]:
+        """A quoted string, decoded, else None."""
+        if self.tok.kind == lx.STRING:
+            return lx.decode_string(self._advance().text)
+        return None
+
+    def parse_string(self, msg: str = "expected string") -> str:
+        s = self.parse_optional_string()
+        if s is None:
+            self.error(msg)
+        return s
+
+    def parse_optional_symbol_name(self) -> Optional[str]:
+        if self.tok.kind == lx.AT:
+            text = self._advance().text[1:]
+            return lx.decode_string(text) if text.startswith('"') else text
+        return None
+
+    def parse_symbol_name(self) -> str:
+        """``@name`` or ``@"quoted"`` -> name."""
+        s = self.parse_optional_symbol_name()
+        if s is None:
+            self.error("expected valid '@'-identifier for symbol name")
+        return s
+
+    # ================================================================ SSA values
+
+    def parse_optional_operand(self, allow_result_number: bool = True) -> Optional[UnresolvedOperand]:
+        if self.tok.kind != lx.PERCENT:
+            return None
+        return self.parse_operand(allow_result_number)
+
+    def parse_operand(self, allow_result_number: bool = True) -> UnresolvedOperand:
+        """``%name`` or ``%name#N``."""
+        if self.tok.kind != lx.PERCENT:
+            self._fail("expected SSA operand")
+        tok = self._advance()
+        number = 0
+        if allow_result_number and self.tok.kind == lx.HASH and self.tok.pos == tok.pos + len(tok.text):
+            digits = self.tok.text[1:]
+            if not digits.isdigit():
+                self._fail("expected integer value")
+            self._advance()
+            number = int(digits)
+        return UnresolvedOperand(tok.text[1:], number, self.loc_at(tok))
+
+    def parse_operand_list(
+        self, delimiter: Optional[str] = None, required_count: int = -1
+    ) -> list[UnresolvedOperand]:
+        """Comma-separated operands; ``delimiter`` ``"paren"``/``"square"`` wraps them."""
+        close = None
+        if delimiter == "paren":
+            self.expect_punct("(")
+            close = ")"
+        elif delimiter == "square":
+            self.expect_punct("[")
+            close = "]"
+        elif delimiter == "optional_paren":
+            if not self.parse_optional_punct("("):
+                return []
+            close = ")"
+        elif delimiter == "optional_square":
+            if not self.parse_optional_punct("["):
+                return []
+            close = "]"
+        out: list[UnresolvedOperand] = []
+        if close is not None and self.parse_optional_punct(close):
+            return out
+        if close is None and self.tok.kind != lx.PERCENT:
+            return out
+        while True:
+            out.append(self.parse_operand())
+            if not self.parse_optional_punct(","):
+                break
+        if close is not None:
+            self.expect_punct(close)
+        if required_count >= 0 and len(out) != required_count:
+            self.error(f"expected {required_count} operands")
+        return out
+
+    def _scope(self) -> _IsolatedScope:
+        return self._scopes[-1]
+
+    def resolve_operand(self, u: UnresolvedOperand, type: Type) -> Value:
+        """The value ``u`` names, checked against ``type`` (forward references allowed)."""
+        key = "%" + u.name
+        entries = self._scope().values.setdefault(key, [])
+        if len(entries) > u.number and entries[u.number] is not None:
+            entry = entries[u.number]
+            if entry.value.type == type:
+                return entry.value
+            from tilegen.runtime.asm.type_syntax import format_type
+
+            self._fail(
+                f"use of value '{key}' expects different type than prior uses: "
+                f"'{format_type(type)}' vs '{format_type(entry.value.type)}'",
+                u.loc,
+                notes=[("prior use here", entry.loc)],
+            )
+        while len(entries) <= u.number:
+            entries.append(None)
+        ref = _ForwardRef(type)
+        entries[u.number] = _Entry(ref, u.loc)
+        self._forward_refs[id(ref)] = (ref, u.loc)
+        return ref
+
+    def resolve_operands(self, us: list[UnresolvedOperand], types) -> list[Value]:
+        """Resolve ``us`` against ``types`` (a list, or one type for all)."""
+        if isinstance(types, Type):
+            types = [types] * len(us)
+        types = list(types)
+        if len(types) != len(us):
+            self.error(f"{len(us)} operands present, but expected {len(types)}")
+        return [self.resolve_operand(u, t) for u, t in zip(us, types)]
+
+    def define_value(self, u: UnresolvedOperand, value: Value) -> None:
+        """Bind ``%name#N`` to ``value`` in the current scope (MLIR's addDefinition)."""
+        key = "%" + u.name
+        scope = self._scope()
+        entries = scope.values.setdefault(key, [])
+        while len(entries) <= u.number:
+            entries.append(None)
+        existing = entries[u.number]
+        if existing is not None:
+            if not isinstance(existing.value, _ForwardRef):
+                self._fail(
+                    f"redefinition of SSA value '{key}'",
+                    u.loc,
+                    notes=[("previously defined here", existing.loc)],
+                )
+            if existing.value.type != value.type:
+                from tilegen.runtime.asm.type_syntax import format_type
+
+                self._fail(
+                    f"definition of SSA value '{key}#{u.number}' has type "
+                    f"'{format_type(value.type)}'",
+                    u.loc,
+                    notes=[
+                        (
+                            f"previously used here with type '{format_type(existing.value.type)}'",
+                            existing.loc,
+                        )
+                    ],
+                )
+            existing.value.replace_all_uses_with(value)
+            self._forward_refs.pop(id(existing.value), None)
+        entries[u.number] = _Entry(value, u.loc)
+        scope.definitions[-1].add(key)
+
+    def _push_scope(self, isolated: bool) -> None:
+        if isolated or not self._scopes:
+            self._scopes.append(_IsolatedScope())
+        self._scopes[-1].definitions.append(set())
+
+    def _pop_scope(self) -> None:
+        scope = self._scopes[-1]
+        if len(scope.definitions) == 1:
+            self._scopes.pop()
+        else:
+            for key in scope.definitions.pop():
+                scope.values.pop(key, None)
+
+    def _check_forward_refs(self) -> None:
+        if self._forward_refs:
+            first = min(self._forward_refs.values(), key=lambda e: (e[1].line, e[1].col))
+            self._fail("use of undeclared SSA value name", first[1])
+
+    # ================================================================ types
+
+    def parse_optional_type(self) -> Optional[Type]:
+        """A type if one starts here, else None."""
+        from tilegen.runtime.asm.type_syntax import parse_optional_type
+
+        return parse_optional_type(self)
+
+    def parse_type(self) -> Type:
+        """Any type: builtin, ``!cuda_tile.X<..>``, short ``tile<..>``/``ptr<..>``/``token``..."""
+        t = self.parse_optional_type()
+        if t is None:
+            self._fail("expected non-function type")
+        return t
+
+    def parse_cuda_tile_type(self) -> Type:
+        """A type in cuda_tile's ``custom<CudaTileType>`` position: short or long form; with
+        nothing type-like here it fails as cuda_tile's parser does (``expected valid keyword``)."""
+        t = self.parse_optional_type()
+        if t is None:
+            if self.tok.kind == lx.EXCL:
+                self._fail("expected non-function type")
+            self.error("expected valid keyword")
+        return t
+
+    def parse_cuda_tile_type_list(self) -> list[Type]:
+        out = [self.parse_cuda_tile_type()]
+        while self.parse_optional_punct(","):
+            out.append(self.parse_cuda_tile_type())
+        return out
+
+    def parse_colon_type(self) -> Type:
+        self.expect_punct(":")
+        return self.parse_type()
+
+    def parse_type_list(self) -> list[Type]:
+        """``T (, T)*`` (possibly empty when no type starts here)."""
+        out: list[Type] = []
+        t = self.parse_optional_type()
+        if t is None:
+            return out
+        out.append(t)
+        while self.parse_optional_punct(","):
+            out.append(self.parse_type())
+        return out
+
+    def parse_colon_type_list(self) -> list[Type]:
+        self.expect_punct(":")
+        return self.parse_type_list()
+
+    def parse_arrow_type_list(self) -> list[Type]:
+        """``-> T`` or ``-> (T, U)``."""
+        self.expect_punct("->")
+        return self.parse_function_result_types()
+
+    def parse_optional_arrow_type_list(self) -> Optional[list[Type]]:
+        if not self.at_punct("->"):
+            return None
+        return self.parse_arrow_type_list()
+
+    def parse_function_result_types(self) -> list[Type]:
+        if self.at_punct("("):
+            from tilegen.runtime.asm.type_syntax import parse_paren_type_list
+
+            return parse_paren_type_list(self)
+        return [self.parse_type()]
+
+    def parse_function_type(self) -> FunctionType:
+        t = self.parse_type()
+        if not isinstance(t, FunctionType):
+            self._fail("expected function type")
+        return t
+
+    def verify_type(self, t: Type, loc: FileLineColLoc) -> None:
+        """Run the dialect type verifier (runtime.verify.types) if present; error at ``loc``."""
+        if not self.verify_types:
+            return
+        try:
+            from tilegen.runtime.verify.types import verify_type
+        except ImportError:
+            return
+        msg = verify_type(t)
+        if msg:
+            self._fail(msg, loc)
+
+    # ================================================================ attributes
+
+    def parse_attribute(self, type: Optional[Type] = None) -> Attribute:
+        """Any attribute; ``type`` is the expected type for untyped literals (``1`` -> i64 default)."""
+        from tilegen.runtime.asm.attr_syntax import parse_attribute
+
+        return parse_attribute(self, type)
+
+    def parse_optional_attribute(self, type: Optional[Type] = None) -> Optional[Attribute]:
+        from tilegen.runtime.asm.attr_syntax import parse_optional_attribute
+
+        return parse_optional_attribute(self, type)
+
+    def parse_optional_attr_dict(self, into: dict) -> None:
+        """``{name = attr, unit_name, ...}`` merged into ``into``; duplicates are errors."""
+        if not self.at_punct("{"):
+            return
+        from tilegen.runtime.asm.attr_syntax import parse_dict_entries
+
+        for name, value in parse_dict_entries(self):
+            if name in into:
+                self._fail(f"attribute '{name}' occurs more than once in the attribute list")
+            into[name] = value
+
+    def parse_optional_attr_dict_with_keyword(self, into: dict) -> None:
+        """``attributes {...}`` as ``attr-dict-with-keyword``."""
+        if self.parse_optional_keyword("attributes") is not None:
+            if not self.at_punct("{"):
+                self._fail("expected '{' in attribute dictionary")
+            self.parse_optional_attr_dict(into)
+
+    def parse_optional_location(self) -> Optional[Location]:
+        """A trailing ``loc(...)``, else None (alias references resolve at end of file)."""
+        if not self.at_keyword("loc"):
+            return None
+        from tilegen.runtime.asm.attr_syntax import parse_location
+
+        return parse_location(self)
+
+    # ================================================================ regions and blocks
+
+    def parse_argument(
+        self, allow_type: bool = True, allow_attrs: bool = False, allow_loc: bool = True
+    ) -> tuple:
+        """``%name [: T] [{attrs}] [loc(..)]`` -> (UnresolvedOperand, Type|None, attrs|None, loc|None)."""
+        u = self.parse_operand(allow_result_number=False)
+        t = None
+        attrs = None
+        loc = None
+        if allow_type:
+            self.expect_punct(":")
+            t = self.parse_type()
+        if allow_attrs and self.at_punct("{"):
+            attrs = {}
+            self.parse_optional_attr_dict(attrs)
+        if allow_loc:
+            loc = self.parse_optional_location()
+        return (u, t, attrs, loc)
+
+    def _current_isolated(self) -> bool:
+        if not self._op_stack:
+            return False
+        st = self._op_stack[-1]
+        if st.name in _ISOLATED_OPS:
+            return True
+        return st.opdef is not None and st.opdef.has_trait("IsolatedFromAbove")
+
+    def parse_region(
+        self, region: Region, arguments=None, enable_name_shadowing: bool = False
+    ) -> Region:
+        """``{ block* }``; ``arguments`` are (UnresolvedOperand, Type, loc|None) entry-block args."""
+        return self._parse_region(region, arguments, enable_name_shadowing, self._current_isolated())
+
+    def parse_optional_region(
+        self, region: Region, arguments=None, enable_name_shadowing: bool = False
+    ) -> bool:
+        if not self.at_punct("{"):
+            return False
+        self.parse_region(region, arguments, enable_name_shadowing)
+        return True
+
+    def _parse_region(self, region, arguments, enable_name_shadowing, isolated) -> Region:
+        self._expect("{", "expected '{' to begin a region")
+        arguments = list(arguments or [])
+        if arguments or not self.at_punct("}"):
+            self._push_scope(isolated)
+            pushed_dialect = False
+            if self._op_stack and self._op_stack[-1].name in DEFAULT_DIALECT_OPS:
+                self._default_dialect.append("cuda_tile")
+                pushed_dialect = True
+            saved_custom = self._custom_op
+            self._custom_op = [None]
+            try:
+                self._parse_region_body(region, arguments, enable_name_shadowing)
+            finally:
+                self._custom_op = saved_custom
+                if pushed_dialect:
+                    self._default_dialect.pop()
+            self._pop_scope()
+        self._expect("}", "expected '}' to end region")
+        return region
+
+    def _parse_region_body(self, region: Region, arguments, shadowing: bool) -> None:
+        blocks: dict[str, tuple[Block, Optional[FileLineColLoc]]] = {}
+        entry = Block()
+        region.append(entry)
+        if arguments:
+            for arg in arguments:
+                u, t = arg[0], arg[1]
+                loc = arg[2] if len(arg) > 2 else None
+                key = "%" + u.name
+                if not shadowing:
+                    entries = self._scope().values.get(key)
+                    if entries and entries[0] is not None and not isinstance(
+                        entries[0].value, _ForwardRef
+                    ):
+                        self._fail(f"region entry argument '{key}' is already in use", u.loc)
+                v = entry.add_argument(t, loc if isinstance(loc, Location) else None)
+                if isinstance(loc, _DeferredLoc):
+                    self._deferred.append((v, loc))
+                self.define_value(u, v)
+            if self.tok.kind == lx.CARET:
+                self._fail("invalid block name in region with named arguments")
+        elif self.tok.kind == lx.CARET:
+            region.blocks.clear()
+            entry = None
+        self._blocks_stack.append(blocks)
+        try:
+            if entry is not None:
+                self._parse_block_body(entry)
+            while self.tok.kind == lx.CARET:
+                self._parse_labeled_block(region, blocks)
+        finally:
+            self._blocks_stack.pop()
+        for name, (block, use_loc) in blocks.items():
+            if block.parent is None:
+                self._fail("reference to an undefined block", use_loc)
+
+    def _get_block(self, blocks, name: str, loc) -> Block:
+        if name not in blocks:
+            blocks[name] = (Block(), loc)
+        return blocks[name][0]
+
+    def _parse_labeled_block(self, region: Region, blocks) -> None:
+        tok = self._advance()
+        name = tok.text
+        loc = self.loc_at(tok)
+        block_map = blocks
+        if name in block_map and block_map[name][0].parent is not None:
+            self._fail(f"redefinition of block '{name}'", loc)
+        block = self._get_block(block_map, name, loc)
+        if self.parse_optional_punct("("):
+            if not self.parse_optional_punct(")"):
+                while True:
+                    u, t, _a, aloc = self.parse_argument()
+                    v = block.add_argument(t, aloc if isinstance(aloc, Location) else None)
+                    if isinstance(aloc, _DeferredLoc):
+                        self._deferred.append((v, aloc))
+                    self.define_value(u, v)
+                    if not self.parse_optional_punct(","):
+                        break
+                self._expect(")", "expected ')' to end argument list")
+        self._expect(":", "expected ':' after block name")
+        region.append(block)
+        self._parse_block_body(block)
+
+    def _parse_block_body(self, block: Block) -> None:
+        while not (self.at_punct("}") or self.tok.kind == lx.CARET or self.at_eof):
+            block.append(self.parse_operation())
+
+    def parse_successor(self) -> Block:
+        if self.tok.kind != lx.CARET:
+            self._fail("expected block name")
+        tok = self._advance()
+        blocks = self._blocks_stack[-1]
+        return self._get_block(blocks, tok.text, self.loc_at(tok))
+
+    # ================================================================ operations
+
+    def parse_operation(self) -> Operation:
+        """``[%r (, %r)* =] (generic-op | custom-op) [loc(...)]``."""
+        results: list[tuple[UnresolvedOperand, int]] = []
+        if self.tok.kind == lx.PERCENT:
+            while True:
+                u = self.parse_operand(allow_result_number=False)
+                count = 1
+                if self.parse_optional_punct(":"):
+                    count = self.parse_optional_integer(allow_negative=False)
+                    if count is None or count < 1:
+                        self._fail("expected integer number of results")
+                results.append((u, count))
+                if not self.parse_optional_punct(","):
+                    break
+            self._expect("=", "expected '=' after SSA name")
+        op_loc = self.loc()
+        if self.tok.kind == lx.STRING:
+            op = self._parse_generic_operation()
+        elif self.tok.kind == lx.BARE:
+            op = self._parse_custom_operation()
+        else:
+            self._fail("expected operation name in quotes")
+        nbind = sum(c for _, c in results)
+        if results and not op.results:
+            self._fail("cannot name an operation with no results", op_loc)
+        if results and nbind != len(op.results):
+            self._fail(
+                f"operation defines {len(op.results)} results but was provided {nbind} to bind",
+                op_loc,
+            )
+        index = 0
+        for u, count in results:
+            for i in range(count):
+                self.define_value(UnresolvedOperand(u.name, i, u.loc), op.results[index])
+                index += 1
+        return op
+
+    def _resolve_op_name(self, name: str, loc) -> tuple[str, Optional[OpDef]]:
+        opdef = lookup_opdef(name)
+        if opdef is not None:
+            return opdef.name, opdef
+        if "." not in name:
+            if name == "module":
+                return "builtin.module", None
+            dd = self._default_dialect[-1]
+            if dd:
+                full = f"{dd}.{name}"
+                opdef = lookup_opdef(full)
+                if opdef is not None:
+                    return opdef.name, opdef
+                self._fail(f"custom op '{name}' is unknown (tried '{full}' as well)", loc)
+        self._fail(f"custom op '{name}' is unknown", loc)
+
+    def _parse_custom_operation(self) -> Operation:
+        tok = self._advance()
+        loc = self.loc_at(tok)
+        name, opdef = self._resolve_op_name(tok.text, loc)
+        state = OpState(name, opdef, loc)
+        self._op_stack.append(state)
+        self._custom_op.append(name)
+        try:
+            if name == "builtin.module":
+                self._parse_builtin_module(state)
+            elif opdef.custom_format:
+                hook = _custom_parser(opdef.custom_format)
+                if hook is None:
+                    self.error(f"has no parser for custom format '{opdef.custom_format}'", loc)
+                hook(self, state)
+            else:
+                from tilegen.runtime.asm.format import parse_with_format
+
+                parse_with_format(self, state)
+        finally:
+            self._custom_op.pop()
+            self._op_stack.pop()
+        op_loc = self.parse_optional_location()
+        return self._build(state, op_loc)
+
+    def _parse_builtin_module(self, state: OpState) -> None:
+        sym = self.parse_optional_symbol_name()
+        if sym is not None:
+            from tilegen.runtime.attributes import StringAttr
+
+            state.attributes["sym_name"] = StringAttr(sym)
+        self.parse_optional_attr_dict_with_keyword(state.attributes)
+        region = state.add_region()
+        self._parse_region(region, None, False, True)
+        if not region.blocks:
+            region.append(Block())
+
+    def _build(self, state: OpState, loc) -> Operation:
+        op = Operation(
+            state.name,
+            operands=state.operands,
+            result_types=state.result_types,
+            attributes=state.attributes,
+            regions=state.regions,
+            loc=state.loc if loc is None or isinstance(loc, _DeferredLoc) else loc,
+            opdef=state.opdef,
+            properties=state.properties,
+        )
+        op.successors = list(state.successors)
+        if isinstance(loc, _DeferredLoc):
+            self._deferred.append((op, loc))
+        return op
+
+    def _parse_generic_operation(self) -> Operation:
+        tok = self._advance()
+        loc = self.loc_at(tok)
+        name = lx.decode_string(tok.text)
+        if not name:
+            self._fail("empty operation name is invalid", loc)
+        opdef = lookup_opdef(name)
+        if opdef is not None:
+            name = opdef.name
+        elif not self.allow_unregistered and name != "builtin.module":
+            dialect = name.split(".", 1)[0] if "." in name else ""
+            if dialect in ("cuda_tile", "builtin"):
+                self._fail(
+                    f"Dialect `{dialect}' not found for custom op '{name}' "
+                    if False
+                    else f"unregistered operation '{name}' found in dialect ('{dialect}') that does not allow unknown operations",
+                    loc,
+                )
+            self._fail(
+                f"operation being parsed with an unregistered dialect. If this is intended, "
+                f"please use -allow-unregistered-dialect with the MLIR tool used",
+                loc,
+            )
+        state = OpState(name, opdef, loc)
+        self._expect("(", "expected '(' to start operand list")
+        operands = []
+        if not self.parse_optional_punct(")"):
+            while True:
+                operands.append(self.parse_operand())
+                if not self.parse_optional_punct(","):
+                    break
+            self._expect(")", "expected ')' to end operand list")
+        if self.at_punct("["):
+            self._advance()
+            while True:
+                state.successors.append(self.parse_successor())
+                if not self.parse_optional_punct(","):
+                    break
+            self._expect("]", "expected ']' to end successor list")
+        props: dict[str, Attribute] = {}
+        if self.at_punct("<"):
+            self._advance()
+            if not self.at_punct("{"):
+                self._fail("expected '{' in attribute dictionary")
+            self.parse_optional_attr_dict(props)
+            self._expect(">", "expected '>' to close properties")
+        self._op_stack.append(state)
+        try:
+            if self.parse_optional_punct("("):
+                while True:
+                    region = state.add_region()
+                    self._parse_region(region, None, False, False)
+                    if not self.parse_optional_punct(","):
+                        break
+                self._expect(")", "expected ')' to end region list")
+        finally:
+            self._op_stack.pop()
+        attrs: dict[str, Attribute] = {}
+        if self.at_punct("{"):
+            self.parse_optional_attr_dict(attrs)
+        type_loc = self.loc()
+        self._expect(":", "expected ':' followed by operation type")
+        ftype = self.parse_type()
+        if not isinstance(ftype, FunctionType):
+            self._fail("expected function type", type_loc)
+        if len(ftype.inputs) != len(operands):
+            n = len(operands)
+            self._fail(
+                f"expected {n} operand type{'' if n == 1 else 's'} but had {len(ftype.inputs)}",
+                type_loc,
+            )
+        state.operands = [self.resolve_operand(u, t) for u, t in zip(operands, ftype.inputs)]
+        state.result_types = list(ftype.results)
+        if opdef is not None:
+            merged = dict(props)
+            merged.update(attrs)
+            state.attributes = merged
+        else:
+            state.properties = props
+            state.attributes = attrs
+        op_loc = self.parse_optional_location()
+        return self._build(state, op_loc)
+
+    # ================================================================ top level
+
+    def parse_top_level(self, no_implicit_module: bool = False) -> Operation:
+        """The whole file: alias definitions and ops, wrapped in ``builtin.module`` unless asked."""
+        from tilegen.runtime.attributes import StringAttr  # noqa: F401
+
+        module_state = OpState("builtin.module", None, self.lexer.loc(0))
+        self._push_scope(True)
+        self._op_stack.append(module_state)
+        self._default_dialect.append("cuda_tile")
+        ops: list[Operation] = []
+        while not self.at_eof:
+            if self.tok.kind == lx.HASH and self._next_is_alias_def():
+                self._parse_alias_def(attr=True)
+            elif self.tok.kind == lx.EXCL and self._next_is_alias_def():
+                self._parse_alias_def(attr=False)
+            elif self.tok.kind == lx.PERCENT or self.tok.kind in (lx.STRING, lx.BARE):
+                ops.append(self.parse_operation())
+            else:
+                self._fail("expected operation name in quotes")
+        self._op_stack.pop()
+        self._pop_scope()
+        self._check_forward_refs()
+        self._resolve_deferred()
+        if no_implicit_module:
+            if len(ops) != 1:
+                self._fail(
+                    "source must contain a single top-level operation, found: " + str(len(ops)),
+                    self.lexer.loc(0),
+                )
+            return ops[0]
+        if len(ops) == 1 and ops[0].name == "builtin.module":
+            return ops[0]
+        module = Operation("builtin.module", regions=1, loc=self.lexer.loc(0), opdef=None)
+        block = module.regions[0].block
+        for op in ops:
+            block.append(op)
+        return module
+
+    def _next_is_alias_def(self) -> bool:
+        state = self.save()
+        self._advance()
+        ok = self.at_punct("=")
+        self.restore(state)
+        return ok
+
+    def _parse_alias_def(self, attr: bool) -> None:
+        tok = self._advance()
+        name = tok.text[1:]
+        loc = self.loc_at(tok)
+        if "." in name:
+            self._fail("expected identifier without '.' in alias name"
+                       if False else "attribute names with a '.' are reserved for dialect-defined names", loc)
+        table = self.attr_aliases if attr else self.type_aliases
+        if name in table:
+            kind = "attribute" if attr else "type"
+            self._fail(f"redefinition of {kind} alias id '{name}'", loc)
+        self._expect("=")
+        if attr:
+            if self.at_keyword("loc"):
+                from tilegen.runtime.asm.attr_syntax import parse_location
+
+                table[name] = parse_location(self, allow_deferred=False)
+            else:
+                table[name] = self.parse_attribute()
+        else:
+            table[name] = self.parse_type()
+
+    def defer_location(self, alias: str, at: FileLineColLoc) -> object:
+        """Return a placeholder for ``loc(#alias)`` (attr_syntax resolves immediately if known)."""
+        return _DeferredLoc(alias, at)
+
+    def _resolve_deferred(self) -> None:
+        for target, d in self._deferred:
+            loc = self.attr_aliases.get(d.alias)
+            if loc is None:
+                self._fail(f"operation location alias was never defined", d.at)
+            if not isinstance(loc, Location):
+                self._fail(f"expected location, but found '{d.alias}'", d.at)
+            target.loc = loc
+        self._deferred.clear()
+
+
+def _int_value(text: str) -> int:
+    return int(text, 16) if text.startswith(("0x", "0X")) else int(text)
+
+
+def _custom_parser(name: str) -> Optional[Callable]:
+    try:
+        from tilegen.runtime.asm import custom_ops
+    except ImportError:
+        return None
+    return getattr(custom_ops, "PARSERS", {}).get(name)
+
+
+def is_deferred_loc(x) -> bool:
+    return isinstance(x, _DeferredLoc)

@@ -1,0 +1,54 @@
+"""Bytecode diagnostics: NVIDIA's reader/writer messages, with the failure cascade as notes."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class BytecodeError(Exception):
+    """A reader or writer failure. ``messages`` holds the innermost message first, then the
+    enclosing context messages NVIDIA's tools print after it (``failed to parse operation 3 in
+    block.``, ``failed to parse function section`` ...)."""
+
+    def __init__(self, message: str, offset: Optional[int] = None):
+        text = f"error at offset {offset}: {message}" if offset is not None else message
+        super().__init__(text)
+        self.messages: list[str] = [text]
+
+    def add_context(self, message: str) -> "BytecodeError":
+        self.messages.append(message)
+        return self
+
+    @property
+    def message(self) -> str:
+        return self.messages[0]
+
+
+class BytecodeWriteError(BytecodeError):
+    """The IR cannot be encoded (at the requested version); ``op`` is the offending operation."""
+
+    def __init__(self, message: str, op=None, remark_op=None):
+        super().__init__(message)
+        self.op = op
+        #: the offending nested op of a module-level check (reported as remark ``invalid op``)
+        self.remark_op = remark_op
+
+
+def context(message: str):
+    """Decorator-free helper: ``with context('failed to parse type section'): ...``."""
+    return _Context(message)
+
+
+class _Context:
+    __slots__ = ("message",)
+
+    def __init__(self, message: str):
+        self.message = message
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, exc, tb):
+        if isinstance(exc, BytecodeError) and not isinstance(exc, BytecodeWriteError):
+            exc.add_context(self.message)
+        return False

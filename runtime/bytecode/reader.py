@@ -1,0 +1,1022 @@
+"""Tile IR bytecode reader: bytes -> ``cuda_tile.module`` Operation.
+
+Sections are framed and checked first, then decoded in dependency order (string, producer, type,
+constant, global, function, debug) and the module is built. Instructions are decoded generically
+from the generated op layouts. Every count read from the file is checked against the bytes left
+before anything is allocated, recursion is bounded, and every failure is a :class:`BytecodeError`
+carrying NVIDIA's message plus the cascade of context messages.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Optional
+
+from tilegen.runtime import types as ty
+from tilegen.runtime.asm.dense import dense_from_bits
+from tilegen.runtime.asm.float_format import SEMANTICS
+from tilegen.runtime.attributes import (
+    UNKNOWN_LOC,
+    ArrayAttr,
+    BoolAttr,
+    BoundedAttr,
+    CallSiteLoc,
+    DenseArrayAttr,
+    DenseElementsAttr,
+    DICompileUnitAttr,
+    DIFileAttr,
+    DILexicalBlockAttr,
+    DILocAttr,
+    DISubprogramAttr,
+    DictAttr,
+    DivByAttr,
+    FileLineColLoc,
+    FloatAttr,
+    IntegerAttr,
+    OptimizationHintsAttr,
+    SameElementsAttr,
+    StringAttr,
+    SymbolRefAttr,
+    TypeAttr,
+    UnitAttr,
+)
+from tilegen.runtime.bytecode import layouts as L
+from tilegen.runtime.bytecode.errors import BytecodeError, context
+from tilegen.runtime.bytecode.varint import Cursor, to_signed
+from tilegen.runtime.ir import Block, Operation, Region
+from tilegen.runtime.opdef import lookup_enum, lookup_opdef
+
+#: Nesting limits (regions, types, attributes): far beyond real IR, far below Python's stack.
+MAX_DEPTH = 200
+INT32_EXTREMES = (2**31 - 1, -(2**31))
+INT64_EXTREMES = (2**63 - 1, -(2**63))
+
+
+def read_bytecode(data: bytes, filename: str = "<bytecode>") -> Operation:
+    """Decode a whole file into a ``cuda_tile.module`` op; raises :class:`BytecodeError`."""
+    try:
+        return _Reader(bytes(data), filename).read()
+    except RecursionError:  # pragma: no cover - depth limits should make this unreachable
+        raise BytecodeError("bytecode nesting exceeds the supported depth") from None
+
+
+def read_version(data: bytes) -> Optional[str]:
+    """The ``M.m`` version in a bytecode header, or None when ``data`` is not Tile IR bytecode."""
+    if len(data) < 12 or data[:8] != L.MAGIC:
+        return None
+    major, minor, tag = struct.unpack_from("<BBH", data, 8)
+    return L.vstr(major, minor, tag)
+
+
+class _Table:
+    """An offset-indexed table (strings, types, constants) decoded lazily with memoization."""
+
+    def __init__(self, count: int, offsets: list[int], data: memoryview, what: str):
+        self.count, self.offsets, self.data, self.what = count, offsets, data, what
+        self.cache: dict[int, object] = {}
+        self.busy: set[int] = set()
+
+    def span(self, i: int) -> memoryview:
+        start = self.offsets[i]
+        end = self.offsets[i + 1] if i + 1 < self.count else len(self.data)
+        if not start <= end <= len(self.data):
+            raise BytecodeError(f"invalid {self.what} offsets for entry {i}")
+        return self.data[start:end]
+
+
+class _Reader:
+    def __init__(self, data: bytes, filename: str):
+        self.data = data
+        self.filename = filename
+        self.version = "13.1"
+        self.vt = (13, 1)
+        self.depth = 0
+
+    # ------------------------------------------------------------------ framing
+    def read(self) -> Operation:
+        c = Cursor(self.data)
+        with context("failed to parse bytecode header"):
+            self._read_header(c)
+        sections: dict[str, Cursor] = {}
+        while True:
+            with context("failed to parse section header"):
+                if c.at_end():
+                    raise c.fail("unexpected end of data while reading section header")
+                id_byte = c.u8("failed to read section ID and alignment flag")
+                sid, aligned = id_byte & 0x7F, bool(id_byte & 0x80)
+                if sid == 0:
+                    if aligned:
+                        raise c.fail("end section should not have alignment flag set")
+                    break
+                name = L.SECTION_NAMES.get(sid)
+                if name is None:
+                    raise c.fail(f"unknown section ID: {sid}")
+                length = c.varint("failed to read section length")
+                alignment = 0
+                if aligned:
+                    alignment = c.varint("failed to read section length")
+                    if alignment == 0 or alignment & (alignment - 1) or alignment > 2**16:
+                        raise c.fail(f"invalid alignment value: {alignment}")
+                    c.skip_to_alignment(alignment, "failed to read section payload")
+                if length > c.remaining:
+                    raise c.fail(f"section length {length} exceeds remaining data size {c.remaining}")
+            required = L.T.SECTIONS[name]["alignment"]
+            if required:
+                if not aligned:
+                    raise BytecodeError(
+                        f"section {sid} must have alignment that is a multiple of {required} "
+                        "bytes, but has no alignment flag set"
+                    )
+                if alignment % required:
+                    raise BytecodeError(
+                        f"section {sid} must have alignment that is a multiple of {required} "
+                        f"bytes, but has alignment of {alignment}"
+                    )
+            sections[name] = c.sub(length, "failed to read section payload")
+        if not c.at_end():
+            raise BytecodeError("end section is not the last section")
+        for name, info in L.T.SECTIONS.items():
+            if info["mandatory"] and name not in sections:
+                raise BytecodeError(f"{name if name != 'func' else 'function'} section is mandatory")
+        return self._decode(sections)
+
+    def _read_header(self, c: Cursor) -> None:
+        for i, expected in enumerate(L.MAGIC):
+            got = c.u8("invalid magic number: file too short")
+            if got != expected:
+                raise BytecodeError(f"invalid magic number at position {i}, got {got} expected {expected}")
+        major = c.u8("failed to read bytecode version")
+        minor = c.u8("failed to read bytecode version")
+        tag = c.fixed("H", "failed to read bytecode version")
+        version = L.vstr(major, minor)
+        if version not in L.READ_VERSIONS:
+            lo, hi = L.READ_VERSIONS[0], L.READ_VERSIONS[-1]
+            raise BytecodeError(
+                f"unsupported Tile version {major}.{minor}.{tag}, "
+                f"this reader supports versions [{lo} - {hi}]"
+            )
+        if tag & ~1:
+            raise BytecodeError(f"header has unrecognized version tag bits (0x{tag & ~1:X});")
+        if tag:
+            raise BytecodeError(
+                f"public-preview bytecode at version {L.vstr(major, minor, tag)} is not readable; "
+                "tilegen does not enable preview features"
+            )
+        self.version, self.vt = version, L.vt(version)
+
+    def _decode(self, sections: dict[str, Cursor]) -> Operation:
+        self.producer: Optional[str] = None
+        self.types = self.constants = None
+        self.globals: list = []
+        self.functions: list = []
+        self.debug = None
+        empty = Cursor(b"")
+        with context("failed to parse string section"):
+            self.strings = self._read_offset_table(sections["string"], "strings", 4, 4)
+        if "producer" in sections:
+            with context("failed to parse producer section"):
+                pc = sections["producer"]
+                idx = pc.varint("failed to read producer string index")
+                try:
+                    self.producer = self.string(idx)
+                except BytecodeError:
+                    raise BytecodeError(f"failed to get producer string at index {idx}") from None
+        with context("failed to parse type section"):
+            self.types = self._read_offset_table(sections.get("type", empty), "types", 4, 4)
+        if "constant" in sections:
+            with context("failed to parse constant section"):
+                self.constants = self._read_constant_table(sections["constant"])
+        if "global" in sections:
+            with context("failed to parse global section"):
+                self._read_globals(sections["global"])
+        with context("failed to parse function section"):
+            self._read_functions(sections["func"])
+        if "debug" in sections:
+            with context("failed to parse debug section"):
+                self._read_debug(sections["debug"])
+        module = Operation("cuda_tile.module", attributes={"sym_name": StringAttr("kernels")}, regions=1)
+        if self.producer is not None:
+            module.attributes["producer"] = StringAttr(self.producer)
+        body = module.regions[0].block
+        for record in self.globals:
+            with context("failed to create global from bytecode"):
+                body.append(self._build_global(*record))
+        for record in self.functions:
+            with context("failed to create function from bytecode"):
+                body.append(self._build_function(*record))
+        return module
+
+    # ------------------------------------------------------------------ tables
+    def _read_offset_table(self, c: Cursor, what: str, word: int, align: int) -> _Table:
+        count = c.varint(f"failed to read number of {what}")
+        c.skip_to_alignment(align, f"failed to read number of {what}")
+        limit = c.remaining // word
+        if count > limit:
+            raise c.fail(
+                f"number of {what} ({count}) exceeds the maximum of {limit} that can fit in the "
+                f"remaining payload of {c.remaining} bytes."
+            )
+        fmt = "I" if word == 4 else "Q"
+        offsets = list(struct.unpack_from(f"<{count}{fmt}", c.data, c.pos))
+        c.pos += count * word
+        return _Table(count, offsets, c.data[c.pos : c.end], what)
+
+    def string(self, idx: int) -> str:
+        t = self.strings
+        if idx >= t.count:
+            raise BytecodeError(f"string index {idx} out of bounds")
+        if idx not in t.cache:
+            t.cache[idx] = bytes(t.span(idx)).decode("utf-8", errors="surrogateescape")
+        return t.cache[idx]
+
+    def _read_constant_table(self, c: Cursor) -> _Table:
+        count = c.varint("failed to read number of constants", maximum=2**32 - 2)
+        c.skip_to_alignment(8, "insufficient data for constant indices")
+        if count > c.remaining // 8:
+            raise c.fail("insufficient data for constant indices")
+        offsets = list(struct.unpack_from(f"<{count}Q", c.data, c.pos))
+        c.pos += count * 8
+        data = c.data[c.pos : c.end]
+        for i, start in enumerate(offsets):
+            end = offsets[i + 1] if i + 1 < count else len(data)
+            if end < start:
+                raise BytecodeError(
+                    f"invalid constant start indices: end ({end}) is less than start ({start}) "
+                    f"for constant {i}"
+                )
+            if end > len(data):
+                raise BytecodeError(
+                    f"constant {i} extends beyond available data: size={end - start}, "
+                    f"start={start}, total data size={len(data)}"
+                )
+        return _Table(count, offsets, data, "constants")
+
+    # ------------------------------------------------------------------ types
+    def type(self, idx: int, expect: Optional[str] = None) -> ty.Type:
+        t = self.types
+        if idx >= t.count:
+            raise BytecodeError(f"type index {idx} out of bounds")
+        if idx in t.cache:
+            found = t.cache[idx]
+        else:
+            if idx in t.busy or self.depth > MAX_DEPTH:
+                raise BytecodeError(f"cyclic or too deeply nested type at index {idx}")
+            t.busy.add(idx)
+            self.depth += 1
+            try:
+                found = self._parse_type(Cursor(t.span(idx)))
+            finally:
+                self.depth -= 1
+                t.busy.discard(idx)
+            t.cache[idx] = found
+        if expect is not None and type(found).__name__ != expect:
+            raise BytecodeError(f"expected ::mlir::cuda_tile::{expect} but got {_type_text(found)}")
+        return found
+
+    def _parse_type(self, c: Cursor) -> ty.Type:
+        tag = c.varint("failed to read type tag")
+        name = L.ELEMENT_BY_TAG.get(tag)
+        if name is not None:
+            since = L.T.ELEMENT_TAGS[name][1]
+            if L.vt(since) > self.vt:
+                raise BytecodeError(
+                    f"type '{L.element_diag_name(name)}' requires bytecode version {since}+, "
+                    f"file version is {self.version}"
+                )
+            return ty.element_type_from_name(name)
+        name = L.DIALECT_BY_TAG.get(tag)
+        if name is None:
+            raise BytecodeError(f"unknown type tag: {tag}")
+        info = L.T.DIALECT_TYPES[name]
+        if L.vt(info["since"]) > self.vt:
+            raise BytecodeError(
+                f"type '{info['diag_name']}' requires bytecode version {info['since']}+, "
+                f"file version is {self.version}"
+            )
+        params = info["params"]
+        optional = [p for p in params if p.get("optional") and L.vt(p.get("since", "13.1")) <= self.vt]
+        unified = L.unified_bitfield(self.version)
+        flags = 0
+        if optional and unified:
+            flags = c.varint("failed to read optional parameter flags")
+            if flags >> len(optional):
+                raise BytecodeError("unused bits set in optional parameter flags")
+        kwargs = {}
+        for p in params:
+            present = True
+            if p.get("optional"):
+                if p not in optional:
+                    continue
+                if unified:
+                    present = bool(flags >> optional.index(p) & 1)
+                else:
+                    byte = c.u8("failed to read presence byte for optional attribute")
+                    if byte > 1:
+                        raise BytecodeError(f"invalid presence byte for optional attribute: {byte}")
+                    present = bool(byte)
+            if not present:
+                continue
+            value = self._read_param(c, p)
+            if "field" not in p:
+                raise BytecodeError(f"type parameter '{p['name']}' is not supported by tilegen")
+            kwargs[p["field"]] = value
+        return L.type_class(info["class"])(**kwargs)
+
+    def _read_param(self, c: Cursor, p: dict):
+        enc, what = p["enc"], f"failed to read {p['name']}"
+        if enc == "type":
+            return self.type(c.varint(f"failed to get {p['name']} type"), p.get("type_class"))
+        if enc == "type_list":
+            n = c.varint(f"failed to read number of {p['name']}")
+            if n > c.remaining:
+                raise c.fail(f"array size in bytecode ({n}) exceeds maximum supported capacity")
+            return tuple(self.type(c.varint(what)) for _ in range(n))
+        if enc == "i64_array":
+            return tuple(c.le_array("q", what))
+        if enc == "i32_array":
+            return tuple(c.le_array("i", what))
+        if enc == "u32":
+            v = c.varint(what)
+            if v > 2**32 - 1:
+                raise BytecodeError(f"{p['name']} value {v} exceeds uint32_t range")
+            return v
+        if enc == "enum":
+            v = c.varint("failed to read VarInt for enum attribute.")
+            ed = lookup_enum(p["enum"])
+            kw = ed.keyword(v) if ed else None
+            if kw is None:
+                raise BytecodeError(f"invalid integer value for enum type: {v}")
+            return kw
+        raise BytecodeError(f"unsupported type parameter encoding {enc}")  # pragma: no cover
+
+    # ------------------------------------------------------------------ constants
+    def constant(self, idx: int, type_: ty.Type) -> DenseElementsAttr:
+        if self.constants is None or idx >= self.constants.count:
+            raise BytecodeError(f"constant index {idx} out of bounds")
+        key = (idx, type_)
+        cache = self.constants.cache
+        if key not in cache:
+            cache[key] = self._decode_constant(Cursor(self.constants.span(idx)), type_)
+        return cache[key]
+
+    def _decode_constant(self, c: Cursor, type_: ty.Type) -> DenseElementsAttr:
+        if not isinstance(type_, ty.TileType) or not isinstance(
+            type_.element, (ty.IntegerType, ty.FloatType)
+        ):
+            raise BytecodeError(
+                f"expect Cuda Tile integer or float type but got: {_type_text(type_)}"
+            )
+        size = c.varint("failed to read the size of the data buffer")
+        raw = c.bytes(size, "failed to read the raw byte data")
+        return decode_dense(type_, raw)
+
+    # ------------------------------------------------------------------ globals
+    def _read_globals(self, c: Cursor) -> None:
+        count = c.varint("failed to read number of global.")
+        per = 6 if L.unified_bitfield(self.version) else 4
+        limit = c.remaining // per
+        if count > limit:
+            raise c.fail(
+                f"number of globals ({count}) exceeds the maximum of {limit} that can fit in the "
+                f"remaining payload of {c.remaining} bytes."
+            )
+        for _ in range(count):
+            name_idx = c.varint("failed to read global symbol name string.")
+            type_idx = c.varint("failed to read global value type")
+            const_idx = c.varint("failed to read global value constant index")
+            alignment = c.varint("failed to read global alignment")
+            visibility, constant = 0, 0
+            if L.unified_bitfield(self.version):
+                visibility = c.varint("failed to read global symbol visibility")
+                constant = c.varint("failed to read global constant flag")
+            self.globals.append((name_idx, type_idx, const_idx, alignment, visibility, constant))
+
+    def _build_global(self, name_idx, type_idx, const_idx, alignment, visibility, constant):
+        try:
+            name = self.string(name_idx)
+        except BytecodeError:
+            raise BytecodeError(f"failed to get global symbol name string for index {name_idx}")
+        if not name:
+            raise BytecodeError(f"global symbol name at index {name_idx} is empty")
+        if self.constants is None or const_idx >= self.constants.count:
+            raise BytecodeError("global value constant index out of bounds")
+        value = self.constant(const_idx, self.type(type_idx))
+        ed = lookup_enum("SymbolVisibility")
+        if ed is None or ed.keyword(visibility) is None:
+            raise BytecodeError(f"invalid symbol visibility value: {visibility}")
+        attrs = {
+            "sym_name": StringAttr(name),
+            "value": value,
+            "alignment": IntegerAttr(alignment, ty.I64),
+        }
+        if constant:
+            attrs["constant"] = UnitAttr()
+        if visibility:
+            attrs["symbol_visibility"] = L.enum_attr("SymbolVisibility", visibility)
+        return Operation("cuda_tile.global", attributes=attrs, loc=UNKNOWN_LOC)
+
+    # ------------------------------------------------------------------ functions
+    def _read_functions(self, c: Cursor) -> None:
+        count = c.varint("failed to read number of functions")
+        if count > c.remaining:
+            raise c.fail(f"number of functions ({count}) exceeds payload size ({c.remaining})")
+        flags_t = L.T.FUNCTION_FLAGS
+        v135 = self.vt >= (13, 5)
+        for _ in range(count):
+            name_idx = c.varint("failed to read function name")
+            sig_idx = c.varint("failed to read function signature")
+            flags = c.u8("failed to read function flags")
+            loc_idx = c.varint("failed to read function location")
+            hints = None
+            is_entry = bool(flags & flags_t["entry"])
+            if (is_entry and v135) or (is_entry and flags & flags_t["has_hints"] and not v135):
+                hints = self.sc_attr(c)
+                if not isinstance(hints, OptimizationHintsAttr):
+                    name = self._function_name(name_idx)
+                    raise BytecodeError(f"invalid optimization hints attribute for function '{name}'")
+            if v135:
+                self.sc_attr(c)  # argument attribute dictionaries (not modelled)
+            length = c.varint("failed to read function body length")
+            if length > c.remaining:
+                raise c.fail(
+                    f"function body length {length} exceeds remaining bytecode data "
+                    f"({c.remaining} bytes)"
+                )
+            body = c.sub(length, f"failed to read {length} bytes for function body")
+            self.functions.append((name_idx, sig_idx, is_entry, loc_idx, hints, body))
+
+    def _function_name(self, idx: int) -> str:
+        try:
+            name = self.string(idx)
+        except BytecodeError:
+            raise BytecodeError(f"failed to get function name string at index {idx}") from None
+        if not name:
+            raise BytecodeError(f"function name at index {idx} is empty")
+        return name
+
+    def _build_function(self, name_idx, sig_idx, is_entry, loc_idx, hints, body: Cursor):
+        name = self._function_name(name_idx)
+        if sig_idx >= self.types.count:
+            raise BytecodeError(f"function signature index {sig_idx} out of bounds for function '{name}'")
+        with context(f"failed to parse type at index {sig_idx} for function '{name}"):
+            sig = self.type(sig_idx)
+        if not isinstance(sig, ty.FunctionType):
+            raise BytecodeError(
+                f"function signature index {sig_idx} does not refer to a function type for "
+                f"function '{name}', got type: {_type_text(sig)}"
+            )
+        if not is_entry:
+            raise BytecodeError(f"un-expected non-entry function '{name}'")
+        self.locs = self._function_locs(loc_idx)
+        attrs = {"sym_name": StringAttr(name), "function_type": TypeAttr(sig)}
+        if hints is not None:
+            attrs["optimization_hints"] = hints
+        func = Operation("cuda_tile.entry", attributes=attrs, regions=1, loc=self._next_loc())
+        block = func.regions[0].block
+        values: list = []
+        for t in sig.inputs:
+            values.append(block.add_argument(t))
+        with context(f"failed to parse function body for function '{name}'"):
+            i = 0
+            while not body.at_end():
+                with context(f"failed to parse operation {i} in block."):
+                    block.append(self._parse_op(body, values))
+                i += 1
+            self._check_terminator(block)
+        return func
+
+    # ------------------------------------------------------------------ debug info
+    def _read_debug(self, c: Cursor) -> None:
+        nfuncs = c.varint("failed to read total number of operations with debug info")
+        c.skip_to_alignment(4, "failed to skip padding for debug info index offset pointer")
+        if nfuncs > c.remaining // 4:
+            raise c.fail("failed to read debug info index offset pointer.")
+        starts = list(struct.unpack_from(f"<{nfuncs}I", c.data, c.pos))
+        c.pos += nfuncs * 4
+        nidx = c.varint("failed to read total number of debug info indices")
+        c.skip_to_alignment(8, "failed to skip padding for debug info indices pointer")
+        if nidx > c.remaining // 8:
+            raise c.fail("failed to read debug info indices pointer")
+        indices = struct.unpack_from(f"<{nidx}Q", c.data, c.pos)
+        c.pos += nidx * 8
+        nattrs = c.varint("failed to read total number of debug info attributes")
+        c.skip_to_alignment(4, "failed to skip padding for debug info offset pointer")
+        limit = c.remaining // 4
+        if nattrs > limit:
+            raise c.fail(
+                f"number of debug info attributes ({nattrs}) exceeds the maximum of {limit} that "
+                f"can fit in the remaining payload of {c.remaining} bytes."
+            )
+        offsets = list(struct.unpack_from(f"<{nattrs}I", c.data, c.pos))
+        c.pos += nattrs * 4
+        self.debug = (starts, indices, _Table(nattrs, offsets, c.data[c.pos : c.end], "debug info"))
+
+    def _function_locs(self, op_index: int):
+        """Iterator state over a function's debug indices (None: no locations stored)."""
+        if op_index == 0 or self.debug is None:
+            return None
+        starts, indices, _ = self.debug
+        if op_index - 1 >= len(starts):
+            raise BytecodeError(f"debug info index {op_index} out of bounds")
+        return [starts[op_index - 1]]
+
+    def _next_loc(self):
+        if self.locs is None:
+            return UNKNOWN_LOC
+        starts, indices, _ = self.debug
+        pos = self.locs[0]
+        self.locs[0] += 1
+        if pos >= len(indices):
+            raise BytecodeError("failed to read operation location.")
+        return self.di(indices[pos])
+
+    def di(self, idx: int):
+        if idx == 0:
+            return UNKNOWN_LOC
+        table = self.debug[2]
+        k = idx - 1
+        if k >= table.count:
+            raise BytecodeError(f"debug info index {idx} out of bounds")
+        if k in table.cache:
+            return table.cache[k]
+        if k in table.busy or self.depth > MAX_DEPTH:
+            raise BytecodeError(f"cyclic or too deeply nested debug info attribute {idx}")
+        table.busy.add(k)
+        self.depth += 1
+        try:
+            attr = self._parse_di(Cursor(table.span(k)))
+        finally:
+            self.depth -= 1
+            table.busy.discard(k)
+        table.cache[k] = attr
+        return attr
+
+    def _parse_di(self, c: Cursor):
+        tag = c.varint("failed to read debug info tag")
+        kind = L.DEBUG_BY_TAG.get(tag, "UnknownLoc")
+
+        def rd(field: str, cls: str):
+            return c.varint(f"failed to read {field} when parsing {cls}")
+
+        if kind == "DICompileUnitAttr":
+            return DICompileUnitAttr(self._di_as(rd("file attribute", kind), DIFileAttr))
+        if kind == "DIFileAttr":
+            name = self.string(rd("file name attribute", kind))
+            return DIFileAttr(name, self.string(rd("directory attribute", kind)))
+        if kind == "DILexicalBlockAttr":
+            scope = self.di(rd("scope attribute", kind))
+            file = self._di_as(rd("file attribute", kind), DIFileAttr)
+            line = rd("line number", kind)
+            col = rd("column number", kind)
+            return DILexicalBlockAttr(scope, file, line, col or None)
+        if kind == "DILocAttr":
+            scope = self.di(rd("scope attribute", kind))
+            fname = self.string(rd("file name attribute", "FileLineColLoc"))
+            line = rd("line number", "FileLineColLoc")
+            col = rd("column number", "FileLineColLoc")
+            return DILocAttr(FileLineColLoc(fname, line, col), scope)
+        if kind == "DISubprogramAttr":
+            file = self._di_as(rd("file attribute", kind), DIFileAttr)
+            line = rd("line number", kind)
+            name = self.string(rd("name attribute", kind))
+            linkage = self.string(rd("linkage name attribute", kind))
+            cu = self._di_as(rd("compile unit attribute", kind), DICompileUnitAttr)
+            scope_line = rd("scope line number", kind)
+            flags = 0
+            if self.vt >= (13, 5):
+                flags = rd("flags", kind)
+                if flags & ~1:
+                    raise BytecodeError(
+                        f"unrecognized flag bits (0x{flags & ~1:X}) when parsing DISubprogramAttr"
+                    )
+            return DISubprogramAttr(file, line, name, linkage, cu, scope_line or None, flags)
+        if kind == "CallSiteLoc":
+            callee = self.di(rd("callee attribute", kind))
+            return CallSiteLoc(callee, self.di(rd("caller attribute", kind)))
+        return UNKNOWN_LOC
+
+    def _di_as(self, idx: int, cls):
+        attr = self.di(idx)
+        if not isinstance(attr, cls):
+            raise BytecodeError(f"debug info attribute {idx} is not a {cls.__name__}")
+        return attr
+
+    # ------------------------------------------------------------------ instructions
+    def _parse_op(self, c: Cursor, values: list) -> Operation:
+        opcode = c.varint("failed to read operation opcode.")
+        if opcode > L.ceiling(self.version):
+            raise c.fail(f"unsupported opcode {opcode} for bytecode version {self.version}")
+        name = L.OPCODES.get(opcode)
+        if name is None:
+            raise c.fail(f"unknown or unimplemented opcode: {opcode}")
+        layout = L.OP_LAYOUTS[name]
+        opdef = lookup_opdef(name)
+        cls = _cpp_class(opdef)
+        loc = self._next_loc()
+        # results: counted or one per result available in the file's version
+        present = [r for r in opdef.results if L.vt(r.since) <= self.vt]
+        if layout["result_count"]:
+            n = c.varint(f"failed to read number of result types for {cls}")
+            if n > c.remaining:
+                raise c.fail(f"failed to read number of result types for {cls}")
+            fixed = sum(1 for r in present if r.kind == "single")
+            if n < fixed or (n != fixed and not any(r.kind != "single" for r in present)):
+                raise c.fail(
+                    f"result count mismatch for {cls}: expected {fixed} compatible results but got {n}"
+                )
+        else:
+            n = len(present)
+        result_types = [
+            self.type(c.varint(f"failed to get result type {i} for {cls}")) for i in range(n)
+        ]
+        synthesized = [r for r in opdef.results if L.vt(r.since) > self.vt]
+        for r in synthesized:
+            if "Token" not in r.type:
+                raise c.fail(f"cannot synthesize result '{r.name}' for {cls}")
+            result_types.append(ty.TOKEN)
+        # flags
+        flags = 0
+        if layout["flags"] and self.vt >= L.vt(layout["flags_since"]):
+            flags = c.varint("failed to read flags field")
+            if flags >> len(layout["flags"]):
+                raise c.fail("unused bits set in flags field")
+        bit = {f: bool(flags >> i & 1) for i, f in enumerate(layout["flags"])}
+        # attributes
+        attrs: dict = {}
+        for a in layout["attributes"]:
+            if L.vt(a["since"]) > self.vt:
+                if bit.get(a["name"]):
+                    raise c.fail(
+                        f"malformed bytecode: flag set for attribute '{a['name']}' which requires "
+                        f"{a['since']} but reading {self.version} bytecode"
+                    )
+                default = L.default_attr(a)
+                if default is not None:
+                    attrs[a["name"]] = default
+                continue
+            if a["enc"] == "flag":
+                if bit.get(a["name"]):
+                    attrs[a["name"]] = UnitAttr()
+                continue
+            if a["optional"] and not bit.get(a["name"]):
+                continue
+            what = "optional attribute" if a["optional"] else "attribute"
+            with context(f"failed to parse {what} '{a['name']}'"):
+                attrs[a["name"]] = self._inline_attr(c, a, result_types)
+        # operands
+        operands = self._read_operands(c, opdef, layout, bit, values, attrs)
+        # regions
+        regions = []
+        if layout["regions"]:
+            nreg = c.varint("failed to read number of regions to parse.")
+            if nreg != layout["regions"]:
+                raise c.fail(f"{name} op expected {layout['regions']} regions, got {nreg}")
+            if self.depth > MAX_DEPTH:
+                raise c.fail("regions nested too deeply")
+            self.depth += 1
+            try:
+                for i in range(nreg):
+                    with context(f"failed to parse region {i}"):
+                        regions.append(self._parse_region(c, values))
+            finally:
+                self.depth -= 1
+        op = Operation(
+            name, operands, result_types, attrs, regions=regions, loc=loc, opdef=opdef
+        )
+        values.extend(op.results[: len(op.results) - len(synthesized)])
+        return op
+
+    def _read_operands(self, c, opdef, layout, bit, values, attrs) -> list:
+        def val(i: int, j: int, group: Optional[str] = None):
+            idx = c.varint(
+                f"failed to read operand index for {group} segment, element {j}"
+                if group
+                else f"failed to read operand index {j}"
+            )
+            if idx >= len(values):
+                where = f"for {group} segment, element {j}" if group else f"for operand {j}"
+                raise c.fail(f"operand index {idx} out of bounds (size={len(values)}) {where}")
+            return values[idx]
+
+        enc = layout["operands"]
+        if enc == "fixed":
+            return [val(j, j) for j in range(len(opdef.operands))]
+        if enc == "counted":
+            n = c.varint("failed to read operand count")
+            if n > c.remaining:
+                raise c.fail(f"array size in bytecode ({n}) exceeds maximum supported capacity")
+            return [val(j, j) for j in range(n)]
+        out, sizes = [], []
+        for d in opdef.operands:
+            if d.kind == "single":
+                n = 1
+            elif d.kind == "optional":
+                n = 1 if bit.get(d.name) and L.vt(d.since) <= self.vt else 0
+                if bit.get(d.name) and L.vt(d.since) > self.vt:
+                    raise c.fail(
+                        f"malformed bytecode: flag set for operand '{d.name}' which requires "
+                        f"{d.since} but reading {self.version} bytecode"
+                    )
+            else:
+                n = c.varint(
+                    f"failed to read actual size for variadic ODS segment '{d.name}' of op "
+                    f"'{opdef.name}'"
+                )
+                if n > c.remaining:
+                    raise c.fail(
+                        f"failed to read operands for {d.name} segment, exceeds maximum "
+                        "supported capacity"
+                    )
+            out.extend(val(len(out), j, d.name) for j in range(n))
+            sizes.append(n)
+        attrs["operandSegmentSizes"] = DenseArrayAttr(ty.I32, tuple(sizes))
+        return out
+
+    def _parse_region(self, c: Cursor, values: list) -> Region:
+        region = Region()
+        nblocks = c.varint("failed to read region block count")
+        if nblocks > c.remaining:
+            raise c.fail("failed to read region block count")
+        for b in range(nblocks):
+            with context(f"failed to parse block {b} in region."):
+                block = region.append(Block())
+                mark = len(values)
+                nargs = c.varint("failed to read block argument count.")
+                if nargs > c.remaining:
+                    raise c.fail("failed to read block argument count.")
+                for i in range(nargs):
+                    t = self.type(c.varint(f"failed to read block argument type: {i}"))
+                    values.append(block.add_argument(t))
+                nops = c.varint("failed to read block operation count.")
+                if nops > c.remaining:
+                    raise c.fail("failed to read block operation count.")
+                for i in range(nops):
+                    with context(f"failed to parse operation {i} in block."):
+                        block.append(self._parse_op(c, values))
+                self._check_terminator(block)
+                del values[mark:]
+        return region
+
+    @staticmethod
+    def _check_terminator(block: Block) -> None:
+        if not block.ops:
+            raise BytecodeError(
+                "invalid block structure: block is expected to have a terminator operation, "
+                "but it is empty"
+            )
+        last = block.ops[-1]
+        if last.opdef is None or not last.opdef.has_trait("Terminator"):
+            raise BytecodeError(
+                "invalid block structure: block is expected to have a terminator operation, but "
+                f"the last operation '{last.name}' is not a terminator."
+            )
+
+    # ------------------------------------------------------------------ attributes
+    def _inline_attr(self, c: Cursor, a: dict, result_types: list):
+        enc = a["enc"]
+        if enc == "enum":
+            return self._enum(c, a["enum"])
+        if enc == "string":
+            return StringAttr(self.string(c.varint("failed to read StringAttr.")))
+        if enc == "symbol":
+            s = self.string(c.varint("failed to read string for FlatSymbolRefAttr."))
+            if not s:
+                raise c.fail("empty symbol reference is invalid")
+            return SymbolRefAttr(s)
+        if enc == "uint":
+            v = c.varint(f"failed to read VarInt for inline integer (width={a['width']})")
+            if v >> a["width"]:
+                raise c.fail(f"value {v} does not fit in {a['width']} bits")
+            return IntegerAttr(to_signed(v, a["width"]), ty.IntegerType(a["width"]))
+        if enc == "bool":
+            return BoolAttr(bool(c.u8("failed to read byte for inline bool (i1)")))
+        if enc == "i32_array":
+            vals = c.le_array("i", "failed to read DenseI32ArrayAttr values.")
+            for v in vals:
+                if v in INT32_EXTREMES:
+                    raise c.fail(f"array contains unsupported value {v}")
+            return DenseArrayAttr(ty.I32, tuple(vals))
+        if enc == "bool_array":
+            n = c.varint("failed to read DenseBoolArrayAttr values.")
+            raw = c.bytes(n, "failed to read DenseBoolArrayAttr values.")
+            return DenseArrayAttr(ty.I1, tuple(bool(b) for b in raw))
+        if enc == "constant":
+            if not result_types:
+                raise c.fail("parsed constant attribute is not the expected type derived from DenseElementsAttr")
+            return self.constant(c.varint("failed to read constant index"), result_types[0])
+        if enc == "attr_array":
+            return self._sc_array(c)
+        if enc == "dict_payload":
+            return OptimizationHintsAttr(self._sc_dict_items(c, hints=True))
+        if enc == "self_contained":
+            return self.sc_attr(c)
+        raise c.fail("attribute deserialization not implemented for the requested C++ type")
+
+    def _enum(self, c: Cursor, enum_name: str):
+        v = c.varint("failed to read VarInt for enum attribute.")
+        ed = lookup_enum(enum_name)
+        case = next((k for k in ed.cases if k.value == v), None) if ed else None
+        if case is None:
+            raise c.fail(f"invalid integer value for enum type: {v}")
+        if L.vt(case.since) > self.vt:
+            raise c.fail(f"enum value {v} is not available in bytecode version {self.version}")
+        return L.enum_attr(enum_name, v)
+
+    def sc_attr(self, c: Cursor):
+        """A self-contained attribute: tag varint + payload."""
+        if self.depth > MAX_DEPTH:
+            raise c.fail("attribute nesting too deep")
+        self.depth += 1
+        try:
+            return self._sc_attr(c)
+        finally:
+            self.depth -= 1
+
+    def _sc_attr(self, c: Cursor):
+        tag = c.varint("failed to read AttributeTag for self-contained attribute.")
+        kind = L.ATTR_BY_TAG.get(tag)
+        if kind is None or L.vt(L.ATTR_TAG_SINCE[kind]) > self.vt:
+            raise c.fail(f"unsupported AttributeTag {tag} for self-contained attribute")
+        if kind == "IntegerAttr":
+            t = self.type(c.varint("failed to read valid IntegerType for IntegerAttr"))
+            if not isinstance(t, ty.IntegerType):
+                raise c.fail("failed to read valid IntegerType for IntegerAttr")
+            return IntegerAttr(self._apint(c, t.width, signed=False), t)
+        if kind == "FloatAttr":
+            t = self.type(c.varint("failed to read valid FloatType for FloatAttr"))
+            if not isinstance(t, ty.FloatType) or t.name not in SEMANTICS:
+                raise c.fail("failed to read valid FloatType for FloatAttr")
+            sem = SEMANTICS[t.name]
+            bits = self._apint(c, sem.bits, signed=True) & ((1 << sem.bits) - 1)
+            return FloatAttr(sem.to_float(bits), t, bits)
+        if kind == "BoolAttr":
+            return BoolAttr(bool(c.u8("failed to read byte for inline bool (i1)")))
+        if kind == "TypeAttr":
+            return TypeAttr(self.type(c.varint("failed to get referenced type for TypeAttr")))
+        if kind == "StringAttr":
+            return StringAttr(self.string(c.varint("failed to read StringAttr.")))
+        if kind == "ArrayAttr":
+            return self._sc_array(c)
+        if kind == "DenseElementsAttr":
+            t = self.type(c.varint("failed to read valid MLIR Type for self-contained DenseElementsAttr"))
+            return self.constant(c.varint("failed to read constant index"), t)
+        if kind == "DivByAttr":
+            divisor = c.varint("failed to read divisor for DivByAttr")
+            fl = c.u8("failed to read flags byte for DivByAttr")
+            if fl & ~3:
+                raise c.fail("unused bits set in optional parameter flags")
+            every = c.svarint("failed to read value for 'every' in DivByAttr") if fl & 1 else None
+            along = c.svarint("failed to read value for 'along' in DivByAttr") if fl & 2 else None
+            return DivByAttr(divisor, every, along)
+        if kind == "SameElementsAttr":
+            vals = c.le_array("q", "failed to read DenseI64ArrayAttr for SameElementsAttr")
+            for v in vals:
+                if v in INT64_EXTREMES:
+                    raise c.fail(f"array contains unsupported value {v}")
+            return SameElementsAttr(tuple(vals))
+        if kind == "DictionaryAttr":
+            return DictAttr(self._sc_dict_items(c))
+        if kind == "OptimizationHintsAttr":
+            return OptimizationHintsAttr(self._sc_dict_items(c, hints=True))
+        if kind == "BoundedAttr":
+            fl = c.u8("failed to read flags byte for BoundedAttr")
+            if fl & ~3:
+                raise c.fail("unused bits set in optional parameter flags")
+            lb = c.svarint("failed to read lower bound for BoundedAttr") if fl & 1 else None
+            ub = c.svarint("failed to read upper bound for BoundedAttr") if fl & 2 else None
+            return BoundedAttr(lb, ub)
+        if kind == "MultimemReductionKindAttr":
+            return self._enum(c, "MultimemReductionKind")
+        raise c.fail(f"unsupported AttributeTag {tag} for self-contained attribute")
+
+    def _apint(self, c: Cursor, width: int, signed: bool) -> int:
+        """An APInt payload: one byte (<= 8 bits), a varint (<= 64 bits), or counted words."""
+        if width <= 8:
+            v = c.u8("failed to read byte for APInt (<= 8 bits).")
+            if v >> width:
+                raise c.fail(f"value {v} does not fit in {width} bits.")
+            return to_signed(v, width) if not signed and width > 1 else v
+        if width <= 64:
+            if signed:
+                v = c.svarint("failed to read signed varint for APInt (<= 64 bits).")
+                return v & ((1 << width) - 1)
+            v = c.varint(f"failed to read VarInt for inline integer (width={width})")
+            if v >> width:
+                raise c.fail(f"value {v} does not fit in {width} bits")
+            return to_signed(v, width)
+        nwords = c.varint("failed to read numActiveWords for APInt (> 64 bits).")
+        limit = (width + 63) // 64
+        if nwords > limit:
+            raise c.fail(f"numActiveWords {nwords} exceeds maximum of {limit} for {width} bit")
+        if nwords == 0:
+            raise c.fail("numActiveWords cannot be zero for multi-word APInt")
+        v = 0
+        for i in range(nwords):
+            v |= (c.svarint(f"failed to read word {i} for multi-word APInt.") & (2**64 - 1)) << (64 * i)
+        return v
+
+    def _sc_array(self, c: Cursor) -> ArrayAttr:
+        n = c.varint("failed to read size for ArrayAttr.")
+        if n > c.remaining:
+            raise c.fail(f"array size in bytecode ({n}) exceeds maximum supported capacity")
+        items = []
+        for i in range(n):
+            with context(f"failed to parse ArrayAttr element {i}"):
+                items.append(self.sc_attr(c))
+        return ArrayAttr(tuple(items))
+
+    def _sc_dict_items(self, c: Cursor, hints: bool = False) -> tuple:
+        n = c.varint("failed to read size for DictionaryAttr")
+        if n > c.remaining:
+            raise c.fail(f"array size in bytecode ({n}) exceeds maximum supported capacity")
+        items, seen = [], set()
+        for i in range(n):
+            key = self.string(c.varint(f"failed to read key for DictionaryAttr element {i}"))
+            if not key:
+                raise c.fail(f"invalid empty attribute name for DictionaryAttr element {i}")
+            if key in seen:
+                raise c.fail(f"failed to parse DictionaryAttr, duplicate key found: {key}")
+            seen.add(key)
+            with context(f"failed to parse DictionaryAttr value for key {key}"):
+                value = self.sc_attr(c)
+            if hints and not isinstance(value, DictAttr):
+                raise c.fail("failed to parse OptimizationHintsAttr")
+            items.append((key, value))
+        return tuple(items)
+
+
+# --------------------------------------------------------------------------- dense payloads
+
+
+def decode_dense(type_: ty.TileType, raw: bytes) -> DenseElementsAttr:
+    """A constant-pool payload (splat or full, row-major, little-endian) as a DenseElementsAttr."""
+    elem = type_.element
+    n = type_.num_elements
+    kind, width = L.element_storage(elem.name)
+    if kind == "bitpacked":
+        if len(raw) == 1 and (n == 1 or n > 8):
+            bits = [raw[0] & 1]
+        elif len(raw) == (n + 7) // 8:
+            bits = [raw[i // 8] >> (i % 8) & 1 for i in range(n)]
+        else:
+            raise BytecodeError(
+                f"i1 dense attribute payload size {len(raw)} is not a recognized encoding for "
+                f"{n} elements"
+            )
+        return dense_from_bits(type_, bits)
+    if len(raw) == width:
+        count = 1
+    elif n > 0 and len(raw) == width * n:
+        count = n
+    else:
+        raise BytecodeError("failed to validate buffer size and format")
+    if isinstance(elem, ty.FloatType) and elem.name not in SEMANTICS:
+        raise BytecodeError(f"unsupported float type: {elem.name}")
+    mask = (1 << (elem.width if isinstance(elem, ty.IntegerType) else SEMANTICS[elem.name].bits)) - 1
+    return dense_from_bits(
+        type_, [int.from_bytes(raw[i * width : (i + 1) * width], "little") & mask for i in range(count)]
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+_CPP_CLASSES: dict = {}
+
+
+def _cpp_class(opdef) -> str:
+    """The C++ class name NVIDIA's messages use (``PrintTkoOp``): the generated OpView's name."""
+    if not _CPP_CLASSES:
+        from tilegen.generated.cuda_tile import ops as gen
+
+        for obj in vars(gen).values():
+            od = getattr(obj, "OPDEF", None)
+            if isinstance(obj, type) and od is not None:
+                _CPP_CLASSES[od.name] = obj.__name__
+    return _CPP_CLASSES.get(opdef.name, opdef.mnemonic)
+
+
+def _type_text(t: ty.Type) -> str:
+    try:
+        from tilegen.runtime.asm import printer  # type: ignore
+
+        return printer.print_type(t)  # type: ignore[attr-defined]
+    except Exception:  # the printer is optional here; fall back to a readable form
+        return _fallback_type_text(t)
+
+
+def _fallback_type_text(t: ty.Type) -> str:
+    if isinstance(t, (ty.IntegerType, ty.FloatType)):
+        return t.name
+    if isinstance(t, ty.TokenType):
+        return "!cuda_tile.token"
+    if isinstance(t, ty.TileType):
+        dims = "x".join(str(d) for d in t.shape)
+        return f"!cuda_tile.tile<{dims + 'x' if dims else ''}{_fallback_type_text(t.element)}>"
+    if isinstance(t, ty.PointerType):
+        return f"!cuda_tile.ptr<{_fallback_type_text(t.pointee)}>"
+    if isinstance(t, ty.FunctionType):
+        ins = ", ".join(_fallback_type_text(x) for x in t.inputs)
+        outs = ", ".join(_fallback_type_text(x) for x in t.results)
+        return f"({ins}) -> ({outs})"
+    return type(t).__name__

@@ -1,0 +1,182 @@
+"""Primitive encodings: LEB128 varints, zig-zag svarints, little-endian words, and a bounded cursor.
+
+Every read is bounds-checked against the buffer; nothing here allocates more than the bytes it
+was given could describe.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Optional
+
+from tilegen.runtime.bytecode.errors import BytecodeError
+
+U64_MASK = (1 << 64) - 1
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def encode_varint(value: int) -> bytes:
+    """Canonical (shortest) unsigned LEB128 of a value in [0, 2^64)."""
+    if value < 0 or value > U64_MASK:
+        raise ValueError(f"varint out of range: {value}")
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def zigzag(value: int) -> int:
+    """Signed 64-bit -> zig-zag unsigned."""
+    return ((value << 1) ^ (value >> 63)) & U64_MASK
+
+
+def unzigzag(value: int) -> int:
+    return (value >> 1) ^ -(value & 1)
+
+
+def encode_svarint(value: int) -> bytes:
+    return encode_varint(zigzag(value))
+
+
+def to_signed(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if bits and value >> (bits - 1) else value
+
+
+class Writer:
+    """An append-only byte buffer with the primitive encoders."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def __len__(self) -> int:
+        return len(self.buf)
+
+    def u8(self, v: int) -> None:
+        self.buf.append(v & 0xFF)
+
+    def varint(self, v: int) -> None:
+        self.buf += encode_varint(v)
+
+    def svarint(self, v: int) -> None:
+        self.buf += encode_svarint(v)
+
+    def fixed(self, fmt: str, v: int) -> None:
+        self.buf += struct.pack("<" + fmt, v)
+
+    def le_array(self, fmt: str, values) -> None:
+        self.varint(len(values))
+        for v in values:
+            self.fixed(fmt, v)
+
+    def raw(self, data: bytes) -> None:
+        self.buf += data
+
+    def align(self, alignment: int, pad: int) -> None:
+        while len(self.buf) % alignment:
+            self.buf.append(pad)
+
+    def getvalue(self) -> bytes:
+        return bytes(self.buf)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+class Cursor:
+    """A bounded read position over ``data``; errors carry the offset within this buffer."""
+
+    __slots__ = ("data", "pos", "end")
+
+    def __init__(self, data, pos: int = 0, end: Optional[int] = None):
+        self.data = memoryview(data) if not isinstance(data, memoryview) else data
+        self.pos = pos
+        self.end = len(self.data) if end is None else end
+
+    @property
+    def remaining(self) -> int:
+        return self.end - self.pos
+
+    def at_end(self) -> bool:
+        return self.pos >= self.end
+
+    def fail(self, message: str) -> BytecodeError:
+        return BytecodeError(message, self.pos)
+
+    def u8(self, what: str = "unexpected end of data") -> int:
+        if self.pos >= self.end:
+            raise self.fail(what)
+        v = self.data[self.pos]
+        self.pos += 1
+        return v
+
+    def varint(self, what: str = "unexpected end of data", maximum: Optional[int] = None) -> int:
+        result = shift = 0
+        while True:
+            if self.pos >= self.end:
+                raise self.fail(what)
+            byte = self.data[self.pos]
+            self.pos += 1
+            if shift > 63 or (shift == 63 and byte & 0x7E):
+                raise self.fail(what)
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                break
+            shift += 7
+        if maximum is not None and result > maximum:
+            raise self.fail(
+                "varint value exceeds maximum supported capacity. "
+                f"(expected value less than {maximum}, got {result})."
+            )
+        return result
+
+    def svarint(self, what: str = "unexpected end of data") -> int:
+        return unzigzag(self.varint(what))
+
+    def fixed(self, fmt: str, what: str = "unexpected end of data") -> int:
+        size = struct.calcsize("<" + fmt)
+        if self.remaining < size:
+            raise self.fail(what)
+        (v,) = struct.unpack_from("<" + fmt, self.data, self.pos)
+        self.pos += size
+        return v
+
+    def bytes(self, n: int, what: str = "unexpected end of data") -> bytes:
+        if n < 0 or self.remaining < n:
+            raise self.fail(what)
+        out = bytes(self.data[self.pos : self.pos + n])
+        self.pos += n
+        return out
+
+    def le_array(self, fmt: str, what: str = "unexpected end of data") -> tuple:
+        """``varint n`` + n little-endian words; n is checked against the bytes left first."""
+        n = self.varint(what)
+        size = struct.calcsize("<" + fmt)
+        if n > self.remaining // size:
+            raise self.fail(f"array size in bytecode ({n}) exceeds maximum supported capacity")
+        out = struct.unpack_from(f"<{n}{fmt}", self.data, self.pos)
+        self.pos += n * size
+        return out
+
+    def skip_to_alignment(self, alignment: int, what: str = "unexpected end of data") -> None:
+        if alignment <= 1:
+            return
+        pad = (-self.pos) % alignment
+        if pad > self.remaining:
+            raise self.fail(what)
+        self.pos += pad
+
+    def sub(self, n: int, what: str = "unexpected end of data") -> "Cursor":
+        """A cursor over the next ``n`` bytes (offsets restart at 0), consuming them here."""
+        if n < 0 or self.remaining < n:
+            raise self.fail(what)
+        c = Cursor(self.data[self.pos : self.pos + n])
+        self.pos += n
+        return c

@@ -1,0 +1,167 @@
+"""Run a kernel: load a module (.mlir text or .tileirbc bytecode), verify it, launch its grid.
+
+``run_module(module, args, grid)`` works on in-memory NumPy arrays; ``run_npz`` implements
+``tilegen run`` (IN.npz with ``arg__<name>`` keys in parameter order, OUT.npz with every
+``arg__<name>`` after the run). Errors are :class:`RunError` carrying located diagnostics.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional, Sequence, TextIO, Union
+
+import numpy as np
+
+from tilegen.runtime.diagnostics import Diagnostic, DiagnosticEngine, DiagnosticError, op_error_prefix
+from tilegen.runtime.interp.calling import entry_name, flatten_args, param_types, read_back
+from tilegen.runtime.interp.executor import Machine, allocate_globals, run_kernel
+from tilegen.runtime.interp.memory import Heap
+from tilegen.runtime.interp.values import InterpError
+from tilegen.runtime.ir import Operation
+
+ArgList = Union[dict, Sequence[tuple]]
+
+
+class RunError(Exception):
+    """A kernel could not be loaded, verified or run; ``diagnostics`` say where and why."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        super().__init__("\n".join(d.format() for d in diagnostics))
+        self.diagnostics = diagnostics
+
+
+def load_module(path: Union[str, Path], verify: bool = True) -> Operation:
+    """Parse ``.tileirbc`` bytecode or MLIR text (``tileirdisasm`` output included)."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        if data[:4] == b"\x7fTil" or path.suffix == ".tileirbc":
+            from tilegen.runtime.bytecode import BytecodeError, read_bytecode
+
+            try:
+                module = read_bytecode(data, str(path))
+            except BytecodeError as e:
+                raise RunError([Diagnostic("error", str(e), None)]) from None
+        else:
+            module = _parse_text(data.decode("utf-8"), str(path))
+    except DiagnosticError as e:
+        raise RunError([e.diag]) from None
+    if verify:
+        verify_or_raise(module)
+    return module
+
+
+def _parse_text(text: str, filename: str) -> Operation:
+    from tilegen.runtime.asm import parse_module
+
+    try:
+        return parse_module(text, filename)
+    except DiagnosticError:
+        # tileirdisasm prints a module's body without the wrapper or the dialect prefix
+        stripped = text.lstrip()
+        if stripped.startswith(("cuda_tile.module", "module")):
+            raise
+        try:
+            return parse_module("cuda_tile.module @m {\n" + text + "\n}", filename)
+        except DiagnosticError:
+            pass
+        raise
+
+
+def verify_or_raise(module: Operation) -> None:
+    from tilegen.runtime.verify import verify_module
+
+    diag = DiagnosticEngine()
+    if not verify_module(module, diag) or diag.has_errors:
+        raise RunError([d for d in diag.diagnostics if d.severity == "error"] or diag.diagnostics)
+
+
+def find_entries(module: Operation) -> list[Operation]:
+    out = []
+    for op in module.walk():
+        if op.name == "cuda_tile.entry":
+            out.append(op)
+    return out
+
+
+def find_entry(module: Operation, name: Optional[str] = None) -> Operation:
+    entries = find_entries(module)
+    if name is not None:
+        for e in entries:
+            if entry_name(e) == name:
+                return e
+        have = ", ".join(f"@{entry_name(e)}" for e in entries) or "none"
+        raise RunError([Diagnostic("error", f"no entry named @{name} (entries: {have})")])
+    if len(entries) != 1:
+        have = ", ".join(f"@{entry_name(e)}" for e in entries) or "none"
+        raise RunError([Diagnostic(
+            "error", f"the module has {len(entries)} entries ({have}); choose one with --entry")])
+    return entries[0]
+
+
+def _module_of(op: Operation) -> Operation:
+    cur = op
+    while cur.parent_op is not None and cur.name != "cuda_tile.module":
+        cur = cur.parent_op
+    return cur
+
+
+def _interp_diag(e: InterpError) -> Diagnostic:
+    op = e.op
+    msg = str(e)
+    if op is not None:
+        msg = op_error_prefix(op.name) + msg
+    return Diagnostic("error", msg, op.loc if op is not None else None)
+
+
+def run_module(
+    module: Operation,
+    args: ArgList,
+    grid: Sequence[int] = (1, 1, 1),
+    entry: Optional[str] = None,
+    stdout: Optional[TextIO] = None,
+) -> dict[str, np.ndarray]:
+    """Run ``module``'s entry over ``grid`` on ``args`` (name -> array, in parameter order).
+
+    Returns every argument's value after the run (scalars unchanged).
+    """
+    ent = find_entry(module, entry) if module.name != "cuda_tile.entry" else module
+    items = list(args.items()) if isinstance(args, dict) else list(args)
+    g = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))
+    if any(n < 1 for n in g):
+        raise RunError([Diagnostic("error", f"grid dimensions must be positive, got {g}")])
+    heap = Heap()
+    machine = Machine(heap=heap, grid=g, stdout=stdout or sys.stdout)
+    try:
+        allocate_globals(machine, _module_of(ent))
+        flat, bindings = flatten_args(param_types(ent), items, heap)
+        run_kernel(machine, ent, flat)
+    except InterpError as e:
+        raise RunError([_interp_diag(e)]) from None
+    out = {name: np.asarray(v) for name, v in items}
+    for b in bindings:
+        out[b.name] = read_back(heap, b)
+    return out
+
+
+def load_npz_args(path: Union[str, Path]) -> tuple[list[tuple[str, np.ndarray]], Optional[tuple]]:
+    with np.load(path) as d:
+        args = [(k[len("arg__"):], d[k]) for k in d.files if k.startswith("arg__")]
+        grid = tuple(int(x) for x in d["grid"].reshape(-1)) if "grid" in d.files else None
+    return args, grid
+
+
+def run_npz(
+    kernel: Union[str, Path],
+    in_npz: Union[str, Path],
+    out_npz: Union[str, Path],
+    grid: Optional[Sequence[int]] = None,
+    entry: Optional[str] = None,
+    stdout: Optional[TextIO] = None,
+) -> dict[str, np.ndarray]:
+    module = load_module(kernel)
+    args, npz_grid = load_npz_args(in_npz)
+    result = run_module(module, args, grid or npz_grid or (1, 1, 1), entry, stdout)
+    np.savez(out_npz, **{f"arg__{k}": v for k, v in result.items()})
+    return result

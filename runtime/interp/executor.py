@@ -1,0 +1,585 @@
+"""Executes a ``cuda_tile`` kernel on the CPU: ops the spec cannot declare, control flow, grid.
+
+Ops with ``semantics.expr`` in the spec go to :mod:`tilegen.runtime.interp.elementwise`; the ops
+marked ``kind: interpreter`` are handled here, one function each, registered in ``HANDLERS``.
+Region bodies of reduce/scan run vectorized: their rank-0 block arguments are bound to whole
+slices, so one pass through the body combines every lane at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Optional, TextIO
+
+import numpy as np
+
+from tilegen.runtime.attributes import ArrayAttr, FloatAttr, IntegerAttr, StringAttr, SymbolRefAttr
+from tilegen.runtime.interp import mma as mma_mod
+from tilegen.runtime.interp.elementwise import attr_value, evaluate, semantics_of
+from tilegen.runtime.interp.memory import Heap, TensorView, TileView, view_load, view_store
+from tilegen.runtime.interp.semlib import constant_tile
+from tilegen.runtime.interp.values import (
+    TOKEN,
+    InterpError,
+    as_signed,
+    as_unsigned,
+    compute_dtype,
+    element_of,
+    from_bits,
+    storage_bytes,
+    to_bits,
+    wrap_int,
+)
+from tilegen.runtime.ir import Block, Operation, Region
+from tilegen.runtime.types import (
+    DYNAMIC,
+    FloatType,
+    GatherScatterViewType,
+    IntegerType,
+    PartitionViewType,
+    PointerType,
+    StridedViewType,
+    TensorViewType,
+    TileType,
+)
+
+
+@dataclass
+class Signal:
+    """How a block ended: ``yield``, ``continue``, ``break`` or ``return`` with its operands."""
+
+    kind: str
+    values: list
+
+
+@dataclass
+class Machine:
+    """State shared by every tile block of one launch."""
+
+    heap: Heap
+    grid: tuple[int, int, int] = (1, 1, 1)
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    globals: dict[str, int] = field(default_factory=dict)
+    ops_executed: int = 0
+
+
+HANDLERS: dict[str, Callable] = {}
+
+
+def handler(*names: str):
+    def deco(fn):
+        for n in names:
+            HANDLERS["cuda_tile." + n] = fn
+        return fn
+
+    return deco
+
+
+class Frame:
+    """Execution of one tile block: SSA environment plus its block id."""
+
+    def __init__(self, machine: Machine, block_id: tuple[int, int, int]):
+        self.m = machine
+        self.block_id = block_id
+        self.env: dict = {}
+
+    # ----- values
+    def get(self, v):
+        try:
+            return self.env[v]
+        except KeyError:
+            raise InterpError(f"value used before it was defined ({v!r})") from None
+
+    def run_block(self, block: Block, args: list) -> Signal:
+        for a, v in zip(block.args, args):
+            self.env[a] = v
+        for op in block.ops:
+            sig = self.run_op(op)
+            if sig is not None:
+                return sig
+        return Signal("yield", [])  # implicit terminator of an empty block
+
+    def run_region(self, region: Region, args: list) -> Signal:
+        if not region.blocks:
+            return Signal("yield", [])
+        return self.run_block(region.blocks[0], args)
+
+    def run_op(self, op: Operation) -> Optional[Signal]:
+        self.m.ops_executed += 1
+        try:
+            h = HANDLERS.get(op.name)
+            if h is not None:
+                res = h(self, op)
+            else:
+                sem = semantics_of(op.opdef)
+                if sem is None or sem.expr is None:
+                    raise InterpError(f"the interpreter has no semantics for '{op.name}'")
+                res = evaluate(op, op.opdef, sem, [self.get(v) for v in op.operands])
+        except InterpError as e:
+            if e.op is None:
+                e.op = op
+            raise
+        if isinstance(res, Signal):
+            return res
+        if res is not None:
+            for r, v in zip(op.results, res):
+                self.env[r] = v
+        return None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def scalar(v) -> int:
+    return int(np.asarray(v).reshape(()).astype(np.int64))
+
+
+def group(op: Operation, name: str) -> list:
+    return op.opdef.operand_group(op, name)
+
+
+def attr(op: Operation, name: str):
+    return attr_value(op.opdef, op, name)
+
+
+def tile_of(value, t) -> np.ndarray:
+    return np.asarray(value, dtype=compute_dtype(t))
+
+
+# --------------------------------------------------------------------------- tokens, grid, misc
+
+
+@handler("make_token", "join_tokens", "gdc_wait_tko", "gdc_launch_dependents_tko",
+         "memory_fence_alias_tko")
+def _token(f: Frame, op):
+    return [TOKEN for _ in op.results]
+
+
+@handler("get_tile_block_id")
+def _block_id(f: Frame, op):
+    return [np.array(i, dtype=compute_dtype(r.type)) for i, r in zip(f.block_id, op.results)]
+
+
+@handler("get_num_tile_blocks")
+def _num_blocks(f: Frame, op):
+    return [np.array(n, dtype=compute_dtype(r.type)) for n, r in zip(f.m.grid, op.results)]
+
+
+@handler("return", "yield", "continue", "break")
+def _terminator(f: Frame, op):
+    return Signal(op.mnemonic, [f.get(v) for v in op.operands])
+
+
+@handler("assert")
+def _assert(f: Frame, op):
+    cond = np.asarray(f.get(op.operands[0]))
+    if not cond.all():
+        raise InterpError(f"assertion failed: {attr(op, 'message')}")
+    return []
+
+
+_CONV = re.compile(r"%([-+ #0]*\d*(?:\.\d+)?)(hh|h|ll|l|j|z|t|L)?([diuoxXeEfFgGaAcsSpn%])")
+
+
+def format_printf(fmt: str, args: list, types: list) -> str:
+    """printf-style formatting; a tile argument prints as ``[e0, e1, ...]``."""
+    it = iter(zip(args, types))
+
+    def one(flags: str, conv: str, x, t) -> str:
+        et = element_of(t)
+        if conv in "diu":
+            v = int(as_unsigned(x, et)) if conv == "u" else int(as_signed(x, et))
+            return ("%" + flags + "d") % v
+        if conv in "oxX":
+            return ("%" + flags + conv) % int(as_unsigned(x, et))
+        if conv in "eEfFgG":
+            return ("%" + flags + conv) % float(x)
+        if conv in "aA":
+            return float(x).hex()
+        if conv == "c":
+            return chr(int(x))
+        if conv == "p":
+            return hex(int(x))
+        return str(x)
+
+    def repl(m: re.Match) -> str:
+        flags, _, conv = m.groups()
+        if conv == "%":
+            return "%"
+        try:
+            x, t = next(it)
+        except StopIteration:
+            raise InterpError("print has fewer arguments than conversions") from None
+        arr = np.asarray(x)
+        if arr.ndim == 0:
+            return one(flags, conv, arr, t)
+        return "[" + ", ".join(one(flags, conv, e, t) for e in arr.reshape(-1)) + "]"
+
+    return _CONV.sub(repl, fmt)
+
+
+@handler("print_tko", "print")
+def _print(f: Frame, op):
+    args = group(op, "args")
+    text = format_printf(attr(op, "str"), [f.get(v) for v in args], [v.type for v in args])
+    f.m.stdout.write(text)
+    return [TOKEN for _ in op.results]
+
+
+# --------------------------------------------------------------------------- globals
+
+
+def allocate_globals(machine: Machine, module: Operation) -> None:
+    for region in module.regions:
+        for block in region.blocks:
+            for g in block.ops:
+                if g.name != "cuda_tile.global":
+                    continue
+                value = g.attributes.get("value")
+                t = value.type
+                arr = constant_tile(value, t)
+                name = g.attributes["sym_name"].value
+                machine.globals[name] = machine.heap.alloc_array(arr, t.element, name=f"@{name}")
+
+
+@handler("get_global")
+def _get_global(f: Frame, op):
+    ref = op.attributes.get("name")
+    name = ref.root if isinstance(ref, SymbolRefAttr) else getattr(ref, "value", str(ref))
+    if name not in f.m.globals:
+        raise InterpError(f"unknown global @{name}")
+    return [np.array(f.m.globals[name], dtype=np.uint64)]
+
+
+@handler("alloca")
+def _alloca(f: Frame, op):
+    t = op.results[0].type
+    n = attr(op, "num_elem")
+    align = attr(op, "alignment") or 16
+    addr = f.m.heap.alloc(int(n) * storage_bytes(element_of(t).pointee), align=int(align),
+                          name="alloca")
+    return [np.array(addr, dtype=np.uint64)]
+
+
+# --------------------------------------------------------------------------- views
+
+
+@handler("make_tensor_view")
+def _make_tensor_view(f: Frame, op):
+    t: TensorViewType = op.results[0].type
+    dyn_shape = [scalar(f.get(v)) for v in group(op, "dynamicShape")]
+    dyn_strides = [scalar(f.get(v)) for v in group(op, "dynamicStrides")]
+    shape = [dyn_shape.pop(0) if d == DYNAMIC else d for d in t.shape]
+    strides = [dyn_strides.pop(0) if s == DYNAMIC else s for s in t.strides]
+    base = int(np.asarray(f.get(op.operands[0])).reshape(()))
+    return [TensorView(base, t.element, tuple(shape), tuple(strides))]
+
+
+def _tile_view(op, tv: TensorView):
+    t = op.results[0].type
+    if isinstance(t, PartitionViewType):
+        return TileView("partition", tv, tuple(t.tile_shape), tuple(t.dim_map), (), -1,
+                        t.padding_value)
+    if isinstance(t, StridedViewType):
+        return TileView("strided", tv, tuple(t.tile_shape), tuple(t.dim_map),
+                        tuple(t.traversal_strides), -1, t.padding_value)
+    if isinstance(t, GatherScatterViewType):
+        return TileView("gather_scatter", tv, tuple(t.tile_shape), (), (), t.sparse_dim,
+                        t.padding_value)
+    raise InterpError(f"unsupported view type {t}")
+
+
+@handler("make_partition_view", "make_strided_view", "make_gather_scatter_view")
+def _make_view(f: Frame, op):
+    return [_tile_view(op, f.get(op.operands[0]))]
+
+
+@handler("get_tensor_shape")
+def _tensor_shape(f: Frame, op):
+    v = f.get(op.operands[0])
+    tv = v.tensor if isinstance(v, TileView) else v
+    return [np.array(n, dtype=compute_dtype(r.type)) for n, r in zip(tv.shape, op.results)]
+
+
+@handler("get_index_space_shape")
+def _index_space(f: Frame, op):
+    v: TileView = f.get(op.operands[0])
+    return [np.array(n, dtype=compute_dtype(r.type))
+            for n, r in zip(v.index_space_shape(), op.results)]
+
+
+@handler("load_view_tko")
+def _load_view(f: Frame, op):
+    view = f.get(op.operands[0])
+    idx = [f.get(v) for v in group(op, "index")]
+    tile = view_load(f.m.heap, view, idx)
+    return [tile.astype(compute_dtype(op.results[0].type)), TOKEN]
+
+
+@handler("store_view_tko")
+def _store_view(f: Frame, op):
+    tile = f.get(group(op, "tile")[0])
+    view = f.get(group(op, "view")[0])
+    view_store(f.m.heap, view, [f.get(v) for v in group(op, "index")], np.asarray(tile))
+    return [TOKEN]
+
+
+def _mask(f: Frame, op, shape) -> np.ndarray:
+    m = group(op, "mask")
+    if not m:
+        return np.ones(shape, dtype=bool)
+    return np.broadcast_to(np.asarray(f.get(m[0]), dtype=bool), shape)
+
+
+@handler("load_ptr_tko")
+def _load_ptr(f: Frame, op):
+    ptrs = np.asarray(f.get(op.operands[0]))
+    rt = op.results[0].type
+    mask = _mask(f, op, ptrs.shape)
+    pad = group(op, "paddingValue")
+    out = (np.broadcast_to(np.asarray(f.get(pad[0])), ptrs.shape).copy() if pad
+           else np.zeros(ptrs.shape, dtype=compute_dtype(rt)))
+    out = out.astype(compute_dtype(rt))
+    if mask.any():
+        out[mask] = f.m.heap.load(ptrs[mask], element_of(rt))
+    return [out, TOKEN]
+
+
+@handler("store_ptr_tko")
+def _store_ptr(f: Frame, op):
+    ptrs = np.asarray(f.get(group(op, "destination")[0]))
+    vt = group(op, "value")[0]
+    vals = np.broadcast_to(np.asarray(f.get(vt)), ptrs.shape)
+    mask = _mask(f, op, ptrs.shape)
+    if mask.any():
+        f.m.heap.store(ptrs[mask], vals[mask], element_of(vt.type))
+    return [TOKEN]
+
+
+# --------------------------------------------------------------------------- atomics
+
+
+def _rmw(mode: str, old: np.ndarray, arg: np.ndarray, t) -> np.ndarray:
+    """The value an atomic read-modify-write stores (scalars, element type ``t``)."""
+    et = element_of(t)
+    if mode == "xchg":
+        return arg
+    if mode == "addf":
+        from tilegen.runtime.interp import floats
+
+        return floats.to_compute(np.float64(old) + np.float64(arg), et.name)
+    if mode in ("umax", "umin"):
+        a, b = as_unsigned(old, et), as_unsigned(arg, et)
+        r = max(int(a), int(b)) if mode == "umax" else min(int(a), int(b))
+        return wrap_int(np.array(r, dtype=np.uint64), et)
+    a, b = as_signed(old, et), as_signed(arg, et)
+    r = {"and": lambda: a & b, "or": lambda: a | b, "xor": lambda: a ^ b, "add": lambda: a + b,
+         "max": lambda: max(a, b), "min": lambda: min(a, b)}[mode]()
+    return wrap_int(np.asarray(r), et)
+
+
+def _atomic_apply(heap: Heap, ptrs, args, mask, mode: str, t) -> np.ndarray:
+    """Apply element by element in row-major order (repeated addresses see each other)."""
+    et = element_of(t)
+    old = np.zeros(ptrs.shape, dtype=compute_dtype(et))
+    for i in zip(*np.nonzero(mask)) if ptrs.ndim else [()]:
+        if ptrs.ndim == 0 and not mask:
+            break
+        p = np.asarray(ptrs[i]).reshape(1)
+        cur = heap.load(p, et)[0]
+        old[i] = cur
+        heap.store(p, np.asarray(_rmw(mode, cur, np.asarray(args[i]), et)).reshape(1), et)
+    return old
+
+
+@handler("atomic_rmw_tko")
+def _atomic_rmw(f: Frame, op):
+    ptrs = np.asarray(f.get(op.operands[0]))
+    argv = group(op, "arg")[0]
+    args = np.broadcast_to(np.asarray(f.get(argv)), ptrs.shape)
+    mask = _mask(f, op, ptrs.shape)
+    old = _atomic_apply(f.m.heap, ptrs, args, mask, attr(op, "mode"), argv.type)
+    return [old, TOKEN]
+
+
+@handler("atomic_cas_tko")
+def _atomic_cas(f: Frame, op):
+    ptrs = np.asarray(f.get(op.operands[0]))
+    cmpv, valv = group(op, "cmp")[0], group(op, "val")[0]
+    cmp = np.broadcast_to(np.asarray(f.get(cmpv)), ptrs.shape)
+    val = np.broadcast_to(np.asarray(f.get(valv)), ptrs.shape)
+    mask = _mask(f, op, ptrs.shape)
+    et = element_of(valv.type)
+    old = np.zeros(ptrs.shape, dtype=compute_dtype(et))
+    heap = f.m.heap
+    for i in itertools.product(*[range(n) for n in ptrs.shape]):
+        if not mask[i]:
+            continue
+        p = np.asarray(ptrs[i]).reshape(1)
+        cur = heap.load(p, et)
+        old[i] = cur[0]
+        if to_bits(cur, et)[0] == to_bits(np.asarray(cmp[i]).reshape(1), et)[0]:
+            heap.store(p, np.asarray(val[i]).reshape(1), et)
+    return [old, TOKEN]
+
+
+@handler("atomic_red_view_tko")
+def _atomic_red_view(f: Frame, op):
+    view: TileView = f.get(group(op, "view")[0])
+    valv = group(op, "value")[0]
+    vals = np.asarray(f.get(valv))
+    addrs, inb = view.addresses([f.get(v) for v in group(op, "index")])
+    _atomic_apply(f.m.heap, addrs, vals, inb, attr(op, "mode"), valv.type)
+    return [TOKEN]
+
+
+# --------------------------------------------------------------------------- control flow
+
+
+@handler("if")
+def _if(f: Frame, op):
+    cond = bool(np.asarray(f.get(op.operands[0])).reshape(()))
+    region = op.regions[0] if cond else (op.regions[1] if len(op.regions) > 1 else None)
+    if region is None or not region.blocks:
+        return []
+    sig = f.run_region(region, [])
+    if sig.kind == "yield":
+        return sig.values
+    return sig  # continue / break / return leave the enclosing loop or kernel
+
+
+@handler("for")
+def _for(f: Frame, op):
+    lb, ub, step = (f.get(v) for v in op.operands[:3])
+    it_t = op.operands[0].type
+    unsigned = bool(attr(op, "unsignedCmp"))
+    conv = (lambda x: int(as_unsigned(x, it_t))) if unsigned else (lambda x: int(as_signed(x, it_t)))
+    i, hi, st = conv(lb), conv(ub), conv(step)
+    if st <= 0:
+        raise InterpError(f"for loop step must be positive, got {st}")
+    iters = [f.get(v) for v in group(op, "initValues")]
+    body = op.regions[0].blocks[0]
+    dt = compute_dtype(it_t)
+    while i < hi:
+        iv = wrap_int(np.array(i, dtype=np.uint64 if unsigned else np.int64), element_of(it_t))
+        sig = f.run_block(body, [np.asarray(iv, dtype=dt)] + iters)
+        if sig.kind == "return":
+            return sig
+        if sig.kind == "break":
+            return sig.values
+        iters = sig.values
+        i += st
+    return iters
+
+
+@handler("loop")
+def _loop(f: Frame, op):
+    iters = [f.get(v) for v in group(op, "initValues")]
+    body = op.regions[0].blocks[0]
+    while True:
+        sig = f.run_block(body, iters)
+        if sig.kind == "break":
+            return sig.values
+        if sig.kind == "return":
+            return sig
+        iters = sig.values
+
+
+# --------------------------------------------------------------------------- reduce / scan
+
+
+def _identities(op) -> list:
+    ids = op.attributes.get("identities")
+    out = []
+    for a in ids.values if isinstance(ids, ArrayAttr) else ids:
+        if isinstance(a, FloatAttr):
+            t = TileType((), a.type)
+            if a.bits is not None:
+                out.append(from_bits(np.array(a.bits, dtype=np.uint64), a.type).reshape(()))
+            else:
+                out.append(constant_tile(type("A", (), {"values": (a.value,), "bits": None})(), t))
+        elif isinstance(a, IntegerAttr):
+            out.append(wrap_int(np.array(a.value & ((1 << 64) - 1), dtype=np.uint64), a.type).reshape(()))
+        else:
+            raise InterpError(f"unsupported reduction identity {a}")
+    return out
+
+
+def _combine(f: Frame, body: Block, cur: list, prev: list) -> list:
+    args = []
+    for c, p in zip(cur, prev):
+        args += [c, p]
+    sig = f.run_block(body, args)
+    return [np.asarray(v) for v in sig.values]
+
+
+@handler("reduce")
+def _reduce(f: Frame, op):
+    xs = [np.asarray(f.get(v)) for v in op.operands]
+    dim = attr(op, "dim")
+    ids = _identities(op)
+    body = op.regions[0].blocks[0]
+    xs = [np.moveaxis(x, dim, 0) for x in xs]
+    n = xs[0].shape[0]
+    p2 = 1
+    while p2 < n:
+        p2 *= 2
+    if p2 != n:  # pad with identities to a power of two
+        xs = [np.concatenate([x, np.broadcast_to(i.astype(x.dtype), (p2 - n,) + x.shape[1:])])
+              for x, i in zip(xs, ids)]
+    while xs[0].shape[0] > 1:  # pairwise tree: element k combines with element k + half
+        h = xs[0].shape[0] // 2
+        new = _combine(f, body, [x[h:] for x in xs], [x[:h] for x in xs])
+        xs = [np.broadcast_to(v, (h,) + x.shape[1:]) for v, x in zip(new, xs)]
+    out = []
+    for x, r in zip(xs, op.results):
+        val = x[0] if n else np.broadcast_to(ids[len(out)], tuple(r.type.shape))
+        out.append(np.array(val, dtype=compute_dtype(r.type), order="C"))
+    return out
+
+
+@handler("scan")
+def _scan(f: Frame, op):
+    xs = [np.moveaxis(np.asarray(f.get(v)), attr(op, "dim"), 0) for v in op.operands]
+    dim = attr(op, "dim")
+    ids = _identities(op)
+    body = op.regions[0].blocks[0]
+    n = xs[0].shape[0]
+    order = range(n - 1, -1, -1) if attr(op, "reverse") else range(n)
+    acc = [np.broadcast_to(i.astype(x.dtype), x.shape[1:]) for i, x in zip(ids, xs)]
+    outs = [np.empty_like(x) for x in xs]
+    for k in order:
+        acc = _combine(f, body, [x[k] for x in xs], acc)
+        for o, a in zip(outs, acc):
+            o[k] = a
+    return [np.array(np.moveaxis(o, 0, dim), order="C") for o in outs]
+
+
+# --------------------------------------------------------------------------- mma
+
+
+@handler("mmaf", "mmai", "mmaf_scaled")
+def _mma(f: Frame, op):
+    return [mma_mod.mma(op, [f.get(v) for v in op.operands], attr)]
+
+
+# --------------------------------------------------------------------------- launch
+
+
+def run_kernel(machine: Machine, entry: Operation, flat_args: list,
+               max_blocks: Optional[int] = None) -> None:
+    """Run ``entry`` once per tile block of ``machine.grid`` (x fastest)."""
+    body = entry.regions[0].blocks[0]
+    gx, gy, gz = machine.grid
+    count = 0
+    for z in range(gz):
+        for y in range(gy):
+            for x in range(gx):
+                frame = Frame(machine, (x, y, z))
+                frame.run_block(body, flat_args)
+                count += 1
+                if max_blocks is not None and count >= max_blocks:
+                    return

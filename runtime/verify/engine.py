@@ -1,0 +1,208 @@
+"""The verifier walk: MLIR's OperationVerifier order, driven by OpDefs.
+
+Per registered op (``verify_invariants``), in the order MLIR's ODS-generated code runs:
+
+1. count traits: regions, results, operands (``expected 2 operands, but found 3``);
+2. ``verifyInvariantsImpl``: attribute presence and constraints, operand then result type
+   constraints, ODS predicate rules (``same_type`` ...), region constraints;
+3. native traits in spec order (``SameOperandsAndResultShape`` ...);
+4. the op's ``verify()``: declarative rules of the verify phase and ``{custom: NAME}`` hooks.
+
+Then blocks and nested ops, then region hooks. The first failure stops the walk of the tree it
+belongs to; ops isolated from above are verified independently (MLIR verifies them in parallel).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tilegen.runtime.diagnostics import DiagnosticEngine
+from tilegen.runtime.ir import Block, Operation
+from tilegen.runtime.verify import constraints, rules, traits
+from tilegen.runtime.verify.context import VerifyContext, VerifyOptions
+from tilegen.runtime.verify.types import format_type
+
+
+class _Failed(Exception):
+    """Unwinds the walk of one isolated tree after its first error."""
+
+
+def verify_module(
+    op: Operation, diag: DiagnosticEngine, options: Optional[VerifyOptions] = None
+) -> bool:
+    """Verify ``op`` and everything nested; return True when no error was emitted."""
+    before = sum(1 for d in diag.diagnostics if d.severity == "error")
+    _Walker(diag, options or VerifyOptions()).verify_isolated(op)
+    after = sum(1 for d in diag.diagnostics if d.severity == "error")
+    return after == before
+
+
+def verify_op(
+    op: Operation, diag: DiagnosticEngine, options: Optional[VerifyOptions] = None
+) -> bool:
+    """Verify only ``op``'s own invariants (no regions); True when it passed."""
+    ctx = VerifyContext(op, diag, options)
+    if op.opdef is not None:
+        verify_invariants(ctx)
+    return not ctx.failed
+
+
+def verify_invariants(ctx: VerifyContext) -> None:
+    """Steps 1-4 of the module docstring for one registered op; stops at the first error."""
+    for step in (
+        traits.verify_counts,
+        _verify_attributes,
+        _verify_value_constraints,
+        lambda c: rules.run_phase(c, "invariants"),
+        _verify_region_constraints,
+        traits.verify_native_traits,
+        lambda c: rules.run_phase(c, "verify"),
+    ):
+        step(ctx)
+        if ctx.failed:
+            return
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+def _verify_attributes(ctx: VerifyContext) -> None:
+    op, opdef = ctx.op, ctx.opdef
+    for a in sorted(opdef.attributes, key=lambda a: a.name):
+        if not a.optional and a.default is None and not _defaulted(a) and ctx.attr(a.name) is None:
+            ctx.error(f"requires attribute '{a.name}'")
+            return
+    for a in opdef.attributes:
+        value = ctx.attr(a.name)
+        if value is None:
+            continue
+        summary = constraints.check_attribute(a, value)
+        if summary is not None:
+            ctx.error(f"attribute '{a.name}' failed to satisfy constraint: {summary}")
+            return
+    del op
+
+
+def _defaulted(a) -> bool:
+    return a.is_unit or a.constraint.startswith(("DefaultValuedAttr", "OptionalAttr"))
+
+
+def _verify_value_constraints(ctx: VerifyContext) -> None:
+    op, opdef = ctx.op, ctx.opdef
+    for kind, defs, segments, values in (
+        ("operand", opdef.operands, opdef.operand_segments(op), op.operands),
+        ("result", opdef.results, opdef.result_segments(op), op.results),
+    ):
+        for d, (start, n) in zip(defs, segments):
+            if d.kind == "optional" and n > 1:
+                ctx.error(
+                    f"{kind} group starting at #{start} requires 0 or 1 element, but found {n}"
+                )
+                return
+            for i in range(start, min(start + n, len(values))):
+                t = values[i].type
+                if not constraints.check_type(d.type, t):
+                    summary = constraints.summary(d.type)
+                    if d.kind == "variadic":
+                        summary = "variadic of " + summary
+                    ctx.error(f"{kind} #{i} must be {summary}, but got '{format_type(t)}'")
+                    return
+
+
+def _verify_region_constraints(ctx: VerifyContext) -> None:
+    for i, (rdef, region) in enumerate(zip(ctx.opdef.regions, ctx.op.regions)):
+        summary = constraints.check_region(rdef.constraint, region)
+        if summary is not None:
+            ctx.error(f"region #{i} ('{rdef.name}') failed to verify constraint: {summary}")
+            return
+
+
+# --------------------------------------------------------------------------- the walk
+
+
+class _Walker:
+    def __init__(self, diag: DiagnosticEngine, options: VerifyOptions):
+        self.diag = diag
+        self.options = options
+
+    def verify_isolated(self, op: Operation) -> bool:
+        try:
+            self._verify(op)
+        except _Failed:
+            return False
+        return True
+
+    def _verify(self, op: Operation) -> None:
+        ctx = VerifyContext(op, self.diag, self.options)
+        if op.opdef is not None:
+            verify_invariants(ctx)
+            if ctx.failed:
+                raise _Failed
+        if not op.regions:
+            return
+        for region in op.regions:
+            for block in region.blocks:
+                self._verify_block_entry(op, block)
+                for child in block.ops:
+                    if child.regions and _isolated(child):
+                        continue
+                    self._verify(child)
+                self._verify_block_exit(op, block)
+        failed = False
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.ops:
+                    if child.regions and _isolated(child) and not self.verify_isolated(child):
+                        failed = True
+        if failed:
+            raise _Failed
+        if op.opdef is not None:
+            traits.verify_region_traits(ctx)
+            if not ctx.failed:
+                rules.run_phase(ctx, "regions")
+            if ctx.failed:
+                raise _Failed
+
+    def _verify_block_entry(self, op: Operation, block: Block) -> None:
+        if not block.ops:
+            if _may_lack_terminator(op, block):
+                return
+            self.diag.error("empty block: expect at least a terminator", op.loc)
+            raise _Failed
+        for child in block.ops[:-1]:
+            if child.successors:
+                self.diag.error(
+                    "operation with block successors must terminate its parent block", child.loc
+                )
+                raise _Failed
+
+    def _verify_block_exit(self, op: Operation, block: Block) -> None:
+        if not block.ops or _may_lack_terminator(op, block):
+            return
+        last = block.ops[-1]
+        if last.opdef is not None and not traits.is_terminator(last.opdef):
+            self.diag.error(f"block with no terminator, has {_op_text(last)}", last.loc)
+            raise _Failed
+
+
+def _isolated(op: Operation) -> bool:
+    return op.opdef is not None and op.opdef.has_trait("IsolatedFromAbove")
+
+
+def _may_lack_terminator(op: Operation, block: Block) -> bool:
+    region = block.parent
+    if region is None:
+        return True
+    if len(region.blocks) != 1:
+        return False
+    return op.opdef is None or traits.no_terminator(op.opdef)
+
+
+def _op_text(op: Operation) -> str:
+    """The op in generic form, as MLIR prints it in 'block with no terminator' errors."""
+    try:
+        from tilegen.runtime.asm import print_op_generic  # type: ignore[attr-defined]
+
+        return print_op_generic(op)
+    except Exception:  # the printer is optional for the verifier
+        return f'"{op.name}"(...)'

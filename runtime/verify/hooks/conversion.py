@@ -1,0 +1,1 @@
+"""Custom verifier hooks: conversion ops. Empty while spec rules declare every check."""

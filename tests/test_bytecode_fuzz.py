@@ -1,0 +1,77 @@
+"""Hostile input: mutated corpus files never crash or hang the reader (short run; the long run is
+bench/fuzz_bytecode.py)."""
+
+import importlib.util
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tilegen.runtime.bytecode import BytecodeError, read_bytecode
+from tilegen.runtime.bytecode.varint import encode_varint
+
+_spec = importlib.util.spec_from_file_location(
+    "fuzz_bytecode", Path(__file__).resolve().parent.parent / "bench" / "fuzz_bytecode.py"
+)
+fuzz = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fuzz)
+POOL = fuzz.seeds()
+pytestmark = pytest.mark.skipif(not POOL, reason="corpus not available")
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, max(len(POOL) - 1, 0)), st.randoms(use_true_random=False))
+def test_mutated_files_are_read_or_rejected(i, rnd):
+    result = fuzz.check(fuzz.mutate(POOL[i], rnd), timeout=5.0)
+    assert result in ("ok", "rejected"), result
+
+
+def test_random_mutation_run_has_no_crash_or_hang():
+    stats = fuzz.run_random(seconds=20.0, seed=7, timeout=5.0, max_inputs=1500)
+    assert stats["inputs"] >= 200
+    assert stats["crash"] == 0 and stats["hang"] == 0, stats["failures"][:3]
+    assert stats["rejected"] > 0 and stats["ok"] > 0  # the mutator reaches both outcomes
+
+
+HEADER = b"\x7fTileIR\x00\x0d\x04\x00\x00"
+
+
+def _file(*sections) -> bytes:
+    """HEADER + (id, payload, alignment) sections with correct absolute padding + end marker."""
+    out = bytearray(HEADER)
+    for sid, payload, align in sections:
+        out += bytes([sid | (0x80 if align else 0)]) + encode_varint(len(payload))
+        if align:
+            out += encode_varint(align)
+            out += b"\xcb" * ((-len(out)) % align)
+        out += payload
+    return bytes(out) + b"\x00"
+
+
+@pytest.mark.parametrize(
+    "payload,message",
+    [
+        (encode_varint(2**60), "number of strings (1152921504606846976) exceeds the maximum"),
+        (encode_varint(2**64 - 1), "number of strings"),
+        (b"\x80" * 12, "failed to read number of strings"),
+    ],
+)
+def test_huge_counts_are_refused_before_allocation(payload, message):
+    data = _file((2, b"\x00", 8), (1, payload, 4))
+    with pytest.raises(BytecodeError) as e:
+        read_bytecode(data)
+    assert message in " ".join(e.value.messages)
+
+
+def test_deeply_nested_regions_are_bounded():
+    """if-in-if nesting 5000 deep: a clean error, no RecursionError."""
+    rng = random.Random(0)
+    base = POOL[rng.randrange(len(POOL))]
+    body = bytearray()
+    for _ in range(5000):
+        body += b"\x32\x00\x00\x02\x01\x00\x01"  # if (0 results) %0, 2 regions, 1 block, 0 args, 1 op
+    with pytest.raises(BytecodeError):
+        read_bytecode(_file((2, b"\x01\x00\x00\x02\x00" + encode_varint(len(body)) + bytes(body), 8)))
+    assert base  # the pool is real data

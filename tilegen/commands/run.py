@@ -1,0 +1,70 @@
+"""``tilegen run FILE --args IN.npz --out OUT.npz [--grid X,Y,Z] [--entry NAME]``: run a kernel.
+
+FILE is Tile IR bytecode (``.tileirbc``) or MLIR text (``.mlir``, ``tileirdisasm`` output
+included). IN.npz holds ``arg__<name>`` per kernel parameter, in order (0-d arrays are scalars),
+and may hold ``grid``; OUT.npz receives every ``arg__<name>`` after the run.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+
+def _grid(text: str) -> tuple[int, ...]:
+    parts = re.split(r"[,x]", text.strip())
+    if not 1 <= len(parts) <= 3 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError("expected 1 to 3 positive sizes separated by ','")
+    return tuple(int(p) for p in parts)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("file", help="kernel: .tileirbc bytecode or .mlir text")
+    p.add_argument("--args", required=True, metavar="IN.npz", help="arguments (arg__<name> keys)")
+    p.add_argument("--out", metavar="OUT.npz", help="where to write every argument after the run")
+    p.add_argument("--grid", metavar="X,Y,Z", help="grid size (default: IN.npz 'grid', else 1,1,1)")
+    p.add_argument("--entry", metavar="NAME", help="entry to run when the module has several")
+    p.add_argument("--backend", default="interp", choices=["interp"], help="execution backend")
+    p.add_argument("--no-verify", action="store_true", help="skip the verifier")
+    p.add_argument("--time", action="store_true", help="report the run time on stderr")
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from tilegen.runtime.diagnostics import Diagnostic
+    from tilegen.runtime.interp.api import RunError, load_module, load_npz_args, run_module
+
+    def fail(diags) -> int:
+        for d in diags:
+            text = d.format()
+            if d.loc is None:  # not located in the kernel: name the file the run was about
+                text = f"{args.file}: {d.severity}: {d.message}"
+            print(text, file=sys.stderr)
+        return 1
+
+    try:
+        grid = _grid(args.grid) if args.grid else None
+    except ValueError as e:
+        return fail([Diagnostic("error", f"bad --grid '{args.grid}': {e}")])
+    try:
+        module = load_module(args.file, verify=not args.no_verify)
+    except OSError as e:
+        return fail([Diagnostic("error", f"cannot read '{args.file}': {e.strerror}")])
+    except RunError as e:
+        return fail(e.diagnostics)
+    try:
+        kernel_args, npz_grid = load_npz_args(args.args)
+    except (OSError, ValueError) as e:
+        return fail([Diagnostic("error", f"cannot read arguments '{args.args}': {e}")])
+    t0 = time.perf_counter()
+    try:
+        result = run_module(module, kernel_args, grid or npz_grid or (1, 1, 1), args.entry)
+    except RunError as e:
+        return fail(e.diagnostics)
+    if args.time:
+        print(f"run time: {time.perf_counter() - t0:.3f}s", file=sys.stderr)
+    if args.out:
+        np.savez(args.out, **{f"arg__{k}": v for k, v in result.items()})
+    return 0

@@ -1,0 +1,197 @@
+"""``tilegen-opt``: parse, verify and print CUDA Tile IR, flag-compatible with ``cuda-tile-opt``.
+
+Every chunk of the input is parsed (``tilegen.runtime.asm``), verified
+(``tilegen.runtime.verify``) and printed; ``--verify-diagnostics`` checks the diagnostics against
+``expected-*`` annotations instead of printing them. Exit code 0 on success, 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+from tilegen.runtime.attributes import FileLineColLoc
+from tilegen.runtime.diagnostics import Diagnostic, DiagnosticEngine, DiagnosticError
+from tilegen.tools import driver
+
+PROG = "tilegen-opt"
+
+#: pass names tilegen-opt can run (none yet; requests for others fail with a clean error)
+SUPPORTED_PASSES: frozenset[str] = frozenset()
+
+
+@dataclass
+class OptOptions:
+    """What one ``tilegen-opt`` run does with each chunk."""
+
+    filename: str = "<stdin>"
+    no_implicit_module: bool = False
+    allow_unregistered: bool = False
+    generic: bool = False
+    debuginfo: bool = False
+    unsupported_hints: bool = False
+    err_hints: bool = False
+    passes: Optional[str] = None  # a requested pass pipeline (not supported yet)
+    print_output: bool = True
+
+
+def command_line() -> driver.CommandLine:
+    cl = driver.CommandLine(
+        PROG, "tilegen CUDA Tile IR optimizer driver (cuda-tile-opt compatible)"
+    )
+    cl.option("o", dest="output", help="output filename", metavar="filename", default="-")
+    cl.optional_value(
+        "split-input-file",
+        dest="split",
+        help="split the input on '// -----' lines and process each chunk independently",
+        implicit=driver.SPLIT_MARKER,
+    )
+    cl.option(
+        "output-split-marker",
+        dest="output_marker",
+        help="marker joining the outputs of split chunks",
+        default=driver.SPLIT_MARKER,
+    )
+    cl.flag("verify-diagnostics", dest="verify", help="check expected-* annotations in the input")
+    cl.flag("allow-unregistered-dialect", dest="allow_unregistered", help="accept unknown ops")
+    cl.flag("mlir-print-op-generic", dest="generic", help="print every op in the generic form")
+    cl.flag("mlir-print-debuginfo", dest="debuginfo", help="print source locations")
+    cl.flag("no-implicit-module", dest="no_implicit_module", help="do not wrap in builtin.module")
+    cl.flag("Wunsupported-hints", dest="unsupported_hints", help="warn on unsupported hints")
+    cl.flag("Werr-hints", dest="err_hints", help="treat optimization-hint warnings as errors")
+    cl.flag("canonicalize", dest="canonicalize", help="run the canonicalizer (not supported yet)")
+    cl.flag("cse", dest="cse", help="eliminate common subexpressions (not supported yet)")
+    cl.option(
+        "pass-pipeline", dest="pass_pipeline", help="textual pass pipeline (not supported yet)"
+    )
+    cl.option(
+        "test-debuginfo-update-symbol-name",
+        dest="test_debuginfo_pass",
+        help="C++ test pass of cuda-tile-opt (not supported)",
+    )
+    return cl
+
+
+def process_chunk(text: str, engine: DiagnosticEngine, opts: OptOptions) -> Optional[str]:
+    """Parse, verify and print one chunk; diagnostics go to ``engine``; None on failure."""
+    try:
+        from tilegen.runtime.asm import parse_module
+    except ImportError as e:
+        engine.error(f"the parser is not available yet ({e})", FileLineColLoc(opts.filename, 1, 1))
+        return None
+    try:
+        module = parse_module(
+            text,
+            opts.filename,
+            no_implicit_module=opts.no_implicit_module,
+            allow_unregistered=opts.allow_unregistered,
+        )
+    except DiagnosticError as e:
+        engine.diagnostics.extend(e.preceding)
+        engine.diagnostics.append(e.diag)
+        return None
+    if not _verify(module, engine, opts):
+        return None
+    if opts.passes is not None:
+        engine.error(
+            f"pass pipeline '{opts.passes}' is not supported yet by tilegen-opt",
+            getattr(module, "loc", None) or FileLineColLoc(opts.filename, 1, 1),
+        )
+        return None
+    if not opts.print_output:
+        return ""
+    from tilegen.runtime.asm import print_module
+
+    printed = print_module(module, generic=opts.generic, debuginfo=opts.debuginfo)
+    return printed if printed.endswith("\n") else printed + "\n"
+
+
+def _verify(module, engine: DiagnosticEngine, opts: OptOptions) -> bool:
+    try:
+        from tilegen.runtime.verify import VerifyOptions, verify_module
+    except ImportError:
+        return True  # no verifier yet: parsing is all the checking there is
+    ok = verify_module(
+        module,
+        engine,
+        VerifyOptions(unsupported_hints=opts.unsupported_hints, err_hints=opts.err_hints),
+    )
+    return bool(ok) and not engine.has_errors
+
+
+def requested_passes(o: dict) -> Optional[str]:
+    """The pass pipeline the command line asks for, as one string (None when there is none)."""
+    parts = []
+    if o.get("canonicalize"):
+        parts.append("canonicalize")
+    if o.get("cse"):
+        parts.append("cse")
+    if o.get("pass_pipeline"):
+        parts.append(o["pass_pipeline"])
+    if o.get("test_debuginfo_pass"):
+        parts.append(f"test-debuginfo-update-symbol-name{{{o['test_debuginfo_pass']}}}")
+    return ",".join(parts) if parts else None
+
+
+def _pass_names(pipeline: str) -> list[str]:
+    """Pass names in a textual pipeline: ``builtin.module(cuda_tile.module(fuse-fma))`` ->
+    ``['fuse-fma']`` (op-anchored nesting levels are not passes)."""
+    names = re.findall(r"([A-Za-z_$][\w$.-]*)\s*(?=[(,){]|$)", re.sub(r"\{[^}]*\}", "", pipeline))
+    return [n for n in names if n != "builtin.module" and not n.startswith("cuda_tile.")]
+
+
+def options_from(o: dict, filename: str) -> OptOptions:
+    return OptOptions(
+        filename=filename,
+        no_implicit_module=o["no_implicit_module"],
+        allow_unregistered=o["allow_unregistered"],
+        generic=o["generic"],
+        debuginfo=o["debuginfo"],
+        unsupported_hints=o["unsupported_hints"],
+        err_hints=o["err_hints"],
+        passes=requested_passes(o),
+    )
+
+
+def _body(o: dict) -> int:
+    passes = requested_passes(o)
+    if passes is not None:
+        unknown = [p for p in _pass_names(passes) if p not in SUPPORTED_PASSES]
+        if unknown:
+            raise driver.UsageError(
+                f"pass '{unknown[0]}' is not supported yet (tilegen-opt has no pass pipeline; "
+                f"requested: {passes})"
+            )
+    name = driver.display_name(o["input"])
+    data = driver.read_input_bytes(o["input"])
+    try:
+        source = driver.decode_source(name, data)
+    except DiagnosticError as e:
+        print(driver.render(e.diag, None), file=sys.stderr)
+        return 1
+    opts = options_from(o, name)
+    results = driver.run_buffer(
+        source,
+        lambda text, engine: process_chunk(text, engine, opts),
+        split=o["split"],
+        verify=o["verify"],
+    )
+    buf = io.StringIO()
+    status = driver.report(
+        source, results, buf, sys.stderr, split=o["split"], output_marker=o["output_marker"]
+    )
+    # stdout is streamed as MLIR does; an output file is only kept on success
+    if status == 0 or o["output"] in (None, "-"):
+        driver.write_output(o["output"], buf.getvalue())
+    return status
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    return driver.run_tool(PROG, command_line(), argv, _body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
