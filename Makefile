@@ -4,7 +4,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test generate check-generated fmt conformance bench clean
+.PHONY: setup demo test generate check-generated fmt conformance bench fuzz-bytecode clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -37,6 +37,9 @@ conformance: $(STAMP)
 
 bench: $(STAMP)
 	$(VPY) bench/parse_print.py
+
+fuzz-bytecode: $(STAMP)
+	$(VPY) bench/fuzz_bytecode.py --seconds 600
 
 clean:
 	rm -rf $(VENV) build *.egg-info

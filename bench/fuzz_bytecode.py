@@ -146,8 +146,9 @@ def run_hypothesis(examples: int, timeout: float) -> dict:
     pool = seeds()
     stats = {"inputs": 0, "crash": 0, "hang": 0}
 
-    @settings(max_examples=examples, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(st.integers(0, len(pool) - 1), st.randoms(use_true_random=False))
     def one(i, rnd):
         result = check(mutate(pool[i], rnd), timeout)
@@ -159,13 +160,20 @@ def run_hypothesis(examples: int, timeout: float) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--seconds", type=float, default=60.0, help="time budget of the random run")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds before an input is a hang")
     ap.add_argument("--max-inputs", type=int, default=0)
-    ap.add_argument("--hypothesis", type=int, default=0, metavar="N",
-                    help="run N hypothesis examples instead of the random loop")
+    ap.add_argument(
+        "--hypothesis",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N hypothesis examples instead of the random loop",
+    )
     args = ap.parse_args(argv)
     if args.hypothesis:
         stats = run_hypothesis(args.hypothesis, args.timeout)

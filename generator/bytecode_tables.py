@@ -91,7 +91,8 @@ def bytecode_context(spec: Spec, dialect: str) -> dict:
         layouts[f"{dialect}.{op['name']}"] = op_layout(op, encs)
     for ver in bc["versions"]:
         ceiling = max(
-            (l["opcode"] for l in layouts.values() if _v(l["since"]) <= _v(ver["version"])), default=0
+            (l["opcode"] for l in layouts.values() if _v(l["since"]) <= _v(ver["version"])),
+            default=0,
         )
         if ceiling != ver["opcode_ceiling"]:
             raise SpecError(

@@ -44,8 +44,16 @@ _ATTR_BASE = {
 }
 
 #: Parameter count of each dialect type/attribute defined here (for ``irdl.parametric``).
-PARAM_COUNT = {"ptr": 1, "tile": 2, "token": 0, "tensor_view": 3, "partition_view": 4,
-               "strided_view": 5, "gather_scatter_view": 4, "padding_value": 1}
+PARAM_COUNT = {
+    "ptr": 1,
+    "tile": 2,
+    "token": 0,
+    "tensor_view": 3,
+    "partition_view": 4,
+    "strided_view": 5,
+    "gather_scatter_view": 4,
+    "padding_value": 1,
+}
 
 #: Dialect types and their kind in constraints.yaml ``match.kind``.
 VIEW_TYPES = ("partition_view", "strided_view", "gather_scatter_view")
@@ -109,7 +117,9 @@ class _Body:
         elems = self.elements(names)
         alts = []
         for e in elems:
-            alts.append(self.of_kind("ptr", len(elems) == 1) if e == "ptr" else self.new(f"irdl.is {e}"))
+            alts.append(
+                self.of_kind("ptr", len(elems) == 1) if e == "ptr" else self.new(f"irdl.is {e}")
+            )
         return alts[0] if len(alts) == 1 else self.new(f"irdl.any_of({', '.join(alts)})")
 
     def any_of_bases(self, names) -> str:
@@ -117,13 +127,17 @@ class _Body:
         return alts[0] if len(alts) == 1 else self.new(f"irdl.any_of({', '.join(alts)})")
 
     # ----- type constraints (constraints.yaml ``match``)
-    def type_constraint(self, match: Optional[dict], shape: Optional[str] = None,
-                        elem: Optional[str] = None) -> str:
+    def type_constraint(
+        self, match: Optional[dict], shape: Optional[str] = None, elem: Optional[str] = None
+    ) -> str:
         kind = (match or {}).get("kind", "any")
         if kind == "tile":
             if shape is None:
-                shape = self.new("irdl.is array<i64>" if match.get("rank") == 0
-                                 else f"irdl.base {_ATTR_BASE['dense_array']}")
+                shape = self.new(
+                    "irdl.is array<i64>"
+                    if match.get("rank") == 0
+                    else f"irdl.base {_ATTR_BASE['dense_array']}"
+                )
             if elem is None:
                 elem = self.element(match.get("element"))
             return self.new(f"irdl.parametric {self.sym('tile')}<{shape}, {elem}>")
@@ -133,7 +147,9 @@ class _Body:
             return self.any_of_bases(VIEW_TYPES)
         if kind == "cuda_tile":
             numbers = [self.new(f"irdl.is {e}") for e in self.elements(["AnyInt", "AnyFloat"])]
-            bases = [self.of_kind(n, False) for n in ("tile", "ptr", "token", "tensor_view") + VIEW_TYPES]
+            bases = [
+                self.of_kind(n, False) for n in ("tile", "ptr", "token", "tensor_view") + VIEW_TYPES
+            ]
             return self.new(f"irdl.any_of({', '.join(numbers + bases)})")
         return self.new("irdl.any")
 
@@ -162,7 +178,9 @@ class _Body:
 
 def _strip_wrappers(constraint: str) -> tuple[str, bool]:
     """``OptionalAttr<X>``/``DefaultValuedAttr<X, d>`` -> (X, has_default_or_optional)."""
-    m = re.fullmatch(r"(OptionalAttr|DefaultValuedAttr|DefaultValuedOptionalAttr)<(.*)>", constraint)
+    m = re.fullmatch(
+        r"(OptionalAttr|DefaultValuedAttr|DefaultValuedOptionalAttr)<(.*)>", constraint
+    )
     if not m:
         return constraint, False
     inner = m.group(2)
@@ -175,6 +193,27 @@ def _strip_wrappers(constraint: str) -> tuple[str, bool]:
                 inner = inner[:i]
                 break
     return inner.strip(), True
+
+
+def trait_rules(op: dict) -> list[dict]:
+    """Verify-style rules implied by shape/element traits (MLIR ``SameOperands...`` traits)."""
+    operands = [o["name"] for o in op.get("operands", [])]
+    everything = operands + [r["name"] for r in op.get("results", [])]
+    rules: list[dict] = []
+    for t in op.get("traits") or []:
+        if t == "SameOperandsAndResultShape":
+            rules.append({"same_shape": everything})
+        elif t == "SameOperandsAndResultElementType":
+            rules.append({"same_element_type": everything})
+        elif t == "SameOperandsShape":
+            rules.append({"same_shape": operands})
+        elif t == "SameOperandsElementType":
+            rules.append({"same_element_type": operands})
+        else:
+            m = re.fullmatch(r"TypesMatchWith\((\w+)->(\w+) via ::getI1SameShape\(\$_self\)\)", t)
+            if m:
+                rules.append({"same_shape": [m.group(1), m.group(2)]})
+    return rules
 
 
 class _UnionFind:
@@ -205,18 +244,23 @@ def op_irdl(op: dict, dialect: str, constraints: dict, enums: dict[str, dict]) -
     unknown = sorted({v["type"] for v, _ in values if v["type"] not in types})
 
     same_type, same_shape, same_elem = _UnionFind(), _UnionFind(), _UnionFind()
-    for rule in op.get("verify") or []:
+    for rule in list(op.get("verify") or []) + trait_rules(op):
         if not isinstance(rule, dict):
             continue
-        for key, uf in (("same_type", same_type), ("same_shape", same_shape),
-                        ("same_element_type", same_elem)):
+        for key, uf in (
+            ("same_type", same_type),
+            ("same_shape", same_shape),
+            ("same_element_type", same_elem),
+        ):
             names = [n for n in rule.get(key, []) if kinds.get(n, "variadic") != "variadic"]
             if key != "same_type":
                 names = [n for n in names if (match_of[n] or {}).get("kind") == "tile"]
             if len(names) > 1:
                 uf.union(names)
                 if key == "same_type":
-                    same_shape.union([n for n in names if (match_of[n] or {}).get("kind") == "tile"])
+                    same_shape.union(
+                        [n for n in names if (match_of[n] or {}).get("kind") == "tile"]
+                    )
                     same_elem.union([n for n in names if (match_of[n] or {}).get("kind") == "tile"])
 
     shared: dict[str, str] = {}
@@ -233,11 +277,13 @@ def op_irdl(op: dict, dialect: str, constraints: dict, enums: dict[str, dict]) -
         shape = elem = None
         if (match or {}).get("kind") == "tile":
             s_root, e_root = same_shape.find(name), same_elem.find(name)
-            if s_root not in shape_vars and any(same_shape.find(o) == s_root and o != name
-                                                for o in kinds):
+            if s_root not in shape_vars and any(
+                same_shape.find(o) == s_root and o != name for o in kinds
+            ):
                 shape_vars[s_root] = body.shape_var(match)
-            if e_root not in elem_vars and any(same_elem.find(o) == e_root and o != name
-                                               for o in kinds):
+            if e_root not in elem_vars and any(
+                same_elem.find(o) == e_root and o != name for o in kinds
+            ):
                 elem_vars[e_root] = body.element(match.get("element"))
             shape, elem = shape_vars.get(s_root), elem_vars.get(e_root)
         var = body.type_constraint(match, shape, elem)
@@ -259,7 +305,9 @@ def op_irdl(op: dict, dialect: str, constraints: dict, enums: dict[str, dict]) -
         constraint, wrapped = _strip_wrappers(a.get("constraint") or "")
         if a.get("optional") or wrapped or a.get("default") is not None:
             continue  # IRDL attributes are always required
-        match = (attr_table.get(constraint) or {}).get("match") or {"attr": _KIND_ATTR.get(a["kind"])}
+        match = (attr_table.get(constraint) or {}).get("match") or {
+            "attr": _KIND_ATTR.get(a["kind"])
+        }
         if match.get("attr") == "enum" and match.get("enum") not in enums:
             match = {"attr": "any"}
         attributes.append((a["name"], body.attr_constraint(match, enums)))
@@ -267,7 +315,7 @@ def op_irdl(op: dict, dialect: str, constraints: dict, enums: dict[str, dict]) -
     regions = []
     no_args = "NoRegionArguments" in (op.get("traits") or [])
     for r in op.get("regions", []):
-        blocks = (constraints.get("regions", {}).get(r.get("constraint", "AnyRegion")) or {})
+        blocks = constraints.get("regions", {}).get(r.get("constraint", "AnyRegion")) or {}
         size = blocks.get("blocks")
         rhs = "irdl.region()" if no_args else "irdl.region"
         var = body.new(f"{rhs} with size {size}" if size else rhs)
@@ -319,22 +367,50 @@ def type_defs(dialect: str, groups: dict[str, list[str]]) -> list[dict]:
         return b.new(f"irdl.any_of({enum_attr}, {b.new('irdl.is unit')})")
 
     typedef("ptr", lambda b: [("pointee", b.element(["AnyInt", "AnyFloat"]))])
-    typedef("tile", lambda b: [("shape", b.new(dense)),
-                               ("element", b.element(["AnyInt", "AnyFloat", "i4", "ptr"]))])
+    typedef(
+        "tile",
+        lambda b: [
+            ("shape", b.new(dense)),
+            ("element", b.element(["AnyInt", "AnyFloat", "i4", "ptr"])),
+        ],
+    )
     typedef("token", lambda b: [])
-    typedef("tensor_view", lambda b: [("element", b.element(["AnyInt", "AnyFloat"])),
-                                      ("shape", b.new(dense)), ("strides", b.new(dense))])
-    typedef("partition_view", lambda b: [
-        ("tile_shape", b.new(dense)), ("tensor_view", b.any_of_bases(["tensor_view"])),
-        ("dim_map", b.new(dense)), ("padding_value", padding(b))])
-    typedef("strided_view", lambda b: [
-        ("tile_shape", b.new(dense)), ("traversal_strides", b.new(dense)),
-        ("tensor_view", b.any_of_bases(["tensor_view"])), ("dim_map", b.new(dense)),
-        ("padding_value", padding(b))])
-    typedef("gather_scatter_view", lambda b: [
-        ("tile_shape", b.new(dense)), ("tensor_view", b.any_of_bases(["tensor_view"])),
-        ("sparse_dim", b.new(f"irdl.base {_ATTR_BASE['integer']}")),
-        ("padding_value", padding(b))])
+    typedef(
+        "tensor_view",
+        lambda b: [
+            ("element", b.element(["AnyInt", "AnyFloat"])),
+            ("shape", b.new(dense)),
+            ("strides", b.new(dense)),
+        ],
+    )
+    typedef(
+        "partition_view",
+        lambda b: [
+            ("tile_shape", b.new(dense)),
+            ("tensor_view", b.any_of_bases(["tensor_view"])),
+            ("dim_map", b.new(dense)),
+            ("padding_value", padding(b)),
+        ],
+    )
+    typedef(
+        "strided_view",
+        lambda b: [
+            ("tile_shape", b.new(dense)),
+            ("traversal_strides", b.new(dense)),
+            ("tensor_view", b.any_of_bases(["tensor_view"])),
+            ("dim_map", b.new(dense)),
+            ("padding_value", padding(b)),
+        ],
+    )
+    typedef(
+        "gather_scatter_view",
+        lambda b: [
+            ("tile_shape", b.new(dense)),
+            ("tensor_view", b.any_of_bases(["tensor_view"])),
+            ("sparse_dim", b.new(f"irdl.base {_ATTR_BASE['integer']}")),
+            ("padding_value", padding(b)),
+        ],
+    )
     return out
 
 
@@ -373,8 +449,13 @@ def attr_defs(dialect: str, enums: list[dict]) -> list[dict]:
         out.append({"name": name, "lines": body.lines, "params": ps})
     for name in OPAQUE_ATTRS:
         body = _Body(dialect, {})
-        out.append({"name": name, "lines": body.lines,
-                    "params": [("text", body.new(f"irdl.base {_ATTR_BASE['string']}"))]})
+        out.append(
+            {
+                "name": name,
+                "lines": body.lines,
+                "params": [("text", body.new(f"irdl.base {_ATTR_BASE['string']}"))],
+            }
+        )
     return out
 
 

@@ -58,6 +58,7 @@ FLOAT_WIDTHS = {
     "f8E5M2": 8,
     "f8E8M0FNU": 8,
     "f4E2M1FN": 4,
+    "fnv8E5M3FNU": 8,
 }
 
 #: Storage width in bits (tf32 is stored in 32 bits).

@@ -4,7 +4,15 @@ import os
 
 import pytest
 
-from bytecode_helpers import CORPUS_FILES, NEGATIVE, fingerprint, nonblank, nvidia_tool, run_tool, stem
+from bytecode_helpers import (
+    CORPUS_FILES,
+    NEGATIVE,
+    fingerprint,
+    nonblank,
+    nvidia_tool,
+    run_tool,
+    stem,
+)
 from tilegen.runtime.bytecode import read_bytecode, read_version, write_bytecode
 
 TILEIRDISASM = nvidia_tool("tileirdisasm")
@@ -59,15 +67,34 @@ def test_tileiras_compiles_rewritten_bytes(tmp_path, name):
     data, version, module = _load(path[0])
     ours = tmp_path / "k.tileirbc"
     ours.write_bytes(write_bytecode(module, version))
-    r = run_tool(TILEIRAS, "--gpu-name=sm_90", str(ours), "-o", str(tmp_path / "k.cubin"), timeout=120)
+    r = run_tool(
+        TILEIRAS, "--gpu-name=sm_90", str(ours), "-o", str(tmp_path / "k.cubin"), timeout=120
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "k.cubin").stat().st_size > 0
 
 
-@pytest.mark.parametrize("path", [p for p in CORPUS_FILES if p.endswith(".v13_1.tileirbc")][:6],
-                         ids=os.path.basename)
+@pytest.mark.parametrize(
+    "path", [p for p in CORPUS_FILES if p.endswith(".v13_1.tileirbc")][:6], ids=os.path.basename
+)
 def test_upgrade_13_1_to_13_4_keeps_the_ir(path):
     _, _, module = _load(path)
     up = read_bytecode(write_bytecode(module, "13.4"), "up")
     assert read_version(write_bytecode(up, "13.4")) == "13.4"
     assert [op.name for op in up.walk()] == [op.name for op in module.walk()]
+
+
+@pytest.mark.skipif(TILEIRDISASM is None, reason="tileirdisasm not installed")
+@pytest.mark.parametrize("name", ["vec_add", "matmul_f16", "softmax", "atomics"])
+def test_downgrade_13_4_to_13_1_is_accepted_by_nvidia(tmp_path, name):
+    path = [p for p in CORPUS_FILES if os.path.basename(p) == name + ".tileirbc"]
+    if not path:
+        pytest.skip(f"{name} not in corpus")
+    _, version, module = _load(path[0])
+    assert version == "13.4"
+    ours = tmp_path / "k.tileirbc"
+    ours.write_bytes(write_bytecode(module, "13.1"))
+    assert read_version(ours.read_bytes()) == "13.1"
+    a, b = run_tool(TILEIRDISASM, path[0]), run_tool(TILEIRDISASM, str(ours))
+    assert b.returncode == 0, b.stderr
+    assert nonblank(a.stdout) == nonblank(b.stdout)

@@ -5,12 +5,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilegen.runtime.bytecode.errors import BytecodeError
-from tilegen.runtime.bytecode.varint import Cursor, Writer, encode_svarint, encode_varint, unzigzag, zigzag
+from tilegen.runtime.bytecode.varint import (
+    Cursor,
+    Writer,
+    encode_svarint,
+    encode_varint,
+    unzigzag,
+    zigzag,
+)
 
 
 @pytest.mark.parametrize(
     "value,encoded",
-    [(0, b"\x00"), (127, b"\x7f"), (128, b"\x80\x01"), (130, b"\x82\x01"), (2**64 - 1, b"\xff" * 9 + b"\x01")],
+    [
+        (0, b"\x00"),
+        (127, b"\x7f"),
+        (128, b"\x80\x01"),
+        (130, b"\x82\x01"),
+        (2**64 - 1, b"\xff" * 9 + b"\x01"),
+    ],
 )
 def test_varint_canonical_bytes(value, encoded):
     assert encode_varint(value) == encoded
@@ -45,8 +58,11 @@ def test_truncated_and_overlong_varints_fail_cleanly():
 
 
 def test_varint_maximum_message():
-    with pytest.raises(BytecodeError, match=r"varint value exceeds maximum supported capacity\. "
-                       r"\(expected value less than 5, got 6\)\."):
+    with pytest.raises(
+        BytecodeError,
+        match=r"varint value exceeds maximum supported capacity\. "
+        r"\(expected value less than 5, got 6\)\.",
+    ):
         Cursor(b"\x06").varint(maximum=5)
 
 

@@ -6,8 +6,19 @@ import pytest
 
 from bytecode_helpers import BYTECODE_TESTS, CORPUS_FILES
 from tilegen.runtime import types as ty
-from tilegen.runtime.attributes import DenseElementsAttr, EnumAttr, IntegerAttr, StringAttr, UnitAttr
-from tilegen.runtime.bytecode import BytecodeError, BytecodeWriteError, read_bytecode, write_bytecode
+from tilegen.runtime.attributes import (
+    DenseElementsAttr,
+    EnumAttr,
+    IntegerAttr,
+    StringAttr,
+    UnitAttr,
+)
+from tilegen.runtime.bytecode import (
+    BytecodeError,
+    BytecodeWriteError,
+    read_bytecode,
+    write_bytecode,
+)
 from tilegen.runtime.bytecode.reader import decode_dense
 from tilegen.runtime.bytecode.writer import encode_dense
 from tilegen.runtime.ir import Operation
@@ -31,7 +42,10 @@ def _error(data: bytes) -> list[str]:
     "name,message",
     [
         ("invalid_magic_number.tileirbc", "invalid magic number"),
-        ("unsupported_version.tileirbc", "unsupported Tile version 18.0.0, this reader supports versions"),
+        (
+            "unsupported_version.tileirbc",
+            "unsupported Tile version 18.0.0, this reader supports versions",
+        ),
         ("invalid_section_id.tileirbc", "unknown section ID: 127"),
         ("excessive_section_length.tileirbc", "end section is not the last section"),
         ("invalid_dense_map_value.bc", "array contains unsupported value -2147483648"),
@@ -45,7 +59,9 @@ def test_invalid_fixtures_rejected_with_nvidia_message(name, message):
 
 def test_new_type_in_old_file_is_rejected():
     messages = _error((INPUTS / "f4e2m1fn-in-13.1.tileirbc").read_bytes())
-    assert "type 'Float4E2M1FN' requires bytecode version 13.3+, file version is 13.1" in messages[0]
+    assert (
+        "type 'Float4E2M1FN' requires bytecode version 13.3+, file version is 13.1" in messages[0]
+    )
 
 
 def _negi_module():
@@ -62,7 +78,10 @@ def test_newer_attribute_with_non_default_value_is_refused():
     m = _negi_module()
     negi = next(op for op in m.walk() if op.name == "cuda_tile.negi")
     negi.attributes["overflow"] = EnumAttr("IntegerOverflow", 1)
-    with pytest.raises(BytecodeWriteError, match=r"attribute 'overflow' requires bytecode version 13\.2\+, but targeting 13\.1"):
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"attribute 'overflow' requires bytecode version 13\.2\+, but targeting 13\.1",
+    ):
         write_bytecode(m, "13.1")
     again = read_bytecode(write_bytecode(m, "13.2"))
     kinds = [op.attributes["overflow"].value for op in again.walk() if op.name == "cuda_tile.negi"]
@@ -74,7 +93,9 @@ def test_default_attribute_is_omitted_in_old_versions():
     old, new = write_bytecode(m, "13.1"), write_bytecode(m, "13.2")
     # negi = opcode 0x50, result type#2, [overflow enum 13.2+], operand val#0
     assert b"\x50\x02\x00\x00" in new and b"\x50\x02\x00\x00" not in old
-    assert old == (INPUTS / "negi-op-13.1.tileirbc").read_bytes()  # byte-identical to NVIDIA's writer
+    assert (
+        old == (INPUTS / "negi-op-13.1.tileirbc").read_bytes()
+    )  # byte-identical to NVIDIA's writer
 
 
 def test_print_tko_token_is_synthesized_for_13_1_and_not_numbered():
@@ -91,7 +112,10 @@ def test_used_newer_result_is_refused():
     pr = next(op for op in m.walk() if op.name == "cuda_tile.print_tko")
     join = Operation("cuda_tile.join_tokens", [pr.results[0], pr.results[0]], [ty.TOKEN])
     pr.parent.insert(pr.parent.ops.index(pr) + 1, join)
-    with pytest.raises(BytecodeWriteError, match=r"result 'result_token' requires bytecode version 13\.2 but is being used and targeting 13\.1\. Cannot serialize"):
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"result 'result_token' requires bytecode version 13\.2 but is being used and targeting 13\.1\. Cannot serialize",
+    ):
         write_bytecode(m, "13.1")
 
 
@@ -100,7 +124,10 @@ def test_op_newer_than_target_is_refused():
     if not newer:
         pytest.skip("newer_ops kernel not in corpus")
     m = read_bytecode(open(newer[0], "rb").read())
-    with pytest.raises(BytecodeWriteError, match=r"operation 'cuda_tile\.\w+' is not available in bytecode version 13\.3"):
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"operation 'cuda_tile\.\w+' is not available in bytecode version 13\.3",
+    ):
         write_bytecode(m, "13.3")
 
 
@@ -116,33 +143,54 @@ def test_opcode_beyond_version_ceiling_and_holes():
 def test_header_version_and_tag_checks():
     data = bytearray((INPUTS / "negi-op-13.1.tileirbc").read_bytes())
     data[9] = 6
-    assert "unsupported Tile version 13.6.0, this reader supports versions [13.1 - 13.5]" in _error(bytes(data))[0]
+    assert (
+        "unsupported Tile version 13.6.0, this reader supports versions [13.1 - 13.5]"
+        in _error(bytes(data))[0]
+    )
     data[9] = 1
     data[10:12] = struct.pack("<H", 3)
     assert "header has unrecognized version tag bits (0x2);" in _error(bytes(data))[0]
 
 
 def test_writer_rejects_unknown_version():
-    with pytest.raises(BytecodeWriteError, match=r"unsupported version requested 12\.0, must be in range \[13\.1, 13\.4\]"):
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"unsupported version requested 12\.0, must be in range \[13\.1, 13\.4\]",
+    ):
         write_bytecode(_negi_module(), "12.0")
 
 
 def _module_with_global(**attrs):
     m = _negi_module()
     value = DenseElementsAttr(ty.TileType((2,), ty.F32), (1.0, 2.0))
-    g = Operation("cuda_tile.global", attributes={
-        "sym_name": StringAttr("g"), "value": value, "alignment": IntegerAttr(0, ty.I64), **attrs})
+    g = Operation(
+        "cuda_tile.global",
+        attributes={
+            "sym_name": StringAttr("g"),
+            "value": value,
+            "alignment": IntegerAttr(0, ty.I64),
+            **attrs,
+        },
+    )
     m.regions[0].blocks[0].insert(0, g)
     return m
 
 
 def test_global_fields_are_version_gated():
-    with pytest.raises(BytecodeWriteError, match=r"constant global `g` cannot be encoded in bytecode version 13\.1 \(the `constant` attribute requires bytecode 13\.3\+\)"):
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"constant global `g` cannot be encoded in bytecode version 13\.1 \(the `constant` attribute requires bytecode 13\.3\+\)",
+    ):
         write_bytecode(_module_with_global(constant=UnitAttr()), "13.1")
     private = {"symbol_visibility": EnumAttr("SymbolVisibility", 1)}
-    with pytest.raises(BytecodeWriteError, match=r"global `g` uses non-public symbol visibility, which cannot be encoded in bytecode version 13\.2"):
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"global `g` uses non-public symbol visibility, which cannot be encoded in bytecode version 13\.2",
+    ):
         write_bytecode(_module_with_global(**private), "13.2")
-    back = read_bytecode(write_bytecode(_module_with_global(constant=UnitAttr(), **private), "13.3"))
+    back = read_bytecode(
+        write_bytecode(_module_with_global(constant=UnitAttr(), **private), "13.3")
+    )
     g = next(op for op in back.walk() if op.name == "cuda_tile.global")
     assert "constant" in g.attributes and g.attributes["symbol_visibility"].value == 1
     assert g.attributes["value"].values == (1.0, 2.0)
@@ -151,7 +199,9 @@ def test_global_fields_are_version_gated():
 def test_producer_section_only_from_13_3():
     m = _negi_module()
     m.attributes["producer"] = StringAttr("tilegen test")
-    assert read_bytecode(write_bytecode(m, "13.3")).attributes["producer"] == StringAttr("tilegen test")
+    assert read_bytecode(write_bytecode(m, "13.3")).attributes["producer"] == StringAttr(
+        "tilegen test"
+    )
     assert "producer" not in read_bytecode(write_bytecode(m, "13.2")).attributes
 
 
@@ -159,7 +209,10 @@ def test_newer_element_type_is_refused_by_writer():
     m = _negi_module()
     const = next(op for op in m.walk() if op.name == "cuda_tile.constant")
     const.results[0].type = ty.TileType((2,), ty.FloatType("f8E8M0FNU"))
-    with pytest.raises(BytecodeWriteError, match=r"type 'Float8E8M0FNU' requires bytecode version 13\.2\+, targeting 13\.1"):
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"type 'Float8E8M0FNU' requires bytecode version 13\.2\+, targeting 13\.1",
+    ):
         write_bytecode(m, "13.1")
 
 
@@ -170,5 +223,38 @@ def test_i1_constants_are_bit_packed():
     assert encode_dense(DenseElementsAttr(t16, (1,))) == b"\x01\xff"
     assert decode_dense(t16, b"\xaa\xaa").values == alternating.values
     assert decode_dense(t16, b"\xff").values == (1,)
-    with pytest.raises(BytecodeError, match="i1 dense attribute payload size 16 is not a recognized encoding for 16 elements"):
+    with pytest.raises(
+        BytecodeError,
+        match="i1 dense attribute payload size 16 is not a recognized encoding for 16 elements",
+    ):
         decode_dense(t16, bytes(16))
+
+
+def test_fnv8_type_is_13_4_only():
+    from tilegen.runtime.asm.dense import dense_from_bits
+
+    m = _negi_module()
+    block = m.regions[0].blocks[0].ops[0].regions[0].blocks[0]
+    for op in block.ops[1:3]:
+        op.erase()
+    const = block.ops[0]
+    t = ty.TileType((4,), ty.FloatType("fnv8E5M3FNU"))
+    const.results[0].type = t
+    const.attributes["value"] = dense_from_bits(t, [0x38, 0x40, 0xFE, 0xFF])
+    data = write_bytecode(m, "13.4")
+    assert b"\x82\x01" in data  # tag 130 is a two-byte varint
+    back = next(op for op in read_bytecode(data).walk() if op.name == "cuda_tile.constant")
+    assert back.attributes["value"].bits == (0x38, 0x40, 0xFE, 0xFF)
+    assert back.attributes["value"].values[:3] == (0.00390625, 0.0078125, 114688.0)
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"type 'FloatNV8E5M3FNU' requires bytecode version 13\.4\+, targeting 13\.3",
+    ):
+        write_bytecode(m, "13.3")
+    old = data.replace(b"\x0d\x04\x00\x00", b"\x0d\x03\x00\x00", 1)
+    messages = _error(old)
+    assert (
+        messages[0]
+        == "type 'FloatNV8E5M3FNU' requires bytecode version 13.4+, file version is 13.3"
+    )
+    assert "failed to get result type 0 for ConstantOp" in messages[2]

@@ -17,8 +17,8 @@ needs_shared = pytest.mark.skipif(
 )
 
 #: Floors measured on the tree (raise them as the parser/verifier land; never lower them).
-MIN_DIALECT_PASS = 0
-MIN_DIALECT_ERRORS_HIT = 30
+MIN_DIALECT_PASS = 21
+MIN_DIALECT_ERRORS_HIT = 812
 
 
 def test_run_lines_join_continuations(tmp_path):
@@ -112,7 +112,7 @@ def test_dialect_suite_does_not_regress():
     assert "Dialect/CudaTile/debuginfo_update_symbol_names.mlir" in unsupported
     assert t["pass"] >= MIN_DIALECT_PASS, t
     assert t["errors_hit"] >= MIN_DIALECT_ERRORS_HIT, t
-    md = conformance.render_markdown(rows, 1.0)
+    md = conformance.render_markdown(rows)
     assert f"**{t['pass']} of 28**" in md and md.count("| `Dialect/CudaTile/") == 28
 
 

@@ -35,11 +35,13 @@ def _check(kernel: dict, result: dict, expected_npz: Path) -> None:
         keys = [k for k in d.files if k.startswith("expected__")]
         assert keys
         for key in keys:
-            name = key[len("expected__"):]
+            name = key[len("expected__") :]
             exp, got = d[key], result[name]
             assert got.dtype == exp.dtype and got.shape == exp.shape, name
             if exp.dtype.kind == "f":
-                np.testing.assert_allclose(got, exp, rtol=rtol, atol=atol, equal_nan=True, err_msg=name)
+                np.testing.assert_allclose(
+                    got, exp, rtol=rtol, atol=atol, equal_nan=True, err_msg=name
+                )
             else:
                 np.testing.assert_array_equal(got, exp, err_msg=name)
 
@@ -48,6 +50,7 @@ def _load(f: Path):
     if f.suffix == ".mlir":
         try:
             from tilegen.runtime.asm import parse_module  # noqa: F401
+
             return load_module(f)
         except RunError as e:
             if "custom format" in str(e) or "no parser" in str(e):

@@ -37,16 +37,19 @@ def entry(name="test", loc=None, ret_loc=None):
     block = Block()
     block.append(Operation("cuda_tile.return", loc=ret_loc or SRC))
     attrs = {"sym_name": StringAttr(name), "function_type": TypeAttr(FunctionType((), ()))}
-    return Operation("cuda_tile.entry", attributes=attrs, regions=[Region([block])],
-                     loc=loc or SRC)
+    return Operation("cuda_tile.entry", attributes=attrs, regions=[Region([block])], loc=loc or SRC)
 
 
 def module(*ops):
     block = Block()
     for o in ops:
         block.append(o)
-    return Operation("cuda_tile.module", attributes={"sym_name": StringAttr("kernels")},
-                     regions=[Region([block])], loc=SRC)
+    return Operation(
+        "cuda_tile.module",
+        attributes={"sym_name": StringAttr("kernels")},
+        regions=[Region([block])],
+        loc=SRC,
+    )
 
 
 def messages(m) -> list[str]:
@@ -89,8 +92,10 @@ def test_op_scopes_against_function_scope():
 def test_globals_must_not_have_scope():
     g = Operation(
         "cuda_tile.global",
-        attributes={"sym_name": StringAttr("g"),
-                    "value": DenseElementsAttr(TileType((2,), F32), (0.0,))},
+        attributes={
+            "sym_name": StringAttr("g"),
+            "value": DenseElementsAttr(TileType((2,), F32), (0.0,)),
+        },
         loc=di(SP),
     )
     (msg,) = messages(module(g, entry()))

@@ -64,8 +64,10 @@ def func(body_ops, arg_types=(), result_types=(), name="f", kind="testing$func",
     block = Block(list(arg_types))
     for o in body_ops(block) if callable(body_ops) else body_ops:
         block.append(o)
-    a = {"sym_name": StringAttr(name),
-         "function_type": TypeAttr(FunctionType(tuple(arg_types), tuple(result_types)))}
+    a = {
+        "sym_name": StringAttr(name),
+        "function_type": TypeAttr(FunctionType(tuple(arg_types), tuple(result_types))),
+    }
     a.update(attrs or {})
     return op(kind, attrs=a, regions=[region(block)])
 
@@ -130,7 +132,7 @@ def _for(bound_t, iv_t, inits, iter_types, result_types, body=()):
 def test_for_region_rules():
     (init,) = values(SF32)
     f = _for(S32, S32, [init], [TileType((), F64)], [SF32])
-    (msg, *_) = errors(module(func([f])), module=True)
+    msg, *_ = errors(module(func([f])), module=True)
     assert msg == (
         "error: 'cuda_tile.for' op init value 0 and region iter_value 0 have different type: "
         "'!cuda_tile.tile<f32>' != '!cuda_tile.tile<f64>'"
@@ -200,10 +202,11 @@ def test_entry_and_globals():
     ]
     e = func([op("return")], result_types=[S32], kind="entry")
     assert errors(e) == ["error: 'cuda_tile.entry' op entry op must not return values"]
-    g = op("global", attrs={"sym_name": StringAttr("g1"),
-                            "value": DenseElementsAt(TileType((2,), F16))})
-    getter = op("get_global", [], [TileType((), PointerType(F32))],
-                {"name": SymbolRefAttr("g1")})
+    g = op(
+        "global",
+        attrs={"sym_name": StringAttr("g1"), "value": DenseElementsAt(TileType((2,), F16))},
+    )
+    getter = op("get_global", [], [TileType((), PointerType(F32))], {"name": SymbolRefAttr("g1")})
     m = module(g, func([getter, op("return")]))
     assert errors(m, module=True) == [
         "error: 'cuda_tile.get_global' op pointee type of result type '!cuda_tile.ptr<f32>' "
@@ -213,8 +216,10 @@ def test_entry_and_globals():
     assert errors(module(g, func([getter, op("return")])), module=True) == [
         "error: 'cuda_tile.get_global' op 'g2' does not reference a valid global"
     ]
-    g2 = op("global", attrs={"sym_name": StringAttr("g"),
-                             "value": DenseElementsAt(TileType((2, 2), F16))})
+    g2 = op(
+        "global",
+        attrs={"sym_name": StringAttr("g"), "value": DenseElementsAt(TileType((2, 2), F16))},
+    )
     assert errors(g2) == ["error: 'cuda_tile.global' op type must have rank 1"]
 
 
@@ -235,8 +240,9 @@ def test_entry_hints_warn_and_error():
         "warning: unknown hint key sm_100a",
         "error: 'cuda_tile.entry' op Optimization hints verification failed",
     ]
-    e = _hinted_entry({"sm_100": {"num_cta_in_cga": IntegerAttr(3),
-                                  "num_worker_warps_per_cta": StringAttr("a")}})
+    e = _hinted_entry(
+        {"sm_100": {"num_cta_in_cga": IntegerAttr(3), "num_worker_warps_per_cta": StringAttr("a")}}
+    )
     assert errors(e, VerifyOptions(unsupported_hints=True)) == [
         "warning: expected power-of-two ≤ 16 for sm_100.num_cta_in_cga",
         "warning: integer value expected for sm_100.num_worker_warps_per_cta",
@@ -272,8 +278,9 @@ def test_reduce_verify_and_infer():
         "error: 'cuda_tile.reduce' op expect same type for operand at index: 1 and identity at "
         "index: 1 but got: 'i32' and 'f32'"
     ]
-    r = _reduce("reduce", [t8f, t8i], [TileType((1,), F32), S32], [zf, zi],
-                [SF32] * 2 + [S32] * 2, [0, 2])
+    r = _reduce(
+        "reduce", [t8f, t8i], [TileType((1,), F32), S32], [zf, zi], [SF32] * 2 + [S32] * 2, [0, 2]
+    )
     assert errors(r) == [
         "error: 'cuda_tile.reduce' op inferred type(s) '!cuda_tile.tile<f32>', "
         "'!cuda_tile.tile<i32>' are incompatible with return type(s) of operation "
@@ -289,8 +296,14 @@ def test_reduce_verify_and_infer():
     ]
     # f16/bf16 identities are interchangeable
     t8h = TileType((8,), F16)
-    r = _reduce("reduce", [t8h], [TileType((), F16)], [FloatAttr(0.0, FloatType("bf16"))],
-                [TileType((), F16)] * 2, [0])
+    r = _reduce(
+        "reduce",
+        [t8h],
+        [TileType((), F16)],
+        [FloatAttr(0.0, FloatType("bf16"))],
+        [TileType((), F16)] * 2,
+        [0],
+    )
     assert errors(r) == []
 
 
@@ -302,9 +315,13 @@ def test_reduce_body_rules():
         "error: 'cuda_tile.reduce' op expect same element type for block argument at index: 0 "
         "and 1 but got: 'f32' and 'i32'"
     ]
-    printer = op("print_tko", [], [TOKEN], {"str": StringAttr("step"),
-                                            "operandSegmentSizes": DenseArrayAttr(I32, (0, 0))},
-                 loc=FileLineColLoc("t.mlir", 9, 7))
+    printer = op(
+        "print_tko",
+        [],
+        [TOKEN],
+        {"str": StringAttr("step"), "operandSegmentSizes": DenseArrayAttr(I32, (0, 0))},
+        loc=FileLineColLoc("t.mlir", 9, 7),
+    )
     r = _reduce("reduce", [t8f], [SF32], [zf], [SF32, SF32], [0], body=[printer])
     diag = DiagnosticEngine()
     verify_module(module(func([r, op("return")])), diag)
@@ -331,9 +348,13 @@ def test_mma_shapes_and_types():
         "expects accumulator/result type to be one of {'f16', 'f32'}, but got 'f64'"
     ]
     e4, e5, e8 = FloatType("f8E4M3FN"), FloatType("f8E5M2"), FloatType("f8E8M0FNU")
-    lhs, rhs, acc, ls, rs = values(TileType((128, 128), e5), TileType((128, 128), e5),
-                                   TileType((128, 128), F32), TileType((128, 8), e8),
-                                   TileType((8, 128), e8))
+    lhs, rhs, acc, ls, rs = values(
+        TileType((128, 128), e5),
+        TileType((128, 128), e5),
+        TileType((128, 128), F32),
+        TileType((128, 8), e8),
+        TileType((8, 128), e8),
+    )
     assert errors(op("mmaf_scaled", [lhs, rhs, acc, ls, rs], [acc.type])) == [
         "error: 'cuda_tile.mmaf_scaled' op shape error: f8 element type requires block scale "
         "factor of lhs_scale and rhs_scale to be 32, but got 16"
@@ -346,8 +367,10 @@ def test_mma_shapes_and_types():
 
 
 def _attrs(ordering, scope, mode=None, segs=None):
-    a = {"memory_ordering_semantics": IntegerAttr(ordering, I32),
-         "memory_scope": IntegerAttr(scope, I32)}
+    a = {
+        "memory_ordering_semantics": IntegerAttr(ordering, I32),
+        "memory_scope": IntegerAttr(scope, I32),
+    }
     if mode is not None:
         a["mode"] = IntegerAttr(mode, I32)
     if segs is not None:
@@ -397,11 +420,19 @@ def test_join_tokens_and_print():
         "error: 'cuda_tile.join_tokens' op expect two or more tokens"
     ]
     (x,) = values(SF32)
-    p = op("print_tko", [x], [TOKEN], {"str": StringAttr("%d %"),
-                                      "operandSegmentSizes": DenseArrayAttr(I32, (1, 0))})
+    p = op(
+        "print_tko",
+        [x],
+        [TOKEN],
+        {"str": StringAttr("%d %"), "operandSegmentSizes": DenseArrayAttr(I32, (1, 0))},
+    )
     assert errors(p) == ["error: 'cuda_tile.print_tko' op found unterminated format expression"]
-    p = op("print_tko", [x], [TOKEN], {"str": StringAttr("100%% %f %d"),
-                                      "operandSegmentSizes": DenseArrayAttr(I32, (1, 0))})
+    p = op(
+        "print_tko",
+        [x],
+        [TOKEN],
+        {"str": StringAttr("100%% %f %d"), "operandSegmentSizes": DenseArrayAttr(I32, (1, 0))},
+    )
     assert errors(p) == [
         "error: 'cuda_tile.print_tko' op incorrect number of operands: expected 2, found 1"
     ]
@@ -441,3 +472,21 @@ def test_module_symbols_are_unique():
     assert d.message == "redefinition of symbol named 'k'"
     assert d.loc == FileLineColLoc("t.mlir", 12, 3)
     assert d.notes[0].message == "see existing symbol definition here"
+
+
+def test_loop_carried_values_and_cas():
+    (init,) = values(SF32)
+    block = Block([SF32, SF32])
+    block.append(op("continue", [init]))
+    loop = op("loop", [init], [], regions=[region(block)])
+    assert errors(module(func([loop])), module=True) == [
+        "error: 'cuda_tile.loop' op mismatch in number of region iterator values and loop "
+        "iterator inits: 2 vs 1"
+    ]
+    ptrs, cmp, val = values(TileType((2,), PointerType(I8)), TileType((2,), I8), TileType((2,), I8))
+    cas = op(
+        "atomic_cas_tko", [ptrs, cmp, val], [val.type, TOKEN], _attrs(1, 1, None, (1, 1, 1, 0, 0))
+    )
+    assert errors(cas) == [
+        "error: 'cuda_tile.atomic_cas_tko' op expect only float or integer types with 32 or 64 bit"
+    ]

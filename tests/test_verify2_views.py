@@ -100,7 +100,9 @@ def test_partition_view_rules_in_order():
         "padding_value nan can only be used with floating point element types, got 'i32'"
     )
     assert verify_view_type(pv((4,), tv=itv, pad="zero")) is None
-    assert verify_view_type(pv((4096, 8192))) == "tile would exceed the maximum of 16777216 elements"
+    assert (
+        verify_view_type(pv((4096, 8192))) == "tile would exceed the maximum of 16777216 elements"
+    )
 
 
 def test_strided_and_gather_scatter_view_rules():
@@ -141,24 +143,40 @@ def test_view_indices():
 
 def test_make_tensor_view():
     base, dyn = values(TileType((), PointerType(F32)), TileType((), I64))
-    o = op("make_tensor_view", [base, dyn], [TensorViewType(F32, (32,), (1,))],
-           {"operandSegmentSizes": segs(1, 1, 0)})
+    o = op(
+        "make_tensor_view",
+        [base, dyn],
+        [TensorViewType(F32, (32,), (1,))],
+        {"operandSegmentSizes": segs(1, 1, 0)},
+    )
     assert errors(o) == [
         "error: 'cuda_tile.make_tensor_view' op expected 0 dynamic shape operands, got 1"
     ]
-    o = op("make_tensor_view", [base], [TensorViewType(F64, (), ())],
-           {"operandSegmentSizes": segs(1, 0, 0)})
+    o = op(
+        "make_tensor_view",
+        [base],
+        [TensorViewType(F64, (), ())],
+        {"operandSegmentSizes": segs(1, 0, 0)},
+    )
     assert errors(o) == [
         "error: 'cuda_tile.make_tensor_view' op expected pointer to 'f64' to build tensor_view "
         "of this type, got 'f32'"
     ]
-    o = op("make_tensor_view", [base], [TensorViewType(F32, (32,), (DYNAMIC,))],
-           {"operandSegmentSizes": segs(1, 0, 0)})
+    o = op(
+        "make_tensor_view",
+        [base],
+        [TensorViewType(F32, (32,), (DYNAMIC,))],
+        {"operandSegmentSizes": segs(1, 0, 0)},
+    )
     assert errors(o) == [
         "error: 'cuda_tile.make_tensor_view' op expected 1 dynamic stride operands, got 0"
     ]
-    o = op("make_tensor_view", [base, dyn], [TensorViewType(F32, (DYNAMIC,), (1,))],
-           {"operandSegmentSizes": segs(1, 1, 0)})
+    o = op(
+        "make_tensor_view",
+        [base, dyn],
+        [TensorViewType(F32, (DYNAMIC,), (1,))],
+        {"operandSegmentSizes": segs(1, 1, 0)},
+    )
     assert errors(o) == []
 
 
@@ -186,8 +204,10 @@ def test_get_shape_result_counts():
 
 def _load_view(view_t, index_types, tile_t, ordering=0, scope=None, extra=None):
     vals = values(view_t, *index_types)
-    attrs = {"memory_ordering_semantics": i32(ordering),
-             "operandSegmentSizes": segs(1, len(index_types), 0)}
+    attrs = {
+        "memory_ordering_semantics": i32(ordering),
+        "operandSegmentSizes": segs(1, len(index_types), 0),
+    }
     if scope is not None:
         attrs["memory_scope"] = i32(scope)
     attrs.update(extra or {})
@@ -227,35 +247,55 @@ def test_store_ptr_tko_type_relations_and_ordering():
     ptrs, val, mask = values(
         TileType((16, 32), PointerType(F32)), TileType((16, 64), F32), TileType((16, 64), I1)
     )
-    o = op("store_ptr_tko", [ptrs, val], [TOKEN],
-           {"memory_ordering_semantics": i32(0), "operandSegmentSizes": segs(1, 1, 0, 0)})
+    o = op(
+        "store_ptr_tko",
+        [ptrs, val],
+        [TOKEN],
+        {"memory_ordering_semantics": i32(0), "operandSegmentSizes": segs(1, 1, 0, 0)},
+    )
     assert errors(o) == [
         "error: 'cuda_tile.store_ptr_tko' op failed to verify that `destination` type is "
         "expected a pointer type of `value` type"
     ]
     (good,) = values(TileType((16, 32), F32))
-    o = op("store_ptr_tko", [ptrs, good, mask], [TOKEN],
-           {"memory_ordering_semantics": i32(0), "operandSegmentSizes": segs(1, 1, 1, 0)})
+    o = op(
+        "store_ptr_tko",
+        [ptrs, good, mask],
+        [TOKEN],
+        {"memory_ordering_semantics": i32(0), "operandSegmentSizes": segs(1, 1, 1, 0)},
+    )
     assert errors(o) == [
         "error: 'cuda_tile.store_ptr_tko' op failed to verify that shape of 'destination' must "
         "match the shape of 'mask'"
     ]
-    o = op("store_ptr_tko", [ptrs, good], [TOKEN],
-           {"memory_ordering_semantics": i32(3), "operandSegmentSizes": segs(1, 1, 0, 0)})
+    o = op(
+        "store_ptr_tko",
+        [ptrs, good],
+        [TOKEN],
+        {"memory_ordering_semantics": i32(3), "operandSegmentSizes": segs(1, 1, 0, 0)},
+    )
     assert errors(o) == [
         "error: 'cuda_tile.store_ptr_tko' op memory scope is required for release store"
     ]
 
 
 def test_alloca_alignment():
-    o = op("alloca", [], [TileType((), PointerType(F32))],
-           {"num_elem": IntegerAttr(4, I64), "alignment": IntegerAttr(2, I64)})
+    o = op(
+        "alloca",
+        [],
+        [TileType((), PointerType(F32))],
+        {"num_elem": IntegerAttr(4, I64), "alignment": IntegerAttr(2, I64)},
+    )
     assert errors(o) == [
         "error: 'cuda_tile.alloca' op 'alignment' (2) must be at least the natural size "
         "(4 bytes) for element type 'f32'"
     ]
-    o = op("alloca", [], [TileType((), PointerType(IntegerType(8)))],
-           {"num_elem": IntegerAttr(4, I64), "alignment": IntegerAttr(3, I64)})
+    o = op(
+        "alloca",
+        [],
+        [TileType((), PointerType(IntegerType(8)))],
+        {"num_elem": IntegerAttr(4, I64), "alignment": IntegerAttr(3, I64)},
+    )
     assert errors(o) == ["error: 'cuda_tile.alloca' op 'alignment' must be power of two"]
 
 

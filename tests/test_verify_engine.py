@@ -290,7 +290,8 @@ def test_first_failing_op_stops_the_walk():
         ("exti", tile(2, I16), tile(2, I8), "extending to smaller or identical integer"),
         ("exti", tile(I8), tile(I8), "extending to smaller or identical integer"),
         ("trunci", tile(2, I8), tile(2, I16), "truncating to larger or identical integer"),
-        ("bitcast", tile(I32), tile(I16), "types must be equal width"),
+        ("bitcast", tile(I32), tile(I16), "types must be equal width, cannot convert "
+         "'!cuda_tile.tile<i32>' of width 32 to type '!cuda_tile.tile<i16>' of width 16"),
         (
             "bitcast",
             tile(4, I16),

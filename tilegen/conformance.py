@@ -33,17 +33,11 @@ DIALECT_DIR = "Dialect/CudaTile"
 
 
 def tests_root() -> Optional[Path]:
-    """The shared cuda-tile ``test`` directory, or None when it is not on this machine."""
+    """The shared cuda-tile ``test`` directory (``$TILEGEN_CONFORMANCE_TESTS``, else
+    ``../shared/conformance/cuda-tile/test`` beside the repo), or None when it is absent."""
     env = os.environ.get("TILEGEN_CONFORMANCE_TESTS")
-    candidates = [Path(env)] if env else []
-    candidates += [
-        REPO.parent / "shared" / "conformance" / "cuda-tile" / "test",
-        Path("/work/shared/conformance/cuda-tile/test"),
-    ]
-    for c in candidates:
-        if (c / DIALECT_DIR).is_dir():
-            return c.resolve()
-    return None
+    root = Path(env) if env else REPO.parent / "shared" / "conformance" / "cuda-tile" / "test"
+    return root.resolve() if (root / DIALECT_DIR).is_dir() else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,7 +422,7 @@ def _diag_cell(r: FileRow, kind: str) -> str:
     return f"{total}/{total}" if r.status == "PASS" else f"?/{total}"
 
 
-def render_markdown(rows: list[FileRow], seconds: float) -> str:
+def render_markdown(rows: list[FileRow]) -> str:
     t = totals(rows)
     lines = [
         "# Conformance: NVIDIA's cuda-tile lit suite",
@@ -449,7 +443,8 @@ def render_markdown(rows: list[FileRow], seconds: float) -> str:
         f"**{t['errors_hit']} of {t['errors_expected']} ({100 * t['error_rate']:.1f}%)**",
         "",
     ]
-    for group in sorted({r.rel.split("/")[0] for r in rows}):
+    groups = sorted({r.rel.split("/")[0] for r in rows}, key=lambda g: (g != "Dialect", g))
+    for group in groups:
         sel = [r for r in rows if r.rel.split("/")[0] == group]
         counts = {s: sum(1 for r in sel if r.status == s) for s in ("PASS", "FAIL", "UNSUPPORTED")}
         lines += [
@@ -469,8 +464,6 @@ def render_markdown(rows: list[FileRow], seconds: float) -> str:
                 f"| {_diag_cell(r, 'note')} | {_diag_cell(r, 'remark')} | {unexpected} | {reason} |"
             )
         lines.append("")
-    lines.append(f"Run took {seconds:.0f} s.")
-    lines.append("")
     return "\n".join(lines)
 
 
@@ -535,8 +528,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         extra = f"  [{r.reason}]" if r.reason else ""
         print(f"{r.status:<12} {r.rel}{extra}")
     print_totals(rows)
+    print(f"({seconds:.0f} s)")
     if not args.no_write and args.dir is None:
-        DOC.write_text(render_markdown(rows, seconds), encoding="utf-8")
+        DOC.write_text(render_markdown(rows), encoding="utf-8")
         print(f"wrote {DOC.relative_to(REPO)}")
     return 0
 

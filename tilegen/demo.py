@@ -15,14 +15,12 @@ stage that exists gives a wrong answer.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tilegen.runtime.diagnostics import DiagnosticEngine
 from tilegen.tools import driver, opt
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -35,8 +33,7 @@ def banner(text: str) -> None:
 
 
 def _tool(name: str) -> str:
-    local = os.path.join(os.path.dirname(sys.executable), name)
-    return local if os.path.exists(local) else (shutil.which(name) or name)
+    return driver.find_tool(name) or name
 
 
 def _opt_text(text: str, name: str, **kw) -> tuple[str | None, str]:
@@ -118,12 +115,22 @@ def stage_bytecode() -> bool:
             print(f"skipped: tilegen-translate cannot write bytecode yet ({first})")
             return True
         print(f"-- wrote {os.path.getsize(bc)} bytes of Tile IR bytecode")
-        disasm = _tool("tileirdisasm")
-        if shutil.which(disasm) or os.path.exists(disasm):
+        disasm = driver.find_tool("tileirdisasm")
+        if disasm is not None:
             proc = subprocess.run([disasm, bc], capture_output=True, text=True)
-            status = "reads it" if proc.returncode == 0 else f"rejects it:\n{proc.stderr}"
-            print(f"-- NVIDIA tileirdisasm {status}")
             if proc.returncode != 0:
+                print(f"-- NVIDIA tileirdisasm rejects it:\n{proc.stderr}")
+                return False
+            # tileirdisasm prints the module body (the entry) without the module wrapper
+            ours, _ = _opt_text(KERNEL.read_text(), str(KERNEL))
+            body = [l[2:] for l in (ours or "").splitlines()[1:-1] if l.strip()]
+            theirs = [l for l in proc.stdout.splitlines() if l.strip()]
+            same = body == theirs
+            print(
+                "-- NVIDIA tileirdisasm reads it and prints "
+                + ("exactly what tilegen-opt prints" if same else "something else:\n" + proc.stdout)
+            )
+            if not same:
                 return False
         else:
             print("-- tileirdisasm not installed; skipping NVIDIA's check")

@@ -143,8 +143,10 @@ def _dims_and_rest(body: str) -> tuple[list[int], str]:
     return dims, body.strip()
 
 
-_NESTED = re.compile(r"(?:!cuda_tile\.)?(tile|ptr|tensor_view|partition_view|strided_view"
-                     r"|gather_scatter_view|token)\b")
+_NESTED = re.compile(
+    r"(?:!cuda_tile\.)?(tile|ptr|tensor_view|partition_view|strided_view"
+    r"|gather_scatter_view|token)\b"
+)
 
 
 def convert_type(text: str) -> str:
@@ -185,7 +187,11 @@ def convert_type(text: str) -> str:
         key, _, val = it.partition("=")
         fields[key.strip()] = val.strip()
     tile = _dense(32, _ints(fields["tile"].strip("()").split("x")))
-    pad = f'#cuda_tile.padding_value<"{fields["padding_value"]}">' if "padding_value" in fields else "unit"
+    pad = (
+        f'#cuda_tile.padding_value<"{fields["padding_value"]}">'
+        if "padding_value" in fields
+        else "unit"
+    )
     dim_map = _dense(32, _ints(split_top(fields.get("dim_map", "[]")[1:-1])))
     tv = fields["tensor_view"]
     if name == "partition_view":
@@ -262,8 +268,12 @@ def rewrite_lexical(text: str) -> str:
         if text.startswith("loc(", i) and not (prev.isalnum() or prev in "%@#_.$"):
             i = _match_bracket(text, i + 3)
             continue
-        if c == "#" and (i == 0 or text[i - 1] == "\n") and re.match(r"#\w+\s*=", text[i:]):
-            j = text.find("\n", i)  # attribute alias definition (#loc1 = loc(...))
+        if (
+            c == "#"
+            and (i == 0 or text[i - 1] == "\n")
+            and re.match(r"#\w+\s*=\s*(loc\(|#cuda_tile\.di_)", text[i:])
+        ):
+            j = text.find("\n", i)  # location / debug-info alias definition (#loc1 = loc(...))
             i = n if j < 0 else j
             continue
         if text.startswith("!cuda_tile.", i):
@@ -487,8 +497,10 @@ def _expand(defs, sizes: list[int], name: str, what: str) -> Optional[list[int]]
         slots = slot_names(d.name, d.kind)
         if d.kind == "variadic":
             if n > VARIADIC_SLOTS:
-                raise CheckFormError(f"'{name}': {n} values in {what} group {d.name!r} "
-                                     f"(IRDL has {VARIADIC_SLOTS} slots)")
+                raise CheckFormError(
+                    f"'{name}': {n} values in {what} group {d.name!r} "
+                    f"(IRDL has {VARIADIC_SLOTS} slots)"
+                )
             out += [1] * n + [0] * (VARIADIC_SLOTS - n)
         else:
             out.append(n)
@@ -596,3 +608,35 @@ class MLIRChecker:
         except CheckFormError as e:
             return f"check-form rewrite failed: {e}"
         return self.check(form)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``python -m tilegen.mlir_check FILE...``: parse with tilegen, print generic, check in MLIR."""
+    import argparse
+
+    from tilegen.runtime.asm import parse_module, print_module
+
+    ap = argparse.ArgumentParser(prog="python -m tilegen.mlir_check", description=main.__doc__)
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--show", action="store_true", help="print the IRDL check form")
+    args = ap.parse_args(argv)
+    missing = mlir_available()
+    if missing:
+        print(f"error: MLIR bindings unavailable (pip install -e '.[mlir]'): {missing}")
+        return 2
+    checker = MLIRChecker()
+    failed = 0
+    for name in args.files:
+        generic = print_module(parse_module(Path(name).read_text(), name), generic=True)
+        if args.show:
+            print(to_check_form(generic))
+        err = checker.check_generic(generic)
+        print(f"{name}: {'ok' if err is None else 'REJECTED'}")
+        if err is not None:
+            print(err)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

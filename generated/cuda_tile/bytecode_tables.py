@@ -48,8 +48,12 @@ ELEMENT_TAGS = {
     'f8E5M2': (11, '13.1', 'float', 8),
     'f8E8M0FNU': (18, '13.2', 'float', 8),
     'f4E2M1FN': (19, '13.3', 'float', 4),
+    'fnv8E5M3FNU': (130, '13.4', 'float', 8),
 }
-ELEMENT_DIAG_NAMES = {'i4': 'Int4', 'f8E8M0FNU': 'Float8E8M0FNU', 'f4E2M1FN': 'Float4E2M1FN'}
+ELEMENT_DIAG_NAMES = {'i4': 'Int4',
+     'f8E8M0FNU': 'Float8E8M0FNU',
+     'f4E2M1FN': 'Float4E2M1FN',
+     'fnv8E5M3FNU': 'FloatNV8E5M3FNU'}
 
 #: dialect/function types: name -> {class, diag_name, tag, since, params}
 DIALECT_TYPES = {

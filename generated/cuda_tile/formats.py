@@ -162,7 +162,7 @@ FORMAT_SOURCES = {
     'tan': '$source attr-dict `:` custom<CudaTileType>(type($result))',
     'tanh': ('$source custom<TanHOpRoundingMode>($rounding_mode) attr-dict `:` '
          'custom<CudaTileType>(type($result))'),
-    'testing$bytecode_test_new_attribute': 'attr-dict',
+    'testing$bytecode_test_new_attribute': '(`new_flag` $new_flag^)? (`new_param` `=` $new_param^)? attr-dict',
     'trunci': ('$from (`overflow` `` $overflow^)? attr-dict `:` custom<CudaTileType>(type($from)) `->` '
          'custom<CudaTileType>(type($to))'),
     'unpack': ('$source attr-dict `:` custom<CudaTileType>(type($source)) `->` '
@@ -546,7 +546,10 @@ FORMATS = {
     'tanh': (('operand', 'source'), ('custom', 'TanHOpRoundingMode', (('attr', 'rounding_mode'),)),
          ('attr_dict', False), ('lit', ':'),
          ('custom', 'CudaTileType', (('type', ('result', 'result')),))),
-    'testing$bytecode_test_new_attribute': (('attr_dict', False),),
+    'testing$bytecode_test_new_attribute': (('optional', ('attr', 'new_flag'), (('lit', 'new_flag'), ('attr', 'new_flag')), ()),
+         ('optional', ('attr', 'new_param'),
+          (('lit', 'new_param'), ('lit', '='), ('attr', 'new_param')), ()),
+         ('attr_dict', False)),
     'trunci': (('operand', 'from'),
          ('optional', ('attr', 'overflow'), (('lit', 'overflow'), ('space', ''), ('attr', 'overflow')),
           ()),

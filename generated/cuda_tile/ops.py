@@ -196,7 +196,7 @@ ADDI = register_op(OpDef(
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
     bytecode={'result_count': False, 'operands': 'fixed'},
-    semantics={'kind': 'elementwise', 'expr': 'lhs + rhs'},
+    semantics={'kind': 'elementwise', 'expr': 'lhs + rhs', 'overflow': 'overflow'},
     aliases=[],
     test_only=False,
     extra={},
@@ -577,7 +577,9 @@ BITCAST = register_op(OpDef(
      {'width_relation': {'lhs': 'source',
                          'rhs': 'result',
                          'relation': '==',
-                         'message': 'types must be equal width'}}],
+                         'message': "types must be equal width, cannot convert '{type[source]}' of "
+                                    "width {width[source]} to type '{type[result]}' of width "
+                                    '{width[result]}'}}],
     bytecode={'result_count': False, 'operands': 'fixed'},
     semantics={'kind': 'elementwise', 'expr': 'source', 'domain': 'bits'},
     aliases=[],
@@ -1280,7 +1282,7 @@ ENTRY = register_op(OpDef(
     semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={} | {"default_dialect": 'cuda_tile'},
 ))
 
 
@@ -1618,7 +1620,7 @@ FMA = register_op(OpDef(
      'flags_since': '13.1',
      'operands': 'fixed'},
     semantics={'kind': 'elementwise',
-     'expr': 'lhs * rhs + acc',
+     'expr': 'fma(lhs, rhs, acc)',
      'exact': 'rational',
      'rounding': 'rounding_mode',
      'ftz': 'flush_to_zero'},
@@ -1693,7 +1695,7 @@ FOR = register_op(OpDef(
     semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={'result_names': {'resultValues': 'for'}},
+    extra={'result_names': {'resultValues': 'for'}} | {"default_dialect": 'cuda_tile'},
 ))
 
 
@@ -2179,7 +2181,7 @@ IF = register_op(OpDef(
     semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={} | {"default_dialect": 'cuda_tile'},
 ))
 
 
@@ -2700,7 +2702,7 @@ LOOP = register_op(OpDef(
     semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={} | {"default_dialect": 'cuda_tile'},
 ))
 
 
@@ -3277,7 +3279,7 @@ MODULE = register_op(OpDef(
     semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={} | {"default_dialect": 'cuda_tile'},
 ))
 
 
@@ -3449,7 +3451,7 @@ MULI = register_op(OpDef(
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
     bytecode={'result_count': False, 'operands': 'fixed'},
-    semantics={'kind': 'elementwise', 'expr': 'lhs * rhs'},
+    semantics={'kind': 'elementwise', 'expr': 'lhs * rhs', 'overflow': 'overflow'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3548,7 +3550,7 @@ NEGI = register_op(OpDef(
      {'forbid': {'when': {'attr': 'overflow', 'in': ['no_unsigned_wrap']},
                  'message': "'no_unsigned_wrap' overflow flag is not supported"}}],
     bytecode={'result_count': False, 'operands': 'fixed'},
-    semantics={'kind': 'elementwise', 'expr': '-source'},
+    semantics={'kind': 'elementwise', 'expr': '-source', 'overflow': 'overflow'},
     aliases=[],
     test_only=False,
     extra={},
@@ -3954,7 +3956,7 @@ REDUCE = register_op(OpDef(
     semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={'result_names': {'results': 'reduce'}},
+    extra={'result_names': {'results': 'reduce'}} | {"default_dialect": 'cuda_tile'},
 ))
 
 
@@ -4264,7 +4266,7 @@ SCAN = register_op(OpDef(
     semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
-    extra={},
+    extra={} | {"default_dialect": 'cuda_tile'},
 ))
 
 
@@ -4381,7 +4383,7 @@ SHLI = register_op(OpDef(
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
     bytecode={'result_count': False, 'operands': 'fixed'},
-    semantics={'kind': 'elementwise', 'expr': 'shl(lhs, rhs, WIDTH)'},
+    semantics={'kind': 'elementwise', 'expr': 'shl(lhs, rhs, WIDTH)', 'overflow': 'overflow'},
     aliases=[],
     test_only=False,
     extra={},
@@ -4904,7 +4906,7 @@ SUBI = register_op(OpDef(
     custom_format=None,
     verify=[{'same_type': ['lhs', 'rhs', 'result']}],
     bytecode={'result_count': False, 'operands': 'fixed'},
-    semantics={'kind': 'elementwise', 'expr': 'lhs - rhs'},
+    semantics={'kind': 'elementwise', 'expr': 'lhs - rhs', 'overflow': 'overflow'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5065,7 +5067,7 @@ TRUNCI = register_op(OpDef(
                          'relation': '>',
                          'message': 'truncating to larger or identical integer'}}],
     bytecode={'result_count': False, 'operands': 'fixed'},
-    semantics={'kind': 'elementwise', 'expr': 'from_'},
+    semantics={'kind': 'elementwise', 'expr': 'from_', 'overflow': 'overflow'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5903,7 +5905,7 @@ MULTIMEM_LOAD_REDUCE_VIEW_TKO = register_op(OpDef(
      'flags': {'memory_scope': 0, 'token': 1},
      'flags_since': '13.5',
      'operands': 'segments'},
-    semantics={},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -5982,7 +5984,7 @@ MULTIMEM_REDUCE_VIEW_TKO = register_op(OpDef(
     custom_format='multimem_reduce_view_tko',
     verify=[],
     bytecode={'result_count': True, 'flags': {'token': 0}, 'flags_since': '13.5', 'operands': 'segments'},
-    semantics={},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -6063,7 +6065,7 @@ MULTIMEM_STORE_VIEW_TKO = register_op(OpDef(
      'flags': {'memory_scope': 0, 'token': 1},
      'flags_since': '13.5',
      'operands': 'segments'},
-    semantics={},
+    semantics={'kind': 'interpreter'},
     aliases=[],
     test_only=False,
     extra={},
@@ -6127,7 +6129,7 @@ TESTING_BYTECODE_TEST_NEW_ATTRIBUTE = register_op(OpDef(
     ),
     regions=(
     ),
-    format='attr-dict',
+    format='(`new_flag` $new_flag^)? (`new_param` `=` $new_param^)? attr-dict',
     custom_format=None,
     verify=[],
     bytecode={},
@@ -6181,7 +6183,7 @@ TESTING_FUNC = register_op(OpDef(
     semantics={},
     aliases=[],
     test_only=True,
-    extra={},
+    extra={} | {"default_dialect": 'cuda_tile'},
 ))
 
 

@@ -3,10 +3,13 @@
 // loads it into MLIR to verify tilegen's generic print.
 // Types and attributes use MLIR's generic parameter syntax (tilegen.mlir_check rewrites to it):
 //   !cuda_tile.tile<array<i64: 4, 8>, f32>, #cuda_tile.rounding<"zero">.
-// Checked per op: operand/result groups with their spec type constraint, shared constraint
-// variables for verify same_type/same_shape/same_element_type, required attributes, region
-// block counts. Each variadic group is 16 optional slots (IRDL binds one constraint
-// variable per group otherwise). Not checked: optional attributes, terminators, custom verifiers.
+// Checked per op: operand/result groups with their spec type constraint (constraints.yaml),
+// shared constraint variables for verify same_type/same_shape/same_element_type and the
+// SameOperands*/getI1SameShape traits, required attributes (enum keywords, i32 enum values),
+// region block counts and NoRegionArguments. Each variadic group is 16 optional slots
+// (IRDL binds one constraint variable per group otherwise). Not expressible in IRDL, so not
+// checked: optional/default-valued attributes, integer widths and ranges, same_rank, tile shape
+// rules, terminators, custom verifiers.
 irdl.dialect @cuda_tile {
   irdl.type @ptr {
     %c0 = irdl.is i1
@@ -1068,14 +1071,13 @@ irdl.dialect @cuda_tile {
   }
   // Broadcasts a tile along its size-1 dimensions to a larger shape of the same rank.
   irdl.operation @broadcast {
-    %c0 = irdl.base "#builtin.dense_array"
-    %c1 = irdl.any
-    %c2 = irdl.parametric @cuda_tile::@tile<%c0, %c1>
+    %c0 = irdl.any
+    %c1 = irdl.base "#builtin.dense_array"
+    %c2 = irdl.parametric @cuda_tile::@tile<%c1, %c0>
     %c3 = irdl.base "#builtin.dense_array"
-    %c4 = irdl.any
-    %c5 = irdl.parametric @cuda_tile::@tile<%c3, %c4>
+    %c4 = irdl.parametric @cuda_tile::@tile<%c3, %c0>
     irdl.operands(source: %c2)
-    irdl.results(result: %c5)
+    irdl.results(result: %c4)
   }
   // Concatenates two tiles along one dimension.
   irdl.operation @cat {
@@ -1112,14 +1114,13 @@ irdl.dialect @cuda_tile {
     %c4 = irdl.is f64
     %c5 = irdl.any_of(%c1, %c2, %c3, %c4)
     %c6 = irdl.parametric @cuda_tile::@tile<%c0, %c5>
-    %c7 = irdl.base "#builtin.dense_array"
-    %c8 = irdl.is i1
-    %c9 = irdl.parametric @cuda_tile::@tile<%c7, %c8>
-    %c10 = irdl.base @cuda_tile::@comparison_predicate
-    %c11 = irdl.base @cuda_tile::@comparison_ordering
+    %c7 = irdl.is i1
+    %c8 = irdl.parametric @cuda_tile::@tile<%c0, %c7>
+    %c9 = irdl.base @cuda_tile::@comparison_predicate
+    %c10 = irdl.base @cuda_tile::@comparison_ordering
     irdl.operands(lhs: %c6, rhs: %c6)
-    irdl.results(result: %c9)
-    irdl.attributes {"comparison_predicate" = %c10, "comparison_ordering" = %c11}
+    irdl.results(result: %c8)
+    irdl.attributes {"comparison_predicate" = %c9, "comparison_ordering" = %c10}
   }
   // Elementwise signed or unsigned integer comparison producing an i1 tile.
   irdl.operation @cmpi {
@@ -1131,14 +1132,13 @@ irdl.dialect @cuda_tile {
     %c5 = irdl.is i64
     %c6 = irdl.any_of(%c1, %c2, %c3, %c4, %c5)
     %c7 = irdl.parametric @cuda_tile::@tile<%c0, %c6>
-    %c8 = irdl.base "#builtin.dense_array"
-    %c9 = irdl.is i1
-    %c10 = irdl.parametric @cuda_tile::@tile<%c8, %c9>
-    %c11 = irdl.base @cuda_tile::@comparison_predicate
-    %c12 = irdl.base @cuda_tile::@signedness
+    %c8 = irdl.is i1
+    %c9 = irdl.parametric @cuda_tile::@tile<%c0, %c8>
+    %c10 = irdl.base @cuda_tile::@comparison_predicate
+    %c11 = irdl.base @cuda_tile::@signedness
     irdl.operands(lhs: %c7, rhs: %c7)
-    irdl.results(result: %c10)
-    irdl.attributes {"comparison_predicate" = %c11, "signedness" = %c12}
+    irdl.results(result: %c9)
+    irdl.attributes {"comparison_predicate" = %c10, "signedness" = %c11}
   }
   // Materializes a tile from a dense constant attribute.
   irdl.operation @constant {
@@ -3254,15 +3254,14 @@ irdl.dialect @cuda_tile {
     %c0 = irdl.base "#builtin.dense_array"
     %c1 = irdl.base @cuda_tile::@ptr
     %c2 = irdl.parametric @cuda_tile::@tile<%c0, %c1>
-    %c3 = irdl.base "#builtin.dense_array"
-    %c4 = irdl.is i1
-    %c5 = irdl.is i8
-    %c6 = irdl.is i16
-    %c7 = irdl.is i32
-    %c8 = irdl.is i64
-    %c9 = irdl.any_of(%c4, %c5, %c6, %c7, %c8)
-    %c10 = irdl.parametric @cuda_tile::@tile<%c3, %c9>
-    irdl.operands(ptr: %c2, offset: %c10)
+    %c3 = irdl.is i1
+    %c4 = irdl.is i8
+    %c5 = irdl.is i16
+    %c6 = irdl.is i32
+    %c7 = irdl.is i64
+    %c8 = irdl.any_of(%c3, %c4, %c5, %c6, %c7)
+    %c9 = irdl.parametric @cuda_tile::@tile<%c0, %c8>
+    irdl.operands(ptr: %c2, offset: %c9)
     irdl.results(result: %c2)
   }
   // Elementwise bitwise OR of integer tiles.
@@ -3514,14 +3513,13 @@ irdl.dialect @cuda_tile {
   }
   // Changes the shape of a tile while keeping its elements in row-major order.
   irdl.operation @reshape {
-    %c0 = irdl.base "#builtin.dense_array"
-    %c1 = irdl.any
-    %c2 = irdl.parametric @cuda_tile::@tile<%c0, %c1>
+    %c0 = irdl.any
+    %c1 = irdl.base "#builtin.dense_array"
+    %c2 = irdl.parametric @cuda_tile::@tile<%c1, %c0>
     %c3 = irdl.base "#builtin.dense_array"
-    %c4 = irdl.any
-    %c5 = irdl.parametric @cuda_tile::@tile<%c3, %c4>
+    %c4 = irdl.parametric @cuda_tile::@tile<%c3, %c0>
     irdl.operands(source: %c2)
-    irdl.results(result: %c5)
+    irdl.results(result: %c4)
   }
   // Returns from an entry or function body.
   irdl.operation @return {

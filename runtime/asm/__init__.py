@@ -29,10 +29,13 @@ def parse_module(
     """
     from tilegen.runtime.asm.parser import OpParser
 
-    p = OpParser(
-        text, filename, allow_unregistered=allow_unregistered, verify_types=verify_types
-    )
-    return p.parse_top_level(no_implicit_module=no_implicit_module)
+    p = OpParser(text, filename, allow_unregistered=allow_unregistered, verify_types=verify_types)
+    try:
+        return p.parse_top_level(no_implicit_module=no_implicit_module)
+    except RecursionError:
+        from tilegen.runtime.diagnostics import Diagnostic, DiagnosticError
+
+        raise DiagnosticError(Diagnostic("error", "nesting too deep", p.loc())) from None
 
 
 def print_module(

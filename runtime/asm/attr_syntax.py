@@ -43,7 +43,7 @@ from tilegen.runtime.attributes import (
     UnitAttr,
     UnknownLoc,
 )
-from tilegen.runtime.types import FloatType, IndexType, IntegerType, Type
+from tilegen.runtime.types import FloatType, IntegerType, Type
 
 if TYPE_CHECKING:  # pragma: no cover
     from tilegen.runtime.asm.parser import OpParser
@@ -93,8 +93,6 @@ def _parse_number(p: "OpParser", type: Optional[Type]) -> Attribute:
         return FloatAttr(-v if neg else v, ftype)
     v = int(text, 16) if text.startswith("0x") else int(text)
     v = -v if neg else v
-    if isinstance(type, IntegerType) and type.width == 1:
-        return BoolAttr(bool(v)) if False else IntegerAttr(v, type)
     return IntegerAttr(v, type if type is not None else I64)
 
 
@@ -238,8 +236,7 @@ def parse_cuda_tile_attr(p: "OpParser", mnemonic: str, loc) -> Attribute:
         v = enum.value(kw) if kw is not None else None
         if v is None:
             p._fail(
-                f"expected {enum.name.lower() if False else _enum_what(enum)} to be one of: "
-                + ", ".join(enum.keywords),
+                f"expected {_enum_what(enum)} to be one of: " + ", ".join(enum.keywords),
                 at,
             )
         p._expect(">")
@@ -325,6 +322,19 @@ def _parse_opt_hints(p: "OpParser") -> OptimizationHintsAttr:
     return OptimizationHintsAttr(tuple(entries))
 
 
+def _format_hint_dict(v, aliases) -> str:
+    """A hints dictionary as cuda_tile prints it: integer values without their type
+    (``{occupancy = 2}`` whether the value is i32 or i64), everything else as usual."""
+    if not isinstance(v, DictAttr):
+        return format_attribute(v, aliases)
+    parts = [
+        f"{_format_key(k)} = "
+        + (str(x.value) if type(x) is IntegerAttr else format_attribute(x, aliases))
+        for k, x in v.items
+    ]
+    return "{" + ", ".join(parts) + "}"
+
+
 def _parse_struct(p: "OpParser", required: list[str], optional: list[str]) -> dict:
     """MLIR ``struct(params)`` syntax: ``<k = v, ...>`` in any order, each at most once."""
     p._expect("<")
@@ -374,9 +384,7 @@ def _parse_di_cu(p: "OpParser") -> DICompileUnitAttr:
 
 
 def _parse_di_sp(p: "OpParser") -> DISubprogramAttr:
-    v = _parse_struct(
-        p, ["file", "line", "name", "linkageName", "compileUnit"], ["scopeLine"]
-    )
+    v = _parse_struct(p, ["file", "line", "name", "linkageName", "compileUnit"], ["scopeLine"])
     return DISubprogramAttr(
         v["file"],
         _int(v["line"]),
@@ -618,7 +626,7 @@ def format_cuda_tile_attr_body(a: Attribute, aliases=None) -> Optional[str]:
         return f"bounded<{b(a.lb)}, {b(a.ub)}>"
     if isinstance(a, OptimizationHintsAttr):
         items = ", ".join(
-            f"{_format_key(k)} = {format_attribute(v, aliases)}" for k, v in a.entries
+            f"{_format_key(k)} = {_format_hint_dict(v, aliases)}" for k, v in a.entries
         )
         return f"optimization_hints<{items}>"
     f = lambda x: format_attribute(x, aliases)  # noqa: E731

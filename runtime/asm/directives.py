@@ -251,9 +251,7 @@ CUSTOM_DIRECTIVES = {
     "CudaTileType": (_parse_cuda_tile_type, _print_cuda_tile_type),
     "IEEERoundingMode": _rounding(_IEEE, "nearest_even", True),
     "IntegerRoundingMode": _rounding(("nearest_int_to_zero",), "nearest_int_to_zero", True),
-    "DivFOpRoundingMode": _rounding(
-        None, "nearest_even", False, _IEEE + ("approx", "full")
-    ),
+    "DivFOpRoundingMode": _rounding(None, "nearest_even", False, _IEEE + ("approx", "full")),
     "SqrtOpRoundingMode": _rounding(None, "nearest_even", False, _IEEE + ("approx",)),
     "ExpOpRoundingMode": _rounding(None, "full", False, ("approx", "full")),
     "TanHOpRoundingMode": _rounding(None, "full", False, ("approx", "full")),

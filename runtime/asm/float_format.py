@@ -172,6 +172,7 @@ SEMANTICS: dict[str, FloatSemantics] = {
         FloatSemantics("f8E5M2", 8, 5, 2, 15),
         FloatSemantics("f8E8M0FNU", 8, 8, 0, 127, "nan_only", signed=False, subnormals=False),
         FloatSemantics("f4E2M1FN", 4, 2, 1, 1, "finite_only"),
+        FloatSemantics("fnv8E5M3FNU", 8, 5, 3, 15, "nan_only", signed=False),
     )
 }
 

@@ -114,8 +114,12 @@ def compile_format(fmt: str, operands=(), results=(), attributes=(), regions=())
                 el = ("lit", text)
         elif t.startswith("$"):
             k, n = var(t)
-            el = {"operand": ("operand", n), "attr": ("attr", n), "region": ("region", n),
-                  "result": ("result_var", n)}[k]
+            el = {
+                "operand": ("operand", n),
+                "attr": ("attr", n),
+                "region": ("region", n),
+                "result": ("result_var", n),
+            }[k]
         elif t.startswith("custom<"):
             name = t[len("custom<") : -1]
             take("(")
@@ -367,7 +371,6 @@ def _parse_element(ctx: _ParseCtx, el) -> None:
     elif kind == "attr":
         ctx.attrs[el[1]] = _parse_attr_var(ctx, el[1])
     elif kind == "region":
-        region = ctx.state.add_region() if False else None
         from tilegen.runtime.ir import Region
 
         region = Region()
@@ -407,7 +410,9 @@ def _parse_element(ctx: _ParseCtx, el) -> None:
                 first = clause[0]
                 if first[0] == "lit" and _parse_literal(p, first[1], optional=True):
                     if i in seen:
-                        p.error(f"`{first[1]}` clause can appear at most once in the expansion of the oilist directive")
+                        p.error(
+                            f"`{first[1]}` clause can appear at most once in the expansion of the oilist directive"
+                        )
                     seen.add(i)
                     _parse_elements(ctx, clause[1:])
                     for sub in clause[1:]:
@@ -514,11 +519,6 @@ def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Option
         if kw is None or enum.value(kw) is None:
             p.error(
                 "expected string or keyword containing one of the following enum values for "
-                f"attribute '{name}' [{', '.join(enum.keywords)}]"
-                if kw is None
-                else f"invalid {name} value: {kw}"
-                if False
-                else "expected string or keyword containing one of the following enum values for "
                 f"attribute '{name}' [{', '.join(enum.keywords)}]",
                 at,
             )
@@ -643,8 +643,6 @@ def _finish(ctx: _ParseCtx) -> None:
     p, state, opdef = ctx.p, ctx.state, ctx.opdef
     for k, v in ctx.attrs.items():
         state.attributes[k] = v
-    for k, v in list(state.attributes.items()):
-        pass
     # operand groups in declaration order
     if "*" in ctx.operands:
         groups = {o.name: [] for o in opdef.operands}
@@ -886,9 +884,7 @@ def _print_element(pr, op, el, st: _PrintState, emit: bool, elided) -> None:
         return
     if kind == "oilist":
         for clause in el[1]:
-            present = emit and any(
-                sub[0] == "attr" and sub[1] in op.attributes for sub in clause
-            )
+            present = emit and any(sub[0] == "attr" and sub[1] in op.attributes for sub in clause)
             for sub in clause:
                 if sub[0] == "attr" and _attr_kind(op, sub[1]) == "unit":
                     continue
@@ -1010,7 +1006,11 @@ def _print_attr_var(pr, op, name) -> None:
     elif isinstance(a, SymbolRefAttr) and not a.nested:
         pr.print_symbol_name(a.root)
     else:
-        pr.print_attribute_without_type(a) if _attr_type(adef) is not None else pr.print_attribute(a)
+        (
+            pr.print_attribute_without_type(a)
+            if _attr_type(adef) is not None
+            else pr.print_attribute(a)
+        )
 
 
 from tilegen.runtime.asm.directives import CUSTOM_DIRECTIVES  # noqa: E402

@@ -21,10 +21,33 @@ FLOAT = "float"
 PUNCT = "punct"
 ERROR = "error"
 
-_PUNCTS = ("->", "...", "::", ",", ":", "(", ")", "[", "]", "<", ">", "{", "}", "=", "?", "*",
-           "+", "-", "|")
+_PUNCTS = (
+    "->",
+    "...",
+    "::",
+    ",",
+    ":",
+    "(",
+    ")",
+    "[",
+    "]",
+    "<",
+    ">",
+    "{",
+    "}",
+    "=",
+    "?",
+    "*",
+    "+",
+    "-",
+    "|",
+)
 
-_ID_CHARS = r"[A-Za-z_0-9$.\-]"
+_PUNCT_BY_CHAR: dict[str, tuple[str, ...]] = {}
+for _p in _PUNCTS:  # longest spellings first for each leading character
+    _PUNCT_BY_CHAR.setdefault(_p[0], ())
+    _PUNCT_BY_CHAR[_p[0]] = tuple(sorted(_PUNCT_BY_CHAR[_p[0]] + (_p,), key=len, reverse=True))
+_RE_DIGITS = re.compile(r"[0-9]+")
 _RE_BARE = re.compile(r"[A-Za-z_][A-Za-z_0-9$.]*")
 _RE_SUFFIX = re.compile(r"[A-Za-z_0-9$.\-]+")
 _RE_NUM = re.compile(r"0x[0-9A-Fa-f]+|[0-9]+(\.[0-9]*([eE][+-]?[0-9]+)?)?")
@@ -92,7 +115,7 @@ class Lexer:
             if c == "%" or c == "^":
                 m = _RE_SUFFIX.match(text, start + 1)
             else:
-                m = _RE_BARE.match(text, start + 1) or re.compile(r"[0-9]+").match(text, start + 1)
+                m = _RE_BARE.match(text, start + 1) or _RE_DIGITS.match(text, start + 1)
             if not m:
                 if c == "!" and text.startswith('!"', start):
                     return self._tok(ERROR, start + 1, "unexpected character")
@@ -106,17 +129,17 @@ class Lexer:
                 return self._tok(AT, end)
             m = _RE_BARE.match(text, start + 1)
             if not m:
-                return self._tok(ERROR, start + 1, "@ identifier expected to start with letter or '_'")
+                return self._tok(
+                    ERROR, start + 1, "@ identifier expected to start with letter or '_'"
+                )
             return self._tok(AT, m.end())
         if c == '"':
             end = self._string_end(start)
             if end < 0:
                 return self._tok(ERROR, len(text), "expected '\"' in string literal")
             return self._tok(STRING, end)
-        for p in _PUNCTS:
+        for p in _PUNCT_BY_CHAR.get(c, ()):
             if text.startswith(p, start):
-                if p == "." or (p == "..." and False):
-                    break
                 return self._tok(PUNCT, start + len(p))
         return self._tok(ERROR, start + 1, "unexpected character")
 

@@ -13,13 +13,10 @@ from typing import Callable, Iterable, Optional
 from tilegen.runtime.attributes import (
     Attribute,
     Location,
-    UnknownLoc,
 )
-from tilegen.runtime.ir import Block, BlockArgument, Operation, OpResult, Region, Value
+from tilegen.runtime.ir import Block, Operation, OpResult, Region, Value
 from tilegen.runtime.types import Type
-
-#: Ops whose nested op names print without the ``cuda_tile.`` prefix (getDefaultDialect).
-from tilegen.runtime.asm.parser import DEFAULT_DIALECT_OPS  # noqa: E402
+from tilegen.runtime.asm.parser import default_dialect
 
 
 class _NameScope:
@@ -174,7 +171,9 @@ class SSANames:
         """(start, count) of each result group of ``op``."""
         n = len(op.results)
         starts = self.groups.get(id(op), [0])
-        return [(s, (starts[i + 1] if i + 1 < len(starts) else n) - s) for i, s in enumerate(starts)]
+        return [
+            (s, (starts[i + 1] if i + 1 < len(starts) else n) - s) for i, s in enumerate(starts)
+        ]
 
 
 def _name_hooks() -> tuple[dict, dict]:
@@ -196,7 +195,9 @@ def _custom_printer(name: str) -> Optional[Callable]:
 class OpPrinter:
     """Writes ops as text; format programs and custom hooks call its methods."""
 
-    def __init__(self, *, generic: bool = False, debuginfo: bool = False, alias_mnemonics: bool = False):
+    def __init__(
+        self, *, generic: bool = False, debuginfo: bool = False, alias_mnemonics: bool = False
+    ):
         self.generic = generic
         self.debuginfo = debuginfo
         #: print ops under their spec text alias (``pow`` as ``fpowf``), as tileirdisasm 13.5 does
@@ -323,10 +324,11 @@ class OpPrinter:
         """``{`` blocks ``}`` with ops indented two spaces deeper than the current line."""
         self.write("{")
         op = region.parent
-        pushed = op is not None and op.name in DEFAULT_DIALECT_OPS
+        dd = default_dialect(op.name, op.opdef) if op is not None else None
+        pushed = dd is not None
         if pushed:
             # builtin.module's default dialect is "builtin" (its prefix is always stripped).
-            self._default_dialect.append("" if op.name == "builtin.module" else "cuda_tile")
+            self._default_dialect.append("" if op.name == "builtin.module" else dd)
         saved_short = self.short_types
         self._indent += 1
         blocks = region.blocks
@@ -458,7 +460,9 @@ class OpPrinter:
         self.short_types = saved_short
 
     # ------------------------------------------------------------------ top level
-    def print_top(self, op: Operation, *, body_only: bool = False, default_dialect: str = "") -> str:
+    def print_top(
+        self, op: Operation, *, body_only: bool = False, default_dialect: str = ""
+    ) -> str:
         self._names = SSANames(op, self.generic)
         if default_dialect:
             self._default_dialect.append(default_dialect)

@@ -260,7 +260,7 @@ def _parse_tensor_view(p: "OpParser", loc) -> TensorViewType:
 
 
 def _parse_tile_shape(p: "OpParser") -> tuple[int, ...]:
-    p.parse_keyword("tile") if False else _expect_kw(p, "tile")
+    _expect_kw(p, "tile")
     p._expect("=")
     p._expect("(")
     dims: list[int] = []

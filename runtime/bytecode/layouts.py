@@ -105,3 +105,15 @@ def default_attr(layout_attr: dict):
     if layout_attr["enc"] == "uint":
         return IntegerAttr(int(default), ty.IntegerType(layout_attr["width"]))
     return None
+
+
+def is_default(layout_attr: dict, value) -> bool:
+    """Whether ``value`` means what an older file that lacks the attribute means."""
+    if layout_attr["enc"] == "bool_array":  # absent inbounds = all false
+        return not any(getattr(value, "values", (True,)))
+    default = default_attr(layout_attr)
+    if default is None:
+        return False
+    if layout_attr["enc"] == "enum":
+        return enum_value(layout_attr["enum"], value) == enum_value(layout_attr["enum"], default)
+    return value == default

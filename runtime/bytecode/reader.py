@@ -119,7 +119,9 @@ class _Reader:
                         raise c.fail(f"invalid alignment value: {alignment}")
                     c.skip_to_alignment(alignment, "failed to read section payload")
                 if length > c.remaining:
-                    raise c.fail(f"section length {length} exceeds remaining data size {c.remaining}")
+                    raise c.fail(
+                        f"section length {length} exceeds remaining data size {c.remaining}"
+                    )
             required = L.T.SECTIONS[name]["alignment"]
             if required:
                 if not aligned:
@@ -137,14 +139,18 @@ class _Reader:
             raise BytecodeError("end section is not the last section")
         for name, info in L.T.SECTIONS.items():
             if info["mandatory"] and name not in sections:
-                raise BytecodeError(f"{name if name != 'func' else 'function'} section is mandatory")
+                raise BytecodeError(
+                    f"{name if name != 'func' else 'function'} section is mandatory"
+                )
         return self._decode(sections)
 
     def _read_header(self, c: Cursor) -> None:
         for i, expected in enumerate(L.MAGIC):
             got = c.u8("invalid magic number: file too short")
             if got != expected:
-                raise BytecodeError(f"invalid magic number at position {i}, got {got} expected {expected}")
+                raise BytecodeError(
+                    f"invalid magic number at position {i}, got {got} expected {expected}"
+                )
         major = c.u8("failed to read bytecode version")
         minor = c.u8("failed to read bytecode version")
         tag = c.fixed("H", "failed to read bytecode version")
@@ -194,7 +200,9 @@ class _Reader:
         if "debug" in sections:
             with context("failed to parse debug section"):
                 self._read_debug(sections["debug"])
-        module = Operation("cuda_tile.module", attributes={"sym_name": StringAttr("kernels")}, regions=1)
+        module = Operation(
+            "cuda_tile.module", attributes={"sym_name": StringAttr("kernels")}, regions=1
+        )
         if self.producer is not None:
             module.attributes["producer"] = StringAttr(self.producer)
         body = module.regions[0].block
@@ -294,7 +302,9 @@ class _Reader:
                 f"file version is {self.version}"
             )
         params = info["params"]
-        optional = [p for p in params if p.get("optional") and L.vt(p.get("since", "13.1")) <= self.vt]
+        optional = [
+            p for p in params if p.get("optional") and L.vt(p.get("since", "13.1")) <= self.vt
+        ]
         unified = L.unified_bitfield(self.version)
         flags = 0
         if optional and unified:
@@ -325,7 +335,9 @@ class _Reader:
     def _read_param(self, c: Cursor, p: dict):
         enc, what = p["enc"], f"failed to read {p['name']}"
         if enc == "type":
-            return self.type(c.varint(f"failed to get {p['name']} type"), p.get("type_class"))
+            idx = c.varint(f"failed to get {p['name']} type")
+            with context(f"error at offset {c.pos}: failed to get {p['name']} type"):
+                return self.type(idx, p.get("type_class"))
         if enc == "type_list":
             n = c.varint(f"failed to read number of {p['name']}")
             if n > c.remaining:
@@ -433,7 +445,9 @@ class _Reader:
                 hints = self.sc_attr(c)
                 if not isinstance(hints, OptimizationHintsAttr):
                     name = self._function_name(name_idx)
-                    raise BytecodeError(f"invalid optimization hints attribute for function '{name}'")
+                    raise BytecodeError(
+                        f"invalid optimization hints attribute for function '{name}'"
+                    )
             if v135:
                 self.sc_attr(c)  # argument attribute dictionaries (not modelled)
             length = c.varint("failed to read function body length")
@@ -457,7 +471,9 @@ class _Reader:
     def _build_function(self, name_idx, sig_idx, is_entry, loc_idx, hints, body: Cursor):
         name = self._function_name(name_idx)
         if sig_idx >= self.types.count:
-            raise BytecodeError(f"function signature index {sig_idx} out of bounds for function '{name}'")
+            raise BytecodeError(
+                f"function signature index {sig_idx} out of bounds for function '{name}'"
+            )
         with context(f"failed to parse type at index {sig_idx} for function '{name}"):
             sig = self.type(sig_idx)
         if not isinstance(sig, ty.FunctionType):
@@ -626,9 +642,12 @@ class _Reader:
                 )
         else:
             n = len(present)
-        result_types = [
-            self.type(c.varint(f"failed to get result type {i} for {cls}")) for i in range(n)
-        ]
+        result_types = []
+        for i in range(n):
+            what = f"failed to get result type {i} for {cls}"
+            idx = c.varint(what)
+            with context(f"error at offset {c.pos}: {what}"):
+                result_types.append(self.type(idx))
         synthesized = [r for r in opdef.results if L.vt(r.since) > self.vt]
         for r in synthesized:
             if "Token" not in r.type:
@@ -680,9 +699,7 @@ class _Reader:
                         regions.append(self._parse_region(c, values))
             finally:
                 self.depth -= 1
-        op = Operation(
-            name, operands, result_types, attrs, regions=regions, loc=loc, opdef=opdef
-        )
+        op = Operation(name, operands, result_types, attrs, regions=regions, loc=loc, opdef=opdef)
         values.extend(op.results[: len(op.results) - len(synthesized)])
         return op
 
@@ -802,7 +819,9 @@ class _Reader:
             return DenseArrayAttr(ty.I1, tuple(bool(b) for b in raw))
         if enc == "constant":
             if not result_types:
-                raise c.fail("parsed constant attribute is not the expected type derived from DenseElementsAttr")
+                raise c.fail(
+                    "parsed constant attribute is not the expected type derived from DenseElementsAttr"
+                )
             return self.constant(c.varint("failed to read constant index"), result_types[0])
         if enc == "attr_array":
             return self._sc_array(c)
@@ -858,7 +877,9 @@ class _Reader:
         if kind == "ArrayAttr":
             return self._sc_array(c)
         if kind == "DenseElementsAttr":
-            t = self.type(c.varint("failed to read valid MLIR Type for self-contained DenseElementsAttr"))
+            t = self.type(
+                c.varint("failed to read valid MLIR Type for self-contained DenseElementsAttr")
+            )
             return self.constant(c.varint("failed to read constant index"), t)
         if kind == "DivByAttr":
             divisor = c.varint("failed to read divisor for DivByAttr")
@@ -912,7 +933,9 @@ class _Reader:
             raise c.fail("numActiveWords cannot be zero for multi-word APInt")
         v = 0
         for i in range(nwords):
-            v |= (c.svarint(f"failed to read word {i} for multi-word APInt.") & (2**64 - 1)) << (64 * i)
+            v |= (c.svarint(f"failed to read word {i} for multi-word APInt.") & (2**64 - 1)) << (
+                64 * i
+            )
         return v
 
     def _sc_array(self, c: Cursor) -> ArrayAttr:
@@ -972,9 +995,12 @@ def decode_dense(type_: ty.TileType, raw: bytes) -> DenseElementsAttr:
         raise BytecodeError("failed to validate buffer size and format")
     if isinstance(elem, ty.FloatType) and elem.name not in SEMANTICS:
         raise BytecodeError(f"unsupported float type: {elem.name}")
-    mask = (1 << (elem.width if isinstance(elem, ty.IntegerType) else SEMANTICS[elem.name].bits)) - 1
+    mask = (
+        1 << (elem.width if isinstance(elem, ty.IntegerType) else SEMANTICS[elem.name].bits)
+    ) - 1
     return dense_from_bits(
-        type_, [int.from_bytes(raw[i * width : (i + 1) * width], "little") & mask for i in range(count)]
+        type_,
+        [int.from_bytes(raw[i * width : (i + 1) * width], "little") & mask for i in range(count)],
     )
 
 

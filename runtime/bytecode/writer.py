@@ -164,7 +164,9 @@ class _Writer:
                 )
         for op in module.walk():
             if op.dialect != "cuda_tile":
-                raise BytecodeWriteError("only ops from the 'cuda_tile' dialect are allowed", module, op)
+                raise BytecodeWriteError(
+                    "only ops from the 'cuda_tile' dialect are allowed", module, op
+                )
             if op.name in ("cuda_tile.reduce", "cuda_tile.scan"):
                 for inner in op.walk():
                     if inner is op or inner.opdef is None:
@@ -209,8 +211,10 @@ class _Writer:
         if isinstance(t, (ty.IntegerType, ty.FloatType)):
             entry = L.T.ELEMENT_TAGS.get(t.name)
             if entry is None:
-                what = "unsupported integer type width" if isinstance(t, ty.IntegerType) else (
-                    f"unsupported float type: {t.name}"
+                what = (
+                    "unsupported integer type width"
+                    if isinstance(t, ty.IntegerType)
+                    else (f"unsupported float type: {t.name}")
                 )
                 raise BytecodeWriteError(what, op)
             tag, since = entry[0], entry[1]
@@ -293,7 +297,9 @@ class _Writer:
 
     def constant(self, attr, op, name: str = "value") -> int:
         if not isinstance(attr, DenseElementsAttr):
-            raise BytecodeWriteError(f"failed to add constant attribute '{name}' to pool: {attr}", op)
+            raise BytecodeWriteError(
+                f"failed to add constant attribute '{name}' to pool: {attr}", op
+            )
         blob = encode_dense(attr, op)
         return self.constants.add(("c", blob), lambda: blob)
 
@@ -513,7 +519,7 @@ class _Writer:
             name = a["name"]
             value = op.attributes.get(name)
             if L.vt(a["since"]) > self.vt:
-                if value is not None and value != L.default_attr(a):
+                if value is not None and not L.is_default(a, value):
                     raise BytecodeWriteError(
                         f"attribute '{name}' requires bytecode version {a['since']}+, but "
                         f"targeting {self.version}",
@@ -529,6 +535,7 @@ class _Writer:
                 if value is None:
                     raise BytecodeWriteError(f"missing required attribute '{name}'", op)
             self._inline_attr(w, a, value, op)
+
         # operands
         def val(v) -> int:
             idx = values.get(v)
@@ -651,7 +658,9 @@ class _Writer:
         elif isinstance(a, IntegerAttr):
             t = a.type or ty.I64
             if not isinstance(t, ty.IntegerType):
-                raise BytecodeWriteError("failed to write type index for self-contained IntegerAttr", op)
+                raise BytecodeWriteError(
+                    "failed to write type index for self-contained IntegerAttr", op
+                )
             w.varint(tags["IntegerAttr"])
             w.varint(self.type(t, op))
             bits = a.value & ((1 << t.width) - 1)
@@ -662,7 +671,9 @@ class _Writer:
         elif isinstance(a, FloatAttr):
             t = a.type or ty.F64
             if not isinstance(t, ty.FloatType) or t.name not in SEMANTICS:
-                raise BytecodeWriteError("failed to write type index for self-contained FloatAttr", op)
+                raise BytecodeWriteError(
+                    "failed to write type index for self-contained FloatAttr", op
+                )
             w.varint(tags["FloatAttr"])
             w.varint(self.type(t, op))
             bits = a.bits if a.bits is not None else SEMANTICS[t.name].from_float(a.value)
@@ -724,7 +735,9 @@ def encode_dense(attr: DenseElementsAttr, op=None) -> bytes:
         raise BytecodeWriteError("unsupported attribute type in constant data", op)
     elem = t.element
     if elem.name not in L.T.ELEMENT_TAGS:
-        raise BytecodeWriteError("unsupported DenseElementsAttr element type during serialization", op)
+        raise BytecodeWriteError(
+            "unsupported DenseElementsAttr element type during serialization", op
+        )
     if attr.bits is not None:
         bits = list(attr.bits)
     else:

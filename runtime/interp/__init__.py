@@ -1,0 +1,22 @@
+"""The NumPy reference interpreter: runs any ``cuda_tile`` kernel on the CPU.
+
+It is the oracle later stages (lowering, PTX, GPU) are checked against.
+
+| module | what it holds |
+|---|---|
+| ``floats`` | exact f16/bf16/tf32/f8/f4 emulation: rounding in every mode, storage bits |
+| ``values`` | how tiles are held (NumPy dtypes per element type), bits <-> values, literals |
+| ``memory`` | the flat byte-addressed heap; tensor, partition, strided, gather/scatter views |
+| ``semlib`` | helpers the spec's ``semantics.expr`` strings call |
+| ``elementwise`` | evaluates ops from their spec ``semantics`` (domains, signedness, rounding, ftz) |
+| ``executor`` | hand-written ops (views, memory, atomics, control flow, reduce/scan, print, ...), grid |
+| ``mma`` | mmaf / mmai / mmaf_scaled with exact input precisions |
+| ``calling`` | cuTile's calling convention: arrays -> (pointer, sizes, strides), scalars |
+| ``api`` | ``load_module``, ``run_module``, ``run_npz``: what ``tilegen run`` uses |
+
+Public API: ``from tilegen.runtime.interp import run_module, load_module, RunError``.
+"""
+
+from tilegen.runtime.interp.api import RunError, load_module, run_module, run_npz
+
+__all__ = ["RunError", "load_module", "run_module", "run_npz"]

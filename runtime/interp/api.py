@@ -13,7 +13,12 @@ from typing import Optional, Sequence, TextIO, Union
 
 import numpy as np
 
-from tilegen.runtime.diagnostics import Diagnostic, DiagnosticEngine, DiagnosticError, op_error_prefix
+from tilegen.runtime.diagnostics import (
+    Diagnostic,
+    DiagnosticEngine,
+    DiagnosticError,
+    op_error_prefix,
+)
 from tilegen.runtime.interp.calling import entry_name, flatten_args, param_types, read_back
 from tilegen.runtime.interp.executor import Machine, allocate_globals, run_kernel
 from tilegen.runtime.interp.memory import Heap
@@ -95,8 +100,14 @@ def find_entry(module: Operation, name: Optional[str] = None) -> Operation:
         raise RunError([Diagnostic("error", f"no entry named @{name} (entries: {have})")])
     if len(entries) != 1:
         have = ", ".join(f"@{entry_name(e)}" for e in entries) or "none"
-        raise RunError([Diagnostic(
-            "error", f"the module has {len(entries)} entries ({have}); choose one with --entry")])
+        raise RunError(
+            [
+                Diagnostic(
+                    "error",
+                    f"the module has {len(entries)} entries ({have}); choose one with --entry",
+                )
+            ]
+        )
     return entries[0]
 
 
@@ -147,7 +158,7 @@ def run_module(
 
 def load_npz_args(path: Union[str, Path]) -> tuple[list[tuple[str, np.ndarray]], Optional[tuple]]:
     with np.load(path) as d:
-        args = [(k[len("arg__"):], d[k]) for k in d.files if k.startswith("arg__")]
+        args = [(k[len("arg__") :], d[k]) for k in d.files if k.startswith("arg__")]
         grid = tuple(int(x) for x in d["grid"].reshape(-1)) if "grid" in d.files else None
     return args, grid
 

@@ -64,6 +64,7 @@ class Semantics:
     rounding: Optional[str] = None
     ftz: Optional[str] = None
     exact: Optional[str] = None
+    overflow: Optional[str] = None
 
 
 def py_name(name: str) -> str:
@@ -95,6 +96,7 @@ def _build(opdef: OpDef) -> Optional[Semantics]:
         rounding=s.get("rounding"),
         ftz=s.get("ftz"),
         exact=s.get("exact"),
+        overflow=s.get("overflow"),
     )
 
 
@@ -150,9 +152,15 @@ def _round_float_result(
 ) -> np.ndarray:
     """Round computed values to float type ``name`` (float64 -> compute dtype)."""
     v = np.asarray(value)
-    if v.dtype == object or (v.dtype.kind in "iu" and np.abs(v.astype(np.float64)).max(initial=0) > 2.0**53):
-        flat = [floats.round_fraction(Fraction(int(x)) if not isinstance(x, Fraction) else x, name, mode)
-                for x in v.reshape(-1)]
+    if v.dtype == object or (
+        v.dtype.kind in "iu" and np.abs(v.astype(np.float64)).max(initial=0) > 2.0**53
+    ):
+        flat = [
+            floats.round_fraction(
+                Fraction(int(x)) if not isinstance(x, Fraction) else x, name, mode
+            )
+            for x in v.reshape(-1)
+        ]
         out = np.array(flat, dtype=np.float64).reshape(v.shape)
         return out.astype(floats.COMPUTE_DTYPES[name])
     s = v.astype(np.float64)
@@ -161,11 +169,23 @@ def _round_float_result(
         sel = ok & (all_exact | ~np.isfinite(s) | _on_boundary(s, name, mode))
         if sel.any():
             exact_vals = exact_fn(sel)
-            fixed = np.array([floats.round_fraction(q, name, mode) if q is not None else np.nan
-                              for q in exact_vals], dtype=np.float64)
-            keep_zero = fixed == 0
-            fixed = np.where(keep_zero, np.copysign(0.0, s[sel]), fixed)
-            fixed = np.where(np.isnan(fixed), s[sel], fixed)
+            native = s[sel]
+            # an exact zero keeps the native result's sign; a rounded non-zero value its own
+            fixed = np.array(
+                [
+                    (
+                        native[i]
+                        if q is None
+                        else (
+                            np.copysign(0.0, native[i])
+                            if q == 0
+                            else floats.round_fraction(q, name, mode)
+                        )
+                    )
+                    for i, q in enumerate(exact_vals)
+                ],
+                dtype=np.float64,
+            )
             out = floats.round_to_format(s, name, mode)
             out[sel] = fixed
             return out.astype(floats.COMPUTE_DTYPES[name])
@@ -233,9 +253,9 @@ def evaluate(op, opdef: OpDef, sem: Semantics, args: list) -> list:
     value = np.broadcast_to(np.asarray(value), shape) if np.ndim(value) < len(shape) else value
     if isinstance(et, FloatType):
         exact_fn, all_exact = None, False
-        if sem.exact in ("single", "rational") and (
-            et.name != "f64" or mode not in NEAREST or sem.exact == "rational"
-        ):
+        # one IEEE operation computed in float64 and rounded once to a <= 32-bit type is
+        # correctly rounded (53 >= 2p + 2); everything else is checked against exact rationals
+        if sem.exact in ("single", "rational") and (mode not in NEAREST or sem.exact == "rational"):
             all_exact = et.name == "f64"
             exact_fn = _exact_evaluator(op, opdef, sem, args, ns, names)
         finite_in = np.ones(np.shape(value), dtype=bool)
@@ -251,6 +271,8 @@ def evaluate(op, opdef: OpDef, sem: Semantics, args: list) -> list:
         v = np.asarray(value)
         if v.dtype.kind == "f":
             return [_float_to_int(v, et, signed)]
+        if sem.overflow:
+            _check_overflow(op, sem, ns, names, et, ns.get(py_name(sem.overflow)))
         return [wrap_int(v, et)]
     if isinstance(et, PointerType):
         return [np.asarray(value).astype(np.uint64)]
@@ -305,6 +327,32 @@ def _float_to_int(v: np.ndarray, et: IntegerType, signed: bool) -> np.ndarray:
     return wrap_int(out, et)
 
 
+def _check_overflow(op, sem: Semantics, ns: dict, names: list, et: IntegerType, flag) -> None:
+    """Report a result that wraps although the op's IntegerOverflow flag promises it does not."""
+    checks = {"no_signed_wrap": (True,), "no_unsigned_wrap": (False,), "no_wrap": (True, False)}
+    for signed in checks.get(flag, ()):
+        sub = dict(ns)
+        sub["SIGNED"] = signed
+        for key, d in zip(names, op.operands):
+            v = ns[key]
+            if isinstance(v, np.ndarray) and isinstance(element_of(d.type), IntegerType):
+                dv = as_signed(v, d.type) if signed else as_unsigned(v, d.type)
+                sub[key] = np.array([int(x) for x in dv.reshape(-1)], dtype=object).reshape(
+                    dv.shape
+                )
+        with np.errstate(all="ignore"):
+            exact = np.asarray(eval(sem.code, sub), dtype=object)
+        w = et.width
+        lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1)
+        bad = [x for x in exact.reshape(-1) if not lo <= int(x) <= hi]
+        if bad:
+            kind = "signed" if signed else "unsigned"
+            raise InterpError(
+                f"{kind} overflow: exact result {int(bad[0])} does not fit i{w}, but the op is "
+                f"marked overflow<{flag}>"
+            )
+
+
 def _exact_evaluator(op, opdef, sem, args, ns, names):
     """A function computing the exact rational result of selected elements (None if not finite)."""
 
@@ -318,11 +366,28 @@ def _exact_evaluator(op, opdef, sem, args, ns, names):
                     vv = np.where(np.isfinite(vv), vv, 0.0)
                 sub[key] = np.array([Fraction(float(x)) for x in vv], dtype=object)
             elif isinstance(v, np.ndarray):
-                sub[key] = np.array([Fraction(int(x)) for x in np.broadcast_to(v, sel.shape)[sel]], dtype=object)
+                sub[key] = np.array(
+                    [Fraction(int(x)) for x in np.broadcast_to(v, sel.shape)[sel]], dtype=object
+                )
         try:
             r = eval(sem.code, sub)
+            return [Fraction(x) for x in np.asarray(r, dtype=object).reshape(-1)]
         except (ZeroDivisionError, TypeError, ValueError, AttributeError):
-            return [None] * int(sel.sum())
-        return [x if isinstance(x, Fraction) else Fraction(x) for x in np.asarray(r, dtype=object).reshape(-1)]
+            pass
+        out = []  # some element failed (x / 0 ...): evaluate one by one
+        for i in range(int(sel.sum())):
+            one = {
+                k: (
+                    v[i : i + 1]
+                    if isinstance(v, np.ndarray) and v.dtype == object and k in names
+                    else v
+                )
+                for k, v in sub.items()
+            }
+            try:
+                out.append(Fraction(np.asarray(eval(sem.code, one), dtype=object).reshape(-1)[0]))
+            except (ZeroDivisionError, TypeError, ValueError, AttributeError):
+                out.append(None)
+        return out
 
     return fn

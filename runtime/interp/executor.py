@@ -16,7 +16,8 @@ from typing import Callable, Optional, TextIO
 
 import numpy as np
 
-from tilegen.runtime.attributes import ArrayAttr, FloatAttr, IntegerAttr, StringAttr, SymbolRefAttr
+from tilegen.runtime.attributes import ArrayAttr, FloatAttr, IntegerAttr, SymbolRefAttr
+from tilegen.runtime.interp import floats
 from tilegen.runtime.interp import mma as mma_mod
 from tilegen.runtime.interp.elementwise import attr_value, evaluate, semantics_of
 from tilegen.runtime.interp.memory import Heap, TensorView, TileView, view_load, view_store
@@ -38,12 +39,9 @@ from tilegen.runtime.types import (
     DYNAMIC,
     FloatType,
     GatherScatterViewType,
-    IntegerType,
     PartitionViewType,
-    PointerType,
     StridedViewType,
     TensorViewType,
-    TileType,
 )
 
 
@@ -67,6 +65,9 @@ class Machine:
 
 
 HANDLERS: dict[str, Callable] = {}
+#: Ops handled by the launch itself rather than executed: module, entry (run_kernel) and
+#: global (allocate_globals).
+STRUCTURAL = ("cuda_tile.module", "cuda_tile.entry", "cuda_tile.global")
 
 
 def handler(*names: str):
@@ -145,15 +146,16 @@ def attr(op: Operation, name: str):
     return attr_value(op.opdef, op, name)
 
 
-def tile_of(value, t) -> np.ndarray:
-    return np.asarray(value, dtype=compute_dtype(t))
-
-
 # --------------------------------------------------------------------------- tokens, grid, misc
 
 
-@handler("make_token", "join_tokens", "gdc_wait_tko", "gdc_launch_dependents_tko",
-         "memory_fence_alias_tko")
+@handler(
+    "make_token",
+    "join_tokens",
+    "gdc_wait_tko",
+    "gdc_launch_dependents_tko",
+    "memory_fence_alias_tko",
+)
 def _token(f: Frame, op):
     return [TOKEN for _ in op.results]
 
@@ -259,8 +261,9 @@ def _alloca(f: Frame, op):
     t = op.results[0].type
     n = attr(op, "num_elem")
     align = attr(op, "alignment") or 16
-    addr = f.m.heap.alloc(int(n) * storage_bytes(element_of(t).pointee), align=int(align),
-                          name="alloca")
+    addr = f.m.heap.alloc(
+        int(n) * storage_bytes(element_of(t).pointee), align=int(align), name="alloca"
+    )
     return [np.array(addr, dtype=np.uint64)]
 
 
@@ -281,14 +284,23 @@ def _make_tensor_view(f: Frame, op):
 def _tile_view(op, tv: TensorView):
     t = op.results[0].type
     if isinstance(t, PartitionViewType):
-        return TileView("partition", tv, tuple(t.tile_shape), tuple(t.dim_map), (), -1,
-                        t.padding_value)
+        return TileView(
+            "partition", tv, tuple(t.tile_shape), tuple(t.dim_map), (), -1, t.padding_value
+        )
     if isinstance(t, StridedViewType):
-        return TileView("strided", tv, tuple(t.tile_shape), tuple(t.dim_map),
-                        tuple(t.traversal_strides), -1, t.padding_value)
+        return TileView(
+            "strided",
+            tv,
+            tuple(t.tile_shape),
+            tuple(t.dim_map),
+            tuple(t.traversal_strides),
+            -1,
+            t.padding_value,
+        )
     if isinstance(t, GatherScatterViewType):
-        return TileView("gather_scatter", tv, tuple(t.tile_shape), (), (), t.sparse_dim,
-                        t.padding_value)
+        return TileView(
+            "gather_scatter", tv, tuple(t.tile_shape), (), (), t.sparse_dim, t.padding_value
+        )
     raise InterpError(f"unsupported view type {t}")
 
 
@@ -307,14 +319,29 @@ def _tensor_shape(f: Frame, op):
 @handler("get_index_space_shape")
 def _index_space(f: Frame, op):
     v: TileView = f.get(op.operands[0])
-    return [np.array(n, dtype=compute_dtype(r.type))
-            for n, r in zip(v.index_space_shape(), op.results)]
+    return [
+        np.array(n, dtype=compute_dtype(r.type)) for n, r in zip(v.index_space_shape(), op.results)
+    ]
+
+
+def _check_inbounds(op, view: TileView, idx: list) -> None:
+    """``inbounds = [true, ...]`` promises the tile stays inside the tensor along that dim."""
+    flags = attr(op, "inbounds")
+    if not isinstance(flags, tuple) or not any(flags):
+        return
+    for i in view.out_of_bounds_dims(idx):
+        if i < len(flags) and flags[i]:
+            at = [int(np.asarray(x).reshape(-1)[0]) for x in idx]
+            raise InterpError(
+                f"tile at index {at} leaves the tensor along dimension {i}, which is marked inbounds"
+            )
 
 
 @handler("load_view_tko")
 def _load_view(f: Frame, op):
     view = f.get(op.operands[0])
     idx = [f.get(v) for v in group(op, "index")]
+    _check_inbounds(op, view, idx)
     tile = view_load(f.m.heap, view, idx)
     return [tile.astype(compute_dtype(op.results[0].type)), TOKEN]
 
@@ -323,7 +350,9 @@ def _load_view(f: Frame, op):
 def _store_view(f: Frame, op):
     tile = f.get(group(op, "tile")[0])
     view = f.get(group(op, "view")[0])
-    view_store(f.m.heap, view, [f.get(v) for v in group(op, "index")], np.asarray(tile))
+    idx = [f.get(v) for v in group(op, "index")]
+    _check_inbounds(op, view, idx)
+    view_store(f.m.heap, view, idx, np.asarray(tile))
     return [TOKEN]
 
 
@@ -340,8 +369,11 @@ def _load_ptr(f: Frame, op):
     rt = op.results[0].type
     mask = _mask(f, op, ptrs.shape)
     pad = group(op, "paddingValue")
-    out = (np.broadcast_to(np.asarray(f.get(pad[0])), ptrs.shape).copy() if pad
-           else np.zeros(ptrs.shape, dtype=compute_dtype(rt)))
+    out = (
+        np.broadcast_to(np.asarray(f.get(pad[0])), ptrs.shape).copy()
+        if pad
+        else np.zeros(ptrs.shape, dtype=compute_dtype(rt))
+    )
     out = out.astype(compute_dtype(rt))
     if mask.any():
         out[mask] = f.m.heap.load(ptrs[mask], element_of(rt))
@@ -368,16 +400,20 @@ def _rmw(mode: str, old: np.ndarray, arg: np.ndarray, t) -> np.ndarray:
     if mode == "xchg":
         return arg
     if mode == "addf":
-        from tilegen.runtime.interp import floats
-
         return floats.to_compute(np.float64(old) + np.float64(arg), et.name)
     if mode in ("umax", "umin"):
         a, b = as_unsigned(old, et), as_unsigned(arg, et)
         r = max(int(a), int(b)) if mode == "umax" else min(int(a), int(b))
         return wrap_int(np.array(r, dtype=np.uint64), et)
     a, b = as_signed(old, et), as_signed(arg, et)
-    r = {"and": lambda: a & b, "or": lambda: a | b, "xor": lambda: a ^ b, "add": lambda: a + b,
-         "max": lambda: max(a, b), "min": lambda: min(a, b)}[mode]()
+    r = {
+        "and": lambda: a & b,
+        "or": lambda: a | b,
+        "xor": lambda: a ^ b,
+        "add": lambda: a + b,
+        "max": lambda: max(a, b),
+        "min": lambda: min(a, b),
+    }[mode]()
     return wrap_int(np.asarray(r), et)
 
 
@@ -436,6 +472,31 @@ def _atomic_red_view(f: Frame, op):
     return [TOKEN]
 
 
+# multimem views: the interpreter models one device, so every view has a single copy
+
+
+@handler("multimem_load_reduce_view_tko")
+def _multimem_load(f: Frame, op):
+    return _load_view(f, op)
+
+
+@handler("multimem_store_view_tko")
+def _multimem_store(f: Frame, op):
+    return _store_view(f, op)
+
+
+@handler("multimem_reduce_view_tko")
+def _multimem_reduce(f: Frame, op):
+    view: TileView = f.get(group(op, "view")[0])
+    tv = group(op, "tile")[0]
+    addrs, inb = view.addresses([f.get(v) for v in group(op, "index")])
+    mode = attr(op, "reduction")
+    if mode == "add" and isinstance(element_of(tv.type), FloatType):
+        mode = "addf"
+    _atomic_apply(f.m.heap, addrs, np.asarray(f.get(tv)), inb, mode, tv.type)
+    return [TOKEN]
+
+
 # --------------------------------------------------------------------------- control flow
 
 
@@ -456,7 +517,9 @@ def _for(f: Frame, op):
     lb, ub, step = (f.get(v) for v in op.operands[:3])
     it_t = op.operands[0].type
     unsigned = bool(attr(op, "unsignedCmp"))
-    conv = (lambda x: int(as_unsigned(x, it_t))) if unsigned else (lambda x: int(as_signed(x, it_t)))
+    conv = (
+        (lambda x: int(as_unsigned(x, it_t))) if unsigned else (lambda x: int(as_signed(x, it_t)))
+    )
     i, hi, st = conv(lb), conv(ub), conv(step)
     if st <= 0:
         raise InterpError(f"for loop step must be positive, got {st}")
@@ -492,17 +555,18 @@ def _loop(f: Frame, op):
 
 
 def _identities(op) -> list:
+    """The reduce/scan identities as rank-0 tiles."""
     ids = op.attributes.get("identities")
     out = []
     for a in ids.values if isinstance(ids, ArrayAttr) else ids:
         if isinstance(a, FloatAttr):
-            t = TileType((), a.type)
             if a.bits is not None:
                 out.append(from_bits(np.array(a.bits, dtype=np.uint64), a.type).reshape(()))
             else:
-                out.append(constant_tile(type("A", (), {"values": (a.value,), "bits": None})(), t))
+                out.append(floats.to_compute(np.array(a.value, dtype=np.float64), a.type.name))
         elif isinstance(a, IntegerAttr):
-            out.append(wrap_int(np.array(a.value & ((1 << 64) - 1), dtype=np.uint64), a.type).reshape(()))
+            mask = np.uint64((1 << 64) - 1)
+            out.append(wrap_int(np.array(a.value & int(mask), dtype=np.uint64), a.type).reshape(()))
         else:
             raise InterpError(f"unsupported reduction identity {a}")
     return out
@@ -528,8 +592,10 @@ def _reduce(f: Frame, op):
     while p2 < n:
         p2 *= 2
     if p2 != n:  # pad with identities to a power of two
-        xs = [np.concatenate([x, np.broadcast_to(i.astype(x.dtype), (p2 - n,) + x.shape[1:])])
-              for x, i in zip(xs, ids)]
+        xs = [
+            np.concatenate([x, np.broadcast_to(i.astype(x.dtype), (p2 - n,) + x.shape[1:])])
+            for x, i in zip(xs, ids)
+        ]
     while xs[0].shape[0] > 1:  # pairwise tree: element k combines with element k + half
         h = xs[0].shape[0] // 2
         new = _combine(f, body, [x[h:] for x in xs], [x[:h] for x in xs])
@@ -569,8 +635,9 @@ def _mma(f: Frame, op):
 # --------------------------------------------------------------------------- launch
 
 
-def run_kernel(machine: Machine, entry: Operation, flat_args: list,
-               max_blocks: Optional[int] = None) -> None:
+def run_kernel(
+    machine: Machine, entry: Operation, flat_args: list, max_blocks: Optional[int] = None
+) -> None:
     """Run ``entry`` once per tile block of ``machine.grid`` (x fastest)."""
     body = entry.regions[0].blocks[0]
     gx, gy, gz = machine.grid

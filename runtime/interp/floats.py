@@ -41,7 +41,7 @@ class FloatFormat:
     def max_finite(self) -> float:
         if self.nan == "ieee":
             emax = (1 << self.ebits) - 2 - self.bias
-            return float((2 - 2.0 ** -self.mbits) * 2.0**emax)
+            return float((2 - 2.0**-self.mbits) * 2.0**emax)
         emax = (1 << self.ebits) - 1 - self.bias
         if self.nan == "fn":  # the all-ones mantissa of the top binade is NaN
             if self.mbits == 0:
@@ -49,7 +49,7 @@ class FloatFormat:
             return float((2 - 2.0 ** (1 - self.mbits)) * 2.0**emax)
         if self.nan == "fnu":  # e8m0: top code is NaN
             return float(2.0 ** (emax - 1))
-        return float((2 - 2.0 ** -self.mbits) * 2.0**emax)  # "none": no NaN (f4)
+        return float((2 - 2.0**-self.mbits) * 2.0**emax)  # "none": no NaN (f4)
 
     @property
     def min_subnormal(self) -> float:
@@ -65,7 +65,14 @@ FORMATS: dict[str, FloatFormat] = {
     "f8E4M3FN": FloatFormat("f8E4M3FN", 4, 3, 7, has_inf=False, nan="fn", storage_bits=8),
     "f8E5M2": FloatFormat("f8E5M2", 5, 2, 15, storage_bits=8),
     "f8E8M0FNU": FloatFormat(
-        "f8E8M0FNU", 8, 0, 127, has_inf=False, nan="fnu", signed=False, has_zero=False,
+        "f8E8M0FNU",
+        8,
+        0,
+        127,
+        has_inf=False,
+        nan="fnu",
+        signed=False,
+        has_zero=False,
         storage_bits=8,
     ),
     "f4E2M1FN": FloatFormat("f4E2M1FN", 2, 1, 1, has_inf=False, nan="none", storage_bits=4),
@@ -133,8 +140,12 @@ def round_to_format(
                 pos = x > 0
                 to_inf = np.where(
                     pos,
-                    np.isin(mode, ("nearest_even", "nearest_away", "positive_inf", "approx", "full")),
-                    np.isin(mode, ("nearest_even", "nearest_away", "negative_inf", "approx", "full")),
+                    np.isin(
+                        mode, ("nearest_even", "nearest_away", "positive_inf", "approx", "full")
+                    ),
+                    np.isin(
+                        mode, ("nearest_even", "nearest_away", "negative_inf", "approx", "full")
+                    ),
                 )
                 big = np.where(to_inf, np.inf, mx)
             else:
@@ -183,7 +194,11 @@ def _table(name: str) -> np.ndarray:
     frac = man / float(1 << mbits) if mbits else np.zeros(n)
     normal = np.ldexp(1.0 + frac, (exp - fmt.bias).astype(np.int32))
     sub = np.ldexp(frac, fmt.emin)
-    val = sign * np.where(exp == 0, sub, normal) if fmt.has_zero else np.ldexp(1.0, (exp - fmt.bias).astype(np.int32))
+    val = (
+        sign * np.where(exp == 0, sub, normal)
+        if fmt.has_zero
+        else np.ldexp(1.0, (exp - fmt.bias).astype(np.int32))
+    )
     if fmt.nan == "ieee":
         top = exp == (1 << ebits) - 1
         val = np.where(top & (man == 0), sign * np.inf, val)
@@ -202,7 +217,11 @@ def decode(bits, name: str) -> np.ndarray:
         return bits.astype(np.uint16).view(np.float16)
     if name in ("f32", "tf32"):
         v = bits.astype(np.uint32).view(np.float32)
-        return v if name == "f32" else (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+        return (
+            v
+            if name == "f32"
+            else (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+        )
     if name == "f64":
         return bits.astype(np.uint64).view(np.float64)
     if name == "bf16":

@@ -57,8 +57,11 @@ class Heap:
         """Copy ``arr`` (values of element type ``t``, row-major) into a new allocation."""
         n = storage_bytes(t)
         addr = self.alloc(arr.size * n, name=name)
-        self.write_bits(np.arange(arr.size, dtype=np.uint64) * np.uint64(n) + np.uint64(addr),
-                        to_bits(arr.reshape(-1), t), n)
+        self.write_bits(
+            np.arange(arr.size, dtype=np.uint64) * np.uint64(n) + np.uint64(addr),
+            to_bits(arr.reshape(-1), t),
+            n,
+        )
         return addr
 
     # ----- checks
@@ -69,12 +72,16 @@ class Heap:
         starts = np.array(self.starts, dtype=np.uint64)
         ends = np.array(self.ends, dtype=np.uint64)
         i = np.searchsorted(starts, a, side="right") - 1
-        ok = (i >= 0) & (a + np.uint64(nbytes) <= ends[np.maximum(i, 0)]) & (
-            a >= starts[np.maximum(i, 0)]
+        ok = (
+            (i >= 0)
+            & (a + np.uint64(nbytes) <= ends[np.maximum(i, 0)])
+            & (a >= starts[np.maximum(i, 0)])
         )
         if not ok.all():
             bad = int(a[~ok][0])
-            raise InterpError(f"{what} of {nbytes} byte(s) at address {bad:#x} is outside every allocation")
+            raise InterpError(
+                f"{what} of {nbytes} byte(s) at address {bad:#x} is outside every allocation"
+            )
         if (a % np.uint64(nbytes)).any():
             bad = int(a[(a % np.uint64(nbytes)) != 0][0])
             raise InterpError(f"misaligned {what} of {nbytes} byte(s) at address {bad:#x}")
@@ -150,17 +157,15 @@ class TileView:
         return self.traversal_strides[i] if self.traversal_strides else self.tile_shape[i]
 
     def index_space_shape(self) -> tuple[int, ...]:
-        """Number of tiles along each tile dimension (partial tiles count)."""
+        """Number of tile origins inside the tensor along each tile dimension.
+
+        Partition views: ``ceil(n / tile)`` (partial tiles count); strided views:
+        ``ceil(n / traversal_stride)``; gather/scatter views address elements: ``n``.
+        """
         out = []
-        for i, t in enumerate(self.tile_shape):
+        for i in range(len(self.tile_shape)):
             n = self.tensor.shape[self.mapped(i)]
-            if self.kind == "gather_scatter":
-                out.append(n)
-            elif self.kind == "strided":
-                s = self.step(i)
-                out.append(max(0, -(-(n - t) // s) + 1) if n >= t else (1 if n > 0 else 0))
-            else:
-                out.append(-(-n // t))
+            out.append(-(-n // self.step(i)))
         return tuple(out)
 
     def element_coords(self, indices: list[np.ndarray]) -> list[np.ndarray]:
@@ -177,6 +182,17 @@ class TileView:
             coords[self.mapped(i)] = c
         return coords  # type: ignore[return-value]
 
+    def out_of_bounds_dims(self, indices: list[np.ndarray]) -> list[int]:
+        """Tile dimensions along which the tile at ``indices`` leaves the tensor."""
+        coords = self.element_coords(indices)
+        bad = []
+        for i in range(len(self.tile_shape)):
+            d = self.mapped(i)
+            c = coords[d]
+            if ((c < 0) | (c >= self.tensor.shape[d])).any():
+                bad.append(i)
+        return bad
+
     def addresses(self, indices: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(byte addresses, in-bounds mask) of the tile at ``indices``."""
         tv = self.tensor
@@ -192,7 +208,13 @@ class TileView:
 
     def padding_value(self) -> np.ndarray:
         dt = compute_dtype(self.tensor.element)
-        special = {"zero": 0.0, "neg_zero": -0.0, "nan": np.nan, "pos_inf": np.inf, "neg_inf": -np.inf}
+        special = {
+            "zero": 0.0,
+            "neg_zero": -0.0,
+            "nan": np.nan,
+            "pos_inf": np.inf,
+            "neg_inf": -np.inf,
+        }
         if self.padding is None or not isinstance(self.tensor.element, FloatType):
             return np.zeros((), dtype=dt)
         return np.array(special[self.padding]).astype(dt)

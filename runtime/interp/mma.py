@@ -1,8 +1,9 @@
 """Matrix multiply-accumulate (mmaf, mmai, mmaf_scaled) with exact input precisions.
 
 Inputs are held exactly in their element types (f16, bf16, tf32, f8 values are exact in the
-compute arrays), so products are formed exactly in float64 (f64 inputs: float64 matmul) and the
-sum is rounded once to the accumulator type. Integer inputs are widened by their signedness and
+compute arrays), so every product is exact in float64; products are summed in float64 (far more
+precise than a tensor core's accumulator) and rounded once to the accumulator type. f64 inputs
+use a float64 matmul. Integer inputs are widened by their signedness and
 multiplied exactly in int64, then wrapped to the accumulator width.
 """
 

@@ -12,9 +12,13 @@ from fractions import Fraction
 import numpy as np
 
 from tilegen.runtime.interp import floats
-from tilegen.runtime.interp.values import InterpError, from_literal, from_literal_bits, storage_bytes
+from tilegen.runtime.interp.values import (
+    InterpError,
+    from_literal,
+    from_literal_bits,
+    storage_bytes,
+)
 from tilegen.runtime.types import FloatType, TileType
-
 
 # --------------------------------------------------------------------------- floats
 
@@ -39,6 +43,14 @@ def maximum(a, b):
 
 def minimum(a, b):
     return np.where(np.isnan(a) | np.isnan(b), np.nan, minnum(a, b))
+
+
+def fma(a, b, c):
+    """Fused a * b + c: a finite product plus an infinite addend is that addend."""
+    if np.asarray(a).dtype == object:
+        return a * b + c
+    r = a * b + c
+    return np.where(np.isfinite(a) & np.isfinite(b) & np.isinf(c), c, r)
 
 
 def rsqrt(x):
@@ -149,15 +161,22 @@ def _isqrt(n: int) -> int:
 
 def _amount(b, width: int):
     """Shift amounts as unsigned values of ``width`` bits."""
-    return np.asarray(b).astype(np.int64).astype(np.uint64) & np.uint64((1 << width) - 1 if width < 64 else ~0 & (2**64 - 1))
+    return np.asarray(b).astype(np.int64).astype(np.uint64) & np.uint64(
+        (1 << width) - 1 if width < 64 else ~0 & (2**64 - 1)
+    )
 
 
 def shl(a, b, width: int):
-    """Shift left; amounts >= width give 0."""
+    """Shift left; amounts >= width give 0 (on Python ints: the exact, unwrapped product)."""
+    if np.asarray(a).dtype == object:
+        f = np.frompyfunc(
+            lambda x, y: x << (y % (1 << width)) if y % (1 << width) < width else 0, 2, 1
+        )
+        return f(a, b)
     amt = _amount(b, width)
     big = amt >= np.uint64(width)
     s = np.where(big, 0, amt).astype(np.uint64)
-    r = (np.asarray(a).astype(np.int64).astype(np.uint64) << s)
+    r = np.asarray(a).astype(np.int64).astype(np.uint64) << s
     return np.where(big, np.uint64(0), r)
 
 
@@ -202,7 +221,9 @@ def pointee_bytes(t) -> int:
 
 
 def ptr_offset(ptr, offset, nbytes: int):
-    return (np.asarray(ptr).astype(np.int64) + np.asarray(offset).astype(np.int64) * nbytes).astype(np.uint64)
+    return (np.asarray(ptr).astype(np.int64) + np.asarray(offset).astype(np.int64) * nbytes).astype(
+        np.uint64
+    )
 
 
 def constant_tile(attr, t):
@@ -261,6 +282,7 @@ NAMESPACE = {
     "maximum": maximum,
     "minimum": minimum,
     "rsqrt": rsqrt,
+    "fma": fma,
     "sqrt": sqrt,
     "cmpf": cmpf,
     "cmpi": cmpi,

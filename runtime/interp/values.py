@@ -115,9 +115,11 @@ def wrap_int(values, t: Type) -> np.ndarray:
     if v.dtype == np.bool_:
         v = v.astype(np.int64)
     if t.width == 1:
-        return (v.astype(np.int64) & 1).astype(np.bool_) if v.dtype != np.uint64 else (
-            v & np.uint64(1)
-        ).astype(np.bool_)
+        return (
+            (v.astype(np.int64) & 1).astype(np.bool_)
+            if v.dtype != np.uint64
+            else (v & np.uint64(1)).astype(np.bool_)
+        )
     return v.astype(_INT_DTYPES[t.width])
 
 
@@ -146,7 +148,9 @@ def from_literal(values, t: Type, shape: tuple) -> np.ndarray:
     vals = list(values)
     if isinstance(et, IntegerType):
         if et.width == 1:
-            arr = np.array([bool(int(v)) if not isinstance(v, bool) else v for v in vals], dtype=np.bool_)
+            arr = np.array(
+                [bool(int(v)) if not isinstance(v, bool) else v for v in vals], dtype=np.bool_
+            )
         else:
             mask = (1 << et.width) - 1
             arr = np.array([int(v) & mask for v in vals], dtype=np.uint64)

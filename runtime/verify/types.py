@@ -60,6 +60,8 @@ def verify_type(t: Type) -> Optional[str]:
             return f"failed to verify 'elementType': {NUMBER_TYPE_LIST} or Pointer type"
         return verify_tile_shape(t.shape, t.element)
     if isinstance(t, TensorViewType):
+        if not is_number_type(t.element):  # ODS parameter constraint, before verify()
+            return f"failed to verify 'elementType': {NUMBER_TYPE_LIST}"
         return verify_tensor_view(t)
     if isinstance(t, (PartitionViewType, StridedViewType, GatherScatterViewType)):
         try:

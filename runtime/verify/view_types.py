@@ -200,6 +200,8 @@ def verify_view_indices(t: Type, index_types: Sequence[Type]) -> Optional[str]:
 
 
 def _gather_scatter_indices(t: GatherScatterViewType, index_types: Sequence[Type]) -> Optional[str]:
+    if not index_types:
+        return None
     sd = t.sparse_dim
     if sd >= len(index_types):
         return f"gather/scatter dimension {sd} is out of range for index count {len(index_types)}"

@@ -12,8 +12,13 @@ import sys
 
 def add_arguments(p) -> None:
     p.add_argument("file", help="a .tileirbc file ('-' for stdin)")
-    p.add_argument("-g", "--print-debug-info", dest="debuginfo", action="store_true",
-                   help="annotate the disassembly with debug locations")
+    p.add_argument(
+        "-g",
+        "--print-debug-info",
+        dest="debuginfo",
+        action="store_true",
+        help="annotate the disassembly with debug locations",
+    )
     p.add_argument("--no-verify", action="store_true", help="skip IR verification")
 
 
@@ -35,7 +40,11 @@ def disassemble(data: bytes, filename: str, debuginfo: bool = False, verify: boo
         errors.append(f"{filename}:0:0: error: failed to read provided Tile IR bytecode")
         return None, errors
     text = print_module(
-        module, debuginfo=debuginfo, body_only=True, default_dialect="cuda_tile", alias_mnemonics=True
+        module,
+        debuginfo=debuginfo,
+        body_only=True,
+        default_dialect="cuda_tile",
+        alias_mnemonics=True,
     )
     return text, errors
 

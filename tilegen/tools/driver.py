@@ -512,6 +512,23 @@ def report(
     return status
 
 
+def find_tool(name: str) -> Optional[str]:
+    """An executable next to this Python (the venv), in an installed NVIDIA wheel
+    (``site-packages/nvidia/*/bin``, where ``tileiras``/``tileirdisasm`` live), or on PATH."""
+    import glob
+    import os
+    import shutil
+
+    local = os.path.join(os.path.dirname(sys.executable), name)
+    if os.path.exists(local):
+        return local
+    for site in sys.path:
+        hits = sorted(glob.glob(os.path.join(site, "nvidia", "*", "bin", name)))
+        if hits:
+            return hits[0]
+    return shutil.which(name)
+
+
 def write_output(path: Optional[str], text: str) -> None:
     if path is None or path == "-":
         sys.stdout.write(text)

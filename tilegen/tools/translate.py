@@ -25,7 +25,9 @@ _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 
 
 def command_line() -> driver.CommandLine:
-    cl = driver.CommandLine(PROG, "tilegen CUDA Tile IR translation driver (cuda-tile-translate compatible)")
+    cl = driver.CommandLine(
+        PROG, "tilegen CUDA Tile IR translation driver (cuda-tile-translate compatible)"
+    )
     cl.flag("mlir-to-cudatilebc", dest="to_bc", help="translate MLIR text to Tile IR bytecode")
     cl.flag("cudatilebc-to-mlir", dest="from_bc", help="translate Tile IR bytecode to MLIR text")
     cl.flag(
@@ -39,7 +41,11 @@ def command_line() -> driver.CommandLine:
         help=f"bytecode version to write (default {L.DEFAULT_WRITE_VERSION})",
         metavar="M.m",
     )
-    cl.flag("list-versions", dest="list_versions", help="print the bytecode versions the writer supports")
+    cl.flag(
+        "list-versions",
+        dest="list_versions",
+        help="print the bytecode versions the writer supports",
+    )
     cl.option("o", dest="output", help="output filename", metavar="filename", default="-")
     cl.optional_value(
         "split-input-file",
@@ -77,7 +83,9 @@ def check_version(text: Optional[str]) -> str:
     version = f"{int(m.group(1))}.{int(m.group(2))}"
     if version not in L.WRITE_VERSIONS or (m.group(3) and int(m.group(3))):
         lo, hi = L.WRITE_VERSIONS[0], L.WRITE_VERSIONS[-1]
-        raise driver.UsageError(f"Invalid argument '{text}': the supported versions are [{lo} - {hi}]")
+        raise driver.UsageError(
+            f"Invalid argument '{text}': the supported versions are [{lo} - {hi}]"
+        )
     return version
 
 

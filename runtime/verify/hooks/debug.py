@@ -60,7 +60,9 @@ def _div_by(p: DivByAttr, t: Type) -> Optional[str]:
         return f"{name} divisor is too large"
     if isinstance(t, TensorViewType):
         if p.every is not None:
-            return f"{name} 'every'/'along' cannot be used if the constrained value is a tensor_view"
+            return (
+                f"{name} 'every'/'along' cannot be used if the constrained value is a tensor_view"
+            )
         return None
     invalid = f"{name} is valid only for tile of integer/pointer or tensor_view values"
     if not isinstance(t, TileType):

@@ -23,6 +23,7 @@ from tilegen.runtime.ir import Operation
 from tilegen.runtime.verify.context import VerifyContext
 from tilegen.runtime.verify.hooks import hook
 
+
 def di_loc(loc) -> Optional[DILocAttr]:
     """The DILoc a location carries (through call-site callers, fused parts and names)."""
     if isinstance(loc, DILocAttr):
@@ -72,7 +73,9 @@ def _fallback(attr: Attribute) -> str:
         return f"#cuda_tile.di_lexical_block<scope = {_fallback(attr.scope)}, line = {attr.line}>"
     if isinstance(attr, DILocAttr):
         src = attr.source
-        return f'#cuda_tile.di_loc<loc("{src.file}":{src.line}:{src.col}) in {_fallback(attr.scope)}>'
+        return (
+            f'#cuda_tile.di_loc<loc("{src.file}":{src.line}:{src.col}) in {_fallback(attr.scope)}>'
+        )
     return f"loc({attr})"
 
 
