@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tilegen.runtime.interp.api import load_module, load_npz_args
+from tilegen.runtime.interp.api import find_entry, load_module, load_npz_args, module_of
 from tilegen.runtime.interp.calling import flatten_args, param_types, read_back
 from tilegen.runtime.interp.executor import Machine, allocate_globals, run_kernel
-from tilegen.runtime.interp.api import find_entry, _module_of
 from tilegen.runtime.interp.memory import Heap
 
 CORPUS = Path("/work/shared/corpus/cutile")
@@ -43,7 +42,7 @@ def bench(name: str, repeat: int) -> dict:
     for _ in range(repeat):
         heap = Heap()
         machine = Machine(heap=heap, grid=tuple(grid), stdout=io.StringIO())
-        allocate_globals(machine, _module_of(entry))
+        allocate_globals(machine, module_of(entry))
         flat, bindings = flatten_args(param_types(entry), args, heap)
         t0 = time.perf_counter()
         run_kernel(machine, entry, flat)

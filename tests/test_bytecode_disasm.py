@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from bytecode_helpers import CORPUS_FILES, NEGATIVE, nonblank, stem
+from bytecode_helpers import CORPUS_FILES, NEGATIVE, nonblank, nvidia_tool, run_tool, stem
 from tilegen.commands.disasm import disassemble
 
 CASES = [p for p in CORPUS_FILES if os.path.exists(p[: -len(".tileirbc")] + ".mlir")]
@@ -36,3 +36,18 @@ def test_disasm_of_non_bytecode():
     assert text is None and errors == [
         "x.mlir:0:0: error: input does not correspond to Tile IR bytecode"
     ]
+
+
+TILEIRDISASM = nvidia_tool("tileirdisasm")
+
+
+@pytest.mark.skipif(TILEIRDISASM is None, reason="tileirdisasm not installed")
+def test_disasm_debug_info_matches_tileirdisasm_g():
+    """``-g``: locations as aliases after the body, exactly as ``tileirdisasm -g`` prints them."""
+    checked = 0
+    for path in CASES:
+        text, errors = disassemble(open(path, "rb").read(), path, debuginfo=True)
+        expected = run_tool(TILEIRDISASM, "-g", path)
+        assert nonblank(text) == nonblank(expected.stdout), path
+        checked += 1
+    assert checked == len(CASES) > 0

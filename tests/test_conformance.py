@@ -3,6 +3,9 @@ plumbing, and a no-regression floor on NVIDIA's test/Dialect/CudaTile suite."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +127,35 @@ def test_in_process_verdict_matches_lit():
         assert conformance.verify_only(ROOT / rel)
         rep = conformance.check_diagnostics(ROOT / rel)
         assert lit[rel][0] == ("PASS" if rep.failures == 0 else "FAIL"), lit[rel][1][-2000:]
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _py(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *cmd], capture_output=True, text=True, **kw)
+
+
+def test_portable_not():
+    not_script = str(REPO / "conformance" / "bin" / "not")
+    assert _py([not_script, sys.executable, "-c", "raise SystemExit(3)"]).returncode == 0
+    assert _py([not_script, sys.executable, "-c", "pass"]).returncode == 1
+
+
+def test_round_trip_script(tmp_path):
+    script = str(REPO / "conformance" / "round_trip_test.py")
+    example = str(REPO / "examples" / "vec_add.mlir")
+    proc = _py([script, example, str(tmp_path / "rt")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "rt.out.tilebc").read_bytes()[:8] == b"\x7fTileIR\x00"
+    # a reference printer that disagrees must make the script fail and show the diff
+    fake = tmp_path / "fake-opt"
+    fake.write_text(
+        f"#!{sys.executable}\nimport sys\nout = sys.argv[sys.argv.index('-o') + 1]\n"
+        "open(out, 'w').write('cuda_tile.module @other {\\n}\\n')\n"
+    )
+    fake.chmod(0o755)
+    proc = _py(
+        [script, example, str(tmp_path / "rt2")], env=dict(os.environ, TILEGEN_OPT=str(fake))
+    )
+    assert proc.returncode == 1 and "@other" in proc.stdout, proc.stdout + proc.stderr

@@ -930,3 +930,20 @@ def test_trunci_overflow_flag():
     assert run(
         "trunci", [IntegerType(32)], IntegerType(8), [ok], overflow="no_unsigned_wrap"
     ).tolist() == [-56]
+
+
+def test_in_place_attribute_edits_are_seen():
+    from tilegen.runtime.opdef import lookup_opdef
+
+    od = lookup_opdef("cuda_tile.divi")
+    block = Block([TileType((2,), IntegerType(32))] * 2)
+    op = Operation(
+        "cuda_tile.divi",
+        operands=list(block.args),
+        result_types=[TileType((2,), IntegerType(32))],
+        attributes={"signedness": enum_attr("Signedness", "signed")},
+    )
+    a, b = np.array([-7, 7], np.int32), np.array([2, 2], np.int32)
+    assert evaluate(op, od, semantics_of(od), [a, b])[0].tolist() == [-3, 3]
+    op.attributes["rounding"] = enum_attr("RoundingMode", "negative_inf")
+    assert evaluate(op, od, semantics_of(od), [a, b])[0].tolist() == [-4, 3]

@@ -780,12 +780,16 @@ class AliasTable:
         except TypeError:  # unhashable content
             return None
 
-    def render(self, printer=None) -> tuple[str, str]:
-        """(definitions before the module, location definitions after it)."""
+    def render(self, printer=None, all_after: bool = False) -> tuple[str, str]:
+        """(definitions before the module, location definitions after it); ``all_after`` puts
+        every definition after the body, as MLIR does for a printout without a top-level op
+        (``tileirdisasm -g``)."""
         order = sorted(self._names.items(), key=lambda kv: self._sort_key(kv[0]))
         head, tail = [], []
         for a, name in order:
-            if isinstance(a, Location):
+            if all_after and not isinstance(a, Location):
+                tail.append(f"{name} = #cuda_tile.{format_cuda_tile_attr_body(a, self)}\n")
+            elif isinstance(a, Location):
                 text = "loc(" + _format_loc_inner(a, self, top=True) + ")"
                 if isinstance(a, DILocAttr):
                     text = "#cuda_tile." + format_cuda_tile_attr_body(a, self)

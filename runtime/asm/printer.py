@@ -480,7 +480,7 @@ class OpPrinter:
         else:
             self.print_operation(op)
         body = self.getvalue()
-        head, tail = self.aliases.render(self)
+        head, tail = self.aliases.render(self, all_after=body_only)
         return head + body + "\n" + tail
 
 

@@ -111,7 +111,8 @@ def find_entry(module: Operation, name: Optional[str] = None) -> Operation:
     return entries[0]
 
 
-def _module_of(op: Operation) -> Operation:
+def module_of(op: Operation) -> Operation:
+    """The module an entry sits in (the entry itself when it has no parent)."""
     cur = op
     while cur.parent_op is not None and cur.name != "cuda_tile.module":
         cur = cur.parent_op
@@ -127,7 +128,7 @@ def _interp_diag(e: InterpError) -> Diagnostic:
 
 
 def run_module(
-    module: Operation,
+    module: Union[Operation, str, Path],
     args: ArgList,
     grid: Sequence[int] = (1, 1, 1),
     entry: Optional[str] = None,
@@ -135,8 +136,11 @@ def run_module(
 ) -> dict[str, np.ndarray]:
     """Run ``module``'s entry over ``grid`` on ``args`` (name -> array, in parameter order).
 
+    ``module`` may also be a path (``.mlir`` or ``.tileirbc``), loaded and verified first.
     Returns every argument's value after the run (scalars unchanged).
     """
+    if not isinstance(module, Operation):
+        module = load_module(module)
     ent = find_entry(module, entry) if module.name != "cuda_tile.entry" else module
     items = list(args.items()) if isinstance(args, dict) else list(args)
     g = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))
@@ -145,7 +149,7 @@ def run_module(
     heap = Heap()
     machine = Machine(heap=heap, grid=g, stdout=stdout or sys.stdout)
     try:
-        allocate_globals(machine, _module_of(ent))
+        allocate_globals(machine, module_of(ent))
         flat, bindings = flatten_args(param_types(ent), items, heap)
         run_kernel(machine, ent, flat)
     except InterpError as e:

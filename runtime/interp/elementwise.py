@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import keyword
+import weakref
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Optional
@@ -192,8 +193,35 @@ def _round_float_result(
     return floats.to_compute(s, name, mode)
 
 
-def evaluate(op, opdef: OpDef, sem: Semantics, args: list) -> list:
-    """Evaluate ``op`` on argument values ``args`` as its declared semantics say."""
+@dataclass
+class _Plan:
+    """What evaluating one op needs besides its operand values (computed once per op)."""
+
+    ns: dict
+    names: list  # (key, kind, start, n, type) per declared operand group
+    signed: bool
+    mode: str
+    ftz: bool
+    result_types: list
+    snapshot: tuple  # attributes and types the plan was made from (IR may be edited in place)
+
+
+def _snapshot(op) -> tuple:
+    return (
+        dict(op.attributes),
+        tuple(v.type for v in op.operands),
+        tuple(r.type for r in op.results),
+    )
+
+
+_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _plan(op, opdef: OpDef, sem: Semantics) -> _Plan:
+    plan = _PLANS.get(op)
+    snap = _snapshot(op)
+    if plan is not None and plan.snapshot == snap:
+        return plan
     ns: dict[str, Any] = dict(semlib.NAMESPACE)
     for a in opdef.attributes:
         ns[py_name(a.name)] = attr_value(opdef, op, a.name)
@@ -212,29 +240,36 @@ def evaluate(op, opdef: OpDef, sem: Semantics, args: list) -> list:
         ns["WIDTH"] = bit_width(first_t)
     except InterpError:
         ns["WIDTH"] = 0
-    mode = ns.get(py_name(sem.rounding)) if sem.rounding else None
-    mode = mode or "nearest_even"
+    mode = (ns.get(py_name(sem.rounding)) if sem.rounding else None) or "nearest_even"
     ftz = bool(ns.get(py_name(sem.ftz))) if sem.ftz else False
+    segments = list(zip(opdef.operands, opdef.operand_segments(op)))
+    ns["TYPES"] = {d.name: (op.operands[start].type if n else None) for d, (start, n) in segments}
+    names = [
+        (py_name(d.name), d.kind, start, n, op.operands[start].type if n else None)
+        for d, (start, n) in segments
+    ]
+    plan = _Plan(ns, names, signed, mode, ftz, result_types, snap)
+    _PLANS[op] = plan
+    return plan
 
+
+def evaluate(op, opdef: OpDef, sem: Semantics, args: list) -> list:
+    """Evaluate ``op`` on argument values ``args`` as its declared semantics say."""
+    plan = _plan(op, opdef, sem)
+    ns = plan.ns.copy()
+    signed, mode, ftz, result_types = plan.signed, plan.mode, plan.ftz, plan.result_types
+    rt = result_types[0] if result_types else None
     names: list[str] = []
-    ns["TYPES"] = {
-        d.name: (op.operands[start].type if n else None)
-        for d, (start, n) in zip(opdef.operands, opdef.operand_segments(op))
-    }
-    for d, (start, n) in zip(opdef.operands, opdef.operand_segments(op)):
-        vals = args[start : start + n]
-        key = py_name(d.name)
+    for key, kind, start, n, t in plan.names:
         names.append(key)
-        if d.kind == "variadic":
-            ns[key] = vals
-            continue
-        if not vals:
+        if kind == "variadic":
+            ns[key] = args[start : start + n]
+        elif not n:
             ns[key] = None
-            continue
-        v, t = vals[0], op.operands[start].type
-        if sem.kind == "elementwise":
-            v = _to_domain(v, t, sem.domain, signed, ftz)
-        ns[key] = v
+        elif sem.kind == "elementwise":
+            ns[key] = _to_domain(args[start], t, sem.domain, signed, ftz)
+        else:
+            ns[key] = args[start]
     with np.errstate(all="ignore"):
         try:
             value = eval(sem.code, ns)

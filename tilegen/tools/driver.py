@@ -83,12 +83,14 @@ class CommandLine:
             )
             lines.append(f"  {spelled:<38} - {o.help}")
         lines.append(f"  {'--help':<38} - display available options")
+        lines.append(f"  {'--version':<38} - display the version")
         return "\n".join(lines)
 
     def parse(self, argv: list[str]) -> dict:
         values: dict = {o.dest: o.default for o in self._opts}
         values["input"] = None
         values["help"] = False
+        values["version"] = False
         i = 0
         positional_only = False
         while i < len(argv):
@@ -109,6 +111,9 @@ class CommandLine:
             name, eq, val = body.partition("=")
             if name in ("help", "h"):
                 values["help"] = True
+                continue
+            if name == "version":
+                values["version"] = True
                 continue
             opt = self._by_name.get(name)
             if opt is None:
@@ -541,6 +546,15 @@ def write_output(path: Optional[str], text: str) -> None:
         raise UsageError(f"could not open output file '{path}': {e.strerror}") from None
 
 
+def _tilegen_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("tilegen")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return "unknown"
+
+
 def run_tool(
     prog: str,
     cl: CommandLine,
@@ -553,6 +567,9 @@ def run_tool(
         opts = cl.parse(argv)
         if opts["help"]:
             print(cl.help_text())
+            return 0
+        if opts["version"]:
+            print(f"{prog} (tilegen {_tilegen_version()}), compatible with cuda-tile's tools")
             return 0
         return body(opts)
     except UsageError as e:

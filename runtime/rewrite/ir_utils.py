@@ -1,0 +1,152 @@
+"""Small IR queries the patterns and the driver share (constants, effects, scopes, cloning)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tilegen.runtime.attributes import DenseElementsAttr
+from tilegen.runtime.ir import Block, BlockArgument, Operation, OpResult, Region, Value
+from tilegen.runtime.types import IntegerType, TileType, Type
+
+CONSTANT = "cuda_tile.constant"
+#: terminators that leave the enclosing if (and its parent block)
+EXITING = ("cuda_tile.return", "cuda_tile.break", "cuda_tile.continue")
+_EFFECT_FREE_TRAITS = ("Pure", "ConstantLike", "NoMemoryEffect")
+
+
+def has_trait(op: Operation, trait: str) -> bool:
+    return op.opdef is not None and op.opdef.has_trait(trait)
+
+
+def defining_op(v: Value) -> Optional[Operation]:
+    return v.op if isinstance(v, OpResult) else None
+
+
+def defined_by(v: Value, name: str) -> Optional[Operation]:
+    d = defining_op(v)
+    return d if d is not None and d.name == name else None
+
+
+def constant_attr(v: Value) -> Optional[DenseElementsAttr]:
+    d = defined_by(v, CONSTANT)
+    attr = d.attributes.get("value") if d is not None else None
+    return attr if isinstance(attr, DenseElementsAttr) else None
+
+
+def constant_key(op: Operation) -> tuple:
+    attr = op.attributes.get("value")
+    return (attr, op.results[0].type if op.results else None)
+
+
+def _element(t: Type) -> Optional[Type]:
+    return t.element if isinstance(t, TileType) else None
+
+
+def constant_int(v: Value) -> Optional[int]:
+    """The integer value of a constant with one distinct element (splat or single element)."""
+    attr = constant_attr(v)
+    if attr is None or not isinstance(_element(v.type), IntegerType) or len(set(attr.values)) != 1:
+        return None
+    if len(attr.values) != 1 and not (attr.is_splat or len(attr.values) == 1):
+        return None
+    return int(attr.values[0])
+
+
+def is_const_bool(v: Value, value: bool) -> bool:
+    el = _element(v.type)
+    attr = constant_attr(v)
+    if attr is None or el != IntegerType(1) or len(attr.values) != 1:
+        return False
+    return bool(attr.values[0]) == value
+
+
+def is_const_int(v: Value, value: int) -> bool:
+    el = _element(v.type)
+    return isinstance(el, IntegerType) and el.width > 1 and constant_int(v) == value
+
+
+def is_not_of(v: Value) -> Optional[Value]:
+    """``p`` when ``v`` is ``xori p, true`` (either operand order)."""
+    d = defined_by(v, "cuda_tile.xori")
+    if d is None:
+        return None
+    if is_const_bool(d.operands[1], True):
+        return d.operands[0]
+    if is_const_bool(d.operands[0], True):
+        return d.operands[1]
+    return None
+
+
+def is_effect_free(op: Operation) -> bool:
+    if any(has_trait(op, t) for t in _EFFECT_FREE_TRAITS):
+        return True
+    if has_trait(op, "RecursiveMemoryEffects"):
+        return all(
+            inner is op or (inner.name not in EXITING and is_effect_free(inner))
+            for region in op.regions
+            for block in region.blocks
+            for inner in block.ops
+        )
+    return False
+
+
+def is_trivially_dead(op: Operation) -> bool:
+    if has_trait(op, "Terminator") or any(r.uses for r in op.results):
+        return False
+    return is_effect_free(op)
+
+
+def isolated_region(op: Operation) -> Optional[Region]:
+    """The region of the closest ancestor that is IsolatedFromAbove (constants live there)."""
+    block = op.parent
+    while block is not None and block.parent is not None:
+        region = block.parent
+        owner = region.parent
+        if owner is None or has_trait(owner, "IsolatedFromAbove") or owner.name == "builtin.module":
+            return region
+        block = owner.parent
+    return None
+
+
+def is_defined_outside(v: Value, op: Operation) -> bool:
+    """True when ``v`` is defined outside every region of ``op``."""
+    if isinstance(v, BlockArgument):
+        owner = v.block.parent_op
+    else:
+        owner = v.op
+    while owner is not None:
+        if owner is op:
+            return False
+        owner = owner.parent_op
+    return True
+
+
+def block_of(region: Region) -> Optional[Block]:
+    return region.blocks[0] if region.blocks else None
+
+
+def clone_op(op: Operation, mapping: dict[int, Value]) -> Operation:
+    """A deep copy of ``op``; operands are remapped through ``mapping`` (id(value) -> value),
+    which is extended with the clone's results and block arguments."""
+    new = Operation(
+        op.name,
+        [mapping.get(id(v), v) for v in op.operands],
+        [r.type for r in op.results],
+        dict(op.attributes),
+        0,
+        op.loc,
+        opdef=op.opdef,
+        properties=dict(op.properties),
+    )
+    for old, res in zip(op.results, new.results):
+        res.name_hint = old.name_hint
+        mapping[id(old)] = res
+    for region in op.regions:
+        new_region = new.add_region(Region())
+        for block in region.blocks:
+            nb = new_region.append(Block())
+            for a in block.args:
+                mapping[id(a)] = nb.add_argument(a.type, a.loc)
+            for inner in block.ops:
+                nb.append(clone_op(inner, mapping))
+    return new
