@@ -85,8 +85,9 @@ def _alarm(signum, frame):
     raise Hang()
 
 
-def check(data: bytes, timeout: float = 5.0) -> str:
-    """'ok' | 'rejected' | 'crash: ...' | 'hang' for one input."""
+def check(data: bytes, timeout: float = 5.0, pipeline: bool = False) -> str:
+    """'ok' | 'rejected' | 'crash: ...' | 'hang' for one input. ``pipeline`` runs the whole
+    ``tilegen disasm`` path (reader, verifier, printer) instead of reader + writer."""
     from tilegen.runtime.bytecode import BytecodeError, read_bytecode, read_version, write_bytecode
     from tilegen.runtime.bytecode import layouts as L
 
@@ -95,6 +96,14 @@ def check(data: bytes, timeout: float = 5.0) -> str:
         old = signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
+        if pipeline:
+            from tilegen.commands.disasm import disassemble
+
+            text, errors = disassemble(data, "fuzz")
+            internal = [e for e in errors if "internal error" in e]
+            if internal:
+                return "crash: " + internal[0]
+            return "ok" if text is not None else "rejected"
         try:
             module = read_bytecode(data, "fuzz")
         except BytecodeError:
@@ -117,7 +126,9 @@ def check(data: bytes, timeout: float = 5.0) -> str:
             signal.signal(signal.SIGALRM, old)
 
 
-def run_random(seconds: float, seed: int, timeout: float, max_inputs: int = 0) -> dict:
+def run_random(
+    seconds: float, seed: int, timeout: float, max_inputs: int = 0, pipeline: bool = False
+) -> dict:
     rng = random.Random(seed)
     pool = seeds()
     stats = {"inputs": 0, "ok": 0, "rejected": 0, "crash": 0, "hang": 0, "slowest_s": 0.0}
@@ -126,7 +137,7 @@ def run_random(seconds: float, seed: int, timeout: float, max_inputs: int = 0) -
     while time.monotonic() - start < seconds and (not max_inputs or stats["inputs"] < max_inputs):
         data = mutate(rng.choice(pool), rng)
         t0 = time.monotonic()
-        result = check(data, timeout)
+        result = check(data, timeout, pipeline)
         stats["slowest_s"] = max(stats["slowest_s"], time.monotonic() - t0)
         stats["inputs"] += 1
         key = result.split(":")[0]
@@ -168,6 +179,11 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds before an input is a hang")
     ap.add_argument("--max-inputs", type=int, default=0)
     ap.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="fuzz the whole `tilegen disasm` path (reader + verifier + printer)",
+    )
+    ap.add_argument(
         "--hypothesis",
         type=int,
         default=0,
@@ -179,7 +195,7 @@ def main(argv=None) -> int:
         stats = run_hypothesis(args.hypothesis, args.timeout)
         print(f"hypothesis: {stats['inputs']} inputs, 0 crashes, 0 hangs")
         return 0
-    stats = run_random(args.seconds, args.seed, args.timeout, args.max_inputs)
+    stats = run_random(args.seconds, args.seed, args.timeout, args.max_inputs, args.pipeline)
     failures = stats.pop("failures")
     print(" ".join(f"{k}={v}" for k, v in stats.items()))
     for result, data in failures:

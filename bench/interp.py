@@ -73,10 +73,15 @@ def bench(name: str, repeat: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kernels", nargs="*", default=DEFAULT)
+    ap.add_argument("--all", action="store_true", help="every corpus kernel the verifier accepts")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    rows = [bench(k, a.repeat) for k in a.kernels]
+    names = a.kernels
+    if a.all:
+        manifest = json.loads((CORPUS / "manifest.json").read_text())["kernels"]
+        names = [k["name"] for k in manifest if not k.get("expect_tileiras_fail")]
+    rows = [bench(k, a.repeat) for k in names]
     if a.json:
         print(json.dumps(rows, indent=1))
     else:

@@ -8,6 +8,8 @@ config.tilegen_repo = os.path.dirname(_here)
 config.test_source_root = os.environ.get("TILEGEN_CONFORMANCE_TESTS") or os.path.normpath(
     os.path.join(config.tilegen_repo, "..", "shared", "conformance", "cuda-tile", "test")
 )
-config.test_exec_root = os.path.join(config.tilegen_repo, "build", "conformance")
+config.test_exec_root = os.environ.get("TILEGEN_LIT_EXEC_ROOT") or os.path.join(
+    config.tilegen_repo, "build", "conformance"
+)
 
 lit_config.load_config(config, os.path.join(_here, "lit.cfg.py"))

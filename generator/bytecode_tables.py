@@ -44,6 +44,14 @@ def op_layout(op: dict, attr_encodings: dict) -> dict:
     operands = op.get("operands") or []
     results = op.get("results") or []
     variadic = any(o.get("kind") == "variadic" for o in operands + results)
+    if "AttrSizedOperandSegments" in (op.get("traits") or []):
+        operand_enc = "segments"
+    elif any(o.get("kind", "single") != "single" for o in operands):
+        operand_enc = "counted"
+    else:
+        operand_enc = "fixed"
+    if bc.get("operands", operand_enc) != operand_enc:
+        raise SpecError(f"{where}.operands: {bc['operands']!r}, derived {operand_enc!r}")
     if bc.get("result_count", variadic) != variadic:
         raise SpecError(f"{where}.result_count: disagrees with the op's variadic operands/results")
     attrs = []
@@ -68,7 +76,7 @@ def op_layout(op: dict, attr_encodings: dict) -> dict:
         "result_count": variadic,
         "flags": [name for name, _, _ in bits],
         "flags_since": flags_since,
-        "operands": bc.get("operands", "fixed"),
+        "operands": operand_enc,
         "attributes": attrs,
         "regions": len(op.get("regions") or []),
     }
@@ -77,13 +85,13 @@ def op_layout(op: dict, attr_encodings: dict) -> dict:
 def bytecode_context(spec: Spec, dialect: str) -> dict:
     """Template context for bytecode_tables.py.j2."""
     docs = spec.docs("bytecode")
-    if not docs:
-        return {}
+    if not docs or all(op.get("opcode") is None for op in spec.ops(dialect)):
+        return {}  # a dialect without bytecode (nv_tileaa) has no tables
     bc = docs[0]
     encs = bc["attribute_encodings"]
     layouts, records = {}, {}
     for op in spec.ops(dialect):
-        if op.get("opcode") is None or op.get("test_only"):
+        if op.get("opcode") is None:
             continue
         if (op.get("bytecode") or {}).get("instruction") is False:
             records[f"{dialect}.{op['name']}"] = op["opcode"]

@@ -136,7 +136,27 @@ def render_all(spec: Spec) -> dict[str, str]:
             out[f"{dialect}/bytecode_tables.py"] = env.get_template("bytecode_tables.py.j2").render(
                 dialect=dialect, **bc_ctx)
     out["__init__.py"] = f'"""{HEADER}"""\n\nDIALECTS = {tuple(dialects)!r}\n'
+    out.update(lowerings_files(spec, env))
     del enums
+    return out
+
+
+def lowerings_files(spec: Spec, env: jinja2.Environment) -> dict[str, str]:
+    """generated/lowerings/: one module per pattern file, plus the `fold:` table of every op."""
+    out: dict[str, str] = {}
+    names = []
+    for rel, doc in spec.files.get("patterns", []):
+        mod = doc["name"].replace("-", "_")
+        names.append(mod)
+        out[f"lowerings/{mod}.py"] = env.get_template("patterns.py.j2").render(file=rel, **doc)
+    folders = sorted(
+        (f"{d}.{op['name']}", op["fold"])
+        for d in spec.dialects()
+        for op in spec.ops(d)
+        if "fold" in op
+    )
+    out["lowerings/folders.py"] = env.get_template("folders.py.j2").render(folders=folders)
+    out["lowerings/__init__.py"] = f'"""{HEADER}"""\n\nPATTERN_FILES = {tuple(sorted(names))!r}\n'
     return out
 
 

@@ -124,8 +124,21 @@ class OpDef:
         return any(r.kind != "single" for r in self.results)
 
     # ----- operand / result groups
+    @property
+    def segmented_operands(self) -> tuple[OperandDef, ...]:
+        """The operand groups ``operandSegmentSizes`` counts: all of them, except that with the
+        ``TrailingTokenOperand`` trait (nv_tileaa memory ops) the last, optional group follows
+        the segments uncounted (seed 000: 4 segments plus a token slot)."""
+        if self.has_trait("TrailingTokenOperand"):
+            return self.operands[:-1]
+        return self.operands
+
     def operand_segments(self, op: Operation) -> list[tuple[int, int]]:
         """(start, length) of each declared operand group of ``op``."""
+        if self.has_trait("TrailingTokenOperand"):
+            head = _segments(self.operands[:-1], len(op.operands), op, "operandSegmentSizes")
+            end = head[-1][0] + head[-1][1] if head else 0
+            return head + [(end, max(len(op.operands) - end, 0))]
         return _segments(self.operands, len(op.operands), op, "operandSegmentSizes")
 
     def result_segments(self, op: Operation) -> list[tuple[int, int]]:
@@ -209,7 +222,7 @@ _ENUMS: dict[str, EnumDef] = {}
 _LOADED = False
 
 #: Dialect modules generated from spec/ (each registers its definitions when imported).
-DIALECT_MODULES = ("tilegen.generated.cuda_tile",)
+DIALECT_MODULES = ("tilegen.generated.cuda_tile", "tilegen.generated.nv_tileaa")
 
 
 def register_op(opdef: OpDef) -> OpDef:

@@ -80,9 +80,11 @@ class NoneType(Type):
 
 @dataclass(frozen=True)
 class PointerType(Type):
-    """``ptr<T>``: a pointer to a number element type."""
+    """``ptr<T>``: a pointer to a number element type; ``ptr<T, <none>>`` (13.4) carries a
+    PtrAttr keyword in ``ptr_attr``."""
 
     pointee: Type
+    ptr_attr: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,13 @@ class TokenType(Type):
 
 @dataclass(frozen=True)
 class TensorViewType(Type):
-    """``tensor_view<d0x...xE, strides=[...]>``; dynamic entries are :data:`DYNAMIC`."""
+    """``tensor_view<d0x...xE, strides=[...]>``; dynamic entries are :data:`DYNAMIC`.
+    13.4 adds an optional trailing ``#cuda_tile.ptr_attr<KW>`` kept in ``ptr_attr``."""
 
     element: Type
     shape: tuple[int, ...]
     strides: tuple[int, ...]
+    ptr_attr: Optional[str] = None
 
     @property
     def rank(self) -> int:
@@ -230,3 +234,49 @@ def element_name(t: Type) -> str:
 def tile_element(t: Type) -> Optional[Type]:
     """The element type of a tile type, else None."""
     return t.element if isinstance(t, TileType) else None
+
+
+# --------------------------------------------------------------------------- nv_tileaa types
+# (the alias-aware dialect below cuda_tile; syntax in runtime/asm/nv_tileaa_types.py)
+
+
+@dataclass(frozen=True)
+class NvPointerType(Type):
+    """``!nv_tileaa.ptr<E, SPACE>``: a typed pointer into address space ``SPACE``."""
+
+    pointee: Type
+    address_space: int = 0
+
+
+@dataclass(frozen=True)
+class NvMemRefType(Type):
+    """``!nv_tileaa.memref<d0x...xE, SPACE[, strides=[...]]>``; dynamic entries are DYNAMIC.
+
+    ``strides`` is empty when every stride is dynamic (the spelling without ``strides=``).
+    """
+
+    shape: tuple[int, ...]
+    element: Type
+    address_space: int = 0
+    strides: tuple[int, ...] = ()
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def stride_values(self) -> tuple[int, ...]:
+        """One stride per dimension (all DYNAMIC when the type spells none)."""
+        return self.strides or (DYNAMIC,) * len(self.shape)
+
+
+@dataclass(frozen=True)
+class MemTokenType(Type):
+    """``!nv_tileaa.mem_token``: an SSA memory-ordering edge."""
+
+
+@dataclass(frozen=True)
+class NvQueueType(Type):
+    """``!nv_tileaa.queue<T, ...>``: a producer/consumer queue carrying values of types T."""
+
+    payload: tuple[Type, ...]

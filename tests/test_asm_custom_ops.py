@@ -243,3 +243,31 @@ def test_malformed_ops_print_in_generic_form(generic):
     assert f'"{name}"(' in out
     # and what was printed parses back
     parse_module(out, "g2.mlir")
+
+
+DISCARDABLE = """cuda_tile.module @m {
+  entry @k(%a: tile<ptr<f32>>, %n: tile<i32>) {
+    %tv = make_tensor_view %a, shape = [%n], strides = [1] {x.a = 1 : i32} : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %pv = make_partition_view %tv {x.b} : partition_view<tile=(4), tensor_view<?xf32, strides=[1]>>
+    %s = get_tensor_shape %tv {x.c} : tensor_view<?xf32, strides=[1]> -> tile<i32>
+    %q = get_index_space_shape %pv {x.d} : partition_view<tile=(4), tensor_view<?xf32, strides=[1]>> -> tile<i32>
+    %t, %k = load_view_tko weak %pv[%n] attributes {x.e} : partition_view<tile=(4), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<4xf32>, token
+    %k2 = store_view_tko weak %t, %pv[%n] attributes {x.f} : tile<4xf32>, partition_view<tile=(4), tensor_view<?xf32, strides=[1]>>, tile<i32> -> token
+    for %i in (%n to %n, step %n) : tile<i32> {
+    } {x.g}
+    loop {
+      break
+    } {x.h}
+  } {x.i}
+}
+"""
+
+
+def test_discardable_attributes_survive_round_trip():
+    out = _roundtrip(DISCARDABLE)
+    for name in "abcdefghi":
+        assert f"x.{name}" in out
+    ops = {op.name: op for op in parse_module(out, "r.mlir").walk()}
+    assert "x.i" in ops["cuda_tile.entry"].attributes
+    assert "x.e" in ops["cuda_tile.load_view_tko"].attributes
+    assert "operandSegmentSizes" not in out

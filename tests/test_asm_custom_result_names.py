@@ -61,6 +61,9 @@ TEXT = """cuda_tile.module @m {
       continue %u, %w : tile<i32>, tile<i32>
     }
     %g = addi %f#1, %c : tile<i32>
+    %k = constant <i32: 5> : tile<i32>
+    %ka = assume div_by<1>, %k : tile<i32>
+    %fa = assume div_by<1>, %f#1 : tile<i32>
   }
 }
 """
@@ -81,5 +84,8 @@ def test_printed_names():
         "%for:2 = for %loopIdx in (%cst_0_i32 to %arg1, step %arg1) : tile<i32> "
         "iter_values(%iterArg0 = %arg1, %iterArg1 = %cst_0_i32)",
         "%0 = addi %for#1, %assume_assume",
+        # assume_<the producer's suggested name>, only for values that got one
+        "%assume_cst_5_i32 = assume div_by<1>, %cst_5_i32",
+        "%assume_ = assume div_by<1>, %for#1",
     ]:
         assert snippet in out, snippet

@@ -199,3 +199,51 @@ def test_large_dense_attributes_use_hex_strings_in_generic_form():
     assert print_module(again) == print_module(module)
     const = next(op for op in again.walk() if op.name == "cuda_tile.constant")
     assert const.attributes["value"].values == tuple(range(128))
+
+
+def test_large_constants_print_as_hex_like_tileirdisasm():
+    bools = ", ".join("true" if i % 3 else "false" for i in range(128))
+    attr, line = _constant(f"<i1: [{bools}]> : tile<128xi1>")
+    assert line.startswith('constant <i1: "0x000101000101') and line.endswith('"> : tile<128xi1>')
+    again, _ = _constant(line[len("constant ") :])
+    assert again == attr
+    splat, line = _constant('<f32: "0x0000803F"> : tile<128xf32>')
+    assert line == "constant <f32: 1.000000e+00> : tile<128xf32>" and splat.is_splat
+
+
+@pytest.mark.parametrize(
+    "literal,message",
+    [
+        ('<i32: "0x0102"> : tile<128xi32>', "elements hex data size is invalid for provided type"),
+        (
+            '<i32: "0x00000000000000000000000000000000"> : tile<128xi32>',
+            "elements hex data size is invalid for provided type: got 16 bytes",
+        ),
+        ('<i32: "12"> : tile<4xi32>', "expected string containing hex digits starting with `0x`"),
+    ],
+)
+def test_hex_literal_diagnostics(literal, message):
+    with pytest.raises(DiagnosticError) as info:
+        _constant(literal)
+    assert message in info.value.diag.message
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        # the generic form checks the shape before typing the elements (MLIR's getAttr)
+        (
+            "dense<[1, 2.5]> : !cuda_tile.tile<4xi32>",
+            "inferred shape of elements literal ([2]) does not match type ([4])",
+        ),
+        ("dense<[1, 2.5]> : !cuda_tile.tile<2xi32>", "expected integer value"),
+        ("dense<[1.0, 2]> : !cuda_tile.tile<2xf32>", "unexpected decimal integer literal"),
+        ("dense<> : !cuda_tile.tile<2xf32>", "dense attribute cannot be empty"),
+    ],
+)
+def test_generic_dense_diagnostics(body, message):
+    text = f'"cuda_tile.global"() <{{sym_name = "g", value = {body}}}> : () -> ()\n'
+    with pytest.raises(DiagnosticError) as info:
+        parse_module(text, "gd.mlir")
+    assert message in info.value.diag.message
+    assert info.value.diag.loc.line == 1

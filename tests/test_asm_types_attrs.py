@@ -64,6 +64,10 @@ def printed_attr(spelling: str) -> str:
         "!cuda_tile.partition_view<tile=(2x2), padding_value = zero, tensor_view<16x16xf32, strides=[16,1]>, dim_map=[1, 0]>",
         "!cuda_tile.strided_view<tile=(8x4), traversal_strides=[512,1], tensor_view<?x?xf32, strides=[?,1]>>",
         "!cuda_tile.gather_scatter_view<tile=(8x4), padding_value = nan, tensor_view<?x?xf32, strides=[?,1]>, sparse_dim=0>",
+        # 13.4 ptr_attr
+        "!cuda_tile.tile<ptr<f32, <none>>>",
+        "!cuda_tile.tensor_view<16xf32, strides=[1], #cuda_tile.ptr_attr<none>>",
+        "!cuda_tile.partition_view<tile=(4x4), tensor_view<16x16xf16, strides=[16,1], #cuda_tile.ptr_attr<multicast>>>",
         "tensor<2xi16>",
         '!foo.bar<"x", [1]>',
         "f8E4M3FN",

@@ -98,3 +98,21 @@ def test_downgrade_13_4_to_13_1_is_accepted_by_nvidia(tmp_path, name):
     a, b = run_tool(TILEIRDISASM, path[0]), run_tool(TILEIRDISASM, str(ours))
     assert b.returncode == 0, b.stderr
     assert nonblank(a.stdout) == nonblank(b.stdout)
+
+
+@pytest.mark.skipif(TILEIRDISASM is None, reason="tileirdisasm not installed")
+def test_13_5_records_match_nvidia(tmp_path):
+    """The 13.5 function-record / DISubprogram layout (bytecode_13_4.md sec. 9), checked against
+    tileirdisasm 13.5 with debug info."""
+    from tilegen.runtime.bytecode.writer import _Writer
+
+    checked = 0
+    for path in CORPUS_FILES[:12]:
+        if stem(path) in NEGATIVE:
+            continue
+        ours = tmp_path / "k.tileirbc"
+        ours.write_bytes(_Writer("13.5").write(_load(path)[2]))
+        a, b = run_tool(TILEIRDISASM, "-g", path), run_tool(TILEIRDISASM, "-g", str(ours))
+        assert b.returncode == 0 and a.stdout == b.stdout, path
+        checked += 1
+    assert checked >= 8

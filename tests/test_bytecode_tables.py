@@ -25,10 +25,15 @@ def test_generated_file_is_current(spec):
 
 
 def test_every_encodable_op_has_a_layout_and_unique_opcode():
-    names = {op.name for op in all_ops() if op.opcode is not None and not op.test_only}
+    names = {op.name for op in all_ops() if op.opcode is not None}
     assert names == set(T.OP_LAYOUTS) | set(T.RECORD_OPS)
     assert len(T.OPCODES) == len(T.OP_LAYOUTS)
-    assert set(T.RECORD_OPS) == {"cuda_tile.module", "cuda_tile.entry", "cuda_tile.global"}
+    assert set(T.RECORD_OPS) == {
+        "cuda_tile.module",
+        "cuda_tile.entry",
+        "cuda_tile.global",
+        "cuda_tile.testing$func",
+    }
 
 
 def test_opcode_ceilings_match_nvidia():
@@ -38,7 +43,11 @@ def test_opcode_ceilings_match_nvidia():
         "13.3": 0x75,
         "13.4": 0x7A,
         "13.5": 0x7D,
+        "250.0": 0x3002,
+        "250.1": 0x3002,
     }
+    assert T.WRITABLE_VERSIONS == ["13.1", "13.2", "13.3", "13.4"]
+    assert T.TEST_VERSIONS == ["250.0", "250.1"]
 
 
 @pytest.mark.parametrize(

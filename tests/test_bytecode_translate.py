@@ -18,7 +18,7 @@ SIMPLE = """cuda_tile.module @kernels {
 
 def test_list_versions(capsys):
     assert main(["--list-versions"]) == 0
-    assert capsys.readouterr().out.split() == ["13.1", "13.2", "13.3", "13.4"]
+    assert capsys.readouterr().out.split() == ["13.1", "13.2", "13.3", "13.4", "250.0", "250.1"]
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,10 @@ needs_shared = pytest.mark.skipif(
     ROOT is None, reason="../shared/conformance/cuda-tile/test is not on this machine"
 )
 
-#: Floors measured on the tree (raise them as the parser/verifier land; never lower them).
-MIN_DIALECT_PASS = 21
-MIN_DIALECT_ERRORS_HIT = 812
+#: Floors from measured numbers (08:25 UTC: 28 of 28 files, 833 of 833 expected-errors; one file
+#: and four errors of slack for work in flight). Never lower them to hide a regression.
+MIN_DIALECT_PASS = 27
+MIN_DIALECT_ERRORS_HIT = 829
 
 
 def test_run_lines_join_continuations(tmp_path):
@@ -43,13 +44,13 @@ def test_run_lines_join_continuations(tmp_path):
     ]
 
 
-def test_unsupported_reasons():
-    assert "test pass" in conformance.unsupported_reason(
-        "Dialect/CudaTile/debuginfo_update_symbol_names.mlir"
-    )
-    assert "250" in conformance.unsupported_reason("Bytecode/list_versions.mlir")
-    assert "fuse-fma" in conformance.unsupported_reason("Transforms/fuse-fma.mlir")
+def test_unsupported_reasons(monkeypatch):
     assert conformance.unsupported_reason("Dialect/CudaTile/ops.mlir") is None
+    # a pass-gated test is unsupported exactly while tilegen-opt lacks the pass
+    monkeypatch.setattr(conformance, "supported_passes", lambda: set())
+    assert "fuse-fma" in conformance.unsupported_reason("Transforms/fuse-fma.mlir")
+    monkeypatch.setattr(conformance, "supported_passes", lambda: {"fuse-fma"})
+    assert conformance.unsupported_reason("Transforms/fuse-fma.mlir") is None
 
 
 def test_check_diagnostics_classifies_every_expectation(tmp_path, monkeypatch):
@@ -110,9 +111,7 @@ def test_dialect_suite_does_not_regress():
     rows, _ = conformance.evaluate([conformance.DIALECT_DIR], fast=True)
     t = conformance.totals(rows)
     assert t["files"] == 28 and t["errors_expected"] == 833
-    unsupported = {r.rel for r in rows if r.status == "UNSUPPORTED"}
     assert all(r.reason for r in rows if r.status == "UNSUPPORTED")
-    assert "Dialect/CudaTile/debuginfo_update_symbol_names.mlir" in unsupported
     assert t["pass"] >= MIN_DIALECT_PASS, t
     assert t["errors_hit"] >= MIN_DIALECT_ERRORS_HIT, t
     md = conformance.render_markdown(rows)
@@ -159,3 +158,26 @@ def test_round_trip_script(tmp_path):
         [script, example, str(tmp_path / "rt2")], env=dict(os.environ, TILEGEN_OPT=str(fake))
     )
     assert proc.returncode == 1 and "@other" in proc.stdout, proc.stdout + proc.stderr
+
+
+@needs_shared
+def test_harness_fails_mutated_tests(tmp_path, monkeypatch):
+    """Negative control: the same tests with one expectation changed must FAIL under lit."""
+    dst = tmp_path / "test" / conformance.DIALECT_DIR
+    dst.mkdir(parents=True)
+    src = ROOT / conformance.DIALECT_DIR
+    types = (src / "types.mlir").read_text().replace("CHECK-SAME: ptr<i1>", "CHECK-SAME: ptr<i2>")
+    (dst / "types.mlir").write_text(types)
+    permute = (src / "permute_invalid.mlir").read_text()
+    (dst / "permute_invalid.mlir").write_text(
+        permute.replace("have same rank}}", "have same ranks}}")
+    )
+    (dst / "ok.mlir").write_text((src / "permute_invalid.mlir").read_text())
+    monkeypatch.setenv("TILEGEN_CONFORMANCE_TESTS", str(tmp_path / "test"))
+    rels = [
+        f"{conformance.DIALECT_DIR}/{n}" for n in ("types.mlir", "permute_invalid.mlir", "ok.mlir")
+    ]
+    got = {rel: status for rel, (status, _) in conformance.run_lit(rels).items()}
+    assert got == {rels[0]: "FAIL", rels[1]: "FAIL", rels[2]: "PASS"}
+    rep = conformance.check_diagnostics(dst / "permute_invalid.mlir")
+    assert [o.status for o in rep.outcomes].count("wrong-text") == 1 and len(rep.unexpected) == 1

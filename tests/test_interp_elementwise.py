@@ -152,7 +152,7 @@ def _odd(x: float, d) -> int:
     return int(bits) & 1
 
 
-def exact_or_native(fn_exact, fn_native, args, d, mode):
+def exact_or_native(fn_exact, fn_native, args, d, mode, terms=None):
     """Exact rational evaluation rounded by ``ref_round`` when all inputs are finite."""
     out = []
     with np.errstate(all="ignore"):
@@ -164,10 +164,18 @@ def exact_or_native(fn_exact, fn_native, args, d, mode):
                     q = None
                 if q is not None:
                     r = ref_round(q, d, mode)
-                    if r == 0:  # zero sign: of the exact value, else of the native evaluation
-                        r = math.copysign(
-                            0.0, q if q != 0 else float(fn_native(*[d(v) for v in vals]))
-                        )
+                    if r == 0 and q != 0:  # rounded to zero: the exact value's sign
+                        r = math.copysign(0.0, q)
+                    elif r == 0 and terms is not None:  # exact zero sum (IEEE 754 6.3)
+                        parts = [float(t) for t in terms(*[float(v) for v in vals])]
+                        all_pos = all(p == 0 and math.copysign(1, p) > 0 for p in parts)
+                        all_neg = all(p == 0 and math.copysign(1, p) < 0 for p in parts)
+                        if mode == "negative_inf":
+                            r = 0.0 if all_pos else -0.0
+                        else:
+                            r = -0.0 if all_neg else 0.0
+                    elif r == 0:  # exact zero product: the native sign
+                        r = math.copysign(0.0, float(fn_native(*[d(v) for v in vals])))
                     out.append(r)
                     continue
             out.append(float(fn_native(*[d(v) for v in vals])))
@@ -206,7 +214,9 @@ def _count(op: str, n: int) -> None:
     COUNTS[op] = COUNTS.get(op, 0) + n
 
 
-def check_float_binary(op, fe, fn, exact=None, modes=("nearest_even",), attrs=None, ulps=0):
+def check_float_binary(
+    op, fe, fn, exact=None, modes=("nearest_even",), attrs=None, ulps=0, terms=None
+):
     for tn in ("f16", "f32", "f64"):
         d = NP[tn]
         a, b = pairs(float_edges(tn), float_edges(tn))
@@ -219,7 +229,11 @@ def check_float_binary(op, fe, fn, exact=None, modes=("nearest_even",), attrs=No
             kw.pop("_r", None)
             got = run(op, [FloatType(tn)] * 2, FloatType(tn), [a, b], **kw)
             with np.errstate(all="ignore"):
-                exp = exact_or_native(exact, fn, [a, b], d, mode) if exact else fn(a, b).astype(d)
+                exp = (
+                    exact_or_native(exact, fn, [a, b], d, mode, terms)
+                    if exact
+                    else fn(a, b).astype(d)
+                )
             _count(op, same(got, exp, ulps))
 
 
@@ -266,11 +280,15 @@ def _minnum(a, b, prop):
 
 
 def ref_addf(fe):
-    check_float_binary("addf", fe, lambda a, b: a + b, lambda a, b: a + b, MODES)
+    check_float_binary(
+        "addf", fe, lambda a, b: a + b, lambda a, b: a + b, MODES, terms=lambda a, b: (a, b)
+    )
 
 
 def ref_subf(fe):
-    check_float_binary("subf", fe, lambda a, b: a - b, lambda a, b: a - b, MODES)
+    check_float_binary(
+        "subf", fe, lambda a, b: a - b, lambda a, b: a - b, MODES, terms=lambda a, b: (a, -b)
+    )
 
 
 def ref_mulf(fe):
@@ -289,7 +307,14 @@ def ref_fma(fe):
         c = np.resize(e[::-1], a.size).astype(d)
         for mode in MODES:
             got = run("fma", [FloatType(tn)] * 3, FloatType(tn), [a, b, c], rounding_mode=mode)
-            exp = exact_or_native(lambda x, y, z: x * y + z, _fused_native, [a, b, c], d, mode)
+            exp = exact_or_native(
+                lambda x, y, z: x * y + z,
+                _fused_native,
+                [a, b, c],
+                d,
+                mode,
+                lambda x, y, z: (x * y, z),
+            )
             _count("fma", same(got, exp))
 
 
@@ -812,7 +837,11 @@ REFS = {
     "offset": ref_offset,
 }
 
-ELEMENTWISE = sorted(o.mnemonic for o in all_ops() if o.semantics.get("kind") == "elementwise")
+ELEMENTWISE = sorted(
+    o.mnemonic
+    for o in all_ops()
+    if o.dialect == "cuda_tile" and o.semantics.get("kind") == "elementwise"
+)
 
 
 def test_every_elementwise_op_has_a_reference():
@@ -947,3 +976,84 @@ def test_in_place_attribute_edits_are_seen():
     assert evaluate(op, od, semantics_of(od), [a, b])[0].tolist() == [-3, 3]
     op.attributes["rounding"] = enum_attr("RoundingMode", "negative_inf")
     assert evaluate(op, od, semantics_of(od), [a, b])[0].tolist() == [-4, 3]
+
+
+def test_i4_conversions():
+    x = np.array([-8, -1, 0, 7, 3], np.int8)
+    i4, i8, i32 = IntegerType(4), IntegerType(8), IntegerType(32)
+    assert run("exti", [i4], i8, [x], signedness="signed").tolist() == [-8, -1, 0, 7, 3]
+    assert run("exti", [i4], i32, [x], signedness="unsigned").tolist() == [8, 15, 0, 7, 3]
+    y = np.array([8, 15, -9, 100, 7], np.int8)
+    assert run("trunci", [i8], i4, [y]).tolist() == [-8, -1, 7, 4, 7]
+
+
+def _random_floats(rng, dtype, n):
+    """Random bit patterns: every class of value (NaN payloads, subnormals, infinities) occurs."""
+    ui = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}[dtype]
+    bits = rng.integers(0, np.iinfo(ui).max, size=n, dtype=ui, endpoint=True)
+    return bits.view(dtype)
+
+
+@pytest.mark.parametrize("tn", ["f16", "f32", "f64"])
+@pytest.mark.parametrize(
+    "op,fn", [("addf", np.add), ("subf", np.subtract), ("mulf", np.multiply), ("divf", np.divide)]
+)
+def test_random_bit_patterns_round_to_nearest(tn, op, fn):
+    rng = np.random.default_rng(hash((tn, op)) % 2**32)
+    d = NP[tn]
+    a, b = _random_floats(rng, d, 20000), _random_floats(rng, d, 20000)
+    got = run(op, [FloatType(tn)] * 2, FloatType(tn), [a, b], rounding_mode="nearest_even")
+    with np.errstate(all="ignore"):
+        exp = fn(a, b)
+    _count(op, same(got, exp))
+
+
+@pytest.mark.parametrize("tn", ["f16", "f32", "f64"])
+@pytest.mark.parametrize("mode", ["zero", "negative_inf", "positive_inf"])
+def test_random_directed_rounding_against_rationals(tn, mode):
+    rng = np.random.default_rng(hash((tn, mode)) % 2**32)
+    d = NP[tn]
+    a = (rng.standard_normal(400) * 10.0 ** rng.integers(-3, 4, 400)).astype(d)
+    b = (rng.standard_normal(400) * 10.0 ** rng.integers(-3, 4, 400)).astype(d)
+    c = (rng.standard_normal(400)).astype(d)
+    cases = [
+        ("addf", lambda x, y: x + y, [a, b]),
+        ("mulf", lambda x, y: x * y, [a, b]),
+        ("divf", lambda x, y: x / y, [a, b]),
+        ("fma", lambda x, y, z: x * y + z, [a, b, c]),
+    ]
+    for op, fn, args in cases:
+        got = run(op, [FloatType(tn)] * len(args), FloatType(tn), args, rounding_mode=mode)
+        exp = exact_or_native(fn, fn, args, d, mode)
+        _count(op, same(got, exp))
+
+
+@pytest.mark.parametrize("w", [8, 32, 64])
+def test_random_integer_division_and_shifts(w):
+    rng = np.random.default_rng(w)
+    dt = INT_NP[w]
+    a = rng.integers(np.iinfo(dt).min, np.iinfo(dt).max, size=3000, dtype=dt, endpoint=True)
+    b = rng.integers(np.iinfo(dt).min, np.iinfo(dt).max, size=3000, dtype=dt, endpoint=True)
+    b[::7] = rng.integers(-3, 4, size=b[::7].size).astype(dt)  # small and zero divisors
+    for s in ("signed", "unsigned"):
+        sg = s == "signed"
+        for rounding in ("zero", "positive_inf") + (("negative_inf",) if sg else ()):
+            got = run(
+                "divi",
+                [IntegerType(w)] * 2,
+                IntegerType(w),
+                [a, b],
+                signedness=s,
+                rounding=rounding,
+            )
+            exp = [
+                wrap(_div(py_int(x, w, sg), py_int(y, w, sg), w, rounding), w)
+                for x, y in zip(a.tolist(), b.tolist())
+            ]
+            _count("divi", same(got, np.array(exp, dtype=np.int64).astype(dt)))
+        got = run("remi", [IntegerType(w)] * 2, IntegerType(w), [a, b], signedness=s)
+        exp = []
+        for x, y in zip(a.tolist(), b.tolist()):
+            x, y = py_int(x, w, sg), py_int(y, w, sg)
+            exp.append(wrap(x if y == 0 else x - y * math.trunc(Fraction(x, y)), w))
+        _count("remi", same(got, np.array(exp, dtype=np.int64).astype(dt)))

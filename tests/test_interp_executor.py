@@ -413,3 +413,165 @@ def test_inbounds_promise_is_checked(tmp_path):
         RunError, match=r"k.mlir:8:16: .*tile at index \[1\] leaves the tensor along dimension 0"
     ):
         run_module(m, [("x", np.zeros(6, np.float32))], grid=(2,))
+
+
+def test_printf_conversions():
+    from tilegen.runtime.interp.executor import format_printf
+    from tilegen.runtime.types import FloatType, IntegerType, TileType
+
+    i8, f32 = TileType((), IntegerType(8)), TileType((), FloatType("f32"))
+    text = format_printf(
+        "%d %u %x %5.2f %e %%|%d\n",
+        [
+            np.int8(-1),
+            np.int8(-1),
+            np.int8(-1),
+            np.float32(3.14159),
+            np.float32(0.5),
+            np.array([1, 2, 3], np.int32),
+        ],
+        [i8, i8, i8, f32, f32, TileType((3,), IntegerType(32))],
+    )
+    assert text == "-1 255 ff  3.14 5.000000e-01 %|[1, 2, 3]\n"
+
+
+def test_scalar_bf16_given_as_raw_bits(tmp_path):
+    m = kernel(
+        tmp_path,
+        """
+  entry @k(%v: tile<bf16>) {
+    %t = print_tko "%f\\n", %v : tile<bf16> -> token
+    return
+  }""",
+    )
+    out = io.StringIO()
+    run_module(m, [("v", np.uint16(0x3FC0))], stdout=out)  # 1.5 in bf16
+    assert out.getvalue() == "1.500000\n"
+    out = io.StringIO()
+    run_module(m, [("v", np.float32(1.00390625))], stdout=out)  # rounds to even: 1.0
+    assert out.getvalue() == "1.000000\n"
+
+
+def test_aliasing_views_share_one_heap(tmp_path):
+    """A strided view and a dense view of the same bytes see each other's stores in order."""
+    m = kernel(
+        tmp_path,
+        f"""
+  entry @k({ptr_params(1, "f32")}) {{
+    %dense = make_tensor_view %p0, shape = [8], strides = [1] : tensor_view<8xf32, strides=[1]>
+    %evens = make_tensor_view %p0, shape = [4], strides = [2] : tensor_view<4xf32, strides=[2]>
+    %pe = make_partition_view %evens : partition_view<tile=(4), tensor_view<4xf32, strides=[2]>>
+    %pd = make_partition_view %dense : partition_view<tile=(8), tensor_view<8xf32, strides=[1]>>
+    %c0 = constant <i32: 0> : tile<i32>
+    %v = constant <f32: [10.0, 20.0, 30.0, 40.0]> : tile<4xf32>
+    %t1 = store_view_tko weak %v, %pe[%c0] : tile<4xf32>, partition_view<tile=(4), tensor_view<4xf32, strides=[2]>>, tile<i32> -> token
+    %all, %t2 = load_view_tko weak %pd[%c0] token = %t1 : partition_view<tile=(8), tensor_view<8xf32, strides=[1]>>, tile<i32> -> tile<8xf32>, token
+    %one = constant <f32: 1.0> : tile<8xf32>
+    %s = addf %all, %one rounding<nearest_even> : tile<8xf32>
+    %t3 = store_view_tko weak %s, %pd[%c0] token = %t2 : tile<8xf32>, partition_view<tile=(8), tensor_view<8xf32, strides=[1]>>, tile<i32> -> token
+    return
+  }}""",
+    )
+    out = run_module(m, [("x", np.full(8, -1.0, np.float32))])
+    assert out["x"].tolist() == [11.0, 0.0, 21.0, 0.0, 31.0, 0.0, 41.0, 0.0]
+
+
+def test_pack_unpack_sub_byte_types(tmp_path):
+    m = kernel(
+        tmp_path,
+        """
+  entry @k() {
+    %c = constant <i8: [1, -2, 7, -8]> : tile<4xi8>
+    %n = trunci %c : tile<4xi8> -> tile<4xi4>
+    %p = pack %n : tile<4xi4> -> tile<2xi8>
+    %u = unpack %p : tile<2xi8> -> tile<4xf4E2M1FN>
+    %f = ftof %u : tile<4xf4E2M1FN> -> tile<4xf32>
+    %t = print_tko "%d %.1f\\n", %p, %f : tile<2xi8>, tile<4xf32> -> token
+    return
+  }""",
+    )
+    out = io.StringIO()
+    run_module(m, [], stdout=out)
+    # nibbles little-endian: 0xE1 0x87; f4 codes 1, 0xE, 7, 8 = 0.5, -4, 6, -0
+    assert out.getvalue() == "[-31, -121] [0.5, -4.0, 6.0, -0.0]\n"
+
+
+def test_runaway_loop_stops_at_max_ops(tmp_path):
+    m = kernel(
+        tmp_path,
+        """
+  entry @k() {
+    %c0 = constant <i32: 0> : tile<i32>
+    %r = loop iter_values(%i = %c0) : tile<i32> -> tile<i32> {
+      continue %i : tile<i32>
+    }
+    return
+  }""",
+    )
+    with pytest.raises(RunError, match=r"k.mlir:6:7: .*stopped after executing 1000 ops"):
+        run_module(m, [], max_ops=1000)
+
+
+def test_cli_rejects_unreadable_arguments(tmp_path):
+    src = tmp_path / "k.mlir"
+    src.write_text("cuda_tile.module @m {\n  entry @k() {\n    return\n  }\n}\n")
+    junk = tmp_path / "junk.npz"
+    junk.write_text("not a zip")
+    r = subprocess.run(
+        [sys.executable, "-m", "tilegen.cli", "run", str(src), "--args", str(junk)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1 and "cannot read arguments" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_trace_lists_every_executed_op(tmp_path):
+    m = kernel(
+        tmp_path,
+        """
+  entry @k(%n: tile<i32>) {
+    %c1 = constant <i32: 1> : tile<i32>
+    %s = addi %n, %c1 : tile<i32>
+    return
+  }""",
+    )
+    trace = io.StringIO()
+    run_module(m, [("n", np.int32(41))], grid=(2,), trace=trace)
+    lines = trace.getvalue().splitlines()
+    assert len(lines) == 6 and lines[1].startswith("[0,0,0] ") and lines[4].startswith("[1,0,0] ")
+    assert lines[1].endswith("k.mlir:5:10: cuda_tile.addi -> int32[] 42")
+    assert lines[2].endswith("cuda_tile.return")
+
+
+def test_compare_expected_reports_worst_element():
+    from tilegen.runtime.interp.api import compare_expected
+
+    exp = {"a": np.array([1.0, 2.0, np.nan], np.float32), "b": np.array([1, 2], np.int32)}
+    ok = {"a": np.array([1.0, 2.0000001, np.nan], np.float32), "b": np.array([1, 2], np.int32)}
+    assert compare_expected(ok, exp, rtol=1e-6) == []
+    bad = {"a": np.array([1.0, 2.5, np.nan], np.float32), "b": np.array([1, 3], np.int32)}
+    p = compare_expected(bad, exp, rtol=1e-6)
+    assert p == [
+        "a: 1 of 3 elements differ; worst at [1]: got 2.5, expected 2.0",
+        "b: 1 of 2 elements differ; worst at [1]: got 3, expected 2",
+    ]
+
+
+def test_cli_check_against_corpus_expectations():
+    c = Path("/work/shared/corpus/cutile/out")
+    if not c.exists():
+        pytest.skip("corpus not available")
+    base = [
+        sys.executable,
+        "-m",
+        "tilegen.cli",
+        "run",
+        str(c / "softmax.tileirbc"),
+        "--args",
+        str(c / "softmax.npz"),
+        "--check",
+    ]
+    r = subprocess.run(base + ["--rtol", "1e-5", "--atol", "1e-7"], capture_output=True, text=True)
+    assert r.returncode == 0 and "1 expected array(s) match" in r.stdout, r.stderr
+    r = subprocess.run(base, capture_output=True, text=True)  # exact comparison: float noise
+    assert r.returncode == 1 and "mismatch: out:" in r.stderr

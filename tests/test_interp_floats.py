@@ -106,3 +106,12 @@ def test_round_fraction_overflow_and_directions():
         < 1 / 3
         < F.round_fraction(Fraction(1, 3), "f32", "positive_inf")
     )
+
+
+def test_f8_conversions_saturate_like_satfinite():
+    x = np.array([1e6, -1e6, np.inf, -np.inf, np.nan, 60000.0])
+    e5 = F.round_to_format(x, "f8E5M2")
+    assert e5[:4].tolist() == [57344.0, -57344.0, 57344.0, -57344.0] and np.isnan(e5[4])
+    assert e5[5] == 57344.0
+    assert np.isinf(F.decode(np.array([0x7C], np.uint8), "f8E5M2"))[0]  # inf is still decodable
+    assert F.round_to_format(np.array([np.inf]), "f16").tolist() == [np.inf]  # f16 has no satfinite

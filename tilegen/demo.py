@@ -28,6 +28,14 @@ KERNEL = EXAMPLES / "vec_add.mlir"
 BROKEN = EXAMPLES / "vec_add_invalid.mlir"
 
 
+def shown(path: Path) -> str:
+    """``path`` as a user would type it from the current directory."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
 def banner(text: str) -> None:
     print(f"\n=== {text} " + "=" * max(0, 72 - len(text)))
 
@@ -53,7 +61,7 @@ def stage_print() -> bool:
     banner(f"1. parse + verify + print {KERNEL.relative_to(EXAMPLES.parent)}")
     text = KERNEL.read_text()
     start = time.perf_counter()
-    printed, diags = _opt_text(text, str(KERNEL))
+    printed, diags = _opt_text(text, shown(KERNEL))
     elapsed = time.perf_counter() - start
     if printed is None:
         print(diags)
@@ -86,13 +94,13 @@ def stage_generic() -> bool:
 
 def stage_diagnostic() -> bool:
     banner(f"3. a broken variant: {BROKEN.relative_to(EXAMPLES.parent)}")
-    printed, diags = _opt_text(BROKEN.read_text(), str(BROKEN))
+    printed, diags = _opt_text(BROKEN.read_text(), shown(BROKEN))
     if printed is not None or ": error: " not in diags or "internal error" in diags:
         print(diags or "FAILED: the broken kernel was accepted")
         return False
     print(diags)
-    source = driver.Source(str(BROKEN), BROKEN.read_text())
-    options = opt.OptOptions(filename=str(BROKEN), no_implicit_module=True)
+    source = driver.Source(shown(BROKEN), BROKEN.read_text())
+    options = opt.OptOptions(filename=shown(BROKEN), no_implicit_module=True)
     results = driver.run_buffer(source, lambda t, e: opt.process_chunk(t, e, options), verify=True)
     failures = results[0].verifier.failures()
     if failures:

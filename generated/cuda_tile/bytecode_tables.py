@@ -11,9 +11,13 @@ OPCODE_CEILINGS = {
     '13.3': 0x75,
     '13.4': 0x7A,
     '13.5': 0x7D,
+    '250.0': 0x3002,
+    '250.1': 0x3002,
 }
-#: versions the writer can target
+#: production versions the writer can target
 WRITABLE_VERSIONS = ['13.1', '13.2', '13.3', '13.4']
+#: cuda-tile test-build versions (read and written; listed after the production ones)
+TEST_VERSIONS = ['250.0', '250.1']
 DEFAULT_WRITE_VERSION = '13.4'
 UNIFIED_BITFIELD_SINCE = '13.3'
 
@@ -166,9 +170,14 @@ DEBUG_TAGS = {
 }
 CONSTANT_ENCODINGS = {'i1': 'bitpacked', 'i4': {'bytes': 1}, 'f4E2M1FN': {'bytes': 1}, 'tf32': {'bytes': 3}}
 FUNCTION_FLAGS = {'private': 1, 'entry': 2, 'has_hints': 4}
+FUNCTION_RECORD_V2_SINCE = '13.5'
+SUBPROGRAM_FLAGS_SINCE = '13.5'
 
 #: ops stored as records, not instructions (module, entry, global): name -> opcode
-RECORD_OPS = {'cuda_tile.entry': 22, 'cuda_tile.global': 49, 'cuda_tile.module': 75}
+RECORD_OPS = {'cuda_tile.entry': 22,
+     'cuda_tile.global': 49,
+     'cuda_tile.module': 75,
+     'cuda_tile.testing$func': 12289}
 
 #: op name -> instruction layout derived from the op's spec entry
 OP_LAYOUTS = {
@@ -1613,6 +1622,55 @@ OP_LAYOUTS = {
      'flags_since': None,
      'operands': 'counted',
      'attributes': [],
+     'regions': 0},
+    'cuda_tile.testing$bytecode_test_new_attribute': {'opcode': 12288,
+     'since': '250.0',
+     'result_count': False,
+     'flags': ['new_flag'],
+     'flags_since': '250.1',
+     'operands': 'fixed',
+     'attributes': [{'name': 'new_flag',
+                     'enc': 'flag',
+                     'enum': None,
+                     'optional': True,
+                     'since': '250.1',
+                     'default': None,
+                     'width': 64},
+                    {'name': 'new_param',
+                     'enc': 'uint',
+                     'enum': None,
+                     'optional': False,
+                     'since': '250.1',
+                     'default': 42,
+                     'width': 32}],
+     'regions': 0},
+    'cuda_tile.testing$bytecode_test_evolution': {'opcode': 12290,
+     'since': '250.0',
+     'result_count': True,
+     'flags': ['priority', 'new_attr', 'test_attr', 'optional_token'],
+     'flags_since': '250.0',
+     'operands': 'segments',
+     'attributes': [{'name': 'new_attr',
+                     'enc': 'uint',
+                     'enum': None,
+                     'optional': True,
+                     'since': '250.1',
+                     'default': None,
+                     'width': 32},
+                    {'name': 'priority',
+                     'enc': 'enum',
+                     'enum': 'BytecodeTestPriority',
+                     'optional': True,
+                     'since': '250.0',
+                     'default': None,
+                     'width': 64},
+                    {'name': 'test_attr',
+                     'enc': 'dict_payload',
+                     'enum': None,
+                     'optional': True,
+                     'since': '250.1',
+                     'default': None,
+                     'width': 64}],
      'regions': 0},
     'cuda_tile.join_tokens': {'opcode': 60,
      'since': '13.1',

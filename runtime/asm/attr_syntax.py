@@ -185,9 +185,9 @@ def parse_dict_entries(p: "OpParser") -> list[tuple[str, Attribute]]:
             if not name:
                 p._fail("expected valid attribute name", at)
         else:
-            p._fail("expected attribute name")
+            p.wrong_token_error("expected attribute name")
         if name in seen:
-            p._fail(f"attribute '{name}' occurs more than once in the attribute list", at)
+            p._fail(f"duplicate key '{name}' in dictionary attribute", at)
         seen.add(name)
         if p.parse_optional_punct("="):
             out.append((name, parse_attribute(p)))
@@ -729,6 +729,9 @@ class AliasTable:
     def __init__(self) -> None:
         self._info: dict[Attribute, list] = {}  # attr -> [prefix, depth, order]
         self._names: dict[Attribute, str] = {}
+        #: While True, :meth:`name_of` registers what the printer is about to print (MLIR's
+        #: dummy printing pass) instead of answering; :meth:`assign` ends the pass.
+        self.collecting = False
 
     def _visit(self, a: Attribute) -> int:
         """Register ``a`` (and what it contains); return its alias depth."""
@@ -744,26 +747,9 @@ class AliasTable:
             self._info[a] = [prefix, depth, len(self._info)]
         return depth
 
-    def collect_locations(self, top, include_body_only: bool = False) -> None:
-        """Pre-order walk of ``top`` registering op and block-argument locations."""
-        from tilegen.runtime.attributes import Attribute as _A
-
-        stack = [top]
-        while stack:
-            op = stack.pop()
-            if op is not top or not include_body_only:
-                self._visit(op.loc)
-            for v in op.attributes.values():
-                if isinstance(v, _A):
-                    self._visit(v)
-            children = []
-            for region in op.regions:
-                for block in region.blocks:
-                    for arg in block.args:
-                        if arg.loc is not None:
-                            self._visit(arg.loc)
-                    children.extend(block.ops)
-            stack.extend(reversed(children))
+    def assign(self) -> None:
+        """Name everything registered so far (ends a collecting pass)."""
+        self.collecting = False
         self._assign()
 
     def _assign(self) -> None:
@@ -776,6 +762,9 @@ class AliasTable:
 
     def name_of(self, a: Attribute) -> Optional[str]:
         try:
+            if self.collecting:
+                self._visit(a)
+                return None
             return self._names.get(a)
         except TypeError:  # unhashable content
             return None

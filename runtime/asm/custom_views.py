@@ -44,6 +44,7 @@ def _view_index_rank(t: Type) -> Optional[int]:
 
 def parse_shape_query(p, state, *, want_tensor_view: bool) -> None:
     src = p.parse_operand()
+    p.parse_optional_attr_dict(state.attributes)
     p.expect_punct(":")
     tloc = p.loc()
     src_type = parse_tile_type(p)

@@ -13,7 +13,8 @@ constant out of range for type``, ``unexpected decimal integer literal for a flo
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import Optional, Sequence, Union
 
 from tilegen.runtime.asm import lexer as lx
 from tilegen.runtime.asm.float_format import format_float, is_float_type, semantics_of
@@ -41,7 +42,8 @@ ALLOWED_ELEMENT_NAMES = (
 )
 _ALLOWED_TEXT = " or ".join(ALLOWED_ELEMENT_NAMES)
 
-#: MLIR prints builtin ``dense<...>`` attributes with more elements than this as a hex string.
+#: Literals with more elements than this print as a hex string (MLIR's dense printer and
+#: tileirdisasm's ``<E: "0x...">`` alike).
 HEX_THRESHOLD = 100
 
 
@@ -99,13 +101,14 @@ def format_element(value, elem: Type, bits: Optional[int] = None) -> str:
     return format_float(value, elem, bits)
 
 
-def format_dense_body(attr: DenseElementsAttr, allow_hex: bool = False) -> str:
-    """``42`` for a splat, else nested ``[[1, 2], [3, 4]]`` (hex string when large and allowed)."""
+def format_dense_body(attr: DenseElementsAttr, allow_hex: bool = True) -> str:
+    """``42`` for a splat, nested ``[[1, 2], [3, 4]]``, or (more than 100 elements, as MLIR and
+    tileirdisasm print them) the little-endian storage bytes ``"0x0100000002000000..."``."""
     elem = attr.type.element if isinstance(attr.type, TileType) else attr.type
     bits = attr.bits or (None,) * len(attr.values)
     if attr.is_splat:
         return format_element(attr.values[0], elem, bits[0])
-    if allow_hex and len(attr.values) > HEX_THRESHOLD and not _is_i1(elem):
+    if allow_hex and len(attr.values) > HEX_THRESHOLD:
         return '"0x' + _hex_blob(attr, elem) + '"'
     items = [format_element(v, elem, b) for v, b in zip(attr.values, bits)]
     shape = attr.type.shape if isinstance(attr.type, TileType) else (len(items),)
@@ -127,10 +130,6 @@ def format_dense_literal(attr: DenseElementsAttr) -> str:
     """cuda_tile's ``<E: literal>`` (the ``: type`` suffix is printed by the caller)."""
     elem = attr.type.element if isinstance(attr.type, TileType) else attr.type
     return f"<{elem.name}: {format_dense_body(attr)}>"
-
-
-def _is_i1(elem: Type) -> bool:
-    return isinstance(elem, IntegerType) and elem.width == 1
 
 
 def _storage_bytes(elem: Type) -> int:
@@ -159,55 +158,78 @@ def _fail(p, msg: str, loc=None, notes=()) -> "NoReturn":  # noqa: F821
 
 
 def _op_name(p) -> str:
+    # TODO(B->A): a public OpParser accessor for the name of the op being parsed.
     stack = getattr(p, "_op_stack", None)
     return stack[-1].name if stack else "cuda_tile.constant"
 
 
-def _parse_int_element(p, elem: IntegerType) -> int:
+@dataclass(frozen=True)
+class _Raw:
+    """One literal element as written: ``kind`` is bool / int / float / other (not a number)."""
+
+    kind: str
+    value: Union[int, float] = 0
+    negative: bool = False
+    hex: bool = False
+    loc: object = None  # where the element starts (its ``-`` if any)
+    num_loc: object = None  # where the number itself starts
+
+
+def _read_element(p) -> _Raw:
+    """Consume one element literal (``true``, ``-12``, ``0x7FC00000``, ``1.5``) without typing it."""
     loc = p.loc()
     if p.at_keyword("true") or p.at_keyword("false"):
-        if elem.width != 1:
-            _fail(p, "expected integer value", loc)
-        return 1 if p.parse_keyword() == "true" else 0
-    v = p.parse_optional_integer()
-    if v is None:
-        _fail(p, "expected integer value", loc)
+        return _Raw("bool", 1 if p.parse_keyword() == "true" else 0, loc=loc, num_loc=loc)
+    state = p.save()
+    negative = p.parse_optional_punct("-")
+    num_loc = p.loc()
+    tok = p.tok
+    if tok.kind == lx.FLOAT:
+        return _Raw("float", p.parse_optional_float(), negative, False, loc, num_loc)
+    if tok.kind == lx.INTEGER:
+        is_hex = tok.text.startswith(("0x", "0X"))
+        value = p.parse_optional_integer(allow_negative=False)
+        return _Raw("int", value, negative, is_hex, loc, num_loc)
+    p.restore(state)
+    return _Raw("other", loc=loc, num_loc=loc)
+
+
+def _int_bits(p, raw: _Raw, elem: IntegerType) -> int:
+    if raw.kind == "bool" and elem.width == 1:
+        return raw.value
+    if raw.kind != "int":
+        _fail(p, "expected integer value", raw.loc)
+    v = -raw.value if raw.negative else raw.value
     w = elem.width
     if not -(1 << (w - 1)) <= v <= (1 << w) - 1:
-        _fail(p, "integer constant out of range for type", loc)
+        _fail(p, "integer constant out of range for type", raw.loc)
     return _wrap_int(v, w)
 
 
-def _parse_float_element(p, elem: FloatType) -> int:
-    """One float element as its bit pattern."""
+def _float_bits(p, raw: _Raw, elem: FloatType) -> int:
     sem = semantics_of(elem)
-    negative = p.parse_optional_punct("-")
-    loc = p.loc()
-    tok = p.tok
-    if tok.kind == lx.FLOAT:
-        x = p.parse_optional_float()  # Python's float() rounds exactly like strtod
-        return sem.from_float(-x if negative else x)
-    if tok.kind == lx.INTEGER:
-        if not tok.text.startswith(("0x", "0X")):
-            _fail(
-                p,
-                "unexpected decimal integer literal for a floating point value",
-                loc,
-                notes=[("add a trailing dot to make the literal a float", loc)],
-            )
-        if negative:
-            _fail(p, "hexadecimal float literal should not have a leading minus", loc)
-        v = p.parse_optional_integer()
-        if v.bit_length() > sem.bits:
-            _fail(p, "hexadecimal float constant out of range for type", loc)
-        return v
-    _fail(p, "expected floating point literal", loc)
+    if raw.kind == "float":  # Python's float() rounds like strtod; then APFloat::convert
+        return sem.from_float(-raw.value if raw.negative else raw.value)
+    if raw.kind != "int":
+        _fail(p, "expected floating point literal", raw.num_loc)
+    if not raw.hex:
+        _fail(
+            p,
+            "unexpected decimal integer literal for a floating point value",
+            raw.num_loc,
+            notes=[("add a trailing dot to make the literal a float", raw.num_loc)],
+        )
+    if raw.negative:
+        _fail(p, "hexadecimal float literal should not have a leading minus", raw.num_loc)
+    if raw.value.bit_length() > sem.bits:
+        _fail(p, "hexadecimal float constant out of range for type", raw.num_loc)
+    return raw.value
 
 
-def _element_parser(p, elem: Type):
+def _element_bits(p, raw: _Raw, elem: Type) -> int:
     if isinstance(elem, IntegerType):
-        return lambda: _parse_int_element(p, elem)
-    return lambda: _parse_float_element(p, elem)
+        return _int_bits(p, raw, elem)
+    return _float_bits(p, raw, elem)
 
 
 def _parse_list(p, parse_element, out: list) -> list[int]:
@@ -235,7 +257,10 @@ def _parse_list(p, parse_element, out: list) -> list[int]:
 
 def _parse_literal(p, elem: Type) -> tuple[list[int], Optional[list[int]]]:
     """Elements as bit patterns and the inferred shape (None for a bare scalar)."""
-    parse_element = _element_parser(p, elem)
+    if p.tok.kind == lx.STRING:
+        loc = p.loc()
+        return _hex_elements(p, p.parse_string(), elem, loc), None
+    parse_element = lambda: _element_bits(p, _read_element(p), elem)  # noqa: E731
     if p.at_punct("["):
         out: list[int] = []
         shape = _parse_list(p, parse_element, out)
@@ -304,6 +329,7 @@ def parse_dense_literal(p, type: Optional[Type] = None) -> DenseElementsAttr:
     elem = _parse_element_type(p)
     p.expect_punct(":")
     lit_loc = p.loc()
+    hex_form = p.tok.kind == lx.STRING
     bits, shape = _parse_literal(p, elem)
     p.expect_punct(">")
     if type is None:
@@ -327,6 +353,8 @@ def parse_dense_literal(p, type: Optional[Type] = None) -> DenseElementsAttr:
             f"but got '{_type_text(type)}'",
             tloc,
         )
+    if hex_form:
+        _check_hex_count(p, bits, type, lit_loc)
     _check_shape(p, shape, type, lit_loc, len(bits))
     return dense_from_bits(type, bits)
 
@@ -334,17 +362,20 @@ def parse_dense_literal(p, type: Optional[Type] = None) -> DenseElementsAttr:
 def parse_dense_body(p, type: Optional[Type] = None) -> DenseElementsAttr:
     """The rest of a builtin ``dense<...> : T`` attribute, from its ``<``.
 
-    ``type`` is the already-known attribute type; otherwise the trailing ``: T`` is parsed.
-    Element literals are converted once the type is known (as MLIR does).
+    ``type`` is the already-known attribute type; otherwise the trailing ``: T`` is parsed. As in
+    MLIR, elements are read untyped, the shape is checked, then each element is converted.
     """
     p.expect_punct("<")
-    start = p.save()
     lit_loc = p.loc()
     hex_text = None
+    raws: list[_Raw] = []
+    shape: Optional[list[int]] = None
     if p.tok.kind == lx.STRING:
         hex_text = p.parse_string()
+    elif p.at_punct("["):
+        shape = _parse_list(p, lambda: _read_element(p), raws)
     elif not p.at_punct(">"):
-        _skip_literal(p)
+        raws.append(_read_element(p))
     p.expect_punct(">")
     if type is None:
         p.expect_punct(":")
@@ -355,46 +386,37 @@ def parse_dense_body(p, type: Optional[Type] = None) -> DenseElementsAttr:
             f"expected shaped type with integer or float element type, got '{_type_text(type)}'",
             lit_loc,
         )
-    elem = type.element
     if hex_text is not None:
-        return _from_hex(p, hex_text, type, lit_loc)
-    end = p.save()
-    p.restore(start)
-    if p.at_punct(">"):
+        bits = _hex_elements(p, hex_text, type.element, lit_loc)
+        _check_hex_count(p, bits, type, lit_loc)
+        return dense_from_bits(type, bits)
+    if not raws:
         _fail(p, "dense attribute cannot be empty", lit_loc)
-    bits, shape = _parse_literal(p, elem)
-    p.restore(end)
-    _check_shape(p, shape, type, lit_loc, len(bits))
-    return dense_from_bits(type, bits)
+    _check_shape(p, shape, type, lit_loc, len(raws))
+    return dense_from_bits(type, [_element_bits(p, r, type.element) for r in raws])
 
 
-def _skip_literal(p) -> None:
-    """Advance over a balanced literal up to (not including) its closing ``>``."""
-    depth = 0
-    while not p.at_eof:
-        if p.at_punct(">") and depth == 0:
-            return
-        if p.at_punct("["):
-            depth += 1
-        elif p.at_punct("]"):
-            depth -= 1
-        p._advance()
-
-
-def _from_hex(p, text: str, type: TileType, loc) -> DenseElementsAttr:
-    if not text.startswith("0x"):
-        _fail(p, "expected string containing hex digits starting with `0x`", loc)
+def _hex_elements(p, text: str, elem: Type, loc) -> list[int]:
+    """``"0x..."``: little-endian element storage bytes (MLIR's hex form) -> bit patterns."""
     try:
+        if not text.startswith("0x"):
+            raise ValueError
         data = bytes.fromhex(text[2:])
     except ValueError:
         _fail(p, "expected string containing hex digits starting with `0x`", loc)
-    n = _storage_bytes(type.element)
-    count = len(data) // n
-    if len(data) % n or count not in (1, type.num_elements):
+    n = _storage_bytes(elem)
+    if len(data) % n or not data:
+        _fail(p, f"elements hex data size is invalid for provided type: got {len(data)} bytes", loc)
+    mask = (1 << (elem.width if isinstance(elem, IntegerType) else semantics_of(elem).bits)) - 1
+    return [int.from_bytes(data[i : i + n], "little") & mask for i in range(0, len(data), n)]
+
+
+def _check_hex_count(p, bits: list[int], type: Type, loc) -> None:
+    want = type.num_elements if isinstance(type, TileType) else 1
+    if len(bits) not in (1, want):
+        n = _storage_bytes(type.element if isinstance(type, TileType) else type)
         _fail(
             p,
-            f"elements hex data size is invalid for provided type: got {len(data)} bytes",
+            f"elements hex data size is invalid for provided type: got {len(bits) * n} bytes",
             loc,
         )
-    bits = [int.from_bytes(data[i * n : (i + 1) * n], "little") for i in range(count)]
-    return dense_from_bits(type, bits)

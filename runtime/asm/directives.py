@@ -97,9 +97,13 @@ def _keyword_enum(enum_name: str, what: str, order):
         p = ctx.p
         enum = _enum(enum_name)
         at = p.loc()
-        kw = p.parse_keyword()
+        message = f"expected {what} to be one of: {{{_quoted(order)}}}"
+        kw = p.parse_optional_keyword()
+        if kw is None:
+            # MLIR reports parseKeyword's own failure first, then the directive's message.
+            p.error_after(["expected valid keyword"], message, at)
         if enum.value(kw) is None:
-            p.error(f"expected {what} to be one of: {{{_quoted(order)}}}", at)
+            p.error(message, at)
         ctx.attrs[_attr_name(args)] = EnumAttr(enum.name, enum.value(kw))
 
     def print_(pr, op, args) -> None:
@@ -156,7 +160,8 @@ def _parse_argument_region(ctx, args) -> None:
         p.expect_punct(")")
     region = Region()
     p.parse_region(region, arguments)
-    _ensure_terminator(region, "cuda_tile.yield")
+    if region.blocks:  # `() {}` stays block-less for the verifier to reject
+        _ensure_terminator(region, "cuda_tile.yield")
     ctx.regions[_region_name(args)] = region
 
 
@@ -244,7 +249,7 @@ def _print_symbol_visibility(pr, op, args) -> None:
     if isinstance(a, EnumAttr):
         kw = _enum(a.enum).keyword(a.value)
         if kw != "public":
-            pr.write(kw)
+            pr.write(kw + " ")  # NVIDIA prints "private " (tileirdisasm: `global private  @g`)
 
 
 CUSTOM_DIRECTIVES = {

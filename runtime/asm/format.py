@@ -686,7 +686,7 @@ def _finish(ctx: _ParseCtx) -> None:
     state.result_types = results
     if opdef.has_attr_sized_segments:
         state.attributes["operandSegmentSizes"] = DenseArrayAttr(
-            I32, tuple(len(groups[o.name]) for o in opdef.operands)
+            I32, tuple(len(groups[o.name]) for o in opdef.segmented_operands)
         )
     for r in opdef.regions:
         region = ctx.regions.get(r.name)
@@ -776,6 +776,10 @@ def buildable_type(constraint: str) -> Optional[Type]:
 
     if constraint in ("CudaTile_TokenType", "Token"):
         return TOKEN
+    if constraint == "NvTileAA_MemToken":
+        from tilegen.runtime.types import MemTokenType
+
+        return MemTokenType()
     m = _RE_SCALAR_OF.match(constraint)
     if m:
         width = m.group(2)
@@ -789,7 +793,7 @@ def _infer_result(ctx: _ParseCtx, rdef, known) -> Optional[list[Type]]:
     from tilegen.runtime.types import TileType
 
     t = buildable_type(rdef.type)
-    if t is not None:
+    if t is not None and rdef.kind != "optional":
         return [t]
     for trait in ctx.opdef.traits:
         m = re.match(r"TypesMatchWith\((\w+)->(\w+) via ::getI1SameShape", trait)

@@ -148,15 +148,26 @@ class OpParser:
     def loc_at(self, tok: Token) -> FileLineColLoc:
         return self.lexer.loc(tok.pos)
 
-    def _prev_end_loc(self) -> FileLineColLoc:
-        return self.lexer.loc(self.tok.pos)
-
     def error(self, msg: str, loc: Optional[Location] = None) -> "NoReturn":  # noqa: F821
         """Raise a located error; inside a custom op it gets MLIR's ``custom op 'X' `` prefix."""
         name = self._custom_op[-1]
         if name is not None:
             msg = f"custom op '{name}' {msg}"
         self._fail(msg, loc)
+
+    def error_after(
+        self, first: list[str], msg: str, loc: Optional[Location] = None
+    ) -> "NoReturn":  # noqa: F821
+        """Like :meth:`error`, with errors MLIR emits just before it (same location, same
+        prefix) carried in ``DiagnosticError.preceding``."""
+        try:
+            self.error(msg, loc)
+        except DiagnosticError as e:
+            for m in first:
+                name = self._custom_op[-1]
+                text = f"custom op '{name}' {m}" if name is not None else m
+                e.preceding.append(Diagnostic("error", text, e.diag.loc))
+            raise
 
     def _fail(self, msg: str, loc: Optional[Location] = None, notes=()) -> "NoReturn":  # noqa: F821
         diag = Diagnostic("error", msg, loc or self.loc())
@@ -896,9 +907,12 @@ class OpParser:
         state.operands = [self.resolve_operand(u, t) for u, t in zip(operands, ftype.inputs)]
         state.result_types = list(ftype.results)
         if opdef is not None:
-            merged = dict(props)
-            merged.update(attrs)
-            state.attributes = merged
+            for name in attrs:
+                if name in props:
+                    self._fail(
+                        f"attribute '{name}' occurs more than once in the attribute list", loc
+                    )
+            state.attributes = {**props, **attrs}
         else:
             state.properties = props
             state.attributes = attrs
@@ -1003,4 +1017,6 @@ def _custom_parser(name: str) -> Optional[Callable]:
 
 
 def is_deferred_loc(x) -> bool:
+    """True for the placeholder :meth:`OpParser.parse_optional_location` returns for a
+    ``loc(#alias)`` defined later in the file (resolved when the file ends)."""
     return isinstance(x, _DeferredLoc)

@@ -384,6 +384,8 @@ class OpPrinter:
 
     def print_operation(self, op: Operation) -> None:
         """One op (results, name, body, optional location) at the current position."""
+        if self.aliases.collecting and self.debuginfo:
+            self.aliases.name_of(op.loc)  # MLIR visits an op's location before its body
         if op.results:
             groups = self._names.result_groups(op)
             parts = []
@@ -467,7 +469,18 @@ class OpPrinter:
         if default_dialect:
             self._default_dialect.append(default_dialect)
         if self.debuginfo:
-            self.aliases.collect_locations(op, include_body_only=body_only)
+            # MLIR names aliases from a dummy printing pass: only what is printed gets one.
+            self.aliases.collecting = True
+            saved = len(self._out)
+            self._print_body(op, body_only)
+            del self._out[saved:]
+            self.aliases.assign()
+        self._print_body(op, body_only)
+        body = self.getvalue()
+        head, tail = self.aliases.render(self, all_after=body_only)
+        return head + body + "\n" + tail
+
+    def _print_body(self, op: Operation, body_only: bool) -> None:
         if body_only:
             first = True
             for region in op.regions:
@@ -479,9 +492,6 @@ class OpPrinter:
                         self.print_operation(child)
         else:
             self.print_operation(op)
-        body = self.getvalue()
-        head, tail = self.aliases.render(self, all_after=body_only)
-        return head + body + "\n" + tail
 
 
 def split_properties(op: Operation) -> tuple[dict, dict]:

@@ -72,16 +72,25 @@ def _constant(op: Operation) -> list[Optional[str]]:
     return [constant_name(op.attributes.get("value"))]
 
 
+def suggested_name(v) -> Optional[str]:
+    """The name ``v``'s defining op suggests for it (before uniquing), if any."""
+    if not isinstance(v, OpResult):
+        return None
+    fn = RESULT_NAMES.get(v.op.name)
+    if fn is None:
+        return None
+    names = fn(v.op) or []
+    return names[v.index] if v.index < len(names) else None
+
+
 def _assume(op: Operation) -> list[Optional[str]]:
-    """``assume`` prefixed once more for every assume feeding this one (``%assume_assume``)."""
-    depth, cur = 1, op
-    while cur.operands:
-        src = cur.operands[0]
-        if not isinstance(src, OpResult) or src.op.name != op.name:
-            break
-        depth += 1
-        cur = src.op
-    return ["_".join(["assume"] * depth)]
+    """``assume_<name>`` when the constrained value comes from an op with a naming interface
+    (``%assume_cst_i8``, ``%assume_assume``; ``%assume_`` when that op names other results
+    only, e.g. ``%for#1`` or an ``if`` result), else ``assume`` -- as tileirdisasm prints them."""
+    src = op.operands[0] if op.operands else None
+    if isinstance(src, OpResult) and src.op.opdef is not None and _names_results(src.op.opdef):
+        return [f"assume_{suggested_name(src) or ''}"]
+    return ["assume"]
 
 
 #: Names computed from attributes/operands (everything else comes from the spec).
@@ -116,6 +125,12 @@ BLOCK_ARG_NAMES: dict[str, Callable[[Operation, int], list[str]]] = {
 
 def _has_naming_interface(opdef: OpDef) -> bool:
     return any(t.startswith("OpAsmOpInterface") for t in opdef.traits)
+
+
+def _names_results(opdef: OpDef) -> bool:
+    """Whether the op implements OpAsmOpInterface (declared, or ODS-generated for ops with
+    several declared results)."""
+    return _has_naming_interface(opdef) or len(opdef.results) > 1
 
 
 def _build() -> dict[str, NameFn]:

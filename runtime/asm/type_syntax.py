@@ -45,6 +45,7 @@ PADDING_VALUES = ("zero", "neg_zero", "nan", "pos_inf", "neg_inf")
 _BUILTIN_SHAPED = ("tensor", "vector", "memref", "complex", "tuple")
 _RE_DIMS = re.compile(r"[ \t\n]*((?:(?:[0-9]+|\?)[ \t\n]*x[ \t\n]*)*)")
 _RE_INT_TYPE = re.compile(r"[su]?i[0-9]+$")
+_RE_OTHER_FLOAT = re.compile(r"(f80|f128|f[468]E[0-9A-Za-z]+)$")
 _I32_MAX = 2**31 - 1
 
 
@@ -94,14 +95,9 @@ def parse_optional_type(p: "OpParser") -> Optional[Type]:
     if tok.kind == lx.BARE:
         name = tok.text
         t = element_type_from_name(name)
-        if t is not None and not isinstance(t, IndexType):
-            if isinstance(t, type(None)):
-                return None
+        if t is not None:
             p._advance()
             return t
-        if name == "index":
-            p._advance()
-            return IndexType()
         if name == "none":
             p._advance()
             return NoneType()
@@ -115,7 +111,7 @@ def parse_optional_type(p: "OpParser") -> Optional[Type]:
         if _RE_INT_TYPE.match(name):
             p._advance()
             return OpaqueType(name)
-        if name.startswith(("f", "bf", "tf")) and name[-1].isdigit() or name.startswith("f8"):
+        if _RE_OTHER_FLOAT.match(name):
             p._advance()
             return OpaqueType(name)
         return None
@@ -123,6 +119,12 @@ def parse_optional_type(p: "OpParser") -> Optional[Type]:
         spelling = tok.text[1:]
         if spelling.startswith("cuda_tile."):
             return parse_dialect_type(p, long=True)
+        # --- nv_tileaa types (runtime/asm/nv_tileaa_types.py) ---
+        if spelling.startswith("nv_tileaa."):
+            from tilegen.runtime.asm.nv_tileaa_types import parse_nv_tileaa_type
+
+            return parse_nv_tileaa_type(p)
+        # --- end nv_tileaa ---
         if "." not in spelling:
             alias = p.type_aliases.get(spelling)
             if alias is None:
@@ -218,8 +220,42 @@ def _parse_element(p: "OpParser") -> Type:
     return t
 
 
+def _parse_ptr_attr_keyword(p: "OpParser") -> str:
+    from tilegen.runtime.opdef import lookup_enum
+
+    enum = lookup_enum("PtrAttr")
+    at = p.loc()
+    kw = p.parse_optional_keyword()
+    if kw is None or enum is None or enum.value(kw) is None:
+        cases = ", ".join(enum.keywords) if enum is not None else ""
+        p._fail(f"expected ::mlir::cuda_tile::PtrAttr to be one of: {cases}", at)
+    return kw
+
+
 def _parse_ptr(p: "OpParser", loc) -> PointerType:
-    return PointerType(_parse_element(p))
+    pointee = _parse_element(p)
+    if p.parse_optional_punct(","):  # 13.4: ptr<T, <KW>>
+        p._expect("<")
+        kw = _parse_ptr_attr_keyword(p)
+        p._expect(">")
+        return PointerType(pointee, kw)
+    return PointerType(pointee)
+
+
+def _parse_optional_tv_ptr_attr(p: "OpParser") -> Optional[str]:
+    """``, #cuda_tile.ptr_attr<KW>`` after a tensor_view's strides (13.4)."""
+    if not p.at_punct(","):
+        return None
+    state = p.save()
+    p._advance()
+    if p.tok.kind == lx.HASH and p.tok.text == "#cuda_tile.ptr_attr":
+        p._advance()
+        p._expect("<")
+        kw = _parse_ptr_attr_keyword(p)
+        p._expect(">")
+        return kw
+    p.restore(state)
+    return None
 
 
 def _parse_stride_entry(p: "OpParser") -> int:
@@ -256,7 +292,7 @@ def _parse_tensor_view(p: "OpParser", loc) -> TensorViewType:
             if not p.parse_optional_punct(","):
                 break
     p._expect("]")
-    return TensorViewType(elem, tuple(dims), tuple(strides))
+    return TensorViewType(elem, tuple(dims), tuple(strides), _parse_optional_tv_ptr_attr(p))
 
 
 def _parse_tile_shape(p: "OpParser") -> tuple[int, ...]:
@@ -391,7 +427,8 @@ def _body(t: Type) -> str:
         dims = "".join(f"{_dim(d)}x" for d in t.shape)
         return f"tile<{dims}{format_type(t.element, short=True)}>"
     if isinstance(t, PointerType):
-        return f"ptr<{format_type(t.pointee, short=True)}>"
+        pa = f", <{t.ptr_attr}>" if t.ptr_attr is not None else ""
+        return f"ptr<{format_type(t.pointee, short=True)}{pa}>"
     if isinstance(t, TokenType):
         return "token"
     if isinstance(t, TensorViewType):
@@ -399,7 +436,9 @@ def _body(t: Type) -> str:
         elem = format_type(t.element, short=True)
         if not t.shape:
             return f"tensor_view<{elem}>"
-        return f"tensor_view<{dims}{elem}, strides=[{','.join(_dim(s) for s in t.strides)}]>"
+        pa = f", #cuda_tile.ptr_attr<{t.ptr_attr}>" if t.ptr_attr is not None else ""
+        strides = ",".join(_dim(s) for s in t.strides)
+        return f"tensor_view<{dims}{elem}, strides=[{strides}]{pa}>"
     tile = lambda shape: "tile=(" + "x".join(str(d) for d in shape) + ")"  # noqa: E731
     pad = lambda v: f"padding_value = {v}, " if v is not None else ""  # noqa: E731
     if isinstance(t, PartitionViewType):
@@ -443,6 +482,13 @@ def format_type(t: Type, short: bool = False, aliases=None) -> str:
     name = getattr(t, "name", None)
     if isinstance(name, str):
         return name
+    # --- nv_tileaa types (runtime/asm/nv_tileaa_types.py) ---
+    from tilegen.runtime.asm.nv_tileaa_types import format_nv_tileaa_type
+
+    nv = format_nv_tileaa_type(t, lambda x: format_type(x, short=True, aliases=aliases))
+    if nv is not None:
+        return nv
+    # --- end nv_tileaa ---
     if isinstance(t, IndexType):
         return "index"
     if isinstance(t, NoneType):

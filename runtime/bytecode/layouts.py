@@ -38,8 +38,11 @@ def vstr(major: int, minor: int, tag: int = 0) -> str:
     return f"{major}.{minor}" if tag == 0 else f"{major}.{minor}.{tag}"
 
 
+#: every readable version (production, then cuda-tile's test-build versions 250.x)
 READ_VERSIONS = list(T.OPCODE_CEILINGS)
-WRITE_VERSIONS = list(T.WRITABLE_VERSIONS)
+PRODUCTION_READ_VERSIONS = [v for v in READ_VERSIONS if v not in T.TEST_VERSIONS]
+PRODUCTION_WRITE_VERSIONS = list(T.WRITABLE_VERSIONS)
+WRITE_VERSIONS = PRODUCTION_WRITE_VERSIONS + list(T.TEST_VERSIONS)
 DEFAULT_WRITE_VERSION = T.DEFAULT_WRITE_VERSION
 
 

@@ -39,6 +39,7 @@ from tilegen.runtime.attributes import (
     SymbolRefAttr,
     TypeAttr,
     UnitAttr,
+    UnknownLoc,
 )
 from tilegen.runtime.bytecode import layouts as L
 from tilegen.runtime.bytecode.errors import BytecodeError, context
@@ -46,6 +47,8 @@ from tilegen.runtime.bytecode.varint import Cursor, to_signed
 from tilegen.runtime.ir import Block, Operation, Region
 from tilegen.runtime.opdef import lookup_enum, lookup_opdef
 
+_SCOPES = (DISubprogramAttr, DILexicalBlockAttr)
+_LOCATIONS = (UnknownLoc, DILocAttr, CallSiteLoc)
 #: Nesting limits (regions, types, attributes): far beyond real IR, far below Python's stack.
 MAX_DEPTH = 200
 INT32_EXTREMES = (2**31 - 1, -(2**31))
@@ -156,7 +159,7 @@ class _Reader:
         tag = c.fixed("H", "failed to read bytecode version")
         version = L.vstr(major, minor)
         if version not in L.READ_VERSIONS:
-            lo, hi = L.READ_VERSIONS[0], L.READ_VERSIONS[-1]
+            lo, hi = L.PRODUCTION_READ_VERSIONS[0], L.PRODUCTION_READ_VERSIONS[-1]
             raise BytecodeError(
                 f"unsupported Tile version {major}.{minor}.{tag}, "
                 f"this reader supports versions [{lo} - {hi}]"
@@ -433,7 +436,7 @@ class _Reader:
         if count > c.remaining:
             raise c.fail(f"number of functions ({count}) exceeds payload size ({c.remaining})")
         flags_t = L.T.FUNCTION_FLAGS
-        v135 = self.vt >= (13, 5)
+        v2 = self.vt >= L.vt(L.T.FUNCTION_RECORD_V2_SINCE)
         for _ in range(count):
             name_idx = c.varint("failed to read function name")
             sig_idx = c.varint("failed to read function signature")
@@ -441,14 +444,14 @@ class _Reader:
             loc_idx = c.varint("failed to read function location")
             hints = None
             is_entry = bool(flags & flags_t["entry"])
-            if (is_entry and v135) or (is_entry and flags & flags_t["has_hints"] and not v135):
+            if is_entry and (v2 or flags & flags_t["has_hints"]):
                 hints = self.sc_attr(c)
                 if not isinstance(hints, OptimizationHintsAttr):
                     name = self._function_name(name_idx)
                     raise BytecodeError(
                         f"invalid optimization hints attribute for function '{name}'"
                     )
-            if v135:
+            if v2:
                 self.sc_attr(c)  # argument attribute dictionaries (not modelled)
             length = c.varint("failed to read function body length")
             if length > c.remaining:
@@ -544,7 +547,10 @@ class _Reader:
         self.locs[0] += 1
         if pos >= len(indices):
             raise BytecodeError("failed to read operation location.")
-        return self.di(indices[pos])
+        loc = self.di(indices[pos])
+        if not isinstance(loc, (UnknownLoc, DILocAttr, CallSiteLoc)):
+            raise BytecodeError(f"debug info attribute {indices[pos]} is not a location")
+        return loc
 
     def di(self, idx: int):
         if idx == 0:
@@ -580,13 +586,13 @@ class _Reader:
             name = self.string(rd("file name attribute", kind))
             return DIFileAttr(name, self.string(rd("directory attribute", kind)))
         if kind == "DILexicalBlockAttr":
-            scope = self.di(rd("scope attribute", kind))
+            scope = self._di_as(rd("scope attribute", kind), _SCOPES)
             file = self._di_as(rd("file attribute", kind), DIFileAttr)
             line = rd("line number", kind)
             col = rd("column number", kind)
             return DILexicalBlockAttr(scope, file, line, col or None)
         if kind == "DILocAttr":
-            scope = self.di(rd("scope attribute", kind))
+            scope = self._di_as(rd("scope attribute", kind), _SCOPES)
             fname = self.string(rd("file name attribute", "FileLineColLoc"))
             line = rd("line number", "FileLineColLoc")
             col = rd("column number", "FileLineColLoc")
@@ -599,7 +605,7 @@ class _Reader:
             cu = self._di_as(rd("compile unit attribute", kind), DICompileUnitAttr)
             scope_line = rd("scope line number", kind)
             flags = 0
-            if self.vt >= (13, 5):
+            if self.vt >= L.vt(L.T.SUBPROGRAM_FLAGS_SINCE):
                 flags = rd("flags", kind)
                 if flags & ~1:
                     raise BytecodeError(
@@ -607,14 +613,15 @@ class _Reader:
                     )
             return DISubprogramAttr(file, line, name, linkage, cu, scope_line or None, flags)
         if kind == "CallSiteLoc":
-            callee = self.di(rd("callee attribute", kind))
-            return CallSiteLoc(callee, self.di(rd("caller attribute", kind)))
+            callee = self._di_as(rd("callee attribute", kind), _LOCATIONS)
+            return CallSiteLoc(callee, self._di_as(rd("caller attribute", kind), _LOCATIONS))
         return UNKNOWN_LOC
 
     def _di_as(self, idx: int, cls):
         attr = self.di(idx)
         if not isinstance(attr, cls):
-            raise BytecodeError(f"debug info attribute {idx} is not a {cls.__name__}")
+            names = " or ".join(k.__name__ for k in (cls if isinstance(cls, tuple) else (cls,)))
+            raise BytecodeError(f"debug info attribute {idx} is not a {names}")
         return attr
 
     # ------------------------------------------------------------------ instructions
@@ -860,13 +867,21 @@ class _Reader:
             t = self.type(c.varint("failed to read valid IntegerType for IntegerAttr"))
             if not isinstance(t, ty.IntegerType):
                 raise c.fail("failed to read valid IntegerType for IntegerAttr")
-            return IntegerAttr(self._apint(c, t.width, signed=False), t)
+            if t.width == 1:
+                v = c.u8("failed to read byte for inline bool (i1)")
+                if v > 1:
+                    raise c.fail(f"value {v} does not fit in 1 bits")
+                return IntegerAttr(v, t)
+            v = c.varint(f"failed to read VarInt for inline integer (width={t.width})")
+            if v >> t.width:
+                raise c.fail(f"value {v} does not fit in {t.width} bits")
+            return IntegerAttr(to_signed(v, t.width), t)
         if kind == "FloatAttr":
             t = self.type(c.varint("failed to read valid FloatType for FloatAttr"))
             if not isinstance(t, ty.FloatType) or t.name not in SEMANTICS:
                 raise c.fail("failed to read valid FloatType for FloatAttr")
             sem = SEMANTICS[t.name]
-            bits = self._apint(c, sem.bits, signed=True) & ((1 << sem.bits) - 1)
+            bits = self._apint(c, sem.bits) & ((1 << sem.bits) - 1)
             return FloatAttr(sem.to_float(bits), t, bits)
         if kind == "BoolAttr":
             return BoolAttr(bool(c.u8("failed to read byte for inline bool (i1)")))
@@ -910,21 +925,17 @@ class _Reader:
             return self._enum(c, "MultimemReductionKind")
         raise c.fail(f"unsupported AttributeTag {tag} for self-contained attribute")
 
-    def _apint(self, c: Cursor, width: int, signed: bool) -> int:
-        """An APInt payload: one byte (<= 8 bits), a varint (<= 64 bits), or counted words."""
+    def _apint(self, c: Cursor, width: int) -> int:
+        """A FloatAttr bit pattern as an APInt: one byte (<= 8 bits), an svarint (<= 64 bits), or
+        counted svarint words."""
         if width <= 8:
             v = c.u8("failed to read byte for APInt (<= 8 bits).")
             if v >> width:
                 raise c.fail(f"value {v} does not fit in {width} bits.")
-            return to_signed(v, width) if not signed and width > 1 else v
+            return v
         if width <= 64:
-            if signed:
-                v = c.svarint("failed to read signed varint for APInt (<= 64 bits).")
-                return v & ((1 << width) - 1)
-            v = c.varint(f"failed to read VarInt for inline integer (width={width})")
-            if v >> width:
-                raise c.fail(f"value {v} does not fit in {width} bits")
-            return to_signed(v, width)
+            v = c.svarint("failed to read signed varint for APInt (<= 64 bits).")
+            return v & ((1 << width) - 1)
         nwords = c.varint("failed to read numActiveWords for APInt (> 64 bits).")
         limit = (width + 63) // 64
         if nwords > limit:
@@ -1023,26 +1034,7 @@ def _cpp_class(opdef) -> str:
 
 
 def _type_text(t: ty.Type) -> str:
-    try:
-        from tilegen.runtime.asm import printer  # type: ignore
+    """A type as MLIR prints it in diagnostics (``!cuda_tile.tile<2xi32>``)."""
+    from tilegen.runtime.asm.type_syntax import format_type
 
-        return printer.print_type(t)  # type: ignore[attr-defined]
-    except Exception:  # the printer is optional here; fall back to a readable form
-        return _fallback_type_text(t)
-
-
-def _fallback_type_text(t: ty.Type) -> str:
-    if isinstance(t, (ty.IntegerType, ty.FloatType)):
-        return t.name
-    if isinstance(t, ty.TokenType):
-        return "!cuda_tile.token"
-    if isinstance(t, ty.TileType):
-        dims = "x".join(str(d) for d in t.shape)
-        return f"!cuda_tile.tile<{dims + 'x' if dims else ''}{_fallback_type_text(t.element)}>"
-    if isinstance(t, ty.PointerType):
-        return f"!cuda_tile.ptr<{_fallback_type_text(t.pointee)}>"
-    if isinstance(t, ty.FunctionType):
-        ins = ", ".join(_fallback_type_text(x) for x in t.inputs)
-        outs = ", ".join(_fallback_type_text(x) for x in t.results)
-        return f"({ins}) -> ({outs})"
-    return type(t).__name__
+    return format_type(t)

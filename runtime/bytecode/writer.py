@@ -54,7 +54,7 @@ def write_bytecode(module: Operation, version: Optional[str] = None) -> bytes:
     """Encode a ``cuda_tile.module`` (or a builtin module holding exactly one) at ``version``."""
     version = version or L.DEFAULT_WRITE_VERSION
     if version not in L.WRITE_VERSIONS:
-        lo, hi = L.WRITE_VERSIONS[0], L.WRITE_VERSIONS[-1]
+        lo, hi = L.PRODUCTION_WRITE_VERSIONS[0], L.PRODUCTION_WRITE_VERSIONS[-1]
         raise BytecodeWriteError(
             f"unsupported version requested {version}, must be in range [{lo}, {hi}]", module
         )
@@ -337,8 +337,11 @@ class _Writer:
         name = f.attributes["sym_name"].value
         sig = f.attributes["function_type"].value
         hints = f.attributes.get("optimization_hints")
+        v2 = self.vt >= L.vt(L.T.FUNCTION_RECORD_V2_SINCE)
         flags = L.T.FUNCTION_FLAGS["entry"]
-        if hints is not None:
+        if v2 and hints is None:
+            hints = OptimizationHintsAttr(())
+        elif hints is not None and not v2:
             flags |= L.T.FUNCTION_FLAGS["has_hints"]
         locs: Optional[list[int]] = None
         if isinstance(f.loc, (DILocAttr, CallSiteLoc)):
@@ -354,6 +357,8 @@ class _Writer:
         w.varint(loc_index)
         if hints is not None:
             self._sc_attr(w, hints, f, "optimization_hints")
+        if v2:
+            self._sc_attr(w, ArrayAttr(()), f, "arg_attrs")  # argument dictionaries (not modelled)
         body = Writer()
         values: dict = {}
         stack: list = []
@@ -414,6 +419,8 @@ class _Writer:
             w.varint(self.string(a.linkage_name))
             w.varint(cu)
             w.varint(a.scope_line or 0)
+            if self.vt >= L.vt(L.T.SUBPROGRAM_FLAGS_SINCE):
+                w.varint(a.flags)
         elif isinstance(a, DIFileAttr):
             w.varint(tags["DIFileAttr"])
             w.varint(self.string(a.name))
@@ -664,7 +671,7 @@ class _Writer:
             w.varint(tags["IntegerAttr"])
             w.varint(self.type(t, op))
             bits = a.value & ((1 << t.width) - 1)
-            if t.width <= 8:
+            if t.width == 1:
                 w.u8(bits)
             else:
                 w.varint(bits)
@@ -744,6 +751,11 @@ def encode_dense(attr: DenseElementsAttr, op=None) -> bytes:
         bits = [element_bits(v, elem) for v in attr.values]
     kind, width = L.element_storage(elem.name)
     n = t.num_elements
+    if len(bits) not in (1, n):
+        raise BytecodeWriteError(
+            f"dense constant has {len(bits)} elements, its type {n}: failed to serialize attribute",
+            op,
+        )
     if kind == "bitpacked":
         if len(bits) == 1 and n > 8:
             raw = bytes([0xFF if bits[0] & 1 else 0x00])

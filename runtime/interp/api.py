@@ -133,6 +133,8 @@ def run_module(
     grid: Sequence[int] = (1, 1, 1),
     entry: Optional[str] = None,
     stdout: Optional[TextIO] = None,
+    max_ops: Optional[int] = None,
+    trace: Optional[TextIO] = None,
 ) -> dict[str, np.ndarray]:
     """Run ``module``'s entry over ``grid`` on ``args`` (name -> array, in parameter order).
 
@@ -147,7 +149,7 @@ def run_module(
     if any(n < 1 for n in g):
         raise RunError([Diagnostic("error", f"grid dimensions must be positive, got {g}")])
     heap = Heap()
-    machine = Machine(heap=heap, grid=g, stdout=stdout or sys.stdout)
+    machine = Machine(heap=heap, grid=g, stdout=stdout or sys.stdout, max_ops=max_ops, trace=trace)
     try:
         allocate_globals(machine, module_of(ent))
         flat, bindings = flatten_args(param_types(ent), items, heap)
@@ -158,6 +160,55 @@ def run_module(
     for b in bindings:
         out[b.name] = read_back(heap, b)
     return out
+
+
+def load_npz_expected(path: Union[str, Path]) -> dict[str, np.ndarray]:
+    """The ``expected__<name>`` arrays of an npz (as the cuTile corpus stores them)."""
+    with np.load(path) as d:
+        return {k[len("expected__") :]: d[k] for k in d.files if k.startswith("expected__")}
+
+
+def compare_expected(
+    result: dict[str, np.ndarray],
+    expected: dict[str, np.ndarray],
+    rtol: float = 0.0,
+    atol: float = 0.0,
+) -> list[str]:
+    """Mismatches between run results and expected arrays (empty when everything matches).
+
+    Floats compare with ``|got - exp| <= atol + rtol * |exp|`` (NaN equals NaN); everything else
+    exactly. Each entry names the argument, how many elements differ and the worst one.
+    """
+    problems = []
+    for name, exp in expected.items():
+        if name not in result:
+            problems.append(f"{name}: no such argument")
+            continue
+        got = np.asarray(result[name])
+        if got.shape != exp.shape:
+            problems.append(f"{name}: shape {got.shape} != expected {exp.shape}")
+            continue
+        if exp.dtype.kind == "f" or got.dtype.kind == "f":
+            g, e = got.astype(np.float64), exp.astype(np.float64)
+            with np.errstate(all="ignore"):
+                err = np.abs(g - e)
+                bad = ~((err <= atol + rtol * np.abs(e)) | (np.isnan(g) & np.isnan(e)) | (g == e))
+        else:
+            bad = got != exp
+            err = np.abs(got.astype(np.float64) - exp.astype(np.float64))
+        if bad.any():
+            idx = (
+                np.unravel_index(
+                    int(np.argmax(np.where(bad, np.nan_to_num(err, nan=np.inf), -1))), exp.shape
+                )
+                if exp.ndim
+                else ()
+            )
+            problems.append(
+                f"{name}: {int(bad.sum())} of {exp.size} elements differ; worst at "
+                f"{[int(i) for i in idx]}: got {got[idx]!s}, expected {exp[idx]!s}"
+            )
+    return problems
 
 
 def load_npz_args(path: Union[str, Path]) -> tuple[list[tuple[str, np.ndarray]], Optional[tuple]]:
@@ -174,9 +225,10 @@ def run_npz(
     grid: Optional[Sequence[int]] = None,
     entry: Optional[str] = None,
     stdout: Optional[TextIO] = None,
+    max_ops: Optional[int] = None,
 ) -> dict[str, np.ndarray]:
     module = load_module(kernel)
     args, npz_grid = load_npz_args(in_npz)
-    result = run_module(module, args, grid or npz_grid or (1, 1, 1), entry, stdout)
+    result = run_module(module, args, grid or npz_grid or (1, 1, 1), entry, stdout, max_ops)
     np.savez(out_npz, **{f"arg__{k}": v for k, v in result.items()})
     return result

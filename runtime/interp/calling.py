@@ -88,6 +88,8 @@ def _scalar_value(name: str, value: np.ndarray, t: Type, index: int) -> np.ndarr
                 f"{_describe(t)}"
             )
         return wrap_int(value.astype(np.int64) if kind != "u" else value.astype(np.uint64), el)
+    if (value.dtype.name, _type_name(el)) in _RAW:  # bf16 / f8 scalars given as raw bits
+        return from_bits(value.astype(np.uint64), el).reshape(())
     if kind != "f":
         raise CallError(
             f"argument '{name}' has dtype {value.dtype} but entry parameter #{index} is {_describe(t)}"

@@ -66,6 +66,7 @@ class Semantics:
     ftz: Optional[str] = None
     exact: Optional[str] = None
     overflow: Optional[str] = None
+    addends: Any = None
 
 
 def py_name(name: str) -> str:
@@ -98,6 +99,11 @@ def _build(opdef: OpDef) -> Optional[Semantics]:
         ftz=s.get("ftz"),
         exact=s.get("exact"),
         overflow=s.get("overflow"),
+        addends=(
+            compile(s["addends"], f"<addends of {opdef.name}>", "eval")
+            if s.get("addends")
+            else None
+        ),
     )
 
 
@@ -149,7 +155,13 @@ def _on_boundary(s: np.ndarray, name: str, mode: str) -> np.ndarray:
 
 
 def _round_float_result(
-    value, name: str, mode: str, exact_fn=None, all_exact: bool = False, finite_in=None
+    value,
+    name: str,
+    mode: str,
+    exact_fn=None,
+    all_exact: bool = False,
+    finite_in=None,
+    zero_neg=None,
 ) -> np.ndarray:
     """Round computed values to float type ``name`` (float64 -> compute dtype)."""
     v = np.asarray(value)
@@ -171,17 +183,16 @@ def _round_float_result(
         if sel.any():
             exact_vals = exact_fn(sel)
             native = s[sel]
+            zero = np.copysign(0.0, native)
+            if zero_neg is not None:  # exact-zero sums: -0 under negative_inf (IEEE 754 6.3)
+                zero = np.where(np.broadcast_to(zero_neg, s.shape)[sel], -0.0, 0.0)
             # an exact zero keeps the native result's sign; a rounded non-zero value its own
             fixed = np.array(
                 [
                     (
                         native[i]
                         if q is None
-                        else (
-                            np.copysign(0.0, native[i])
-                            if q == 0
-                            else floats.round_fraction(q, name, mode)
-                        )
+                        else (zero[i] if q == 0 else floats.round_fraction(q, name, mode))
                     )
                     for i, q in enumerate(exact_vals)
                 ],
@@ -298,7 +309,13 @@ def evaluate(op, opdef: OpDef, sem: Semantics, args: list) -> list:
             v = ns[key]
             if isinstance(v, np.ndarray) and v.dtype.kind == "f":
                 finite_in = finite_in & np.isfinite(v)
-        out = _round_float_result(value, et.name, mode, exact_fn, all_exact, finite_in)
+        zero_neg = None
+        if mode == "negative_inf" and sem.addends is not None:
+            with np.errstate(all="ignore"):
+                terms = eval(sem.addends, ns)
+            pos_zero = [(np.asarray(t) == 0) & ~np.signbit(t) for t in terms]
+            zero_neg = ~np.logical_and.reduce(pos_zero)  # unless every term is +0
+        out = _round_float_result(value, et.name, mode, exact_fn, all_exact, finite_in, zero_neg)
         if ftz:
             out = _flush(out.astype(np.float64), et.name).astype(out.dtype)
         return [out]

@@ -34,6 +34,7 @@ from tilegen.runtime.interp.values import (
     to_bits,
     wrap_int,
 )
+from tilegen.runtime.diagnostics import format_location
 from tilegen.runtime.ir import Block, Operation, Region
 from tilegen.runtime.types import (
     DYNAMIC,
@@ -62,6 +63,10 @@ class Machine:
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     globals: dict[str, int] = field(default_factory=dict)
     ops_executed: int = 0
+    #: stop with an error after this many executed ops (None: no limit), e.g. for runaway loops
+    max_ops: Optional[int] = None
+    #: when set, one line per executed op (block id, location, op, result summaries)
+    trace: Optional[TextIO] = None
 
 
 HANDLERS: dict[str, Callable] = {}
@@ -110,6 +115,8 @@ class Frame:
 
     def run_op(self, op: Operation) -> Optional[Signal]:
         self.m.ops_executed += 1
+        if self.m.max_ops is not None and self.m.ops_executed > self.m.max_ops:
+            raise InterpError(f"stopped after executing {self.m.max_ops} ops (--max-ops)", op)
         try:
             h = HANDLERS.get(op.name)
             if h is not None:
@@ -123,6 +130,11 @@ class Frame:
             if e.op is None:
                 e.op = op
             raise
+        except (ArithmeticError, LookupError, TypeError, ValueError) as e:
+            # an operand the op cannot take (ill-typed IR the verifier did not see, ...)
+            raise InterpError(f"cannot execute: {type(e).__name__}: {e}", op) from e
+        if self.m.trace is not None:
+            self._trace(op, res.values if isinstance(res, Signal) else res)
         if isinstance(res, Signal):
             return res
         if res is not None:
@@ -130,8 +142,30 @@ class Frame:
                 self.env[r] = v
         return None
 
+    def _trace(self, op: Operation, res) -> None:
+        parts = [_summary(v) for v in (res or [])]
+        where = format_location(op.loc)
+        self.m.trace.write(
+            f"[{','.join(map(str, self.block_id))}] {where}: {op.name}"
+            + (f" -> {'; '.join(parts)}" if parts else "")
+            + "\n"
+        )
+
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _summary(v) -> str:
+    """A short description of a value for --trace."""
+    if isinstance(v, np.ndarray) or isinstance(v, np.generic):
+        a = np.asarray(v)
+        if a.size == 1:
+            return f"{a.dtype}{list(a.shape)} {a.reshape(-1)[0].item()}"
+        if a.dtype.kind in "fiub" and a.size:
+            with np.errstate(all="ignore"):
+                return f"{a.dtype}{list(a.shape)} min={a.min().item()} max={a.max().item()}"
+        return f"{a.dtype}{list(a.shape)}"
+    return type(v).__name__ if not isinstance(v, str) else v
 
 
 def scalar(v) -> int:
@@ -395,49 +429,79 @@ def _store_ptr(f: Frame, op):
 
 
 def _rmw(mode: str, old: np.ndarray, arg: np.ndarray, t) -> np.ndarray:
-    """The value an atomic read-modify-write stores (scalars, element type ``t``)."""
+    """The values an atomic read-modify-write stores (arrays of element type ``t``)."""
     et = element_of(t)
     if mode == "xchg":
         return arg
     if mode == "addf":
-        return floats.to_compute(np.float64(old) + np.float64(arg), et.name)
+        return floats.to_compute(old.astype(np.float64) + arg.astype(np.float64), et.name)
     if mode in ("umax", "umin"):
         a, b = as_unsigned(old, et), as_unsigned(arg, et)
-        r = max(int(a), int(b)) if mode == "umax" else min(int(a), int(b))
-        return wrap_int(np.array(r, dtype=np.uint64), et)
+        return wrap_int(np.maximum(a, b) if mode == "umax" else np.minimum(a, b), et)
     a, b = as_signed(old, et), as_signed(arg, et)
-    r = {
-        "and": lambda: a & b,
-        "or": lambda: a | b,
-        "xor": lambda: a ^ b,
-        "add": lambda: a + b,
-        "max": lambda: max(a, b),
-        "min": lambda: min(a, b),
-    }[mode]()
-    return wrap_int(np.asarray(r), et)
+    ops = {
+        "and": np.bitwise_and,
+        "or": np.bitwise_or,
+        "xor": np.bitwise_xor,
+        "add": np.add,
+        "max": np.maximum,
+        "min": np.minimum,
+    }
+    if mode not in ops:
+        raise InterpError(f"unknown atomic mode '{mode}'")
+    with np.errstate(over="ignore"):
+        return wrap_int(ops[mode](a, b), et)
 
 
-def _atomic_apply(heap: Heap, ptrs, args, mask, mode: str, t) -> np.ndarray:
-    """Apply element by element in row-major order (repeated addresses see each other)."""
+def _rounds(addrs: np.ndarray) -> np.ndarray:
+    """For each access, how many earlier accesses (row-major) hit the same address."""
+    n = addrs.size
+    order = np.argsort(addrs, kind="stable")
+    s = addrs[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = s[1:] != s[:-1]
+    start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - start
+    return rank
+
+
+def _atomic_apply(heap: Heap, ptrs, args, mask, mode: str, t, cmp=None) -> np.ndarray:
+    """Atomics of one op, as if performed one element at a time in row-major order.
+
+    Accesses to distinct addresses are independent, so they run vectorized in rounds: round k
+    performs every address's k-th access. ``cmp`` given: compare-and-swap (bitwise compare).
+    """
     et = element_of(t)
-    old = np.zeros(ptrs.shape, dtype=compute_dtype(et))
-    for i in zip(*np.nonzero(mask)) if ptrs.ndim else [()]:
-        if ptrs.ndim == 0 and not mask:
-            break
-        p = np.asarray(ptrs[i]).reshape(1)
-        cur = heap.load(p, et)[0]
-        old[i] = cur
-        heap.store(p, np.asarray(_rmw(mode, cur, np.asarray(args[i]), et)).reshape(1), et)
-    return old
+    shape = np.shape(ptrs)
+    old = np.zeros(shape, dtype=compute_dtype(et)).reshape(-1)
+    live = np.nonzero(np.broadcast_to(mask, shape).reshape(-1))[0]
+    if live.size == 0:
+        return old.reshape(shape)
+    p_all = np.asarray(ptrs).reshape(-1)[live]
+    a_all = np.broadcast_to(np.asarray(args), shape).reshape(-1)[live]
+    c_all = None if cmp is None else np.broadcast_to(np.asarray(cmp), shape).reshape(-1)[live]
+    rank = _rounds(p_all)
+    for k in range(int(rank.max()) + 1):
+        sel = rank == k
+        p = p_all[sel]
+        cur = heap.load(p, et)
+        old[live[sel]] = cur
+        if c_all is None:
+            new = _rmw(mode, cur, a_all[sel], et)
+        else:
+            same = to_bits(cur, et) == to_bits(c_all[sel], et)
+            new = np.where(same, a_all[sel], cur)
+        heap.store(p, np.asarray(new), et)
+    return old.reshape(shape)
 
 
 @handler("atomic_rmw_tko")
 def _atomic_rmw(f: Frame, op):
     ptrs = np.asarray(f.get(op.operands[0]))
     argv = group(op, "arg")[0]
-    args = np.broadcast_to(np.asarray(f.get(argv)), ptrs.shape)
     mask = _mask(f, op, ptrs.shape)
-    old = _atomic_apply(f.m.heap, ptrs, args, mask, attr(op, "mode"), argv.type)
+    old = _atomic_apply(f.m.heap, ptrs, f.get(argv), mask, attr(op, "mode"), argv.type)
     return [old, TOKEN]
 
 
@@ -445,20 +509,8 @@ def _atomic_rmw(f: Frame, op):
 def _atomic_cas(f: Frame, op):
     ptrs = np.asarray(f.get(op.operands[0]))
     cmpv, valv = group(op, "cmp")[0], group(op, "val")[0]
-    cmp = np.broadcast_to(np.asarray(f.get(cmpv)), ptrs.shape)
-    val = np.broadcast_to(np.asarray(f.get(valv)), ptrs.shape)
     mask = _mask(f, op, ptrs.shape)
-    et = element_of(valv.type)
-    old = np.zeros(ptrs.shape, dtype=compute_dtype(et))
-    heap = f.m.heap
-    for i in itertools.product(*[range(n) for n in ptrs.shape]):
-        if not mask[i]:
-            continue
-        p = np.asarray(ptrs[i]).reshape(1)
-        cur = heap.load(p, et)
-        old[i] = cur[0]
-        if to_bits(cur, et)[0] == to_bits(np.asarray(cmp[i]).reshape(1), et)[0]:
-            heap.store(p, np.asarray(val[i]).reshape(1), et)
+    old = _atomic_apply(f.m.heap, ptrs, f.get(valv), mask, "xchg", valv.type, cmp=f.get(cmpv))
     return [old, TOKEN]
 
 

@@ -31,6 +31,9 @@ class FloatFormat:
     signed: bool = True
     has_zero: bool = True
     storage_bits: int = 0
+    #: conversions saturate (NVIDIA's SATFINITE): out-of-range values and infinities become
+    #: the largest finite value of their sign; NaN stays NaN
+    satfinite: bool = False
 
     @property
     def emin(self) -> int:
@@ -62,8 +65,10 @@ FORMATS: dict[str, FloatFormat] = {
     "tf32": FloatFormat("tf32", 8, 10, 127, storage_bits=32),
     "f32": FloatFormat("f32", 8, 23, 127, storage_bits=32),
     "f64": FloatFormat("f64", 11, 52, 1023, storage_bits=64),
-    "f8E4M3FN": FloatFormat("f8E4M3FN", 4, 3, 7, has_inf=False, nan="fn", storage_bits=8),
-    "f8E5M2": FloatFormat("f8E5M2", 5, 2, 15, storage_bits=8),
+    "f8E4M3FN": FloatFormat(
+        "f8E4M3FN", 4, 3, 7, has_inf=False, nan="fn", storage_bits=8, satfinite=True
+    ),
+    "f8E5M2": FloatFormat("f8E5M2", 5, 2, 15, storage_bits=8, satfinite=True),
     "f8E8M0FNU": FloatFormat(
         "f8E8M0FNU",
         8,
@@ -74,8 +79,11 @@ FORMATS: dict[str, FloatFormat] = {
         signed=False,
         has_zero=False,
         storage_bits=8,
+        satfinite=True,
     ),
-    "f4E2M1FN": FloatFormat("f4E2M1FN", 2, 1, 1, has_inf=False, nan="none", storage_bits=4),
+    "f4E2M1FN": FloatFormat(
+        "f4E2M1FN", 2, 1, 1, has_inf=False, nan="none", storage_bits=4, satfinite=True
+    ),
 }
 
 #: NumPy dtype a tile of each float type is held in.
@@ -115,7 +123,8 @@ def round_to_format(
     """Round float64 values to the nearest representable value of ``fmt`` (as float64).
 
     Overflow gives inf where the format has one (and the mode rounds away from zero), else the
-    largest finite value; formats without inf saturate unless ``saturate`` is False (then NaN).
+    largest finite value. ``satfinite`` formats (f8, f4) saturate overflow and infinities unless
+    ``saturate`` is False (then: inf where the format has one, else NaN).
     """
     if isinstance(fmt, str):
         fmt = FORMATS[fmt]
@@ -133,9 +142,10 @@ def round_to_format(
         quantum = np.ldexp(1.0, (e - fmt.mbits).astype(np.int32))
         r = _round_int(np.where(finite, x, 0.0) / quantum, mode) * quantum
         mx = fmt.max_finite
+        sat = fmt.satfinite if saturate is None else saturate
         over = np.abs(r) > mx
         if over.any():
-            if fmt.has_inf:
+            if fmt.has_inf and not sat:
                 # RNE/away overflow to inf; directed modes clamp toward zero side
                 pos = x > 0
                 to_inf = np.where(
@@ -149,15 +159,12 @@ def round_to_format(
                 )
                 big = np.where(to_inf, np.inf, mx)
             else:
-                sat = True if saturate is None else saturate
                 big = np.full(x.shape, mx if sat else np.nan)
             r = np.where(over, np.copysign(big, x), r)
         r = np.where(finite, r, x)
-        if not fmt.has_inf:
-            inf = np.isinf(x)
-            if inf.any():
-                sat = True if saturate is None else saturate
-                r = np.where(inf, np.copysign(mx, x) if sat else np.nan, r)
+        inf = np.isinf(x)
+        if inf.any() and (sat or not fmt.has_inf):
+            r = np.where(inf, np.copysign(mx, x) if sat else np.nan, r)
         if fmt.nan == "none":
             r = np.where(np.isnan(r), 0.0, r)  # f4 has no NaN
         r = np.copysign(r, x) if fmt.signed else r
@@ -305,7 +312,9 @@ def round_fraction(q: Fraction, fmt: FloatFormat | str, mode: str) -> float:
         towards_inf = mode in ("nearest_even", "nearest_away", "approx", "full") or (
             (mode == "positive_inf" and not neg) or (mode == "negative_inf" and neg)
         )
-        val = float("inf") if (towards_inf and fmt.has_inf) else fmt.max_finite
+        val = (
+            float("inf") if (towards_inf and fmt.has_inf and not fmt.satfinite) else fmt.max_finite
+        )
     else:
         val = float(mag)
     return -val if neg else val

@@ -16,7 +16,8 @@ from tilegen.runtime.types import FloatType, IntegerType, PointerType, TileType,
 #: The value of every ``token``.
 TOKEN = "token"
 
-_INT_DTYPES = {1: np.bool_, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+#: i4 (a tile-only element type) is held sign-extended in int8.
+_INT_DTYPES = {1: np.bool_, 4: np.int8, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 _UINT_DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
@@ -95,6 +96,8 @@ def from_bits(bits: np.ndarray, t: Type) -> np.ndarray:
     if isinstance(t, IntegerType):
         if t.width == 1:
             return (b & np.uint64(1)).astype(np.bool_)
+        if t.width not in _UINT_DTYPES:
+            return wrap_int(b, t)
         return b.astype(_UINT_DTYPES[t.width]).view(_INT_DTYPES[t.width])
     if isinstance(t, PointerType):
         return b
@@ -120,6 +123,10 @@ def wrap_int(values, t: Type) -> np.ndarray:
             if v.dtype != np.uint64
             else (v & np.uint64(1)).astype(np.bool_)
         )
+    if t.width not in _UINT_DTYPES:  # i4: keep the low bits, sign-extend
+        low = v.astype(np.int64).astype(np.uint64) & np.uint64((1 << t.width) - 1)
+        sign = np.uint64(1 << (t.width - 1))
+        return ((low ^ sign).astype(np.int64) - int(sign)).astype(_INT_DTYPES[t.width])
     return v.astype(_INT_DTYPES[t.width])
 
 

@@ -43,6 +43,7 @@ class _Driver:
         self.erased: set[int] = set()
         self.rewriter = PatternRewriter(self)
         self.constants: dict[int, dict[tuple, Operation]] = {}
+        self.const_keys: dict[int, tuple[int, tuple]] = {}  # id(constant) -> (scope, key)
         self.owned: set[int] = set()
 
     # ----- listener
@@ -62,11 +63,9 @@ class _Driver:
             d = U.defining_op(v)
             if d is not None:
                 self.push(d)
-        if op.name == "cuda_tile.constant":
-            for table in self.constants.values():
-                for k, c in list(table.items()):
-                    if c is op:
-                        del table[k]
+        where = self.const_keys.pop(id(op), None)
+        if where is not None and self.constants[where[0]].get(where[1]) is op:
+            del self.constants[where[0]][where[1]]
 
     def op_modified(self, op: Operation) -> None:
         self.push(op)
@@ -103,12 +102,14 @@ class _Driver:
             block.ops.remove(op)
             entry.insert(0, op)
         table[key] = op
+        self.const_keys[id(op)] = (id(scope), key)
         self.owned.add(id(op))
         return True
 
     # ----- driver
     def _populate(self, roots: list[Region]) -> None:
         self.constants.clear()
+        self.const_keys.clear()
         self.owned.clear()
         order: list[Operation] = []
 
@@ -145,9 +146,12 @@ class _Driver:
             if self.config.fold and not U.has_trait(op, "ConstantLike"):
                 folder = self.patterns.folder(op.name)
                 if folder is not None:
+                    before = [U.defining_op(v) for v in op.operands]
                     res = folder(op)
                     if res is IN_PLACE:
                         self.op_modified(op)
+                        for d in before:
+                            self.push(d)
                         changed, budget = True, budget - 1
                         continue
                     if res is not None:

@@ -83,9 +83,14 @@ class PatternRewriter:
             self.replace_all_uses_with(old, new)
         self.erase_op(op)
 
-    def replace_op_with_new(self, op: Operation, name: str, operands: Sequence[Value],
-                            attributes: Optional[dict] = None,
-                            result_types: Optional[Sequence[Type]] = None) -> Operation:
+    def replace_op_with_new(
+        self,
+        op: Operation,
+        name: str,
+        operands: Sequence[Value],
+        attributes: Optional[dict] = None,
+        result_types: Optional[Sequence[Type]] = None,
+    ) -> Operation:
         self.set_insertion_point(op)
         types = [r.type for r in op.results] if result_types is None else result_types
         new = self.create(name, operands, types, attributes, op.loc)
@@ -108,7 +113,7 @@ class PatternRewriter:
         """Erase every op after ``op`` in its block (unreachable code), last first."""
         block = op.parent
         idx = block.ops.index(op)
-        for later in reversed(block.ops[idx + 1:]):
+        for later in reversed(block.ops[idx + 1 :]):
             for r in later.results:
                 for user, i in list(r.uses):
                     # uses can only be in the erased tail; detach them first
@@ -126,8 +131,9 @@ class PatternRewriter:
         before.parent.insert(before.parent.ops.index(before), op)
         self.modify_in_place(op)
 
-    def inline_block_before(self, block: Block, before: Operation,
-                            args: Sequence[Value] = ()) -> None:
+    def inline_block_before(
+        self, block: Block, before: Operation, args: Sequence[Value] = ()
+    ) -> None:
         """Move every op of ``block`` before ``before``; block args are replaced by ``args``."""
         for arg, v in zip(block.args, args):
             self.replace_all_uses_with(arg, v)

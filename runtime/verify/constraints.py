@@ -39,7 +39,13 @@ from tilegen.runtime.attributes import (
 from tilegen.runtime.ir import Region
 from tilegen.runtime.opdef import DIALECT_MODULES, AttrDef, lookup_enum
 from tilegen.runtime.types import (
+    FloatType,
     FunctionType,
+    IndexType,
+    MemTokenType,
+    NvMemRefType,
+    NvPointerType,
+    NvQueueType,
     GatherScatterViewType,
     IntegerType,
     PartitionViewType,
@@ -110,6 +116,14 @@ _KINDS = {
     "gather_scatter_view": GatherScatterViewType,
     "tile_view": (PartitionViewType, StridedViewType, GatherScatterViewType),
     "function": FunctionType,
+    # --- nv_tileaa kinds ---
+    "nv_ptr": NvPointerType,
+    "nv_memref": NvMemRefType,
+    "mem_token": MemTokenType,
+    "nv_queue": NvQueueType,
+    "index": IndexType,
+    "scalar": (IntegerType, FloatType, IndexType),
+    # --- end nv_tileaa ---
 }
 _DIALECT_TYPES = (
     TileType,
@@ -137,6 +151,8 @@ def matches(pred: dict, t: Type) -> bool:
         return False
     if "element" in pred:
         elem = getattr(t, "element", None) if not isinstance(t, PointerType) else t.pointee
+        if kind == "scalar":  # nv_tileaa: a builtin scalar is its own element
+            elem = t
         if elem is None or not element_in(elem, pred["element"]):
             return False
     if "rank" in pred and getattr(t, "rank", None) != pred["rank"]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Optional
 
 from tilegen.runtime.diagnostics import DiagnosticEngine
-from tilegen.runtime.ir import Block, Operation
+from tilegen.runtime.ir import Block, BlockArgument, OpResult, Operation
 from tilegen.runtime.verify import constraints, rules, traits
 from tilegen.runtime.verify.context import VerifyContext, VerifyOptions
 from tilegen.runtime.verify.types import format_type
@@ -126,11 +126,27 @@ class _Walker:
         self.options = options
 
     def verify_isolated(self, op: Operation) -> bool:
+        """MLIR's verifyOpAndDominance: the op tree, then SSA dominance if that passed."""
         try:
             self._verify(op)
+            self._verify_dominance(op)
         except _Failed:
             return False
         return True
+
+    def _verify_dominance(self, root: Operation) -> None:
+        """Every operand dominates its use (nested isolated ops are checked on their own)."""
+        graph = root.opdef is not None and root.opdef.has_trait("GraphRegionNoTerminator")
+        for region in root.regions:
+            for block in region.blocks:
+                for op in block.ops:
+                    for i, v in enumerate(op.operands):
+                        if not graph and not _dominates(v, op):
+                            d = self.diag.error(f"operand #{i} does not dominate this use", op.loc)
+                            _dominance_note(d, v, op)
+                            raise _Failed
+                    if op.regions and not _isolated(op):
+                        self._verify_dominance(op)
 
     def _verify(self, op: Operation) -> None:
         ctx = VerifyContext(op, self.diag, self.options)
@@ -183,6 +199,50 @@ class _Walker:
         if last.opdef is not None and not traits.is_terminator(last.opdef):
             self.diag.error(f"block with no terminator, has {_op_text(last)}", last.loc)
             raise _Failed
+
+
+def _ancestor_in(block: Block, op: Optional[Operation]) -> Optional[Operation]:
+    """``op`` or its closest ancestor whose parent block is ``block``."""
+    while op is not None and op.parent is not block:
+        op = op.parent_op
+    return op
+
+
+def _dominates(value, user: Operation) -> bool:
+    if isinstance(value, OpResult):
+        definer = value.op
+        if definer.parent is None:
+            return True
+        anchor = _ancestor_in(definer.parent, user)
+        if anchor is None or anchor is definer:
+            return False
+        ops = definer.parent.ops
+        return ops.index(definer) < ops.index(anchor)
+    if isinstance(value, BlockArgument):
+        return _ancestor_in(value.block, user) is not None
+    return True
+
+
+def _dominance_note(diag, value, user: Operation) -> None:
+    if isinstance(value, OpResult):
+        definer = value.op
+        b1, b2 = user.parent, definer.parent
+        r1, r2 = b1.parent if b1 else None, b2.parent if b2 else None
+        if b1 is b2:
+            where = "op in the same block"
+        elif r1 is r2:
+            where = "op in the same region"
+        elif _ancestor_in(b2, user) is not None:
+            where = "op in a parent region"
+        elif _ancestor_in(b1, definer) is not None:
+            where = "op in a child region"
+        else:
+            where = "op is neither in a parent nor in a child region"
+        diag.attach_note(f"operand defined here ({where})", definer.loc)
+    elif isinstance(value, BlockArgument):
+        region = value.block.parent
+        index = region.blocks.index(value.block) if region is not None else 0
+        diag.attach_note(f"operand defined as a block argument (block #{index} in a child region)")
 
 
 def _isolated(op: Operation) -> bool:

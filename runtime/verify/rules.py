@@ -19,8 +19,9 @@ one mapping or a list (all must hold) of:
 ``{rank: V, in: [ints]}``, ``{same_type: [V, W]}``, ``{not: COND}``.
 
 Messages are ``str.format`` templates over ``element[V]`` (element type name of value V),
-``type[V]`` (its long type text), ``rank[V]``, ``width[V]`` (element bit width) and ``attr[A]``
-(the keyword or value of attribute A, defaults included) and ``bytes[V]`` (tile size in bytes).
+``type[V]`` (its long type text), ``rank[V]``, ``width[V]`` (element bit width, tf32 = 19),
+``attr[A]`` (the keyword or value of attribute A, defaults included) and ``bytes[V]`` (tile size
+in bytes).
 
 More verify-phase kinds: ``same_num_elements`` / ``same_size_in_bits`` (``{values, message}``).
 A rule with ``fatal: false`` reports its error but lets verification go on (MLIR code that emits
@@ -92,20 +93,20 @@ def element_of(t: Type) -> Type:
 
 
 def size_in_bits(t: Type) -> int:
-    """Total storage size of a tile in bits (element storage width times element count)."""
+    """Total storage size of a tile in bits (tf32 is stored in 32 bits, i1 counts 1 bit)."""
     n = 1
     for d in getattr(t, "shape", ()):
         n *= d
-    return n * (element_width(t) or 0)
+    e = element_of(t)
+    width = STORAGE_WIDTHS[e.name] if isinstance(e, FloatType) else element_width(t)
+    return n * (width or 0)
 
 
 def element_width(t: Type) -> Optional[int]:
-    """Storage bit width of ``t``'s element (pointers are 64-bit)."""
+    """MLIR's ``getIntOrFloatBitWidth`` of ``t``'s element (tf32 is 19; pointers are 64)."""
     e = element_of(t)
-    if isinstance(e, IntegerType):
+    if isinstance(e, (IntegerType, FloatType)):
         return e.width
-    if isinstance(e, FloatType):
-        return STORAGE_WIDTHS[e.name]
     if isinstance(e, PointerType):
         return 64
     return None

@@ -44,7 +44,7 @@ def _class_to_op() -> dict[str, str]:
             continue
         for name, obj in vars(mod).items():
             if isinstance(obj, type) and issubclass(obj, OpView) and obj is not OpView:
-                out[name] = obj.OPDEF.name
+                out.setdefault(name, obj.OPDEF.name)  # cuda_tile first: its class names win
     return out
 
 
@@ -87,7 +87,9 @@ def verify_counts(ctx: VerifyContext) -> None:
     _count(ctx, opdef.operands, len(op.operands), "operands")
     if ctx.failed:
         return
-    _check_segment_sizes(ctx, opdef.operands, len(op.operands), "operandSegmentSizes", "operand")
+    _check_segment_sizes(
+        ctx, opdef.segmented_operands, len(op.operands), "operandSegmentSizes", "operand"
+    )
 
 
 def _count(ctx: VerifyContext, defs, actual: int, what: str) -> None:
@@ -128,6 +130,8 @@ def _check_segment_sizes(ctx: VerifyContext, defs, actual: int, attr: str, what:
         )
     elif any(v < 0 for v in values):
         ctx.error(f"'{attr}' attribute cannot have negative elements")
+    elif ctx.opdef.has_trait("TrailingTokenOperand"):
+        return  # the token slot after the segments: checked by the op's own verifier
     elif sum(values) != actual:
         ctx.error(
             f"{what} count ({actual}) does not match with the total size ({sum(values)}) "

@@ -45,6 +45,8 @@ def is_number_type(t: Type) -> bool:
 
 def is_tile_element_type(t: Type) -> bool:
     """CudaTile_TileElementType: a number type, i4 or a pointer."""
+    if type(t).__name__ == "NvPointerType":  # nv_tileaa tiles of pointers (tile<8x!nv_tileaa.ptr<..>>)
+        return True
     return is_number_type(t) or t == IntegerType(4) or isinstance(t, PointerType)
 
 

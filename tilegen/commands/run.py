@@ -28,6 +28,17 @@ def add_arguments(p) -> None:
     p.add_argument("--backend", default="interp", choices=["interp"], help="execution backend")
     p.add_argument("--no-verify", action="store_true", help="skip the verifier")
     p.add_argument("--time", action="store_true", help="report the run time on stderr")
+    p.add_argument("--max-ops", type=int, metavar="N", help="stop after N executed ops")
+    p.add_argument("--trace", action="store_true", help="print every executed op on stderr")
+    p.add_argument(
+        "--check",
+        nargs="?",
+        const="",
+        metavar="EXPECTED.npz",
+        help="compare the results with expected__<name> arrays (default: those in IN.npz)",
+    )
+    p.add_argument("--rtol", type=float, default=0.0, help="relative tolerance for --check")
+    p.add_argument("--atol", type=float, default=0.0, help="absolute tolerance for --check")
 
 
 def run(args) -> int:
@@ -56,15 +67,38 @@ def run(args) -> int:
         return fail(e.diagnostics)
     try:
         kernel_args, npz_grid = load_npz_args(args.args)
-    except (OSError, ValueError) as e:
+    except Exception as e:  # not an npz, pickled objects, a bad zip ...: say so, no traceback
         return fail([Diagnostic("error", f"cannot read arguments '{args.args}': {e}")])
     t0 = time.perf_counter()
     try:
-        result = run_module(module, kernel_args, grid or npz_grid or (1, 1, 1), args.entry)
+        result = run_module(
+            module,
+            kernel_args,
+            grid or npz_grid or (1, 1, 1),
+            args.entry,
+            max_ops=args.max_ops,
+            trace=sys.stderr if args.trace else None,
+        )
     except RunError as e:
         return fail(e.diagnostics)
     if args.time:
         print(f"run time: {time.perf_counter() - t0:.3f}s", file=sys.stderr)
     if args.out:
         np.savez(args.out, **{f"arg__{k}": v for k, v in result.items()})
+    if args.check is not None:
+        from tilegen.runtime.interp.api import compare_expected, load_npz_expected
+
+        source = args.check or args.args
+        try:
+            expected = load_npz_expected(source)
+        except Exception as e:
+            return fail([Diagnostic("error", f"cannot read expected arrays '{source}': {e}")])
+        if not expected:
+            return fail([Diagnostic("error", f"'{source}' holds no expected__<name> arrays")])
+        problems = compare_expected(result, expected, args.rtol, args.atol)
+        for p in problems:
+            print(f"{args.file}: mismatch: {p}", file=sys.stderr)
+        if problems:
+            return 1
+        print(f"{len(expected)} expected array(s) match")
     return 0

@@ -19,8 +19,15 @@ from tilegen.tools import driver
 
 PROG = "tilegen-opt"
 
-#: pass names tilegen-opt can run (none yet; requests for others fail with a clean error)
-SUPPORTED_PASSES: frozenset[str] = frozenset()
+def _supported_passes() -> frozenset[str]:
+    from tilegen.runtime.passes.pipelines import PIPELINES
+    from tilegen.runtime.passes.registry import load_passes
+
+    return frozenset(load_passes()) | frozenset(PIPELINES)
+
+
+#: pass names tilegen-opt can run (runtime/passes); requests for others fail with a clean error
+SUPPORTED_PASSES: frozenset[str] = _supported_passes()
 
 
 @dataclass
@@ -34,7 +41,7 @@ class OptOptions:
     debuginfo: bool = False
     unsupported_hints: bool = False
     err_hints: bool = False
-    passes: Optional[str] = None  # a requested pass pipeline (not supported yet)
+    passes: Optional[str] = None  # a requested pass pipeline (runtime/passes)
     print_output: bool = True
 
 
@@ -62,15 +69,15 @@ def command_line() -> driver.CommandLine:
     cl.flag("no-implicit-module", dest="no_implicit_module", help="do not wrap in builtin.module")
     cl.flag("Wunsupported-hints", dest="unsupported_hints", help="warn on unsupported hints")
     cl.flag("Werr-hints", dest="err_hints", help="treat optimization-hint warnings as errors")
-    cl.flag("canonicalize", dest="canonicalize", help="run the canonicalizer (not supported yet)")
-    cl.flag("cse", dest="cse", help="eliminate common subexpressions (not supported yet)")
+    cl.flag("canonicalize", dest="canonicalize", help="run the canonicalizer")
+    cl.flag("cse", dest="cse", help="eliminate common subexpressions")
     cl.option(
-        "pass-pipeline", dest="pass_pipeline", help="textual pass pipeline (not supported yet)"
+        "pass-pipeline", dest="pass_pipeline", help="textual pass pipeline"
     )
     cl.option(
         "test-debuginfo-update-symbol-name",
         dest="test_debuginfo_pass",
-        help="C++ test pass of cuda-tile-opt (not supported)",
+        help="test pass: rename a symbol and its debug-info linkage name",
     )
     return cl
 
@@ -95,11 +102,7 @@ def process_chunk(text: str, engine: DiagnosticEngine, opts: OptOptions) -> Opti
         return None
     if not _verify(module, engine, opts):
         return None
-    if opts.passes is not None:
-        engine.error(
-            f"pass pipeline '{opts.passes}' is not supported yet by tilegen-opt",
-            getattr(module, "loc", None) or FileLineColLoc(opts.filename, 1, 1),
-        )
+    if opts.passes is not None and not _run_passes(module, engine, opts):
         return None
     if not opts.print_output:
         return ""
@@ -107,6 +110,22 @@ def process_chunk(text: str, engine: DiagnosticEngine, opts: OptOptions) -> Opti
 
     printed = print_module(module, generic=opts.generic, debuginfo=opts.debuginfo)
     return printed if printed.endswith("\n") else printed + "\n"
+
+
+def _run_passes(module, engine: DiagnosticEngine, opts: OptOptions) -> bool:
+    """Run the requested pipeline (runtime/passes) on ``module``; False after any diagnostic."""
+    from tilegen.runtime.passes.pipeline import PipelineError, parse_pipeline, run_pipeline
+    from tilegen.runtime.passes.registry import PassFailure
+
+    try:
+        run_pipeline(module, parse_pipeline(opts.passes))
+    except PassFailure as e:
+        engine.diagnostics.extend(e.diagnostics)
+        return False
+    except PipelineError as e:
+        engine.error(str(e), getattr(module, "loc", None) or FileLineColLoc(opts.filename, 1, 1))
+        return False
+    return _verify(module, engine, opts)
 
 
 def _verify(module, engine: DiagnosticEngine, opts: OptOptions) -> bool:
@@ -162,8 +181,8 @@ def _body(o: dict) -> int:
         unknown = [p for p in _pass_names(passes) if p not in SUPPORTED_PASSES]
         if unknown:
             raise driver.UsageError(
-                f"pass '{unknown[0]}' is not supported yet (tilegen-opt has no pass pipeline; "
-                f"requested: {passes})"
+                f"'{unknown[0]}' does not refer to a registered pass or pass pipeline "
+                f"(requested: {passes})"
             )
     name = driver.display_name(o["input"])
     data = driver.read_input_bytes(o["input"])

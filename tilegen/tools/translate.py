@@ -37,7 +37,7 @@ def command_line() -> driver.CommandLine:
     )
     cl.option(
         "bytecode-version",
-        dest="version",
+        dest="bytecode_version",
         help=f"bytecode version to write (default {L.DEFAULT_WRITE_VERSION})",
         metavar="M.m",
     )
@@ -82,7 +82,7 @@ def check_version(text: Optional[str]) -> str:
         raise driver.UsageError(f"Invalid argument '{text}'")
     version = f"{int(m.group(1))}.{int(m.group(2))}"
     if version not in L.WRITE_VERSIONS or (m.group(3) and int(m.group(3))):
-        lo, hi = L.WRITE_VERSIONS[0], L.WRITE_VERSIONS[-1]
+        lo, hi = L.PRODUCTION_WRITE_VERSIONS[0], L.PRODUCTION_WRITE_VERSIONS[-1]
         raise driver.UsageError(
             f"Invalid argument '{text}': the supported versions are [{lo} - {hi}]"
         )
@@ -197,7 +197,7 @@ def _body(o: dict) -> int:
     name = driver.display_name(o["input"])
     opts = TranslateOptions(
         filename=name,
-        version=check_version(o["version"]),
+        version=check_version(o["bytecode_version"]),
         no_implicit_module=o["no_implicit_module"],
         allow_unregistered=o["allow_unregistered"],
         debuginfo=o["debuginfo"],
