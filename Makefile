@@ -30,7 +30,7 @@ test: $(STAMP) check-generated
 	$(VPY) -m pytest -q -p no:cacheprovider tests
 
 fmt: $(STAMP)
-	$(VPY) -m black runtime generator tilegen tests bench
+	$(VPY) -m black runtime generator tilegen tests bench conformance
 
 conformance: $(STAMP)
 	$(VPY) -m tilegen.conformance

@@ -86,12 +86,12 @@ def main(argv=None) -> int:
         print(json.dumps(rows, indent=1))
     else:
         print(
-            f"{'kernel':<14} {'grid':<10} {'load ms':>8} {'run ms':>8} {'ops':>7} {'ops/s':>9}  ok"
+            f"{'kernel':<18} {'grid':<10} {'load ms':>8} {'run ms':>8} {'ops':>7} {'ops/s':>9}  ok"
         )
         for r in rows:
             g = "x".join(str(x) for x in r["grid"])
             print(
-                f"{r['kernel']:<14} {g:<10} {r['load_s'] * 1e3:8.1f} {r['run_s'] * 1e3:8.1f} "
+                f"{r['kernel']:<18} {g:<10} {r['load_s'] * 1e3:8.1f} {r['run_s'] * 1e3:8.1f} "
                 f"{r['ops_executed']:7d} {r['ops_per_s']:9.0f}  {'yes' if r['matches'] else 'NO'}"
             )
     return 0 if all(r["matches"] for r in rows) else 1

@@ -93,7 +93,9 @@ class _Body:
         return var
 
     def sym(self, name: str) -> str:
-        return f"@{self.dialect}::@{name}"
+        # tile/ptr/token/views are cuda_tile types, whichever dialect's ops use them
+        owner = "cuda_tile" if name in PARAM_COUNT and self.dialect != "cuda_tile" else self.dialect
+        return f"@{owner}::@{name}"
 
     def elements(self, names: list[str]) -> list[str]:
         out: list[str] = []
@@ -117,9 +119,12 @@ class _Body:
         elems = self.elements(names)
         alts = []
         for e in elems:
-            alts.append(
-                self.of_kind("ptr", len(elems) == 1) if e == "ptr" else self.new(f"irdl.is {e}")
-            )
+            if e == "ptr":
+                alts.append(self.of_kind("ptr", len(elems) == 1))
+            elif re.fullmatch(r"i\d+|index|bf16|tf32|f\d+|f\d+E\w+|fnv\w+", e):
+                alts.append(self.new(f"irdl.is {e}"))
+            else:  # a type IRDL cannot name here (an nv_tileaa pointer element): unchecked
+                return self.new("irdl.any")
         return alts[0] if len(alts) == 1 else self.new(f"irdl.any_of({', '.join(alts)})")
 
     def any_of_bases(self, names) -> str:

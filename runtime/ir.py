@@ -90,8 +90,19 @@ class BlockArgument(Value):
 class Operation:
     """A generic operation. Op-specific accessors come from generated classes (see ``OpView``)."""
 
-    __slots__ = ("name", "operands", "results", "attributes", "properties", "regions", "loc",
-                 "parent", "opdef", "successors", "__weakref__")
+    __slots__ = (
+        "name",
+        "operands",
+        "results",
+        "attributes",
+        "properties",
+        "regions",
+        "loc",
+        "parent",
+        "opdef",
+        "successors",
+        "__weakref__",
+    )
 
     def __init__(
         self,

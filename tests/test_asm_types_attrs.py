@@ -209,6 +209,7 @@ def test_attribute_printing(spelling, printed):
             "struct is missing required parameter: file",
         ),
         ("#nope", "undefined symbol alias id 'nope'"),
+        ("{b, b}", "duplicate key 'b' in dictionary attribute"),
     ],
 )
 def test_attribute_diagnostics(spelling, message):

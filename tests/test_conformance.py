@@ -181,3 +181,12 @@ def test_harness_fails_mutated_tests(tmp_path, monkeypatch):
     assert got == {rels[0]: "FAIL", rels[1]: "FAIL", rels[2]: "PASS"}
     rep = conformance.check_diagnostics(dst / "permute_invalid.mlir")
     assert [o.status for o in rep.outcomes].count("wrong-text") == 1 and len(rep.unexpected) == 1
+
+
+@needs_shared
+def test_translate_verify_files_are_counted_via_the_process():
+    rel = "Bytecode/invalid_not_self_contained.mlir"
+    rep = conformance.check_diagnostics(ROOT / rel)
+    assert (rep.count("error"), rep.count("remark")) == (2, 2)
+    lit = conformance.run_lit([rel])
+    assert lit[rel][0] == ("PASS" if rep.failures == 0 else "FAIL")

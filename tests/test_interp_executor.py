@@ -575,3 +575,38 @@ def test_cli_check_against_corpus_expectations():
     assert r.returncode == 0 and "1 expected array(s) match" in r.stdout, r.stderr
     r = subprocess.run(base, capture_output=True, text=True)  # exact comparison: float noise
     assert r.returncode == 1 and "mismatch: out:" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "mode,ref", [("add", np.add), ("max", np.maximum), ("xor", np.bitwise_xor), ("umin", None)]
+)
+def test_hot_address_atomics_return_prefix_values(tmp_path, mode, ref):
+    m = kernel(
+        tmp_path,
+        f"""
+  entry @k({ptr_params(1, "i32")}, %q: tile<ptr<i32>>, %qs: tile<i32>, %qt: tile<i32>) {{
+    %b = reshape %p0 : tile<ptr<i32>> -> tile<1xptr<i32>>
+    %bb = broadcast %b : tile<1xptr<i32>> -> tile<16xptr<i32>>
+    %i = iota : tile<16xi32>
+    %c3 = constant <i32: 3> : tile<16xi32>
+    %v = subi %i, %c3 : tile<16xi32>
+    %old, %tok = atomic_rmw_tko relaxed device %bb, {mode}, %v : tile<16xptr<i32>>, tile<16xi32> -> tile<16xi32>, token
+    %qb = reshape %q : tile<ptr<i32>> -> tile<1xptr<i32>>
+    %qq = broadcast %qb : tile<1xptr<i32>> -> tile<16xptr<i32>>
+    %qp = offset %qq, %i : tile<16xptr<i32>>, tile<16xi32> -> tile<16xptr<i32>>
+    %tok3 = store_ptr_tko weak %qp, %old : tile<16xptr<i32>>, tile<16xi32> -> token
+    return
+  }}""",
+    )
+    out = run_module(m, [("h", np.array([5], np.int32)), ("q", np.zeros(16, np.int32))])
+    v = np.arange(16, dtype=np.int64) - 3
+    seq = [5]
+    for x in v:
+        a = seq[-1]
+        if ref is None:  # umin compares the unsigned bit patterns
+            nxt = min(a % 2**32, int(x) % 2**32)
+            nxt = nxt - 2**32 if nxt >= 2**31 else nxt
+        else:
+            nxt = int(ref(np.int64(a), x))
+        seq.append(nxt)
+    assert out["q"].tolist() == seq[:-1] and out["h"].tolist() == [seq[-1]]

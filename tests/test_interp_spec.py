@@ -51,3 +51,24 @@ def test_modifier_keys_name_real_attributes():
         sg = s.get("signedness")
         if sg and sg not in ("signed", "unsigned"):
             assert o.attr(sg) is not None and o.attr(sg).enum == "Signedness", (o.name, sg)
+
+
+def test_evaluate_op_for_constant_folding():
+    from tilegen.runtime.attributes import EnumAttr
+    from tilegen.runtime.interp.elementwise import evaluate_op
+    from tilegen.runtime.ir import Block, Operation
+    from tilegen.runtime.types import FloatType, IntegerType, TileType
+
+    t = TileType((2,), FloatType("f32"))
+    block = Block([t, t])
+    op = Operation(
+        "cuda_tile.mulf",
+        operands=list(block.args),
+        result_types=[t],
+        attributes={"rounding_mode": EnumAttr("RoundingMode", 0)},
+    )
+    (r,) = evaluate_op(op, [np.array([1.5, -2.0], np.float32), np.array([2.0, 0.25], np.float32)])
+    assert r.dtype == np.float32 and r.tolist() == [3.0, -0.5]
+    i = TileType((), IntegerType(32))
+    tok = Operation("cuda_tile.make_token", result_types=[i])
+    assert evaluate_op(tok, []) is None  # hand-written ops have no expression

@@ -170,3 +170,103 @@ def test_static_false_if_without_else_is_erased():
 }
 """)
     assert " if " not in text and "print_tko" not in text and "constant" not in text
+
+
+def test_declared_rows_are_checked_against_the_registry():
+    import pytest
+
+    from tilegen.runtime.rewrite.declared import PatternSpecError
+
+    base = {"name": "R", "root": "addf", "build": {"op": "addf", "operands": ["lhs", "rhs"]}}
+    with pytest.raises(PatternSpecError, match="unknown root op"):
+        declared_pattern({**base, "root": "nope"}, "cuda_tile")
+    with pytest.raises(PatternSpecError, match="unknown op 'nope'"):
+        declared_pattern({**base, "build": {"op": "nope", "operands": []}}, "cuda_tile")
+    with pytest.raises(PatternSpecError, match="not an operand"):
+        declared_pattern({**base, "where": [{"operand": "acc", "one_use": True}]}, "cuda_tile")
+
+
+def test_pattern_groups_run_in_declared_order():
+    from tilegen.runtime.rewrite import apply_pattern_groups
+    from tilegen.runtime.rewrite.declared import load_pattern_groups
+
+    groups = load_pattern_groups("fuse_fma")
+    assert [name for name, _ in groups] == ["addf", "subf"]
+    m = _module(
+        """    %a = constant <f32: 1.0> : tile<f32>
+    %m = mulf %arg0, %a : tile<f32>
+    %s = addf %a, %m : tile<f32>
+    return %s : tile<f32>""",
+        args="%arg0: tile<f32>",
+        results="tile<f32>",
+    )
+    results = apply_pattern_groups(m, groups)
+    assert [r.changed for _, r in results] == [True, False]
+    assert "fma %arg0" in print_module(m)
+
+
+def test_patterns_schema_rejects_malformed_rows(tmp_path):
+    import shutil
+
+    import pytest
+
+    from tilegen.generator.spec_loader import SpecError, load_spec
+
+    repo = __import__("pathlib").Path(__file__).resolve().parent.parent
+    (tmp_path / "spec" / "schema").mkdir(parents=True)
+    shutil.copy(repo / "spec/schema/patterns.schema.json", tmp_path / "spec" / "schema")
+    bad = tmp_path / "spec" / "bad.yaml"
+    bad.write_text(
+        "kind: patterns\nname: bad\ndialect: cuda_tile\n"
+        "groups:\n- name: g\n  patterns:\n  - {name: X, root: addf, build: {op: fma}}\n"
+    )
+    with pytest.raises(SpecError, match=r"spec/bad.yaml: groups\[0\].patterns\[0\]"):
+        load_spec(tmp_path / "spec")
+
+
+def test_declared_rename_row_keeps_all_operands_results_and_attributes():
+    """A one-to-one rename (``*`` operands, root result types, copied attributes)."""
+    row = {
+        "name": "Rename",
+        "root": "addi",
+        "build": {"op": "subi", "operands": ["*"], "attributes": "copy"},
+    }
+    m = _module(
+        """    %r = addi %arg0, %arg0 overflow<no_signed_wrap> : tile<i32>
+    return %r : tile<i32>""",
+        args="%arg0: tile<i32>",
+    )
+    ps = PatternSet()
+    ps.add(declared_pattern(row, "cuda_tile"))
+    apply_patterns_greedily(m, ps)
+    assert "subi %arg0, %arg0 overflow<no_signed_wrap> : tile<i32>" in print_module(m)
+
+
+def test_declared_constants_and_enum_cases():
+    m = _module(
+        """    %z = constant <i32: 0> : tile<i32>
+    %o = constant <i32: 1> : tile<i32>
+    %s = select %arg0, %z, %o : tile<i1>, tile<i32>
+    return %s : tile<i32>""",
+        args="%arg0: tile<i1>",
+    )
+    apply_patterns_greedily(m, load_patterns("canonicalize"))
+    text = print_module(m)
+    assert "constant <i1: true>" in text and "xori %arg0" in text and "unsigned" in text
+    assert "select" not in text
+
+
+def test_constant_uniquing_keeps_negative_zero_apart():
+    m = _module(
+        """    %p = constant <f32: 0.0> : tile<f32>
+    %n = constant <f32: -0.0> : tile<f32>
+    %r = addf %p, %n : tile<f32>
+    return %r : tile<f32>""",
+        results="tile<f32>",
+    )
+    apply_patterns_greedily(m, PatternSet())
+    from tilegen.runtime.passes.pipeline import parse_pipeline, run_pipeline
+
+    run_pipeline(m, parse_pipeline("cse"))
+    text = print_module(m)
+    assert "<f32: 0.0" in text and "<f32: -0.0" in text

@@ -22,6 +22,10 @@ TODO(V1->A): parser-level misses found in these files (tilegen's verifier never 
 * invalid 1546: ``%r = cuda_tile.loop {}`` is ``cannot name an operation with no results``.
 * invalid 2072: ``make_partition_view`` given a tensor_view result type: ``'cuda_tile.
   make_partition_view' expected 'partition_view' type, but got '...'``.
+* reduce_and_scan_invalid 19 (not in this test): ``reduce ... () {}`` must build a region with
+  NO blocks (MLIR's parseRegion of ``{}`` without entry arguments); the verifier then reports
+  ``region #0 ('body') failed to verify constraint: region with 1 blocks``. Today the parser
+  creates one empty block, so V2's body hook reports the block-argument count instead.
 * invalid 2269: ``atomic_red_view_tko ... xchg`` is accepted by the parser and rejected by the op
   verifier (``atomic_red_view_tko op cannot use xchg operation``; V2's hook).
 """

@@ -514,3 +514,26 @@ def test_use_before_definition_does_not_dominate():
         "t.mlir:2:1: error: operand #0 does not dominate this use\n"
         "t.mlir:3:1: note: operand defined here (op in the same block)"
     )
+
+
+def test_permute_checks_uniqueness_before_bounds():
+    op = make("cuda_tile.permute", [tile(1, 2, F32)], [tile(1, 2, F32)], {
+        "permutation": DenseArrayAttr(I32, (5, 5))
+    })
+    assert one_error(op).endswith("expect permutation elements to be unique")
+
+
+def test_cat_compares_lhs_with_rhs_first():
+    op = make("cuda_tile.cat", [tile(2, 2, F32), tile(4, 2, F32)], [tile(2, 4, F32)], {
+        "dim": IntegerAttr(1, I64)
+    })
+    assert one_error(op).endswith(
+        "expect lhs and rhs shapes to match at non-concat position 0, expected: 2 but got: 4"
+    )
+
+
+def test_pack_byte_alignment():
+    i4 = IntegerType(4)
+    assert one_error(make("cuda_tile.pack", [tile(1, i4)], [tile(1, I8)])).endswith(
+        "expects source tile to be byte-aligned"
+    )

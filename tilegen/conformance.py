@@ -7,8 +7,8 @@
                                                other test, lit's verbose output.
 
 The shared tests live in ``../shared/conformance/cuda-tile/test`` (override with
-``TILEGEN_CONFORMANCE_TESTS``). ``conformance/lit.site.cfg.py`` points lit at them; outputs go to
-``build/conformance``.
+``TILEGEN_CONFORMANCE_TESTS``). ``conformance/lit.site.cfg.py`` points lit at them; lit's outputs
+go to ``build/conformance`` (a fresh directory under ``build/`` per harness run).
 """
 
 from __future__ import annotations
@@ -45,16 +45,13 @@ def tests_root() -> Optional[Path]:
 # What cannot run, and why (shared with conformance/lit.cfg.py)
 
 
-#: passes tilegen-opt implements (none yet); tests needing others are UNSUPPORTED.
 def supported_passes() -> set[str]:
+    """Passes tilegen-opt can run; a test gated on another pass is UNSUPPORTED."""
     from tilegen.tools.opt import SUPPORTED_PASSES
 
     return set(SUPPORTED_PASSES)
 
 
-_TEST_BUILD = (
-    "needs cuda-tile's test build (bytecode versions 250.x / testing ops at opcode 0x3000+)"
-)
 _CXX_TEST_PASS = "needs the C++-only test pass --test-debuginfo-update-symbol-name"
 
 #: relative path -> (reason, pass that would make it runnable or None)
@@ -118,8 +115,8 @@ def run_lines(path: Path) -> list[str]:
     return out
 
 
-def verify_run_line(path: Path) -> Optional[list[str]]:
-    """Arguments of the first ``cuda-tile-opt ... -verify-diagnostics`` RUN command, if any."""
+def verify_run_line(path: Path, tool: str = "cuda-tile-opt") -> Optional[list[str]]:
+    """Arguments of the first ``TOOL ... -verify-diagnostics`` RUN command, if any."""
     for cmd in run_lines(path):
         for stage in cmd.split("|"):
             try:
@@ -128,12 +125,19 @@ def verify_run_line(path: Path) -> Optional[list[str]]:
                 continue
             if argv and argv[0] == "not":
                 argv = argv[1:]
-            if not argv or argv[0] != "cuda-tile-opt":
+            if not argv or argv[0] != tool:
                 continue
             args = argv[1:]
             if any(a.lstrip("-") == "verify-diagnostics" for a in args):
                 return [str(path) if a == "%s" else a for a in args]
     return None
+
+
+def has_verify_run(path: Path) -> bool:
+    """Whether a RUN line runs tilegen-opt or tilegen-translate with -verify-diagnostics."""
+    return any(
+        verify_run_line(path, t) is not None for t in ("cuda-tile-opt", "cuda-tile-translate")
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,6 +178,10 @@ def check_diagnostics(path: Path, args: Optional[list[str]] = None) -> DiagRepor
     from tilegen.tools import driver, opt
 
     path = Path(path)
+    if args is None and verify_run_line(path) is None:
+        translate_args = verify_run_line(path, "cuda-tile-translate")
+        if translate_args is not None:
+            return _check_via_process(path, "tilegen-translate", translate_args)
     if args is None:
         args = verify_run_line(path) or [str(path), "-verify-diagnostics"]
     o = opt.command_line().parse(args)
@@ -194,6 +202,61 @@ def check_diagnostics(path: Path, args: Optional[list[str]] = None) -> DiagRepor
             verify=True,
         )
         unexpected = []
+    return _classify(path, name, results, unexpected, time.perf_counter() - start)
+
+
+_DIAG_LINE = re.compile(
+    r"^(?:(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): )?(?P<sev>error|warning|note|remark): (?P<msg>.*)$"
+)
+
+
+def _check_via_process(path: Path, tool: str, args: list[str]) -> DiagReport:
+    """For tools without an in-process hook (tilegen-translate): run the tool without
+    ``-verify-diagnostics``, read its diagnostics back from stderr and match them here."""
+    from tilegen.runtime.attributes import FileLineColLoc, UnknownLoc
+    from tilegen.runtime.diagnostics import Diagnostic
+    from tilegen.tools import driver
+
+    start = time.perf_counter()
+    argv = [a for a in args if a.lstrip("-") != "verify-diagnostics"]
+    exe = driver.find_tool(tool) or tool
+    proc = subprocess.run([exe, *argv], capture_output=True)
+    name = str(path)
+    source = driver.Source(name, path.read_text(encoding="utf-8", errors="replace"))
+    split = any(a.lstrip("-").startswith("split-input-file") for a in argv)
+    chunks = driver.split_input(source.text, split)
+    diags: list[Diagnostic] = []
+    for line in proc.stderr.decode("utf-8", "replace").splitlines():
+        m = _DIAG_LINE.match(line)
+        if m is None:
+            continue
+        loc = (
+            FileLineColLoc(m["file"], int(m["line"]), int(m["col"])) if m["file"] else UnknownLoc()
+        )
+        diags.append(Diagnostic(m["sev"], m["msg"], loc))
+    results = []
+    for i, chunk in enumerate(chunks):
+        mine = []
+        for d in diags:
+            flc = driver.file_line_col(d.loc)
+            if (
+                flc is not None
+                and flc.file == name
+                and chunk.first_line <= flc.line <= chunk.last_line
+            ):
+                mine.append(d)
+            elif (flc is None or flc.file != name) and i == 0:
+                mine.append(d)  # unknown or foreign locations: checked against the first chunk
+        verifier = driver.DiagnosticVerifier(source, chunk)
+        for d in mine:
+            verifier.process(d)
+        results.append(driver.ChunkResult(chunk, None, mine, verifier))
+    return _classify(path, name, results, [], time.perf_counter() - start)
+
+
+def _classify(path: Path, name: str, results: list, unexpected: list, seconds: float) -> DiagReport:
+    from tilegen.tools import driver
+
     outcomes: list[Outcome] = []
     for r in results:
         v = r.verifier
@@ -223,12 +286,7 @@ def check_diagnostics(path: Path, args: Optional[list[str]] = None) -> DiagRepor
             flc = driver.file_line_col(err.loc)
             unexpected.append((flc.line if flc else 0, "error", err.message))
     return DiagReport(
-        path,
-        outcomes,
-        unexpected,
-        sum(1 for r in results if not r.ok),
-        len(results),
-        time.perf_counter() - start,
+        path, outcomes, unexpected, sum(1 for r in results if not r.ok), len(results), seconds
     )
 
 
@@ -236,9 +294,8 @@ def print_diag_report(rep: DiagReport, show_hits: bool = False, out=sys.stdout) 
     for o in rep.outcomes:
         if o.status == "hit" and not show_hits:
             continue
-        line = (
-            f"{o.status.upper():<15} {rep.path.name}:{o.line}: expected-{o.kind} {{{{{o.text}}}}}"
-        )
+        where = f"{rep.path.name}:{o.line}" if o.line else f"{rep.path.name}@unknown"
+        line = f"{o.status.upper():<15} {where}: expected-{o.kind} {{{{{o.text}}}}}"
         print(line, file=out)
         for p in o.produced:
             print(f"{'':<15}   got: {p}", file=out)
@@ -409,7 +466,7 @@ def evaluate(
             row.reason = reason or "unsupported"
         elif status not in ("PASS", "XFAIL"):
             row.reason = _first_failure_line(output)
-        if row.expected_counts and verify_run_line(root / rel) is not None:
+        if row.expected_counts and has_verify_run(root / rel):
             row.diag = check_diagnostics(root / rel)
         rows.append(row)
     return rows, root
@@ -459,7 +516,7 @@ def render_markdown(rows: list[FileRow]) -> str:
         "`%round_trip_test` -> `conformance/round_trip_test.py`.",
         "Expected-diagnostic cells are produced/expected, counted in process: an expectation is",
         "produced when a diagnostic of that severity on that line contains its text (`?` where",
-        "the file is not a tilegen-opt `--verify-diagnostics` test and lit reports a failure).",
+        "the file is not a `--verify-diagnostics` test and lit reports a failure).",
         "",
         "## Acceptance numbers (test/Dialect/CudaTile)",
         "",
@@ -540,7 +597,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             else:
                 print(f"no such test file: {args.file}", file=sys.stderr)
                 return 2
-        if verify_run_line(path) is not None:
+        if has_verify_run(path):
             rep = check_diagnostics(path)
             print_diag_report(rep, show_hits=args.all)
             return 0 if rep.failures == 0 else 1

@@ -1827,7 +1827,7 @@ FTOI = register_op(OpDef(
                              'supported'}}],
     bytecode={'result_count': False, 'flags': {'saturating': 0}, 'flags_since': '13.4', 'operands': 'fixed'},
     semantics={'kind': 'elementwise',
-     'expr': 'saturate_to_int(from_, rounding_mode)',
+     'expr': 'round_integral(from_, rounding_mode)',
      'signedness': 'signedness'},
     aliases=[],
     test_only=False,
@@ -5263,6 +5263,12 @@ PACK = register_op(OpDef(
                          'relation': '!=',
                          'message': 'expects source and result to have different element type '
                                     'widths'}},
+     {'size_in_bits_multiple': {'value': 'source',
+                                'of': 8,
+                                'message': 'expects source tile to be byte-aligned'}},
+     {'size_in_bits_multiple': {'value': 'result',
+                                'of': 8,
+                                'message': 'expects result tile to be byte-aligned'}},
      {'same_size_in_bits': {'values': ['source', 'result'],
                             'message': 'expects source and result to have the same size in bytes, '
                                        'but got source tile size {bytes[source]} bytes and result '
@@ -5320,6 +5326,12 @@ UNPACK = register_op(OpDef(
                          'relation': '!=',
                          'message': 'expects source and result to have different element type '
                                     'widths'}},
+     {'size_in_bits_multiple': {'value': 'source',
+                                'of': 8,
+                                'message': 'expects source tile to be byte-aligned'}},
+     {'size_in_bits_multiple': {'value': 'result',
+                                'of': 8,
+                                'message': 'expects result tile to be byte-aligned'}},
      {'same_size_in_bits': {'values': ['source', 'result'],
                             'message': 'expects source and result to have the same size in bytes, '
                                        'but got source tile size {bytes[source]} bytes and result '

@@ -120,9 +120,9 @@ irdl.dialect @nv_tileaa {
   irdl.operation @block_tile {
     %c0 = irdl.any
     %c1 = irdl.base "#builtin.dense_array"
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c1, %c0>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c1, %c0>
     %c3 = irdl.base "#builtin.dense_array"
-    %c4 = irdl.parametric @nv_tileaa::@tile<%c3, %c0>
+    %c4 = irdl.parametric @cuda_tile::@tile<%c3, %c0>
     %c5 = irdl.base "#builtin.dense_array"
     irdl.operands(source: %c2)
     irdl.results(result: %c4)
@@ -132,9 +132,9 @@ irdl.dialect @nv_tileaa {
   irdl.operation @broadcast {
     %c0 = irdl.any
     %c1 = irdl.base "#builtin.dense_array"
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c1, %c0>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c1, %c0>
     %c3 = irdl.base "#builtin.dense_array"
-    %c4 = irdl.parametric @nv_tileaa::@tile<%c3, %c0>
+    %c4 = irdl.parametric @cuda_tile::@tile<%c3, %c0>
     irdl.operands(source: %c2)
     irdl.results(result: %c4)
   }
@@ -210,11 +210,11 @@ irdl.dialect @nv_tileaa {
   irdl.operation @cat {
     %c0 = irdl.any
     %c1 = irdl.base "#builtin.dense_array"
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c1, %c0>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c1, %c0>
     %c3 = irdl.base "#builtin.dense_array"
-    %c4 = irdl.parametric @nv_tileaa::@tile<%c3, %c0>
+    %c4 = irdl.parametric @cuda_tile::@tile<%c3, %c0>
     %c5 = irdl.base "#builtin.dense_array"
-    %c6 = irdl.parametric @nv_tileaa::@tile<%c5, %c0>
+    %c6 = irdl.parametric @cuda_tile::@tile<%c5, %c0>
     %c7 = irdl.base "#builtin.integer"
     irdl.operands(lhs: %c2, rhs: %c4)
     irdl.results(result: %c6)
@@ -233,13 +233,13 @@ irdl.dialect @nv_tileaa {
   irdl.operation @conv_dot {
     %c0 = irdl.base "#builtin.dense_array"
     %c1 = irdl.any
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c0, %c1>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c0, %c1>
     %c3 = irdl.base "#builtin.dense_array"
     %c4 = irdl.any
-    %c5 = irdl.parametric @nv_tileaa::@tile<%c3, %c4>
+    %c5 = irdl.parametric @cuda_tile::@tile<%c3, %c4>
     %c6 = irdl.base "#builtin.dense_array"
     %c7 = irdl.any
-    %c8 = irdl.parametric @nv_tileaa::@tile<%c6, %c7>
+    %c8 = irdl.parametric @cuda_tile::@tile<%c6, %c7>
     irdl.operands(input: %c2, filter: %c5, acc: %c8)
     irdl.results(result: %c8)
   }
@@ -247,9 +247,9 @@ irdl.dialect @nv_tileaa {
   irdl.operation @conv_tile {
     %c0 = irdl.any
     %c1 = irdl.base "#builtin.dense_array"
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c1, %c0>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c1, %c0>
     %c3 = irdl.base "#builtin.dense_array"
-    %c4 = irdl.parametric @nv_tileaa::@tile<%c3, %c0>
+    %c4 = irdl.parametric @cuda_tile::@tile<%c3, %c0>
     %c5 = irdl.base "#builtin.dense_array"
     irdl.operands(source: %c2)
     irdl.results(result: %c4)
@@ -287,19 +287,19 @@ irdl.dialect @nv_tileaa {
   irdl.operation @dot {
     %c0 = irdl.base "#builtin.dense_array"
     %c1 = irdl.any
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c0, %c1>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c0, %c1>
     %c3 = irdl.base "#builtin.dense_array"
     %c4 = irdl.any
-    %c5 = irdl.parametric @nv_tileaa::@tile<%c3, %c4>
+    %c5 = irdl.parametric @cuda_tile::@tile<%c3, %c4>
     %c6 = irdl.base "#builtin.dense_array"
     %c7 = irdl.any
-    %c8 = irdl.parametric @nv_tileaa::@tile<%c6, %c7>
+    %c8 = irdl.parametric @cuda_tile::@tile<%c6, %c7>
     %c9 = irdl.base "#builtin.dense_array"
     %c10 = irdl.any
-    %c11 = irdl.parametric @nv_tileaa::@tile<%c9, %c10>
+    %c11 = irdl.parametric @cuda_tile::@tile<%c9, %c10>
     %c12 = irdl.base "#builtin.dense_array"
     %c13 = irdl.any
-    %c14 = irdl.parametric @nv_tileaa::@tile<%c12, %c13>
+    %c14 = irdl.parametric @cuda_tile::@tile<%c12, %c13>
     irdl.operands(a: %c2, b: %c5, c: %c8, sfa: optional %c11, sfb: optional %c14)
     irdl.results(d: %c8)
   }
@@ -393,9 +393,9 @@ irdl.dialect @nv_tileaa {
   irdl.operation @expand_dims {
     %c0 = irdl.any
     %c1 = irdl.base "#builtin.dense_array"
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c1, %c0>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c1, %c0>
     %c3 = irdl.base "#builtin.dense_array"
-    %c4 = irdl.parametric @nv_tileaa::@tile<%c3, %c0>
+    %c4 = irdl.parametric @cuda_tile::@tile<%c3, %c0>
     %c5 = irdl.base "#builtin.dense_array"
     irdl.operands(source: %c2)
     irdl.results(result: %c4)
@@ -429,7 +429,7 @@ irdl.dialect @nv_tileaa {
   irdl.operation @extract {
     %c0 = irdl.base "#builtin.dense_array"
     %c1 = irdl.any
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c0, %c1>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c0, %c1>
     %c3 = irdl.any
     %c4 = irdl.any
     %c5 = irdl.any
@@ -454,7 +454,7 @@ irdl.dialect @nv_tileaa {
   irdl.operation @extract_slice {
     %c0 = irdl.any
     %c1 = irdl.base "#builtin.dense_array"
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c1, %c0>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c1, %c0>
     %c3 = irdl.any
     %c4 = irdl.any
     %c5 = irdl.any
@@ -472,7 +472,7 @@ irdl.dialect @nv_tileaa {
     %c17 = irdl.any
     %c18 = irdl.any
     %c19 = irdl.base "#builtin.dense_array"
-    %c20 = irdl.parametric @nv_tileaa::@tile<%c19, %c0>
+    %c20 = irdl.parametric @cuda_tile::@tile<%c19, %c0>
     %c21 = irdl.base "#builtin.dense_array"
     irdl.operands(source: %c2, offsets_0: optional %c3, offsets_1: optional %c4, offsets_2: optional %c5, offsets_3: optional %c6, offsets_4: optional %c7, offsets_5: optional %c8, offsets_6: optional %c9, offsets_7: optional %c10, offsets_8: optional %c11, offsets_9: optional %c12, offsets_10: optional %c13, offsets_11: optional %c14, offsets_12: optional %c15, offsets_13: optional %c16, offsets_14: optional %c17, offsets_15: optional %c18)
     irdl.results(result: %c20)
@@ -549,7 +549,7 @@ irdl.dialect @nv_tileaa {
     %c15 = irdl.any
     %c16 = irdl.base "#builtin.dense_array"
     %c17 = irdl.any
-    %c18 = irdl.parametric @nv_tileaa::@tile<%c16, %c17>
+    %c18 = irdl.parametric @cuda_tile::@tile<%c16, %c17>
     %c19 = irdl.region
     irdl.operands(captures_0: optional %c0, captures_1: optional %c1, captures_2: optional %c2, captures_3: optional %c3, captures_4: optional %c4, captures_5: optional %c5, captures_6: optional %c6, captures_7: optional %c7, captures_8: optional %c8, captures_9: optional %c9, captures_10: optional %c10, captures_11: optional %c11, captures_12: optional %c12, captures_13: optional %c13, captures_14: optional %c14, captures_15: optional %c15)
     irdl.results(result: %c18)
@@ -595,13 +595,13 @@ irdl.dialect @nv_tileaa {
   irdl.operation @histogram {
     %c0 = irdl.base "#builtin.dense_array"
     %c1 = irdl.any
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c0, %c1>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c0, %c1>
     %c3 = irdl.base "#builtin.dense_array"
     %c4 = irdl.is i1
-    %c5 = irdl.parametric @nv_tileaa::@tile<%c3, %c4>
+    %c5 = irdl.parametric @cuda_tile::@tile<%c3, %c4>
     %c6 = irdl.base "#builtin.dense_array"
     %c7 = irdl.any
-    %c8 = irdl.parametric @nv_tileaa::@tile<%c6, %c7>
+    %c8 = irdl.parametric @cuda_tile::@tile<%c6, %c7>
     irdl.operands(input: %c2, mask: optional %c5)
     irdl.results(result: %c8)
   }
@@ -789,7 +789,7 @@ irdl.dialect @nv_tileaa {
   irdl.operation @make_range {
     %c0 = irdl.base "#builtin.dense_array"
     %c1 = irdl.any
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c0, %c1>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c0, %c1>
     %c3 = irdl.base "#builtin.integer"
     %c4 = irdl.base "#builtin.integer"
     irdl.results(result: %c2)
@@ -862,9 +862,9 @@ irdl.dialect @nv_tileaa {
   irdl.operation @permute {
     %c0 = irdl.any
     %c1 = irdl.base "#builtin.dense_array"
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c1, %c0>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c1, %c0>
     %c3 = irdl.base "#builtin.dense_array"
-    %c4 = irdl.parametric @nv_tileaa::@tile<%c3, %c0>
+    %c4 = irdl.parametric @cuda_tile::@tile<%c3, %c0>
     %c5 = irdl.base "#builtin.dense_array"
     irdl.operands(source: %c2)
     irdl.results(result: %c4)
@@ -977,52 +977,52 @@ irdl.dialect @nv_tileaa {
   irdl.operation @reduce {
     %c0 = irdl.base "#builtin.dense_array"
     %c1 = irdl.any
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c0, %c1>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c0, %c1>
     %c3 = irdl.base "#builtin.dense_array"
     %c4 = irdl.any
-    %c5 = irdl.parametric @nv_tileaa::@tile<%c3, %c4>
+    %c5 = irdl.parametric @cuda_tile::@tile<%c3, %c4>
     %c6 = irdl.base "#builtin.dense_array"
     %c7 = irdl.any
-    %c8 = irdl.parametric @nv_tileaa::@tile<%c6, %c7>
+    %c8 = irdl.parametric @cuda_tile::@tile<%c6, %c7>
     %c9 = irdl.base "#builtin.dense_array"
     %c10 = irdl.any
-    %c11 = irdl.parametric @nv_tileaa::@tile<%c9, %c10>
+    %c11 = irdl.parametric @cuda_tile::@tile<%c9, %c10>
     %c12 = irdl.base "#builtin.dense_array"
     %c13 = irdl.any
-    %c14 = irdl.parametric @nv_tileaa::@tile<%c12, %c13>
+    %c14 = irdl.parametric @cuda_tile::@tile<%c12, %c13>
     %c15 = irdl.base "#builtin.dense_array"
     %c16 = irdl.any
-    %c17 = irdl.parametric @nv_tileaa::@tile<%c15, %c16>
+    %c17 = irdl.parametric @cuda_tile::@tile<%c15, %c16>
     %c18 = irdl.base "#builtin.dense_array"
     %c19 = irdl.any
-    %c20 = irdl.parametric @nv_tileaa::@tile<%c18, %c19>
+    %c20 = irdl.parametric @cuda_tile::@tile<%c18, %c19>
     %c21 = irdl.base "#builtin.dense_array"
     %c22 = irdl.any
-    %c23 = irdl.parametric @nv_tileaa::@tile<%c21, %c22>
+    %c23 = irdl.parametric @cuda_tile::@tile<%c21, %c22>
     %c24 = irdl.base "#builtin.dense_array"
     %c25 = irdl.any
-    %c26 = irdl.parametric @nv_tileaa::@tile<%c24, %c25>
+    %c26 = irdl.parametric @cuda_tile::@tile<%c24, %c25>
     %c27 = irdl.base "#builtin.dense_array"
     %c28 = irdl.any
-    %c29 = irdl.parametric @nv_tileaa::@tile<%c27, %c28>
+    %c29 = irdl.parametric @cuda_tile::@tile<%c27, %c28>
     %c30 = irdl.base "#builtin.dense_array"
     %c31 = irdl.any
-    %c32 = irdl.parametric @nv_tileaa::@tile<%c30, %c31>
+    %c32 = irdl.parametric @cuda_tile::@tile<%c30, %c31>
     %c33 = irdl.base "#builtin.dense_array"
     %c34 = irdl.any
-    %c35 = irdl.parametric @nv_tileaa::@tile<%c33, %c34>
+    %c35 = irdl.parametric @cuda_tile::@tile<%c33, %c34>
     %c36 = irdl.base "#builtin.dense_array"
     %c37 = irdl.any
-    %c38 = irdl.parametric @nv_tileaa::@tile<%c36, %c37>
+    %c38 = irdl.parametric @cuda_tile::@tile<%c36, %c37>
     %c39 = irdl.base "#builtin.dense_array"
     %c40 = irdl.any
-    %c41 = irdl.parametric @nv_tileaa::@tile<%c39, %c40>
+    %c41 = irdl.parametric @cuda_tile::@tile<%c39, %c40>
     %c42 = irdl.base "#builtin.dense_array"
     %c43 = irdl.any
-    %c44 = irdl.parametric @nv_tileaa::@tile<%c42, %c43>
+    %c44 = irdl.parametric @cuda_tile::@tile<%c42, %c43>
     %c45 = irdl.base "#builtin.dense_array"
     %c46 = irdl.any
-    %c47 = irdl.parametric @nv_tileaa::@tile<%c45, %c46>
+    %c47 = irdl.parametric @cuda_tile::@tile<%c45, %c46>
     %c48 = irdl.any
     %c49 = irdl.any
     %c50 = irdl.any
@@ -1077,100 +1077,100 @@ irdl.dialect @nv_tileaa {
   irdl.operation @scan {
     %c0 = irdl.base "#builtin.dense_array"
     %c1 = irdl.any
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c0, %c1>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c0, %c1>
     %c3 = irdl.base "#builtin.dense_array"
     %c4 = irdl.any
-    %c5 = irdl.parametric @nv_tileaa::@tile<%c3, %c4>
+    %c5 = irdl.parametric @cuda_tile::@tile<%c3, %c4>
     %c6 = irdl.base "#builtin.dense_array"
     %c7 = irdl.any
-    %c8 = irdl.parametric @nv_tileaa::@tile<%c6, %c7>
+    %c8 = irdl.parametric @cuda_tile::@tile<%c6, %c7>
     %c9 = irdl.base "#builtin.dense_array"
     %c10 = irdl.any
-    %c11 = irdl.parametric @nv_tileaa::@tile<%c9, %c10>
+    %c11 = irdl.parametric @cuda_tile::@tile<%c9, %c10>
     %c12 = irdl.base "#builtin.dense_array"
     %c13 = irdl.any
-    %c14 = irdl.parametric @nv_tileaa::@tile<%c12, %c13>
+    %c14 = irdl.parametric @cuda_tile::@tile<%c12, %c13>
     %c15 = irdl.base "#builtin.dense_array"
     %c16 = irdl.any
-    %c17 = irdl.parametric @nv_tileaa::@tile<%c15, %c16>
+    %c17 = irdl.parametric @cuda_tile::@tile<%c15, %c16>
     %c18 = irdl.base "#builtin.dense_array"
     %c19 = irdl.any
-    %c20 = irdl.parametric @nv_tileaa::@tile<%c18, %c19>
+    %c20 = irdl.parametric @cuda_tile::@tile<%c18, %c19>
     %c21 = irdl.base "#builtin.dense_array"
     %c22 = irdl.any
-    %c23 = irdl.parametric @nv_tileaa::@tile<%c21, %c22>
+    %c23 = irdl.parametric @cuda_tile::@tile<%c21, %c22>
     %c24 = irdl.base "#builtin.dense_array"
     %c25 = irdl.any
-    %c26 = irdl.parametric @nv_tileaa::@tile<%c24, %c25>
+    %c26 = irdl.parametric @cuda_tile::@tile<%c24, %c25>
     %c27 = irdl.base "#builtin.dense_array"
     %c28 = irdl.any
-    %c29 = irdl.parametric @nv_tileaa::@tile<%c27, %c28>
+    %c29 = irdl.parametric @cuda_tile::@tile<%c27, %c28>
     %c30 = irdl.base "#builtin.dense_array"
     %c31 = irdl.any
-    %c32 = irdl.parametric @nv_tileaa::@tile<%c30, %c31>
+    %c32 = irdl.parametric @cuda_tile::@tile<%c30, %c31>
     %c33 = irdl.base "#builtin.dense_array"
     %c34 = irdl.any
-    %c35 = irdl.parametric @nv_tileaa::@tile<%c33, %c34>
+    %c35 = irdl.parametric @cuda_tile::@tile<%c33, %c34>
     %c36 = irdl.base "#builtin.dense_array"
     %c37 = irdl.any
-    %c38 = irdl.parametric @nv_tileaa::@tile<%c36, %c37>
+    %c38 = irdl.parametric @cuda_tile::@tile<%c36, %c37>
     %c39 = irdl.base "#builtin.dense_array"
     %c40 = irdl.any
-    %c41 = irdl.parametric @nv_tileaa::@tile<%c39, %c40>
+    %c41 = irdl.parametric @cuda_tile::@tile<%c39, %c40>
     %c42 = irdl.base "#builtin.dense_array"
     %c43 = irdl.any
-    %c44 = irdl.parametric @nv_tileaa::@tile<%c42, %c43>
+    %c44 = irdl.parametric @cuda_tile::@tile<%c42, %c43>
     %c45 = irdl.base "#builtin.dense_array"
     %c46 = irdl.any
-    %c47 = irdl.parametric @nv_tileaa::@tile<%c45, %c46>
+    %c47 = irdl.parametric @cuda_tile::@tile<%c45, %c46>
     %c48 = irdl.base "#builtin.dense_array"
     %c49 = irdl.any
-    %c50 = irdl.parametric @nv_tileaa::@tile<%c48, %c49>
+    %c50 = irdl.parametric @cuda_tile::@tile<%c48, %c49>
     %c51 = irdl.base "#builtin.dense_array"
     %c52 = irdl.any
-    %c53 = irdl.parametric @nv_tileaa::@tile<%c51, %c52>
+    %c53 = irdl.parametric @cuda_tile::@tile<%c51, %c52>
     %c54 = irdl.base "#builtin.dense_array"
     %c55 = irdl.any
-    %c56 = irdl.parametric @nv_tileaa::@tile<%c54, %c55>
+    %c56 = irdl.parametric @cuda_tile::@tile<%c54, %c55>
     %c57 = irdl.base "#builtin.dense_array"
     %c58 = irdl.any
-    %c59 = irdl.parametric @nv_tileaa::@tile<%c57, %c58>
+    %c59 = irdl.parametric @cuda_tile::@tile<%c57, %c58>
     %c60 = irdl.base "#builtin.dense_array"
     %c61 = irdl.any
-    %c62 = irdl.parametric @nv_tileaa::@tile<%c60, %c61>
+    %c62 = irdl.parametric @cuda_tile::@tile<%c60, %c61>
     %c63 = irdl.base "#builtin.dense_array"
     %c64 = irdl.any
-    %c65 = irdl.parametric @nv_tileaa::@tile<%c63, %c64>
+    %c65 = irdl.parametric @cuda_tile::@tile<%c63, %c64>
     %c66 = irdl.base "#builtin.dense_array"
     %c67 = irdl.any
-    %c68 = irdl.parametric @nv_tileaa::@tile<%c66, %c67>
+    %c68 = irdl.parametric @cuda_tile::@tile<%c66, %c67>
     %c69 = irdl.base "#builtin.dense_array"
     %c70 = irdl.any
-    %c71 = irdl.parametric @nv_tileaa::@tile<%c69, %c70>
+    %c71 = irdl.parametric @cuda_tile::@tile<%c69, %c70>
     %c72 = irdl.base "#builtin.dense_array"
     %c73 = irdl.any
-    %c74 = irdl.parametric @nv_tileaa::@tile<%c72, %c73>
+    %c74 = irdl.parametric @cuda_tile::@tile<%c72, %c73>
     %c75 = irdl.base "#builtin.dense_array"
     %c76 = irdl.any
-    %c77 = irdl.parametric @nv_tileaa::@tile<%c75, %c76>
+    %c77 = irdl.parametric @cuda_tile::@tile<%c75, %c76>
     %c78 = irdl.base "#builtin.dense_array"
     %c79 = irdl.any
-    %c80 = irdl.parametric @nv_tileaa::@tile<%c78, %c79>
+    %c80 = irdl.parametric @cuda_tile::@tile<%c78, %c79>
     %c81 = irdl.base "#builtin.dense_array"
     %c82 = irdl.any
-    %c83 = irdl.parametric @nv_tileaa::@tile<%c81, %c82>
+    %c83 = irdl.parametric @cuda_tile::@tile<%c81, %c82>
     %c84 = irdl.base "#builtin.dense_array"
     %c85 = irdl.any
-    %c86 = irdl.parametric @nv_tileaa::@tile<%c84, %c85>
+    %c86 = irdl.parametric @cuda_tile::@tile<%c84, %c85>
     %c87 = irdl.base "#builtin.dense_array"
     %c88 = irdl.any
-    %c89 = irdl.parametric @nv_tileaa::@tile<%c87, %c88>
+    %c89 = irdl.parametric @cuda_tile::@tile<%c87, %c88>
     %c90 = irdl.base "#builtin.dense_array"
     %c91 = irdl.any
-    %c92 = irdl.parametric @nv_tileaa::@tile<%c90, %c91>
+    %c92 = irdl.parametric @cuda_tile::@tile<%c90, %c91>
     %c93 = irdl.base "#builtin.dense_array"
     %c94 = irdl.any
-    %c95 = irdl.parametric @nv_tileaa::@tile<%c93, %c94>
+    %c95 = irdl.parametric @cuda_tile::@tile<%c93, %c94>
     %c96 = irdl.base "#builtin.integer"
     %c97 = irdl.region
     irdl.operands(inputs_0: optional %c2, inputs_1: optional %c5, inputs_2: optional %c8, inputs_3: optional %c11, inputs_4: optional %c14, inputs_5: optional %c17, inputs_6: optional %c20, inputs_7: optional %c23, inputs_8: optional %c26, inputs_9: optional %c29, inputs_10: optional %c32, inputs_11: optional %c35, inputs_12: optional %c38, inputs_13: optional %c41, inputs_14: optional %c44, inputs_15: optional %c47)
@@ -1209,7 +1209,7 @@ irdl.dialect @nv_tileaa {
     %c0 = irdl.any
     %c1 = irdl.base "#builtin.dense_array"
     %c2 = irdl.any
-    %c3 = irdl.parametric @nv_tileaa::@tile<%c1, %c2>
+    %c3 = irdl.parametric @cuda_tile::@tile<%c1, %c2>
     irdl.operands(value: %c0)
     irdl.results(result: %c3)
   }
@@ -1358,9 +1358,9 @@ irdl.dialect @nv_tileaa {
   irdl.operation @view {
     %c0 = irdl.any
     %c1 = irdl.base "#builtin.dense_array"
-    %c2 = irdl.parametric @nv_tileaa::@tile<%c1, %c0>
+    %c2 = irdl.parametric @cuda_tile::@tile<%c1, %c0>
     %c3 = irdl.base "#builtin.dense_array"
-    %c4 = irdl.parametric @nv_tileaa::@tile<%c3, %c0>
+    %c4 = irdl.parametric @cuda_tile::@tile<%c3, %c0>
     irdl.operands(source: %c2)
     irdl.results(result: %c4)
   }

@@ -2815,7 +2815,11 @@ MULHIUI = register_op(OpDef(
                            'message': 'expects integer operands of width 8, 16, 32 or 64, but got '
                                       "'{element[lhs]}'"}}],
     bytecode={},
-    semantics={},
+    semantics={'kind': 'elementwise',
+     'expr': 'mulhi(lhs, rhs, WIDTH, False)',
+     'signedness': 'unsigned',
+     'description': 'zero-extend both operands to 2N bits, multiply, keep the high N bits; never a '
+                    'signed multiply and shift'},
     aliases=[],
     test_only=False,
     extra={},

@@ -14,6 +14,7 @@ from tilegen.runtime.attributes import (
     OptimizationHintsAttr,
     StringAttr,
     TypeAttr,
+    UnitAttr,
 )
 from tilegen.runtime.ir import Operation, Region
 from tilegen.runtime.types import I64, FunctionType, Type
@@ -60,11 +61,34 @@ def _typed_attr_text(a: Attribute) -> str:
     return format_attribute(a)
 
 
-def format_hints_body(attr: OptimizationHintsAttr, aliases=None) -> str:
-    """``<sm_100 = {num_cta_in_cga = 2}>`` (the attribute without ``#cuda_tile.optimization_hints``)."""
-    from tilegen.runtime.asm.attr_syntax import format_cuda_tile_attr_body
+def _first(pair: tuple) -> str:
+    return pair[0]
 
-    return format_cuda_tile_attr_body(attr, aliases)[len("optimization_hints") :]
+
+def format_hints_body(attr: OptimizationHintsAttr, aliases=None) -> str:
+    """``<sm_100 = {num_cta_in_cga = 2}>``: the attribute without ``#cuda_tile.optimization_hints``,
+    hint values printed without their types as cuda_tile's printer does."""
+    from tilegen.runtime.asm.attr_syntax import format_attribute, format_dict_entries
+
+    def key(k: str) -> str:  # a bare identifier, or quoted
+        return format_dict_entries([(k, UnitAttr())], aliases)
+
+    def value(v: Attribute) -> str:
+        if isinstance(v, UnitAttr):
+            return ""
+        return " = " + format_attribute(v, aliases, elide_type=True)
+
+    def hint_dict(d: Attribute) -> str:
+        if not isinstance(d, DictAttr):
+            return format_attribute(d, aliases)
+        return "{" + ", ".join(key(k) + value(v) for k, v in sorted(d.items, key=_first)) + "}"
+
+    # the hints are a DictionaryAttr of DictionaryAttrs: both levels print sorted by key
+    return (
+        "<"
+        + ", ".join(f"{key(k)} = {hint_dict(d)}" for k, d in sorted(attr.entries, key=_first))
+        + ">"
+    )
 
 
 # ============================================================================ entry / testing$func
@@ -132,7 +156,7 @@ def _parse_function(p, state, *, allow_hints: bool) -> None:
     region = state.add_region()
     if named is False:
         p.error("expected SSA identifier")
-    p.parse_region(region, arguments=[a for a in args])
+    p.parse_region(region, arguments=args)
     ensure_terminator(region, "cuda_tile.return", state.loc)
     p.parse_optional_attr_dict(state.attributes)  # `} {cuda_tile.loop_split = 0}`
 

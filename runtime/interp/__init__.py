@@ -9,7 +9,10 @@ It is the oracle later stages (lowering, PTX, GPU) are checked against.
 | ``memory`` | the flat byte-addressed heap; tensor, partition, strided, gather/scatter views |
 | ``semlib`` | helpers the spec's ``semantics.expr`` strings call |
 | ``elementwise`` | evaluates ops from their spec ``semantics`` (domains, signedness, rounding, ftz) |
-| ``executor`` | hand-written ops (views, memory, atomics, control flow, reduce/scan, print, ...), grid |
+| ``executor`` | dispatch, SSA environment, control signals, grid launch (``run_kernel``) |
+| ``ops_core`` | hand-written: tokens, grid queries, terminators, print, assert, globals, alloca |
+| ``ops_memory`` | hand-written: views, view/pointer loads and stores, atomics, multimem views |
+| ``ops_regions`` | hand-written: if, for, loop (break/continue), reduce, scan |
 | ``mma`` | mmaf / mmai / mmaf_scaled with exact input precisions |
 | ``calling`` | cuTile's calling convention: arrays -> (pointer, sizes, strides), scalars |
 | ``api`` | ``load_module``, ``run_module``, ``run_npz``: what ``tilegen run`` uses |

@@ -443,3 +443,12 @@ def _exact_evaluator(op, opdef, sem, args, ns, names):
         return out
 
     return fn
+
+
+def evaluate_op(op, args: list) -> Optional[list]:
+    """``op``'s results on ``args`` (arrays as the interpreter holds them) when the spec declares
+    an expression for it, else None. Folders and other engines can call this on constants."""
+    sem = semantics_of(op.opdef)
+    if sem is None or sem.code is None:
+        return None
+    return evaluate(op, op.opdef, sem, list(args))

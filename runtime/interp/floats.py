@@ -102,7 +102,7 @@ COMPUTE_DTYPES = {
 DIRECTED = ("zero", "negative_inf", "positive_inf")
 
 
-def _round_int(v: np.ndarray, mode: str) -> np.ndarray:
+def round_int(v: np.ndarray, mode: str) -> np.ndarray:
     """Round float64 values to integers with a Tile IR rounding mode."""
     if mode in ("nearest_even", "approx", "full"):
         return np.rint(v)
@@ -140,7 +140,7 @@ def round_to_format(
         _, e2 = np.frexp(ax)  # ax = m * 2**e2, m in [0.5, 1)
         e = np.maximum(e2.astype(np.int64) - 1, fmt.emin)
         quantum = np.ldexp(1.0, (e - fmt.mbits).astype(np.int32))
-        r = _round_int(np.where(finite, x, 0.0) / quantum, mode) * quantum
+        r = round_int(np.where(finite, x, 0.0) / quantum, mode) * quantum
         mx = fmt.max_finite
         sat = fmt.satfinite if saturate is None else saturate
         over = np.abs(r) > mx

@@ -202,10 +202,10 @@ def mulhi(a, b, width: int, signed: bool):
     return f(a, b)
 
 
-def saturate_to_int(x, rounding: str):
+def round_integral(x, rounding: str):
     """Round floats to integral values (the result type's range is applied by the evaluator)."""
     mode = "zero" if rounding in ("nearest_int_to_zero", "zero") else rounding
-    return floats._round_int(x, mode)
+    return floats.round_int(x, mode)
 
 
 def absi(a):
@@ -292,7 +292,7 @@ NAMESPACE = {
     "shl": shl,
     "shr": shr,
     "mulhi": mulhi,
-    "saturate_to_int": saturate_to_int,
+    "round_integral": round_integral,
     "absi": absi,
     "pointee_bytes": pointee_bytes,
     "ptr_offset": ptr_offset,

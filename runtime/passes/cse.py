@@ -15,11 +15,7 @@ from tilegen.runtime.rewrite.rewriter import PatternRewriter
 def _key(op: Operation) -> Optional[tuple]:
     if op.regions or not op.results or not U.is_effect_free(op) or U.has_trait(op, "Terminator"):
         return None
-    try:
-        attrs = tuple(sorted(op.attributes.items()))
-        hash(attrs)
-    except TypeError:
-        return None
+    attrs = tuple(sorted((k, U.attr_key(v)) for k, v in op.attributes.items()))
     return (op.name, tuple(id(v) for v in op.operands), attrs, tuple(r.type for r in op.results))
 
 

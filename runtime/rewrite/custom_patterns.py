@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from tilegen.runtime.attributes import DenseElementsAttr, EnumAttr
+from tilegen.runtime.attributes import DenseElementsAttr
 from tilegen.runtime.ir import Block, Operation, Region, Value
 from tilegen.runtime.rewrite import ir_utils as U
 from tilegen.runtime.rewrite.rewriter import PatternRewriter
 from tilegen.runtime.types import IntegerType, TileType
 
 IF, YIELD, SELECT = "cuda_tile.if", "cuda_tile.yield", "cuda_tile.select"
-_UNSIGNED = 0  # Signedness.unsigned
 
 
 # --------------------------------------------------------------------------- builders
@@ -46,10 +45,13 @@ def shaped_condition(rw: PatternRewriter, cond: Value, like: TileType, loc) -> V
 # --------------------------------------------------------------------------- select
 
 
-def _expand(attr: DenseElementsAttr, n: int) -> Optional[list]:
-    if len(attr.values) == n:
-        return list(attr.values)
-    return list(attr.values) * n if len(attr.values) == 1 else None
+def _expand(attr: DenseElementsAttr, n: int) -> Optional[list[tuple]]:
+    """(value, exact bits or None) per element; a splat is repeated ``n`` times."""
+    bits = attr.bits if attr.bits is not None else (None,) * len(attr.values)
+    pairs = list(zip(attr.values, bits))
+    if len(pairs) == n:
+        return pairs
+    return pairs * n if len(pairs) == 1 else None
 
 
 def select_consts(op: Operation, rw: PatternRewriter) -> bool:
@@ -62,31 +64,15 @@ def select_consts(op: Operation, rw: PatternRewriter) -> bool:
     cond, a, b = (_expand(x, n) for x in attrs)
     if cond is None or a is None or b is None:
         return False
-    values = tuple(x if c else y for c, x, y in zip(cond, a, b))
-    if len(set(values)) == 1:
-        values = values[:1]
+    chosen = [x if c[0] else y for c, x, y in zip(cond, a, b)]
+    if len({repr(p) for p in chosen}) == 1:
+        chosen = chosen[:1]
+    values = tuple(v for v, _ in chosen)
+    bits = tuple(bt for _, bt in chosen)
+    attr = DenseElementsAttr(rtype, values, None if all(bt is None for bt in bits) else bits)
     rw.set_insertion_point(op)
-    rw.replace_op(op, [make_constant(rw, rtype, values, op.loc)])
-    return True
-
-
-def select_to_exti(op: Operation, rw: PatternRewriter) -> bool:
-    """select c, 1, 0 -> exti c unsigned; select c, 0, 1 -> exti (xori c, true) unsigned."""
-    cond, a, b = op.operands
-    rtype = op.results[0].type
-    el = rtype.element if isinstance(rtype, TileType) else None
-    if not isinstance(el, IntegerType) or el.width == 1:
-        return False
-    if U.is_const_int(a, 1) and U.is_const_int(b, 0):
-        src = cond
-        rw.set_insertion_point(op)
-    elif U.is_const_int(a, 0) and U.is_const_int(b, 1):
-        rw.set_insertion_point(op)
-        src = make_not(rw, cond, op.loc)
-    else:
-        return False
-    attrs = {"signedness": EnumAttr("Signedness", _UNSIGNED)}
-    rw.replace_op(op, rw.create("cuda_tile.exti", [src], [rtype], attrs, op.loc).results)
+    new = rw.create(U.CONSTANT, [], [rtype], {"value": attr}, op.loc)
+    rw.replace_op(op, new.results)
     return True
 
 

@@ -179,3 +179,10 @@ def apply_patterns_greedily(
         if not changed:
             return GreedyResult(True, any_change, it)
     return GreedyResult(False, any_change, config.max_iterations)
+
+
+def apply_pattern_groups(
+    root: Operation, groups: list[tuple[str, PatternSet]], config: Optional[GreedyConfig] = None
+) -> list[tuple[str, GreedyResult]]:
+    """Run each group to its own fixpoint, one after another in the declared order."""
+    return [(name, apply_patterns_greedily(root, ps, config)) for name, ps in groups]

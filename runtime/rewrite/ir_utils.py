@@ -33,9 +33,14 @@ def constant_attr(v: Value) -> Optional[DenseElementsAttr]:
     return attr if isinstance(attr, DenseElementsAttr) else None
 
 
+def attr_key(attr) -> str:
+    """An equality key for attributes that tells ``-0.0`` from ``0.0`` (dataclass ``==`` does
+    not) and never raises on NaN or unhashable content."""
+    return repr(attr)
+
+
 def constant_key(op: Operation) -> tuple:
-    attr = op.attributes.get("value")
-    return (attr, op.results[0].type if op.results else None)
+    return (attr_key(op.attributes.get("value")), op.results[0].type if op.results else None)
 
 
 def _element(t: Type) -> Optional[Type]:

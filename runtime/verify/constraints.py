@@ -5,7 +5,9 @@ The generator renders the YAML into ``tilegen.generated.<dialect>.constraints`` 
 predicate language (documented in spec/schema/constraints.schema.json) is:
 
 * ``kind``: tile | ptr | token | tensor_view | partition_view | strided_view |
-  gather_scatter_view | tile_view | number | cuda_tile | function | any
+  gather_scatter_view | tile_view | number | cuda_tile | function | any; for nv_tileaa also
+  nv_ptr | nv_memref | mem_token | nv_queue | index | scalar (a builtin int/float/index scalar,
+  which is its own ``element``)
 * ``element``: element names or group names (``BaseFloat``, ``ptr`` for any pointer)
 * ``rank`` / ``min_rank``: rank bounds of a tile
 * ``any_of``: a list of predicates, one of which must hold

@@ -23,7 +23,8 @@ Messages are ``str.format`` templates over ``element[V]`` (element type name of 
 ``attr[A]`` (the keyword or value of attribute A, defaults included) and ``bytes[V]`` (tile size
 in bytes).
 
-More verify-phase kinds: ``same_num_elements`` / ``same_size_in_bits`` (``{values, message}``).
+More verify-phase kinds: ``same_num_elements`` / ``same_size_in_bits`` (``{values, message}``),
+``size_in_bits_multiple`` (``{value, of, message}``).
 A rule with ``fatal: false`` reports its error but lets verification go on (MLIR code that emits
 an error without returning failure).
 """
@@ -353,4 +354,10 @@ def _same_num_elements(ctx: VerifyContext, args: dict) -> None:
 @rule("same_size_in_bits")
 def _same_size_in_bits(ctx: VerifyContext, args: dict) -> None:
     if len({size_in_bits(ctx.type(n)) for n in args["values"]}) > 1:
+        ctx.error(render(ctx, args["message"]))
+
+
+@rule("size_in_bits_multiple")
+def _size_in_bits_multiple(ctx: VerifyContext, args: dict) -> None:
+    if size_in_bits(ctx.type(args["value"])) % args["of"]:
         ctx.error(render(ctx, args["message"]))

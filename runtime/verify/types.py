@@ -17,6 +17,7 @@ from tilegen.runtime.types import (
     IndexType,
     IntegerType,
     NoneType,
+    NvPointerType,
     OpaqueType,
     PartitionViewType,
     PointerType,
@@ -45,7 +46,7 @@ def is_number_type(t: Type) -> bool:
 
 def is_tile_element_type(t: Type) -> bool:
     """CudaTile_TileElementType: a number type, i4 or a pointer."""
-    if type(t).__name__ == "NvPointerType":  # nv_tileaa tiles of pointers (tile<8x!nv_tileaa.ptr<..>>)
+    if isinstance(t, NvPointerType):  # nv_tileaa tiles of pointers (tile<8x!nv_tileaa.ptr<..>>)
         return True
     return is_number_type(t) or t == IntegerType(4) or isinstance(t, PointerType)
 
@@ -59,7 +60,7 @@ def verify_type(t: Type) -> Optional[str]:
         return None
     if isinstance(t, TileType):
         if not is_tile_element_type(t.element):
-            return f"failed to verify 'elementType': {NUMBER_TYPE_LIST} or Pointer type"
+            return f"failed to verify 'elementType': {NUMBER_TYPE_LIST} or Pointer type or i4"
         return verify_tile_shape(t.shape, t.element)
     if isinstance(t, TensorViewType):
         if not is_number_type(t.element):  # ODS parameter constraint, before verify()

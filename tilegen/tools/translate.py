@@ -122,6 +122,7 @@ def parse_text(text: str, opts: TranslateOptions, engine: DiagnosticEngine):
             allow_unregistered=opts.allow_unregistered,
         )
     except DiagnosticError as e:
+        engine.diagnostics.extend(e.preceding)
         engine.diagnostics.append(e.diag)
         return None
 

@@ -40,11 +40,8 @@ def get_hook(name: str) -> tuple[Callable, bool] | None:
 
 
 # Every hook module; importing one registers its hooks. Keep one import line per module.
-from tilegen.runtime.verify.hooks import arith  # noqa: E402,F401
-from tilegen.runtime.verify.hooks import conversion  # noqa: E402,F401
-from tilegen.runtime.verify.hooks import math  # noqa: E402,F401
+# (arith/math/conversion/core-value checks are all declarative spec rules: no hook module.)
 from tilegen.runtime.verify.hooks import shape  # noqa: E402,F401
-from tilegen.runtime.verify.hooks import values  # noqa: E402,F401
 from tilegen.runtime.verify.hooks import atomics  # noqa: E402,F401
 from tilegen.runtime.verify.hooks import control_flow  # noqa: E402,F401
 from tilegen.runtime.verify.hooks import debug  # noqa: E402,F401

@@ -120,7 +120,8 @@ def _same_shape(op: Operation, ctx: VerifyContext) -> None:
     for s in shapes[1:]:
         if s != shapes[0]:
             ctx.error(
-                f"operands and results must have the same shape, but got {_s(shapes[0])} and {_s(s)}"
+                "operands and results must have the same shape, but got "
+                f"{_s(shapes[0])} and {_s(s)}"
             )
             return
 
@@ -150,6 +151,8 @@ _SCALED_ELEMS = ("f8E4M3FN", "f8E5M2", "f4E2M1FN")
 _SCALE_ELEMS = ("f8E8M0FNU", "f8E4M3FN")
 #: The first compute capability with block-scaled MMA (Blackwell, sm_100).
 BLOCK_SCALED_MIN_CC = 100
+#: The first compute capability with tensor memory (tcgen05, sm_100).
+TENSOR_MEMORY_MIN_CC = 100
 
 
 def _name(t: Type) -> str:
@@ -179,13 +182,15 @@ def _dot(op: Operation, ctx: VerifyContext) -> None:
     the legal (A, B, C) element tuple, and signedness only (and always) on integer MMA."""
     a, b, c = ctx.type("a"), ctx.type("b"), ctx.type("c")
     if not (a.rank == b.rank == c.rank):
-        ctx.error(f"A, B and C must have the same rank, but have ranks {a.rank}, {b.rank}, {c.rank}")
+        ctx.error(
+            f"A, B and C must have the same rank, but have ranks {a.rank}, {b.rank}, {c.rank}"
+        )
         return
     batch = a.shape[:-2]
     m, k = a.shape[-2:]
     kb, n = b.shape[-2:]
     if k != kb:
-        ctx.error(f"contracting dimensions do not agree: A is {_s(a.shape)} but B is {_s(b.shape)}")
+        ctx.error(f"contracting dimensions do not agree: A has K = {k} but B has K = {kb}")
         return
     if b.shape[:-2] != batch or c.shape != (*batch, m, n):
         ctx.error(
@@ -222,7 +227,9 @@ def _dot(op: Operation, ctx: VerifyContext) -> None:
     else:
         ints = isinstance(a.element, IntegerType), isinstance(b.element, IntegerType)
         if all(ints) and a.element.width != b.element.width:
-            ctx.error(f"integer MMA operands must have the same bit width, but got '{ea}' and '{eb}'")
+            ctx.error(
+                f"integer MMA operands must have the same bit width, but got '{ea}' and '{eb}'"
+            )
             return
         if ea == "f4E2M1FN" or eb == "f4E2M1FN":
             ctx.error("'f4E2M1FN' MMA operands require block scale factors ('sfa' and 'sfb')")
@@ -248,18 +255,23 @@ def _dot(op: Operation, ctx: VerifyContext) -> None:
 
 
 def _dot_scales(ctx: VerifyContext, a: TileType, b: TileType, sfa: Type, sfb: Type) -> None:
-    """Scale factors: E8M0 (MX) or E4M3 (NV-FP4) tiles; sfa is [.., M, K/blk], sfb [.., K/blk, N]."""
+    """Scale factors: E8M0 (MX) or E4M3 (NV-FP4) tiles, sfa [.., M, K/blk], sfb [.., K/blk, N]."""
     for name, t in (("sfa", sfa), ("sfb", sfb)):
         if _name(elem_of(t)) not in _SCALE_ELEMS:
-            ctx.error(f"'{name}' must be a tile of f8E8M0FNU or f8E4M3FN scale factors, but got '{_t(t)}'")
+            ctx.error(
+                f"'{name}' must be a tile of f8E8M0FNU or f8E4M3FN scale factors, but got '{_t(t)}'"
+            )
             return
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    for name, t, want in (("sfa", sfa, lambda kb: (*a.shape[:-2], m, kb)),
-                          ("sfb", sfb, lambda kb: (*b.shape[:-2], kb, n))):
-        shape = shape_of(t)
-        kb = shape[-1] if name == "sfa" and shape else (shape[-2] if len(shape) >= 2 else 0)
-        if not kb or k % kb or k // kb not in (16, 32) or shape != want(kb):
+    sa, sb = shape_of(sfa), shape_of(sfb)
+    kb_a = sa[-1] if sa else 0
+    kb_b = sb[-2] if len(sb) >= 2 else 0
+    for name, shape, kb, want in (
+        ("sfa", sa, kb_a, (*a.shape[:-2], m, kb_a)),
+        ("sfb", sb, kb_b, (*b.shape[:-2], kb_b, n)),
+    ):
+        if not kb or k % kb or k // kb not in (16, 32) or shape != want:
             ctx.error(
                 f"'{name}' shape {_s(shape)} does not match the operands: expected one scale per "
                 "16 or 32 elements of K"
@@ -313,9 +325,7 @@ def _reduce_scan(op: Operation, ctx: VerifyContext) -> None:
     want_args = [elem_of(t) for t in inputs] * 2
     got = [a.type for a in body.args] if body is not None else []
     if got != want_args:
-        ctx.error(
-            f"combiner region must take arguments ({_ts(want_args)}), but takes ({_ts(got)})"
-        )
+        ctx.error(f"combiner region must take arguments ({_ts(want_args)}), but takes ({_ts(got)})")
 
 
 # --------------------------------------------------------------------------- shape ops
@@ -357,7 +367,9 @@ def _shape(op: Operation, ctx: VerifyContext) -> None:
     elif kind == "extract":
         n = len(ctx.operands("indices"))
         if n > len(ss):
-            ctx.error(f"expects at most {len(ss)} indices for a rank-{len(ss)} operand, but got {n}")
+            ctx.error(
+                f"expects at most {len(ss)} indices for a rank-{len(ss)} operand, but got {n}"
+            )
             return
         want_shape = ss[n:]
         want = TileType(want_shape, elem_of(src)) if want_shape else elem_of(src)
@@ -506,7 +518,13 @@ def _memory(op: Operation, ctx: VerifyContext) -> None:
         ctx.error(f"requires attribute 'operandSegmentSizes' with {len(segs)} segments {{{names}}}")
         return
     trailing = len(op.operands) - sum(sizes.values)
-    if not 0 <= trailing <= 1:
+    if trailing < 0:
+        ctx.error(
+            f"operand count ({len(op.operands)}) does not match with the total size "
+            f"({sum(sizes.values)}) specified in attribute 'operandSegmentSizes'"
+        )
+        return
+    if trailing > 1:
         ctx.error(
             f"expects at most one mem_token operand after the {len(segs)} operand segments, but "
             f"found {trailing}"
@@ -617,9 +635,7 @@ def _symbol(op: Operation, ctx: VerifyContext) -> None:
     for i, (got, want) in enumerate(zip(outs, ftype.results)):
         if got != want:
             ctx.error(f"result type mismatch at index {i}")
-            ctx.diag.diagnostics[-1].notes.append(
-                _note(op, f"op result types: {_ts(outs)}")
-            )
+            ctx.diag.diagnostics[-1].notes.append(_note(op, f"op result types: {_ts(outs)}"))
             return
 
 
@@ -726,18 +742,25 @@ def _execute(op: Operation, ctx: VerifyContext) -> None:
     got = [a.type for a in body.args] if body is not None else []
     want = [v.type for v in op.operands]
     if got != want:
-        ctx.error(
-            f"body region arguments ({_ts(got)}) must match the operand types ({_ts(want)})"
-        )
+        ctx.error(f"body region arguments ({_ts(got)}) must match the operand types ({_ts(want)})")
 
 
 @hook("nv_tileaa_plugin")
 def _plugin(op: Operation, ctx: VerifyContext) -> None:
+    """Resource requirements are non-negative; tensor memory needs a Blackwell (sm_100+) target."""
     for name in ("registers", "shared_memory", "tensor_memory", "named_barriers"):
         v = _int(ctx.attr(name))
         if v is not None and v < 0:
             ctx.error(f"resource '{name}' must be non-negative, but is {v}")
             return
+    if (_int(ctx.attr("tensor_memory")) or 0) > 0:
+        cc = target_compute_capability(op)
+        if cc is None or cc < TENSOR_MEMORY_MIN_CC:
+            target = f"sm_{cc}" if cc is not None else "unknown"
+            ctx.error(
+                "tensor memory requires a target with tensor memory (sm_100 or newer), but the "
+                f"target is {target}"
+            )
 
 
 # --------------------------------------------------------------------------- grid and queues

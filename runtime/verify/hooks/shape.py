@@ -35,12 +35,14 @@ def _cat(op: Operation, ctx: VerifyContext) -> None:
     if res.shape[dim] != want:
         ctx.error(f"invalid concat at position {dim}, expected: {want} but got: {res.shape[dim]}")
         return
-    for name, t in (("lhs", lhs), ("rhs", rhs)):
-        for i in range(rank):
-            if i != dim and t.shape[i] != res.shape[i]:
+    for i in range(rank):
+        if i == dim:
+            continue
+        for name, other in (("rhs", rhs), ("result", res)):
+            if lhs.shape[i] != other.shape[i]:
                 ctx.error(
-                    f"expect {name} and result shapes to match at non-concat position {i}, "
-                    f"expected: {t.shape[i]} but got: {res.shape[i]}"
+                    f"expect lhs and {name} shapes to match at non-concat position {i}, "
+                    f"expected: {lhs.shape[i]} but got: {other.shape[i]}"
                 )
                 return
 
@@ -80,10 +82,6 @@ def _extract(op: Operation, ctx: VerifyContext) -> None:
     if src.element != res.element:
         ctx.error("source and result element type do not match")
         return
-    n = len(ctx.operands("indices"))
-    if n != src.rank:
-        ctx.error(f"expected {src.rank} indices, but got {n}")
-        return
     for i, (s, r) in enumerate(zip(src.shape, res.shape)):
         if s % r:
             ctx.error(
@@ -91,6 +89,10 @@ def _extract(op: Operation, ctx: VerifyContext) -> None:
                 f"dimension {i} size ({r})"
             )
             return
+    n = len(ctx.operands("indices"))
+    if n != src.rank:
+        ctx.error(f"expected {src.rank} indices, but got {n}")
+        return
     _warn_index_bounds(ctx, "extract", src, res)
 
 
@@ -103,10 +105,6 @@ def _insert(op: Operation, ctx: VerifyContext) -> None:
     if src.element != res.element:
         ctx.error("source and result element type do not match")
         return
-    n = len(ctx.operands("indices"))
-    if n != res.rank:
-        ctx.error(f"expected {res.rank} indices, but got {n}")
-        return
     for i, (s, r) in enumerate(zip(src.shape, res.shape)):
         if r % s:
             ctx.error(
@@ -114,6 +112,10 @@ def _insert(op: Operation, ctx: VerifyContext) -> None:
                 f"dimension {i} size ({s})"
             )
             return
+    n = len(ctx.operands("indices"))
+    if n != res.rank:
+        ctx.error(f"expected {res.rank} indices, but got {n}")
+        return
     _warn_index_bounds(ctx, "insert", res, src)
 
 
@@ -140,13 +142,13 @@ def _permute(op: Operation, ctx: VerifyContext) -> None:
             f"expect permutation size ({len(perm)}) to equal the rank of the source ({src.rank})"
         )
         return
+    if len(set(perm)) != len(perm):
+        ctx.error("expect permutation elements to be unique")
+        return
     for i, p in enumerate(perm):
         if not 0 <= p < src.rank:
             ctx.error(f"permutation element at index {i} ({p}) is out of bound [0, {src.rank})")
             return
-    if len(set(perm)) != len(perm):
-        ctx.error("expect permutation elements to be unique")
-        return
     for i, p in enumerate(perm):
         if res.shape[i] != src.shape[p]:
             ctx.error(

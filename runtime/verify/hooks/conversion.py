@@ -1,1 +1,0 @@
-"""Custom verifier hooks: conversion ops. Empty while spec rules declare every check."""

@@ -1,1 +1,0 @@
-"""Custom verifier hooks: math ops. Empty while spec rules declare every check."""

@@ -1,1 +1,0 @@
-"""Custom verifier hooks: values ops. Empty while spec rules declare every check."""
