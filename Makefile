@@ -37,6 +37,7 @@ conformance: $(STAMP)
 
 bench: $(STAMP)
 	$(VPY) bench/parse_print.py
+	$(VPY) bench/interp.py
 
 fuzz-bytecode: $(STAMP)
 	$(VPY) bench/fuzz_bytecode.py --seconds 600

@@ -60,20 +60,29 @@ def test_generic_form_round_trips() -> None:
     assert "operandSegmentSizes = array<i32: 1, 2, 0, 0>" in generic  # tiled_load: token uncounted
 
 
-@pytest.mark.parametrize("op_name", sorted(o.name for o in all_ops() if o.dialect == "nv_tileaa"))
-def test_each_op_round_trips_alone(op_name: str) -> None:
-    """Each op of the corpus, printed generic and custom, re-parses to the same op."""
+@pytest.fixture(scope="module")
+def reparsed() -> dict:
+    """The corpus and its re-parse from the custom and the generic print."""
     module = _parse(ALL_OPS)
-    ops = [op for op in _nv_ops(module) if op.name == op_name]
-    assert ops, op_name
-    for op in ops:
-        generic = print_module(module, generic=True)
-        again = [o for o in _nv_ops(_parse(generic)) if o.name == op_name]
-        assert len(again) == len(ops)
-        for a, b in zip(ops, again):
-            assert [v.type for v in a.operands] == [v.type for v in b.operands]
-            assert [v.type for v in a.results] == [v.type for v in b.results]
-            assert a.attributes == b.attributes
+    return {
+        "original": module,
+        "custom": _parse(print_module(module)),
+        "generic": _parse(print_module(module, generic=True)),
+    }
+
+
+@pytest.mark.parametrize("form", ["custom", "generic"])
+@pytest.mark.parametrize("op_name", sorted(o.name for o in all_ops() if o.dialect == "nv_tileaa"))
+def test_each_op_round_trips(reparsed: dict, op_name: str, form: str) -> None:
+    """Each op, printed in ``form`` and parsed back, keeps its types and attributes."""
+    ops = [op for op in _nv_ops(reparsed["original"]) if op.name == op_name]
+    again = [op for op in _nv_ops(reparsed[form]) if op.name == op_name]
+    assert ops and len(again) == len(ops)
+    for a, b in zip(ops, again):
+        assert [v.type for v in a.operands] == [v.type for v in b.operands]
+        assert [v.type for v in a.results] == [v.type for v in b.results]
+        assert {**a.attributes, **a.properties} == {**b.attributes, **b.properties}
+        assert [len(r.blocks) for r in a.regions] == [len(r.blocks) for r in b.regions]
     assert lookup_opdef(op_name).opcode is None  # nv_tileaa has no bytecode
 
 

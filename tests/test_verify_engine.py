@@ -504,7 +504,9 @@ def test_use_before_definition_does_not_dominate():
     block = Block([t])
     parent = Operation("test.container", [], [], {}, regions=[Region([block])])
     late = Operation("cuda_tile.negf", [block.args[0]], [t], {}, loc=FileLineColLoc("t.mlir", 3, 1))
-    user = Operation("cuda_tile.absf", [late.results[0]], [t], {}, loc=FileLineColLoc("t.mlir", 2, 1))
+    user = Operation(
+        "cuda_tile.absf", [late.results[0]], [t], {}, loc=FileLineColLoc("t.mlir", 2, 1)
+    )
     block.append(user)
     block.append(late)
     diag = DiagnosticEngine()
@@ -517,16 +519,22 @@ def test_use_before_definition_does_not_dominate():
 
 
 def test_permute_checks_uniqueness_before_bounds():
-    op = make("cuda_tile.permute", [tile(1, 2, F32)], [tile(1, 2, F32)], {
-        "permutation": DenseArrayAttr(I32, (5, 5))
-    })
+    op = make(
+        "cuda_tile.permute",
+        [tile(1, 2, F32)],
+        [tile(1, 2, F32)],
+        {"permutation": DenseArrayAttr(I32, (5, 5))},
+    )
     assert one_error(op).endswith("expect permutation elements to be unique")
 
 
 def test_cat_compares_lhs_with_rhs_first():
-    op = make("cuda_tile.cat", [tile(2, 2, F32), tile(4, 2, F32)], [tile(2, 4, F32)], {
-        "dim": IntegerAttr(1, I64)
-    })
+    op = make(
+        "cuda_tile.cat",
+        [tile(2, 2, F32), tile(4, 2, F32)],
+        [tile(2, 4, F32)],
+        {"dim": IntegerAttr(1, I64)},
+    )
     assert one_error(op).endswith(
         "expect lhs and rhs shapes to match at non-concat position 0, expected: 2 but got: 4"
     )
@@ -537,3 +545,26 @@ def test_pack_byte_alignment():
     assert one_error(make("cuda_tile.pack", [tile(1, i4)], [tile(1, I8)])).endswith(
         "expects source tile to be byte-aligned"
     )
+
+
+def test_block_without_terminator():
+    from tilegen.runtime.attributes import StringAttr, TypeAttr
+    from tilegen.runtime.types import FunctionType
+
+    t = tile(4, F32)
+    body = Block([t])
+    func = Operation(
+        "cuda_tile.testing$func",
+        [],
+        [],
+        {"sym_name": StringAttr("f"), "function_type": TypeAttr(FunctionType((t,), ()))},
+        regions=[Region([body])],
+    )
+    body.append(
+        Operation("cuda_tile.absf", [body.args[0]], [t], {}, loc=FileLineColLoc("t.mlir", 5, 7))
+    )
+    diag = DiagnosticEngine()
+    assert not verify_module(func, diag)
+    (d,) = diag.diagnostics
+    assert d.format().startswith("t.mlir:5:7: error: block with no terminator, has ")
+    assert '"cuda_tile.absf"' in d.message

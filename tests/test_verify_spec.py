@@ -24,6 +24,8 @@ from tilegen.runtime.verify.rules import RULE_KINDS, TRANSFORMS
 from tilegen.runtime.verify.types import verify_type
 
 REPO = Path(__file__).resolve().parent.parent
+
+
 def all_ops():
     """cuda_tile's ops (other dialects' verifiers are their owners' to test)."""
     return [o for o in _all_ops() if o.dialect == "cuda_tile"]

@@ -48,6 +48,20 @@ for _p in _PUNCTS:  # longest spellings first for each leading character
     _PUNCT_BY_CHAR.setdefault(_p[0], ())
     _PUNCT_BY_CHAR[_p[0]] = tuple(sorted(_PUNCT_BY_CHAR[_p[0]] + (_p,), key=len, reverse=True))
 _RE_DIGITS = re.compile(r"[0-9]+")
+#: One match per well-formed token (group name = token kind); anything else takes the slow path.
+_RE_FAST = re.compile(
+    r"(?:[ \t\r\n]+|//[^\n]*)*(?:"
+    r"(?P<bare_identifier>[A-Za-z_][A-Za-z_0-9$.]*)"
+    r"|(?P<integer>0x[0-9A-Fa-f]+|[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?)?)"
+    r"|(?P<percent_identifier>%[A-Za-z_0-9$.\-]+)"
+    r"|(?P<caret_identifier>\^[A-Za-z_0-9$.\-]+)"
+    r"|(?P<hash_identifier>\#(?:[A-Za-z_][A-Za-z_0-9$.]*|[0-9]+))"
+    r"|(?P<exclamation_identifier>![A-Za-z_][A-Za-z_0-9$.]*)"
+    r"|(?P<at_identifier>@(?:[A-Za-z_][A-Za-z_0-9$.]*|\"(?:[^\"\\\n]|\\[^\n])*\"))"
+    r"|(?P<string>\"(?:[^\"\\\n]|\\[^\n])*\")"
+    r"|(?P<punct>->|\.\.\.|::|[,:()\[\]<>{}=?*+\-|])"
+    r")"
+)
 _RE_BARE = re.compile(r"[A-Za-z_][A-Za-z_0-9$.]*")
 _RE_SUFFIX = re.compile(r"[A-Za-z_0-9$.\-]+")
 _RE_NUM = re.compile(r"0x[0-9A-Fa-f]+|[0-9]+(\.[0-9]*([eE][+-]?[0-9]+)?)?")
@@ -95,6 +109,20 @@ class Lexer:
         self.pos = pos
 
     def next(self) -> Token:
+        """The next token (an ``error`` token carries its message in ``text``)."""
+        m = _RE_FAST.match(self.text, self.pos)
+        if m is not None and m.lastgroup is not None:
+            kind = m.lastgroup
+            start = m.start(kind)
+            end = m.end()
+            self.pos = end
+            if kind == INTEGER and "." in self.text[start:end]:
+                kind = FLOAT
+            return Token(kind, self.text[start:end], start)
+        return self._next_slow()
+
+    def _next_slow(self) -> Token:
+        """Token scanning with MLIR's error messages for malformed input."""
         text = self.text
         m = _RE_WS.match(text, self.pos)
         if m:

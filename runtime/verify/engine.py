@@ -261,8 +261,8 @@ def _may_lack_terminator(op: Operation, block: Block) -> bool:
 def _op_text(op: Operation) -> str:
     """The op in generic form, as MLIR prints it in 'block with no terminator' errors."""
     try:
-        from tilegen.runtime.asm import print_op_generic  # type: ignore[attr-defined]
+        from tilegen.runtime.asm import print_module
 
-        return print_op_generic(op)
+        return print_module(op, generic=True).rstrip("\n")
     except Exception:  # the printer is optional for the verifier
         return f'"{op.name}"(...)'
