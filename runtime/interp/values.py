@@ -11,7 +11,15 @@ from __future__ import annotations
 import numpy as np
 
 from tilegen.runtime.interp import floats
-from tilegen.runtime.types import FloatType, IntegerType, PointerType, TileType, Type
+from tilegen.runtime.types import (
+    FloatType,
+    IndexType,
+    IntegerType,
+    NvPointerType,
+    PointerType,
+    TileType,
+    Type,
+)
 
 #: The value of every ``token``.
 TOKEN = "token"
@@ -30,7 +38,14 @@ class InterpError(Exception):
 
 
 def element_of(t: Type) -> Type:
-    return t.element if isinstance(t, TileType) else t
+    """A tile's element type; nv_tileaa ``!nv_tileaa.ptr<T>`` and ``index`` map to ``ptr<T>``
+    and ``i64`` (held alike)."""
+    t = t.element if isinstance(t, TileType) else t
+    if isinstance(t, NvPointerType):
+        return PointerType(t.pointee)
+    if isinstance(t, IndexType):
+        return IntegerType(64)
+    return t
 
 
 def compute_dtype(t: Type):
