@@ -149,6 +149,9 @@ def lowerings_files(spec: Spec, env: jinja2.Environment) -> dict[str, str]:
         mod = doc["name"].replace("-", "_")
         names.append(mod)
         out[f"lowerings/{mod}.py"] = env.get_template("patterns.py.j2").render(file=rel, **doc)
+    for rel, doc in spec.files.get("conversion", []):  # dialect conversions (kind: conversion)
+        mod = doc["name"].replace("-", "_")
+        out[f"lowerings/{mod}.py"] = env.get_template("conversion.py.j2").render(file=rel, doc=doc)
     folders = sorted(
         (f"{d}.{op['name']}", op["fold"])
         for d in spec.dialects()

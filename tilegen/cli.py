@@ -15,6 +15,7 @@ COMMANDS = {
     "ops": ("tilegen.commands.ops", "list the ops in the spec"),
     "disasm": ("tilegen.commands.disasm", "print Tile IR bytecode as tileirdisasm does"),
     "run": ("tilegen.commands.run", "run a kernel on the CPU reference interpreter"),
+    "compile": ("tilegen.commands.compile", "lower a kernel (cuda_tile -> nv_tileaa ...)"),
 }
 
 

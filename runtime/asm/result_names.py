@@ -3,7 +3,7 @@
 Three sources, most specific first:
 
 * computed names in Python: constants (``%cst_42_i32``, ``%true``, ``%cst_NaN_f32``, ``%cst_f32``)
-  and assume chains (``%assume_assume``);
+  and assumes named after their operand (``%assume_cst_i8``, ``%assume_assume``, ``%assume``);
 * the spec's ``result_names:`` key (``{result: bcast}``): a fixed name for the first value of each
   listed ODS result group;
 * MLIR's ODS default: an op with two or more declared results and no naming interface of its own

@@ -83,9 +83,12 @@ def verify_or_raise(module: Operation) -> None:
 
 
 def find_entries(module: Operation) -> list[Operation]:
+    """cuda_tile entries, or the kernel functions of a module lowered to nv_tileaa."""
     out = []
     for op in module.walk():
         if op.name == "cuda_tile.entry":
+            out.append(op)
+        elif op.name == "nv_tileaa.func" and "kernel" in op.attributes:
             out.append(op)
     return out
 
@@ -114,7 +117,7 @@ def find_entry(module: Operation, name: Optional[str] = None) -> Operation:
 def module_of(op: Operation) -> Operation:
     """The module an entry sits in (the entry itself when it has no parent)."""
     cur = op
-    while cur.parent_op is not None and cur.name != "cuda_tile.module":
+    while cur.parent_op is not None and cur.name not in ("cuda_tile.module", "builtin.module"):
         cur = cur.parent_op
     return cur
 
@@ -135,14 +138,22 @@ def run_module(
     stdout: Optional[TextIO] = None,
     max_ops: Optional[int] = None,
     trace: Optional[TextIO] = None,
+    lower_to: Optional[str] = None,
+    gpu_name: str = "sm_90",
 ) -> dict[str, np.ndarray]:
     """Run ``module``'s entry over ``grid`` on ``args`` (name -> array, in parameter order).
 
     ``module`` may also be a path (``.mlir`` or ``.tileirbc``), loaded and verified first.
+    ``lower_to="nv_tileaa"`` converts it for ``gpu_name`` first and runs the nv_tileaa module
+    (:func:`tilegen.runtime.interp.lowered.lower_module`).
     Returns every argument's value after the run (scalars unchanged).
     """
     if not isinstance(module, Operation):
         module = load_module(module)
+    if lower_to is not None:
+        from tilegen.runtime.interp.lowered import lower_module
+
+        module = lower_module(module, lower_to, gpu_name)
     ent = find_entry(module, entry) if module.name != "cuda_tile.entry" else module
     items = list(args.items()) if isinstance(args, dict) else list(args)
     g = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))

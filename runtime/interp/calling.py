@@ -18,6 +18,7 @@ from tilegen.runtime.interp.memory import Heap
 from tilegen.runtime.interp.values import (
     InterpError,
     compute_dtype,
+    element_of,
     from_bits,
     storage_bytes,
     wrap_int,
@@ -188,11 +189,15 @@ def read_back(heap: Heap, b: ArrayBinding) -> np.ndarray:
 
 
 def param_types(entry) -> list[Type]:
+    """The entry's flat parameter types, nv_tileaa ones (scalars, ``!nv_tileaa.ptr``, ``index``)
+    seen as the rank-0 cuda_tile tiles they were converted from."""
     ft = entry.attributes.get("function_type")
     ft = getattr(ft, "value", ft)
     if ft is not None and hasattr(ft, "inputs"):
-        return list(ft.inputs)
-    return [a.type for a in entry.regions[0].blocks[0].args]
+        types = list(ft.inputs)
+    else:
+        types = [a.type for a in entry.regions[0].blocks[0].args]
+    return [t if isinstance(t, TileType) else TileType((), element_of(t)) for t in types]
 
 
 def entry_name(entry) -> Optional[str]:

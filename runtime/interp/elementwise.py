@@ -332,7 +332,10 @@ def evaluate(op, opdef: OpDef, sem: Semantics, args: list) -> list:
 
 
 def _coerce(v, t):
-    """A whole-tile expression's value held as a tile of type ``t`` (other values pass through)."""
+    """A whole-tile expression's value held as a tile of type ``t`` (other values pass through;
+    an nv_tileaa scalar type is a rank-0 tile)."""
+    if isinstance(t, (IntegerType, FloatType)):
+        t = TileType((), t)
     if not isinstance(t, TileType) or not isinstance(v, (np.ndarray, np.generic, int, float, bool)):
         return v
     v = np.asarray(v)

@@ -42,3 +42,20 @@ def mma(op, args: list, attr) -> np.ndarray:
         a, b = lhs.astype(np.float64), rhs.astype(np.float64)
     # products of the narrow input types are exact in float64; the sum is rounded once
     return floats.to_compute(acc.astype(np.float64) + np.matmul(a, b), at.name)
+
+
+def dot(a, b, c, types: list, signedness: tuple = (None, None), scales=None) -> np.ndarray:
+    """``c + a @ b`` for nv_tileaa.dot: integer when ``c`` is, else float (scales: sfa, sfb)."""
+    lt, rt, at = types
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    if not isinstance(at, FloatType):
+        x = as_unsigned(a, lt).astype(np.int64) if signedness[0] == "unsigned" else as_signed(a, lt)
+        y = as_unsigned(b, rt).astype(np.int64) if signedness[1] == "unsigned" else as_signed(b, rt)
+        return wrap_int(as_signed(c, at) + np.matmul(x, y), at)
+    if scales:
+        x, y = _scaled(a, np.asarray(scales[0]), a.ndim - 1), _scaled(
+            b, np.asarray(scales[1]), b.ndim - 2
+        )
+    else:
+        x, y = a.astype(np.float64), b.astype(np.float64)
+    return floats.to_compute(c.astype(np.float64) + np.matmul(x, y), at.name)

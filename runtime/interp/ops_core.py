@@ -114,9 +114,9 @@ def allocate_globals(machine: Machine, module: Operation) -> None:
     for region in module.regions:
         for block in region.blocks:
             for g in block.ops:
-                if g.name != "cuda_tile.global":
+                if g.name not in ("cuda_tile.global", "nv_tileaa.global"):
                     continue
-                value = g.attributes.get("value")
+                value = g.attributes.get("value") or g.attributes.get("initial_value")
                 t = value.type
                 arr = constant_tile(value, t)
                 name = g.attributes["sym_name"].value

@@ -15,3 +15,11 @@ PIPELINES: dict[str, str] = {
     # opt level >= 3: loop-split then canonicalize
     "tile-optimize-O3": "canonicalize,cse,loop-split,canonicalize",
 }
+
+#: ``tilegen compile --emit=STAGE``: the stages in order, each the pipeline that produces it
+#: from the previous one (``{cc}`` is the target's compute capability). Later stages (ptx,
+#: cubin) append rows here.
+COMPILE_STAGES: tuple[tuple[str, str], ...] = (
+    ("cuda_tile", ""),
+    ("nv_tileaa", "convert-cuda-tile-to-nv-tileaa{compute-capability={cc}}"),
+)

@@ -77,5 +77,6 @@ def load_passes() -> dict[str, PassInfo]:
         fuse_fma,
         loop_split,
     )
+    from tilegen.runtime.conversion import pass_registration  # noqa: F401
 
     return PASSES

@@ -1,5 +1,7 @@
 """``tilegen run FILE --args IN.npz --out OUT.npz [--grid X,Y,Z] [--entry NAME]``: run a kernel.
 
+``--lower-to nv_tileaa [--gpu-name sm_XX]`` converts it to nv_tileaa first and runs that.
+
 FILE is Tile IR bytecode (``.tileirbc``) or MLIR text (``.mlir``, ``tileirdisasm`` output
 included). IN.npz holds ``arg__<name>`` per kernel parameter, in order (0-d arrays are scalars),
 and may hold ``grid``; OUT.npz receives every ``arg__<name>`` after the run.
@@ -26,6 +28,14 @@ def add_arguments(p) -> None:
     p.add_argument("--grid", metavar="X,Y,Z", help="grid size (default: IN.npz 'grid', else 1,1,1)")
     p.add_argument("--entry", metavar="NAME", help="entry to run when the module has several")
     p.add_argument("--backend", default="interp", choices=["interp"], help="execution backend")
+    p.add_argument(
+        "--lower-to",
+        choices=["nv_tileaa"],
+        help="lower the kernel to this dialect first (verified), then interpret that",
+    )
+    p.add_argument(
+        "--gpu-name", default="sm_90", metavar="sm_XX", help="target of --lower-to (default sm_90)"
+    )
     p.add_argument("--no-verify", action="store_true", help="skip the verifier")
     p.add_argument("--time", action="store_true", help="report the run time on stderr")
     p.add_argument("--max-ops", type=int, metavar="N", help="stop after N executed ops")
@@ -78,6 +88,8 @@ def run(args) -> int:
             args.entry,
             max_ops=args.max_ops,
             trace=sys.stderr if args.trace else None,
+            lower_to=args.lower_to,
+            gpu_name=args.gpu_name,
         )
     except RunError as e:
         return fail(e.diagnostics)

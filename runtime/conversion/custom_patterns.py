@@ -1,0 +1,865 @@
+"""Hand-written conversion patterns, named by ``custom:`` rows of
+spec/lowerings/cuda_tile_to_nv_tileaa.yaml.
+
+Each is ``fn(op, rw, ctx) -> bool`` (True when it rewrote ``op``). New values take converted
+types (runtime/conversion/types.py); operands may still be cuda_tile values whose producers are
+converted later (every op is converted, so the final IR is consistent).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tilegen.runtime.attributes import (
+    ArrayAttr,
+    Attribute,
+    BoolAttr,
+    DenseArrayAttr,
+    DenseElementsAttr,
+    DictAttr,
+    FloatAttr,
+    IntegerAttr,
+    OptimizationHintsAttr,
+    StringAttr,
+    TypeAttr,
+    UnitAttr,
+)
+from tilegen.runtime.conversion.declared import (
+    ConversionContext,
+    build,
+    carried_attributes,
+    enum_attr,
+    enum_keyword,
+)
+from tilegen.runtime.conversion.types import convert_type, convert_types, tile_shape_of_view
+from tilegen.runtime.ir import Block, Operation, Region, Value
+from tilegen.runtime.opdef import lookup_opdef
+from tilegen.runtime.rewrite import PatternRewriter
+from tilegen.runtime.types import (
+    DYNAMIC,
+    FloatType,
+    FunctionType,
+    IndexType,
+    IntegerType,
+    MemTokenType,
+    NvMemRefType,
+    TileType,
+    Type,
+)
+
+NV = "nv_tileaa."
+I1, I32 = IntegerType(1), IntegerType(32)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _replace(rw: PatternRewriter, op: Operation, name: str, groups, attrs=None, types=None):
+    new = build(rw, op, name, groups, attrs, types)
+    rw.replace_op(op, new.results)
+    return new
+
+
+def _group(op: Operation, name: str) -> list[Value]:
+    return list(op.opdef.operand_group(op, name))
+
+
+def _scalar_constant(rw: PatternRewriter, t: Type, value, loc) -> Value:
+    attr: Attribute = (
+        FloatAttr(float(value), t) if isinstance(t, FloatType) else IntegerAttr(int(value), t)
+    )
+    return rw.create("arith.constant", [], [t], {"value": attr}, loc).results[0]
+
+
+def _kw(op: Operation, name: str) -> Optional[str]:
+    attr = op.attributes.get(name)
+    return None if attr is None else enum_keyword(attr, op.opdef.attr(name))
+
+
+def _i32_array(values) -> DenseArrayAttr:
+    return DenseArrayAttr(I32, tuple(int(v) for v in values))
+
+
+def _bool_array(values) -> DenseArrayAttr:
+    return DenseArrayAttr(I1, tuple(bool(v) for v in values))
+
+
+def _convert_region_types(region: Region) -> None:
+    """Block arguments of ``region`` take their converted types (seed 003 convertRegionTypes)."""
+    for block in region.blocks:
+        for arg in block.args:
+            arg.type = convert_type(arg.type)
+
+
+def _move_regions(rw: PatternRewriter, src: Operation, dst: Operation) -> None:
+    for old, new in zip(src.regions, dst.regions):
+        rw.take_region(old, new)
+        _convert_region_types(new)
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+_CMPI = {
+    "equal": ("eq", "eq"),
+    "not_equal": ("ne", "ne"),
+    "less_than": ("slt", "ult"),
+    "less_than_or_equal": ("sle", "ule"),
+    "greater_than": ("sgt", "ugt"),
+    "greater_than_or_equal": ("sge", "uge"),
+}
+_CMPF = {
+    "equal": "eq",
+    "not_equal": "ne",
+    "less_than": "lt",
+    "less_than_or_equal": "le",
+    "greater_than": "gt",
+    "greater_than_or_equal": "ge",
+}
+
+
+def cmpi_to_arith(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """cmpi P, signedness -> arith.cmpi with the signed or unsigned predicate."""
+    pred = _CMPI.get(_kw(op, "comparison_predicate") or "")
+    if pred is None:
+        return False
+    chosen = pred[1] if _kw(op, "signedness") == "unsigned" else pred[0]
+    _replace(rw, op, "arith.cmpi", [op.operands], {"predicate": StringAttr(chosen)})
+    return True
+
+
+def cmpf_to_arith(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """cmpf P, ordering -> arith.cmpf o<P> / u<P>."""
+    pred = _CMPF.get(_kw(op, "comparison_predicate") or "")
+    if pred is None:
+        return False
+    prefix = "u" if _kw(op, "comparison_ordering") == "unordered" else "o"
+    _replace(rw, op, "arith.cmpf", [op.operands], {"predicate": StringAttr(prefix + pred)})
+    return True
+
+
+def negi_to_sub(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """negi x -> arith.subi 0, x."""
+    t = convert_type(op.results[0].type)
+    rw.set_insertion_point(op)
+    zero = _zero_like(rw, t, op.loc)
+    _replace(rw, op, "arith.subi", [[zero], op.operands])
+    return True
+
+
+def _zero_like(rw: PatternRewriter, t: Type, loc) -> Value:
+    if isinstance(t, TileType):
+        scalar = _scalar_constant(rw, t.element, 0, loc)
+        return rw.create(NV + "splat", [scalar], [t], {}, loc).results[0]
+    return _scalar_constant(rw, t, 0, loc)
+
+
+_DIVI = {
+    ("signed", "zero"): "arith.divsi",
+    ("signed", "negative_inf"): "arith.floordivsi",
+    ("signed", "positive_inf"): "arith.ceildivsi",
+    ("unsigned", "zero"): "arith.divui",
+    ("unsigned", "negative_inf"): "arith.divui",
+    ("unsigned", "positive_inf"): "arith.ceildivui",
+}
+
+
+def divi_to_arith(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """divi (signedness, rounding) -> arith.divsi / divui / floordivsi / ceildivsi / ceildivui."""
+    key = (_kw(op, "signedness") or "signed", _kw(op, "rounding") or "zero")
+    name = _DIVI.get(key)
+    if name is None:
+        return False
+    _replace(rw, op, name, [op.operands])
+    return True
+
+
+# --------------------------------------------------------------------------- values and shapes
+
+
+def constant_to_splat_or_dense(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """A scalar or splat constant -> arith.constant (+ nv_tileaa.splat); a non-uniform one ->
+    arith.constant with a dense value of the converted type."""
+    attr = op.attributes.get("value")
+    if not isinstance(attr, DenseElementsAttr):
+        return False
+    t = convert_type(op.results[0].type)
+    rw.set_insertion_point(op)
+    if not isinstance(t, TileType) or attr.is_splat:
+        element = t.element if isinstance(t, TileType) else t
+        value = attr.values[0]
+        if isinstance(element, FloatType):
+            bits = attr.bits[0] if attr.bits else None
+            scalar_attr: Attribute = FloatAttr(float(value), element, bits)
+        else:
+            scalar_attr = IntegerAttr(int(value), element)
+        scalar = rw.create("arith.constant", [], [element], {"value": scalar_attr}, op.loc)
+        scalar.results[0].name_hint = op.results[0].name_hint
+        if not isinstance(t, TileType):
+            rw.replace_op(op, scalar.results)
+            return True
+        _replace(rw, op, NV + "splat", [scalar.results], types=[t])
+        return True
+    dense = DenseElementsAttr(t, attr.values, attr.bits)
+    _replace(rw, op, "arith.constant", [], {"value": dense}, [t])
+    return True
+
+
+def iota_to_make_range(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """iota : tile<N x iK> -> nv_tileaa.make_range {start = 0, end = N}."""
+    t = convert_type(op.results[0].type)
+    if not isinstance(t, TileType) or len(t.shape) != 1:
+        return False
+    attrs = {"start": IntegerAttr(0, I32), "end": IntegerAttr(t.shape[0], I32)}
+    _replace(rw, op, NV + "make_range", [], attrs, [t])
+    return True
+
+
+def broadcast_or_splat(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """broadcast of a 0-d tile (a scalar after conversion) -> splat; otherwise broadcast."""
+    src = op.opdef.operand_group(op, "source")[0]
+    scalar = not isinstance(convert_type(src.type), TileType)
+    _replace(rw, op, NV + ("splat" if scalar else "broadcast"), [[src]])
+    return True
+
+
+def reshape_to_view(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """reshape -> view; from a scalar -> splat; to a scalar -> extract at index 0 of each axis."""
+    src = op.operands[0]
+    src_t, res_t = convert_type(src.type), convert_type(op.results[0].type)
+    if not isinstance(src_t, TileType):
+        _replace(rw, op, NV + "splat", [[src]])
+    elif not isinstance(res_t, TileType):
+        rw.set_insertion_point(op)
+        zero = _scalar_constant(rw, I32, 0, op.loc)
+        _replace(rw, op, NV + "extract", [[src], [zero] * len(src_t.shape)])
+    else:
+        _replace(rw, op, NV + "view", [[src]])
+    return True
+
+
+def extract_to_slice(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """extract src[i...] (indices in units of the result tile) -> extract_slice at element
+    offsets i * size."""
+    src = _group(op, "source")[0]
+    res_t = op.results[0].type
+    rw.set_insertion_point(op)
+    offsets = [_scale(rw, v, n, op.loc) for v, n in zip(_group(op, "indices"), res_t.shape)]
+    _replace(rw, op, NV + "extract_slice", [[src], offsets], {"sizes": _i32_array(res_t.shape)})
+    return True
+
+
+def _scale(rw: PatternRewriter, v: Value, n: int, loc) -> Value:
+    if n == 1:
+        return v
+    t = convert_type(v.type)
+    k = _scalar_constant(rw, t, n, loc)
+    return rw.create("arith.muli", [v, k], [t], {}, loc).results[0]
+
+
+def insert_to_select(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """insert src into dst[i...] -> select between dst and src broadcast into place: a mask of
+    the positions [i*s, (i+1)*s) per axis (make_range, compare, and), then arith.select."""
+    src, dst = _group(op, "source")[0], _group(op, "destination")[0]
+    s_t, d_t = src.type, op.results[0].type
+    if not isinstance(d_t, TileType) or not isinstance(s_t, TileType) or s_t.shape == d_t.shape:
+        if isinstance(s_t, TileType) and s_t.shape == getattr(d_t, "shape", None):
+            rw.replace_op(op, [src])
+            return True
+        return False
+    if any(d % s for s, d in zip(s_t.shape, d_t.shape)):
+        return False
+    loc = op.loc
+    rw.set_insertion_point(op)
+    mask_t = TileType(d_t.shape, I1)
+    mask: Optional[Value] = None
+    for axis, (idx, s, d) in enumerate(zip(_group(op, "indices"), s_t.shape, d_t.shape)):
+        lane_t = TileType((d,), I32)
+        lanes = rw.create(
+            NV + "make_range",
+            [],
+            [lane_t],
+            {"start": IntegerAttr(0, I32), "end": IntegerAttr(d, I32)},
+            loc,
+        ).results[0]
+        lo = _scale(rw, idx, s, loc)
+        lo_t = rw.create(NV + "splat", [lo], [lane_t], {}, loc).results[0]
+        rel = rw.create("arith.subi", [lanes, lo_t], [lane_t], {}, loc).results[0]
+        s_t1 = rw.create(NV + "splat", [_scalar_constant(rw, I32, s, loc)], [lane_t], {}, loc)
+        in_axis = rw.create(
+            "arith.cmpi",
+            [rel, s_t1.results[0]],
+            [TileType((d,), I1)],
+            {"predicate": StringAttr("ult")},
+            loc,
+        ).results[0]
+        shape = tuple(d if a == axis else 1 for a in range(len(d_t.shape)))
+        row = rw.create(NV + "view", [in_axis], [TileType(shape, I1)], {}, loc).results[0]
+        full = rw.create(NV + "broadcast", [row], [mask_t], {}, loc).results[0]
+        mask = (
+            full
+            if mask is None
+            else rw.create("arith.andi", [mask, full], [mask_t], {}, loc).results[0]
+        )
+    tiled = src
+    for axis, d in enumerate(d_t.shape):  # repeat src along each axis by doubling (powers of 2)
+        while tiled.type.shape[axis] < d:
+            shape = tuple(n * 2 if a == axis else n for a, n in enumerate(tiled.type.shape))
+            attrs = {"dim": IntegerAttr(axis, I32)}
+            tiled = rw.create(
+                NV + "cat", [tiled, tiled], [TileType(shape, s_t.element)], attrs, loc
+            ).results[0]
+    _replace(rw, op, "arith.select", [[mask, tiled, dst]])
+    return True
+
+
+# --------------------------------------------------------------------------- grid
+
+
+def block_id_to_program_id(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """get_tile_block_id -> one get_program_id per axis."""
+    return _per_axis(op, rw, NV + "get_program_id")
+
+
+def num_blocks_to_num_programs(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    return _per_axis(op, rw, NV + "get_num_programs")
+
+
+def _per_axis(op: Operation, rw: PatternRewriter, name: str) -> bool:
+    rw.set_insertion_point(op)
+    values = []
+    for dim, res in enumerate(op.results):
+        new = rw.create(name, [], [convert_type(res.type)], {"dim": IntegerAttr(dim, I32)}, op.loc)
+        new.results[0].name_hint = res.name_hint
+        values.append(new.results[0])
+    rw.replace_op(op, values)
+    return True
+
+
+# --------------------------------------------------------------------------- control flow
+
+_YIELDS_TO_SCF = (
+    "cuda_tile.for",
+    "cuda_tile.if",
+    "cuda_tile.loop",
+    "scf.for",
+    "scf.if",
+    "scf.while",
+)
+
+
+def for_to_scf(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """for lb to ub step s iter_values(...) -> scf.for with the body moved over."""
+    attrs = {"unsignedCmp": UnitAttr()} if "unsignedCmp" in op.attributes else {}
+    new = build(rw, op, "scf.for", [op.operands], attrs, regions=1)
+    _move_regions(rw, op, new)
+    rw.replace_op(op, new.results)
+    return True
+
+
+def if_to_scf(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """if -> scf.if; an empty else region stays empty."""
+    new = build(rw, op, "scf.if", [op.operands], regions=2)
+    _move_regions(rw, op, new)
+    rw.replace_op(op, new.results)
+    return True
+
+
+def _parent_kind(op: Operation) -> str:
+    parent = op.parent_op
+    return parent.name if parent is not None else ""
+
+
+def yield_to_parent(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """yield -> scf.yield in for/if bodies, nv_tileaa.yield in reduce/scan combiners."""
+    parent = _parent_kind(op)
+    name = "scf.yield" if parent in _YIELDS_TO_SCF else NV + "yield"
+    _replace(rw, op, name, [op.operands], types=[])
+    return True
+
+
+def continue_to_parent(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """continue ends a for body: scf.yield of the next iteration values (loops: see
+    :func:`loop_to_scf_while`)."""
+    if _parent_kind(op) not in ("cuda_tile.for", "scf.for"):
+        return False
+    _replace(rw, op, "scf.yield", [op.operands], types=[])
+    return True
+
+
+def break_to_parent(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """break is rewritten by its loop (:func:`loop_to_scf_while`)."""
+    return False
+
+
+def _exit_kind(block: Optional[Block]) -> Optional[str]:
+    t = block.ops[-1] if block is not None and block.ops else None
+    return t.name if t is not None else None
+
+
+def loop_to_scf_while(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """loop (break / continue at the end of the body, or ending the branches of an if that ends
+    the body) -> scf.while whose before-region runs the body and computes the go-on flag.
+
+    Exits become ``scf.yield go, values`` of the if (continue: true, break: false) and the body
+    ends in ``scf.condition(go) values``; the after-region forwards the values.
+    """
+    body = op.regions[0].blocks[0]
+    iter_types = convert_types(a.type for a in body.args)
+    res_types = convert_types(r.type for r in op.results)
+    term = body.ops[-1] if body.ops else None
+    if term is None:
+        return False
+    exits: list[Operation] = []
+    last_if = body.ops[-2] if len(body.ops) >= 2 and body.ops[-2].name == "cuda_tile.if" else None
+    if term.name in ("cuda_tile.break", "cuda_tile.continue"):
+        exits.append(term)
+    if last_if is not None and not last_if.results:
+        for region in last_if.regions:
+            if region.blocks and _exit_kind(region.blocks[0]) in (
+                "cuda_tile.break",
+                "cuda_tile.continue",
+            ):
+                exits.append(region.blocks[0].ops[-1])
+    nested = [
+        inner
+        for inner in op.walk()
+        if inner.name in ("cuda_tile.break", "cuda_tile.continue") and _owning_loop(inner) is op
+    ]
+    if any(n not in exits for n in nested) or (res_types and res_types != iter_types):
+        return False
+    loc = op.loc
+    new = Operation("scf.while", list(op.operands), res_types, {}, 2, loc)
+    rw.set_insertion_point(op)
+    rw.insert(new)
+    rw.take_region(op.regions[0], new.regions[0])
+    _convert_region_types(new.regions[0])
+    after = new.regions[1].append(Block(iter_types))
+    rw.set_insertion_point_to_end(after)
+    rw.create("scf.yield", list(after.args), [], {}, loc)
+    go_t = [I1] + iter_types
+    if last_if is not None and any(e.parent is not body for e in exits):
+        # the if yields (go, values); its branches that fall through take the body's terminator
+        for region in last_if.regions:
+            if not region.blocks:
+                region.append(Block())
+            block = region.blocks[0]
+            end = block.ops[-1] if block.ops else None
+            exit_op = (
+                end
+                if end is not None and end.name in ("cuda_tile.break", "cuda_tile.continue")
+                else term
+            )
+            values = list(exit_op.operands) if exit_op.operands else list(body.args)
+            if end is not None and end.name in (
+                "cuda_tile.break",
+                "cuda_tile.continue",
+                "cuda_tile.yield",
+            ):
+                rw.erase_op(end)
+            rw.set_insertion_point_to_end(block)
+            flag = _scalar_constant(rw, I1, exit_op.name == "cuda_tile.continue", loc)
+            rw.create("scf.yield", [flag] + values, [], {}, loc)
+        rw.set_insertion_point(last_if)
+        cond_if = rw.create("scf.if", list(last_if.operands), go_t, {}, last_if.loc, regions=2)
+        for old, new_r in zip(last_if.regions, cond_if.regions):
+            rw.take_region(old, new_r)
+        rw.erase_op(last_if)
+        go, values = cond_if.results[0], list(cond_if.results[1:])
+    else:
+        rw.set_insertion_point(term)
+        go = _scalar_constant(rw, I1, term.name == "cuda_tile.continue", loc)
+        values = list(term.operands) if term.operands else list(body.args)
+    rw.erase_op(term)
+    rw.set_insertion_point_to_end(body)
+    rw.create("scf.condition", [go] + values, [], {}, loc)
+    rw.replace_op(op, new.results)
+    return True
+
+
+def _owning_loop(op: Operation) -> Optional[Operation]:
+    cur = op.parent_op
+    while cur is not None and cur.name not in ("cuda_tile.loop", "cuda_tile.for", "scf.while"):
+        cur = cur.parent_op
+    return cur
+
+
+# --------------------------------------------------------------------------- module and entry
+
+
+def module_to_builtin(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """cuda_tile.module -> its symbols move into the enclosing builtin.module."""
+    parent = op.parent_op
+    if parent is None or parent.name != "builtin.module":
+        return False
+    body = op.regions[0].blocks[0] if op.regions[0].blocks else None
+    if body is not None:
+        rw.inline_block_before(body, op)
+    rw.erase_op(op)
+    return True
+
+
+def _module_attr(op: Operation, name: str) -> Optional[Attribute]:
+    cur = op.parent_op
+    while cur is not None:
+        if name in cur.attributes:
+            return cur.attributes[name]
+        cur = cur.parent_op
+    return None
+
+
+def kernel_spec(op: Operation, ctx: ConversionContext) -> DictAttr:
+    """``nv_tileaa.kernel_spec``: the tt.* launch attributes (defaults from the spec), the
+    compute capability and the entry's optimization_hints for this target (seed 002)."""
+    items: dict[str, Attribute] = {"compute_capability": IntegerAttr(ctx.compute_capability, I32)}
+    for name, default in ctx.spec.get("kernel_launch", {}).items():
+        key = name.split(".", 1)[1]
+        attr = op.attributes.get(name) or _module_attr(op, name)
+        if attr is None and default is None:
+            continue
+        if attr is None:
+            attr = _i32_array(default) if isinstance(default, list) else IntegerAttr(default, I32)
+        items[key] = attr
+    hints = op.attributes.get("optimization_hints")
+    if isinstance(hints, OptimizationHintsAttr):
+        for arch, entry in hints.entries:
+            if _arch_cc(arch) == ctx.compute_capability and isinstance(entry, DictAttr):
+                for k, v in entry.items:
+                    items[k] = v
+    return DictAttr(tuple(sorted(items.items())))
+
+
+def _arch_cc(arch: str) -> Optional[int]:
+    digits = arch[3:] if arch.startswith("sm_") else ""
+    digits = digits.rstrip("abf")
+    return int(digits) if digits.isdigit() else None
+
+
+def entry_to_func(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """entry -> nv_tileaa.func {kernel} with converted signature and block arguments and the
+    folded ``nv_tileaa.kernel_spec``; nvvm.* hints and arg_attrs travel unchanged."""
+    ftype = op.attributes.get("function_type")
+    if not isinstance(ftype, TypeAttr) or not isinstance(ftype.value, FunctionType):
+        return False
+    attrs: dict[str, Attribute] = {
+        "sym_name": op.attributes["sym_name"],
+        "function_type": TypeAttr(convert_type(ftype.value)),
+    }
+    if op.name == "cuda_tile.entry":
+        attrs["kernel"] = UnitAttr()
+        attrs["nv_tileaa.kernel_spec"] = kernel_spec(op, ctx)
+    for k, v in op.attributes.items():
+        if k.startswith("nvvm.") or k in ("arg_attrs", "res_attrs"):
+            attrs[k] = v
+    rw.set_insertion_point(op)
+    new = rw.create(NV + "func", [], [], attrs, op.loc, regions=1)
+    _move_regions(rw, op, new)
+    rw.erase_op(op)
+    return True
+
+
+def global_to_nv_global(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """global @g <value> -> nv_tileaa.global @g {type, initial_value[, constant]}."""
+    value = op.attributes.get("value")
+    if not isinstance(value, DenseElementsAttr):
+        return False
+    t = convert_type(value.type)
+    attrs: dict[str, Attribute] = {"sym_name": op.attributes["sym_name"], "type": TypeAttr(t)}
+    attrs["initial_value"] = (
+        DenseElementsAttr(t, value.values, value.bits) if isinstance(t, TileType) else value
+    )
+    if "constant" in op.attributes:
+        attrs["constant"] = UnitAttr()
+    _replace(rw, op, NV + "global", [], attrs, [])
+    return True
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+def join_tokens(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """join_tokens: one token passes through, none -> create_mem_token, more -> join_mem_token."""
+    tokens = list(op.operands)
+    if len(tokens) == 1:
+        rw.replace_op(op, tokens)
+    elif not tokens:
+        _replace(rw, op, NV + "create_mem_token", [])
+    else:
+        _replace(rw, op, NV + "join_mem_token", [tokens])
+    return True
+
+
+def print_to_nv_print(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """print_tko "fmt", args, token -> nv_tileaa.print; the result token joins the input one."""
+    rw.set_insertion_point(op)
+    rw.create(NV + "print", _group(op, "args"), [], {"format": op.attributes["str"]}, op.loc)
+    _token_after(op, rw)
+    return True
+
+
+def gdc_to_pragma(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """gdc_wait / gdc_launch_dependents -> nv_tileaa.pragma "<op>" ordered by the token chain."""
+    rw.set_insertion_point(op)
+    rw.create(NV + "pragma", [], [], {"name": StringAttr(op.mnemonic.removesuffix("_tko"))}, op.loc)
+    _token_after(op, rw)
+    return True
+
+
+def _token_after(op: Operation, rw: PatternRewriter) -> None:
+    tokens = _group(op, "token")
+    if tokens:
+        rw.replace_op(op, tokens)
+    else:
+        _replace(rw, op, NV + "create_mem_token", [])
+
+
+# --------------------------------------------------------------------------- views and memory
+
+
+def tensor_view_to_memref(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """make_tensor_view base, shape, strides -> make_memref base, sizes, strides (dynamic ones)."""
+    t = convert_type(op.results[0].type)
+    if not isinstance(t, NvMemRefType):
+        return False
+    groups = [_group(op, "base"), [], _group(op, "dynamicShape"), _group(op, "dynamicStrides")]
+    _replace(rw, op, NV + "make_memref", groups, types=[t])
+    return True
+
+
+def view_to_memref(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """A partition / strided / gather-scatter view is its tensor view's memref; the tile shape
+    and the in-bounds facts travel on each access, so it waits until its cuda_tile users (which
+    read its type) are converted."""
+    if any(user.dialect == "cuda_tile" for r in op.results for user, _ in r.uses):
+        return False
+    rw.replace_op(op, [op.operands[0]])
+    return True
+
+
+def tensor_shape_to_dim_size(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """get_tensor_shape v -> get_dim_size v {dim = i} per result."""
+    return _dim_sizes(op, rw, None)
+
+
+def index_space_to_dim_size(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """get_index_space_shape v -> ceildiv(get_dim_size v {dim}, tile size) per axis."""
+    return _dim_sizes(op, rw, tile_shape_of_view(op.operands[0].type))
+
+
+def _dim_sizes(op: Operation, rw: PatternRewriter, tiles) -> bool:
+    view = op.operands[0]
+    vt = view.type
+    dim_map = getattr(vt, "dim_map", ()) or tuple(range(len(op.results)))
+    rw.set_insertion_point(op)
+    values = []
+    for i, res in enumerate(op.results):
+        t = convert_type(res.type)
+        axis = dim_map[i] if i < len(dim_map) else i
+        v = rw.create(NV + "get_dim_size", [view], [t], {"dim": IntegerAttr(axis, I32)}, op.loc)
+        value = v.results[0]
+        if tiles is not None and tiles[i] != 1:
+            k = _scalar_constant(rw, t, tiles[i], op.loc)
+            value = rw.create("arith.ceildivui", [value, k], [t], {}, op.loc).results[0]
+        value.name_hint = res.name_hint
+        values.append(value)
+    rw.replace_op(op, values)
+    return True
+
+
+def _memory_attrs(op: Operation, tgt_name: str) -> dict:
+    row = {
+        "attributes": {
+            "mem_semantic": {"from": "memory_ordering_semantics"},
+            "mem_scope": {"from": "memory_scope", "cases": {"device": "gpu"}},
+            "rmw_mode": "mode",
+        },
+        "drop": ["optimization_hints", "inbounds"],
+    }
+    attrs = carried_attributes(op, lookup_opdef(tgt_name), row)
+    if _kw(op, "memory_ordering_semantics") == "weak":
+        attrs.pop("mem_scope", None)
+    return attrs
+
+
+def _in_bounds(op: Operation, rank: int) -> DenseArrayAttr:
+    """Per-axis in-bounds facts: the op's ``inbounds`` flags, else unknown (false)."""
+    attr = op.attributes.get("inbounds")
+    values = getattr(attr, "values", None)
+    if values is not None and len(values) == rank:
+        return _bool_array(values)
+    return _bool_array([bool(attr is not None and not values)] * rank)
+
+
+def _view_indices(op: Operation, view_t, rw: PatternRewriter) -> list[Value]:
+    """Tile-unit indices of a view access as element offsets of the memref axes."""
+    tile = tile_shape_of_view(view_t) or ()
+    idx = _group(op, "index")
+    dim_map = getattr(view_t, "dim_map", ()) or tuple(range(len(idx)))
+    out: list[Optional[Value]] = [None] * len(idx)
+    for i, v in enumerate(idx):
+        axis = dim_map[i] if i < len(dim_map) else i
+        size = tile[i] if i < len(tile) else 1
+        out[axis] = _scale(rw, v, size, op.loc)
+    return [v for v in out if v is not None]
+
+
+def load_view_to_tiled_load(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """load_view_tko view[idx], token -> tiled_load memref[offsets], token {in_bounds, semantics}."""
+    view = _group(op, "view")[0]
+    name = NV + "tiled_load"
+    attrs = _memory_attrs(op, name)
+    rw.set_insertion_point(op)
+    idx = _view_indices(op, view.type, rw)
+    attrs["in_bounds"] = _in_bounds(op, len(idx))
+    groups = [[view], idx, [], [], _group(op, "token")]
+    new = build(rw, op, name, groups, attrs, _result_types(op, groups[-1]))
+    _replace_with_tokens(rw, op, new)
+    return True
+
+
+def store_view_to_tiled_store(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """store_view_tko tile, view[idx], token -> tiled_store memref[offsets], tile, token."""
+    view = _group(op, "view")[0]
+    name = NV + "tiled_store"
+    attrs = _memory_attrs(op, name)
+    rw.set_insertion_point(op)
+    idx = _view_indices(op, view.type, rw)
+    attrs["in_bounds"] = _in_bounds(op, len(idx))
+    groups = [[view], _group(op, "tile"), idx, [], _group(op, "token")]
+    new = build(rw, op, name, groups, attrs, _result_types(op, groups[-1]))
+    _replace_with_tokens(rw, op, new)
+    return True
+
+
+def atomic_red_view_to_tiled_rmw(
+    op: Operation, rw: PatternRewriter, ctx: ConversionContext
+) -> bool:
+    """atomic_red_view_tko -> tiled_atomic_rmw (the old values are unused)."""
+    view = _group(op, "view")[0]
+    value = _group(op, "value")[0]
+    name = NV + "tiled_atomic_rmw"
+    attrs = _memory_attrs(op, name)
+    rw.set_insertion_point(op)
+    idx = _view_indices(op, view.type, rw)
+    attrs["in_bounds"] = _in_bounds(op, len(idx))
+    tokens = _group(op, "token")
+    types = [convert_type(value.type)] + [MemTokenType()] * len(tokens)
+    new = build(rw, op, name, [[view], [value], idx, [], tokens], attrs, types)
+    _replace_with_tokens(rw, op, new, skip=1)
+    return True
+
+
+_MULTIMEM_RMW = {
+    "add": "add",
+    "min": "min",
+    "max": "max",
+    "and": "and",
+    "or": "or",
+    "xor": "xor",
+    "umin": "umin",
+    "umax": "umax",
+}
+
+
+def multimem_to_tiled(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """multimem views -> the tiled access they perform, tagged ``nv_tileaa.multimem``
+    (load_reduce -> tiled_load, reduce -> tiled_atomic_rmw, store -> tiled_store)."""
+    view = _group(op, "view")[0]
+    kind = op.mnemonic.removeprefix("multimem_").removesuffix("_view_tko")
+    rw.set_insertion_point(op)
+    idx = _view_indices(op, view.type, rw)
+    tokens = _group(op, "token")
+    tag = {"nv_tileaa.multimem": StringAttr(_kw(op, "reduction") or kind)}
+    if kind == "load_reduce":
+        name = NV + "tiled_load"
+        groups, types = [[view], idx, [], [], tokens], _result_types(op, tokens)
+    elif kind == "reduce":
+        name = NV + "tiled_atomic_rmw"
+        tile = _group(op, "tile")[0]
+        tag["rmw_mode"] = enum_attr(
+            "NvTileAA_RMWMode", _MULTIMEM_RMW.get(_kw(op, "reduction") or "add", "add")
+        )
+        groups = [[view], [tile], idx, [], tokens]
+        types = [convert_type(tile.type)] + [MemTokenType()] * len(tokens)
+    else:
+        name = NV + "tiled_store"
+        groups, types = [[view], _group(op, "tile"), idx, [], tokens], _result_types(op, tokens)
+    attrs = _memory_attrs(op, name)
+    attrs.update(tag)
+    attrs["in_bounds"] = _in_bounds(op, len(idx))
+    new = build(rw, op, name, groups, attrs, types)
+    _replace_with_tokens(rw, op, new, skip=1 if kind == "reduce" else 0)
+    return True
+
+
+def _result_types(op: Operation, tokens: list) -> list[Type]:
+    data = [
+        convert_type(r.type)
+        for r in op.results
+        if not isinstance(convert_type(r.type), MemTokenType)
+    ]
+    return data + [MemTokenType()] * len(tokens)
+
+
+def _replace_with_tokens(rw: PatternRewriter, op: Operation, new: Operation, skip: int = 0) -> None:
+    """Replace ``op``'s results by ``new``'s; a result token with no token operand to mirror
+    becomes a fresh create_mem_token after the access."""
+    values = list(new.results[skip:])
+    if len(values) < len(op.results):
+        rw.set_insertion_point_after(new)
+        tok = rw.create(NV + "create_mem_token", [], [MemTokenType()], {}, op.loc).results[0]
+        values.append(tok)
+    rw.replace_op(op, values[: len(op.results)])
+
+
+# --------------------------------------------------------------------------- part C
+
+
+def mmaf_to_dot(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """mmaf / mmaf_scaled -> dot (tf32 inputs: input_precision = "tf32")."""
+    groups = [[v] for v in op.operands[:3]] + [[v] for v in op.operands[3:5]]
+    groups += [[]] * (5 - len(groups))
+    attrs: dict[str, Attribute] = {}
+    a = op.operands[0].type
+    if isinstance(a, TileType) and getattr(a.element, "name", "") == "tf32":
+        attrs["input_precision"] = StringAttr("tf32")
+    _replace(rw, op, NV + "dot", groups, attrs)
+    return True
+
+
+def mmai_to_dot(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """mmai -> dot {signedness_a, signedness_b}."""
+    attrs = {}
+    for src, dst in (("signedness_lhs", "signedness_a"), ("signedness_rhs", "signedness_b")):
+        attrs[dst] = enum_attr("NvTileAA_Signedness", _kw(op, src) or "signed")
+    groups = [[v] for v in op.operands[:3]] + [[], []]
+    _replace(rw, op, NV + "dot", groups, attrs)
+    return True
+
+
+def reduce_with_region(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """reduce dim -> nv_tileaa.reduce {axis}, the combiner region moved and its block
+    arguments converted (0-d tiles become scalars)."""
+    return _region_op(op, rw, NV + "reduce", {})
+
+
+def scan_with_region(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """scan dim reverse -> nv_tileaa.scan {axis, inclusive, reverse}."""
+    rev = op.attributes.get("reverse")
+    extra = {"inclusive": BoolAttr(True)}
+    if isinstance(rev, UnitAttr) or getattr(rev, "value", False):
+        extra["reverse"] = UnitAttr()
+    return _region_op(op, rw, NV + "scan", extra)
+
+
+def _region_op(op: Operation, rw: PatternRewriter, name: str, extra: dict) -> bool:
+    dim = op.attributes.get("dim")
+    attrs = {"axis": IntegerAttr(getattr(dim, "value", 0), I32), **extra}
+    new = build(rw, op, name, [op.operands], attrs, regions=1)
+    _move_regions(rw, op, new)
+    for block in new.regions[0].blocks:  # (a0, b0, a1, b1) -> (a0, a1, b0, b1)
+        args = block.args
+        block.args = args[0::2] + args[1::2]
+        for i, a in enumerate(block.args):
+            a.index = i
+    rw.replace_op(op, new.results)
+    return True

@@ -1,0 +1,41 @@
+"""The conversion spec: coverage of the cuda_tile roster, group order, rows that resolve."""
+
+from __future__ import annotations
+
+from tilegen.runtime.conversion.declared import ConversionContext, compile_groups, coverage
+from tilegen.runtime.conversion.driver import load_spec, parse_target
+from tilegen.runtime.opdef import all_ops
+
+
+def _ctx() -> ConversionContext:
+    return ConversionContext(load_spec(), 90)
+
+
+def test_every_cuda_tile_op_is_covered():
+    covered, missing = coverage(_ctx())
+    every = {o.name for o in all_ops() if o.dialect == "cuda_tile"}
+    assert not missing
+    assert covered == every
+    assert len([o for o in all_ops() if o.dialect == "cuda_tile" and not o.test_only]) == 108
+
+
+def test_groups_run_in_seed_order_and_compile():
+    groups = compile_groups(_ctx())
+    assert [name for name, _ in groups] == ["part_a", "part_b", "part_c"]
+    part_c = dict(groups)["part_c"]
+    assert set(part_c.patterns) == {
+        "cuda_tile.mmaf",
+        "cuda_tile.mmai",
+        "cuda_tile.mmaf_scaled",
+        "cuda_tile.reduce",
+        "cuda_tile.scan",
+    }
+
+
+def test_targets_parse():
+    assert parse_target("sm_90") == 90
+    assert parse_target("sm_100a") == 100
+    assert parse_target("9.0") == 90
+    assert parse_target("120") == 120
+    for bad in ("", "sm_", "sm_9x", "gfx90a", None):
+        assert parse_target(bad) is None
