@@ -50,7 +50,7 @@ for _p in _PUNCTS:  # longest spellings first for each leading character
 _RE_DIGITS = re.compile(r"[0-9]+")
 #: One match per well-formed token (group name = token kind); anything else takes the slow path.
 _RE_FAST = re.compile(
-    r"(?:[ \t\r\n]+|//[^\n]*)*(?:"
+    r"(?>(?:[ \t\r\n]+|//[^\n]*)*)(?:"  # atomic: no backtracking into whitespace
     r"(?P<bare_identifier>[A-Za-z_][A-Za-z_0-9$.]*)"
     r"|(?P<integer>0x[0-9A-Fa-f]+|[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?)?)"
     r"|(?P<percent_identifier>%[A-Za-z_0-9$.\-]+)"

@@ -35,10 +35,12 @@ from tilegen.runtime.conversion.types import convert_type, convert_types, tile_s
 from tilegen.runtime.ir import Block, Operation, Region, Value
 from tilegen.runtime.opdef import lookup_opdef
 from tilegen.runtime.rewrite import PatternRewriter
+from tilegen.runtime.rewrite.ir_utils import clone_op
 from tilegen.runtime.types import (
     DYNAMIC,
     FloatType,
     FunctionType,
+    GatherScatterViewType,
     IndexType,
     IntegerType,
     MemTokenType,
@@ -347,8 +349,53 @@ _YIELDS_TO_SCF = (
 )
 
 
+def _hoist_tail(rw: PatternRewriter, block: Block) -> None:
+    """Make early ``continue`` structured in ``block`` (which ends in ``continue``): the first
+    result-less ``if`` with a branch ending in ``continue`` takes a copy of the ops after it in
+    each branch that falls through, yields the continue values and the block continues with the
+    if's results (recursively, so later and nested early exits are handled too)."""
+    for i, op in enumerate(block.ops):
+        if op.name != "cuda_tile.if" or op.results:
+            continue
+        ends = [_exit_kind(r.blocks[0]) if r.blocks else None for r in op.regions]
+        if "cuda_tile.continue" not in ends:
+            continue
+        tail = block.ops[i + 1 :]
+        types = [v.type for v in tail[-1].operands]
+        for region in op.regions:
+            if not region.blocks:
+                region.append(Block())
+            b = region.blocks[0]
+            if _exit_kind(b) != "cuda_tile.continue":
+                if b.ops and b.ops[-1].name == "cuda_tile.yield":
+                    rw.erase_op(b.ops[-1])
+                mapping: dict = {}
+                for t in tail:
+                    b.append(clone_op(t, mapping))
+            _hoist_tail(rw, b)
+            end = b.ops[-1]
+            b.ops.remove(end)
+            b.append(Operation("cuda_tile.yield", list(end.operands), [], {}, 0, end.loc))
+            end.drop_all_uses_of_operands()
+        new = Operation("cuda_tile.if", [op.operands[0]], types, {}, 2, op.loc)
+        for old, new_r in zip(op.regions, new.regions):
+            rw.take_region(old, new_r)
+        for t in reversed(tail):
+            rw.erase_op(t)
+        rw.set_insertion_point(op)
+        rw.insert(new)
+        rw.erase_op(op)
+        rw.set_insertion_point_to_end(block)
+        rw.create("cuda_tile.continue", list(new.results), [], {}, new.loc)
+        return
+
+
 def for_to_scf(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
-    """for lb to ub step s iter_values(...) -> scf.for with the body moved over."""
+    """for lb to ub step s iter_values(...) -> scf.for with the body moved over (early
+    ``continue`` made structured first, see :func:`_hoist_tail`)."""
+    body = op.regions[0].blocks[0] if op.regions[0].blocks else None
+    if body is not None and _exit_kind(body) == "cuda_tile.continue":
+        _hoist_tail(rw, body)
     attrs = {"unsignedCmp": UnitAttr()} if "unsignedCmp" in op.attributes else {}
     new = build(rw, op, "scf.for", [op.operands], attrs, regions=1)
     _move_regions(rw, op, new)
@@ -702,15 +749,63 @@ def _view_indices(op: Operation, view_t, rw: PatternRewriter) -> list[Value]:
     return [v for v in out if v is not None]
 
 
+_PADDING = {"zero": 0.0, "neg_zero": -0.0, "nan": float("nan"), "pos_inf": float("inf"),
+            "neg_inf": float("-inf")}
+
+
+def _padding(rw: PatternRewriter, view_t, result_t: Type, loc) -> list[Value]:
+    """The ``other`` operand for a view with a padding value: a splat of it."""
+    kw = getattr(view_t, "padding_value", None)
+    if kw not in _PADDING or not isinstance(result_t, TileType):
+        return []
+    element = result_t.element
+    value = _PADDING[kw] if isinstance(element, FloatType) else 0
+    scalar = _scalar_constant(rw, element, value, loc)
+    return [rw.create(NV + "splat", [scalar], [result_t], {}, loc).results[0]]
+
+
+def _gather_coords(op: Operation, view_t, rw: PatternRewriter) -> list[Value]:
+    """Per-element coordinates of a gather / scatter view access, one full tile per axis: the
+    sparse axis takes the index tile itself, the others ``i * size + range(size)``."""
+    tile = view_t.tile_shape
+    loc = op.loc
+    out = []
+    for axis, (v, n) in enumerate(zip(_group(op, "index"), tile)):
+        vt = convert_type(v.type)
+        el = vt.element if isinstance(vt, TileType) else vt
+        line_t = TileType((n,), el)
+        if axis == view_t.sparse_dim:
+            line = v
+        else:
+            start = _scale(rw, v, n, loc)
+            attrs = {"start": IntegerAttr(0, I32), "end": IntegerAttr(n, I32)}
+            lanes = rw.create(NV + "make_range", [], [line_t], attrs, loc).results[0]
+            base = rw.create(NV + "splat", [start], [line_t], {}, loc).results[0]
+            line = rw.create("arith.addi", [lanes, base], [line_t], {}, loc).results[0]
+        shape = tuple(n if a == axis else 1 for a in range(len(tile)))
+        line = rw.create(NV + "view", [line], [TileType(shape, el)], {}, loc).results[0]
+        if shape != tuple(tile):
+            line = rw.create(NV + "broadcast", [line], [TileType(tuple(tile), el)], {}, loc).results[0]
+        out.append(line)
+    return out
+
+
 def load_view_to_tiled_load(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
-    """load_view_tko view[idx], token -> tiled_load memref[offsets], token {in_bounds, semantics}."""
+    """load_view_tko view[idx], token -> tiled_load memref[offsets], token {in_bounds, semantics}
+    (a gather view: gather_load at per-element coordinates); a padding value becomes ``other``."""
     view = _group(op, "view")[0]
-    name = NV + "tiled_load"
+    gather = isinstance(view.type, GatherScatterViewType)
+    name = NV + ("gather_load" if gather else "tiled_load")
     attrs = _memory_attrs(op, name)
     rw.set_insertion_point(op)
-    idx = _view_indices(op, view.type, rw)
-    attrs["in_bounds"] = _in_bounds(op, len(idx))
-    groups = [[view], idx, [], [], _group(op, "token")]
+    other = _padding(rw, view.type, convert_type(op.results[0].type), op.loc)
+    if gather:
+        idx = _gather_coords(op, view.type, rw)
+        attrs.pop("in_bounds", None)
+    else:
+        idx = _view_indices(op, view.type, rw)
+        attrs["in_bounds"] = _in_bounds(op, len(idx))
+    groups = [[view], idx, [], other, _group(op, "token")]
     new = build(rw, op, name, groups, attrs, _result_types(op, groups[-1]))
     _replace_with_tokens(rw, op, new)
     return True
@@ -719,11 +814,15 @@ def load_view_to_tiled_load(op: Operation, rw: PatternRewriter, ctx: ConversionC
 def store_view_to_tiled_store(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
     """store_view_tko tile, view[idx], token -> tiled_store memref[offsets], tile, token."""
     view = _group(op, "view")[0]
-    name = NV + "tiled_store"
+    gather = isinstance(view.type, GatherScatterViewType)
+    name = NV + ("scatter_store" if gather else "tiled_store")
     attrs = _memory_attrs(op, name)
     rw.set_insertion_point(op)
-    idx = _view_indices(op, view.type, rw)
-    attrs["in_bounds"] = _in_bounds(op, len(idx))
+    if gather:
+        idx = _gather_coords(op, view.type, rw)
+    else:
+        idx = _view_indices(op, view.type, rw)
+        attrs["in_bounds"] = _in_bounds(op, len(idx))
     groups = [[view], _group(op, "tile"), idx, [], _group(op, "token")]
     new = build(rw, op, name, groups, attrs, _result_types(op, groups[-1]))
     _replace_with_tokens(rw, op, new)

@@ -1,4 +1,4 @@
-"""The NumPy reference interpreter: runs any ``cuda_tile`` kernel on the CPU.
+"""The NumPy reference interpreter: runs a ``cuda_tile`` kernel (or its nv_tileaa form) on the CPU.
 
 It is the oracle later stages (lowering, PTX, GPU) are checked against.
 
@@ -16,6 +16,9 @@ It is the oracle later stages (lowering, PTX, GPU) are checked against.
 | ``mma`` | mmaf / mmai / mmaf_scaled with exact input precisions |
 | ``calling`` | cuTile's calling convention: arrays -> (pointer, sizes, strides), scalars |
 | ``api`` | ``load_module``, ``run_module``, ``run_npz``: what ``tilegen run`` uses |
+| ``lowered`` | ``--lower-to nv_tileaa``: convert (runtime/conversion), verify, then run that |
+| ``ops_nv_tileaa`` | hand-written nv_tileaa: memrefs, tiled/pointer memory, atomics, dot, reduce |
+| ``ops_std`` | arith/math ops by the cuda_tile semantics they came from; arith.cmp*, scf |
 
 Public API: ``from tilegen.runtime.interp import run_module, load_module, RunError``.
 """

@@ -237,9 +237,14 @@ def run_npz(
     entry: Optional[str] = None,
     stdout: Optional[TextIO] = None,
     max_ops: Optional[int] = None,
+    lower_to: Optional[str] = None,
+    gpu_name: str = "sm_90",
 ) -> dict[str, np.ndarray]:
     module = load_module(kernel)
     args, npz_grid = load_npz_args(in_npz)
-    result = run_module(module, args, grid or npz_grid or (1, 1, 1), entry, stdout, max_ops)
+    g = grid or npz_grid or (1, 1, 1)
+    result = run_module(
+        module, args, g, entry, stdout, max_ops, lower_to=lower_to, gpu_name=gpu_name
+    )
     np.savez(out_npz, **{f"arg__{k}": v for k, v in result.items()})
     return result

@@ -71,11 +71,6 @@ def _terminator(f: Frame, op):
     return Signal(op.mnemonic, [f.get(v) for v in op.operands])
 
 
-@nv("assume")
-def _assume(f: Frame, op):
-    return [f.get(op.operands[0])]
-
-
 @nv("optimization_barrier")
 def _identity(f: Frame, op):
     return [f.get(v) for v in op.operands]
@@ -145,14 +140,6 @@ def _dim_size(f: Frame, op):
     src = f.get(op.operands[0])
     shape = src.shape if isinstance(src, (TensorView, np.ndarray)) else ()
     return [np.array(shape[attr(op, "dim")], dtype=compute_dtype(op.results[0].type))]
-
-
-@nv("extract_slice")
-def _extract_slice(f: Frame, op):
-    src = np.asarray(f.get(op.operands[0]))
-    offs = [_int(f.get(v)) for v in group(op, "offsets")]
-    sl = tuple(slice(o, o + n) for o, n in zip(offs, attr(op, "sizes")))
-    return [np.array(src[sl])]
 
 
 # --------------------------------------------------------------------------- memory
