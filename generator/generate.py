@@ -137,6 +137,10 @@ def render_all(spec: Spec) -> dict[str, str]:
                 dialect=dialect, **bc_ctx)
     out["__init__.py"] = f'"""{HEADER}"""\n\nDIALECTS = {tuple(dialects)!r}\n'
     out.update(lowerings_files(spec, env))
+    ptx_rows = [row for d in spec.docs("ptx") for row in d["instructions"]]
+    if ptx_rows:
+        out["ptx/__init__.py"] = f'"""{HEADER}"""\n'
+        out["ptx/instructions.py"] = env.get_template("ptx_instructions.py.j2").render(rows=ptx_rows)
     del enums
     return out
 

@@ -314,6 +314,96 @@ def insert_to_select(op: Operation, rw: PatternRewriter, ctx: ConversionContext)
     return True
 
 
+def _width(t: Type) -> int:
+    return t.width if isinstance(t, (IntegerType, FloatType)) else 0
+
+
+def _as_int(rw: PatternRewriter, v: Value, loc) -> Value:
+    """``v`` (a 1-d tile) bitcast to the integer type of its width (unchanged when integer)."""
+    t = convert_type(v.type)
+    if isinstance(t.element, IntegerType):
+        return v
+    it = TileType(t.shape, IntegerType(_width(t.element)))
+    return rw.create(NV + "bitcast", [v], [it], {}, loc).results[0]
+
+
+def pack_bits(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """pack / unpack (same bits, elements of another width; little-endian lanes) -> integer
+    lanes split by shift + trunci and interleaved with cat (wide -> narrow), or extended,
+    shifted and or-ed together (narrow -> wide); then a bitcast to the result element."""
+    src = op.operands[0]
+    s_t, r_t = convert_type(src.type), convert_type(op.results[0].type)
+    if not (isinstance(s_t, TileType) and isinstance(r_t, TileType) and len(s_t.shape) == 1):
+        return False
+    ws, wr = _width(s_t.element), _width(r_t.element)
+    if not ws or not wr or ws * s_t.shape[0] != wr * r_t.shape[0]:
+        return False
+    loc = op.loc
+    rw.set_insertion_point(op)
+    v = _as_int(rw, src, loc)
+    if ws > wr:
+        n, k = s_t.shape[0], ws // wr
+        wide_t, narrow_t = TileType((n,), IntegerType(ws)), TileType((n,), IntegerType(wr))
+        lanes = []
+        for j in range(k):
+            part = v
+            if j:
+                sh = _splat_int(rw, wide_t, j * wr, loc)
+                part = rw.create("arith.shrui", [v, sh], [wide_t], {}, loc).results[0]
+            part = rw.create("arith.trunci", [part], [narrow_t], {}, loc).results[0]
+            col_t = TileType((n, 1), IntegerType(wr))
+            lanes.append(rw.create(NV + "view", [part], [col_t], {}, loc).results[0])
+        grid = _cat_all(rw, lanes, loc)
+        out = rw.create(NV + "view", [grid], [TileType(r_t.shape, IntegerType(wr))], {}, loc)
+    else:
+        n, k = r_t.shape[0], wr // ws
+        grid_t = TileType((n, k), IntegerType(ws))
+        grid = rw.create(NV + "view", [v], [grid_t], {}, loc).results[0]
+        wide_t = TileType((n,), IntegerType(wr))
+        acc: Optional[Value] = None
+        for j in range(k):
+            off = [_scalar_constant(rw, I32, 0, loc), _scalar_constant(rw, I32, j, loc)]
+            col_t = TileType((n, 1), IntegerType(ws))
+            attrs = {"sizes": _i32_array((n, 1))}
+            col = rw.create(NV + "extract_slice", [grid] + off, [col_t], attrs, loc).results[0]
+            col = rw.create(NV + "view", [col], [TileType((n,), IntegerType(ws))], {}, loc)
+            part = rw.create("arith.extui", [col.results[0]], [wide_t], {}, loc).results[0]
+            if j:
+                sh = _splat_int(rw, wide_t, j * ws, loc)
+                part = rw.create("arith.shli", [part, sh], [wide_t], {}, loc).results[0]
+            acc = (
+                part
+                if acc is None
+                else rw.create("arith.ori", [acc, part], [wide_t], {}, loc).results[0]
+            )
+        out = acc.owner
+    value = out.results[0]
+    if value.type != r_t:
+        value = rw.create(NV + "bitcast", [value], [r_t], {}, loc).results[0]
+    rw.replace_op(op, [value])
+    return True
+
+
+def _splat_int(rw: PatternRewriter, t: TileType, value: int, loc) -> Value:
+    scalar = _scalar_constant(rw, t.element, value, loc)
+    return rw.create(NV + "splat", [scalar], [t], {}, loc).results[0]
+
+
+def _cat_all(rw: PatternRewriter, cols: list[Value], loc) -> Value:
+    """Concatenate ``cols`` (n x 1 each) along dim 1, pairwise (tile sizes stay powers of 2)."""
+    while len(cols) > 1:
+        nxt = []
+        for a, b in zip(cols[0::2], cols[1::2]):
+            t = a.type
+            shape = (t.shape[0], t.shape[1] * 2)
+            attrs = {"dim": IntegerAttr(1, I32)}
+            nxt.append(
+                rw.create(NV + "cat", [a, b], [TileType(shape, t.element)], attrs, loc).results[0]
+            )
+        cols = nxt
+    return cols[0]
+
+
 # --------------------------------------------------------------------------- grid
 
 
@@ -749,8 +839,13 @@ def _view_indices(op: Operation, view_t, rw: PatternRewriter) -> list[Value]:
     return [v for v in out if v is not None]
 
 
-_PADDING = {"zero": 0.0, "neg_zero": -0.0, "nan": float("nan"), "pos_inf": float("inf"),
-            "neg_inf": float("-inf")}
+_PADDING = {
+    "zero": 0.0,
+    "neg_zero": -0.0,
+    "nan": float("nan"),
+    "pos_inf": float("inf"),
+    "neg_inf": float("-inf"),
+}
 
 
 def _padding(rw: PatternRewriter, view_t, result_t: Type, loc) -> list[Value]:
@@ -785,7 +880,9 @@ def _gather_coords(op: Operation, view_t, rw: PatternRewriter) -> list[Value]:
         shape = tuple(n if a == axis else 1 for a in range(len(tile)))
         line = rw.create(NV + "view", [line], [TileType(shape, el)], {}, loc).results[0]
         if shape != tuple(tile):
-            line = rw.create(NV + "broadcast", [line], [TileType(tuple(tile), el)], {}, loc).results[0]
+            line = rw.create(
+                NV + "broadcast", [line], [TileType(tuple(tile), el)], {}, loc
+            ).results[0]
         out.append(line)
     return out
 

@@ -1,0 +1,365 @@
+"""Parser for the PTX subset tileiras emits: module directives, `.entry` kernels, declarations,
+labels and (predicated) instructions. Errors are `PtxSyntaxError` located at `line:col`."""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+
+class PtxSyntaxError(Exception):
+    """A located PTX syntax error."""
+
+    def __init__(self, msg: str, line: int, col: int = 1, file: str = "<ptx>") -> None:
+        super().__init__(f"{file}:{line}:{col}: error: {msg}")
+        self.line, self.col = line, col
+
+
+@dataclass(frozen=True)
+class Reg:
+    name: str
+
+
+@dataclass(frozen=True)
+class Imm:
+    value: int | float
+    is_float: bool = False
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A symbol (variable, param or label) used as a value."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Vec:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Addr:
+    base: Reg | Sym | None
+    offset: int = 0
+    extra: tuple = ()  # further bracketed operands (tensor coordinates of TMA copies)
+
+
+@dataclass
+class Instr:
+    opcode: str
+    operands: list
+    pred: tuple[str, bool] | None  # (predicate register, negated)
+    line: int
+
+    @property
+    def parts(self) -> list[str]:
+        return self.opcode.split(".")
+
+
+@dataclass
+class Var:
+    """A `.shared`/`.global`/`.local`/`.param` variable: state space, element type, size in bytes."""
+
+    name: str
+    space: str
+    type: str
+    size: int
+    align: int
+
+
+@dataclass
+class Entry:
+    name: str
+    params: list[Var]
+    regs: dict[str, str] = field(default_factory=dict)  # register name (or prefix) -> type
+    shared: list[Var] = field(default_factory=list)
+    local: list[Var] = field(default_factory=list)
+    body: list[Instr] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)
+    directives: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class Module:
+    version: str = ""
+    target: str = ""
+    address_size: int = 64
+    globals: list[Var] = field(default_factory=list)
+    entries: dict[str, Entry] = field(default_factory=dict)
+
+
+_TOKEN = re.compile(
+    r"\s+|//[^\n]*|/\*.*?\*/"
+    r'|(?P<str>"[^"\n]*")'
+    r"|(?P<hexf>0[fFdD][0-9a-fA-F]+)"
+    r"|(?P<num>-?(?:0[xX][0-9a-fA-F]+|\d+\.\d*(?:[eE][-+]?\d+)?|\d+)U?)"
+    r"|(?P<id>[%$.A-Za-z_][\w$.:]*)"
+    r"|(?P<punct>[{}()\[\],;:<>@!+\-|=])",
+    re.S,
+)
+_SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
+
+
+@dataclass
+class _Tok:
+    kind: str
+    text: str
+    line: int
+    col: int
+
+
+def _lex(text: str, file: str) -> list[_Tok]:
+    toks, pos, line, lstart = [], 0, 1, 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            raise PtxSyntaxError(f"unexpected character {text[pos]!r}", line, pos - lstart + 1, file)
+        if m.lastgroup:
+            toks.append(_Tok(m.lastgroup, m.group(), line, pos - lstart + 1))
+        chunk = m.group()
+        if "\n" in chunk:
+            line += chunk.count("\n")
+            lstart = pos + chunk.rfind("\n") + 1
+        pos = m.end()
+    return toks
+
+
+class _Parser:
+    def __init__(self, text: str, file: str) -> None:
+        self.toks, self.i, self.file = _lex(text, file), 0, file
+
+    def err(self, msg: str, tok: _Tok | None = None) -> PtxSyntaxError:
+        tok = tok or self.peek() or (self.toks[-1] if self.toks else _Tok("", "", 1, 1))
+        return PtxSyntaxError(msg, tok.line, tok.col, self.file)
+
+    def peek(self, k: int = 0) -> _Tok | None:
+        return self.toks[self.i + k] if self.i + k < len(self.toks) else None
+
+    def next(self) -> _Tok:
+        tok = self.peek()
+        if tok is None:
+            raise self.err("unexpected end of input")
+        self.i += 1
+        return tok
+
+    def expect(self, text: str) -> _Tok:
+        tok = self.next()
+        if tok.text != text:
+            raise self.err(f"expected {text!r}, got {tok.text!r}", tok)
+        return tok
+
+    def accept(self, text: str) -> bool:
+        tok = self.peek()
+        if tok is not None and tok.text == text:
+            self.i += 1
+            return True
+        return False
+
+    def int_tok(self) -> int:
+        tok = self.next()
+        if tok.kind != "num":
+            raise self.err(f"expected an integer, got {tok.text!r}", tok)
+        return int(tok.text.rstrip("U"), 0)
+
+    # -- module level ------------------------------------------------------------------------
+    def module(self) -> Module:
+        mod = Module()
+        while (tok := self.peek()) is not None:
+            t = tok.text
+            if t == ".version":
+                self.next()
+                mod.version = self.next().text
+            elif t == ".target":
+                self.next()
+                mod.target = self.next().text
+                while self.accept(","):
+                    self.next()
+            elif t == ".address_size":
+                self.next()
+                mod.address_size = self.int_tok()
+            elif t in (".visible", ".extern", ".weak", ".entry", ".func", ".global", ".const"):
+                self.toplevel(mod)
+            else:
+                raise self.err(f"unexpected {t!r} at module level", tok)
+        return mod
+
+    def toplevel(self, mod: Module) -> None:
+        linkage = []
+        while self.peek() and self.peek().text in (".visible", ".extern", ".weak"):
+            linkage.append(self.next().text)
+        tok = self.peek()
+        if tok.text == ".entry":
+            self.next()
+            entry = self.entry()
+            mod.entries[entry.name] = entry
+        elif tok.text == ".func":
+            self.skip_func()
+        elif tok.text in (".global", ".const"):
+            mod.globals.append(self.var_decl())
+        else:
+            raise self.err(f"unexpected {tok.text!r} after linkage", tok)
+
+    def skip_func(self) -> None:
+        """`.func` declarations/definitions (e.g. vprintf) are kept out of the entry's body."""
+        self.next()
+        depth = 0
+        while True:
+            tok = self.next()
+            if tok.text == "{":
+                depth += 1
+            elif tok.text == "}":
+                depth -= 1
+                if depth == 0:
+                    return
+            elif tok.text == ";" and depth == 0:
+                return
+
+    def var_decl(self) -> Var:
+        """`.space [.align N] [.ptr ...] .type name[N]` with optional initializer skipped."""
+        space = self.next().text.lstrip(".")
+        align, vtype = 0, ""
+        while (tok := self.peek()) is not None and tok.kind == "id" and tok.text.startswith("."):
+            self.next()
+            if tok.text == ".align":
+                align = self.int_tok()
+            elif tok.text in (".ptr", ".global", ".shared", ".const", ".local"):
+                continue
+            else:
+                vtype = tok.text.lstrip(".")
+        name_tok = self.next()
+        if name_tok.kind != "id":
+            raise self.err(f"expected a variable name, got {name_tok.text!r}", name_tok)
+        count = 1
+        if self.accept("["):
+            count = self.int_tok()
+            self.expect("]")
+        if self.accept("="):
+            while self.peek() and self.peek().text != ";":
+                self.next()
+        self.accept(";")
+        size = _SIZES.get(re.sub(r"\D", "", vtype) or "8", 1) if vtype != "pred" else 1
+        return Var(name_tok.text, space, vtype, size * count, align or size)
+
+    def entry(self) -> Entry:
+        name = self.next()
+        if name.kind != "id":
+            raise self.err(f"expected an entry name, got {name.text!r}", name)
+        self.expect("(")
+        params = []
+        while not self.accept(")"):
+            self.accept(".hidden")
+            if self.peek().text != ".param":
+                raise self.err(f"expected '.param', got {self.peek().text!r}")
+            params.append(self.var_decl())
+            self.accept(",")
+        entry = Entry(name.text, params)
+        while self.peek() and self.peek().text.startswith(".") and self.peek().text != "{":
+            d = self.next().text
+            vals = [self.int_tok()]
+            while self.accept(","):
+                vals.append(self.int_tok())
+            entry.directives[d.lstrip(".")] = vals
+        self.expect("{")
+        self.body(entry)
+        return entry
+
+    # -- body ------------------------------------------------------------------------------------
+    def body(self, entry: Entry) -> None:
+        depth = 1
+        while True:
+            tok = self.next()
+            t = tok.text
+            if t == "}":
+                depth -= 1
+                if depth == 0:
+                    return
+            elif t == "{":
+                depth += 1  # nested scopes (e.g. call sequences) share the register namespace
+            elif t == ".reg":
+                rtype = self.next().text.lstrip(".")
+                while True:
+                    rname = self.next().text
+                    if self.accept("<"):
+                        self.int_tok()
+                        self.expect(">")
+                    entry.regs[rname] = rtype
+                    if not self.accept(","):
+                        break
+                self.expect(";")
+            elif t in (".shared", ".local", ".param"):
+                self.i -= 1
+                var = self.var_decl()
+                (entry.shared if t == ".shared" else entry.local).append(var)
+            elif tok.kind == "id" and t.endswith(":") and not t.startswith("."):
+                entry.labels[t[:-1]] = len(entry.body)
+            elif t == ".pragma":
+                while self.next().text != ";":
+                    pass
+            elif t == "@":
+                neg = self.accept("!")
+                preg = self.next()
+                entry.body.append(self.instr(self.next(), (preg.text, neg)))
+            elif tok.kind == "id":
+                entry.body.append(self.instr(tok, None))
+            else:
+                raise self.err(f"unexpected {t!r} in entry body", tok)
+
+    def instr(self, op: _Tok, pred) -> Instr:
+        if op.kind != "id" or op.text.startswith("%"):
+            raise self.err(f"expected an opcode, got {op.text!r}", op)
+        operands = []
+        if not self.accept(";"):
+            while True:
+                operands.append(self.operand())
+                if self.accept(";"):
+                    break
+                if not self.accept(",") and not self.accept("|"):
+                    raise self.err(f"expected ',' or ';' after operand, got {self.peek().text!r}")
+        return Instr(op.text, operands, pred, op.line)
+
+    def operand(self):
+        tok = self.next()
+        t = tok.text
+        if t in "{(" and tok.kind == "punct":
+            items = [self.operand()]
+            while self.accept(","):
+                items.append(self.operand())
+            self.expect("}" if t == "{" else ")")
+            return Vec(tuple(items))
+        if t == "[":
+            base, off = None, 0
+            tok2 = self.peek()
+            if tok2.kind == "id":
+                self.next()
+                base = Reg(tok2.text) if tok2.text.startswith("%") else Sym(tok2.text)
+                if self.accept("+"):
+                    off = self.int_tok()
+                elif self.peek().kind == "num" and self.peek().text.startswith("-"):
+                    off = self.int_tok()
+            else:
+                off = self.int_tok()
+            extra = []
+            while self.accept(","):
+                extra.append(self.operand())
+            self.expect("]")
+            return Addr(base, off, tuple(extra))
+        if t == "-" and self.peek() is not None and self.peek().kind == "id":
+            raise self.err("negated register operands are not supported", tok)
+        if tok.kind == "hexf":
+            bits = int(t[2:], 16)
+            if t[1] in "fF":
+                return Imm(struct.unpack("<f", struct.pack("<I", bits))[0], True)
+            return Imm(struct.unpack("<d", struct.pack("<Q", bits))[0], True)
+        if tok.kind == "num":
+            s = t.rstrip("U")
+            return Imm(float(s), True) if "." in s else Imm(int(s, 0))
+        if tok.kind == "id":
+            return Reg(t) if t.startswith("%") else Sym(t)
+        raise self.err(f"unexpected {t!r} as an operand", tok)
+
+
+def parse_ptx(text: str, file: str = "<ptx>") -> Module:
+    """Parse PTX text into a `Module`; raises `PtxSyntaxError` on malformed input."""
+    return _Parser(text, file).module()

@@ -1,0 +1,83 @@
+"""Register values: every register is a uint64 NumPy array across lanes holding raw bits;
+instructions view them as PTX types."""
+
+from __future__ import annotations
+
+import numpy as np
+
+WIDTH = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16,
+         "bf16": 16, "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64,
+         "f64": 64, "f16x2": 32, "bf16x2": 32}
+_INT = {8: (np.uint8, np.int8), 16: (np.uint16, np.int16), 32: (np.uint32, np.int32),
+        64: (np.uint64, np.int64)}
+WIDE = {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64", "s64": "s64", "u64": "u64"}
+
+
+def np_dtype(t: str):
+    if t == "f32":
+        return np.float32
+    if t == "f64":
+        return np.float64
+    if t == "f16":
+        return np.float16
+    if t == "pred":
+        return np.bool_
+    if t == "bf16":
+        return np.float32
+    return _INT[WIDTH[t]][1 if t[0] == "s" else 0]
+
+
+def from_bits(bits: np.ndarray, t: str) -> np.ndarray:
+    """Raw uint64 bits -> values of PTX type `t` (bf16 is widened to float32)."""
+    w = WIDTH[t]
+    if t == "pred":
+        return bits != 0
+    if t == "f64":
+        return bits.view(np.float64)
+    if t == "f32":
+        return (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+    if t == "f16":
+        return (bits & np.uint64(0xFFFF)).astype(np.uint16).view(np.float16)
+    if t == "bf16":
+        return ((bits & np.uint64(0xFFFF)).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    u = bits.astype(_INT[w][0]) if w < 64 else bits
+    return u.view(_INT[w][1]) if t[0] == "s" else u
+
+
+def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even float32 -> bf16 bits (NaN kept quiet)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    r = (u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)
+    nan = np.isnan(np.asarray(x, np.float32))
+    return np.where(nan, np.uint64(0x7FC0), r & np.uint64(0xFFFF))
+
+
+def to_bits(vals, t: str, n: int) -> np.ndarray:
+    """Values -> zero-extended uint64 bits of PTX type `t`."""
+    w = WIDTH[t]
+    a = np.broadcast_to(np.asarray(vals), (n,))
+    if t == "pred":
+        return a.astype(bool).astype(np.uint64)
+    if t == "bf16":
+        return f32_to_bf16_bits(a.astype(np.float32))
+    if t in ("f16", "f32", "f64"):
+        with np.errstate(all="ignore"):
+            f = a.astype(np_dtype(t))
+        return f.view(_INT[w][0]).astype(np.uint64)
+    if a.dtype.kind == "f":
+        a = a.astype(np.int64)
+    if a.dtype == object:
+        a = np.array([int(v) & ((1 << w) - 1) for v in a], dtype=np.uint64)
+    return a.astype(_INT[w][1] if a.dtype.kind == "i" else _INT[w][0]).view(
+        _INT[w][0]).astype(np.uint64)
+
+
+def imm_values(value, t: str, n: int) -> np.ndarray:
+    """An immediate as an array of type `t` (integers wrap to the type's width)."""
+    if t in ("f16", "f32", "f64", "bf16"):
+        return np.full(n, float(value), dtype=np_dtype(t))
+    if t == "pred":
+        return np.full(n, bool(value))
+    w = WIDTH[t]
+    bits = np.full(n, int(value) & ((1 << w) - 1), dtype=np.uint64)
+    return from_bits(bits, t)
