@@ -87,3 +87,13 @@ def test_compile_command(tmp_path: Path, capsys):
     assert "entry @k" in capsys.readouterr().out
     assert main(["compile", str(src), "--gpu-name=sm_x"]) == 1
     assert "invalid or missing --compute-capability option" in capsys.readouterr().err
+
+
+def test_module_target_short_circuits_the_option():
+    text = KERNEL.replace("{tt.num_warps = 8 : i32}", "{nv_tileaa.target_spec = \"sm_100\"}")
+    out = convert_module(parse_module(text, "k.mlir"), None)
+    func = next(op for op in out.walk() if op.name == "nv_tileaa.func")
+    assert func.attributes["nv_tileaa.kernel_spec"].as_dict()["compute_capability"].value == 100
+    assert func.attributes["nv_tileaa.kernel_spec"].as_dict()["num_warps"].value == 4
+    with pytest.raises(ConversionError):
+        convert_module(parse_module(text, "k.mlir"), "sm_9x")

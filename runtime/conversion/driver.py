@@ -87,10 +87,11 @@ def convert_module(
     ``builtin.module``; raises :class:`ConversionError`."""
     spec = load_spec(spec_name)
     root = wrap_module(module)
-    cc = parse_target(compute_capability) if compute_capability is not None else None
-    if cc is None:
-        cc = module_target(root)
-    if cc is None:
+    option = parse_target(compute_capability) if compute_capability is not None else None
+    # seed 002: a module that names its target short-circuits the option; a malformed option
+    # is an error either way
+    cc = module_target(root) or option
+    if cc is None or (compute_capability is not None and option is None):
         raise ConversionError([Diagnostic("error", spec["diagnostics"]["bad_target"], root.loc)])
     root.attributes.setdefault(CC_ATTR, IntegerAttr(cc, IntegerType(32)))
     ctx = ConversionContext(spec, cc)

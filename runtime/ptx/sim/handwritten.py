@@ -1,0 +1,291 @@
+"""Instructions that cannot be declared as expressions: data movement, conversions, control
+flow, barriers, shuffles, votes and atomics (rows with `handwritten: true` in spec/ptx)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from runtime.ptx.parser import Addr, Imm, Instr, Reg, Sym, Vec
+from runtime.ptx.sim.memory import LOCAL_WINDOW, SHARED_WINDOW
+from runtime.ptx.sim.values import WIDTH, f32_to_bf16_bits, from_bits, to_bits
+
+if TYPE_CHECKING:
+    from runtime.ptx.sim.cta import CtaState
+
+_SPACES = ("param", "global", "shared", "local", "const")
+
+
+def _err(msg: str) -> Exception:
+    from runtime.ptx.sim.cta import PtxSimError
+
+    return PtxSimError(msg)
+
+
+def _vtype(parts: list[str]) -> tuple[str, int, str | None]:
+    """(element type, vector length, state space) of an ld/st/atom opcode."""
+    vec = next((int(p[1:]) for p in parts if p in ("v2", "v4", "v8")), 1)
+    space = next((p.split("::")[0] for p in parts if p.split("::")[0] in _SPACES), None)
+    return parts[-1], vec, space
+
+
+def _address(st: "CtaState", op: Addr, mask: np.ndarray) -> np.ndarray:
+    base = np.zeros(st.n, np.uint64) if op.base is None else st.bits(op.base)
+    return (base.astype(np.int64) + op.offset)[mask]
+
+
+def _memory(st: "CtaState", space: str | None, addrs: np.ndarray, mask: np.ndarray):
+    """(memory, addresses) for an access; generic addresses are resolved by window."""
+    if space is None:
+        if addrs.size and addrs.min() >= LOCAL_WINDOW:
+            space, addrs = "local", addrs - LOCAL_WINDOW
+        elif addrs.size and addrs.min() >= SHARED_WINDOW:
+            space, addrs = "shared", addrs - SHARED_WINDOW
+        else:
+            space = "global"
+    if space == "global":
+        return st.heap, addrs
+    if space == "shared":
+        return st.shared, addrs
+    if space == "local":
+        return st.local, addrs + np.nonzero(mask)[0] * st.local_size
+    raise _err(f"state space {space!r} is not supported for this access")
+
+
+def _param_load(st: "CtaState", op: Addr, width: int) -> int:
+    name = op.base.name if isinstance(op.base, Sym) else None
+    if name not in st.params:
+        raise _err(f"unknown kernel parameter {name!r}")
+    raw = st.params[name][1][op.offset : op.offset + width]
+    return int.from_bytes(raw.ljust(width, b"\0"), "little")
+
+
+def _regs(op) -> list:
+    return list(op.items) if isinstance(op, Vec) else [op]
+
+
+def do_ld(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    t, vec, space = _vtype(ins.parts)
+    width = WIDTH[t] // 8
+    dests, addr = _regs(ins.operands[0]), ins.operands[1]
+    for i, d in enumerate(dests):
+        if space == "param":
+            bits = np.full(st.n, _param_load(st, Addr(addr.base, addr.offset + i * width), width),
+                           np.uint64)
+        else:
+            mem, a = _memory(st, space, _address(st, addr, mask) + i * width, mask)
+            bits = np.zeros(st.n, np.uint64)
+            bits[mask] = mem.load(a, width)
+        if t[0] == "s" and isinstance(d, Reg):  # sign-extend into a wider register
+            bits = to_bits(from_bits(bits, t).astype(np.int64), "s64", st.n)
+        st.write_bits(d, bits, mask)
+
+
+def do_st(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    t, vec, space = _vtype(ins.parts)
+    width = WIDTH[t] // 8
+    addr, srcs = ins.operands[0], _regs(ins.operands[1])
+    for i, s in enumerate(srcs):
+        mem, a = _memory(st, space, _address(st, addr, mask) + i * width, mask)
+        mem.store(a, width, st.bits(s, t)[mask] & np.uint64((1 << (8 * width)) - 1))
+
+
+def do_mov(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    t = ins.parts[-1]
+    d, a = ins.operands[0], ins.operands[1]
+    if isinstance(d, Vec):  # unpack: mov.b64 {lo, hi}, %rd
+        w = WIDTH[t] // len(d.items)
+        src = st.bits(a, t)
+        for i, r in enumerate(d.items):
+            st.write_bits(r, (src >> np.uint64(i * w)) & np.uint64((1 << w) - 1), mask)
+        return
+    if isinstance(a, Vec):  # pack: first item in the low bits
+        w = WIDTH[t] // len(a.items)
+        out = np.zeros(st.n, np.uint64)
+        for i, r in enumerate(a.items):
+            out |= (st.bits(r, f"b{w}") & np.uint64((1 << w) - 1)) << np.uint64(i * w)
+        st.write_bits(d, out, mask)
+        return
+    if isinstance(a, Imm):
+        st.write(d, st.read(a, t), t, mask)
+        return
+    st.write_bits(d, st.bits(a, t), mask)
+
+
+def do_cvta(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    to = "to" in ins.parts
+    space = next(p for p in ins.parts if p in _SPACES)
+    win = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
+    src = st.bits(ins.operands[1]).astype(np.int64)
+    st.write_bits(ins.operands[0], (src - win if to else src + win).astype(np.uint64), mask)
+
+
+_ROUND_INT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+
+
+def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    parts = ins.parts
+    dt, at = parts[-2], parts[-1]
+    mods = set(parts[1:-2])
+    if dt in ("f16x2", "bf16x2"):  # d = {cvt(a) in the high half, cvt(b) in the low half}
+        hi, lo = (st.read(op, at).astype(np.float32) for op in ins.operands[1:3])
+        conv = (lambda x: to_bits(x, "f16", st.n)) if dt == "f16x2" else f32_to_bf16_bits
+        if "relu" in mods:
+            hi, lo = np.maximum(hi, 0), np.maximum(lo, 0)
+        st.write_bits(ins.operands[0], (conv(hi) << np.uint64(16)) | conv(lo), mask)
+        return
+    x = st.read(ins.operands[1], at)
+    rnd = next((m for m in mods if m in _ROUND_INT), None)
+    with np.errstate(all="ignore"):
+        if dt[0] == "f" or dt == "bf16":
+            if x.dtype.kind == "f":
+                x = x.astype(np.float64) if rnd else x
+                if rnd:
+                    x = _ROUND_INT[rnd](x)
+            out = x.astype(np.float64)
+            if "sat" in mods:
+                out = np.where(np.isnan(out), 0.0, np.clip(out, 0.0, 1.0))
+            if "ftz" in mods and dt == "f32":
+                out = np.where(np.abs(out) < np.finfo(np.float32).tiny, 0.0 * out, out)
+            st.write(ins.operands[0], out, dt, mask)
+            return
+        lo, hi = _int_range(dt)
+        if x.dtype.kind == "f":
+            v = _ROUND_INT[rnd or "rzi"](x.astype(np.float64))
+            v = np.where(np.isnan(v), 0, np.clip(v, lo, hi))
+            vals = np.array([int(e) for e in v], dtype=object)
+        else:
+            vals = x.astype(np.int64) if x.dtype.kind == "i" else x.astype(np.uint64)
+            if "sat" in mods:
+                vals = np.array([min(max(int(e), lo), hi) for e in vals], dtype=object)
+        if dt[0] == "s" and WIDTH[dt] < 64:  # sign-extend the result into the register
+            bits = to_bits(vals, dt, st.n)
+            st.write_bits(ins.operands[0], to_bits(from_bits(bits, dt).astype(np.int64),
+                                                   "s64", st.n), mask)
+            return
+        st.write(ins.operands[0], vals, dt, mask)
+
+
+def _int_range(t: str) -> tuple[int, int]:
+    w = WIDTH[t]
+    return (-(1 << (w - 1)), (1 << (w - 1)) - 1) if t[0] == "s" else (0, (1 << w) - 1)
+
+
+def do_bra(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray) -> None:
+    target = ins.operands[0]
+    if not isinstance(target, Sym) or target.name not in st.entry.labels:
+        raise _err(f"unknown branch target {target!r}")
+    pc[mask] = st.entry.labels[target.name]
+
+
+def do_shfl(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    mode = next(p for p in ins.parts if p in ("up", "down", "bfly", "idx"))
+    ops = ins.operands
+    dp = ops[1] if len(ops) == 6 else None  # d|p form
+    a, b, c = (ops[2:5] if dp is not None else ops[1:4])
+    src = st.bits(a, "b32")
+    bval = st.read(b, "u32").astype(np.int64) & 31
+    cval = st.read(c, "u32").astype(np.int64)
+    lane = np.arange(st.n) % 32
+    seg = (cval >> 8) & 31
+    max_lane = (lane & seg) | (cval & 31 & ~seg)
+    min_lane = lane & seg
+    if mode == "up":
+        j = lane - bval
+        ok = j >= max_lane
+    elif mode == "down":
+        j, ok = lane + bval, None
+    elif mode == "bfly":
+        j, ok = lane ^ bval, None
+    else:
+        j, ok = min_lane | (bval & ~seg), None
+    if ok is None:
+        ok = j <= max_lane
+    j = np.where(ok, j, lane)
+    warp_base = np.arange(st.n) - lane
+    idx = np.minimum(warp_base + j, st.n - 1)
+    st.write_bits(ops[0], src[idx], mask)
+    if dp is not None:
+        st.write_bits(dp, ok.astype(np.uint64), mask)
+
+
+def do_vote(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    mode = next(p for p in ins.parts if p in ("all", "any", "uni", "ballot"))
+    p = st.read(ins.operands[1], "pred") & mask
+    if ins.operands[1] == Reg("!"):
+        raise _err("negated vote predicate is not supported")
+    warps = np.arange(st.n) // 32
+    out = np.zeros(st.n, np.uint64)
+    for w in np.unique(warps[mask]):
+        sel = (warps == w) & mask
+        lanes = np.nonzero(sel)[0] % 32
+        if mode == "ballot":
+            out[warps == w] = sum(1 << int(l) for l, v in zip(lanes, p[sel]) if v)
+        elif mode == "any":
+            out[warps == w] = int(p[sel].any())
+        elif mode == "all":
+            out[warps == w] = int(p[sel].all())
+        else:
+            out[warps == w] = int(p[sel].all() or not p[sel].any())
+    st.write_bits(ins.operands[0], out, mask)
+
+
+_ATOM = {
+    "add": lambda o, b, c: o + b, "min": lambda o, b, c: min(o, b), "max": lambda o, b, c: max(o, b),
+    "and": lambda o, b, c: o & b, "or": lambda o, b, c: o | b, "xor": lambda o, b, c: o ^ b,
+    "exch": lambda o, b, c: b, "cas": lambda o, b, c: c if o == b else o,
+    "inc": lambda o, b, c: 0 if o >= b else o + 1,
+}
+
+
+def do_atom(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    parts = ins.parts
+    t = parts[-1]
+    space = next((p.split("::")[0] for p in parts if p.split("::")[0] in _SPACES), None)
+    op = next(p for p in parts[1:-1] if p in _ATOM)
+    d, addr = ins.operands[0], ins.operands[1]
+    bvals = st.read(ins.operands[2], t)
+    cvals = st.read(ins.operands[3], t) if len(ins.operands) > 3 else bvals
+    width = WIDTH[t] // 8
+    lanes = np.nonzero(mask)[0]
+    mem, addrs = _memory(st, space, _address(st, addr, mask), mask)
+    old_out = np.zeros(st.n, np.uint64)
+    for k, lane in enumerate(lanes):  # lane order is one valid serialisation
+        a = addrs[k : k + 1]
+        old_bits = mem.load(a, width)
+        old = from_bits(old_bits, t)[0]
+        new = _ATOM[op](old, bvals[lane], cvals[lane])
+        mem.store(a, width, to_bits(np.array([new], dtype=old.dtype), t, 1))
+        old_out[lane] = old_bits[0]
+    if isinstance(d, Reg):
+        st.write_bits(d, old_out, mask)
+
+
+_NOOPS = ("fence", "membar", "griddepcontrol", "prefetch", "setmaxnreg", "pmevent")
+
+
+def execute(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
+    """Run a hand-written instruction; returns 'exit', 'barrier', 'trap' or None."""
+    op = ins.parts[0]
+    if op in ("ret", "exit"):
+        return "exit"
+    if op == "trap":
+        return "trap"
+    if op in ("bar", "barrier"):
+        if "warp" in ins.parts:
+            return None
+        if "arrive" in ins.parts:
+            raise _err("bar.arrive (producer/consumer barriers) is not supported")
+        return "barrier"
+    if op == "bra":
+        do_bra(st, ins, mask, pc)
+        return None
+    if op in _NOOPS:
+        return None
+    handler = {"ld": do_ld, "st": do_st, "mov": do_mov, "cvta": do_cvta, "cvt": do_cvt,
+               "shfl": do_shfl, "vote": do_vote, "atom": do_atom}.get(op)
+    if handler is None:
+        raise _err(f"unsupported instruction {ins.opcode!r}")
+    handler(st, ins, mask)
+    return None

@@ -1,0 +1,68 @@
+"""Flat byte-addressed memories: the global heap (shared by all CTAs), per-CTA shared memory
+and per-thread local memory. Generic addresses put shared/local in windows above the heap."""
+
+from __future__ import annotations
+
+import numpy as np
+
+HEAP_BASE = 0x1000_0000
+SHARED_WINDOW = 0x7E00_0000_0000
+LOCAL_WINDOW = 0x7F00_0000_0000
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+class MemoryFault(Exception):
+    """An out-of-bounds or misaligned access."""
+
+
+class Flat:
+    """A byte array addressed from `base`; loads/stores gather across lanes."""
+
+    def __init__(self, size: int, base: int = 0, name: str = "global") -> None:
+        self.data = np.zeros(max(size, 8), np.uint8)
+        self.base, self.name = base, name
+
+    def _index(self, addrs: np.ndarray, width: int) -> np.ndarray:
+        off = addrs.astype(np.int64) - self.base
+        if off.size and (off.min() < 0 or off.max() + width > self.data.size):
+            bad = int(addrs[(off < 0) | (off + width > self.data.size)][0])
+            raise MemoryFault(f"{self.name} access of {width} bytes at 0x{bad:x} is out of bounds")
+        if off.size and np.any(off % width):
+            bad = int(addrs[off % width != 0][0])
+            raise MemoryFault(f"{self.name} access of {width} bytes at 0x{bad:x} is misaligned")
+        return off[:, None] + np.arange(width)
+
+    def load(self, addrs: np.ndarray, width: int) -> np.ndarray:
+        """uint64 bits of `width`-byte little-endian values at `addrs`."""
+        raw = self.data[self._index(addrs, width)]
+        return np.ascontiguousarray(raw).view(_UINT[width]).reshape(-1).astype(np.uint64)
+
+    def store(self, addrs: np.ndarray, width: int, bits: np.ndarray) -> None:
+        idx = self._index(addrs, width)
+        vals = bits.astype(_UINT[width]).view(np.uint8).reshape(-1, width)
+        for i in range(len(addrs)):  # in lane order, so later lanes win like one serialisation
+            self.data[idx[i]] = vals[i]
+
+
+class Heap(Flat):
+    """Global memory: a bump allocator over a growing byte array."""
+
+    def __init__(self) -> None:
+        super().__init__(0, HEAP_BASE)
+        self.top = 0
+
+    def alloc(self, nbytes: int, align: int = 256) -> int:
+        self.top = (self.top + align - 1) // align * align
+        addr = self.base + self.top
+        self.top += max(nbytes, 1)
+        if self.top > self.data.size:
+            grown = np.zeros(max(self.top, 2 * self.data.size), np.uint8)
+            grown[: self.data.size] = self.data
+            self.data = grown
+        return addr
+
+    def write(self, addr: int, raw: bytes) -> None:
+        self.data[addr - self.base : addr - self.base + len(raw)] = np.frombuffer(raw, np.uint8)
+
+    def read(self, addr: int, nbytes: int) -> bytes:
+        return self.data[addr - self.base : addr - self.base + nbytes].tobytes()
