@@ -232,8 +232,11 @@ cuda_tile.module @kernels {
 
 def test_debuginfo_aliases():
     out = print_module(parse_module(DEBUG, "d.mlir"), debuginfo=True)
-    head = out[: out.index("module {")]
-    assert head.splitlines() == [
+    # aliases reached only from locations are deferred after the module, as in MLIR
+    assert out.startswith("module {\n  cuda_tile.module @kernels {")
+    tail = out[out.rindex("} loc(") :].splitlines()[1:]
+    di = [line for line in tail if line.startswith("#di_")]
+    assert di == [
         '#di_file = #cuda_tile.di_file<"foo.py" in "/tmp/">',
         "#di_compile_unit = #cuda_tile.di_compile_unit<file = #di_file>",
         '#di_subprogram = #cuda_tile.di_subprogram<file = #di_file, line = 1, name = "k", '
@@ -241,7 +244,6 @@ def test_debuginfo_aliases():
         "#di_lexical_block = #cuda_tile.di_lexical_block<scope = #di_subprogram, file = #di_file, "
         "line = 3, column = 4>",
     ]
-    tail = out[out.rindex("} loc(") :].splitlines()[1:]
     assert '#loc = loc("d.mlir":0:0)' in tail
     assert any(line.endswith('= loc("/tmp/foo.py":9:10)') for line in tail)
     assert any(
@@ -252,6 +254,28 @@ def test_debuginfo_aliases():
     assert again == out
     plain = print_module(parse_module(DEBUG, "d.mlir"))
     assert "loc(" not in plain and "#di_" not in plain
+
+
+def test_debuginfo_alias_used_by_an_attribute_stays_before_the_module():
+    """An alias an op attribute reaches (and what it contains) is printed before the module;
+    one reached only from locations goes after it (MLIR's deferrable aliases)."""
+    src = DEBUG.replace(
+        "%c = constant <i32: 1> : tile<i32>",
+        "%c = constant <i32: 1> : tile<i32> {note = #cu}",
+    )
+    out = print_module(parse_module(src, "d.mlir"), debuginfo=True)
+    head = out[: out.index("module {")].splitlines()
+    assert head == [
+        '#di_file = #cuda_tile.di_file<"foo.py" in "/tmp/">',
+        "#di_compile_unit = #cuda_tile.di_compile_unit<file = #di_file>",
+    ]
+    assert "{note = #di_compile_unit}" in out
+    tail = out[out.rindex("} loc(") :].splitlines()[1:]
+    assert [line.split(" =")[0] for line in tail if line.startswith("#di_")] == [
+        "#di_subprogram",
+        "#di_lexical_block",
+    ]
+    assert print_module(parse_module(out, "again.mlir"), debuginfo=True) == out
 
 
 def test_float_attr_keeps_hex_bits():

@@ -339,3 +339,30 @@ def _type_table(interner):
         offsets.append(pos)
         pos += len(e)
     return _Table(len(offsets), offsets, memoryview(b"".join(interner.entries)), "types")
+
+
+def test_ptr_attr_type_parameter_is_13_4():
+    from tilegen.runtime.bytecode.reader import _Reader
+    from tilegen.runtime.bytecode.varint import Cursor
+    from tilegen.runtime.bytecode.writer import _Writer
+
+    tv = ty.TensorViewType(ty.F32, (16,), (1,), ptr_attr="none")
+    w = _Writer("13.4")
+    idx = w.type(tv)
+    one = (1).to_bytes(8, "little")
+    # tag 14, optFlags bit0, elem type#0 (f32), shape [16], strides [1], ptr_attr none
+    assert w.types.entries[idx] == b"\x0e\x01\x00\x01" + (16).to_bytes(8, "little") + b"\x01" + one + b"\x00"
+    rd = _Reader(b"", "t")
+    rd.version, rd.vt = "13.4", (13, 4)
+    rd.types = _type_table(w.types)
+    assert rd.type(idx) == tv
+    with pytest.raises(BytecodeWriteError, match=r"parameter 'ptr_attr' requires bytecode version 13\.4\+, but targeting 13\.3"):
+        _Writer("13.3").type(tv)
+    with pytest.raises(BytecodeWriteError, match=r"enum value for parameter 'ptr_attr' is not available in bytecode version 13\.4"):
+        _Writer("13.4").type(ty.PointerType(ty.F32, ptr_attr="multicast"))
+    bad = _type_table(w.types)
+    bad.data = memoryview(bytes(bad.data).replace(b"\x0e\x01", b"\x0e\x03"))
+    rd.types = bad
+    with pytest.raises(BytecodeError, match="unused bits set in optional parameter flags"):
+        rd.type(idx)
+    assert Cursor(b"\x00").varint() == 0

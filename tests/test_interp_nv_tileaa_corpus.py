@@ -21,15 +21,7 @@ MANIFEST = CORPUS / "manifest.json"
 pytestmark = pytest.mark.skipif(not MANIFEST.exists(), reason="cuTile corpus not available")
 
 #: kernel file -> why it does not match through --lower-to nv_tileaa yet (conversion gaps)
-PENDING = {
-    "pack_bytes.tileirbc": "pack lowers to a bitcast that changes the shape (verifier rejects)",
-    "softmax.tileirbc": "partition view padding_value = neg_inf is lost (tiled_load gets no other)",
-    "softmax.v13_1.tileirbc": "partition view padding_value = neg_inf is lost",
-    "flash_attention.tileirbc": "partition view dim_map = [0, 2, 1] is lost (K not transposed)",
-    "flash_attention.v13_1.tileirbc": "partition view dim_map = [0, 2, 1] is lost",
-    "newer_ops.tileirbc": "strided view traversal_strides = [32] is lost (steps by the tile)",
-    "advanced_indexing.tileirbc": "gather view index tile is passed to tiled_load unconverted",
-}
+PENDING: dict[str, str] = {}  # dim_map, traversal strides and gather offsets: lowered
 
 
 def _kernels() -> list[dict]:

@@ -296,3 +296,42 @@ def test_dot_integer_signedness() -> None:
         [("x", x), ("y", np.zeros(4, np.int32))],
     )
     assert signed["y"][0] == 1 and unsigned["y"][0] == 255 * 255
+
+
+def test_arith_ops_borrow_cuda_tile_semantics_with_the_row_case() -> None:
+    """arith.shrui / shrsi are cuda_tile.shri with signedness unsigned / signed (from the
+    conversion spec's case rows); arith.cmpf takes string predicates as the conversion emits."""
+    params = "%p: !nv_tileaa.ptr<i32, 1>, %n: i32, %s: i32"
+    body = """
+    %x = nv_tileaa.load %p[] : (!nv_tileaa.ptr<i32, 1>) -> i32
+    %one = "arith.constant"() {value = 1 : i32} : () -> i32
+    %u = "arith.shrui"(%x, %one) : (i32, i32) -> i32
+    %s1 = "arith.shrsi"(%x, %one) : (i32, i32) -> i32
+    %p1 = nv_tileaa.addptr %p, %one : (!nv_tileaa.ptr<i32, 1>, i32) -> !nv_tileaa.ptr<i32, 1>
+    nv_tileaa.store %p1[], %u : (!nv_tileaa.ptr<i32, 1>, i32) -> ()
+    %two = "arith.constant"() {value = 2 : i32} : () -> i32
+    %p2 = nv_tileaa.addptr %p, %two : (!nv_tileaa.ptr<i32, 1>, i32) -> !nv_tileaa.ptr<i32, 1>
+    nv_tileaa.store %p2[], %s1 : (!nv_tileaa.ptr<i32, 1>, i32) -> ()
+    %nan = "arith.constant"() {value = 0x7FC00000 : f32} : () -> f32
+    %uno = "arith.cmpf"(%nan, %nan) {predicate = "une"} : (f32, f32) -> i1
+    %ord = "arith.cmpf"(%nan, %nan) {predicate = "oeq"} : (f32, f32) -> i1
+    %b = "arith.extui"(%uno) : (i1) -> i32
+    %c = "arith.extui"(%ord) : (i1) -> i32
+    %bc = "arith.addi"(%b, %c) : (i32, i32) -> i32
+    %three = "arith.constant"() {value = 3 : i32} : () -> i32
+    %p3 = nv_tileaa.addptr %p, %three : (!nv_tileaa.ptr<i32, 1>, i32) -> !nv_tileaa.ptr<i32, 1>
+    nv_tileaa.store %p3[], %bc : (!nv_tileaa.ptr<i32, 1>, i32) -> ()"""
+    x = np.array([-8, 0, 0, 0], dtype=np.int32)
+    out = run_module(_kernel(params, body, verify=False), [("x", x)])
+    np.testing.assert_array_equal(out["x"], [-8, 0x7FFFFFFC, -4, 1])
+
+
+def test_unknown_predicate_is_a_located_diagnostic() -> None:
+    params = "%p: !nv_tileaa.ptr<i32, 1>, %n: i32, %s: i32"
+    body = """
+    %x = nv_tileaa.load %p[] : (!nv_tileaa.ptr<i32, 1>) -> i32
+    %c = "arith.cmpi"(%x, %x) {predicate = "bogus"} : (i32, i32) -> i1"""
+    with pytest.raises(RunError) as e:
+        run_module(_kernel(params, body, verify=False), [("x", np.zeros(1, np.int32))])
+    assert "arith.cmpi" in str(e.value) and "unknown predicate" in str(e.value)
+    assert e.value.diagnostics[0].loc is not None

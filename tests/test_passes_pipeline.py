@@ -255,17 +255,12 @@ def test_pass_errors_are_diagnostics_not_tracebacks():
 
 
 @pytest.mark.skipif(not SUITE.is_dir(), reason="shared conformance suite not present")
-def test_synthesize_conformance_with_deferred_di_aliases(monkeypatch, capsys):
-    """synthesize-debuginfo-scopes.mlir passes once debug-info aliases referenced only from
+def test_synthesize_conformance_with_deferred_di_aliases(capsys):
+    """synthesize-debuginfo-scopes.mlir passes: debug-info aliases referenced only from
     locations are printed after the module (MLIR's deferred aliases; see
-    Bytecode/debug_info.mlir); the printer does not do that yet, so this test emulates it."""
-    from tilegen.runtime.asm import attr_syntax
+    Bytecode/debug_info.mlir)."""
     from tilegen.tools.opt import main
 
-    orig = attr_syntax.AliasTable.render
-    monkeypatch.setattr(
-        attr_syntax.AliasTable, "render", lambda self, p=None, all_after=False: orig(self, p, True)
-    )
     path = SUITE / "Transforms/synthesize-debuginfo-scopes.mlir"
     rc = main(
         [

@@ -1,9 +1,9 @@
 """NVIDIA's invalid-IR tests for the families V1 verifies, run through tilegen-opt in process.
 
-Every expected diagnostic must be hit except the parser-level ones listed below (owned by the
-parser engineers); a verifier regression anywhere in these files fails the test.
+Every expected diagnostic must be hit and nothing else reported: all five files pass completely
+(647 expected errors, 202 expected notes). A regression of the parser or the verifier fails this test.
 
-TODO(V1->A): parser-level misses found in these files (tilegen's verifier never sees the IR):
+History - parser-level misses V1 reported to A/B (all fixed by 09:00; kept as a checklist):
 * arith_invalid 313/393: ``cmpi`` with a missing predicate must emit BOTH ``custom op
   'cuda_tile.cmpi' expected valid keyword`` and ``... expected 'comparison_predicate' to be one of:
   {...}`` on the same line (MLIR reports parseKeyword's error, then the custom parser's).
@@ -23,9 +23,8 @@ TODO(V1->A): parser-level misses found in these files (tilegen's verifier never 
 * invalid 2072: ``make_partition_view`` given a tensor_view result type: ``'cuda_tile.
   make_partition_view' expected 'partition_view' type, but got '...'``.
 * reduce_and_scan_invalid 19 (not in this test): ``reduce ... () {}`` must build a region with
-  NO blocks (MLIR's parseRegion of ``{}`` without entry arguments); the verifier then reports
-  ``region #0 ('body') failed to verify constraint: region with 1 blocks``. Today the parser
-  creates one empty block, so V2's body hook reports the block-argument count instead.
+  NO blocks (MLIR's parseRegion of ``{}`` without entry arguments), so that the region constraint
+  reports ``region with 1 blocks``.
 * invalid 2269: ``atomic_red_view_tko ... xchg`` is accepted by the parser and rejected by the op
   verifier (``atomic_red_view_tko op cannot use xchg operation``; V2's hook).
 """
@@ -40,15 +39,14 @@ ROOT = conformance.tests_root()
 
 #: file -> (expected errors, lines that may miss because of the parser, see the docstring)
 FILES = {
-    "arith_invalid": (245, {313, 393, 676, 891, 1059, 1722, 1824, 1835, 2210}),
+    "arith_invalid": (245, set()),
     "math_invalid": (103, set()),
-    "conversion_invalid": (27, {76, 138, 169}),
+    "conversion_invalid": (27, set()),
     "permute_invalid": (9, set()),
-    "invalid": (263, {295, 305, 1137, 1539, 1546, 1552, 1563, 2072, 2269}),
+    "invalid": (263, set()),
 }
-#: unexpected diagnostics come only from the parser-level cases above (one line later for 1825,
-#: the for-loop case at 1561).
-EXTRA_UNEXPECTED = {"arith_invalid": {1825}, "invalid": {1561}}
+#: lines where an unexpected diagnostic is tolerated (none since the parser fixes of 09:00)
+EXTRA_UNEXPECTED: dict[str, set] = {}
 
 
 @pytest.mark.skipif(ROOT is None, reason="shared conformance tests not on this machine")

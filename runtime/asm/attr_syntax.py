@@ -683,6 +683,9 @@ def _format_loc_inner(loc: Location, aliases=None, top: bool = True) -> str:
 def format_location_ref(loc: Location, aliases=None) -> str:
     """A trailing location: ``loc(#loc3)`` with aliases, else ``loc("f":1:2)``."""
     if aliases is not None:
+        if aliases.collecting:
+            aliases.visit_location(loc)  # registers everything the location reaches
+            return "loc()"
         name = aliases.name_of(loc)
         if name is not None:
             return f"loc({name})"
@@ -722,30 +725,52 @@ def _children(a: Attribute) -> list[Attribute]:
 
 
 class AliasTable:
-    """MLIR's alias state: ``#loc``/``#locN`` for locations (printed after the module) and
-    ``#di_file``... for debug-info attributes (printed before it), numbered by nesting depth,
-    then first use."""
+    """MLIR's alias state: ``#loc``/``#locN`` for locations and ``#di_file``... for debug-info
+    attributes, numbered by nesting depth, then first use.  As in MLIR's AliasInitializer, an
+    alias reached only from locations is *deferrable* and printed after the module; one that
+    an op attribute or type uses (and everything it contains) is printed before it."""
 
     def __init__(self) -> None:
-        self._info: dict[Attribute, list] = {}  # attr -> [prefix, depth, order]
+        #: attr -> [prefix, depth, order, deferrable]
+        self._info: dict[Attribute, list] = {}
         self._names: dict[Attribute, str] = {}
         #: While True, :meth:`name_of` registers what the printer is about to print (MLIR's
         #: dummy printing pass) instead of answering; :meth:`assign` ends the pass.
         self.collecting = False
 
-    def _visit(self, a: Attribute) -> int:
+    def _visit(self, a: Attribute, defer: bool) -> int:
         """Register ``a`` (and what it contains); return its alias depth."""
-        if a in self._info:
-            return self._info[a][1]
+        info = self._info.get(a)
+        if info is not None:
+            if not defer and info[3]:
+                self._undefer(a)
+            return info[1]
         prefix = "loc" if isinstance(a, Location) else _DI_ALIAS.get(type(a))
         depth = 0
         for c in _children(a):
-            d = self._visit(c)
+            d = self._visit(c, defer)
             if c in self._info:
                 depth = max(depth, d + 1)
         if prefix is not None:
-            self._info[a] = [prefix, depth, len(self._info)]
+            self._info[a] = [prefix, depth, len(self._info), defer]
         return depth
+
+    def _undefer(self, a: Attribute) -> None:
+        """Mark ``a`` and the aliases it reaches non-deferrable (MLIR's markAliasNonDeferrable)."""
+        info = self._info.get(a)
+        if info is not None:
+            if not info[3]:
+                return
+            info[3] = False
+        for c in _children(a):
+            self._undefer(c)
+
+    def visit_location(self, loc: Attribute) -> None:
+        """Register a location printed after an op or block argument (deferrable)."""
+        try:
+            self._visit(loc, True)
+        except TypeError:  # unhashable content
+            pass
 
     def assign(self) -> None:
         """Name everything registered so far (ends a collecting pass)."""
@@ -755,7 +780,7 @@ class AliasTable:
     def _assign(self) -> None:
         order = sorted(self._info.items(), key=lambda kv: (kv[1][1], kv[1][0], kv[1][2]))
         counts: dict[str, int] = {}
-        for a, (prefix, _d, _o) in order:
+        for a, (prefix, _d, _o, _defer) in order:
             n = counts.get(prefix, 0)
             counts[prefix] = n + 1
             self._names[a] = "#" + prefix + (str(n) if n else "")
@@ -763,30 +788,27 @@ class AliasTable:
     def name_of(self, a: Attribute) -> Optional[str]:
         try:
             if self.collecting:
-                self._visit(a)
+                self._visit(a, False)  # an op attribute or type
                 return None
             return self._names.get(a)
         except TypeError:  # unhashable content
             return None
 
     def render(self, printer=None, all_after: bool = False) -> tuple[str, str]:
-        """(definitions before the module, location definitions after it); ``all_after`` puts
+        """(definitions before the module, deferred definitions after it); ``all_after`` puts
         every definition after the body, as MLIR does for a printout without a top-level op
         (``tileirdisasm -g``)."""
         order = sorted(self._names.items(), key=lambda kv: self._sort_key(kv[0]))
         head, tail = [], []
         for a, name in order:
-            if all_after and not isinstance(a, Location):
-                tail.append(f"{name} = #cuda_tile.{format_cuda_tile_attr_body(a, self)}\n")
-            elif isinstance(a, Location):
-                text = "loc(" + _format_loc_inner(a, self, top=True) + ")"
-                if isinstance(a, DILocAttr):
-                    text = "#cuda_tile." + format_cuda_tile_attr_body(a, self)
-                tail.append(f"{name} = {text}\n")
+            if isinstance(a, DILocAttr) or not isinstance(a, Location):
+                text = "#cuda_tile." + format_cuda_tile_attr_body(a, self)
             else:
-                head.append(f"{name} = #cuda_tile.{format_cuda_tile_attr_body(a, self)}\n")
+                text = "loc(" + _format_loc_inner(a, self, top=True) + ")"
+            after = all_after or self._info[a][3]
+            (tail if after else head).append(f"{name} = {text}\n")
         return "".join(head), "".join(tail)
 
     def _sort_key(self, a):
-        prefix, depth, order = self._info[a]
+        prefix, depth, order, _defer = self._info[a]
         return (depth, prefix, order)

@@ -154,21 +154,32 @@ def parse_make_tensor_view(p, state) -> None:
     loc = p.loc()
     p.expect_punct(":")
     first_loc = p.loc()
-    t = parse_tile_type(p)
-    dyn_type = None
+    leading = [parse_tile_type(p)]
+    while p.parse_optional_punct(","):
+        leading.append(parse_tile_type(p))
+    t, base_type, dyn_type = leading.pop(), None, None
     if p.parse_optional_punct("->"):
-        dyn_type = t
         first_loc = p.loc()
+        leading.append(t)
         t = parse_tile_type(p)
+    elif len(leading) > 0:
+        p.error("expected '->'")
     if not isinstance(t, TensorViewType):
         p.error("invalid kind of type specified", first_loc)
+    # 13.4: with a ptr_attr the base type is printed first (``: BASE_T [, DYN_T] -> TV_T``)
+    if leading and (len(leading) == 2 or t.ptr_attr is not None):
+        base_type = leading.pop(0)
+    if len(leading) > 1:
+        p.error("expected at most one dynamic shape/stride type before '->'", first_loc)
+    dyn_type = leading[0] if leading else None
     _check_entries(p, "shape", shape, t.shape, loc)
     _check_entries(p, "stride", strides, t.strides, loc)
     dyn_shape = [u for u in shape if not isinstance(u, int)]
     dyn_strides = [u for u in strides if not isinstance(u, int)]
     if (dyn_shape or dyn_strides) and dyn_type is None:
         p.error("expected type of the dynamic shape/stride operands before '->'", first_loc)
-    base_type = TileType((), PointerType(t.element))
+    if base_type is None:
+        base_type = TileType((), PointerType(t.element, t.ptr_attr))
     operands = p.resolve_operands([base], [base_type])
     operands += p.resolve_operands(dyn_shape + dyn_strides, dyn_type) if dyn_type else []
     state.operands = operands
@@ -191,6 +202,9 @@ def print_make_tensor_view(pr, op: Operation) -> None:
     pr.write(f", shape = [{entries(shape)}], strides = [{entries(strides)}]")
     print_attr_dict_plain(pr, op, ())
     pr.write(" : ")
+    if t.ptr_attr is not None:  # 13.4: a ptr_attr makes the base type explicit
+        pr.print_type(op.operands[0].type)
+        pr.write(", " if len(op.operands) > 1 else " -> ")
     if len(op.operands) > 1:
         pr.print_type(op.operands[1].type)
         pr.write(" -> ")

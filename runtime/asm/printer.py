@@ -385,7 +385,7 @@ class OpPrinter:
     def print_operation(self, op: Operation) -> None:
         """One op (results, name, body, optional location) at the current position."""
         if self.aliases.collecting and self.debuginfo:
-            self.aliases.name_of(op.loc)  # MLIR visits an op's location before its body
+            self.aliases.visit_location(op.loc)  # MLIR visits an op's location before its body
         if op.results:
             groups = self._names.result_groups(op)
             parts = []

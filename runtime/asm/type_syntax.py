@@ -275,6 +275,9 @@ def _parse_tensor_view(p: "OpParser", loc) -> TensorViewType:
     elem = _parse_element(p)
     strides: list[int] = []
     if not dims:
+        ptr_attr = _parse_optional_tv_ptr_attr(p)  # ptr_attr (13.4): tensor_view<f32, #...<KW>>
+        if ptr_attr is not None:
+            return TensorViewType(elem, (), (), ptr_attr)
         if p.parse_optional_punct(","):
             if p.at_keyword("strides"):
                 p._fail("strides must not be provided for 0-d tiles")
@@ -434,9 +437,9 @@ def _body(t: Type) -> str:
     if isinstance(t, TensorViewType):
         dims = "".join(f"{_dim(d)}x" for d in t.shape)
         elem = format_type(t.element, short=True)
-        if not t.shape:
-            return f"tensor_view<{elem}>"
         pa = f", #cuda_tile.ptr_attr<{t.ptr_attr}>" if t.ptr_attr is not None else ""
+        if not t.shape:
+            return f"tensor_view<{elem}{pa}>"
         strides = ",".join(_dim(s) for s in t.strides)
         return f"tensor_view<{dims}{elem}, strides=[{strides}]{pa}>"
     tile = lambda shape: "tile=(" + "x".join(str(d) for d in shape) + ")"  # noqa: E731

@@ -356,11 +356,16 @@ class _Reader:
                 raise BytecodeError(f"{p['name']} value {v} exceeds uint32_t range")
             return v
         if enc == "enum":
+            at = c.pos
             v = c.varint("failed to read VarInt for enum attribute.")
             ed = lookup_enum(p["enum"])
             kw = ed.keyword(v) if ed else None
             if kw is None:
                 raise BytecodeError(f"invalid integer value for enum type: {v}")
+            case = next(k for k in ed.cases if k.value == v)  # per-case version (PtrAttr 13.5)
+            if L.vt(case.since) > self.vt:
+                msg = f"enum value {v} is not available in bytecode version {self.version}"
+                raise BytecodeError(msg, at)
             return kw
         raise BytecodeError(f"unsupported type parameter encoding {enc}")  # pragma: no cover
 

@@ -293,6 +293,13 @@ class _Writer:
             v = ed.value(value) if isinstance(value, str) else L.enum_value(p["enum"], value)
             if v is None:
                 raise BytecodeWriteError(f"invalid value for parameter '{p['name']}'", op)
+            case = next(k for k in ed.cases if k.value == v)  # per-case version (PtrAttr 13.5)
+            if L.vt(case.since) > self.vt:
+                raise BytecodeWriteError(
+                    f"enum value for parameter '{p['name']}' is not available in bytecode version "
+                    f"{self.version}",
+                    op,
+                )
             w.varint(v)
 
     def constant(self, attr, op, name: str = "value") -> int:

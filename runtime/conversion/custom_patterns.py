@@ -46,6 +46,7 @@ from tilegen.runtime.types import (
     MemTokenType,
     NvMemRefType,
     TileType,
+    TILE_VIEW_TYPES,
     Type,
 )
 
@@ -86,17 +87,22 @@ def _bool_array(values) -> DenseArrayAttr:
     return DenseArrayAttr(I1, tuple(bool(v) for v in values))
 
 
-def _convert_region_types(region: Region) -> None:
-    """Block arguments of ``region`` take their converted types (seed 003 convertRegionTypes)."""
+def _convert_region_types(region: Region, ctx: ConversionContext) -> None:
+    """Block arguments of ``region`` take their converted types (seed 003 convertRegionTypes);
+    the view type of a view argument is remembered for the accesses through it."""
     for block in region.blocks:
         for arg in block.args:
+            if isinstance(arg.type, TILE_VIEW_TYPES):
+                ctx.view_types[id(arg)] = arg.type
             arg.type = convert_type(arg.type)
 
 
-def _move_regions(rw: PatternRewriter, src: Operation, dst: Operation) -> None:
+def _move_regions(
+    rw: PatternRewriter, src: Operation, dst: Operation, ctx: ConversionContext
+) -> None:
     for old, new in zip(src.regions, dst.regions):
         rw.take_region(old, new)
-        _convert_region_types(new)
+        _convert_region_types(new, ctx)
 
 
 # --------------------------------------------------------------------------- arithmetic
@@ -220,6 +226,9 @@ def broadcast_or_splat(op: Operation, rw: PatternRewriter, ctx: ConversionContex
     """broadcast of a 0-d tile (a scalar after conversion) -> splat; otherwise broadcast."""
     src = op.opdef.operand_group(op, "source")[0]
     scalar = not isinstance(convert_type(src.type), TileType)
+    if not isinstance(convert_type(op.results[0].type), TileType):
+        rw.replace_op(op, [src])  # 0-d to 0-d: the scalar itself
+        return True
     _replace(rw, op, NV + ("splat" if scalar else "broadcast"), [[src]])
     return True
 
@@ -228,7 +237,9 @@ def reshape_to_view(op: Operation, rw: PatternRewriter, ctx: ConversionContext) 
     """reshape -> view; from a scalar -> splat; to a scalar -> extract at index 0 of each axis."""
     src = op.operands[0]
     src_t, res_t = convert_type(src.type), convert_type(op.results[0].type)
-    if not isinstance(src_t, TileType):
+    if not isinstance(src_t, TileType) and not isinstance(res_t, TileType):
+        rw.replace_op(op, [src])
+    elif not isinstance(src_t, TileType):
         _replace(rw, op, NV + "splat", [[src]])
     elif not isinstance(res_t, TileType):
         rw.set_insertion_point(op)
@@ -439,16 +450,17 @@ _YIELDS_TO_SCF = (
 )
 
 
-def _hoist_tail(rw: PatternRewriter, block: Block) -> None:
-    """Make early ``continue`` structured in ``block`` (which ends in ``continue``): the first
-    result-less ``if`` with a branch ending in ``continue`` takes a copy of the ops after it in
-    each branch that falls through, yields the continue values and the block continues with the
-    if's results (recursively, so later and nested early exits are handled too)."""
+def _hoist_tail(rw: PatternRewriter, block: Block, exit: str = "cuda_tile.continue") -> None:
+    """Make early exits structured in ``block`` (which ends in ``exit``: a for body's
+    ``continue``, a function's ``return``): the first result-less ``if`` with a branch ending in
+    ``exit`` takes a copy of the ops after it in each branch that falls through, yields the exit
+    values and the block exits with the if's results (recursively, so later and nested early
+    exits are handled too). An if with results passes each branch's yielded values to its copy
+    of the tail."""
     for i, op in enumerate(block.ops):
-        if op.name != "cuda_tile.if" or op.results:
+        if op.name != "cuda_tile.if":
             continue
-        ends = [_exit_kind(r.blocks[0]) if r.blocks else None for r in op.regions]
-        if "cuda_tile.continue" not in ends:
+        if not any(_has_exit(r, (exit,)) for r in op.regions):
             continue
         tail = block.ops[i + 1 :]
         types = [v.type for v in tail[-1].operands]
@@ -456,13 +468,15 @@ def _hoist_tail(rw: PatternRewriter, block: Block) -> None:
             if not region.blocks:
                 region.append(Block())
             b = region.blocks[0]
-            if _exit_kind(b) != "cuda_tile.continue":
-                if b.ops and b.ops[-1].name == "cuda_tile.yield":
-                    rw.erase_op(b.ops[-1])
+            if _exit_kind(b) != exit:
                 mapping: dict = {}
+                if b.ops and b.ops[-1].name == "cuda_tile.yield":  # its values stand for the if's
+                    for res, v in zip(op.results, b.ops[-1].operands):
+                        mapping[id(res)] = v
+                    rw.erase_op(b.ops[-1])
                 for t in tail:
                     b.append(clone_op(t, mapping))
-            _hoist_tail(rw, b)
+            _hoist_tail(rw, b, exit)
             end = b.ops[-1]
             b.ops.remove(end)
             b.append(Operation("cuda_tile.yield", list(end.operands), [], {}, 0, end.loc))
@@ -476,7 +490,7 @@ def _hoist_tail(rw: PatternRewriter, block: Block) -> None:
         rw.insert(new)
         rw.erase_op(op)
         rw.set_insertion_point_to_end(block)
-        rw.create("cuda_tile.continue", list(new.results), [], {}, new.loc)
+        rw.create(exit, list(new.results), [], {}, new.loc)
         return
 
 
@@ -488,15 +502,26 @@ def for_to_scf(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bo
         _hoist_tail(rw, body)
     attrs = {"unsignedCmp": UnitAttr()} if "unsignedCmp" in op.attributes else {}
     new = build(rw, op, "scf.for", [op.operands], attrs, regions=1)
-    _move_regions(rw, op, new)
+    _move_regions(rw, op, new, ctx)
     rw.replace_op(op, new.results)
     return True
 
 
+_FUNCTIONS = ("cuda_tile.entry", "cuda_tile.testing$func")
+
+
 def if_to_scf(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
-    """if -> scf.if; an empty else region stays empty."""
+    """if -> scf.if; an empty else region stays empty. An early ``return`` in a branch of an if
+    in a function body is made structured first (:func:`_hoist_tail`)."""
+    parent = op.parent_op
+    exits = any(_has_exit(r, ("cuda_tile.return",)) for r in op.regions)
+    if parent is not None and parent.name in _FUNCTIONS and exits:
+        if _exit_kind(op.parent) != "cuda_tile.return":
+            return False
+        _hoist_tail(rw, op.parent, "cuda_tile.return")
+        return True
     new = build(rw, op, "scf.if", [op.operands], regions=2)
-    _move_regions(rw, op, new)
+    _move_regions(rw, op, new, ctx)
     rw.replace_op(op, new.results)
     return True
 
@@ -528,89 +553,123 @@ def break_to_parent(op: Operation, rw: PatternRewriter, ctx: ConversionContext) 
     return False
 
 
+def _has_exit(region: Region, exits: tuple) -> bool:
+    """Whether ``region`` ends in one of ``exits``, directly or through nested ifs."""
+    block = region.blocks[0] if region.blocks else None
+    if block is None:
+        return False
+    if _exit_kind(block) in exits:
+        return True
+    return any(
+        op.name == "cuda_tile.if" and any(_has_exit(r, exits) for r in op.regions)
+        for op in block.ops
+    )
+
+
 def _exit_kind(block: Optional[Block]) -> Optional[str]:
     t = block.ops[-1] if block is not None and block.ops else None
     return t.name if t is not None else None
 
 
-def loop_to_scf_while(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
-    """loop (break / continue at the end of the body, or ending the branches of an if that ends
-    the body) -> scf.while whose before-region runs the body and computes the go-on flag.
+_EXITS = ("cuda_tile.break", "cuda_tile.continue")
 
-    Exits become ``scf.yield go, values`` of the if (continue: true, break: false) and the body
-    ends in ``scf.condition(go) values``; the after-region forwards the values.
+
+def loop_to_scf_while(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
+    """loop -> scf.while whose before-region runs the body and ends in ``scf.condition(go)
+    values``; the after-region forwards the values to the next iteration.
+
+    Exits may end the body or the branches of ifs nested in it (:func:`_flatten_exits`):
+    ``continue v`` goes on with ``v`` (go = true), ``break v`` stops with ``v`` (go = false).
+    When the results are not the iteration values, the condition carries both (the side an
+    exit does not set is ``ub.poison``) and the loop's results are the trailing ones.
     """
+    if not op.regions[0].blocks:
+        return False
     body = op.regions[0].blocks[0]
     iter_types = convert_types(a.type for a in body.args)
     res_types = convert_types(r.type for r in op.results)
-    term = body.ops[-1] if body.ops else None
-    if term is None:
-        return False
-    exits: list[Operation] = []
-    last_if = body.ops[-2] if len(body.ops) >= 2 and body.ops[-2].name == "cuda_tile.if" else None
-    if term.name in ("cuda_tile.break", "cuda_tile.continue"):
-        exits.append(term)
-    if last_if is not None and not last_if.results:
-        for region in last_if.regions:
-            if region.blocks and _exit_kind(region.blocks[0]) in (
-                "cuda_tile.break",
-                "cuda_tile.continue",
-            ):
-                exits.append(region.blocks[0].ops[-1])
-    nested = [
-        inner
-        for inner in op.walk()
-        if inner.name in ("cuda_tile.break", "cuda_tile.continue") and _owning_loop(inner) is op
-    ]
-    if any(n not in exits for n in nested) or (res_types and res_types != iter_types):
+    split = bool(res_types) and res_types != iter_types
+    carried = iter_types + res_types if split else iter_types
+    for inner in op.walk():
+        if inner.name in _EXITS and _owning_loop(inner) is op:
+            cur = inner.parent_op
+            while cur is not op:
+                if cur.name != "cuda_tile.if":
+                    return False
+                cur = cur.parent_op
+            if inner is not inner.parent.ops[-1]:
+                return False
+    if _exit_kind(body) not in _EXITS:
         return False
     loc = op.loc
-    new = Operation("scf.while", list(op.operands), res_types, {}, 2, loc)
+    _flatten_exits(rw, body, list(body.args), res_types if split else None)
+    new = Operation("scf.while", list(op.operands), carried, {}, 2, loc)
     rw.set_insertion_point(op)
     rw.insert(new)
     rw.take_region(op.regions[0], new.regions[0])
-    _convert_region_types(new.regions[0])
-    after = new.regions[1].append(Block(iter_types))
+    _convert_region_types(new.regions[0], ctx)
+    after = new.regions[1].append(Block(carried))
     rw.set_insertion_point_to_end(after)
-    rw.create("scf.yield", list(after.args), [], {}, loc)
-    go_t = [I1] + iter_types
-    if last_if is not None and any(e.parent is not body for e in exits):
-        # the if yields (go, values); its branches that fall through take the body's terminator
-        for region in last_if.regions:
+    rw.create("scf.yield", list(after.args[: len(iter_types)]), [], {}, loc)
+    results = new.results[len(iter_types) :] if split else new.results[: len(op.results)]
+    rw.replace_op(op, list(results))
+    return True
+
+
+def _flatten_exits(
+    rw: PatternRewriter, block: Block, current: list[Value], res_types: Optional[list] = None
+) -> None:
+    """Rewrite ``block`` (ending in break / continue, or in an if holding them) to end in
+    ``scf.condition(go) values``: the first if with an exiting branch takes a copy of the ops
+    after it in each branch that falls through, each branch is flattened recursively and yields
+    (go, values), and the block ends with the condition on the if's results."""
+    for i, op in enumerate(block.ops):
+        if op.name != "cuda_tile.if":
+            continue
+        if not any(_has_exit(r, _EXITS) for r in op.regions):
+            continue
+        tail = block.ops[i + 1 :]
+        loc = op.loc
+        for region in op.regions:
             if not region.blocks:
                 region.append(Block())
-            block = region.blocks[0]
-            end = block.ops[-1] if block.ops else None
-            exit_op = (
-                end
-                if end is not None and end.name in ("cuda_tile.break", "cuda_tile.continue")
-                else term
-            )
-            values = list(exit_op.operands) if exit_op.operands else list(body.args)
-            if end is not None and end.name in (
-                "cuda_tile.break",
-                "cuda_tile.continue",
-                "cuda_tile.yield",
-            ):
-                rw.erase_op(end)
-            rw.set_insertion_point_to_end(block)
-            flag = _scalar_constant(rw, I1, exit_op.name == "cuda_tile.continue", loc)
-            rw.create("scf.yield", [flag] + values, [], {}, loc)
-        rw.set_insertion_point(last_if)
-        cond_if = rw.create("scf.if", list(last_if.operands), go_t, {}, last_if.loc, regions=2)
-        for old, new_r in zip(last_if.regions, cond_if.regions):
+            b = region.blocks[0]
+            if _exit_kind(b) not in _EXITS:
+                mapping: dict = {}
+                if b.ops and b.ops[-1].name == "cuda_tile.yield":
+                    for res, v in zip(op.results, b.ops[-1].operands):
+                        mapping[id(res)] = v
+                    rw.erase_op(b.ops[-1])
+                for t in tail:
+                    b.append(clone_op(t, mapping))
+            _flatten_exits(rw, b, current, res_types)
+            cond = b.ops[-1]
+            b.ops.remove(cond)
+            b.append(Operation("cuda_tile.yield", list(cond.operands), [], {}, 0, cond.loc))
+            cond.drop_all_uses_of_operands()
+        types = [I1] + [convert_type(v.type) for v in current] + list(res_types or [])
+        new = Operation("cuda_tile.if", [op.operands[0]], types, {}, 2, loc)
+        for old, new_r in zip(op.regions, new.regions):
             rw.take_region(old, new_r)
-        rw.erase_op(last_if)
-        go, values = cond_if.results[0], list(cond_if.results[1:])
+        for t in reversed(tail):
+            rw.erase_op(t)
+        rw.set_insertion_point(op)
+        rw.insert(new)
+        rw.erase_op(op)
+        rw.set_insertion_point_to_end(block)
+        rw.create("scf.condition", list(new.results), [], {}, loc)
+        return
+    term = block.ops[-1]
+    go_on = term.name == "cuda_tile.continue"
+    rw.set_insertion_point(term)
+    if res_types is not None:  # (iteration values, results): poison on the side not set
+        poison = [rw.create("ub.poison", [], [t], {}, term.loc).results[0] for t in res_types]
+        values = list(term.operands) + poison if go_on else list(current) + list(term.operands)
     else:
-        rw.set_insertion_point(term)
-        go = _scalar_constant(rw, I1, term.name == "cuda_tile.continue", loc)
-        values = list(term.operands) if term.operands else list(body.args)
+        values = list(term.operands) if len(term.operands) == len(current) else list(current)
+    go = _scalar_constant(rw, I1, go_on, term.loc)
+    rw.create("scf.condition", [go] + values, [], {}, term.loc)
     rw.erase_op(term)
-    rw.set_insertion_point_to_end(body)
-    rw.create("scf.condition", [go] + values, [], {}, loc)
-    rw.replace_op(op, new.results)
-    return True
 
 
 def _owning_loop(op: Operation) -> Optional[Operation]:
@@ -687,9 +746,12 @@ def entry_to_func(op: Operation, rw: PatternRewriter, ctx: ConversionContext) ->
     for k, v in op.attributes.items():
         if k.startswith("nvvm.") or k in ("arg_attrs", "res_attrs"):
             attrs[k] = v
+    body = op.regions[0].blocks[0] if op.regions[0].blocks else None
+    if body is not None and _exit_kind(body) == "cuda_tile.return":
+        _hoist_tail(rw, body, "cuda_tile.return")
     rw.set_insertion_point(op)
     new = rw.create(NV + "func", [], [], attrs, op.loc, regions=1)
-    _move_regions(rw, op, new)
+    _move_regions(rw, op, new, ctx)
     rw.erase_op(op)
     return True
 
@@ -778,13 +840,16 @@ def tensor_shape_to_dim_size(op: Operation, rw: PatternRewriter, ctx: Conversion
 
 
 def index_space_to_dim_size(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
-    """get_index_space_shape v -> ceildiv(get_dim_size v {dim}, tile size) per axis."""
-    return _dim_sizes(op, rw, tile_shape_of_view(op.operands[0].type))
+    """get_index_space_shape v -> ceildiv(get_dim_size v {dim}, step) per axis (the step of
+    :func:`_steps`)."""
+    vt = _view_type(op.operands[0], ctx)
+    if vt is None:
+        return False
+    return _dim_sizes(op, rw, _steps(vt), vt)
 
 
-def _dim_sizes(op: Operation, rw: PatternRewriter, tiles) -> bool:
+def _dim_sizes(op: Operation, rw: PatternRewriter, tiles, vt=None) -> bool:
     view = op.operands[0]
-    vt = view.type
     dim_map = getattr(vt, "dim_map", ()) or tuple(range(len(op.results)))
     rw.set_insertion_point(op)
     values = []
@@ -826,17 +891,50 @@ def _in_bounds(op: Operation, rank: int) -> DenseArrayAttr:
     return _bool_array([bool(attr is not None and not values)] * rank)
 
 
-def _view_indices(op: Operation, view_t, rw: PatternRewriter) -> list[Value]:
-    """Tile-unit indices of a view access as element offsets of the memref axes."""
+def _steps(view_t) -> tuple[int, ...]:
+    """Elements between consecutive index values along each tile dim: the tile size
+    (partition views), the traversal stride (strided views), 1 (gather / scatter views)."""
+    tile = tile_shape_of_view(view_t) or ()
+    if isinstance(view_t, GatherScatterViewType):
+        return (1,) * len(tile)
+    strides = getattr(view_t, "traversal_strides", ())
+    return tuple(strides) if strides else tuple(tile)
+
+
+def _view_type(v: Value, ctx: ConversionContext):
+    """The cuda_tile view type behind ``v`` (also once ``v``, a block argument, is converted)."""
+    return v.type if isinstance(v.type, TILE_VIEW_TYPES) else ctx.view_types.get(id(v))
+
+
+def _view_access(op: Operation, view_t, rw: PatternRewriter):
+    """(element offsets along the memref axes, the tile shape in memref axis order, the
+    permutation from memref order to the view's tile order or None) of a view access: tile
+    dim i reads memref axis ``dim_map[i]`` from ``index[i] * step[i]``."""
     tile = tile_shape_of_view(view_t) or ()
     idx = _group(op, "index")
-    dim_map = getattr(view_t, "dim_map", ()) or tuple(range(len(idx)))
-    out: list[Optional[Value]] = [None] * len(idx)
+    dim_map = tuple(getattr(view_t, "dim_map", ()) or range(len(idx)))
+    steps = _steps(view_t)
+    offsets: list[Optional[Value]] = [None] * len(idx)
+    shape = [1] * len(idx)
     for i, v in enumerate(idx):
-        axis = dim_map[i] if i < len(dim_map) else i
-        size = tile[i] if i < len(tile) else 1
-        out[axis] = _scale(rw, v, size, op.loc)
-    return [v for v in out if v is not None]
+        offsets[dim_map[i]] = _scale(rw, v, steps[i], op.loc)
+        shape[dim_map[i]] = tile[i]
+    perm = dim_map if dim_map != tuple(range(len(idx))) else None
+    return [v for v in offsets if v is not None], tuple(shape), perm
+
+
+def _permute(rw: PatternRewriter, v: Value, perm, loc) -> Value:
+    t = convert_type(v.type)
+    shape = tuple(t.shape[p] for p in perm)
+    attrs = {"permutation": _i32_array(perm)}
+    return rw.create(NV + "permute", [v], [TileType(shape, t.element)], attrs, loc).results[0]
+
+
+def _inverse(perm) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
 
 
 _PADDING = {
@@ -872,7 +970,7 @@ def _gather_coords(op: Operation, view_t, rw: PatternRewriter) -> list[Value]:
         if axis == view_t.sparse_dim:
             line = v
         else:
-            start = _scale(rw, v, n, loc)
+            start = v  # dense dims of a gather / scatter view are element offsets
             attrs = {"start": IntegerAttr(0, I32), "end": IntegerAttr(n, I32)}
             lanes = rw.create(NV + "make_range", [], [line_t], attrs, loc).results[0]
             base = rw.create(NV + "splat", [start], [line_t], {}, loc).results[0]
@@ -891,36 +989,56 @@ def load_view_to_tiled_load(op: Operation, rw: PatternRewriter, ctx: ConversionC
     """load_view_tko view[idx], token -> tiled_load memref[offsets], token {in_bounds, semantics}
     (a gather view: gather_load at per-element coordinates); a padding value becomes ``other``."""
     view = _group(op, "view")[0]
-    gather = isinstance(view.type, GatherScatterViewType)
+    view_t = _view_type(view, ctx)
+    if view_t is None:
+        return False
+    gather = isinstance(view_t, GatherScatterViewType)
     name = NV + ("gather_load" if gather else "tiled_load")
     attrs = _memory_attrs(op, name)
     rw.set_insertion_point(op)
-    other = _padding(rw, view.type, convert_type(op.results[0].type), op.loc)
+    res_t = convert_type(op.results[0].type)
+    perm = None
     if gather:
-        idx = _gather_coords(op, view.type, rw)
-        attrs.pop("in_bounds", None)
+        idx = _gather_coords(op, view_t, rw)
     else:
-        idx = _view_indices(op, view.type, rw)
+        idx, shape, perm = _view_access(op, view_t, rw)
         attrs["in_bounds"] = _in_bounds(op, len(idx))
+    load_t = TileType(shape, res_t.element) if perm else res_t
+    other = _padding(rw, view_t, load_t, op.loc)
     groups = [[view], idx, [], other, _group(op, "token")]
-    new = build(rw, op, name, groups, attrs, _result_types(op, groups[-1]))
+    types = [load_t] + _result_types(op, groups[-1])[1:]
+    new = build(rw, op, name, groups, attrs, types)
     _replace_with_tokens(rw, op, new)
+    if perm:  # memref axis order -> the view's tile order
+        value = new.results[0]
+        rw.set_insertion_point_after(new)
+        out = _permute(rw, value, perm, op.loc)
+        for user, i in list(value.uses):
+            if user is not out.owner:
+                user.set_operand(i, out)
+                rw.modify_in_place(user)
     return True
 
 
 def store_view_to_tiled_store(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
     """store_view_tko tile, view[idx], token -> tiled_store memref[offsets], tile, token."""
     view = _group(op, "view")[0]
-    gather = isinstance(view.type, GatherScatterViewType)
+    view_t = _view_type(view, ctx)
+    if view_t is None:
+        return False
+    gather = isinstance(view_t, GatherScatterViewType)
     name = NV + ("scatter_store" if gather else "tiled_store")
     attrs = _memory_attrs(op, name)
     rw.set_insertion_point(op)
+    tile = _group(op, "tile")
     if gather:
-        idx = _gather_coords(op, view.type, rw)
+        idx = _gather_coords(op, view_t, rw)
     else:
-        idx = _view_indices(op, view.type, rw)
+        idx, _, perm = _view_access(op, view_t, rw)
         attrs["in_bounds"] = _in_bounds(op, len(idx))
-    groups = [[view], _group(op, "tile"), idx, [], _group(op, "token")]
+        if perm:  # the view's tile order -> memref axis order
+            tile = [_permute(rw, tile[0], _inverse(perm), op.loc)]
+    groups = [[view], tile, idx, [], _group(op, "token")]
     new = build(rw, op, name, groups, attrs, _result_types(op, groups[-1]))
     _replace_with_tokens(rw, op, new)
     return True
@@ -931,12 +1049,17 @@ def atomic_red_view_to_tiled_rmw(
 ) -> bool:
     """atomic_red_view_tko -> tiled_atomic_rmw (the old values are unused)."""
     view = _group(op, "view")[0]
+    view_t = _view_type(view, ctx)
+    if view_t is None:
+        return False
     value = _group(op, "value")[0]
     name = NV + "tiled_atomic_rmw"
     attrs = _memory_attrs(op, name)
     rw.set_insertion_point(op)
-    idx = _view_indices(op, view.type, rw)
+    idx, _, perm = _view_access(op, view_t, rw)
     attrs["in_bounds"] = _in_bounds(op, len(idx))
+    if perm:
+        value = _permute(rw, value, _inverse(perm), op.loc)
     tokens = _group(op, "token")
     types = [convert_type(value.type)] + [MemTokenType()] * len(tokens)
     new = build(rw, op, name, [[view], [value], idx, [], tokens], attrs, types)
@@ -960,9 +1083,14 @@ def multimem_to_tiled(op: Operation, rw: PatternRewriter, ctx: ConversionContext
     """multimem views -> the tiled access they perform, tagged ``nv_tileaa.multimem``
     (load_reduce -> tiled_load, reduce -> tiled_atomic_rmw, store -> tiled_store)."""
     view = _group(op, "view")[0]
+    view_t = _view_type(view, ctx)
+    if view_t is None:
+        return False
     kind = op.mnemonic.removeprefix("multimem_").removesuffix("_view_tko")
     rw.set_insertion_point(op)
-    idx = _view_indices(op, view.type, rw)
+    idx, _, perm = _view_access(op, view_t, rw)
+    if perm:
+        return False  # multimem views with a dim_map: not lowered yet
     tokens = _group(op, "token")
     tag = {"nv_tileaa.multimem": StringAttr(_kw(op, "reduction") or kind)}
     if kind == "load_reduce":
@@ -1035,7 +1163,7 @@ def mmai_to_dot(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> b
 def reduce_with_region(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
     """reduce dim -> nv_tileaa.reduce {axis}, the combiner region moved and its block
     arguments converted (0-d tiles become scalars)."""
-    return _region_op(op, rw, NV + "reduce", {})
+    return _region_op(op, rw, NV + "reduce", {}, ctx)
 
 
 def scan_with_region(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
@@ -1044,14 +1172,16 @@ def scan_with_region(op: Operation, rw: PatternRewriter, ctx: ConversionContext)
     extra = {"inclusive": BoolAttr(True)}
     if isinstance(rev, UnitAttr) or getattr(rev, "value", False):
         extra["reverse"] = UnitAttr()
-    return _region_op(op, rw, NV + "scan", extra)
+    return _region_op(op, rw, NV + "scan", extra, ctx)
 
 
-def _region_op(op: Operation, rw: PatternRewriter, name: str, extra: dict) -> bool:
+def _region_op(
+    op: Operation, rw: PatternRewriter, name: str, extra: dict, ctx: ConversionContext
+) -> bool:
     dim = op.attributes.get("dim")
     attrs = {"axis": IntegerAttr(getattr(dim, "value", 0), I32), **extra}
     new = build(rw, op, name, [op.operands], attrs, regions=1)
-    _move_regions(rw, op, new)
+    _move_regions(rw, op, new, ctx)
     for block in new.regions[0].blocks:  # (a0, b0, a1, b1) -> (a0, a1, b0, b1)
         args = block.args
         block.args = args[0::2] + args[1::2]

@@ -33,6 +33,8 @@ class ConversionContext:
     compute_capability: int
     #: unsupported op name -> reason (reported when the op is left over)
     unsupported: dict = field(default_factory=dict)
+    #: id(block argument) -> the cuda_tile view type it had before its region was converted
+    view_types: dict = field(default_factory=dict)
 
     @property
     def source(self) -> str:

@@ -131,13 +131,14 @@ def std(*names: str):
     return deco
 
 
-def _kw(attr) -> str:
-    """An arith predicate attribute (keyword string or integer) as a keyword."""
-    if isinstance(attr, StringAttr):
-        return attr.value
-    if isinstance(attr, (IntegerAttr, EnumAttr)):
-        return _CMPI[attr.value] if isinstance(attr, IntegerAttr) else str(attr.value)
-    return str(attr)
+def _predicate(op, names: list) -> str:
+    """An arith predicate attribute as its keyword (a string, or MLIR's integer numbering)."""
+    a = op.attributes.get("predicate")
+    if isinstance(a, IntegerAttr) and 0 <= a.value < len(names):
+        return names[a.value]
+    if isinstance(a, StringAttr) and a.value in names:
+        return a.value
+    raise InterpError(f"unknown predicate {a}")
 
 
 #: arith.cmpi predicate numbering (MLIR's arith::CmpIPredicate)
@@ -151,8 +152,7 @@ _CMPF = [
 
 @std("arith.cmpi")
 def _cmpi(f: Frame, op):
-    a = op.attributes.get("predicate")
-    pred = _CMPI[a.value] if isinstance(a, IntegerAttr) else _kw(a)
+    pred = _predicate(op, _CMPI)
     t = element_of(op.operands[0].type)
     x, y = (np.asarray(f.get(v)) for v in op.operands)
     if pred[0] == "u":
@@ -166,8 +166,7 @@ def _cmpi(f: Frame, op):
 
 @std("arith.cmpf")
 def _cmpf(f: Frame, op):
-    a = op.attributes.get("predicate")
-    pred = _CMPF[a.value] if isinstance(a, IntegerAttr) else _kw(a)
+    pred = _predicate(op, _CMPF)
     x, y = (np.asarray(f.get(v)).astype(np.float64) for v in op.operands)
     if pred in ("false", "true"):
         return [np.full(np.broadcast_shapes(x.shape, y.shape), pred == "true")]

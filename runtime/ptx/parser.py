@@ -25,6 +25,7 @@ class Reg:
 class Imm:
     value: int | float
     is_float: bool = False
+    bits: int | None = None  # raw bits of a 0f/0d hex float (kept exact for .b32/.b64 use)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,9 @@ def _lex(text: str, file: str) -> list[_Tok]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m:
-            raise PtxSyntaxError(f"unexpected character {text[pos]!r}", line, pos - lstart + 1, file)
+            raise PtxSyntaxError(
+                f"unexpected character {text[pos]!r}", line, pos - lstart + 1, file
+            )
         if m.lastgroup:
             toks.append(_Tok(m.lastgroup, m.group(), line, pos - lstart + 1))
         chunk = m.group()
@@ -350,8 +353,8 @@ class _Parser:
         if tok.kind == "hexf":
             bits = int(t[2:], 16)
             if t[1] in "fF":
-                return Imm(struct.unpack("<f", struct.pack("<I", bits))[0], True)
-            return Imm(struct.unpack("<d", struct.pack("<Q", bits))[0], True)
+                return Imm(struct.unpack("<f", struct.pack("<I", bits))[0], True, bits)
+            return Imm(struct.unpack("<d", struct.pack("<Q", bits))[0], True, bits)
         if tok.kind == "num":
             s = t.rstrip("U")
             return Imm(float(s), True) if "." in s else Imm(int(s, 0))

@@ -1,5 +1,5 @@
 """CPU SIMT simulator for one CTA at a time; instruction semantics from spec/ptx."""
 
-from runtime.ptx.sim.cta import PtxSimError, run_cta
+from tilegen.runtime.ptx.sim.cta import PtxSimError, run_cta
 
 __all__ = ["PtxSimError", "run_cta"]

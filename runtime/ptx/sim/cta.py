@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runtime.ptx.parser import Entry, Instr, Reg, Sym, Imm
-from runtime.ptx.sim import handwritten
-from runtime.ptx.sim.declared import evaluate, match
-from runtime.ptx.sim.memory import Flat, Heap, MemoryFault
-from runtime.ptx.sim.values import from_bits, imm_values, to_bits
+from tilegen.runtime.ptx.parser import Entry, Instr, Reg, Sym, Imm
+from tilegen.runtime.ptx.sim import handwritten
+from tilegen.runtime.ptx.sim.declared import evaluate, match
+from tilegen.runtime.ptx.sim.memory import Flat, Heap, MemoryFault
+from tilegen.runtime.ptx.sim.values import from_bits, imm_values, to_bits
 
 
 class PtxSimError(Exception):
@@ -95,21 +95,23 @@ class CtaState:
                 return sp
             return np.zeros(self.n, np.uint64)  # never written: reads as 0
         if isinstance(op, Imm):
-            return to_bits(imm_values(op.value, t, self.n), t, self.n)
+            return to_bits(self.read(op, t), t, self.n)
         if isinstance(op, Sym) and op.name in self.symbols:
             return np.full(self.n, self.symbols[op.name][1], np.uint64)
         raise PtxSimError(f"cannot read operand {op!r}")
 
     def read(self, op, t: str) -> np.ndarray:
         if isinstance(op, Imm):
+            if op.bits is not None and t[0] in "bsu":
+                return from_bits(np.full(self.n, op.bits, np.uint64), t)
             return imm_values(op.value, t, self.n)
         return from_bits(self.bits(op, t), t)
 
     def write_bits(self, op, bits: np.ndarray, mask: np.ndarray) -> None:
+        if isinstance(op, Sym) and op.name == "_":  # the sink operand
+            return
         if not isinstance(op, Reg):
             raise PtxSimError(f"destination {op!r} is not a register")
-        if op.name == "_":
-            return
         old = self.regs.get(op.name)
         if old is None:
             old = np.zeros(self.n, np.uint64)

@@ -8,9 +8,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from generated.ptx.instructions import INSTRUCTIONS
-from runtime.ptx.sim.semlib import VOCABULARY
-from runtime.ptx.sim.values import WIDE
+from tilegen.generated.ptx.instructions import INSTRUCTIONS
+from tilegen.runtime.ptx.sim.semlib import VOCABULARY
+from tilegen.runtime.ptx.sim.values import WIDE
 
 _BY_OPCODE: dict[str, list[dict]] = {}
 for _row in INSTRUCTIONS.values():

@@ -7,18 +7,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from runtime.ptx.parser import Addr, Imm, Instr, Reg, Sym, Vec
-from runtime.ptx.sim.memory import LOCAL_WINDOW, SHARED_WINDOW
-from runtime.ptx.sim.values import WIDTH, f32_to_bf16_bits, from_bits, to_bits
+from tilegen.runtime.ptx.parser import Addr, Imm, Instr, Reg, Sym, Vec
+from tilegen.runtime.ptx.sim.memory import LOCAL_WINDOW, SHARED_WINDOW
+from tilegen.runtime.ptx.sim.values import WIDTH, f32_to_bf16_bits, from_bits, to_bits
 
 if TYPE_CHECKING:
-    from runtime.ptx.sim.cta import CtaState
+    from tilegen.runtime.ptx.sim.cta import CtaState
 
 _SPACES = ("param", "global", "shared", "local", "const")
 
 
 def _err(msg: str) -> Exception:
-    from runtime.ptx.sim.cta import PtxSimError
+    from tilegen.runtime.ptx.sim.cta import PtxSimError
 
     return PtxSimError(msg)
 
@@ -71,8 +71,9 @@ def do_ld(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     dests, addr = _regs(ins.operands[0]), ins.operands[1]
     for i, d in enumerate(dests):
         if space == "param":
-            bits = np.full(st.n, _param_load(st, Addr(addr.base, addr.offset + i * width), width),
-                           np.uint64)
+            bits = np.full(
+                st.n, _param_load(st, Addr(addr.base, addr.offset + i * width), width), np.uint64
+            )
         else:
             mem, a = _memory(st, space, _address(st, addr, mask) + i * width, mask)
             bits = np.zeros(st.n, np.uint64)
@@ -161,8 +162,9 @@ def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
                 vals = np.array([min(max(int(e), lo), hi) for e in vals], dtype=object)
         if dt[0] == "s" and WIDTH[dt] < 64:  # sign-extend the result into the register
             bits = to_bits(vals, dt, st.n)
-            st.write_bits(ins.operands[0], to_bits(from_bits(bits, dt).astype(np.int64),
-                                                   "s64", st.n), mask)
+            st.write_bits(
+                ins.operands[0], to_bits(from_bits(bits, dt).astype(np.int64), "s64", st.n), mask
+            )
             return
         st.write(ins.operands[0], vals, dt, mask)
 
@@ -183,7 +185,7 @@ def do_shfl(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     mode = next(p for p in ins.parts if p in ("up", "down", "bfly", "idx"))
     ops = ins.operands
     dp = ops[1] if len(ops) == 6 else None  # d|p form
-    a, b, c = (ops[2:5] if dp is not None else ops[1:4])
+    a, b, c = ops[2:5] if dp is not None else ops[1:4]
     src = st.bits(a, "b32")
     bval = st.read(b, "u32").astype(np.int64) & 31
     cval = st.read(c, "u32").astype(np.int64)
@@ -232,9 +234,14 @@ def do_vote(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 
 
 _ATOM = {
-    "add": lambda o, b, c: o + b, "min": lambda o, b, c: min(o, b), "max": lambda o, b, c: max(o, b),
-    "and": lambda o, b, c: o & b, "or": lambda o, b, c: o | b, "xor": lambda o, b, c: o ^ b,
-    "exch": lambda o, b, c: b, "cas": lambda o, b, c: c if o == b else o,
+    "add": lambda o, b, c: o + b,
+    "min": lambda o, b, c: min(o, b),
+    "max": lambda o, b, c: max(o, b),
+    "and": lambda o, b, c: o & b,
+    "or": lambda o, b, c: o | b,
+    "xor": lambda o, b, c: o ^ b,
+    "exch": lambda o, b, c: b,
+    "cas": lambda o, b, c: c if o == b else o,
     "inc": lambda o, b, c: 0 if o >= b else o + 1,
 }
 
@@ -262,6 +269,40 @@ def do_atom(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         st.write_bits(d, old_out, mask)
 
 
+def do_matrix(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """ldmatrix/stmatrix .m8n8 .x1/.x2/.x4 [.trans] .b16: lanes 8m..8m+7 give matrix m's row
+    addresses; lane i holds row i/4, columns 2(i%4) and 2(i%4)+1 (transposed with .trans)."""
+    load = ins.parts[0] == "ldmatrix"
+    count = next(int(p[1:]) for p in ins.parts if p in ("x1", "x2", "x4"))
+    trans = "trans" in ins.parts
+    regs_op, addr = (ins.operands[0], ins.operands[1]) if load else ins.operands[::-1]
+    regs = _regs(regs_op)
+    full = np.ones(st.n, bool)
+    rows = _address(st, addr, full)
+    mem, _ = _memory(st, "shared", rows[:1], full)
+    lane = np.arange(st.n) % 32
+    warp_base = np.arange(st.n) - lane
+    for m in range(count):
+        out = st.bits(regs[m], "b32").copy()
+        for half in range(2):
+            if trans:
+                r, c = (lane % 4) * 2 + half, lane // 4
+            else:
+                r, c = lane // 4, (lane % 4) * 2 + half
+            a = rows[warp_base + m * 8 + r] + 2 * c
+            sel = mask
+            if load:
+                val = mem.load(a[sel], 2)
+                out[sel] = (out[sel] & ~np.uint64(0xFFFF << (16 * half))) | (
+                    val << np.uint64(16 * half)
+                )
+            else:
+                val = (st.bits(regs[m], "b32")[sel] >> np.uint64(16 * half)) & np.uint64(0xFFFF)
+                mem.store(a[sel], 2, val)
+        if load:
+            st.write_bits(regs[m], out, mask)
+
+
 _NOOPS = ("fence", "membar", "griddepcontrol", "prefetch", "setmaxnreg", "pmevent")
 
 
@@ -283,8 +324,18 @@ def execute(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray, at: in
         return None
     if op in _NOOPS:
         return None
-    handler = {"ld": do_ld, "st": do_st, "mov": do_mov, "cvta": do_cvta, "cvt": do_cvt,
-               "shfl": do_shfl, "vote": do_vote, "atom": do_atom}.get(op)
+    handler = {
+        "ld": do_ld,
+        "st": do_st,
+        "mov": do_mov,
+        "cvta": do_cvta,
+        "cvt": do_cvt,
+        "shfl": do_shfl,
+        "vote": do_vote,
+        "atom": do_atom,
+        "ldmatrix": do_matrix,
+        "stmatrix": do_matrix,
+    }.get(op)
     if handler is None:
         raise _err(f"unsupported instruction {ins.opcode!r}")
     handler(st, ins, mask)

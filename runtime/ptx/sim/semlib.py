@@ -13,9 +13,11 @@ def _bits(a: np.ndarray) -> int:
 
 
 def widen(a: np.ndarray) -> np.ndarray:
-    return a.astype({1: np.int16, 2: np.int32, 4: np.int64, 8: np.int64}[a.dtype.itemsize]
-                    if a.dtype.kind == "i" else
-                    {1: np.uint16, 2: np.uint32, 4: np.uint64, 8: np.uint64}[a.dtype.itemsize])
+    return a.astype(
+        {1: np.int16, 2: np.int32, 4: np.int64, 8: np.int64}[a.dtype.itemsize]
+        if a.dtype.kind == "i"
+        else {1: np.uint16, 2: np.uint32, 4: np.uint64, 8: np.uint64}[a.dtype.itemsize]
+    )
 
 
 def mulhi(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -109,10 +111,29 @@ def bit_reverse(a):
 
 
 VOCABULARY = {
-    "widen": widen, "mulhi": mulhi, "idiv": idiv, "irem": irem, "fused": fused, "fmin": fmin,
-    "fmax": fmax, "compare": compare, "shift_left": shift_left, "shift_right": shift_right,
-    "funnel": funnel, "popcount": popcount, "count_leading_zeros": count_leading_zeros,
-    "bit_reverse": bit_reverse, "absolute": np.abs, "minimum": np.minimum, "maximum": np.maximum,
-    "copysign": np.copysign, "sqrt": np.sqrt, "exp2": np.exp2, "log2": np.log2, "sin": np.sin,
-    "cos": np.cos, "tanh": np.tanh, "where": np.where,
+    "widen": widen,
+    "mulhi": mulhi,
+    "idiv": idiv,
+    "irem": irem,
+    "fused": fused,
+    "fmin": fmin,
+    "fmax": fmax,
+    "compare": compare,
+    "shift_left": shift_left,
+    "shift_right": shift_right,
+    "funnel": funnel,
+    "popcount": popcount,
+    "count_leading_zeros": count_leading_zeros,
+    "bit_reverse": bit_reverse,
+    "absolute": np.abs,
+    "minimum": np.minimum,
+    "maximum": np.maximum,
+    "copysign": np.copysign,
+    "sqrt": np.sqrt,
+    "exp2": np.exp2,
+    "log2": np.log2,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "where": np.where,
 }

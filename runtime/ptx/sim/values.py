@@ -5,11 +5,33 @@ from __future__ import annotations
 
 import numpy as np
 
-WIDTH = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16,
-         "bf16": 16, "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64,
-         "f64": 64, "f16x2": 32, "bf16x2": 32}
-_INT = {8: (np.uint8, np.int8), 16: (np.uint16, np.int16), 32: (np.uint32, np.int32),
-        64: (np.uint64, np.int64)}
+WIDTH = {
+    "pred": 1,
+    "b8": 8,
+    "u8": 8,
+    "s8": 8,
+    "b16": 16,
+    "u16": 16,
+    "s16": 16,
+    "f16": 16,
+    "bf16": 16,
+    "b32": 32,
+    "u32": 32,
+    "s32": 32,
+    "f32": 32,
+    "b64": 64,
+    "u64": 64,
+    "s64": 64,
+    "f64": 64,
+    "f16x2": 32,
+    "bf16x2": 32,
+}
+_INT = {
+    8: (np.uint8, np.int8),
+    16: (np.uint16, np.int16),
+    32: (np.uint32, np.int32),
+    64: (np.uint64, np.int64),
+}
 WIDE = {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64", "s64": "s64", "u64": "u64"}
 
 
@@ -68,8 +90,11 @@ def to_bits(vals, t: str, n: int) -> np.ndarray:
         a = a.astype(np.int64)
     if a.dtype == object:
         a = np.array([int(v) & ((1 << w) - 1) for v in a], dtype=np.uint64)
-    return a.astype(_INT[w][1] if a.dtype.kind == "i" else _INT[w][0]).view(
-        _INT[w][0]).astype(np.uint64)
+    return (
+        a.astype(_INT[w][1] if a.dtype.kind == "i" else _INT[w][0])
+        .view(_INT[w][0])
+        .astype(np.uint64)
+    )
 
 
 def imm_values(value, t: str, n: int) -> np.ndarray:

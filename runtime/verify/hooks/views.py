@@ -22,6 +22,8 @@ def _make_tensor_view(op: Operation, ctx: VerifyContext) -> None:
             f"got {quoted(pointee)}"
         )
         return
+    if _ptr_attr_mismatch(ctx, getattr(base.element, "ptr_attr", None), result.ptr_attr):
+        return
     for what, dims, group in (
         ("shape", result.shape, "dynamicShape"),
         ("stride", result.strides, "dynamicStrides"),
@@ -43,6 +45,23 @@ def _make_tensor_view(op: Operation, ctx: VerifyContext) -> None:
                     f"dynamic values ({quoted(common)}), got {quoted(v.type)}"
                 )
                 return
+
+
+def _ptr_attr_mismatch(ctx: VerifyContext, base: str | None, result: str | None) -> bool:
+    """13.4: the tensor_view carries exactly the base pointer's ptr_attr (tileirdisasm wording)."""
+    if base == result:
+        return False
+    spell = "#cuda_tile.ptr_attr<{}>".format
+    if result is None:
+        ctx.error(f"tensor_view must preserve ptr_attr from base pointer ({spell(base)})")
+    elif base is None:
+        ctx.error("pointer base without ptr_attr cannot produce tensor_view with ptr_attr")
+    else:
+        ctx.error(
+            f"ptr_attr mismatch between base pointer ({spell(base)}) and result tensor_view "
+            f"({spell(result)})"
+        )
+    return True
 
 
 @hook("make_tile_view")

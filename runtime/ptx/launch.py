@@ -1,0 +1,88 @@
+"""Launch a PTX entry over a grid in the SIMT simulator with the cuTile calling convention:
+each array argument becomes (pointer, shape..., strides... in elements), each scalar one param."""
+
+from __future__ import annotations
+
+import re
+import struct
+
+import numpy as np
+
+from tilegen.runtime.ptx.parser import Entry, parse_ptx
+from tilegen.runtime.ptx.sim.cta import CtaState, PtxSimError, run_cta
+from tilegen.runtime.ptx.sim.memory import Heap
+
+__all__ = ["PtxSimError", "flatten_args", "run_ptx"]
+
+
+def flatten_args(args: list, heap: Heap) -> tuple[list, list[tuple[int, np.ndarray]]]:
+    """Flat param values for `args` plus (address, array) of every array written to `heap`."""
+    flat, arrays = [], []
+    for a in args:
+        a = np.asarray(a)
+        if a.ndim == 0:
+            flat.append(a.item())
+            continue
+        c = np.ascontiguousarray(a)
+        addr = heap.alloc(c.nbytes)
+        heap.write(addr, c.tobytes())
+        arrays.append((addr, c))
+        strides = [s // c.itemsize for s in c.strides]
+        flat += [addr, *c.shape, *strides]
+    return flat, arrays
+
+
+def _pack(value, ptype: str) -> bytes:
+    size = int(re.sub(r"\D", "", ptype) or 8) // 8
+    if ptype.startswith("f") or isinstance(value, float):
+        return struct.pack("<f" if size == 4 else "<d", float(value))
+    return (int(value) & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+
+
+def _block(entry: Entry) -> tuple[int, int, int]:
+    dims = entry.directives.get("reqntid") or entry.directives.get("maxntid")
+    if not dims:
+        raise PtxSimError(f"entry {entry.name}: no .reqntid/.maxntid; block size unknown")
+    return tuple((list(dims) + [1, 1])[:3])
+
+
+def run_ptx(
+    ptx: str,
+    args: list,
+    grid,
+    entry_name: str | None = None,
+    file: str = "<ptx>",
+    max_steps: int = 2_000_000,
+) -> list[np.ndarray]:
+    """Run `entry_name` (default: the only entry) on `args`; returns every array argument's
+    contents after the launch, in argument order (scalars omitted)."""
+    module = parse_ptx(ptx, file)
+    if entry_name is None:
+        if len(module.entries) != 1:
+            raise PtxSimError(f"{file}: expected one .entry, found {len(module.entries)}")
+        entry_name = next(iter(module.entries))
+    entry = module.entries.get(entry_name)
+    if entry is None:
+        raise PtxSimError(f"{file}: no entry named {entry_name!r}")
+    heap = Heap()
+    flat, arrays = flatten_args(args, heap)
+    if len(flat) != len(entry.params):
+        raise PtxSimError(
+            f"{file}: entry {entry_name} has {len(entry.params)} params, the "
+            f"arguments flatten to {len(flat)} (hidden params are not supported)"
+        )
+    params, addr = {}, 0x100
+    for var, value in zip(entry.params, flat):
+        params[var.name] = (addr, _pack(value, var.type))
+        addr += 64
+    grid = tuple((list(int(g) for g in grid) + [1, 1])[:3])
+    block = _block(entry)
+    for z in range(grid[2]):
+        for y in range(grid[1]):
+            for x in range(grid[0]):
+                st = CtaState(entry, heap, params, block, (x, y, z), grid)
+                run_cta(st, max_steps, file)
+    out = []
+    for addr, arr in arrays:
+        out.append(np.frombuffer(heap.read(addr, arr.nbytes), arr.dtype).reshape(arr.shape))
+    return out

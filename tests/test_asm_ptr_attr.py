@@ -1,0 +1,316 @@
+"""The 13.4/13.5 pointer attribute (``ptr_attr``) end to end: text syntax, make_tensor_view's
+verifier rules, bytecode encoding and version rules, and NVIDIA ``tileirdisasm`` agreement.
+
+Ground truth (tileirdisasm 13.5): 13.4 files written by tilegen's writer; 13.5 files (unicast /
+multicast) made from a 13.4 file by patching its header, function record and enum bytes.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tilegen.runtime.asm import parse_module, print_module
+from tilegen.runtime.bytecode import read_bytecode, write_bytecode
+from tilegen.runtime.bytecode.errors import BytecodeError, BytecodeWriteError
+from tilegen.runtime.diagnostics import DiagnosticEngine, DiagnosticError
+from tilegen.runtime.types import F32, PointerType, TensorViewType, TileType
+from tilegen.runtime.verify import verify_module
+
+DISASM = (
+    Path(sys.executable).parent.parent / "lib/python3.11/site-packages/nvidia/cu13/bin/tileirdisasm"
+)
+needs_disasm = pytest.mark.skipif(not DISASM.exists(), reason="tileirdisasm not installed")
+
+# Bodies exactly as tileirdisasm 13.5 prints them (13.4 files).
+STATIC = """\
+entry @k(%arg0: tile<ptr<f32, <none>>>, %arg1: tile<i32>, %arg2: tile<ptr<f16>>) {
+  %tview = make_tensor_view %arg0, shape = [16], strides = [1] : tile<ptr<f32, <none>>> -> tensor_view<16xf32, strides=[1], #cuda_tile.ptr_attr<none>>
+  %tview_0 = make_tensor_view %arg0, shape = [%arg1, 16], strides = [%arg1, 1] : tile<ptr<f32, <none>>>, tile<i32> -> tensor_view<?x16xf32, strides=[?,1], #cuda_tile.ptr_attr<none>>
+  %tview_1 = make_tensor_view %arg2, shape = [16], strides = [1] : tensor_view<16xf16, strides=[1]>
+  %pview = make_partition_view %tview : partition_view<tile=(4), tensor_view<16xf32, strides=[1], #cuda_tile.ptr_attr<none>>>
+  return
+}"""
+ZERO_D = """\
+entry @k(%arg0: tile<ptr<f32, <none>>>) {
+  %tview = make_tensor_view %arg0, shape = [], strides = [] : tile<ptr<f32, <none>>> -> tensor_view<f32, #cuda_tile.ptr_attr<none>>
+  return
+}"""
+SIMPLE = """\
+entry @k(%arg0: tile<ptr<f32, <none>>>) {
+  %tview = make_tensor_view %arg0, shape = [16], strides = [1] : tile<ptr<f32, <none>>> -> tensor_view<16xf32, strides=[1], #cuda_tile.ptr_attr<none>>
+  return
+}"""
+# a 13.5 file (patched from SIMPLE's bytes) as tileirdisasm prints it
+MULTICAST = SIMPLE.replace("<none>", "<multicast>")
+
+
+def module(body: str, name: str = "t.mlir"):
+    return parse_module(f"cuda_tile.module @kernels {{\n{body}\n}}\n", name)
+
+
+def body(m) -> str:
+    tile_module = next(op for op in m.walk() if op.name == "cuda_tile.module")
+    return print_module(tile_module, body_only=True, default_dialect="cuda_tile").strip()
+
+
+def verify_errors(m) -> list[str]:
+    diag = DiagnosticEngine()
+    verify_module(m, diag)
+    return [d.message for d in diag.diagnostics if d.severity == "error"]
+
+
+def verify_diags(m) -> list[str]:
+    diag = DiagnosticEngine()
+    verify_module(m, diag)
+    return [d.format() for d in diag.diagnostics]
+
+
+# ---------------------------------------------------------------------------------- text
+
+
+@pytest.mark.parametrize("text", [STATIC, ZERO_D, MULTICAST])
+def test_text_round_trip(text):
+    m = module(text)
+    assert body(m) == text
+    assert verify_errors(m) == []
+    assert body(module(body(m))) == text
+
+
+def test_types_carry_the_keyword():
+    m = module(STATIC)
+    entry = next(op for op in m.walk() if op.name == "cuda_tile.entry")
+    views = [op.results[0].type for op in m.walk() if op.name == "cuda_tile.make_tensor_view"]
+    assert entry.regions[0].blocks[0].args[0].type == TileType((), PointerType(F32, "none"))
+    assert views[0] == TensorViewType(F32, (16,), (1,), ptr_attr="none")
+    assert views[2].ptr_attr is None
+    # the field is part of the type's identity
+    assert PointerType(F32, "none") != PointerType(F32)
+    assert TensorViewType(F32, (16,), (1,)) == TensorViewType(F32, (16,), (1,), None)
+
+
+@pytest.mark.parametrize(
+    "snippet, col",
+    [
+        ("entry @k(%a: tile<ptr<f32, <bogus>>>) {\n  return\n}", 29),
+        (
+            "entry @k(%a: tile<ptr<f32>>) {\n  %v = make_tensor_view %a, shape = [16], "
+            "strides = [1] : tensor_view<16xf32, strides=[1], #cuda_tile.ptr_attr<uni>>\n"
+            "  return\n}",
+            None,
+        ),
+    ],
+)
+def test_bad_keyword_is_a_located_error(snippet, col):
+    with pytest.raises(DiagnosticError) as e:
+        module(snippet, "bad.mlir")
+    d = e.value.diag
+    assert "expected ::mlir::cuda_tile::PtrAttr to be one of: none, unicast, multicast" in d.message
+    assert d.loc.file == "bad.mlir"
+    if col is not None:
+        assert (d.loc.line, d.loc.col) == (2, col)
+    else:
+        assert d.loc.line == 3 and d.loc.col > 80
+
+
+def test_missing_angle_brackets_is_a_located_error():
+    with pytest.raises(DiagnosticError) as e:
+        module("entry @k(%a: tile<ptr<f32, none>>) {\n  return\n}", "bad.mlir")
+    assert e.value.diag.message == "expected '<'"
+    assert (e.value.diag.loc.file, e.value.diag.loc.line) == ("bad.mlir", 2)
+
+
+def test_make_tensor_view_type_list_errors_are_located():
+    text = (
+        "entry @k(%a: tile<ptr<f32, <none>>>, %n: tile<i32>) {\n  %v = make_tensor_view %a, "
+        "shape = [%n], strides = [1] : tile<ptr<f32, <none>>>, tile<i32>, tile<i32> -> "
+        "tensor_view<?xf32, strides=[1], #cuda_tile.ptr_attr<none>>\n  return\n}"
+    )
+    with pytest.raises(DiagnosticError) as e:
+        module(text, "bad.mlir")
+    assert "expected at most one dynamic shape/stride type before '->'" in e.value.diag.message
+    assert e.value.diag.loc.line == 3
+
+
+# ---------------------------------------------------------------------------------- verifier
+
+GENERIC = """\
+entry @k(%arg0: tile<ptr<f32, <{base}>>>, %arg1: tile<ptr<f32>>) {{
+  %v = "cuda_tile.make_tensor_view"(%{arg}) {{operandSegmentSizes = array<i32: 1, 0, 0>}} : ({bt}) -> {rt}
+  return
+}}"""
+
+
+@pytest.mark.parametrize(
+    "base, result, message",
+    [
+        # (base ptr_attr, result ptr_attr, tileirdisasm 13.5's message)
+        (
+            "none",
+            None,
+            "tensor_view must preserve ptr_attr from base pointer (#cuda_tile.ptr_attr<none>)",
+        ),
+        (None, "none", "pointer base without ptr_attr cannot produce tensor_view with ptr_attr"),
+        (
+            "unicast",
+            "none",
+            "ptr_attr mismatch between base pointer (#cuda_tile.ptr_attr<unicast>) and result "
+            "tensor_view (#cuda_tile.ptr_attr<none>)",
+        ),
+        (
+            "multicast",
+            "unicast",
+            "ptr_attr mismatch between base pointer (#cuda_tile.ptr_attr<multicast>) and result "
+            "tensor_view (#cuda_tile.ptr_attr<unicast>)",
+        ),
+    ],
+)
+def test_make_tensor_view_must_preserve_ptr_attr(base, result, message):
+    bt = f"tile<ptr<f32, <{base}>>>" if base else "tile<ptr<f32>>"
+    pa = f", #cuda_tile.ptr_attr<{result}>" if result else ""
+    text = GENERIC.format(
+        base=base or "none",
+        arg="arg0" if base else "arg1",
+        bt=bt,
+        rt=f"tensor_view<16xf32, strides=[1]{pa}>",
+    )
+    assert verify_diags(module(text)) == [
+        f"t.mlir:3:8: error: 'cuda_tile.make_tensor_view' op {message}"
+    ]
+
+
+# ---------------------------------------------------------------------------------- bytecode
+
+
+def _bytes(text: str, version: str = "13.4") -> bytes:
+    return write_bytecode(module(text), version=version)
+
+
+def test_bytecode_round_trip_13_4():
+    for text in (STATIC, ZERO_D):
+        data = _bytes(text)
+        assert body(read_bytecode(data)) == text
+
+
+def test_bytecode_layout_13_4():
+    data = _bytes(SIMPLE)
+    # ptr: tag 12, optFlags bit0, pointee type#0 (f32), PtrAttr none (0)
+    assert bytes.fromhex("0c010000") in data
+    # tensor_view: tag 14, optFlags 1, elem, shape [16], strides [1], PtrAttr 0
+    tv = bytes.fromhex("0e0100" "01" "1000000000000000" "01" "0100000000000000" "00")
+    assert tv in data
+    # without a ptr_attr 13.4 still writes the (zero) optFlags varint; 13.3 writes none
+    plain = "entry @k(%arg0: tile<ptr<f32>>) {\n  return\n}"
+    assert bytes.fromhex("0c0000") in _bytes(plain)
+    assert bytes.fromhex("0c00") in _bytes(plain, "13.3")
+    assert bytes.fromhex("0c0000") not in _bytes(plain, "13.3")
+
+
+def test_writer_refuses_ptr_attr_before_13_4():
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"parameter 'ptr_attr' requires bytecode version " r"13.4\+, but targeting 13.3",
+    ):
+        _bytes(SIMPLE, "13.3")
+
+
+def test_writer_refuses_13_5_keyword_at_13_4():
+    with pytest.raises(
+        BytecodeWriteError,
+        match="enum value for parameter 'ptr_attr' is not " "available in bytecode version 13.4",
+    ):
+        _bytes(MULTICAST, "13.4")
+
+
+def _patched(data: bytes, old: str, new: str) -> bytes:
+    old_b, new_b = bytes.fromhex(old), bytes.fromhex(new)
+    assert data.count(old_b) == 1
+    return data.replace(old_b, new_b)
+
+
+@pytest.mark.parametrize(
+    "new, message",
+    [
+        ("0c010001", "error at offset 3: enum value 1 is not available in bytecode version 13.4"),
+        ("0c010002", "error at offset 3: enum value 2 is not available in bytecode version 13.4"),
+        ("0c010003", "invalid integer value for enum type: 3"),
+        ("0c030000", "unused bits set in optional parameter flags"),
+    ],
+)
+def test_reader_rejects_bad_ptr_attr(new, message):
+    data = _patched(_bytes(SIMPLE), "0c010000", new)
+    with pytest.raises(BytecodeError, match=message.replace("(", r"\(")):
+        read_bytecode(data)
+
+
+def _as_13_5(data: bytes, ptr_attr: int, tv_attr: int) -> bytes:
+    """SIMPLE's 13.4 bytes as a 13.5 file: header minor 5, the 13.5 function record (empty
+    optimization hints ``0b 00`` + empty argument dictionaries ``06 00``, 8 more bytes with
+    padding), PtrAttr values patched."""
+    b = bytearray(data)
+    assert b[8:10] == b"\x0d\x04" and b[0x0C:0x0F] == b"\x82\x10\x08"
+    b[9], b[0x0D] = 5, 0x18
+    assert b[0x3D:0x41] == b"\x0c\x01\x00\x00"
+    b[0x40] = ptr_attr
+    end = b.index(b"\x81\x09", 0x41)  # the tensor_view entry's last byte precedes this section
+    assert b[end - 1] == 0
+    b[end - 1] = tv_attr
+    b[0x15:0x15] = b"\x0b\x00\x06\x00"
+    b[0x23:0x23] = b"\xcb" * 4
+    return bytes(b)
+
+
+def test_reader_reads_13_5_multicast():
+    data = _as_13_5(_bytes(SIMPLE), 2, 2)
+    assert body(read_bytecode(data)) == MULTICAST
+
+
+# ---------------------------------------------------------------------------------- NVIDIA
+
+
+def _disasm(tmp_path, data: bytes) -> subprocess.CompletedProcess:
+    path = tmp_path / "m.tileirbc"
+    path.write_bytes(data)
+    return subprocess.run([str(DISASM), str(path)], capture_output=True, text=True, timeout=60)
+
+
+@needs_disasm
+@pytest.mark.parametrize("text", [STATIC, ZERO_D, SIMPLE])
+def test_printout_matches_tileirdisasm(text, tmp_path):
+    nv = _disasm(tmp_path, _bytes(text))
+    assert nv.returncode == 0, nv.stderr
+    assert nv.stdout.strip() == text == body(module(text))
+
+
+@needs_disasm
+def test_tileirdisasm_13_5_multicast(tmp_path):
+    nv = _disasm(tmp_path, _as_13_5(_bytes(SIMPLE), 2, 2))
+    assert nv.returncode == 0, nv.stderr
+    assert nv.stdout.strip() == MULTICAST
+
+
+@needs_disasm
+def test_tileirdisasm_agrees_on_version_and_verifier_errors(tmp_path):
+    nv = _disasm(tmp_path, _patched(_bytes(SIMPLE), "0c010000", "0c010001"))
+    assert "error at offset 3: enum value 1 is not available in bytecode version 13.4" in nv.stderr
+    for ptr_attr, tv_attr, message in [
+        (
+            1,
+            0,
+            "ptr_attr mismatch between base pointer (#cuda_tile.ptr_attr<unicast>) and result "
+            "tensor_view (#cuda_tile.ptr_attr<none>)",
+        ),
+        (
+            2,
+            1,
+            "ptr_attr mismatch between base pointer (#cuda_tile.ptr_attr<multicast>) and "
+            "result tensor_view (#cuda_tile.ptr_attr<unicast>)",
+        ),
+    ]:
+        data = _as_13_5(_bytes(SIMPLE), ptr_attr, tv_attr)
+        nv = _disasm(tmp_path, data)
+        assert nv.returncode != 0
+        assert f"'cuda_tile.make_tensor_view' op {message}" in nv.stderr
+        # our reader decodes it, and our verifier reports the same message
+        assert verify_errors(read_bytecode(data)) == [f"'cuda_tile.make_tensor_view' op {message}"]

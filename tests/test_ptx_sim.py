@@ -1,0 +1,210 @@
+"""The SIMT simulator on hand-written PTX: divergence and reconvergence, loops, shuffles,
+barriers with shared memory, atomics, declared semantics and located errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tilegen.runtime.ptx.launch import PtxSimError, run_ptx
+from tilegen.runtime.ptx.sim.declared import evaluate, match
+
+
+def kernel(body: str, ntid: int = 64, shared: str = "") -> str:
+    """One-entry module: param 0 is an i32 output array (pointer, shape, stride)."""
+    return f"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 k_out, .param .u32 k_n, .param .u32 k_s)
+.reqntid {ntid}
+{{
+    .reg .pred %p<8>;
+    .reg .b32 %r<32>;
+    .reg .b64 %rd<8>;
+    {shared}
+    ld.param.b64 %rd1, [k_out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+{body}
+    st.global.b32 [%rd3], %r2;
+    ret;
+}}
+"""
+
+
+def run(body: str, ntid: int = 64, shared: str = "", grid=(1, 1, 1)) -> np.ndarray:
+    return run_ptx(kernel(body, ntid, shared), [np.zeros(ntid, np.int32)], grid)[0]
+
+
+TID = np.arange(64)
+
+
+def test_divergent_if_else_reconverges() -> None:
+    out = run("""
+    and.b32 %r3, %r1, 1;
+    setp.eq.b32 %p1, %r3, 0;
+    @%p1 bra $EVEN;
+    shl.b32 %r2, %r1, 1;
+    bra.uni $JOIN;
+$EVEN:
+    add.s32 %r2, %r1, 100;
+$JOIN:
+    add.s32 %r2, %r2, 1;
+""")
+    np.testing.assert_array_equal(out, np.where(TID % 2 == 0, TID + 101, 2 * TID + 1))
+
+
+def test_loop_with_per_thread_trip_count() -> None:
+    out = run("""
+    rem.u32 %r4, %r1, 5;
+    mov.b32 %r2, 0;
+    mov.b32 %r5, 0;
+$LOOP:
+    setp.ge.u32 %p1, %r5, %r4;
+    @%p1 bra $DONE;
+    add.s32 %r2, %r2, %r5;
+    add.s32 %r5, %r5, 1;
+    bra.uni $LOOP;
+$DONE:
+""")
+    k = TID % 5
+    np.testing.assert_array_equal(out, k * (k - 1) // 2)
+
+
+def test_shfl_bfly_reduction_per_warp() -> None:
+    body = "    mov.b32 %r2, %r1;\n" + "".join(
+        f"    shfl.sync.bfly.b32 %r6, %r2, {m}, 31, -1;\n    add.s32 %r2, %r2, %r6;\n"
+        for m in (16, 8, 4, 2, 1)
+    )
+    out = run(body)
+    np.testing.assert_array_equal(out, np.repeat([sum(range(32)), sum(range(32, 64))], 32))
+
+
+def test_shfl_up_scan_and_idx_broadcast() -> None:
+    body = "    mov.b32 %r2, 1;\n" + "".join(
+        f"    shfl.sync.up.b32 %r6|%p2, %r2, {d}, 0, -1;\n" f"    @%p2 add.s32 %r2, %r2, %r6;\n"
+        for d in (1, 2, 4, 8, 16)
+    )
+    out = run(body)
+    np.testing.assert_array_equal(out, TID % 32 + 1)
+    out = run("    shfl.sync.idx.b32 %r2, %r1, 5, 31, -1;")
+    np.testing.assert_array_equal(out, np.repeat([5, 37], 32))
+
+
+def test_barrier_orders_shared_memory() -> None:
+    out = run(
+        """
+    mov.u32 %r7, buf;
+    shl.b32 %r8, %r1, 2;
+    add.s32 %r9, %r7, %r8;
+    mul.lo.s32 %r10, %r1, 3;
+    st.shared.b32 [%r9], %r10;
+    bar.sync 0;
+    add.s32 %r11, %r1, 1;
+    rem.u32 %r11, %r11, 64;
+    shl.b32 %r11, %r11, 2;
+    add.s32 %r11, %r7, %r11;
+    ld.shared.b32 %r2, [%r11];
+""",
+        shared=".shared .align 4 .b8 buf[256];",
+    )
+    np.testing.assert_array_equal(out, 3 * ((TID + 1) % 64))
+
+
+def test_barrier_holds_readers_until_the_writer_warp_arrives() -> None:
+    # the reading warp sits at lower PCs than the writing warp, so the scheduler would run
+    # its load first; only the barrier (at a different PC per warp) makes the store visible
+    body = """
+    mov.u32 %r7, buf;
+    mov.b32 %r2, 0;
+    setp.lt.u32 %p1, %r1, 32;
+    @%p1 bra $READER;
+    bra.uni $WRITER;
+$READER:
+    {bar}
+    ld.shared.b32 %r2, [%r7];
+    bra.uni $END;
+$WRITER:
+    mov.b32 %r12, 77;
+    st.shared.b32 [%r7], %r12;
+    {bar}
+$END:
+"""
+    shared = ".shared .align 4 .b8 buf[4];"
+    out = run(body.replace("{bar}", "bar.sync 0;"), shared=shared)
+    np.testing.assert_array_equal(out, np.where(TID < 32, 77, 0))
+    racy = run(body.replace("{bar}", ""), shared=shared)
+    np.testing.assert_array_equal(racy, np.zeros(64))  # without it the read comes first
+
+
+def test_atomic_add_serialises() -> None:
+    out = run(
+        """
+    mov.u32 %r7, ctr;
+    atom.shared.add.u32 %r2, [%r7], 1;
+""",
+        shared=".shared .align 4 .b8 ctr[4];",
+    )
+    assert sorted(out.tolist()) == list(range(64))
+
+
+def test_ctaid_over_grid() -> None:
+    src = kernel("    mov.u32 %r2, %ctaid.x;", ntid=32).replace(
+        "mul.wide.u32 %rd2, %r1, 4;",
+        "mov.u32 %r20, %ctaid.x;\n    mad.lo.s32 %r21, %r20, 32, %r1;\n"
+        "    mul.wide.u32 %rd2, %r21, 4;",
+    )
+    out = run_ptx(src, [np.zeros(96, np.int32)], (3, 1, 1))[0]
+    np.testing.assert_array_equal(out, np.repeat([0, 1, 2], 32))
+
+
+def test_step_budget_stops_runaway_loop() -> None:
+    src = kernel("$L:\n    bra.uni $L;")
+    with pytest.raises(PtxSimError, match="step budget"):
+        run_ptx(src, [np.zeros(64, np.int32)], (1, 1, 1), max_steps=1000)
+
+
+def test_errors_are_located() -> None:
+    with pytest.raises(PtxSimError, match=r"<ptx>:16: error: frob.b32: unsupported"):
+        run("    frob.b32 %r2, %r1;")
+    with pytest.raises(PtxSimError, match=r"error: ld.global.b32: global access .* out of bounds"):
+        run("    ld.global.b32 %r2, [%rd3+4096];")
+    with pytest.raises(PtxSimError, match="trap executed"):
+        run("    trap;")
+
+
+def _eval(opcode: str, *args):
+    form = match(opcode)
+    assert form is not None and not form.handwritten
+    return evaluate(form, [np.asarray(a) for a in args])
+
+
+def test_declared_semantics() -> None:
+    nan = np.float32("nan")
+    a, b = np.array([1.0, nan, -0.5], np.float32), np.array([2.0, 3.0, nan], np.float32)
+    np.testing.assert_array_equal(_eval("min.f32", a, b), [1.0, 3.0, -0.5])
+    assert np.isnan(_eval("min.NaN.f32", a, b)[1:]).all()
+    np.testing.assert_array_equal(_eval("setp.nan.f32", a, b), [False, True, True])
+    np.testing.assert_array_equal(_eval("setp.neu.f32", a, b), [True, True, True])
+    np.testing.assert_array_equal(_eval("setp.ne.f32", a, b), [True, False, False])
+    u = np.array([0xFFFFFFFF, 7], np.uint32)
+    np.testing.assert_array_equal(_eval("mul.hi.u32", u, u), [0xFFFFFFFE, 0])
+    np.testing.assert_array_equal(_eval("mul.wide.u32", u, u), [0xFFFFFFFE00000001, 49])
+    s = np.array([-7, 7], np.int32)
+    np.testing.assert_array_equal(_eval("div.s32", s, np.int32(2)), [-3, 3])
+    np.testing.assert_array_equal(_eval("rem.s32", s, np.int32(2)), [-1, 1])
+    np.testing.assert_array_equal(_eval("shr.s32", s, np.uint32(40)), [-1, 0])
+    np.testing.assert_array_equal(_eval("shl.b32", u, np.uint32(32)), [0, 0])
+    hi, lo = np.array([0x12345678], np.uint32), np.array([0x9ABCDEF0], np.uint32)
+    np.testing.assert_array_equal(_eval("shf.l.wrap.b32", lo, hi, np.uint32(36)), [0x23456789])
+    one, third = np.float32(1.0), np.float32(3.0)
+    down = _eval("fma.rm.f32", np.array([one]), np.array([1 / third], np.float32), np.float32(0))
+    up = _eval("fma.rp.f32", np.array([one]), np.array([1 / third], np.float32), np.float32(0))
+    assert down[0] == np.float32(1 / third) == up[0]  # exact products are not moved
+    d = _eval("div.rz.f32", np.array([one]), np.array([third]))
+    u2 = _eval("div.rp.f32", np.array([one]), np.array([third]))
+    assert np.nextafter(d[0], np.float32(1)) == u2[0]
+    assert match("add.rn.f32").row["ptx_isa"] == "1.0"
+    assert match("add.rn.f33") is None and match("frob.b32") is None

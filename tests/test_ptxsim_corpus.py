@@ -1,0 +1,74 @@
+"""tileiras's own PTX for the cuTile corpus kernels, run in the SIMT simulator, must reproduce
+the corpus's expected outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilegen.runtime.ptx.launch import run_ptx
+
+CORPUS = Path("/work/shared/corpus/cutile")
+TENSOR_CORES = {
+    "matmul_f16",
+    "matmul_f64",
+    "matmul_fp8",
+    "matmul_int8",
+    "matmul_tf32",
+    "batched_matmul",
+    "flash_attention",
+}
+# kernel -> what the simulator still lacks for it (xfail strict so progress shows).
+_TMA = (
+    "needs a hidden .param CUtensorMap (host-encoded) for cp.async.bulk.tensor, plus "
+    "mbarrier.init/arrive.expect_tx/try_wait.parity and elect.sync (warp-specialised producer)"
+)
+BLOCKED = {
+    "reduce_rows": _TMA,
+    "reduce_cols_loop": _TMA,
+    "layernorm": _TMA,
+    "reshape_expand": _TMA,
+    "atomics": _TMA,
+    "newer_ops": _TMA,
+    "print_kernel": _TMA + "; call.uni vprintf",
+}
+
+
+def _kernels() -> list:
+    if not (CORPUS / "manifest.json").exists():
+        return []
+    manifest = json.loads((CORPUS / "manifest.json").read_text())
+    out = []
+    for k in manifest["kernels"]:
+        name = k["name"]
+        ptx = CORPUS / "out" / "ptx" / f"{name}.sm_90.ptx"
+        if not ptx.exists():
+            continue
+        marks = []
+        if name in TENSOR_CORES:
+            marks.append(pytest.mark.skip(reason="needs tensor cores (mma/wgmma), out of scope"))
+        elif name in BLOCKED:
+            marks.append(pytest.mark.xfail(strict=True, reason=BLOCKED[name]))
+        out.append(pytest.param(k, ptx, id=name, marks=marks))
+    return out
+
+
+@pytest.mark.skipif(not CORPUS.exists(), reason="cuTile corpus not present")
+@pytest.mark.parametrize("kernel,ptx", _kernels())
+def test_tileiras_ptx_matches_expected(kernel: dict, ptx: Path) -> None:
+    data = np.load(CORPUS / kernel["samples"])
+    names = [p["name"] for p in kernel["params"] if p["kind"] != "constant"]
+    args = [data[f"arg__{n}"] for n in names]
+    outs = run_ptx(ptx.read_text(), args, data["grid"], file=ptx.name)
+    arrays = [n for n, a in zip(names, args) if np.asarray(a).ndim > 0]
+    rtol, atol = kernel.get("tolerance_rtol_atol") or (1e-5, 1e-6)
+    for name in kernel["outputs"]:
+        got = outs[arrays.index(name)]
+        want = data[f"expected__{name}"]
+        if got.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=name)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=name)
