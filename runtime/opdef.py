@@ -222,7 +222,11 @@ _ENUMS: dict[str, EnumDef] = {}
 _LOADED = False
 
 #: Dialect modules generated from spec/ (each registers its definitions when imported).
-DIALECT_MODULES = ("tilegen.generated.cuda_tile", "tilegen.generated.nv_tileaa")
+DIALECT_MODULES = (
+    "tilegen.generated.cuda_tile",
+    "tilegen.generated.nv_tileaa",
+    "tilegen.generated.nv_tileas",
+)
 
 
 def register_op(opdef: OpDef) -> OpDef:

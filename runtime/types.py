@@ -93,6 +93,8 @@ class TileType(Type):
 
     shape: tuple[int, ...]
     element: Type
+    #: nv_tileas layout attribute (runtime/layouts; docs/layouts.md); None above that stage
+    encoding: Optional[object] = None
 
     @property
     def rank(self) -> int:

@@ -314,3 +314,35 @@ def test_tileirdisasm_agrees_on_version_and_verifier_errors(tmp_path):
         assert f"'cuda_tile.make_tensor_view' op {message}" in nv.stderr
         # our reader decodes it, and our verifier reports the same message
         assert verify_errors(read_bytecode(data)) == [f"'cuda_tile.make_tensor_view' op {message}"]
+
+
+# ---------------------------------------------------------------------------------- interpreter
+
+
+def test_interpreter_runs_views_with_ptr_attr(tmp_path):
+    """ptr_attr<none> does not change memory semantics: a view built from such a pointer loads."""
+    import numpy as np
+
+    from tilegen.runtime.interp.api import load_module, run_module
+
+    tv = "tensor_view<8xf32, strides=[1], #cuda_tile.ptr_attr<none>>"
+    pv = f"partition_view<tile=(8), {tv}>"
+    po = "partition_view<tile=(8), tensor_view<8xf32, strides=[1]>>"
+    f = tmp_path / "k.mlir"
+    f.write_text(f"""cuda_tile.module @m {{
+  entry @k(%p0: tile<ptr<f32, <none>>>, %s0: tile<i32>, %t0: tile<i32>, %p1: tile<ptr<f32>>, %s1: tile<i32>, %t1: tile<i32>) {{
+    %tv = make_tensor_view %p0, shape = [8], strides = [1] : tile<ptr<f32, <none>>> -> {tv}
+    %ov = make_tensor_view %p1, shape = [8], strides = [1] : tensor_view<8xf32, strides=[1]>
+    %pv = make_partition_view %tv : {pv}
+    %po = make_partition_view %ov : {po}
+    %x, %y, %z = get_tile_block_id : tile<i32>
+    %t, %tok = load_view_tko weak %pv[%x] : {pv}, tile<i32> -> tile<8xf32>, token
+    %s = addf %t, %t rounding<nearest_even> : tile<8xf32>
+    %tok2 = store_view_tko weak %s, %po[%x] : tile<8xf32>, {po}, tile<i32> -> token
+    return
+  }}
+}}
+""")
+    x = np.arange(8, dtype=np.float32)
+    out = run_module(load_module(f), [("x", x), ("o", np.zeros(8, np.float32))], grid=(1,))
+    assert np.array_equal(out["o"], 2 * x)

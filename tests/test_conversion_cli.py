@@ -90,7 +90,7 @@ def test_compile_command(tmp_path: Path, capsys):
 
 
 def test_module_target_short_circuits_the_option():
-    text = KERNEL.replace("{tt.num_warps = 8 : i32}", "{nv_tileaa.target_spec = \"sm_100\"}")
+    text = KERNEL.replace("{tt.num_warps = 8 : i32}", '{nv_tileaa.target_spec = "sm_100"}')
     out = convert_module(parse_module(text, "k.mlir"), None)
     func = next(op for op in out.walk() if op.name == "nv_tileaa.func")
     assert func.attributes["nv_tileaa.kernel_spec"].as_dict()["compute_capability"].value == 100

@@ -4,6 +4,7 @@ grid queries, the arith/math/scf ops borrowed from the conversion spec)."""
 
 from __future__ import annotations
 
+import io
 import re
 
 import numpy as np
@@ -335,3 +336,65 @@ def test_unknown_predicate_is_a_located_diagnostic() -> None:
         run_module(_kernel(params, body, verify=False), [("x", np.zeros(1, np.int32))])
     assert "arith.cmpi" in str(e.value) and "unknown predicate" in str(e.value)
     assert e.value.diagnostics[0].loc is not None
+
+
+def test_gather_scatter_through_a_memref_pad_and_drop_outside_lanes() -> None:
+    """Per-lane memref indices: lanes outside the memref read ``other`` and are not written."""
+    body = (
+        _MEMREFS
+        + f"""
+    %lanes = nv_tileaa.make_range 0 to 8 : tile<8xi32>
+    %three = "arith.constant"() {{value = 3 : i32}} : () -> i32
+    %t3 = nv_tileaa.splat %three : (i32) -> tile<8xi32>
+    %rows = "arith.subi"(%lanes, %t3) : (tile<8xi32>, tile<8xi32>) -> tile<8xi32>
+    %one = "arith.constant"() {{value = 1 : i32}} : () -> i32
+    %cols = nv_tileaa.splat %one : (i32) -> tile<8xi32>
+    %m1 = "arith.constant"() {{value = -1.0 : f32}} : () -> f32
+    %other = nv_tileaa.splat %m1 : (f32) -> tile<8xf32>
+    %g = nv_tileaa.gather_load %a[%rows, %cols] other %other : ({MR}, tile<8xi32>, tile<8xi32>, tile<8xf32>) -> tile<8xf32>
+    %zero = "arith.constant"() {{value = 0 : i32}} : () -> i32
+    %c0 = nv_tileaa.splat %zero : (i32) -> tile<8xi32>
+    nv_tileaa.scatter_store %o[%lanes, %c0], %g : ({MR}, tile<8xf32>, tile<8xi32>, tile<8xi32>) -> ()"""
+    )
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    out = run_module(_kernel(_TWO_ARRAYS, body, verify=False), _matrix_args(a, np.zeros_like(a)))
+    # rows -3..4 of column 1: rows 0..3 exist; lanes 0..3 of out (rows -3..0) are -1, -1, -1, 1
+    np.testing.assert_array_equal(out["out"][:, 0], [-1, -1, -1, 1])
+
+
+def test_tiled_atomic_rmw_grid_queries_scf_while_print_and_assert() -> None:
+    params = f"%pa: {PTR}, %m: i32, %n: i32, %sm: i32, %sn: i32"
+    body = f"""
+    %mi = "arith.index_cast"(%m) : (i32) -> index
+    %ni = "arith.index_cast"(%n) : (i32) -> index
+    %smi = "arith.index_cast"(%sm) : (i32) -> index
+    %sni = "arith.index_cast"(%sn) : (i32) -> index
+    %a = nv_tileaa.make_memref %pa sizes [%mi, %ni] strides [%smi, %sni] : ({PTR}, index, index, index, index) -> {MR}
+    %np = nv_tileaa.get_num_programs 0 : i32
+    %pid = nv_tileaa.get_program_id 0 : i32
+    %zero = "arith.constant"() {{value = 0 : i32}} : () -> i32
+    %one = "arith.constant"() {{value = 1 : i32}} : () -> i32
+    %k = "scf.while"(%zero) ({{
+    ^bb0(%i: i32):
+      %go = "arith.cmpi"(%i, %np) {{predicate = "slt"}} : (i32, i32) -> i1
+      "scf.condition"(%go, %i) : (i1, i32) -> ()
+    }}, {{
+    ^bb0(%i: i32):
+      %next = "arith.addi"(%i, %one) : (i32, i32) -> i32
+      "scf.yield"(%next) : (i32) -> ()
+    }}) : (i32) -> i32
+    %ok = "arith.cmpi"(%k, %np) {{predicate = "eq"}} : (i32, i32) -> i1
+    nv_tileaa.assert %ok, "loop ran once per program" : i1
+    %kf = "arith.sitofp"(%k) : (i32) -> f32
+    %v = nv_tileaa.splat %kf : (f32) -> tile<2x2xf32>
+    %c0 = "arith.constant"() {{value = 0 : index}} : () -> index
+    %old = nv_tileaa.tiled_atomic_rmw addf %a[%c0, %c0], %v : ({MR}, tile<2x2xf32>, index, index) -> tile<2x2xf32>
+    nv_tileaa.print "pid=%d k=%d\\0A", %pid, %k : (i32, i32) -> ()"""
+    a = np.zeros((2, 3), dtype=np.float32)
+    out_text = io.StringIO()
+    out = run_module(_kernel(params, body, verify=False), [("a", a)], (3,), stdout=out_text)
+    np.testing.assert_array_equal(out["a"], [[9, 9, 0], [9, 9, 0]])  # 3 programs add 3 each
+    assert out_text.getvalue() == "pid=0 k=3\npid=1 k=3\npid=2 k=3\n"
+    bad = body.replace('{predicate = "eq"}', '{predicate = "ne"}')
+    with pytest.raises(RunError, match="assertion failed: loop ran once per program"):
+        run_module(_kernel(params, bad, verify=False), [("a", a)], (1,))

@@ -208,3 +208,36 @@ def test_declared_semantics() -> None:
     assert np.nextafter(d[0], np.float32(1)) == u2[0]
     assert match("add.rn.f32").row["ptx_isa"] == "1.0"
     assert match("add.rn.f33") is None and match("frob.b32") is None
+
+
+def test_packed_pairs_compute_each_half() -> None:
+    a = np.array([[1.5, -2.0]], np.float32)
+    b = np.array([[0.25, 8.0]], np.float32)
+    np.testing.assert_array_equal(_eval("add.rn.f32x2", a, b), [[1.75, 6.0]])
+    h = np.array([[1.0, 65504.0]], np.float16)
+    np.testing.assert_array_equal(_eval("add.rn.f16x2", h, h), [[2.0, np.inf]])
+    assert match("add.rn.f32x2").row["sm"] == 100 and match("add.rn.f16x2").row["sm"] == 53
+
+
+def test_packed_registers_round_trip_through_the_simulator() -> None:
+    out = run("""
+    cvt.rn.f32.u32 %r3, %r1;
+    mov.b64 %rd5, {%r3, %r3};
+    add.rn.f32x2 %rd6, %rd5, %rd5;
+    mov.b64 {%r4, %r5}, %rd6;
+    add.rn.f32 %r6, %r4, %r5;
+    cvt.rzi.s32.f32 %r2, %r6;
+""")
+    np.testing.assert_array_equal(out, 4 * TID)
+
+
+def test_redux_sync_reduces_each_warp() -> None:
+    out = run("    redux.sync.add.u32 %r2, %r1, -1;")
+    np.testing.assert_array_equal(out, np.repeat([sum(range(32)), sum(range(32, 64))], 32))
+    out = run("""
+    cvt.rn.f32.u32 %r3, %r1;
+    neg.f32 %r3, %r3;
+    redux.sync.max.abs.f32 %r4, %r3, -1;
+    cvt.rzi.s32.f32 %r2, %r4;
+""")
+    np.testing.assert_array_equal(out, np.repeat([31, 63], 32))

@@ -44,15 +44,16 @@ def _kernels() -> list:
     out = []
     for k in manifest["kernels"]:
         name = k["name"]
-        ptx = CORPUS / "out" / "ptx" / f"{name}.sm_90.ptx"
-        if not ptx.exists():
-            continue
-        marks = []
-        if name in TENSOR_CORES:
-            marks.append(pytest.mark.skip(reason="needs tensor cores (mma/wgmma), out of scope"))
-        elif name in BLOCKED:
-            marks.append(pytest.mark.xfail(strict=True, reason=BLOCKED[name]))
-        out.append(pytest.param(k, ptx, id=name, marks=marks))
+        for ptx in sorted((CORPUS / "out" / "ptx").glob(f"{name}.sm_*.ptx")):
+            arch = ptx.name.split(".")[1]
+            marks = []
+            if name in TENSOR_CORES:
+                marks.append(
+                    pytest.mark.skip(reason="needs tensor cores (mma/wgmma), out of scope")
+                )
+            elif name in BLOCKED and arch == "sm_90":
+                marks.append(pytest.mark.xfail(strict=True, reason=BLOCKED[name]))
+            out.append(pytest.param(k, ptx, id=f"{name}.{arch}", marks=marks))
     return out
 
 

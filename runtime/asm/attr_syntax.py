@@ -211,6 +211,10 @@ def _parse_hash_attr(p: "OpParser") -> Attribute:
             p._fail(f"undefined symbol alias id '{spelling}'")
         p._advance()
         return a
+    hook = dialect_attr_hook(spelling.split(".", 1)[0])
+    if hook is not None:
+        p._advance()
+        return hook[0](p, spelling.split(".", 1)[1], p.loc_at(tok))
     from tilegen.runtime.asm.type_syntax import _raw_balanced, _seek
 
     end = tok.pos + len(tok.text)
@@ -221,6 +225,22 @@ def _parse_hash_attr(p: "OpParser") -> Attribute:
     if p.parse_optional_punct(":"):
         p.parse_type()
     return OpaqueAttr(raw)
+
+
+#: dialect -> module with ``parse_<dialect>_attr(p, mnemonic, loc)`` and
+#: ``format_<dialect>_attr(a) -> str | None``: the extension point for dialect attributes
+DIALECT_ATTR_MODULES = {"nv_tileas": "tilegen.runtime.layouts.syntax"}
+
+
+def dialect_attr_hook(dialect: str):
+    """(parse, format) functions of ``dialect``'s attributes, or None (they stay opaque)."""
+    mod = DIALECT_ATTR_MODULES.get(dialect)
+    if mod is None:
+        return None
+    import importlib
+
+    m = importlib.import_module(mod)
+    return getattr(m, f"parse_{dialect}_attr"), getattr(m, f"format_{dialect}_attr")
 
 
 def parse_cuda_tile_attr(p: "OpParser", mnemonic: str, loc) -> Attribute:
@@ -601,6 +621,8 @@ def format_attribute(a: Attribute, aliases=None, elide_type: bool = False) -> st
         return a.text
     if isinstance(a, Location):
         return "loc(" + _format_loc_inner(a, aliases) + ")"
+    if hasattr(a, "format_asm"):  # dialect attributes (DIALECT_ATTR_MODULES)
+        return a.format_asm()
     body = format_cuda_tile_attr_body(a, aliases)
     if body is not None:
         return "#cuda_tile." + body

@@ -207,6 +207,10 @@ def _parse_tile(p: "OpParser", loc) -> TileType:
     if DYNAMIC in dims:
         p._fail("expected static shape", start)
     elem = _parse_element(p)
+    if p.parse_optional_punct(","):  # nv_tileas: `tile<4x8xf32, #nv_tileas.blocked<...>>`
+        from tilegen.runtime.asm.attr_syntax import parse_attribute
+
+        return TileType(tuple(dims), elem, parse_attribute(p))
     return TileType(tuple(dims), elem)
 
 
@@ -428,7 +432,8 @@ def _body(t: Type) -> str:
     """The short (prefix-less) spelling of a cuda_tile type."""
     if isinstance(t, TileType):
         dims = "".join(f"{_dim(d)}x" for d in t.shape)
-        return f"tile<{dims}{format_type(t.element, short=True)}>"
+        enc = f", {t.encoding.format_asm()}" if t.encoding is not None else ""
+        return f"tile<{dims}{format_type(t.element, short=True)}{enc}>"
     if isinstance(t, PointerType):
         pa = f", <{t.ptr_attr}>" if t.ptr_attr is not None else ""
         return f"ptr<{format_type(t.pointee, short=True)}{pa}>"

@@ -97,7 +97,11 @@ def convert_module(
     ctx = ConversionContext(spec, cc)
     groups = compile_groups(ctx)
     config = GreedyConfig(max_iterations=4, fold=False, cse_constants=False)
-    apply_pattern_groups(root, groups, config)
+    try:
+        apply_pattern_groups(root, groups, config)
+    except Exception as e:  # a pattern bug still ends in a located diagnostic
+        msg = f"{spec['diagnostics']['failed']}: internal error: {type(e).__name__}: {e}"
+        raise ConversionError([Diagnostic("error", msg, root.loc)]) from e
     residual = illegal_ops(root, spec)
     if residual:
         notes = []

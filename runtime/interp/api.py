@@ -144,8 +144,8 @@ def run_module(
     """Run ``module``'s entry over ``grid`` on ``args`` (name -> array, in parameter order).
 
     ``module`` may also be a path (``.mlir`` or ``.tileirbc``), loaded and verified first.
-    ``lower_to="nv_tileaa"`` converts it for ``gpu_name`` first and runs the nv_tileaa module
-    (:func:`tilegen.runtime.interp.lowered.lower_module`).
+    ``lower_to="nv_tileaa"`` converts it (in place) for ``gpu_name`` first and runs the
+    nv_tileaa module (:func:`tilegen.runtime.interp.lowered.lower_module`).
     Returns every argument's value after the run (scalars unchanged).
     """
     if not isinstance(module, Operation):

@@ -15,7 +15,10 @@ LOWER_TARGETS = ("nv_tileaa",)
 
 
 def lower_module(module: Operation, to: str = "nv_tileaa", gpu_name: str = "sm_90") -> Operation:
-    """``module`` converted to ``to`` for ``gpu_name`` (e.g. ``sm_90``), verified."""
+    """``module`` converted to ``to`` for ``gpu_name`` (e.g. ``sm_90``), verified.
+
+    The conversion rewrites ``module`` in place and returns the enclosing ``builtin.module``.
+    """
     if to not in LOWER_TARGETS:
         raise RunError(
             [Diagnostic("error", f"cannot lower to '{to}' (expected one of {LOWER_TARGETS})")]

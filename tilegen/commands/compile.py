@@ -46,13 +46,19 @@ def _load(path: str):
             return read_bytecode(data, path)
         except BytecodeError as e:
             raise _Fail([_diag(f"{path}: {e}")]) from None
+    from tilegen.runtime.diagnostics import DiagnosticError
+
     text = data.decode("utf-8", errors="replace")
     try:
         return parse_module(text, path)
-    except Exception:
+    except DiagnosticError:
         if text.lstrip().startswith(("module", "cuda_tile.module")):
             raise
-        return parse_module("cuda_tile.module @m {\n" + text + "\n}", path)  # tileirdisasm
+        try:  # tileirdisasm output: a module body without the wrapper
+            return parse_module("cuda_tile.module @m {\n" + text + "\n}", path)
+        except DiagnosticError:
+            pass
+        raise
 
 
 class _Fail(Exception):

@@ -303,6 +303,34 @@ def do_matrix(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             st.write_bits(regs[m], out, mask)
 
 
+_REDUX = {
+    "add": np.sum,
+    "min": np.min,
+    "max": np.max,
+    "and": np.bitwise_and.reduce,
+    "or": np.bitwise_or.reduce,
+    "xor": np.bitwise_xor.reduce,
+}
+
+
+def do_redux(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """redux.sync: reduce `a` over the active lanes of each warp; every lane gets the result."""
+    t = ins.parts[-1]
+    op = next(p for p in ins.parts[1:-1] if p in _REDUX)
+    vals = st.read(ins.operands[1], t)
+    if "abs" in ins.parts:
+        vals = np.abs(vals)
+    warps = np.arange(st.n) // 32
+    out = np.zeros(st.n, vals.dtype)
+    for w in np.unique(warps[mask]):
+        sel = (warps == w) & mask
+        v = vals[sel]
+        if t == "f32" and "NaN" not in ins.parts:
+            v = v[~np.isnan(v)] if (~np.isnan(v)).any() else v
+        out[sel] = _REDUX[op](v).astype(vals.dtype) if t != "f32" else _REDUX[op](v)
+    st.write(ins.operands[0], out, t, mask)
+
+
 _NOOPS = ("fence", "membar", "griddepcontrol", "prefetch", "setmaxnreg", "pmevent")
 
 
@@ -334,6 +362,7 @@ def execute(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray, at: in
         "vote": do_vote,
         "atom": do_atom,
         "ldmatrix": do_matrix,
+        "redux": do_redux,
         "stmatrix": do_matrix,
     }.get(op)
     if handler is None:

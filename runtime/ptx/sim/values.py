@@ -6,25 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 WIDTH = {
-    "pred": 1,
-    "b8": 8,
-    "u8": 8,
-    "s8": 8,
-    "b16": 16,
-    "u16": 16,
-    "s16": 16,
-    "f16": 16,
-    "bf16": 16,
-    "b32": 32,
-    "u32": 32,
-    "s32": 32,
-    "f32": 32,
-    "b64": 64,
-    "u64": 64,
-    "s64": 64,
-    "f64": 64,
-    "f16x2": 32,
-    "bf16x2": 32,
+    **{f"{k}{w}": w for k in "bus" for w in (8, 16, 32, 64)},
+    **{"pred": 1, "f16": 16, "bf16": 16, "f32": 32, "f64": 64},
+    **{"f16x2": 32, "bf16x2": 32, "f32x2": 64},
 }
 _INT = {
     8: (np.uint8, np.int8),
@@ -32,6 +16,7 @@ _INT = {
     32: (np.uint32, np.int32),
     64: (np.uint64, np.int64),
 }
+_PACKED = {"f16x2": np.float16, "f32x2": np.float32}
 WIDE = {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64", "s64": "s64", "u64": "u64"}
 
 
@@ -52,6 +37,10 @@ def np_dtype(t: str):
 def from_bits(bits: np.ndarray, t: str) -> np.ndarray:
     """Raw uint64 bits -> values of PTX type `t` (bf16 is widened to float32)."""
     w = WIDTH[t]
+    if t in _PACKED:  # (lanes, 2) array: element 0 in the low half
+        half = _PACKED[t]
+        raw = bits if t == "f32x2" else (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        return raw.view(half).reshape(-1, 2)
     if t == "pred":
         return bits != 0
     if t == "f64":
@@ -77,6 +66,11 @@ def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
 def to_bits(vals, t: str, n: int) -> np.ndarray:
     """Values -> zero-extended uint64 bits of PTX type `t`."""
     w = WIDTH[t]
+    if t in _PACKED:
+        with np.errstate(all="ignore"):
+            pairs = np.broadcast_to(np.asarray(vals), (n, 2)).astype(_PACKED[t])
+        raw = np.ascontiguousarray(pairs).view(np.uint64 if t == "f32x2" else np.uint32)
+        return raw.reshape(n).astype(np.uint64)
     a = np.broadcast_to(np.asarray(vals), (n,))
     if t == "pred":
         return a.astype(bool).astype(np.uint64)
