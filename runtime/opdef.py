@@ -226,6 +226,10 @@ DIALECT_MODULES = (
     "tilegen.generated.cuda_tile",
     "tilegen.generated.nv_tileaa",
     "tilegen.generated.nv_tileas",
+    # the upstream dialects the cuda_tile -> nv_tileaa conversion emits (spec/ops/{arith,math,scf})
+    "tilegen.generated.arith",
+    "tilegen.generated.math",
+    "tilegen.generated.scf",
 )
 
 

@@ -110,6 +110,22 @@ def test_integer_ops_overflow_and_signedness():
     ]
 
 
+def test_attr_dict_entry_overrides_what_the_format_set():
+    """MLIR stores format-parsed inherent attributes in properties, then applies the attr-dict
+    on top (Operation::create -> setAttrs -> setInherentAttr): no duplicate error, and the
+    attr-dict's value is the one kept (even over a directive's default)."""
+    assert round_trip(
+        "%0 = addf %a, %b rounding<zero> {rounding_mode = #cuda_tile.rounding<positive_inf>}"
+        " : tile<2xf32>\n"
+        "%1 = addf %a, %b {rounding_mode = #cuda_tile.rounding<negative_inf>} : tile<2xf32>\n"
+        "%2 = addf %a, %b flush_to_zero {flush_to_zero, foo = 1 : i32} : tile<2xf32>"
+    ) == [
+        "%0 = addf %arg0, %arg1 rounding<positive_inf> : tile<2xf32>",
+        "%1 = addf %arg0, %arg1 rounding<negative_inf> : tile<2xf32>",
+        "%2 = addf %arg0, %arg1  flush_to_zero {foo = 1 : i32} : tile<2xf32>",
+    ]
+
+
 def test_types_of_unprinted_operands_are_inferred():
     m = parse_module(body("%0 = subf %a, %b : tile<2xf32>"), "t.mlir")
     op = next(o for o in m.walk() if o.name == "cuda_tile.subf")

@@ -229,35 +229,73 @@ def _patched(data: bytes, old: str, new: str) -> bytes:
     return data.replace(old_b, new_b)
 
 
-@pytest.mark.parametrize(
-    "new, message",
-    [
-        ("0c010001", "error at offset 3: enum value 1 is not available in bytecode version 13.4"),
-        ("0c010002", "error at offset 3: enum value 2 is not available in bytecode version 13.4"),
-        ("0c010003", "invalid integer value for enum type: 3"),
-        ("0c030000", "unused bits set in optional parameter flags"),
-    ],
-)
-def test_reader_rejects_bad_ptr_attr(new, message):
-    data = _patched(_bytes(SIMPLE), "0c010000", new)
-    with pytest.raises(BytecodeError, match=message.replace("(", r"\(")):
-        read_bytecode(data)
-
-
-def _as_13_5(data: bytes, ptr_attr: int, tv_attr: int) -> bytes:
-    """SIMPLE's 13.4 bytes as a 13.5 file: header minor 5, the 13.5 function record (empty
-    optimization hints ``0b 00`` + empty argument dictionaries ``06 00``, 8 more bytes with
-    padding), PtrAttr values patched."""
+def _tv_patched(data: bytes, flags: int, value: int) -> bytes:
+    """The (only) ``tensor_view<16xf32, ...>`` entry with optFlags / PtrAttr bytes replaced."""
     b = bytearray(data)
-    assert b[8:10] == b"\x0d\x04" and b[0x0C:0x0F] == b"\x82\x10\x08"
-    b[9], b[0x0D] = 5, 0x18
-    assert b[0x3D:0x41] == b"\x0c\x01\x00\x00"
-    b[0x40] = ptr_attr
-    end = b.index(b"\x81\x09", 0x41)  # the tensor_view entry's last byte precedes this section
-    assert b[end - 1] == 0
-    b[end - 1] = tv_attr
+    i = b.index(bytes.fromhex("0e0100"))
+    k = i + 4 + 8 * b[i + 3]
+    k += 1 + 8 * b[k]
+    b[i + 1], b[k] = flags, value
+    return bytes(b)
+
+
+# (patch, message): offsets are within the type entry, as tileirdisasm 13.5 reports them
+BAD_TYPE_ENTRIES = [
+    (("0c010001",), "error at offset 3: enum value 1 is not available in bytecode version 13.4"),
+    (("0c010002",), "error at offset 3: enum value 2 is not available in bytecode version 13.4"),
+    (("0c010003",), "error at offset 3: invalid integer value for enum type: 3"),
+    (("0c030000",), "error at offset 3: unused bits set in optional parameter flags"),
+    (("0c020000",), "error at offset 2: unused bits set in optional parameter flags"),
+    ((3, 0), "error at offset 21: unused bits set in optional parameter flags"),
+    ((2, 0), "error at offset 20: unused bits set in optional parameter flags"),
+    ((1, 3), "error at offset 21: invalid integer value for enum type: 3"),
+    ((1, 1), "error at offset 21: enum value 1 is not available in bytecode version 13.4"),
+]
+
+
+def _bad_entry(patch) -> bytes:
+    data = _bytes(SIMPLE)
+    if len(patch) == 1:
+        return _patched(data, "0c010000", patch[0])
+    return _tv_patched(data, *patch)
+
+
+@pytest.mark.parametrize("patch, message", BAD_TYPE_ENTRIES)
+def test_reader_rejects_bad_ptr_attr(patch, message):
+    with pytest.raises(BytecodeError) as e:
+        read_bytecode(_bad_entry(patch))
+    assert str(e.value) == message
+
+
+def _as_13_5(data: bytes, ptr_attr: int, tv_attr: int = None, inserts=()) -> bytes:
+    """A 13.4 file of a small module whose pointers are all ``ptr<f32, <none>>`` (type#0 = f32)
+    as a 13.5 file: header minor 5; PtrAttr values patched (pointer -> ``ptr_attr``, every
+    tensor_view -> ``tv_attr``); ``inserts`` (body offset, bytes) spliced into the function body;
+    the 13.5 function record (empty optimization hints ``0b 00`` + empty argument dictionaries
+    ``06 00`` after the location), padded so every later section keeps its alignment."""
+    tv_attr = ptr_attr if tv_attr is None else tv_attr
+    b = bytearray(data)
+    assert b[8:12] == b"\x0d\x04\x00\x00" and b[0x0C] == 0x82 and b[0x0E] == 0x08
+    b[9] = 5
+    i = b.index(b"\x0c\x01\x00\x00", 0x30)  # ptr: tag, optFlags 1, f32, PtrAttr
+    b[i + 3] = ptr_attr
+    j = i
+    while (j := b.find(b"\x0e\x01\x00", j + 1)) >= 0:  # tensor_view<...xf32, ...>
+        k = j + 4 + 8 * b[j + 3]
+        k += 1 + 8 * b[k]
+        assert b[k] == 0
+        b[k] = tv_attr
+    body_len, grow = b[0x15], 4
+    for off, ins in sorted(inserts, reverse=True):
+        b[0x16 + off : 0x16 + off] = ins
+        grow, body_len = grow + len(ins), body_len + len(ins)
+    assert body_len < 0x80
+    b[0x15] = body_len
+    pad = -grow % 8
+    b[0x16 + body_len : 0x16 + body_len] = b"\xcb" * pad
     b[0x15:0x15] = b"\x0b\x00\x06\x00"
-    b[0x23:0x23] = b"\xcb" * 4
+    assert b[0x0D] + grow + pad < 0x80
+    b[0x0D] += grow + pad
     return bytes(b)
 
 
@@ -281,6 +319,14 @@ def test_printout_matches_tileirdisasm(text, tmp_path):
     nv = _disasm(tmp_path, _bytes(text))
     assert nv.returncode == 0, nv.stderr
     assert nv.stdout.strip() == text == body(module(text))
+
+
+@needs_disasm
+@pytest.mark.parametrize("patch, message", BAD_TYPE_ENTRIES)
+def test_tileirdisasm_rejects_bad_ptr_attr_alike(patch, message, tmp_path):
+    nv = _disasm(tmp_path, _bad_entry(patch))
+    assert nv.returncode != 0
+    assert nv.stderr.startswith(f"error: {message}\n")
 
 
 @needs_disasm
@@ -346,3 +392,98 @@ def test_interpreter_runs_views_with_ptr_attr(tmp_path):
     x = np.arange(8, dtype=np.float32)
     out = run_module(load_module(f), [("x", x), ("o", np.zeros(8, np.float32))], grid=(1,))
     assert np.array_equal(out["o"], 2 * x)
+
+
+# ---------------------------------------------------------------------------------- multicast
+
+_P = "tile<ptr<f32, <{kw}>>>"
+_TV = "tensor_view<16xf32, strides=[1], #cuda_tile.ptr_attr<{kw}>>"
+_PV = "partition_view<tile=(4), " + _TV + ">"
+_VIEW = f"""%tv = make_tensor_view %arg0, shape = [16], strides = [1] : {_P} -> {_TV}
+  %pv = make_partition_view %tv : {_PV}
+  """
+_CST = "%v = constant <f32: 1.000000e+00> : tile<4xf32>\n  "
+_CST0 = "%v = constant <f32: 1.000000e+00> : tile<f32>\n  "
+# (op, body, tileirdisasm 13.5's message for a multicast pointer / view)
+MULTICAST_CASES = [
+    (
+        "load_view_tko",
+        _VIEW
+        + f"%t, %tok = load_view_tko weak %pv[%arg1] : {_PV}, tile<i32> -> tile<4xf32>, token",
+        "multicast ptr_attr is not allowed",
+    ),
+    (
+        "store_view_tko",
+        _VIEW
+        + _CST
+        + f"%tok = store_view_tko weak %v, %pv[%arg1] : tile<4xf32>, {_PV}, tile<i32> -> token",
+        "multicast ptr_attr is not allowed",
+    ),
+    (
+        "atomic_red_view_tko",
+        _VIEW
+        + _CST
+        + f"%tok = atomic_red_view_tko relaxed device %pv[%arg1], addf, %v : tile<4xf32>, {_PV}, tile<i32> -> token",
+        "multicast ptr_attr is not allowed",
+    ),
+    (
+        "load_ptr_tko",
+        f"%x, %tok = load_ptr_tko weak %arg0 : {_P} -> tile<f32>, token",
+        "multicast pointer is not allowed",
+    ),
+    (
+        "store_ptr_tko",
+        _CST0 + f"%tok = store_ptr_tko weak %arg0, %v : {_P}, tile<f32> -> token",
+        "multicast pointer is not allowed",
+    ),
+    (
+        "atomic_rmw_tko",
+        _CST0
+        + f"%r, %tok = atomic_rmw_tko relaxed device %arg0, addf, %v : {_P}, tile<f32> -> tile<f32>, token",
+        "multicast pointer is not supported for atomic_rmw",
+    ),
+    (
+        "atomic_cas_tko",
+        _CST0
+        + f"%r, %tok = atomic_cas_tko relaxed device %arg0, %v, %v : {_P}, tile<f32> -> tile<f32>, token",
+        "multicast pointer is not supported for atomic_cas",
+    ),
+]
+
+
+def _multicast_module(body: str, kw: str):
+    text = f"entry @k(%arg0: {_P}, %arg1: tile<i32>) {{\n  {body}\n  return\n}}"
+    return module(text.replace("{kw}", kw))
+
+
+@pytest.mark.parametrize("op, body, message", MULTICAST_CASES, ids=[c[0] for c in MULTICAST_CASES])
+def test_multicast_is_rejected(op, body, message):
+    assert verify_errors(_multicast_module(body, "none")) == []
+    assert verify_errors(_multicast_module(body, "unicast")) == []
+    assert verify_errors(_multicast_module(body, "multicast")) == [f"'cuda_tile.{op}' op {message}"]
+
+
+@needs_disasm
+@pytest.mark.parametrize("op, body, message", MULTICAST_CASES, ids=[c[0] for c in MULTICAST_CASES])
+def test_multicast_rules_match_tileirdisasm(op, body, message, tmp_path):
+    data = write_bytecode(_multicast_module(body, "none"), version="13.4")
+    inserts = ()
+    if op == "atomic_red_view_tko":  # 13.5 adds `inbounds` (count + bools) after `mode` (addf = 4)
+        at = data.index(bytes.fromhex("7501")) + 7 - 0x16
+        assert data[0x16 + at - 1] == 4
+        inserts = ((at, b"\x01\x00"),)
+    for value, kw in ((1, "unicast"), (2, "multicast")):
+        patched = _as_13_5(data, value, inserts=inserts)
+        nv = _disasm(tmp_path, patched)
+        ours = read_bytecode(patched)
+        if kw == "unicast":
+            assert nv.returncode == 0, nv.stderr
+            assert nv.stdout.strip() == body_of_entry(ours)
+            assert verify_errors(ours) == []
+        else:
+            assert f"error: 'cuda_tile.{op}' op {message}\n" in nv.stderr
+            assert verify_errors(ours) == [f"'cuda_tile.{op}' op {message}"]
+
+
+def body_of_entry(m) -> str:
+    return body(m)

@@ -97,3 +97,16 @@ def test_module_target_short_circuits_the_option():
     assert func.attributes["nv_tileaa.kernel_spec"].as_dict()["num_warps"].value == 4
     with pytest.raises(ConversionError):
         convert_module(parse_module(text, "k.mlir"), "sm_9x")
+
+
+def test_optimization_hints_of_the_target_fold_into_kernel_spec():
+    text = (
+        "cuda_tile.module @m {\n entry @k() optimization_hints=<sm_90 = {num_cta_in_cga = 2}, "
+        "sm_100 = {occupancy = 3}> {\n return\n }\n}"
+    )
+    for target, key, value in (("sm_90", "num_cta_in_cga", 2), ("sm_100", "occupancy", 3)):
+        out = convert_module(parse_module(text, "h.mlir"), target)
+        func = next(op for op in out.walk() if op.name == "nv_tileaa.func")
+        spec = func.attributes["nv_tileaa.kernel_spec"].as_dict()
+        assert spec[key].value == value
+        assert {"num_cta_in_cga", "occupancy"} - {key} & set(spec) == set()

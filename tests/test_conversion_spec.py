@@ -39,3 +39,15 @@ def test_targets_parse():
     assert parse_target("120") == 120
     for bad in ("", "sm_", "sm_9x", "gfx90a", None):
         assert parse_target(bad) is None
+
+
+def test_default_rule_renames_same_mnemonic_ops():
+    from tilegen.runtime.conversion.declared import default_renames
+
+    ctx = _ctx()
+    rows = {ctx.full(r["op"], "cuda_tile") for g in ctx.spec["groups"] for r in g["patterns"]}
+    renames = default_renames(ctx, rows)
+    assert renames["cuda_tile.cat"] == "nv_tileaa.cat"
+    assert renames["cuda_tile.assume"] == "nv_tileaa.assume"
+    assert "cuda_tile.return" not in renames  # its own row, in part B
+    assert all(k.split(".")[1] == v.split(".")[1] for k, v in renames.items())

@@ -241,3 +241,151 @@ def test_redux_sync_reduces_each_warp() -> None:
     cvt.rzi.s32.f32 %r2, %r4;
 """)
     np.testing.assert_array_equal(out, np.repeat([31, 63], 32))
+
+
+PRODUCER_CONSUMER = """
+    mov.u32 %r7, buf;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra $INIT_DONE;
+    mbarrier.init.shared.b64 [buf+256], 1;
+$INIT_DONE:
+    bar.sync 0;
+    setp.ge.u32 %p2, %r1, 32;
+    @%p2 bra $PRODUCER;
+$WAIT:
+    mbarrier.try_wait.parity.shared.b64 %p3, [buf+256], {parity};
+    @!%p3 bra $WAIT;
+    shl.b32 %r8, %r1, 2;
+    add.s32 %r9, %r7, %r8;
+    ld.shared.b32 %r2, [%r9];
+    add.s32 %r2, %r2, 1;
+    bra.uni $END;
+$PRODUCER:
+    elect.sync %r10|%p4, -1;
+    @!%p4 bra $ARRIVED;
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf], [%rd1], 128, [buf+256];
+    mbarrier.arrive.expect_tx.shared.b64 _, [buf+256], 128;
+$ARRIVED:
+    ld.global.b32 %r2, [%rd3];
+$END:
+"""
+
+
+def test_mbarrier_producer_consumer_with_bulk_copy() -> None:
+    # consumers spin at lower PCs than the producer warp; parked waits let the producer run
+    src = kernel(
+        PRODUCER_CONSUMER.replace("{parity}", "0"), shared=".shared .align 8 .b8 buf[264];"
+    )
+    data = (1000 + TID).astype(np.int32)
+    out = run_ptx(src, [data], (1, 1, 1))[0]
+    np.testing.assert_array_equal(out, np.where(TID < 32, data + 1, data))
+
+
+def test_mbarrier_parity_of_the_preceding_phase_counts_as_complete() -> None:
+    body = PRODUCER_CONSUMER.replace("{parity}", "1").replace(
+        "b64 [buf+256], 1;", "b64 [buf+256], 2;"
+    )
+    src = kernel(body, shared=".shared .align 8 .b8 buf[264];")
+    out = run_ptx(src, [np.zeros(64, np.int32)], (1, 1, 1))[0]
+    np.testing.assert_array_equal(out[:32], 1)  # did not wait: read shared memory as found
+
+
+def test_mbarrier_wait_that_never_completes_is_a_deadlock() -> None:
+    # the barrier expects two arrivals but only the producer's leader arrives
+    body = PRODUCER_CONSUMER.replace("{parity}", "0").replace(
+        "b64 [buf+256], 1;", "b64 [buf+256], 2;"
+    )
+    src = kernel(body, shared=".shared .align 8 .b8 buf[264];")
+    with pytest.raises(PtxSimError, match="deadlock"):
+        run_ptx(src, [np.zeros(64, np.int32)], (1, 1, 1))
+
+
+TMA_KERNEL = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 k_in, .param .u32 k_n, .param .u32 k_s,
+                  .param .u64 k_out, .param .u32 k_m, .param .u32 k_t,
+                  .hidden .param .align 64 .b8 k_map[128])
+.reqntid 32
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<8>;
+    .shared .align 128 .b8 buf[136];
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra $READY;
+    mbarrier.init.shared.b64 [buf+128], 1;
+    mov.b64 %rd1, k_map;
+    cvta.param.u64 %rd2, %rd1;
+    mov.u32 %r2, %ctaid.x;
+    shl.b32 %r3, %r2, 5;
+    add.s32 %r3, %r3, -4;
+    cp.async.bulk.tensor.1d.shared::cta.global.tile.mbarrier::complete_tx::bytes [buf], [%rd2, {%r3}], [buf+128];
+    mbarrier.arrive.expect_tx.shared.b64 _, [buf+128], 128;
+$READY:
+    bar.sync 0;
+$WAIT:
+    mbarrier.try_wait.parity.shared.b64 %p2, [buf+128], 0;
+    @!%p2 bra $WAIT;
+    mov.u32 %r4, buf;
+    shl.b32 %r5, %r1, 2;
+    add.s32 %r6, %r4, %r5;
+    ld.shared.b32 %r7, [%r6];
+    ld.param.b64 %rd3, [k_out];
+    mov.u32 %r2, %ctaid.x;
+    mad.lo.s32 %r8, %r2, 32, %r1;
+    mul.wide.u32 %rd4, %r8, 4;
+    add.s64 %rd5, %rd3, %rd4;
+    st.global.b32 [%rd5], %r7;
+    ret;
+}
+"""
+
+
+def test_1d_tensor_copy_through_the_simulators_tensor_map() -> None:
+    # the hidden map describes `k_in` (the array whose pointer the kernel never loads); the box
+    # is the 128 expected bytes, and elements before the tensor start are zero-filled
+    data = np.arange(1, 65, dtype=np.int32)
+    out = run_ptx(TMA_KERNEL, [data, np.zeros(64, np.int32)], (2, 1, 1))[1]
+    want = np.concatenate([[0] * 4, data[:60]])
+    np.testing.assert_array_equal(out, want)
+
+
+def test_vprintf_formats_per_lane(capsys) -> None:
+    src = """
+.version 8.0
+.target sm_90
+.address_size 64
+.extern .func (.param .b32 func_retval0) vprintf(.param .b64 a, .param .b64 b);
+.global .align 1 .b8 fmt[12] = {116, 61, 37, 100, 32, 120, 61, 37, 46, 49, 102, 10};
+.visible .entry k(.param .u64 k_out, .param .u32 k_n, .param .u32 k_s)
+.reqntid 2
+{
+    .local .align 8 .b8 __local_depot0[16];
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    .reg .b64 %SP;
+    .reg .b64 %SPL;
+    mov.u64 %SPL, __local_depot0;
+    cvta.local.u64 %SP, %SPL;
+    mov.u32 %r1, %tid.x;
+    st.local.b32 [%SPL], %r1;
+    cvt.rn.f64.u32 %rd1, %r1;
+    st.local.b64 [%SPL+8], %rd1;
+    {
+    .param .b64 param0;
+    .param .b64 param1;
+    .param .b32 retval0;
+    mov.b64 %rd2, fmt;
+    cvta.global.u64 %rd3, %rd2;
+    st.param.b64 [param0], %rd3;
+    st.param.b64 [param1], %SP;
+    call.uni (retval0), vprintf, (param0, param1);
+    }
+    ret;
+}
+"""
+    run_ptx(src, [np.zeros(2, np.int32)], (1, 1, 1))
+    assert capsys.readouterr().out == "t=0 x=0.0\nt=1 x=1.0\n"

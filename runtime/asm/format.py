@@ -491,11 +491,21 @@ def _parse_operand_var(ctx: _ParseCtx, name: str) -> None:
 def _attr_type(adef) -> Optional[Type]:
     if adef is None:
         return None
+    if adef.kind == "i32-enum" and _enum_width(adef) == 64:
+        return I64
     if adef.kind in ("i32", "i32-enum"):
         return I32
     if adef.kind == "i64":
         return I64
     return None
+
+
+def _enum_width(adef) -> int:
+    """Storage width of an integer enum attribute: 64 when its constraint says so (arith)."""
+    from tilegen.runtime.verify.constraints import attr_constraint
+
+    c = attr_constraint(adef.constraint) if adef.constraint else None
+    return (c or {}).get("match", {}).get("width", 32)
 
 
 def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Optional[Attribute]:
@@ -514,7 +524,7 @@ def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Option
             if kw is None or enum.value(kw) is None:
                 p.restore(state)
                 return None
-            return IntegerAttr(enum.value(kw), I32)
+            return IntegerAttr(enum.value(kw), _attr_type(adef) if kind == "i32-enum" else I32)
         kw = p.parse_optional_keyword_or_string()
         if kw is None or enum.value(kw) is None:
             p.error(
@@ -522,7 +532,7 @@ def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Option
                 f"attribute '{name}' [{', '.join(enum.keywords)}]",
                 at,
             )
-        return IntegerAttr(enum.value(kw), I32)
+        return IntegerAttr(enum.value(kw), _attr_type(adef) if kind == "i32-enum" else I32)
     if kind == "enum" and adef.enum:
         enum = lookup_enum(adef.enum)
         if optional and not p.at_punct("<"):
@@ -642,7 +652,12 @@ def _finish(ctx: _ParseCtx) -> None:
     """Infer missing types, resolve operands, fill the OpState."""
     p, state, opdef = ctx.p, ctx.state, ctx.opdef
     for k, v in ctx.attrs.items():
-        state.attributes[k] = v
+        # cuda_tile keeps inherent attributes in properties: MLIR's generated parser stores
+        # what the format parsed there, and Operation::create then applies the attr-dict on
+        # top (setAttrs -> setInherentAttr), so an attr-dict entry naming an attribute the
+        # format already set wins, with no "occurs more than once" error (that check only
+        # sees duplicates among discardable attributes).
+        state.attributes.setdefault(k, v)
     # operand groups in declaration order
     if "*" in ctx.operands:
         groups = {o.name: [] for o in opdef.operands}
@@ -800,7 +815,8 @@ def _infer_result(ctx: _ParseCtx, rdef, known) -> Optional[list[Type]]:
         if m and m.group(2) == rdef.name:
             src = known.get(("operand", m.group(1)))
             if src and isinstance(src[0], TileType):
-                return [TileType(src[0].shape, IntegerType(1))]
+                # like MLIR's getI1SameShape, the (nv_tileas layout) encoding is kept
+                return [TileType(src[0].shape, IntegerType(1), src[0].encoding)]
     if rdef.kind == "optional":
         return []
     return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from bisect import bisect_right as _bisect_right
 
 from tilegen.runtime.attributes import FileLineColLoc
 
@@ -52,7 +52,8 @@ _RE_DIGITS = re.compile(r"[0-9]+")
 _RE_FAST = re.compile(
     r"(?>(?:[ \t\r\n]+|//[^\n]*)*)(?:"  # atomic: no backtracking into whitespace
     r"(?P<bare_identifier>[A-Za-z_][A-Za-z_0-9$.]*)"
-    r"|(?P<integer>0x[0-9A-Fa-f]+|[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?)?)"
+    r"|(?P<float>[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?)"
+    r"|(?P<integer>0x[0-9A-Fa-f]+|[0-9]+)"
     r"|(?P<percent_identifier>%[A-Za-z_0-9$.\-]+)"
     r"|(?P<caret_identifier>\^[A-Za-z_0-9$.\-]+)"
     r"|(?P<hash_identifier>\#(?:[A-Za-z_][A-Za-z_0-9$.]*|[0-9]+))"
@@ -62,17 +63,38 @@ _RE_FAST = re.compile(
     r"|(?P<punct>->|\.\.\.|::|[,:()\[\]<>{}=?*+\-|])"
     r")"
 )
+_RE_FAST_MATCH = _RE_FAST.match
+#: token kind by capturing-group index (the named groups are _RE_FAST's only captures)
+_KIND_OF_GROUP = {i: name for name, i in _RE_FAST.groupindex.items()}
 _RE_BARE = re.compile(r"[A-Za-z_][A-Za-z_0-9$.]*")
 _RE_SUFFIX = re.compile(r"[A-Za-z_0-9$.\-]+")
 _RE_NUM = re.compile(r"0x[0-9A-Fa-f]+|[0-9]+(\.[0-9]*([eE][+-]?[0-9]+)?)?")
 _RE_WS = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)+")
 
 
-@dataclass(frozen=True)
 class Token:
-    kind: str
-    text: str  # exact source spelling
-    pos: int  # offset into the source
+    """One token: ``kind``, exact source spelling ``text``, offset ``pos`` into the source.
+
+    A plain slotted class rather than a frozen dataclass: the lexer makes one per token and a
+    frozen dataclass's ``__init__`` (``object.__setattr__`` per field) is ~4x slower."""
+
+    __slots__ = ("kind", "text", "pos")
+
+    def __init__(self, kind: str, text: str, pos: int) -> None:
+        self.kind = kind
+        self.text = text  # exact source spelling
+        self.pos = pos  # offset into the source
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Token:
+            return NotImplemented
+        return self.kind == other.kind and self.text == other.text and self.pos == other.pos
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.text, self.pos))
+
+    def __repr__(self) -> str:
+        return f"Token(kind={self.kind!r}, text={self.text!r}, pos={self.pos!r})"
 
     @property
     def spelling(self) -> str:
@@ -100,25 +122,21 @@ class Lexer:
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def loc(self, pos: int) -> FileLineColLoc:
-        import bisect
-
-        i = bisect.bisect_right(self._line_starts, pos) - 1
-        return FileLineColLoc(self.filename, i + 1, pos - self._line_starts[i] + 1)
+        starts = self._line_starts
+        i = _bisect_right(starts, pos) - 1
+        return FileLineColLoc(self.filename, i + 1, pos - starts[i] + 1)
 
     def reset(self, pos: int) -> None:
         self.pos = pos
 
     def next(self) -> Token:
         """The next token (an ``error`` token carries its message in ``text``)."""
-        m = _RE_FAST.match(self.text, self.pos)
-        if m is not None and m.lastgroup is not None:
-            kind = m.lastgroup
-            start = m.start(kind)
-            end = m.end()
-            self.pos = end
-            if kind == INTEGER and "." in self.text[start:end]:
-                kind = FLOAT
-            return Token(kind, self.text[start:end], start)
+        m = _RE_FAST_MATCH(self.text, self.pos)
+        if m is not None:
+            i = m.lastindex
+            if i is not None:
+                self.pos = m.end()
+                return Token(_KIND_OF_GROUP[i], m.group(i), m.start(i))
         return self._next_slow()
 
     def _next_slow(self) -> Token:

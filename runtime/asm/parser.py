@@ -26,6 +26,8 @@ from tilegen.runtime.ir import Block, Operation, Region, Value
 from tilegen.runtime.opdef import OpDef, lookup_opdef
 from tilegen.runtime.types import FunctionType, Type
 
+_ERROR, _PUNCT = lx.ERROR, lx.PUNCT
+
 
 def default_dialect(name: str, opdef: Optional[OpDef]) -> Optional[str]:
     """The dialect bare op names resolve to inside ``name``'s regions (the spec's
@@ -130,8 +132,9 @@ class OpParser:
 
     def _advance(self) -> Token:
         tok = self.tok
-        self.tok = self.lexer.next()
-        self._check_lex_error()
+        nxt = self.tok = self.lexer.next()
+        if nxt.kind == _ERROR:
+            self._fail(nxt.text, self.lexer.loc(nxt.pos))
         return tok
 
     def save(self) -> tuple:
@@ -176,7 +179,8 @@ class OpParser:
         raise DiagnosticError(diag)
 
     def at_punct(self, p: str) -> bool:
-        return self.tok.kind == lx.PUNCT and self.tok.text == p
+        tok = self.tok
+        return tok.text == p and tok.kind == _PUNCT
 
     def at_keyword(self, kw: Optional[str] = None) -> bool:
         return self.tok.kind == lx.BARE and (kw is None or self.tok.text == kw)
@@ -208,7 +212,8 @@ class OpParser:
 
     def parse_optional_punct(self, p: str) -> bool:
         """Consume punctuation ``p`` if present."""
-        if self.tok.kind == lx.PUNCT and self.tok.text == p:
+        tok = self.tok
+        if tok.text == p and tok.kind == _PUNCT:
             self._advance()
             return True
         # `>` may be glued into `->` only when written so; `x` in shapes is handled by types.

@@ -312,8 +312,6 @@ class _Reader:
         flags = 0
         if optional and unified:
             flags = c.varint("failed to read optional parameter flags")
-            if flags >> len(optional):
-                raise BytecodeError("unused bits set in optional parameter flags")
         kwargs = {}
         for p in params:
             present = True
@@ -333,6 +331,8 @@ class _Reader:
             if "field" not in p:
                 raise BytecodeError(f"type parameter '{p['name']}' is not supported by tilegen")
             kwargs[p["field"]] = value
+        if flags >> len(optional):  # checked after the parameters, at the last byte read (NVIDIA)
+            raise BytecodeError("unused bits set in optional parameter flags", c.pos - 1)
         return L.type_class(info["class"])(**kwargs)
 
     def _read_param(self, c: Cursor, p: dict):
@@ -361,7 +361,7 @@ class _Reader:
             ed = lookup_enum(p["enum"])
             kw = ed.keyword(v) if ed else None
             if kw is None:
-                raise BytecodeError(f"invalid integer value for enum type: {v}")
+                raise BytecodeError(f"invalid integer value for enum type: {v}", at)
             case = next(k for k in ed.cases if k.value == v)  # per-case version (PtrAttr 13.5)
             if L.vt(case.since) > self.vt:
                 msg = f"enum value {v} is not available in bytecode version {self.version}"

@@ -33,7 +33,7 @@ from tilegen.runtime.conversion.declared import (
 )
 from tilegen.runtime.conversion.types import convert_type, convert_types, tile_shape_of_view
 from tilegen.runtime.ir import Block, Operation, Region, Value
-from tilegen.runtime.opdef import lookup_opdef
+from tilegen.runtime.opdef import lookup_enum, lookup_opdef
 from tilegen.runtime.rewrite import PatternRewriter
 from tilegen.runtime.rewrite.ir_utils import clone_op
 from tilegen.runtime.types import (
@@ -125,13 +125,22 @@ _CMPF = {
 }
 
 
+def _predicate(enum_name: str, keyword: str) -> Attribute:
+    """An arith comparison predicate: the arith spec's enum value as MLIR stores it (an i64
+    IntegerAttr) when that spec is registered, else the keyword."""
+    enum = lookup_enum(enum_name)
+    value = enum.value(keyword) if enum is not None else None
+    return StringAttr(keyword) if value is None else IntegerAttr(value, IntegerType(64))
+
+
 def cmpi_to_arith(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
     """cmpi P, signedness -> arith.cmpi with the signed or unsigned predicate."""
     pred = _CMPI.get(_kw(op, "comparison_predicate") or "")
     if pred is None:
         return False
     chosen = pred[1] if _kw(op, "signedness") == "unsigned" else pred[0]
-    _replace(rw, op, "arith.cmpi", [op.operands], {"predicate": StringAttr(chosen)})
+    attrs = {"predicate": _predicate("Arith_CmpIPredicate", chosen)}
+    _replace(rw, op, "arith.cmpi", [op.operands], attrs)
     return True
 
 
@@ -141,7 +150,8 @@ def cmpf_to_arith(op: Operation, rw: PatternRewriter, ctx: ConversionContext) ->
     if pred is None:
         return False
     prefix = "u" if _kw(op, "comparison_ordering") == "unordered" else "o"
-    _replace(rw, op, "arith.cmpf", [op.operands], {"predicate": StringAttr(prefix + pred)})
+    attrs = {"predicate": _predicate("Arith_CmpFPredicate", prefix + pred)}
+    _replace(rw, op, "arith.cmpf", [op.operands], attrs)
     return True
 
 
@@ -302,7 +312,7 @@ def insert_to_select(op: Operation, rw: PatternRewriter, ctx: ConversionContext)
             "arith.cmpi",
             [rel, s_t1.results[0]],
             [TileType((d,), I1)],
-            {"predicate": StringAttr("ult")},
+            {"predicate": _predicate("Arith_CmpIPredicate", "ult")},
             loc,
         ).results[0]
         shape = tuple(d if a == axis else 1 for a in range(len(d_t.shape)))

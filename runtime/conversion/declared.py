@@ -190,7 +190,12 @@ def rename(op: Operation, rw: PatternRewriter, row: dict, ctx: ConversionContext
         return False
     tgt = lookup_opdef(name)
     groups = source_groups(op, row.get("operands"))
-    attrs = carried_attributes(op, tgt, row) if tgt is not None else _foreign_attrs(op, row)
+    if tgt is not None:
+        attrs = carried_attributes(op, tgt, row)
+    else:
+        attrs = _foreign_attrs(op, row)
+        if isinstance(row["to"], dict):  # the attribute that chose the op is spent
+            attrs.pop(row["to"]["by"], None)
     types = convert_types(r.type for r in op.results)
     unmirrored = tgt is not None and tgt.has_trait("TrailingTokenOperand") and not groups[-1]
     if unmirrored:  # no token operand: no result token either; a fresh token stands in
@@ -223,9 +228,12 @@ def _check_row(row: dict, ctx: ConversionContext) -> None:
         return
     to = row["to"]
     names = [to] if isinstance(to, str) else list(to["cases"].values())
+    from tilegen.runtime.opdef import all_ops
+
+    registered = {od.dialect for od in all_ops()}
     for n in names:
         full = ctx.full(n)
-        if full.startswith(ctx.target + ".") and lookup_opdef(full) is None:
+        if full.split(".", 1)[0] in registered and lookup_opdef(full) is None:
             raise ConversionSpecError(f"{where}: unknown target op '{full}'")
     operands = {o.name for o in src.operands}
     for n in row.get("operands") or ():

@@ -1,23 +1,21 @@
-"""The arith, math and scf ops that nv_tileaa builds on (they have no spec in tilegen).
+"""The arith and scf ops nv_tileaa builds on whose meaning the spec cannot declare.
 
-arith and math ops run with the declared ``semantics`` of the cuda_tile op they were converted
-from: the table is read backwards from the conversion spec's declared rows
-(spec/lowerings/cuda_tile_to_nv_tileaa.yaml), so ``arith.shrui`` is ``cuda_tile.shri`` with
-``signedness = unsigned``, ``arith.maximumf`` is ``cuda_tile.maxf`` with ``propagate_nan`` and
-so on (the conversion carries every attribute it does not drop). The few ops made by custom
-patterns (comparisons, division, constants) and scf control flow are hand-written here.
+The arith, math and scf ops the cuda_tile -> nv_tileaa conversion emits are specified in
+spec/ops/{arith,math,scf}; every one whose ``semantics`` has an ``expr`` (arithmetic, shifts,
+min/max, division, remainders, casts, select, all of math) runs from its spec in
+:mod:`tilegen.runtime.interp.elementwise`. What stays here is declared ``kind: interpreter``:
+comparisons (the predicate picks the signedness and NaN handling), constants, scf control flow,
+plus ``arith.index_cast[ui]`` (not emitted by the conversion, so not specified, but used by
+hand-written nv_tileaa IR).
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Optional
 
 import numpy as np
 
-from tilegen.runtime.attributes import EnumAttr, IntegerAttr, StringAttr, UnitAttr
+from tilegen.runtime.attributes import IntegerAttr, StringAttr
 from tilegen.runtime.interp import semlib
-from tilegen.runtime.interp.elementwise import evaluate, semantics_of
 from tilegen.runtime.interp.executor import HANDLERS, Frame, Signal
 from tilegen.runtime.interp.values import (
     InterpError,
@@ -28,96 +26,7 @@ from tilegen.runtime.interp.values import (
     from_literal,
     wrap_int,
 )
-from tilegen.runtime.opdef import OpDef, lookup_enum, lookup_opdef
-
-
-class _Borrowed:
-    """``op`` seen as its cuda_tile source op: fixed attributes added, operands reordered."""
-
-    def __init__(self, op, attrs: dict, order: Optional[list]):
-        self.op = op
-        self.attributes = {**op.attributes, **attrs}
-        self.operands = [op.operands[i] for i in order] if order else op.operands
-        self.results = op.results
-        self.name = op.name
-
-    def __getattr__(self, name):
-        return getattr(self.op, name)
-
-
-def _case_attr(opdef: OpDef, name: str, key: str):
-    """The attribute a ``{by: name, cases: {key: ...}}`` row selected on."""
-    ad = opdef.attr(name)
-    if ad is None:
-        return None
-    if ad.kind == "unit":
-        return UnitAttr() if key == "present" else None
-    enum = lookup_enum(ad.enum) if ad.enum else None
-    if enum is None or enum.value(key) is None:
-        return None
-    return EnumAttr(ad.enum, enum.value(key))
-
-
-@functools.lru_cache(maxsize=1)
-def borrowed_table() -> dict[str, tuple[OpDef, dict, Optional[list]]]:
-    """foreign op name -> (cuda_tile opdef, attributes its row implies, operand order)."""
-    from tilegen.generated.lowerings.cuda_tile_to_nv_tileaa import SPEC
-
-    table: dict = {}
-    for group in SPEC["groups"]:
-        for row in group["patterns"]:
-            to = row.get("to")
-            src = lookup_opdef(f"cuda_tile.{row['op']}")
-            if to is None or src is None or semantics_of(src) is None:
-                continue
-            pairs = [(to, {})] if isinstance(to, str) else []
-            if isinstance(to, dict):
-                for key, name in to["cases"].items():
-                    a = _case_attr(src, to["by"], key)
-                    pairs.append((name, {to["by"]: a} if a is not None else {}))
-            order = None
-            if row.get("operands"):
-                names = [o.name for o in src.operands]
-                order = [row["operands"].index(n) for n in names]
-            for name, attrs in pairs:
-                if name.split(".")[0] in ("arith", "math"):
-                    table[name] = (src, attrs, order)
-    table.update(_fixed_entries())
-    return table
-
-
-#: ops made by custom patterns (or whose row drops an attribute the arith op fixes): the cuda_tile
-#: op they mean and the attribute keywords that pin it (arith.fptosi truncates, ...)
-FIXED: dict[str, tuple[str, dict]] = {
-    "arith.divsi": ("divi", {"signedness": "signed", "rounding": "zero"}),
-    "arith.floordivsi": ("divi", {"signedness": "signed", "rounding": "negative_inf"}),
-    "arith.ceildivsi": ("divi", {"signedness": "signed", "rounding": "positive_inf"}),
-    "arith.divui": ("divi", {"signedness": "unsigned", "rounding": "zero"}),
-    "arith.ceildivui": ("divi", {"signedness": "unsigned", "rounding": "positive_inf"}),
-    "arith.fptosi": ("ftoi", {"signedness": "signed", "rounding_mode": "zero"}),
-    "arith.fptoui": ("ftoi", {"signedness": "unsigned", "rounding_mode": "zero"}),
-}
-
-
-def _fixed_entries() -> dict:
-    out = {}
-    for name, (src_name, kws) in FIXED.items():
-        src = lookup_opdef(f"cuda_tile.{src_name}")
-        attrs = {k: _case_attr(src, k, v) for k, v in kws.items()}
-        out[name] = (src, {k: a for k, a in attrs.items() if a is not None}, None)
-    return out
-
-
-def _borrowed(f: Frame, op):
-    src, attrs, order = borrowed_table()[op.name]
-    view = _Borrowed(op, attrs, order) if attrs or order else op
-    return evaluate(view, src, semantics_of(src), [f.get(v) for v in view.operands])
-
-
-def register_borrowed() -> None:
-    for name in borrowed_table():
-        HANDLERS.setdefault(name, _borrowed)
-
+from tilegen.runtime.opdef import lookup_enum, lookup_opdef
 
 # --------------------------------------------------------------------------- custom-made ops
 
@@ -131,28 +40,21 @@ def std(*names: str):
     return deco
 
 
-def _predicate(op, names: list) -> str:
-    """An arith predicate attribute as its keyword (a string, or MLIR's integer numbering)."""
+def _predicate(op) -> str:
+    """An arith predicate attribute as its keyword: MLIR's integer numbering, from the enum the
+    op's spec names (spec/types/arith_enums.yaml), or a keyword string."""
     a = op.attributes.get("predicate")
-    if isinstance(a, IntegerAttr) and 0 <= a.value < len(names):
-        return names[a.value]
-    if isinstance(a, StringAttr) and a.value in names:
+    enum = lookup_enum(lookup_opdef(op.name).attr("predicate").enum)
+    if isinstance(a, IntegerAttr) and enum.keyword(a.value) is not None:
+        return enum.keyword(a.value)
+    if isinstance(a, StringAttr) and enum.value(a.value) is not None:
         return a.value
     raise InterpError(f"unknown predicate {a}")
 
 
-#: arith.cmpi predicate numbering (MLIR's arith::CmpIPredicate)
-_CMPI = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
-#: arith.cmpf predicate numbering (MLIR's arith::CmpFPredicate)
-_CMPF = [
-    "false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
-    "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true",
-]  # fmt: skip
-
-
 @std("arith.cmpi")
 def _cmpi(f: Frame, op):
-    pred = _predicate(op, _CMPI)
+    pred = _predicate(op)
     t = element_of(op.operands[0].type)
     x, y = (np.asarray(f.get(v)) for v in op.operands)
     if pred[0] == "u":
@@ -166,7 +68,7 @@ def _cmpi(f: Frame, op):
 
 @std("arith.cmpf")
 def _cmpf(f: Frame, op):
-    pred = _predicate(op, _CMPF)
+    pred = _predicate(op)
     x, y = (np.asarray(f.get(v)).astype(np.float64) for v in op.operands)
     if pred in ("false", "true"):
         return [np.full(np.broadcast_shapes(x.shape, y.shape), pred == "true")]
@@ -264,6 +166,3 @@ def _scf_while(f: Frame, op):
         if sig.kind == "return":
             return sig
         vals = sig.values
-
-
-register_borrowed()

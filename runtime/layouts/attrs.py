@@ -113,7 +113,9 @@ class BlockedLayout(DistributedLayout):
         fields = ("size_per_thread", "threads_per_warp", "warps_per_cta")
         for name in fields:
             if len(getattr(self, name)) != n:
-                return f"blocked layout '{name}' has {len(getattr(self, name))} entries, expected {n}"
+                return (
+                    f"blocked layout '{name}' has {len(getattr(self, name))} entries, expected {n}"
+                )
         if sorted(self.order) != list(range(n)):
             return f"blocked layout 'order' must be a permutation of 0..{n - 1}, got {list(self.order)}"
         for name in fields:
@@ -278,7 +280,9 @@ class SharedLayout(Layout):
             if not _pow2(getattr(self, name)):
                 raise LayoutError(f"shared layout '{name}' must be a power of two")
         if sorted(self.order) != list(range(len(self.order))):
-            raise LayoutError(f"shared layout 'order' must be a permutation, got {list(self.order)}")
+            raise LayoutError(
+                f"shared layout 'order' must be a permutation, got {list(self.order)}"
+            )
 
     @property
     def rank(self) -> int:

@@ -75,6 +75,7 @@ def load_passes() -> dict[str, PassInfo]:
         cse,
         debuginfo,
         fuse_fma,
+        layout_assignment,
         loop_split,
     )
     from tilegen.runtime.conversion import pass_registration  # noqa: F401

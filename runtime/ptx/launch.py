@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 import struct
+import sys
 
 import numpy as np
 
-from tilegen.runtime.ptx.parser import Entry, parse_ptx
+from tilegen.runtime.ptx.parser import Addr, Entry, Sym, parse_ptx
+from tilegen.runtime.ptx.sim import tensormap
 from tilegen.runtime.ptx.sim.cta import CtaState, PtxSimError, run_cta
 from tilegen.runtime.ptx.sim.memory import Heap
 
@@ -46,6 +48,42 @@ def _block(entry: Entry) -> tuple[int, int, int]:
     return tuple((list(dims) + [1, 1])[:3])
 
 
+def _tensor_maps(entry: Entry, args: list, arrays: list, nflat: int, file: str) -> list[bytes]:
+    """Tensor maps for hidden `.b8 [128]` params: tileiras passes one per array it loads with
+    TMA, in order; those are the arrays whose own pointer param the kernel never reads."""
+    hidden = entry.params[nflat:]
+    if not hidden:
+        return []
+    if any(v.size != 128 for v in hidden):
+        raise PtxSimError(
+            f"{file}: entry {entry.name} has {len(entry.params)} params, the arguments "
+            f"flatten to {nflat}, and the extra ones are not 128-byte tensor maps"
+        )
+    used = {
+        op.base.name
+        for ins in entry.body
+        for op in ins.operands
+        if isinstance(op, Addr) and isinstance(op.base, Sym)
+    } | {op.name for ins in entry.body for op in ins.operands if isinstance(op, Sym)}
+    pos, unread = 0, []
+    it = iter(arrays)
+    for a in args:
+        a = np.asarray(a)
+        if a.ndim == 0:
+            pos += 1
+            continue
+        addr, arr = next(it)
+        if entry.params[pos].name not in used:
+            unread.append(tensormap.encode(addr, arr))
+        pos += 1 + 2 * a.ndim
+    if len(unread) != len(hidden):
+        raise PtxSimError(
+            f"{file}: {len(hidden)} tensor-map params but {len(unread)} arrays the kernel "
+            "does not address directly; cannot tell which array each map describes"
+        )
+    return unread
+
+
 def run_ptx(
     ptx: str,
     args: list,
@@ -53,6 +91,7 @@ def run_ptx(
     entry_name: str | None = None,
     file: str = "<ptx>",
     max_steps: int = 2_000_000,
+    stdout=None,
 ) -> list[np.ndarray]:
     """Run `entry_name` (default: the only entry) on `args`; returns every array argument's
     contents after the launch, in argument order (scalars omitted)."""
@@ -66,22 +105,26 @@ def run_ptx(
         raise PtxSimError(f"{file}: no entry named {entry_name!r}")
     heap = Heap()
     flat, arrays = flatten_args(args, heap)
-    if len(flat) != len(entry.params):
-        raise PtxSimError(
-            f"{file}: entry {entry_name} has {len(entry.params)} params, the "
-            f"arguments flatten to {len(flat)} (hidden params are not supported)"
-        )
+    flat += _tensor_maps(entry, args, arrays, len(flat), file)
     params, addr = {}, 0x100
     for var, value in zip(entry.params, flat):
-        params[var.name] = (addr, _pack(value, var.type))
-        addr += 64
+        params[var.name] = (addr, value if isinstance(value, bytes) else _pack(value, var.type))
+        addr += 256
+    gvars = {}
+    for var in module.globals:
+        gvars[var.name] = heap.alloc(var.size, max(var.align, 1))
+        width = var.size // max(len(var.init), 1) if var.init else 1
+        raw = b"".join(int(v).to_bytes(width, "little", signed=v < 0) for v in var.init)
+        heap.write(gvars[var.name], raw[: var.size])
     grid = tuple((list(int(g) for g in grid) + [1, 1])[:3])
     block = _block(entry)
     for z in range(grid[2]):
         for y in range(grid[1]):
             for x in range(grid[0]):
-                st = CtaState(entry, heap, params, block, (x, y, z), grid)
+                st = CtaState(entry, heap, params, block, (x, y, z), grid, globals=gvars)
                 run_cta(st, max_steps, file)
+                for text in st.printed:
+                    print(text, end="", file=stdout or sys.stdout)
     out = []
     for addr, arr in arrays:
         out.append(np.frombuffer(heap.read(addr, arr.nbytes), arr.dtype).reshape(arr.shape))

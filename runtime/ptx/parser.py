@@ -68,6 +68,7 @@ class Var:
     type: str
     size: int
     align: int
+    init: tuple = ()  # initializer values (element-sized), if any
 
 
 @dataclass
@@ -77,6 +78,7 @@ class Entry:
     regs: dict[str, str] = field(default_factory=dict)  # register name (or prefix) -> type
     shared: list[Var] = field(default_factory=list)
     local: list[Var] = field(default_factory=list)
+    call_params: list[Var] = field(default_factory=list)  # `.param` of call sequences
     body: list[Instr] = field(default_factory=list)
     labels: dict[str, int] = field(default_factory=dict)
     directives: dict[str, list[int]] = field(default_factory=dict)
@@ -238,12 +240,15 @@ class _Parser:
         if self.accept("["):
             count = self.int_tok()
             self.expect("]")
+        init = []
         if self.accept("="):
             while self.peek() and self.peek().text != ";":
-                self.next()
-        self.accept(";")
+                tok = self.next()
+                if tok.kind == "num":
+                    init.append(int(tok.text.rstrip("U"), 0))
         size = _SIZES.get(re.sub(r"\D", "", vtype) or "8", 1) if vtype != "pred" else 1
-        return Var(name_tok.text, space, vtype, size * count, align or size)
+        self.accept(";")
+        return Var(name_tok.text, space, vtype, size * count, align or size, tuple(init))
 
     def entry(self) -> Entry:
         name = self.next()
@@ -294,7 +299,9 @@ class _Parser:
             elif t in (".shared", ".local", ".param"):
                 self.i -= 1
                 var = self.var_decl()
-                (entry.shared if t == ".shared" else entry.local).append(var)
+                {".shared": entry.shared, ".local": entry.local, ".param": entry.call_params}[
+                    t
+                ].append(var)
             elif tok.kind == "id" and t.endswith(":") and not t.startswith("."):
                 entry.labels[t[:-1]] = len(entry.body)
             elif t == ".pragma":

@@ -221,9 +221,12 @@ def attr_matches(pred: dict, value: Attribute) -> bool:
         enum = lookup_enum(pred["enum"])
         return enum is None or enum.keyword(value.value) is not None
     if kind == "i32_enum":
-        if not isinstance(value, IntegerAttr) or value.type not in (None, IntegerType(32)):
-            return False
+        want = IntegerType(pred.get("width", 32))  # arith predicates are i64 enums
         enum = lookup_enum(pred["enum"])
+        if isinstance(value, StringAttr) and pred.get("keyword_string"):
+            return enum is None or enum.value(value.value) is not None
+        if not isinstance(value, IntegerAttr) or value.type not in (None, want):
+            return False
         return enum is None or enum.keyword(value.value) is not None
     if kind == "integer":
         if not isinstance(value, IntegerAttr):

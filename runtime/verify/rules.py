@@ -31,6 +31,7 @@ an error without returning failure).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, Callable, Optional
 
@@ -247,7 +248,8 @@ def transform(name: str):
 def _i1_same_shape(t: Type) -> Optional[Type]:
     from tilegen.runtime.types import TileType
 
-    return TileType(t.shape, IntegerType(1)) if isinstance(t, TileType) else None
+    # like MLIR's getI1SameShape, the (nv_tileas layout) encoding is kept
+    return TileType(t.shape, IntegerType(1), t.encoding) if isinstance(t, TileType) else None
 
 
 @transform("pointer_tile")
@@ -280,7 +282,13 @@ def _types_match_with(ctx: VerifyContext, args: dict) -> None:
     src, dst = ctx.values(args["from"]), ctx.values(args["to"])
     if not src or not dst:
         return
-    if TRANSFORMS[args["transform"]](src[0].type) != dst[0].type:
+    got = dst[0].type
+    if args["transform"] == "pointer_tile" and isinstance(
+        getattr(got, "element", None), PointerType
+    ):
+        # 13.4: the pointer operand may carry a ptr_attr; the rule is about shape and pointee
+        got = dataclasses.replace(got, element=dataclasses.replace(got.element, ptr_attr=None))
+    if TRANSFORMS[args["transform"]](src[0].type) != got:
         ctx.error(f"failed to verify that {args['summary']}")
 
 

@@ -32,8 +32,24 @@ def _supported_passes() -> frozenset[str]:
         return frozenset()
 
 
-#: pass names tilegen-opt can run (runtime/passes); requests for others fail with a clean error
-SUPPORTED_PASSES: frozenset[str] = _supported_passes()
+_SUPPORTED_PASSES: Optional[frozenset[str]] = None
+
+
+def supported_passes() -> frozenset[str]:
+    """Pass names tilegen-opt can run (runtime/passes); requests for others fail with a clean
+    error.  Loaded on first use: importing every pass module costs start-up time that a plain
+    parse/print run does not need."""
+    global _SUPPORTED_PASSES
+    if _SUPPORTED_PASSES is None:
+        _SUPPORTED_PASSES = _supported_passes()
+    return _SUPPORTED_PASSES
+
+
+def __getattr__(name: str):
+    # ``SUPPORTED_PASSES`` stays importable as a module attribute (computed lazily)
+    if name == "SUPPORTED_PASSES":
+        return supported_passes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -182,7 +198,8 @@ def options_from(o: dict, filename: str) -> OptOptions:
 def _body(o: dict) -> int:
     passes = requested_passes(o)
     if passes is not None:
-        unknown = [p for p in _pass_names(passes) if p not in SUPPORTED_PASSES]
+        supported = supported_passes()
+        unknown = [p for p in _pass_names(passes) if p not in supported]
         if unknown:
             raise driver.UsageError(
                 f"'{unknown[0]}' does not refer to a registered pass or pass pipeline "

@@ -36,6 +36,11 @@ class CtaState:
     local: Flat | None = None
     symbols: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (space, addr)
     trace: list | None = None
+    globals: dict[str, int] = field(default_factory=dict)  # module .global name -> heap address
+    printed: list = field(default_factory=list)  # vprintf output, one string per lane call
+    mbarriers: dict = field(default_factory=dict)  # shared address -> async_ops.MBarrier
+    stall: np.ndarray | None = None  # lanes a failed mbarrier wait parks for a retry
+    barrier: tuple[int, int | None] = (0, None)  # (id, thread count) of the last bar.sync
 
     def __post_init__(self) -> None:
         nx, ny, nz = self.ntid
@@ -57,6 +62,8 @@ class CtaState:
         self.local = Flat(self.local_size * self.n, 0, "local")
         for name, (addr, _) in self.params.items():
             self.symbols[name] = ("param", addr)
+        for name, addr in self.globals.items():
+            self.symbols[name] = ("global", addr)
 
     # -- operands --------------------------------------------------------------------------------
     def special(self, name: str) -> np.ndarray | None:
@@ -139,17 +146,33 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
     body = st.entry.body
     pc = np.zeros(st.n, np.int64)
     exited = np.zeros(st.n, bool)
-    waiting = np.zeros(st.n, bool)
+    bar_of = np.full(st.n, -1)  # named barrier each lane waits at, -1 when none
+    need: dict[int, int | None] = {}  # barrier id -> expected threads (None: all live ones)
+    stalled = np.zeros(st.n, bool)
+    progress = True
+
+    def release() -> None:
+        for b, count in list(need.items()):
+            arrived = bar_of == b
+            if arrived.sum() >= (count or int((~exited).sum())):
+                bar_of[arrived] = -1
+                del need[b]
+
     for _ in range(max_steps):
-        runnable = ~exited & ~waiting
+        runnable = ~exited & (bar_of < 0) & ~stalled
         if not runnable.any():
-            if waiting.any():
-                waiting[:] = False  # every live thread reached the barrier
+            if stalled.any():
+                if not progress:
+                    raise PtxSimError(f"{file}: error: deadlock: mbarrier waits can never complete")
+                stalled[:], progress = False, False
                 continue
+            if (bar_of >= 0).any():
+                raise PtxSimError(f"{file}: error: deadlock: barrier {sorted(need)} never fills")
             return
         at = int(pc[runnable].min())
         if at >= len(body):
             exited |= runnable & (pc >= len(body))
+            release()
             continue
         here = runnable & (pc == at)
         ins = body[at]
@@ -159,16 +182,23 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
             mask = here & (~p if ins.pred[1] else p)
         pc[here] += 1
         try:
-            if mask.any() or ins.opcode.startswith(("bar", "barrier")):
-                action = _step(st, ins, mask, pc, at)
-            else:
-                action = None
+            action = _step(st, ins, mask, pc, at) if mask.any() else None
         except (PtxSimError, MemoryFault) as e:
             raise PtxSimError(f"{file}:{ins.line}: error: {ins.opcode}: {e}") from None
+        if action != "stall":
+            progress = True
         if action == "exit":
             exited |= mask
+            release()
         elif action == "barrier":
-            waiting |= mask
+            bar_id, count = st.barrier
+            bar_of[mask] = bar_id
+            need[bar_id] = count
+            release()
+        elif action == "stall":
+            pc[st.stall] = at
+            stalled |= st.stall
+            progress |= bool((mask & ~st.stall).any())
         elif action == "trap":
             raise PtxSimError(f"{file}:{ins.line}: error: trap executed")
     raise PtxSimError(f"{file}: error: step budget of {max_steps} exhausted (runaway loop?)")

@@ -3,11 +3,14 @@ flow, barriers, shuffles, votes and atomics (rows with `handwritten: true` in sp
 
 from __future__ import annotations
 
+import re
+import struct
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tilegen.runtime.ptx.parser import Addr, Imm, Instr, Reg, Sym, Vec
+from tilegen.runtime.ptx.sim import async_ops
 from tilegen.runtime.ptx.sim.memory import LOCAL_WINDOW, SHARED_WINDOW
 from tilegen.runtime.ptx.sim.values import WIDTH, f32_to_bf16_bits, from_bits, to_bits
 
@@ -83,8 +86,18 @@ def do_ld(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         st.write_bits(d, bits, mask)
 
 
+def _call_param(st: "CtaState", op) -> str | None:
+    if isinstance(op, Addr) and isinstance(op.base, Sym):
+        if any(v.name == op.base.name for v in st.entry.call_params):
+            return op.base.name
+    return None
+
+
 def do_st(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     t, vec, space = _vtype(ins.parts)
+    if space == "param" and _call_param(st, ins.operands[0]):  # argument of a call sequence
+        st.write_bits(Reg(_call_param(st, ins.operands[0])), st.bits(ins.operands[1], t), mask)
+        return
     width = WIDTH[t] // 8
     addr, srcs = ins.operands[0], _regs(ins.operands[1])
     for i, s in enumerate(srcs):
@@ -331,6 +344,44 @@ def do_redux(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     st.write(ins.operands[0], out, t, mask)
 
 
+_PRINTF = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?(hh|h|ll|l|z)?([diouxXfFeEgGcsp%])")
+
+
+def do_call(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """`call` is supported for vprintf(format, args) only: each active lane formats its line."""
+    callee = next((op.name for op in ins.operands if isinstance(op, Sym)), None)
+    if callee != "vprintf":
+        raise _err(f"calls to {callee!r} are not supported (only vprintf)")
+    args = [op for op in ins.operands if isinstance(op, Vec)][-1].items
+    fmts, bufs = st.bits(Reg(args[0].name)), st.bits(Reg(args[1].name))
+    for lane in np.nonzero(mask)[0]:
+        raw = st.heap.read(int(fmts[lane]), 4096)
+        fmt = raw[: raw.index(b"\0")].decode("latin-1") if b"\0" in raw else raw.decode("latin-1")
+        off, pieces, pos = 0, [], 0
+        lane_mask = np.zeros(st.n, bool)
+        lane_mask[lane] = True
+        for m in _PRINTF.finditer(fmt):
+            pieces.append(fmt[pos : m.start()])
+            pos = m.end()
+            conv = m.group(2)
+            if conv == "%":
+                pieces.append("%")
+                continue
+            width = 8 if conv in "fFeEgGsp" or m.group(1) in ("l", "ll", "z") else 4
+            off = (off + width - 1) // width * width
+            mem, a = _memory(st, None, np.array([int(bufs[lane]) + off]), lane_mask)
+            val = int(mem.load(a, width)[0])
+            off += width
+            if conv in "fFeEgG":
+                val = struct.unpack("<d", val.to_bytes(8, "little"))[0]
+            elif conv in "di" and val >= 1 << (8 * width - 1):
+                val -= 1 << (8 * width)
+            spec = m.group(0).replace(m.group(1) or "\0", "") if m.group(1) else m.group(0)
+            pieces.append(spec % val if conv not in "sp" else hex(val))
+        pieces.append(fmt[pos:])
+        st.printed.append("".join(pieces))
+
+
 _NOOPS = ("fence", "membar", "griddepcontrol", "prefetch", "setmaxnreg", "pmevent")
 
 
@@ -346,11 +397,27 @@ def execute(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray, at: in
             return None
         if "arrive" in ins.parts:
             raise _err("bar.arrive (producer/consumer barriers) is not supported")
+        ids = st.read(ins.operands[0], "u32")[mask]
+        counts = st.read(ins.operands[1], "u32")[mask] if len(ins.operands) > 1 else None
+        if len(set(ids.tolist())) != 1:
+            raise _err("lanes at one bar.sync name different barriers")
+        st.barrier = (int(ids[0]), None if counts is None else int(counts[0]))
         return "barrier"
     if op == "bra":
         do_bra(st, ins, mask, pc)
         return None
     if op in _NOOPS:
+        return None
+    if op == "mbarrier":
+        return async_ops.do_mbarrier(st, ins, mask)
+    if op == "elect":
+        async_ops.do_elect(st, ins, mask)
+        return None
+    if op == "cp":
+        async_ops.do_cp_async(st, ins, mask)
+        return None
+    if op == "call":
+        do_call(st, ins, mask)
         return None
     handler = {
         "ld": do_ld,

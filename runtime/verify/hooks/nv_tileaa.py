@@ -317,7 +317,9 @@ def _reduce_scan(op: Operation, ctx: VerifyContext) -> None:
             want = t
         else:
             shape = shape_of(t)[:axis] + shape_of(t)[axis + 1 :]
-            want = TileType(shape, elem_of(t)) if shape else elem_of(t)
+            # the result's layout (nv_tileas encoding) is the layout pass's choice
+            enc = getattr(r, "encoding", None)
+            want = TileType(shape, elem_of(t), enc) if shape else elem_of(t)
         if r != want and not (not scan and r == TileType((), elem_of(t)) and not shape_of(want)):
             ctx.error(f"result #{i} type '{_t(r)}' does not match the expected type '{_t(want)}'")
             return
@@ -459,7 +461,7 @@ def _addptr(op: Operation, ctx: VerifyContext) -> None:
         return
     ptr = _pointer_of(base)
     shape = bs or os_
-    want = TileType(shape, ptr) if shape else ptr
+    want = TileType(shape, ptr, getattr(res, "encoding", None)) if shape else ptr
     if res != want:
         ctx.error(
             f"result type '{_t(res)}' must be '{_t(want)}': addptr keeps the base element type "

@@ -6,6 +6,7 @@ from tilegen.runtime.ir import Operation
 from tilegen.runtime.types import DYNAMIC, PointerType, TensorViewType, TileType
 from tilegen.runtime.verify.context import VerifyContext
 from tilegen.runtime.verify.hooks import hook
+from tilegen.runtime.verify.hooks.hints import rule_args
 from tilegen.runtime.verify.view_types import quoted, verify_view_indices, view_index_rank
 
 
@@ -62,6 +63,23 @@ def _ptr_attr_mismatch(ctx: VerifyContext, base: str | None, result: str | None)
             f"({spell(result)})"
         )
     return True
+
+
+def ptr_attr_of(t) -> str | None:
+    """The PtrAttr keyword a pointer tile, tensor_view or tile view carries (13.4), else None."""
+    if isinstance(t, TileType):
+        t = t.element
+    t = getattr(t, "tensor_view", t)
+    return getattr(t, "ptr_attr", None)
+
+
+@hook("no_multicast")
+def _no_multicast(op: Operation, ctx: VerifyContext) -> None:
+    """``{custom: no_multicast, operand: NAME, message: TEXT}``: the operand's pointer / view must
+    not be ``ptr_attr<multicast>`` (13.5; tileirdisasm's per-op wording in ``message``)."""
+    args = rule_args(ctx, "no_multicast")
+    if ptr_attr_of(ctx.type(args["operand"])) == "multicast":
+        ctx.error(args["message"])
 
 
 @hook("make_tile_view")
