@@ -817,6 +817,8 @@ def _infer_result(ctx: _ParseCtx, rdef, known) -> Optional[list[Type]]:
             if src and isinstance(src[0], TileType):
                 # like MLIR's getI1SameShape, the (nv_tileas layout) encoding is kept
                 return [TileType(src[0].shape, IntegerType(1), src[0].encoding)]
+            if src:  # a scalar (nv_tileaa / arith): getI1SameShape gives i1
+                return [IntegerType(1)]
     if rdef.kind == "optional":
         return []
     return None
@@ -1012,6 +1014,12 @@ def _print_attr_var(pr, op, name) -> None:
         e = lookup_enum(adef.enum)
         kw = e.keyword(a.value) if e is not None else None
         pr.write(kw if kw is not None else str(a.value))
+    elif isinstance(a, StringAttr) and adef is not None and adef.kind == "i32-enum" and adef.enum:
+        e = lookup_enum(adef.enum)  # an enum case given as its keyword string (arith predicates)
+        if e is not None and e.value(a.value) is not None:
+            pr.write(a.value)
+        else:
+            pr.print_attribute_without_type(a)
     elif isinstance(a, OptimizationHintsAttr):
         from tilegen.runtime.asm.attr_syntax import format_cuda_tile_attr_body
 

@@ -228,8 +228,6 @@ def do_shfl(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 def do_vote(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     mode = next(p for p in ins.parts if p in ("all", "any", "uni", "ballot"))
     p = st.read(ins.operands[1], "pred") & mask
-    if ins.operands[1] == Reg("!"):
-        raise _err("negated vote predicate is not supported")
     warps = np.arange(st.n) // 32
     out = np.zeros(st.n, np.uint64)
     for w in np.unique(warps[mask]):
