@@ -12,7 +12,7 @@
 // rules, terminators, custom verifiers.
 irdl.dialect @scf {
   // Terminator of scf.while 'before': continue with args while the condition holds.
-  // no constraint in spec/types/constraints.yaml for: AnyType, NvTileAA_I1Like (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: AnyType (unconstrained)
   irdl.operation @condition {
     %c0 = irdl.any
     %c1 = irdl.any
@@ -75,7 +75,7 @@ irdl.dialect @scf {
     irdl.regions(region: %c33)
   }
   // Run the then region if the i1 condition holds, else the (optional) else region.
-  // no constraint in spec/types/constraints.yaml for: AnyType, NvTileAA_I1Like (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: AnyType (unconstrained)
   irdl.operation @if {
     %c0 = irdl.any
     %c1 = irdl.any

@@ -17,7 +17,7 @@ CONDITION = register_op(OpDef(
     summary="Terminator of scf.while 'before': continue with args while the condition holds.",
     traits=('Pure', 'Terminator', 'HasParent<"WhileOp">',),
     operands=(
-        OperandDef('condition', 'NvTileAA_I1Like', 'single', '13.1'),
+        OperandDef('condition', 'Scf_I1', 'single', '13.1'),
         OperandDef('args', 'AnyType', 'variadic', '13.1'),
     ),
     attributes=(
@@ -130,7 +130,7 @@ IF = register_op(OpDef(
     summary='Run the then region if the i1 condition holds, else the (optional) else region.',
     traits=('RecursiveMemoryEffects', 'NoRegionArguments', 'SingleBlockImplicitTerminator<scf::YieldOp>',),
     operands=(
-        OperandDef('condition', 'NvTileAA_I1Like', 'single', '13.1'),
+        OperandDef('condition', 'Scf_I1', 'single', '13.1'),
     ),
     attributes=(
     ),

@@ -791,6 +791,8 @@ def buildable_type(constraint: str) -> Optional[Type]:
 
     if constraint in ("CudaTile_TokenType", "Token"):
         return TOKEN
+    if constraint == "Scf_I1":  # scf.if / scf.condition (MLIR's I1)
+        return IntegerType(1)
     if constraint == "NvTileAA_MemToken":
         from tilegen.runtime.types import MemTokenType
 
@@ -833,11 +835,20 @@ class _PrintState:
         self.last_was_punct = False
 
 
+#: op name -> attributes its format prints itself, plus segment sizes (never in attr-dict)
+_ELIDED: dict[str, frozenset] = {}
+
+
 def print_with_format(pr: "OpPrinter", op: "Operation") -> None:
     """Print ``op``'s body (after its name) with its declarative format."""
     program = program_for(op.opdef)
     st = _PrintState()
-    elided = format_attr_names(program) | {"operandSegmentSizes", "resultSegmentSizes"}
+    base = _ELIDED.get(op.opdef.name)
+    if base is None:
+        base = _ELIDED[op.opdef.name] = frozenset(
+            format_attr_names(program) | {"operandSegmentSizes", "resultSegmentSizes"}
+        )
+    elided = set(base)
     for a in op.opdef.attributes:
         if a.default is not None and a.name in op.attributes:
             if _equals_default(op.attributes[a.name], a):
