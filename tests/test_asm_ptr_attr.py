@@ -487,3 +487,65 @@ def test_multicast_rules_match_tileirdisasm(op, body, message, tmp_path):
 
 def body_of_entry(m) -> str:
     return body(m)
+
+
+# ---------------------------------------------------------------------------------- multimem (13.5)
+
+_MM = {
+    "multimem_store_view_tko": "%t1 = multimem_store_view_tko relaxed device %pview, %cst_1_f16[%arg1, %arg1] "
+    "inbounds = [true, true] : {PV}, tile<4x4xf16>, tile<i32> -> token",
+    "multimem_reduce_view_tko": "%t1 = multimem_reduce_view_tko relaxed sys %pview, %cst_1_f16[%arg1, %arg1] "
+    "inbounds = [false, true] : {PV}, tile<4x4xf16>, tile<i32> -> token",
+    "multimem_load_reduce_view_tko": "%reduced_values, %result_token = multimem_load_reduce_view_tko relaxed sys "
+    "%pview[%arg1, %arg1] inbounds = [true, false] : {PV}, tile<i32> -> tile<4x4xf16>, token",
+}
+
+
+def _multimem_text(op: str, kw) -> str:
+    p = f"tile<ptr<f16, <{kw}>>>" if kw else "tile<ptr<f16>>"
+    pa = f", #cuda_tile.ptr_attr<{kw}>" if kw else ""
+    tv = f"tensor_view<16x16xf16, strides=[16,1]{pa}>"
+    pv = f"partition_view<tile=(4x4), {tv}>"
+    mk = f"{p} -> {tv}" if kw else tv
+    return (
+        f"entry @k(%arg0: {p}, %arg1: tile<i32>) {{\n"
+        f"  %tview = make_tensor_view %arg0, shape = [16, 16], strides = [16, 1] : {mk}\n"
+        f"  %pview = make_partition_view %tview : {pv}\n"
+        "  %cst_1_f16 = constant <f16: 1.000000e+00> : tile<4x4xf16>\n"
+        f"  {_MM[op].replace('{PV}', pv)}\n"
+        "  return\n}"
+    )
+
+
+def _write_13_5(monkeypatch, m) -> bytes:
+    """BC's writer encodes 13.5 (function record, multimem ops) but does not offer it yet."""
+    from tilegen.runtime.bytecode import layouts as L
+
+    monkeypatch.setattr(L, "WRITE_VERSIONS", L.WRITE_VERSIONS + ["13.5"])
+    return write_bytecode(m, version="13.5")
+
+
+@pytest.mark.parametrize("op", sorted(_MM))
+def test_multimem_requires_multicast(op):
+    assert verify_errors(module(_multimem_text(op, "multicast"))) == []
+    for kw in (None, "none", "unicast"):
+        assert verify_errors(module(_multimem_text(op, kw))) == [
+            f"'cuda_tile.{op}' op expected a multicast pointer, but got {kw or 'none'}"
+        ]
+
+
+@needs_disasm
+@pytest.mark.parametrize("op", sorted(_MM))
+def test_multimem_rules_match_tileirdisasm(op, tmp_path, monkeypatch):
+    for kw in (None, "none", "unicast", "multicast"):
+        text = _multimem_text(op, kw)
+        m = module(text)
+        data = _write_13_5(monkeypatch, m)
+        nv = _disasm(tmp_path, data)
+        if kw == "multicast":
+            assert nv.returncode == 0, nv.stderr
+            assert nv.stdout.strip() == body(m) == body(read_bytecode(data))
+        else:
+            message = f"'cuda_tile.{op}' op expected a multicast pointer, but got {kw or 'none'}"
+            assert nv.stderr.startswith(f"error: {message}\n")
+            assert verify_errors(read_bytecode(data)) == [message]

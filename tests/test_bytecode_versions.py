@@ -230,7 +230,8 @@ def test_i1_constants_are_bit_packed():
         decode_dense(t16, bytes(16))
 
 
-def test_fnv8_type_is_13_4_only():
+def _fnv8_module():
+    """The negi fixture cut down to ``constant : tile<4xfnv8E5M3FNU>`` + return."""
     from tilegen.runtime.asm.dense import dense_from_bits
 
     m = _negi_module()
@@ -241,6 +242,11 @@ def test_fnv8_type_is_13_4_only():
     t = ty.TileType((4,), ty.FloatType("fnv8E5M3FNU"))
     const.results[0].type = t
     const.attributes["value"] = dense_from_bits(t, [0x38, 0x40, 0xFE, 0xFF])
+    return m
+
+
+def test_fnv8_type_is_13_4_only():
+    m = _fnv8_module()
     data = write_bytecode(m, "13.4")
     assert b"\x82\x01" in data  # tag 130 is a two-byte varint
     back = next(op for op in read_bytecode(data).walk() if op.name == "cuda_tile.constant")
@@ -258,6 +264,37 @@ def test_fnv8_type_is_13_4_only():
         == "type 'FloatNV8E5M3FNU' requires bytecode version 13.4+, file version is 13.3"
     )
     assert "failed to get result type 0 for ConstantOp" in messages[2]
+
+
+@pytest.mark.parametrize(
+    "tag, element",
+    [(b"\x82\x03", "fnv8E5M3FNU"), (b"\x8a\x02", "f8E4M3FN"), (b"\x8a\x82\x00", None)],
+)
+def test_type_tag_dispatch_uses_low_8_bits(tag, element):
+    """tileirdisasm reads a type tag as a varint but keeps only its low 8 bits: 386 is tag 130
+    (fnv8E5M3FNU), 266 is tag 10 (f8E4M3FN). A longer varint shifts every later section
+    (offset as tileirdisasm reports it)."""
+    data = write_bytecode(_fnv8_module(), "13.4")
+    assert data.count(b"\x82\x01") == 1
+    mutated = data.replace(b"\x82\x01", tag, 1)
+    if element is None:
+        assert _error(mutated) == ["error at offset 97: end section is not the last section"]
+        return
+    const = next(op for op in read_bytecode(mutated).walk() if op.name == "cuda_tile.constant")
+    assert const.results[0].type == ty.TileType((4,), ty.FloatType(element))
+
+
+def test_unknown_type_tag_reports_low_8_bits_and_nvidia_offsets():
+    data = write_bytecode(_fnv8_module(), "13.4")
+    mutated = data.replace(b"\x82\x01", b"\x9f\x03", 1)  # 415: low 8 bits 159, no such tag
+    # tileirdisasm 13.5's lines for this file, less its final "failed to read ... bytecode"
+    assert _error(mutated) == [
+        "unknown type tag: 159",
+        "error at offset 1: failed to get elementType type",
+        "error at offset 2: failed to get result type 0 for ConstantOp",
+        f"error at offset {len(data)}: failed to parse function body for function 'basic'",
+        f"error at offset {len(data)}: failed to create function from bytecode",
+    ]
 
 
 def test_test_build_versions_gate_testing_ops():
@@ -351,14 +388,23 @@ def test_ptr_attr_type_parameter_is_13_4():
     idx = w.type(tv)
     one = (1).to_bytes(8, "little")
     # tag 14, optFlags bit0, elem type#0 (f32), shape [16], strides [1], ptr_attr none
-    assert w.types.entries[idx] == b"\x0e\x01\x00\x01" + (16).to_bytes(8, "little") + b"\x01" + one + b"\x00"
+    assert (
+        w.types.entries[idx]
+        == b"\x0e\x01\x00\x01" + (16).to_bytes(8, "little") + b"\x01" + one + b"\x00"
+    )
     rd = _Reader(b"", "t")
     rd.version, rd.vt = "13.4", (13, 4)
     rd.types = _type_table(w.types)
     assert rd.type(idx) == tv
-    with pytest.raises(BytecodeWriteError, match=r"parameter 'ptr_attr' requires bytecode version 13\.4\+, but targeting 13\.3"):
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"parameter 'ptr_attr' requires bytecode version 13\.4\+, but targeting 13\.3",
+    ):
         _Writer("13.3").type(tv)
-    with pytest.raises(BytecodeWriteError, match=r"enum value for parameter 'ptr_attr' is not available in bytecode version 13\.4"):
+    with pytest.raises(
+        BytecodeWriteError,
+        match=r"enum value for parameter 'ptr_attr' is not available in bytecode version 13\.4",
+    ):
         _Writer("13.4").type(ty.PointerType(ty.F32, ptr_attr="multicast"))
     bad = _type_table(w.types)
     bad.data = memoryview(bytes(bad.data).replace(b"\x0e\x01", b"\x0e\x03"))

@@ -257,3 +257,17 @@ def test_corpus_kernels_get_full_layouts(name, widths, converts):
     assert verify_module(parse_module(out, allow_unregistered=True), de), [
         d.message for d in de.diagnostics
     ]
+
+
+def test_pending_chain_takes_the_store_layout():
+    body = _load2d() + """
+  %c1 = "arith.constant"() {value = 1.0 : f32} : () -> f32
+  %a1 = nv_tileaa.splat %c1 : (f32) -> tile<4x128xf32>
+  %a2 = nv_tileaa.splat %c1 : (f32) -> tile<4x128xf32>
+  %sum = nv_tileaa.addf %a1, %a2 rounding<nearest_even> : (tile<4x128xf32>, tile<4x128xf32>) -> tile<4x128xf32>""" + _store2d("%sum")
+    m, a, _ = _run(_kernel(body, ARGS2D))
+    anchor = store_anchor(a)
+    assert anchor.size_per_thread == (1, 4)
+    for op in _by_name(m, "nv_tileaa.splat") + _by_name(m, "nv_tileaa.addf"):
+        assert op.results[0].type.encoding == anchor
+    assert a.converts == 0

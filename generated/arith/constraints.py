@@ -5,7 +5,7 @@
 #: Element groups of spec/types/elements.yaml (group name -> element names).
 ELEMENT_GROUPS = {'AnyInt': ['i1', 'i8', 'i16', 'i32', 'i64'],
                   'AnyFloat': ['f16', 'bf16', 'f32', 'tf32', 'f64', 'f8E4M3FN', 'f8E5M2', 'f8E8M0FNU',
-                               'f4E2M1FN'],
+                               'f4E2M1FN', 'fnv8E5M3FNU'],
                   'BaseFloat': ['f16', 'bf16', 'f32', 'f64']}
 
 #: Type constraint name -> {"summary": ODS text after "must be", "match": predicate}.

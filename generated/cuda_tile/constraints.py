@@ -5,7 +5,7 @@
 #: Element groups of spec/types/elements.yaml (group name -> element names).
 ELEMENT_GROUPS = {'AnyInt': ['i1', 'i8', 'i16', 'i32', 'i64'],
                   'AnyFloat': ['f16', 'bf16', 'f32', 'tf32', 'f64', 'f8E4M3FN', 'f8E5M2', 'f8E8M0FNU',
-                               'f4E2M1FN'],
+                               'f4E2M1FN', 'fnv8E5M3FNU'],
                   'BaseFloat': ['f16', 'bf16', 'f32', 'f64']}
 
 #: Type constraint name -> {"summary": ODS text after "must be", "match": predicate}.
@@ -59,7 +59,7 @@ TYPES = {
     'MmaFScaledOp_ResultTileType': {'summary': 'mmaf_scaled result tile type of f32 values',
      'match': {'kind': 'tile', 'element': ['f32']}},
     'MmaFScaledOp_ScaleTileType': {'summary': 'mmaf_scaled scale tile type of f8E4M3FN or f8E8M0FNU values',
-     'match': {'kind': 'tile', 'element': ['f8E4M3FN', 'f8E8M0FNU']}},
+     'match': {'kind': 'tile', 'element': ['f8E4M3FN', 'f8E8M0FNU', 'fnv8E5M3FNU']}},
     'CudaTile_TileType': {'summary': 'Tile type', 'match': {'kind': 'tile'}},
     'CudaTile_TokenType': {'summary': 'cuda tile token type', 'match': {'kind': 'token'}},
     'CudaTile_TensorViewType': {'summary': 'tensor view type', 'match': {'kind': 'tensor_view'}},

@@ -94,6 +94,7 @@ class _Reader:
         self.version = "13.1"
         self.vt = (13, 1)
         self.depth = 0
+        self._at = ""  # "error at offset N: " for function failures, once sections are read
 
     # ------------------------------------------------------------------ framing
     def read(self) -> Operation:
@@ -139,7 +140,10 @@ class _Reader:
                     )
             sections[name] = c.sub(length, "failed to read section payload")
         if not c.at_end():
-            raise BytecodeError("end section is not the last section")
+            raise c.fail("end section is not the last section")
+        # NVIDIA builds functions after reading every section and reports their failures at the
+        # top-level cursor, i.e. at the end of the file
+        self._at = f"error at offset {c.pos}: "
         for name, info in L.T.SECTIONS.items():
             if info["mandatory"] and name not in sections:
                 raise BytecodeError(
@@ -213,7 +217,7 @@ class _Reader:
             with context("failed to create global from bytecode"):
                 body.append(self._build_global(*record))
         for record in self.functions:
-            with context("failed to create function from bytecode"):
+            with context(f"{self._at}failed to create function from bytecode"):
                 body.append(self._build_function(*record))
         return module
 
@@ -285,7 +289,8 @@ class _Reader:
         return found
 
     def _parse_type(self, c: Cursor) -> ty.Type:
-        tag = c.varint("failed to read type tag")
+        # NVIDIA reads the tag as a varint but dispatches on (and reports) its low 8 bits only
+        tag = c.varint("failed to read type tag") & 0xFF
         name = L.ELEMENT_BY_TAG.get(tag)
         if name is not None:
             since = L.T.ELEMENT_TAGS[name][1]
@@ -338,8 +343,9 @@ class _Reader:
     def _read_param(self, c: Cursor, p: dict):
         enc, what = p["enc"], f"failed to read {p['name']}"
         if enc == "type":
+            at = c.pos  # NVIDIA reports where the type index starts
             idx = c.varint(f"failed to get {p['name']} type")
-            with context(f"error at offset {c.pos}: failed to get {p['name']} type"):
+            with context(f"error at offset {at}: failed to get {p['name']} type"):
                 return self.type(idx, p.get("type_class"))
         if enc == "type_list":
             n = c.varint(f"failed to read number of {p['name']}")
@@ -500,12 +506,9 @@ class _Reader:
         values: list = []
         for t in sig.inputs:
             values.append(block.add_argument(t))
-        with context(f"failed to parse function body for function '{name}'"):
-            i = 0
-            while not body.at_end():
-                with context(f"failed to parse operation {i} in block."):
-                    block.append(self._parse_op(body, values))
-                i += 1
+        with context(f"{self._at}failed to parse function body for function '{name}'"):
+            while not body.at_end():  # no "failed to parse operation I" note here (tileirdisasm)
+                block.append(self._parse_op(body, values))
             self._check_terminator(block)
         return func
 

@@ -18,7 +18,7 @@ It is the oracle later stages (lowering, PTX, GPU) are checked against.
 | ``api`` | ``load_module``, ``run_module``, ``run_npz``: what ``tilegen run`` uses |
 | ``lowered`` | ``--lower-to nv_tileaa``: convert (runtime/conversion), verify, then run that |
 | ``ops_nv_tileaa`` | hand-written nv_tileaa: memrefs, tiled/pointer memory, atomics, dot, reduce |
-| ``ops_std`` | arith/math ops by the cuda_tile semantics they came from; arith.cmp*, scf |
+| ``ops_std`` | what spec/ops/{arith,scf} declare `kind: interpreter`: arith.cmp*, constant, index casts, scf |
 
 Public API: ``from tilegen.runtime.interp import run_module, load_module, RunError``.
 """

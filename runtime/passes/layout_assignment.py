@@ -299,11 +299,11 @@ class LayoutAssigner:
                     self.get(op.operands[i])
             return
         if name == "nv_tileaa.reduce":
-            for i in self.tile_operands(op):
-                src = self.get(op.operands[i])
+            srcs = [self.get(op.operands[i]) for i in self.tile_operands(op)]
             axis = op.attributes["axis"].value
-            for r in tiles:
-                self.layout[r] = SliceLayout(axis, src)
+            for k, r in enumerate(op.results):  # result k reduces input k
+                if _is_tile(r.type) and k < len(srcs):
+                    self.layout[r] = SliceLayout(axis, srcs[k])
             for region in op.regions:
                 for b in region.blocks:
                     self.run_block(b)

@@ -92,7 +92,7 @@ def _mmaf_scaled(op: Operation, ctx: VerifyContext) -> None:
             return
     data = getattr(lhs.element, "name", "")
     scale = getattr(ls.element, "name", "")
-    if scale == "f8E4M3FN" and data != "f4E2M1FN":
+    if scale in ("f8E4M3FN", "fnv8E5M3FNU") and data != "f4E2M1FN":  # fnv8E5M3FNU: 13.4
         ctx.error(
             f"unsupported combination of element types. Scale type {quoted(ls.element)} expects "
             f"lhs and rhs element types to be {quoted(FloatType('f4E2M1FN'))}, but got "
@@ -125,8 +125,8 @@ def _mmaf_scaled(op: Operation, ctx: VerifyContext) -> None:
             f"{prefix}f4E2M1FN element type with f8E4M3FN scales requires block scale factor of "
             f"lhs_scale and rhs_scale to be 16, but got {factor}"
         )
-    elif data == "f4E2M1FN" and scale == "f8E8M0FNU" and factor not in (16, 32):
+    elif data == "f4E2M1FN" and scale in ("f8E8M0FNU", "fnv8E5M3FNU") and factor not in (16, 32):
         ctx.error(
-            f"{prefix}f4E2M1FN element type with f8E8M0FNU scales requires block scale factor "
+            f"{prefix}f4E2M1FN element type with {scale} scales requires block scale factor "
             f"of lhs_scale and rhs_scale to be 16 or 32, but got {factor}"
         )

@@ -82,6 +82,15 @@ def _no_multicast(op: Operation, ctx: VerifyContext) -> None:
         ctx.error(args["message"])
 
 
+@hook("multicast_required")
+def _multicast_required(op: Operation, ctx: VerifyContext) -> None:
+    """``{custom: multicast_required, operand: NAME}``: multimem ops (13.5) need a view of a
+    ``ptr_attr<multicast>`` pointer."""
+    kw = ptr_attr_of(ctx.type(rule_args(ctx, "multicast_required")["operand"]))
+    if kw != "multicast":
+        ctx.error(f"expected a multicast pointer, but got {kw or 'none'}")
+
+
 @hook("make_tile_view")
 def _make_tile_view(op: Operation, ctx: VerifyContext) -> None:
     """make_partition_view / make_strided_view / make_gather_scatter_view."""
