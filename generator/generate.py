@@ -99,7 +99,11 @@ def format_programs(ops: list[dict]) -> list[tuple[str, str, tuple]]:
         if isinstance(fmt, str):
             names = [[v["name"] for v in op.get(k, [])]
                      for k in ("operands", "results", "attributes", "regions")]
-            out.append((op["name"], fmt, compile_format(fmt, *names)))
+            try:
+                program = compile_format(fmt, *names)
+            except Exception as e:  # a malformed format string is a spec error, not a crash
+                raise SpecError(f"{op['_file']}: ops[{op['name']}].format: {e}") from None
+            out.append((op["name"], fmt, program))
     return sorted(out)
 
 
@@ -187,8 +191,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         spec = load_spec(Path(args.spec))
+        files = render_all(spec)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    write_tree(render_all(spec), Path(args.out))
+    except jinja2.TemplateError as e:
+        print(f"error: templates/: {e}", file=sys.stderr)
+        return 1
+    write_tree(files, Path(args.out))
     return 0

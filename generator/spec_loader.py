@@ -79,7 +79,9 @@ def load_spec(root: Path) -> Spec:
             raise SpecError(f"{rel}: <root>: expected a mapping")
         kind = doc.get("kind") or ("ops" if "ops" in doc else None)
         if kind not in schemas:
-            raise SpecError(f"{rel}: kind: unknown spec kind {kind!r} (no spec/schema/{kind}.schema.json)")
+            raise SpecError(
+                f"{rel}: kind: unknown spec kind {kind!r} (no spec/schema/{kind}.schema.json)"
+            )
         validator = jsonschema.Draft202012Validator(schemas[kind])
         errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
         if errors:
@@ -91,8 +93,9 @@ def load_spec(root: Path) -> Spec:
 
 
 def _check_cross_refs(spec: Spec) -> None:
-    """Checks JSON Schema cannot express: unique names/opcodes, known enums."""
+    """Checks JSON Schema cannot express: unique names/opcodes, known enums and constraints."""
     enums = {e["name"] for d in spec.docs("enums") for e in d["enums"]}
+    constraints = {name for d in spec.docs("constraints") for name in d.get("types", {})}
     for dialect in spec.dialects():
         names, opcodes = {}, {}
         for op in spec.ops(dialect):
@@ -108,3 +111,12 @@ def _check_cross_refs(spec: Spec) -> None:
             for i, a in enumerate(op.get("attributes", [])):
                 if a.get("enum") and a["enum"] not in enums:
                     raise SpecError(f"{where}.attributes[{i}].enum: unknown enum {a['enum']!r}")
+            if not constraints:
+                continue
+            for key in ("operands", "results"):
+                for i, v in enumerate(op.get(key, [])):
+                    if v["type"] not in constraints:
+                        raise SpecError(
+                            f"{where}.{key}[{i}].type: unknown type constraint {v['type']!r} "
+                            "(define it in spec/types/constraints.yaml)"
+                        )

@@ -44,6 +44,10 @@ DIALECT_TYPES = (
 PADDING_VALUES = ("zero", "neg_zero", "nan", "pos_inf", "neg_inf")
 _BUILTIN_SHAPED = ("tensor", "vector", "memref", "complex", "tuple")
 _RE_DIMS = re.compile(r"[ \t\n]*((?:(?:[0-9]+|\?)[ \t\n]*x[ \t\n]*)*)")
+#: ``<4x8xf32>`` right after ``tile``: the common spelling, memoized by its text
+_RE_SIMPLE_TILE = re.compile(r"<(?:[0-9]+x)*[A-Za-z_][A-Za-z_0-9]*>")
+#: simple tile spelling -> its (verified, immutable) TileType
+_SIMPLE_TILES: dict[str, "TileType"] = {}
 _RE_INT_TYPE = re.compile(r"[su]?i[0-9]+$")
 _RE_OTHER_FLOAT = re.compile(r"(f80|f128|f[468]E[0-9A-Za-z]+)$")
 _I32_MAX = 2**31 - 1
@@ -168,9 +172,20 @@ def _parse_function_type(p: "OpParser") -> FunctionType:
 
 def parse_dialect_type(p: "OpParser", long: bool) -> Type:
     """``tile<..>`` etc. (short) or ``!cuda_tile.tile<..>`` (long); the current token names it."""
+    tok = p.tok
+    mnemonic = tok.text[len("!cuda_tile.") :] if long else tok.text
+    simple = None
+    if mnemonic == "tile":
+        # fast path: `tile<4x8xf32>` seen before parses to the same verified type
+        m = _RE_SIMPLE_TILE.match(p.lexer.text, tok.pos + len(tok.text))
+        if m is not None:
+            simple = m.group(0)
+            t = _SIMPLE_TILES.get(simple)
+            if t is not None:
+                _seek(p, m.end())
+                return t
     tok = p._advance()
     loc = p.loc_at(tok)
-    mnemonic = tok.text[len("!cuda_tile.") :] if long else tok.text
     if mnemonic == "token":
         return TokenType()
     parser = _DIALECT_PARSERS.get(mnemonic)
@@ -186,6 +201,8 @@ def parse_dialect_type(p: "OpParser", long: bool) -> Type:
     t = parser(p, loc)
     p._expect(">")
     p.verify_type(t, loc)
+    if simple is not None and p.verify_types:
+        _SIMPLE_TILES[simple] = t
     return t
 
 

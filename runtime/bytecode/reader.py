@@ -271,19 +271,9 @@ class _Reader:
         t = self.types
         if idx >= t.count:
             raise BytecodeError(f"type index {idx} out of bounds")
-        if idx in t.cache:
-            found = t.cache[idx]
-        else:
-            if idx in t.busy or self.depth > MAX_DEPTH:
-                raise BytecodeError(f"cyclic or too deeply nested type at index {idx}")
-            t.busy.add(idx)
-            self.depth += 1
-            try:
-                found = self._parse_type(Cursor(t.span(idx)))
-            finally:
-                self.depth -= 1
-                t.busy.discard(idx)
-            t.cache[idx] = found
+        found = self._entry(
+            t, idx, self._parse_type, f"cyclic or too deeply nested type at index {idx}"
+        )
         if expect is not None and type(found).__name__ != expect:
             raise BytecodeError(f"expected ::mlir::cuda_tile::{expect} but got {_type_text(found)}")
         return found
@@ -567,19 +557,25 @@ class _Reader:
         k = idx - 1
         if k >= table.count:
             raise BytecodeError(f"debug info index {idx} out of bounds")
+        return self._entry(
+            table, k, self._parse_di, f"cyclic or too deeply nested debug info attribute {idx}"
+        )
+
+    def _entry(self, table: _Table, k: int, parse, cyclic: str):
+        """Entry ``k`` of a lazily decoded table, parsed once; ``cyclic`` on reference loops."""
         if k in table.cache:
             return table.cache[k]
         if k in table.busy or self.depth > MAX_DEPTH:
-            raise BytecodeError(f"cyclic or too deeply nested debug info attribute {idx}")
+            raise BytecodeError(cyclic)
         table.busy.add(k)
         self.depth += 1
         try:
-            attr = self._parse_di(Cursor(table.span(k)))
+            found = parse(Cursor(table.span(k)))
         finally:
             self.depth -= 1
             table.busy.discard(k)
-        table.cache[k] = attr
-        return attr
+        table.cache[k] = found
+        return found
 
     def _parse_di(self, c: Cursor):
         tag = c.varint("failed to read debug info tag")

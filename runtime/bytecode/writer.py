@@ -176,15 +176,27 @@ class _Writer:
         for op in module.walk():
             if op is module or op.name in L.T.RECORD_OPS:
                 continue
-            layout = L.OP_LAYOUTS.get(op.name)
-            if layout is None:
-                raise BytecodeWriteError(
-                    "operation not supported in bytecode (missing from BytecodeOpcodes.td)", op
-                )
-            if L.vt(layout["since"]) > self.vt:
-                raise BytecodeWriteError(
-                    f"operation '{op.name}' is not available in bytecode version {self.version}", op
-                )
+            self._op_layout(op)
+
+    def _op_layout(self, op: Operation) -> dict:
+        """The op's bytecode layout; refuses ops the format (or the target version) lacks."""
+        layout = L.OP_LAYOUTS.get(op.name)
+        if layout is None or op.opdef is None:
+            raise BytecodeWriteError(
+                "operation not supported in bytecode (missing from BytecodeOpcodes.td)", op
+            )
+        if L.vt(layout["since"]) > self.vt:
+            raise BytecodeWriteError(
+                f"operation '{op.name}' is not available in bytecode version {self.version}", op
+            )
+        return layout
+
+    def _check_enum_case(self, case, what: str, op) -> None:
+        """Refuse an enum case newer than the target (``what``: "parameter 'x'" ...)."""
+        if L.vt(case.since) > self.vt:
+            raise BytecodeWriteError(
+                f"enum value for {what} is not available in bytecode version {self.version}", op
+            )
 
     @staticmethod
     def _table_payload(entries: list[bytes], align: int, fmt: str) -> bytes:
@@ -294,12 +306,7 @@ class _Writer:
             if v is None:
                 raise BytecodeWriteError(f"invalid value for parameter '{p['name']}'", op)
             case = next(k for k in ed.cases if k.value == v)  # per-case version (PtrAttr 13.5)
-            if L.vt(case.since) > self.vt:
-                raise BytecodeWriteError(
-                    f"enum value for parameter '{p['name']}' is not available in bytecode version "
-                    f"{self.version}",
-                    op,
-                )
+            self._check_enum_case(case, f"parameter '{p['name']}'", op)
             w.varint(v)
 
     def constant(self, attr, op, name: str = "value") -> int:
@@ -460,28 +467,13 @@ class _Writer:
         for lst in lists:
             for idx in lst:
                 w.fixed("Q", idx)
-        entries = self.debug.entries
-        w.varint(len(entries))
-        w.align(4, L.ALIGNMENT_BYTE)
-        offset = 0
-        for e in entries:
-            w.fixed("I", offset)
-            offset += len(e)
-        for e in entries:
-            w.raw(e)
+        # w is 8-byte aligned here, so the attribute table keeps its own alignment
+        w.raw(self._table_payload(self.debug.entries, 4, "I"))
         return w.getvalue()
 
     # ------------------------------------------------------------------ instructions
     def _write_op(self, w: Writer, op: Operation, values: dict, stack: list, locs) -> None:
-        layout = L.OP_LAYOUTS.get(op.name)
-        if layout is None or op.opdef is None:
-            raise BytecodeWriteError(
-                "operation not supported in bytecode (missing from BytecodeOpcodes.td)", op
-            )
-        if L.vt(layout["since"]) > self.vt:
-            raise BytecodeWriteError(
-                f"operation '{op.name}' is not available in bytecode version {self.version}", op
-            )
+        layout = self._op_layout(op)
         opdef = op.opdef
         if locs is not None:
             locs.append(self.loc(op.loc, op))
@@ -619,12 +611,7 @@ class _Writer:
                     f"'{name}': {value}",
                     op,
                 )
-            if L.vt(case.since) > self.vt:
-                raise BytecodeWriteError(
-                    f"enum value for attribute '{name}' is not available in bytecode version "
-                    f"{self.version}",
-                    op,
-                )
+            self._check_enum_case(case, f"attribute '{name}'", op)
             w.varint(v)
         elif enc == "string" and isinstance(value, StringAttr):
             w.varint(self.string(value.value))
