@@ -17,13 +17,13 @@ ADDI = register_op(OpDef(
     summary='Integer addition (wrapping).',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -66,13 +66,13 @@ ANDI = register_op(OpDef(
     summary='Bitwise and.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -115,13 +115,13 @@ CEILDIVSI = register_op(OpDef(
     summary='Signed integer division rounding toward positive infinity.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -166,13 +166,13 @@ CEILDIVUI = register_op(OpDef(
     summary='Unsigned integer division rounding toward positive infinity.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -374,13 +374,13 @@ DIVSI = register_op(OpDef(
     summary='Signed integer division rounding toward zero.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -425,13 +425,13 @@ DIVUI = register_op(OpDef(
     summary='Unsigned integer division.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -572,13 +572,13 @@ FLOORDIVSI = register_op(OpDef(
     summary='Signed integer division rounding toward negative infinity.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -691,6 +691,94 @@ class FptouiOp(OpView):
     """``arith.fptoui``: Floating point to unsigned integer, rounding toward zero."""
 
     OPDEF = FPTOUI
+    __slots__ = ()
+
+    @property
+    def in_(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def out(self) -> Value:
+        return self.op.results[0]
+
+
+INDEX_CAST = register_op(OpDef(
+    dialect='arith',
+    mnemonic='index_cast',
+    opcode=None,
+    since='13.1',
+    family='arith',
+    summary='Integer <-> index conversion: sign-extended when widening, truncated when narrowing.',
+    traits=('Pure', 'Elementwise',),
+    operands=(
+        OperandDef('in', 'NvTileAA_IndexLike', 'single', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+        OperandDef('out', 'NvTileAA_IndexLike', 'single', '13.1'),
+    ),
+    regions=(
+    ),
+    format='$in attr-dict `:` type($in) `to` type($out)',
+    custom_format=None,
+    verify=[{'same_shape': ['in', 'out']}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class IndexCastOp(OpView):
+    """``arith.index_cast``: Integer <-> index conversion: sign-extended when widening, truncated when narrowing."""
+
+    OPDEF = INDEX_CAST
+    __slots__ = ()
+
+    @property
+    def in_(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def out(self) -> Value:
+        return self.op.results[0]
+
+
+INDEX_CASTUI = register_op(OpDef(
+    dialect='arith',
+    mnemonic='index_castui',
+    opcode=None,
+    since='13.1',
+    family='arith',
+    summary='Integer <-> index conversion: zero-extended when widening, truncated when narrowing.',
+    traits=('Pure', 'Elementwise',),
+    operands=(
+        OperandDef('in', 'NvTileAA_IndexLike', 'single', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+        OperandDef('out', 'NvTileAA_IndexLike', 'single', '13.1'),
+    ),
+    regions=(
+    ),
+    format='$in attr-dict `:` type($in) `to` type($out)',
+    custom_format=None,
+    verify=[{'same_shape': ['in', 'out']}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class IndexCastuiOp(OpView):
+    """``arith.index_castui``: Integer <-> index conversion: zero-extended when widening, truncated when narrowing."""
+
+    OPDEF = INDEX_CASTUI
     __slots__ = ()
 
     @property
@@ -819,13 +907,13 @@ MAXSI = register_op(OpDef(
     summary='Signed integer maximum.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -868,13 +956,13 @@ MAXUI = register_op(OpDef(
     summary='Unsigned integer maximum.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1025,13 +1113,13 @@ MINSI = register_op(OpDef(
     summary='Signed integer minimum.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1074,13 +1162,13 @@ MINUI = register_op(OpDef(
     summary='Unsigned integer minimum.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1123,13 +1211,13 @@ MULI = register_op(OpDef(
     summary='Integer multiplication (wrapping).',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1221,13 +1309,13 @@ ORI = register_op(OpDef(
     summary='Bitwise or.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1324,13 +1412,13 @@ REMSI = register_op(OpDef(
     summary='Signed integer remainder (sign of the dividend).',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1373,13 +1461,13 @@ REMUI = register_op(OpDef(
     summary='Unsigned integer remainder.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1476,13 +1564,13 @@ SHLI = register_op(OpDef(
     summary='Shift left; shifts of the bit width or more give 0.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1525,13 +1613,13 @@ SHRSI = register_op(OpDef(
     summary='Arithmetic (sign-filling) shift right.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1574,13 +1662,13 @@ SHRUI = register_op(OpDef(
     summary='Logical (zero-filling) shift right.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1667,13 +1755,13 @@ SUBI = register_op(OpDef(
     summary='Integer subtraction (wrapping).',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1808,13 +1896,13 @@ XORI = register_op(OpDef(
     summary='Bitwise exclusive or.',
     traits=('Pure', 'Elementwise', 'SameOperandsAndResultType',),
     operands=(
-        OperandDef('lhs', 'NvTileAA_IntLike', 'single', '13.1'),
-        OperandDef('rhs', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('lhs', 'NvTileAA_IndexLike', 'single', '13.1'),
+        OperandDef('rhs', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     attributes=(
     ),
     results=(
-        OperandDef('result', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('result', 'NvTileAA_IndexLike', 'single', '13.1'),
     ),
     regions=(
     ),
@@ -1864,6 +1952,8 @@ OP_CLASSES = {
     'arith.floordivsi': FloordivsiOp,
     'arith.fptosi': FptosiOp,
     'arith.fptoui': FptouiOp,
+    'arith.index_cast': IndexCastOp,
+    'arith.index_castui': IndexCastuiOp,
     'arith.maximumf': MaximumfOp,
     'arith.maxnumf': MaxnumfOp,
     'arith.maxsi': MaxsiOp,

@@ -12,28 +12,28 @@
 // rules, terminators, custom verifiers.
 irdl.dialect @arith {
   // Integer addition (wrapping).
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @addi {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
     irdl.results(result: %c0)
   }
   // Bitwise and.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @andi {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
     irdl.results(result: %c0)
   }
   // Signed integer division rounding toward positive infinity.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @ceildivsi {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
     irdl.results(result: %c0)
   }
   // Unsigned integer division rounding toward positive infinity.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @ceildivui {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
@@ -94,14 +94,14 @@ irdl.dialect @arith {
     irdl.attributes {"value" = %c1}
   }
   // Signed integer division rounding toward zero.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @divsi {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
     irdl.results(result: %c0)
   }
   // Unsigned integer division.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @divui {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
@@ -124,7 +124,7 @@ irdl.dialect @arith {
     irdl.results(out: %c1)
   }
   // Signed integer division rounding toward negative infinity.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @floordivsi {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
@@ -146,6 +146,22 @@ irdl.dialect @arith {
     irdl.operands(in: %c0)
     irdl.results(out: %c1)
   }
+  // Integer <-> index conversion: sign-extended when widening, truncated when narrowing.
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
+  irdl.operation @index_cast {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    irdl.operands(in: %c0)
+    irdl.results(out: %c1)
+  }
+  // Integer <-> index conversion: zero-extended when widening, truncated when narrowing.
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
+  irdl.operation @index_castui {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    irdl.operands(in: %c0)
+    irdl.results(out: %c1)
+  }
   // Floating-point maximum; NaN if either operand is NaN, -0 < +0.
   // no constraint in spec/types/constraints.yaml for: NvTileAA_FloatLike (unconstrained)
   irdl.operation @maximumf {
@@ -161,14 +177,14 @@ irdl.dialect @arith {
     irdl.results(result: %c0)
   }
   // Signed integer maximum.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @maxsi {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
     irdl.results(result: %c0)
   }
   // Unsigned integer maximum.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @maxui {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
@@ -189,21 +205,21 @@ irdl.dialect @arith {
     irdl.results(result: %c0)
   }
   // Signed integer minimum.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @minsi {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
     irdl.results(result: %c0)
   }
   // Unsigned integer minimum.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @minui {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
     irdl.results(result: %c0)
   }
   // Integer multiplication (wrapping).
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @muli {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
@@ -217,7 +233,7 @@ irdl.dialect @arith {
     irdl.results(result: %c0)
   }
   // Bitwise or.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @ori {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
@@ -231,14 +247,14 @@ irdl.dialect @arith {
     irdl.results(result: %c0)
   }
   // Signed integer remainder (sign of the dividend).
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @remsi {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
     irdl.results(result: %c0)
   }
   // Unsigned integer remainder.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @remui {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
@@ -253,21 +269,21 @@ irdl.dialect @arith {
     irdl.results(result: %c1)
   }
   // Shift left; shifts of the bit width or more give 0.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @shli {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
     irdl.results(result: %c0)
   }
   // Arithmetic (sign-filling) shift right.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @shrsi {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
     irdl.results(result: %c0)
   }
   // Logical (zero-filling) shift right.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @shrui {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
@@ -282,7 +298,7 @@ irdl.dialect @arith {
     irdl.results(out: %c1)
   }
   // Integer subtraction (wrapping).
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @subi {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
@@ -305,7 +321,7 @@ irdl.dialect @arith {
     irdl.results(out: %c1)
   }
   // Bitwise exclusive or.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IndexLike (unconstrained)
   irdl.operation @xori {
     %c0 = irdl.any
     irdl.operands(lhs: %c0, rhs: %c0)
