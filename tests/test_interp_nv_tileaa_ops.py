@@ -1,6 +1,6 @@
 """The interpreter runs hand-written nv_tileaa IR: declared semantics and the hand-written ops
 (memrefs, tiled and pointer memory with masks and in_bounds facts, atomics, dot, reduce, scan,
-grid queries, the arith/math/scf ops borrowed from the conversion spec)."""
+grid queries, the arith/math/scf ops of spec/ops/{arith,math,scf})."""
 
 from __future__ import annotations
 

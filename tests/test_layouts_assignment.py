@@ -105,15 +105,46 @@ def test_vector_width_limits(kw, elem, want, reason):
     assert layout.num_threads() == 128
 
 
-def test_unaligned_store_converts_from_the_load_layout():
+def test_narrower_store_keeps_the_value_layout():
     m, a, _ = _run(
         _kernel(_load2d() + _store2d().replace("div_by<16>, %q", "div_by<4>, %q"), ARGS2D)
     )
     assert [x.vec for x in a.accesses] == [4, 1]
+    assert _by_name(m, "nv_tileas.convert_layout") == []
+    layout = _by_name(m, "nv_tileaa.tiled_load")[0].results[0].type.encoding
+    assert _by_name(m, "nv_tileaa.tiled_store")[0].operands[1].type.encoding == layout
+
+
+def test_wider_store_converts_from_the_load_layout():
+    m, a, _ = _run(_kernel(_load2d(ptr_div=4) + _store2d(), ARGS2D))
+    assert [x.vec for x in a.accesses] == [1, 4]
     (conv,) = _by_name(m, "nv_tileas.convert_layout")
-    assert conv.operands[0].type.encoding.size_per_thread == (1, 4)
-    assert conv.results[0].type.encoding.size_per_thread == (1, 1)
+    assert conv.operands[0].type.encoding.size_per_thread == (1, 1)
+    assert conv.results[0].type.encoding.size_per_thread == (1, 4)
     assert _by_name(m, "nv_tileaa.tiled_store")[0].operands[1] is conv.results[0]
+
+
+def test_conversion_moves_above_broadcast_and_view():
+    # a 1-D row vector broadcast against the 2-D tile: convert the 128 source elements (into the
+    # slice of the 2-D layout), not the 512 broadcast ones
+    args = ARGS2D + ", %w: !nv_tileaa.ptr<ELEM, 1>"
+    body = (
+        _load2d()
+        + """
+  %mw = nv_tileaa.make_memref %w sizes[%n] strides[] : (!nv_tileaa.ptr<ELEM, 1>, i32) -> !nv_tileaa.memref<?xELEM, 1, strides=[1]>
+  %g, %tg = nv_tileaa.tiled_load %mw[%c0] token %t0 sem weak {in_bounds = array<i1: false>} : (!nv_tileaa.memref<?xELEM, 1, strides=[1]>, i32, !nv_tileaa.mem_token) -> (tile<128xELEM>, !nv_tileaa.mem_token)
+  %gv = nv_tileaa.view %g : (tile<128xELEM>) -> tile<1x128xELEM>
+  %gb = nv_tileaa.broadcast %gv : (tile<1x128xELEM>) -> tile<4x128xELEM>
+  %x = nv_tileaa.mulf %v, %gb rounding<nearest_even> : (tile<4x128xELEM>, tile<4x128xELEM>) -> tile<4x128xELEM>"""
+        + _store2d("%x")
+    )
+    m, a, _ = _run(_kernel(body, args))
+    rows = _by_name(m, "nv_tileaa.tiled_load")[0].results[0].type.encoding
+    (conv,) = _by_name(m, "nv_tileas.convert_layout")
+    assert conv.results[0].type.shape == (128,)
+    assert conv.results[0].type.encoding == SliceLayout(0, rows)
+    assert _by_name(m, "nv_tileaa.view")[0].operands[0] is conv.results[0]
+    assert _by_name(m, "nv_tileaa.broadcast")[0].results[0].type.encoding == rows
 
 
 def test_softmax_shape_reduce_slice_view_broadcast():
@@ -224,10 +255,12 @@ needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="corpus not availa
         ("vec_add", [1, 1, 1], 0),
         ("softmax", [1, 1], 0),
         # tileiras loads layernorm's rows by TMA; the f16 row load here is 16-byte vectors
-        ("layernorm", [8, 1, 1, 1], 3),
+        ("layernorm", [8, 1, 1, 1], 2),
         ("transpose2d", [1, 1], 1),
         # loops and ifs carry layouts through iter args and yields
         ("reduce_cols_loop", None, None),
+        ("for_loops", None, None),
+        ("control_if", None, None),
         ("flash_attention", None, None),
         ("gather_scatter", None, None),
     ],
@@ -260,11 +293,15 @@ def test_corpus_kernels_get_full_layouts(name, widths, converts):
 
 
 def test_pending_chain_takes_the_store_layout():
-    body = _load2d() + """
+    body = (
+        _load2d()
+        + """
   %c1 = "arith.constant"() {value = 1.0 : f32} : () -> f32
   %a1 = nv_tileaa.splat %c1 : (f32) -> tile<4x128xf32>
   %a2 = nv_tileaa.splat %c1 : (f32) -> tile<4x128xf32>
-  %sum = nv_tileaa.addf %a1, %a2 rounding<nearest_even> : (tile<4x128xf32>, tile<4x128xf32>) -> tile<4x128xf32>""" + _store2d("%sum")
+  %sum = nv_tileaa.addf %a1, %a2 rounding<nearest_even> : (tile<4x128xf32>, tile<4x128xf32>) -> tile<4x128xf32>"""
+        + _store2d("%sum")
+    )
     m, a, _ = _run(_kernel(body, ARGS2D))
     anchor = store_anchor(a)
     assert anchor.size_per_thread == (1, 4)

@@ -37,9 +37,7 @@ def _kernel(ins: list[tuple[str, str]], out_e: str, body: str) -> str:
     for n, e in ins:
         lines.append(f"    %{n} = nv_tileaa.load %q{n}[] : (tile<4x{_ptr(e)}>) -> tile<4x{e}>")
     lines.append(body)
-    lines.append(
-        f"    nv_tileaa.store %qo[], %r : (tile<4x{_ptr(out_e)}>, tile<4x{out_e}>) -> ()"
-    )
+    lines.append(f"    nv_tileaa.store %qo[], %r : (tile<4x{_ptr(out_e)}>, tile<4x{out_e}>) -> ()")
     ps = ", ".join(params)
     types = ", ".join(x.split(": ", 1)[1] for x in re.split(r", (?=%)", ps))
     return (
@@ -78,8 +76,10 @@ NAN2 = np.array([1.0, np.nan, 0.0, 3.0], np.float32)
 
 
 def _wrap32(x) -> np.ndarray:
-    return np.asarray(np.asarray(x, dtype=object) % 2**32, dtype=np.uint64).astype(np.uint32).view(
-        np.int32
+    return (
+        np.asarray(np.asarray(x, dtype=object) % 2**32, dtype=np.uint64)
+        .astype(np.uint32)
+        .view(np.int32)
     )
 
 
@@ -201,7 +201,9 @@ def test_float_unary(name, x, ref) -> None:
 
 
 def test_fastmath_attribute_round_trips_and_is_ignored_by_semantics() -> None:
-    body = "    %r = arith.maximumf %a, %b {fastmath = #arith.fastmath<nnan,contract>} : tile<4xf32>"
+    body = (
+        "    %r = arith.maximumf %a, %b {fastmath = #arith.fastmath<nnan,contract>} : tile<4xf32>"
+    )
     got = _run([("a", "f32"), ("b", "f32")], "f32", body, [F, G], np.float32)
     _close(got, np.maximum(F, G))
 

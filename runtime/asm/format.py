@@ -725,6 +725,10 @@ def _same_type_groups(opdef) -> list[list[str]]:
     return groups
 
 
+#: op name -> (operand/result kind by name, same-type groups): per-op constants of inference
+_INFER_STATIC: dict[str, tuple] = {}
+
+
 def _infer_types(ctx: _ParseCtx, groups) -> dict:
     opdef = ctx.opdef
     known: dict[tuple, list[Type]] = {}
@@ -743,9 +747,12 @@ def _infer_types(ctx: _ParseCtx, groups) -> dict:
                     known[("result", r.name)] = [t]
         else:
             known[ref] = list(ts)
-    kinds = {o.name: "operand" for o in opdef.operands}
-    kinds.update({r.name: "result" for r in opdef.results})
-    same = _same_type_groups(opdef)
+    cached = _INFER_STATIC.get(opdef.name)
+    if cached is None:
+        kinds = {o.name: "operand" for o in opdef.operands}
+        kinds.update({r.name: "result" for r in opdef.results})
+        cached = _INFER_STATIC[opdef.name] = (kinds, _same_type_groups(opdef))
+    kinds, same = cached
     changed = True
     while changed:
         changed = False

@@ -235,7 +235,7 @@ class LayoutAssigner:
         if v in self.pending:
             self.resolve(v, layout)
             return
-        if self.layout[v] == layout:
+        if self.layout[v] == layout or self.retarget(v, layout):
             return
         conv = Operation("nv_tileas.convert_layout", [v], [v.type], loc=op.loc)
         self.layout[conv.results[0]] = layout
@@ -243,6 +243,30 @@ class LayoutAssigner:
         block.insert(block.ops.index(op), conv)
         op.set_operand(index, conv.results[0])
         self.converts += 1
+
+    def retarget(self, v: Value, layout: DistributedLayout) -> bool:
+        """Give single-use ``v``, made by a broadcast or a view inserting a unit dim, ``layout``
+        directly and require its source in the matching layout instead: the conversion then
+        moves the smaller source tile (Triton's backward rematerialization, one step at a
+        time)."""
+        prod = v.op if isinstance(v, OpResult) else None
+        if prod is None or len(v.uses) != 1 or not isinstance(layout, BlockedLayout):
+            return False
+        src = prod.operands[0] if prod.operands else None
+        if src is None or not _is_tile(src.type):
+            return False
+        if prod.name == "nv_tileaa.broadcast" and src.type.rank == v.type.rank:
+            self.layout[v] = layout
+            self.require(prod, 0, layout)
+            return True
+        if prod.name in ("nv_tileaa.view", "nv_tileaa.expand_dims"):
+            ss, rs = src.type.shape, v.type.shape
+            for d in range(len(rs)):
+                if rs[d] == 1 and rs[:d] + rs[d + 1 :] == ss:
+                    self.layout[v] = layout
+                    self.require(prod, 0, SliceLayout(d, layout))
+                    return True
+        return False
 
     def tile_operands(self, op: Operation) -> list[int]:
         return [
@@ -289,6 +313,14 @@ class LayoutAssigner:
                 if info is not None
                 else self.default(t)
             )
+            if info is not None and "store" in name:
+                # a stored value already distributed along the contiguous dim with at least the
+                # access's width is stored as is (no conversion through shared memory)
+                val = op.opdef.operand_group(op, "value")[0]
+                cur = self.layout.get(val) if val not in self.pending else None
+                if isinstance(cur, BlockedLayout) and cur.order[0] == info.order[0]:
+                    if cur.size_per_thread[info.order[0]] >= info.vec:
+                        anchor = cur
             for r in tiles:
                 if r.type.shape == t.shape:
                     self.layout[r] = anchor
