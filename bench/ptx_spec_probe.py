@@ -21,8 +21,14 @@ def main() -> int:
     rows = list(INSTRUCTIONS.values())
     forms = sweep(px, rows, modifiers="--no-modifiers" not in sys.argv)
     checks = px.map(lambda r: row_check(px, r), rows)
-    counts = {"sm confirmed": 0, "sm below probe floor": 0, "isa confirmed": 0,
-              "isa not probeable": 0, "WRONG": 0, "unprobed": 0}
+    counts = {
+        "sm confirmed": 0,
+        "sm below probe floor": 0,
+        "isa confirmed": 0,
+        "isa not probeable": 0,
+        "WRONG": 0,
+        "unprobed": 0,
+    }
     for row, chk in zip(rows, checks):
         found = row_minimum(forms[row["name"]])
         if not chk.probed or found is None:
@@ -37,9 +43,11 @@ def main() -> int:
         else:
             counts["WRONG"] += 1
         verdict = "ok" if chk.ok else "WRONG"
-        print(f"{verdict:5} {row['name']:15} stated {row['ptx_isa']}/sm_{row['sm']}: sm {sm_v},"
-              f" isa {isa_v} (on sm_{chk.isa_target}); sweep found {found.isa}"
-              f"{' (target floor)' if found.isa_at_floor else ''}/sm_{found.sm}")
+        print(
+            f"{verdict:5} {row['name']:15} stated {row['ptx_isa']}/sm_{row['sm']}: sm {sm_v},"
+            f" isa {isa_v} (on sm_{chk.isa_target}); sweep found {found.isa}"
+            f"{' (target floor)' if found.isa_at_floor else ''}/sm_{found.sm}"
+        )
         for prob in chk.problems():
             print(f"      {prob}")
         rejected = []
@@ -47,14 +55,21 @@ def main() -> int:
             if f.isa is None:
                 rejected.append(f.label)
             elif not getattr(f, "base", True) and (
-                isa_key(f.isa) > isa_key(row["ptx_isa"]) or int(str(f.sm).rstrip("a")) > row["sm"]
-                or str(f.sm).endswith("a")):
+                isa_key(f.isa) > isa_key(row["ptx_isa"])
+                or int(str(f.sm).rstrip("a")) > row["sm"]
+                or str(f.sm).endswith("a")
+            ):
                 print(f"      sub-form {f.label} needs {f.isa}/sm_{f.sm}")
         if rejected:
-            print(f"      {len(rejected)} modifier/type combinations never accepted: "
-                  f"{', '.join(rejected[:6])}{' ...' if len(rejected) > 6 else ''}")
-    print(counts, f"{px.calls} ptxas calls, {time.time() - t0:.1f}s, jobs={px.jobs}, "
-          f"ptxas max ISA {px.max_isa}")
+            print(
+                f"      {len(rejected)} modifier/type combinations never accepted: "
+                f"{', '.join(rejected[:6])}{' ...' if len(rejected) > 6 else ''}"
+            )
+    print(
+        counts,
+        f"{px.calls} ptxas calls, {time.time() - t0:.1f}s, jobs={px.jobs}, "
+        f"ptxas max ISA {px.max_isa}",
+    )
     return 0
 
 

@@ -64,7 +64,10 @@ HANDWRITTEN_PROBES: dict[str, tuple] = {
     "trap": ("trap;",),
     "bar.sync": ("bar.sync 0;",),
     "barrier.sync": ("barrier.sync 0;", "barrier.sync.aligned 0;"),
-    "shfl.sync": ("shfl.sync.idx.b32 %r0, %r1, %r2, 31, -1;", "shfl.sync.bfly.b32 %r0|%p0, %r1, 1, 31, -1;"),
+    "shfl.sync": (
+        "shfl.sync.idx.b32 %r0, %r1, %r2, 31, -1;",
+        "shfl.sync.bfly.b32 %r0|%p0, %r1, 1, 31, -1;",
+    ),
     "vote.sync": ("vote.sync.all.pred %p0, %p1, -1;", "vote.sync.ballot.b32 %r0, %p1, -1;"),
     "atom": (
         "atom.global.add.u32 %r0, [%rd1], %r2;",
@@ -197,10 +200,17 @@ class Ptxas:
     @lru_cache(maxsize=None)
     def isa_floor(self, sm: int | str) -> str | None:
         """Lowest ISA version that accepts `.target sm_XX` at all."""
-        for v in self.isa_ladder():
-            if self.assemble(v, sm, "")[0]:
-                return v
-        return None
+        isas = self.isa_ladder()  # acceptance is monotone in the version: binary search
+        if not self.assemble(isas[-1], sm, "")[0]:
+            return None
+        lo, hi = 0, len(isas) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.assemble(isas[mid], sm, "")[0]:
+                hi = mid
+            else:
+                lo = mid + 1
+        return isas[hi]
 
     def map(self, fn, items):
         with ThreadPoolExecutor(self.jobs) as ex:
@@ -262,7 +272,9 @@ def probes(px: Ptxas, row: dict, modifiers: bool = False) -> list[Probe]:
         if mods is None:
             out.append(Probe(f"{row['opcode']}.{ptype} (no accepted modifier set)", "", base=True))
             continue
-        out.append(Probe(".".join([row["opcode"], *mods, ptype]), generic_instruction(row, ptype, mods)))
+        out.append(
+            Probe(".".join([row["opcode"], *mods, ptype]), generic_instruction(row, ptype, mods))
+        )
         if not modifiers:
             continue
         for group, vals in (row.get("modifiers") or {}).items():
@@ -284,12 +296,18 @@ def combined(ps: list[Probe]) -> Probe:
     """All base forms of a row in one kernel (a row-level check is one ptxas call)."""
     base = [p for p in ps if p.base]
     preludes = sorted({p.prelude for p in base if p.prelude})
-    return Probe("+".join(p.label for p in base), "\n  ".join(p.body for p in base), "\n".join(preludes))
+    return Probe(
+        "+".join(p.label for p in base), "\n  ".join(p.body for p in base), "\n".join(preludes)
+    )
 
 
 def _prev(ladder: list, value) -> object | None:
-    lower = [x for x in ladder if (isa_key(x) if isinstance(x, str) else x) < (
-        isa_key(value) if isinstance(value, str) else value)]
+    lower = [
+        x
+        for x in ladder
+        if (isa_key(x) if isinstance(x, str) else x)
+        < (isa_key(value) if isinstance(value, str) else value)
+    ]
     return lower[-1] if lower else None
 
 
@@ -323,8 +341,10 @@ class RowCheck:
         if self.at_min and not self.at_min[0]:
             out.append(f"rejected at its minimum sm_{self.stated[1]}: {self.at_min[1][:300]}")
         if self.isa_at and not self.isa_at[0]:
-            out.append(f"rejected at .version {self.stated[0]} sm_{self.isa_target}: "
-                       f"{self.isa_at[1][:300]}")
+            out.append(
+                f"rejected at .version {self.stated[0]} sm_{self.isa_target}: "
+                f"{self.isa_at[1][:300]}"
+            )
         if self.sm_below and self.sm_below[1]:
             out.append(f"accepted one target below: sm_{self.sm_below[0]}")
         if self.isa_below and self.isa_below[1]:
