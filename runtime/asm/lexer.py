@@ -120,11 +120,15 @@ class Lexer:
         self.filename = filename
         self.pos = 0
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._locs: dict[int, FileLineColLoc] = {}
 
     def loc(self, pos: int) -> FileLineColLoc:
-        starts = self._line_starts
-        i = _bisect_right(starts, pos) - 1
-        return FileLineColLoc(self.filename, i + 1, pos - starts[i] + 1)
+        loc = self._locs.get(pos)  # parsers ask for the same token's location repeatedly
+        if loc is None:
+            starts = self._line_starts
+            i = _bisect_right(starts, pos) - 1
+            loc = self._locs[pos] = FileLineColLoc(self.filename, i + 1, pos - starts[i] + 1)
+        return loc
 
     def reset(self, pos: int) -> None:
         self.pos = pos
