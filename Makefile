@@ -27,7 +27,7 @@ check-generated: $(STAMP)
 	else diff -r -u -x __pycache__ generated $$tmp/generated | head -50; echo "generated/ drifted from spec/: run 'make generate'"; rm -rf $$tmp; exit 1; fi
 
 test: $(STAMP) check-generated
-	$(VPY) -m pytest -q -p no:cacheprovider tests
+	$(VPY) -m pytest -p no:cacheprovider -rs tests
 
 fmt: $(STAMP)
 	$(VPY) -m black runtime generator tilegen tests bench conformance
