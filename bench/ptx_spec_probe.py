@@ -55,9 +55,9 @@ def main() -> int:
             if f.isa is None:
                 rejected.append(f.label)
             elif not getattr(f, "base", True) and (
-                isa_key(f.isa) > isa_key(row["ptx_isa"])
-                or int(str(f.sm).rstrip("a")) > row["sm"]
-                or str(f.sm).endswith("a")
+                isa_key(f.isa) > max(isa_key(row["ptx_isa"]), isa_key(found.isa))
+                or int(str(f.sm).rstrip("a")) > max(row["sm"], int(str(found.sm).rstrip("a")))
+                or (str(f.sm).endswith("a") and not str(found.sm).endswith("a"))
             ):
                 print(f"      sub-form {f.label} needs {f.isa}/sm_{f.sm}")
         if rejected:
