@@ -54,7 +54,7 @@ def main() -> int:
         for f in forms[row["name"]]:
             if f.isa is None:
                 rejected.append(f.label)
-            elif not getattr(f, "base", True) and (
+            elif not f.base and (
                 isa_key(f.isa) > max(isa_key(row["ptx_isa"]), isa_key(found.isa))
                 or int(str(f.sm).rstrip("a")) > max(row["sm"], int(str(found.sm).rstrip("a")))
                 or (str(f.sm).endswith("a") and not str(found.sm).endswith("a"))

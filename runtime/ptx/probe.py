@@ -391,6 +391,7 @@ class FormMin:
     sm: str | None
     isa_at_floor: bool = False  # the ISA found is just the lowest one the target allows
     message: str = ""
+    base: bool = True  # a base form (defines the row minimum) or a reported sub-form
 
 
 def form_minimum(px: Ptxas, p: Probe) -> FormMin:
@@ -442,14 +443,14 @@ def sweep(px: Ptxas, rows: list[dict], modifiers: bool = True) -> dict[str, list
     mins = px.map(lambda rp: form_minimum(px, rp[1]), flat)
     out: dict[str, list[FormMin]] = {r["name"]: [] for r in rows}
     for (name, p), m in zip(flat, mins):
-        m.base = p.base  # type: ignore[attr-defined]
+        m.base = p.base
         out[name].append(m)
     return out
 
 
 def row_minimum(forms: list[FormMin]) -> FormMin | None:
     """The row's minimum: the highest base-form minimum (every base form assembles there)."""
-    base = [f for f in forms if getattr(f, "base", True) and f.isa is not None]
+    base = [f for f in forms if f.base and f.isa is not None]
     if not base:
         return None
     sm = max(base, key=lambda f: _sm_num(f.sm)).sm
