@@ -10,6 +10,7 @@ form such as ``2.7182818284590451`` or ``9.99999974E-6``, else the bit pattern `
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
@@ -136,6 +137,15 @@ class FloatSemantics:
 
     def from_float(self, x: float) -> int:
         """Convert a Python float (a double) as APFloat::convert does."""
+        fast = _FAST_ENCODE.get(self)
+        if fast is not None and math.isfinite(x):
+            bits = fast(x)
+            if bits is not None:
+                return bits
+        return self.from_float_slow(x)
+
+    def from_float_slow(self, x: float) -> int:
+        """The exact (Fraction-based) reference for :meth:`from_float`."""
         if math.isnan(x):
             return self.nan_bits(math.copysign(1.0, x) < 0)
         if math.isinf(x):
@@ -175,6 +185,75 @@ SEMANTICS: dict[str, FloatSemantics] = {
         FloatSemantics("fnv8E5M3FNU", 8, 5, 3, 15, "nan_only", signed=False),
     )
 }
+
+
+def _encode_f16(x: float) -> Optional[int]:
+    try:
+        return _U16.unpack(_PACK_E.pack(x))[0]
+    except OverflowError:  # rounds past the largest finite value: the slow path knows the rules
+        return None
+
+
+def _encode_f32(x: float) -> Optional[int]:
+    try:
+        return _U32.unpack(_PACK_F.pack(x))[0]
+    except OverflowError:
+        return None
+
+
+def _encode_f64(x: float) -> Optional[int]:
+    return _U64.unpack(_PACK_D.pack(x))[0]
+
+
+def _encode_bf16(x: float) -> Optional[int]:
+    """bf16 via the f32 bits, only when ``x`` is exactly an f32 (so there is a single rounding)."""
+    try:
+        packed = _PACK_F.pack(x)
+    except OverflowError:
+        return None
+    if _PACK_F.unpack(packed)[0] != x:
+        return None
+    b = _U32.unpack(packed)[0]
+    return (b + 0x7FFF + ((b >> 16) & 1)) >> 16  # round to nearest even on the top 16 bits
+
+
+_PACK_E, _PACK_F, _PACK_D = struct.Struct("<e"), struct.Struct("<f"), struct.Struct("<d")
+_U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
+
+# Fast double -> bits conversions; each returns None where it cannot be sure (the caller then takes
+# the exact Fraction path).  NaN and inf never reach them.
+_FAST_ENCODE = {
+    SEMANTICS["f16"]: _encode_f16,
+    SEMANTICS["bf16"]: _encode_bf16,
+    SEMANTICS["f32"]: _encode_f32,
+    SEMANTICS["f64"]: _encode_f64,
+}
+
+
+def _is_midpoint(sem: FloatSemantics, x: float) -> bool:
+    """Whether finite nonzero ``x`` lies exactly halfway between two neighbours in ``sem``."""
+    num, den = abs(x).as_integer_ratio()
+    k = den.bit_length() - 1  # den == 2**k
+    e = num.bit_length() - 1 - k  # floor(log2|x|), exact because den is a power of two
+    t = k + max(e, sem.emin) - sem.man_bits - 1  # |x| * 2**(1 - quantum_exp) == num / 2**t
+    # A midpoint iff num / 2**t is an odd integer (t < 0 gives an even integer: never).
+    return (num & -num).bit_length() - 1 == t
+
+
+def _decimal_encodes_to(sem: FloatSemantics, text: str, bits: int) -> bool:
+    """``sem.encode(*parse_decimal(text)) == bits``, fast where provably the same."""
+    fast = _FAST_ENCODE.get(sem)
+    if fast is not None:
+        # float() rounds the decimal correctly to a double.  Every value of sem and every midpoint
+        # between neighbours of sem is a double, so rounding to a double cannot move the value
+        # across a midpoint; the double then rounds to sem as the decimal would, unless the double
+        # *is* a midpoint (the decimal may sit just off it) or it overflowed.
+        x = float(text)
+        if math.isfinite(x) and x != 0 and not (sem is not SEMANTICS["f64"] and _is_midpoint(sem, x)):
+            got = fast(x)
+            if got is not None:
+                return got == bits
+    return sem.encode(*parse_decimal(text)) == bits
 
 
 def semantics_of(t: Type | str) -> FloatSemantics:
@@ -285,6 +364,22 @@ def format_float(value: Optional[float], type: Type | str, bits: Optional[int] =
     sem = semantics_of(type)
     if bits is None:
         bits = sem.from_float(float(value))
+    kind, neg, mag = sem.decode(bits)
+    if kind == FINITE:
+        text = apfloat_to_string(neg, mag, sem.precision, 6, 0, False)
+        if _decimal_encodes_to(sem, text, bits):
+            return text
+        text = apfloat_to_string(neg, mag, sem.precision)
+        if "." in text:
+            return text
+    return "0x%X" % bits
+
+
+def format_float_slow(value: Optional[float], type: Type | str, bits: Optional[int] = None) -> str:
+    """The exact (Fraction-only) reference for :func:`format_float`."""
+    sem = semantics_of(type)
+    if bits is None:
+        bits = sem.from_float_slow(float(value))
     kind, neg, mag = sem.decode(bits)
     if kind == FINITE:
         text = apfloat_to_string(neg, mag, sem.precision, 6, 0, False)
