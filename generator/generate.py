@@ -45,8 +45,28 @@ def class_name(op: dict) -> str:
 def ident(name: str) -> str:
     """A Python identifier for an operand/attribute name."""
     out = re.sub(r"\W", "_", name)
-    if out in {"from", "in", "is", "if", "else", "for", "and", "or", "not", "global", "lambda",
-               "return", "yield", "break", "continue", "pass", "class", "def", "with", "as"}:
+    if out in {
+        "from",
+        "in",
+        "is",
+        "if",
+        "else",
+        "for",
+        "and",
+        "or",
+        "not",
+        "global",
+        "lambda",
+        "return",
+        "yield",
+        "break",
+        "continue",
+        "pass",
+        "class",
+        "def",
+        "with",
+        "as",
+    }:
         out += "_"
     return out
 
@@ -97,8 +117,10 @@ def format_programs(ops: list[dict]) -> list[tuple[str, str, tuple]]:
     for op in ops:
         fmt = op["format"]
         if isinstance(fmt, str):
-            names = [[v["name"] for v in op.get(k, [])]
-                     for k in ("operands", "results", "attributes", "regions")]
+            names = [
+                [v["name"] for v in op.get(k, [])]
+                for k in ("operands", "results", "attributes", "regions")
+            ]
             try:
                 program = compile_format(fmt, *names)
             except Exception as e:  # a malformed format string is a spec error, not a crash
@@ -114,15 +136,25 @@ def render_all(spec: Spec) -> dict[str, str]:
     enums = [e for d in spec.docs("enums") for e in d["enums"]]
     dialects = spec.dialects()
     for dialect in dialects:
-        ops = sorted(spec.ops(dialect), key=lambda o: (o.get("opcode") is None, o.get("opcode") or 0, o["name"]))
+        ops = sorted(
+            spec.ops(dialect),
+            key=lambda o: (o.get("opcode") is None, o.get("opcode") or 0, o["name"]),
+        )
         ctx = [op_context(o) for o in ops]
-        d_enums = [e for d in spec.docs("enums") if d.get("dialect", "cuda_tile") == dialect for e in d["enums"]]
+        d_enums = [
+            e
+            for d in spec.docs("enums")
+            if d.get("dialect", "cuda_tile") == dialect
+            for e in d["enums"]
+        ]
         c_docs = [d for d in spec.docs("constraints") if d.get("dialect", "cuda_tile") == dialect]
         out[f"{dialect}/__init__.py"] = env.get_template("dialect_init.py.j2").render(
-            dialect=dialect, has_enums=bool(d_enums), has_constraints=bool(c_docs))
+            dialect=dialect, has_enums=bool(d_enums), has_constraints=bool(c_docs)
+        )
         if c_docs:
             out[f"{dialect}/constraints.py"] = env.get_template("constraints.py.j2").render(
-                **constraints_context(spec, c_docs))
+                **constraints_context(spec, c_docs)
+            )
         out[f"{dialect}/ops.py"] = env.get_template("ops.py.j2").render(dialect=dialect, ops=ctx)
         if d_enums:
             out[f"{dialect}/enums.py"] = env.get_template("enums.py.j2").render(enums=d_enums)
@@ -130,21 +162,27 @@ def render_all(spec: Spec) -> dict[str, str]:
         for c in ctx:
             families.setdefault(c["op"]["family"], []).append(c)
         out[f"docs/{dialect}.md"] = env.get_template("docs.md.j2").render(
-            dialect=dialect, families=families, ops=ctx, enums=d_enums)
+            dialect=dialect, families=families, ops=ctx, enums=d_enums
+        )
         out[f"irdl/{dialect}.irdl.mlir"] = env.get_template("irdl.mlir.j2").render(
-            **irdl_context(ops, dialect, d_enums, constraints_context(spec, c_docs)))
+            **irdl_context(ops, dialect, d_enums, constraints_context(spec, c_docs))
+        )
         out[f"{dialect}/formats.py"] = env.get_template("formats.py.j2").render(
-            dialect=dialect, formats=format_programs(ops))
+            dialect=dialect, formats=format_programs(ops)
+        )
         bc_ctx = bytecode_context(spec, dialect)
         if bc_ctx:
             out[f"{dialect}/bytecode_tables.py"] = env.get_template("bytecode_tables.py.j2").render(
-                dialect=dialect, **bc_ctx)
+                dialect=dialect, **bc_ctx
+            )
     out["__init__.py"] = f'"""{HEADER}"""\n\nDIALECTS = {tuple(dialects)!r}\n'
     out.update(lowerings_files(spec, env))
     ptx_rows = [row for d in spec.docs("ptx") for row in d["instructions"]]
     if ptx_rows:
         out["ptx/__init__.py"] = f'"""{HEADER}"""\n'
-        out["ptx/instructions.py"] = env.get_template("ptx_instructions.py.j2").render(rows=ptx_rows)
+        out["ptx/instructions.py"] = env.get_template("ptx_instructions.py.j2").render(
+            rows=ptx_rows
+        )
     del enums
     return out
 
@@ -187,7 +225,9 @@ def write_tree(files: dict[str, str], out_dir: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tilegen.generator", description=__doc__)
     ap.add_argument("--spec", default=str(REPO / "spec"), help="spec directory (default: spec/)")
-    ap.add_argument("--out", default=str(REPO / "generated"), help="output directory (default: generated/)")
+    ap.add_argument(
+        "--out", default=str(REPO / "generated"), help="output directory (default: generated/)"
+    )
     args = ap.parse_args(argv)
     try:
         spec = load_spec(Path(args.spec))

@@ -40,4 +40,3 @@ def test_flush_to_zero_on_f16_matches_tileiras():
     ours = _first(oracle.tilegen_diagnostics(module))
     assert ours == _first(oracle.tileiras_diagnostics(module))
     assert "flush_to_zero modifier only supported for f32 data type, but got: 'f16'" in ours
-

@@ -20,7 +20,9 @@ COMMANDS = {
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="tilegen", description="spec-driven CUDA Tile IR compiler")
+    parser = argparse.ArgumentParser(
+        prog="tilegen", description="spec-driven CUDA Tile IR compiler"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)

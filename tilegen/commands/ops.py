@@ -6,7 +6,11 @@ import json
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--json", action="store_true", help="print a JSON array of {dialect, mnemonic, opcode, since}")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON array of {dialect, mnemonic, opcode, since}",
+    )
     p.add_argument("--dialect", help="only this dialect")
     p.add_argument("--all", action="store_true", help="include test-only ops")
 
@@ -17,7 +21,10 @@ def run(args) -> int:
     ops = [o for o in all_ops() if (args.all or not o.test_only)]
     if args.dialect:
         ops = [o for o in ops if o.dialect == args.dialect]
-    rows = [{"dialect": o.dialect, "mnemonic": o.mnemonic, "opcode": o.opcode, "since": o.since} for o in ops]
+    rows = [
+        {"dialect": o.dialect, "mnemonic": o.mnemonic, "opcode": o.opcode, "since": o.since}
+        for o in ops
+    ]
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
