@@ -101,7 +101,19 @@ def test_random_and_edge_bit_patterns_format(name):
     # edges: zeros, subnormal/normal boundaries, max finite, inf, NaNs (quiet/signalling/payload)
     top = (1 << (sem.bits - 1)) - 1
     man = (1 << sem.man_bits) - 1
-    for b in (0, 1, 2, man - 1, man, man + 1, man + 2, top - man - 1, top - man, top - man + 1, top):
+    for b in (
+        0,
+        1,
+        2,
+        man - 1,
+        man,
+        man + 1,
+        man + 2,
+        top - man - 1,
+        top - man,
+        top - man + 1,
+        top,
+    ):
         pats += [b, b | (1 << (sem.bits - 1))]
     for b in pats:
         assert format_float(None, name, b) == format_float_slow(None, name, b), hex(b)
@@ -146,4 +158,42 @@ def test_decimal_midpoints_fall_back():
         sem = SEMANTICS[name]
         want = sem.encode(*parse_decimal(text))
         for b in (want, want ^ 1):
-            assert _decimal_encodes_to(sem, text, b) == (sem.encode(*parse_decimal(text)) == b)
+            assert _decimal_encodes_to(sem, text, b) == (want == b), (name, text)
+
+
+def test_is_midpoint():
+    from tilegen.runtime.asm.float_format import _is_midpoint
+
+    f16, f32 = SEMANTICS["f16"], SEMANTICS["f32"]
+    assert [_is_midpoint(f16, x) for x in (2049.0, 2050.0, 2051.0, 65520.0, 1025.5, 1025.0)] == [
+        True,
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]
+    assert _is_midpoint(f32, float(2**24 + 1)) and not _is_midpoint(f32, float(2**24 + 2))
+    assert _is_midpoint(f32, float(2**25 + 2)) and not _is_midpoint(f32, 1.0)
+    assert _is_midpoint(f16, 2.0**-25) and _is_midpoint(f16, 3 * 2.0**-25)
+
+
+def _same_float(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def test_to_float_matches():
+    for name in FAST:
+        sem = SEMANTICS[name]
+        rng = random.Random("to" + name)
+        if sem.bits == 16:
+            pats = range(1 << 16)
+        else:
+            pats = [rng.getrandbits(sem.bits) for _ in range(50_000)]
+        for b in pats:
+            assert _same_float(sem.to_float(b), sem.to_float_slow(b)), (name, hex(b))
+        # out-of-range bits are masked the same way
+        for b in (1 << sem.bits, (1 << sem.bits) | 0x3C, -1):
+            assert _same_float(sem.to_float(b), sem.to_float_slow(b)), (name, hex(b))

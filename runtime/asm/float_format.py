@@ -86,6 +86,14 @@ class FloatSemantics:
         )
 
     def to_float(self, bits: int) -> float:
+        fast = _FAST_DECODE.get(self)
+        if fast is not None:
+            x = fast(bits & ((1 << self.bits) - 1))
+            return math.nan if x != x else x
+        return self.to_float_slow(bits)
+
+    def to_float_slow(self, bits: int) -> float:
+        """The exact (Fraction-based) reference for :meth:`to_float`."""
         kind, neg, mag = self.decode(bits)
         if kind == NAN:
             return math.nan
@@ -229,6 +237,13 @@ _FAST_ENCODE = {
     SEMANTICS["f64"]: _encode_f64,
 }
 
+_FAST_DECODE = {
+    SEMANTICS["f16"]: lambda b: _PACK_E.unpack(_U16.pack(b))[0],
+    SEMANTICS["bf16"]: lambda b: _PACK_F.unpack(_U32.pack(b << 16))[0],
+    SEMANTICS["f32"]: lambda b: _PACK_F.unpack(_U32.pack(b))[0],
+    SEMANTICS["f64"]: lambda b: _PACK_D.unpack(_U64.pack(b))[0],
+}
+
 
 def _is_midpoint(sem: FloatSemantics, x: float) -> bool:
     """Whether finite nonzero ``x`` lies exactly halfway between two neighbours in ``sem``."""
@@ -249,7 +264,11 @@ def _decimal_encodes_to(sem: FloatSemantics, text: str, bits: int) -> bool:
         # across a midpoint; the double then rounds to sem as the decimal would, unless the double
         # *is* a midpoint (the decimal may sit just off it) or it overflowed.
         x = float(text)
-        if math.isfinite(x) and x != 0 and not (sem is not SEMANTICS["f64"] and _is_midpoint(sem, x)):
+        if (
+            math.isfinite(x)
+            and x != 0
+            and not (sem is not SEMANTICS["f64"] and _is_midpoint(sem, x))
+        ):
             got = fast(x)
             if got is not None:
                 return got == bits
