@@ -22,4 +22,8 @@ PIPELINES: dict[str, str] = {
 COMPILE_STAGES: tuple[tuple[str, str], ...] = (
     ("cuda_tile", ""),
     ("nv_tileaa", "convert-cuda-tile-to-nv-tileaa{compute-capability={cc}}"),
+    # ptx / cubin: layouts are assigned here, then runtime/codegen prints PTX (and ptxas
+    # assembles it); see tilegen/commands/compile.py
+    ("ptx", "nv-tileas-assign-layouts"),
+    ("cubin", ""),
 )

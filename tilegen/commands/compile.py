@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
     p.add_argument("--compute-capability", metavar="N", help="target as major*10+minor (90)")
     p.add_argument(
         "--emit",
-        default=COMPILE_STAGES[-1][0],
+        default="nv_tileaa",
         choices=[name for name, _ in COMPILE_STAGES],
         help="the stage to stop at and print (default: %(default)s)",
     )
@@ -160,11 +160,39 @@ def run(args) -> int:
         return 1
     if args.time_passes:
         _report_times(timings, total)
+    if args.emit in ("ptx", "cubin"):
+        return _emit_machine(args, root, cc)
     text = print_module(root)
     if args.output == "-":
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
         Path(args.output).write_text(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _emit_machine(args, root, cc: Optional[str]) -> int:
+    """--emit=ptx|cubin: runtime/codegen prints PTX; ptxas assembles the cubin."""
+    from tilegen.runtime.codegen import CodegenError, emit_ptx
+    from tilegen.runtime.codegen.driver import PtxasError, assemble
+
+    if cc is None:
+        print(f"tilegen compile: error: --emit={args.emit} needs --gpu-name", file=sys.stderr)
+        return 1
+    try:
+        data = emit_ptx(root, int(cc)).encode()
+        if args.emit == "cubin":
+            data = assemble(data.decode(), int(cc))[0]
+    except CodegenError as e:
+        for d in e.diagnostics:
+            print(d.format(), file=sys.stderr)
+        return 1
+    except PtxasError as e:
+        print(f"tilegen compile: error: {e}", file=sys.stderr)
+        return 1
+    if args.output == "-":
+        sys.stdout.buffer.write(data)
+    else:
+        Path(args.output).write_bytes(data)
     return 0
 
 

@@ -27,7 +27,9 @@ def add_arguments(p) -> None:
     p.add_argument("--out", metavar="OUT.npz", help="where to write every argument after the run")
     p.add_argument("--grid", metavar="X,Y,Z", help="grid size (default: IN.npz 'grid', else 1,1,1)")
     p.add_argument("--entry", metavar="NAME", help="entry to run when the module has several")
-    p.add_argument("--backend", default="interp", choices=["interp"], help="execution backend")
+    p.add_argument(
+        "--backend", default="interp", choices=["interp", "ptxsim"], help="execution backend"
+    )
     p.add_argument(
         "--lower-to",
         choices=["nv_tileaa"],
@@ -81,16 +83,27 @@ def run(args) -> int:
         return fail([Diagnostic("error", f"cannot read arguments '{args.args}': {e}")])
     t0 = time.perf_counter()
     try:
-        result = run_module(
-            module,
-            kernel_args,
-            grid or npz_grid or (1, 1, 1),
-            args.entry,
-            max_ops=args.max_ops,
-            trace=sys.stderr if args.trace else None,
-            lower_to=args.lower_to,
-            gpu_name=args.gpu_name,
-        )
+        if args.backend == "ptxsim":  # runtime/codegen's PTX in the SIMT simulator
+            from tilegen.runtime.codegen.ptxsim import run_ptxsim
+
+            result = run_ptxsim(
+                module,
+                kernel_args,
+                grid or npz_grid or (1, 1, 1),
+                args.gpu_name,
+                not args.no_verify,
+            )
+        else:
+            result = run_module(
+                module,
+                kernel_args,
+                grid or npz_grid or (1, 1, 1),
+                args.entry,
+                max_ops=args.max_ops,
+                trace=sys.stderr if args.trace else None,
+                lower_to=args.lower_to,
+                gpu_name=args.gpu_name,
+            )
     except RunError as e:
         return fail(e.diagnostics)
     if args.time:
