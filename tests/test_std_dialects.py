@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tilegen.runtime.asm import parse_module, print_module
-from tilegen.runtime.attributes import IntegerAttr, StringAttr
+from tilegen.runtime.attributes import IntegerAttr
 from tilegen.runtime.diagnostics import DiagnosticEngine
 from tilegen.runtime.interp import run_module
 from tilegen.runtime.interp.executor import HANDLERS
@@ -291,18 +291,28 @@ def test_cmpf_predicates(pred) -> None:
     np.testing.assert_array_equal(got, exp.astype(np.int32))
 
 
-def test_predicate_as_keyword_string_is_accepted() -> None:
-    """The conversion writes ``predicate = "ult"``; it verifies, runs and prints as ``ult``."""
+def test_predicate_as_keyword_string_is_rejected() -> None:
+    """MLIR stores predicates as i64 integers; a keyword string does not satisfy the enum."""
     body = (
         '    %c = "arith.cmpi"(%a, %b) {predicate = "ult"} : (tile<4xi32>, tile<4xi32>)'
         " -> tile<4xi1>\n"
         "    %r = arith.select %c, %a, %b : tile<4xi1>, tile<4xi32>"
     )
-    got = _run([("a", "i32"), ("b", "i32")], "i32", body, [I, J], np.int32)
-    np.testing.assert_array_equal(got, np.where(U < V, I, J))
+    module = parse_module(_kernel([("a", "i32"), ("b", "i32")], "i32", body))
+    diag = DiagnosticEngine()
+    assert not verify_module(module, diag)
+    assert "failed to satisfy constraint" in diag.diagnostics[0].format()
+
+
+def test_cmpi_custom_form_round_trips_as_i64_enum() -> None:
+    body = (
+        "    %c = arith.cmpi ult, %a, %b : tile<4xi32>\n"
+        "    %r = arith.select %c, %a, %b : tile<4xi1>, tile<4xi32>"
+    )
     module = _verified(_kernel([("a", "i32"), ("b", "i32")], "i32", body))
     (cmp,) = [o for o in module.walk() if o.name == "arith.cmpi"]
-    assert isinstance(cmp.attributes["predicate"], StringAttr)
+    pred = cmp.attributes["predicate"]
+    assert isinstance(pred, IntegerAttr) and pred.value == 6 and pred.type == IntegerType(64)
     assert "arith.cmpi ult, " in print_module(_verified(print_module(module)))
 
 
@@ -368,7 +378,53 @@ def test_scf_for_if_while_constant() -> None:
 def test_scf_yield_and_condition_use_their_declared_formats() -> None:
     text = print_module(_verified(_kernel([("a", "i32"), ("b", "i32")], "i32", SCF)))
     assert "scf.yield %" in text and "scf.condition(%" in text
-    assert '"scf.for"(' in text and '"scf.while"(' in text  # no custom hooks: generic form
+    # scf.for / scf.if / scf.while / arith.constant: MLIR's custom syntax (runtime/asm/custom_std.py)
+    assert '"scf.' not in text and '"arith.' not in text
+    assert re.search(r"= scf\.for %\w+ = %\w+ to %\w+ step %\w+ iter_args\(%\w+ = %\w+\) ", text)
+    assert " -> (tile<4xi32>)  : i32 {" in text  # MLIR's double space before a non-index iv type
+    assert re.search(r"= scf\.if %\w+ -> \(tile<4xi32>\) \{", text) and "} else {" in text
+    assert re.search(r"scf\.while \(%\w+ = %\w+, %\w+ = %\w+\) : \(i32, tile<4xi32>\) -> ", text)
+    assert "} do {" in text and "= arith.constant 4 : i32" in text
+    assert "= arith.constant dense<0> : !cuda_tile.tile<4xi32>" in text
+
+
+STD_CUSTOM = """
+    %c0 = arith.constant 0 : index
+    %c4 = arith.constant 4 : index
+    %c1 = arith.constant 1 : index
+    %t = arith.constant true
+    %big = arith.constant 7 : i64
+    scf.for unsigned %i = %c0 to %c4 step %c1 {
+      scf.if %t {
+        %z = arith.constant 0 : i32
+      }
+    } {tag}
+    scf.while : () -> () {
+      %f = arith.constant false
+      scf.condition(%f)
+    } do {
+      scf.yield
+    } attributes {tag}
+    %i32 = arith.index_cast %c4 : index to i32
+    %s = nv_tileaa.splat %i32 : (i32) -> tile<4xi32>
+    %r = arith.addi %s, %a : tile<4xi32>"""
+
+
+def test_std_custom_forms_parse_and_print_as_mlir() -> None:
+    """Index induction variables (no ``: T``), elided empty ``scf.yield``, if without else,
+    ``unsigned``, attribute dicts, ``true``/``false`` and ``: i64`` constants."""
+    module = _verified(_kernel([("a", "i32")], "i32", STD_CUSTOM))
+    text = print_module(module)
+    assert re.search(r"scf\.for unsigned %\w+ = %\w+ to %\w+ step %\w+ \{\n", text), text
+    assert re.search(r"scf\.if %\w+ \{\n\s*%\w+ = arith\.constant 0 : i32\n\s*\}\n", text)
+    assert "} {tag}" in text and "scf.while : () -> () {" in text and "} attributes {tag}" in text
+    assert "arith.constant true" in text and "arith.constant 7 : i64" in text
+    assert "scf.yield" in text and text.count("scf.yield") == 1  # only the while's 'after'
+    assert print_module(_verified(text)) == text
+    (loop,) = [o for o in module.walk() if o.name == "scf.for"]
+    assert len(loop.regions[0].blocks[0].ops[-1].operands) == 0  # implicit scf.yield added
+    a = np.arange(4, dtype=np.int32)
+    np.testing.assert_array_equal(_run([("a", "i32")], "i32", STD_CUSTOM, [a], np.int32), a + 4)
 
 
 # --------------------------------------------------------------------------- coverage

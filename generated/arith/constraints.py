@@ -15,16 +15,10 @@ TYPES = {
 #: Attribute constraint name -> {"summary": ..., "match": predicate}.
 ATTRIBUTES = {
     'Arith_CmpIPredicateAttr': {'summary': 'allowed 64-bit signless integer cases: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9',
-     'match': {'attr': 'i32_enum',
-               'enum': 'Arith_CmpIPredicate',
-               'width': 64,
-               'keyword_string': True}},
+     'match': {'attr': 'i32_enum', 'enum': 'Arith_CmpIPredicate', 'width': 64}},
     'Arith_CmpFPredicateAttr': {'summary': 'allowed 64-bit signless integer cases: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, '
                 '13, 14, 15',
-     'match': {'attr': 'i32_enum',
-               'enum': 'Arith_CmpFPredicate',
-               'width': 64,
-               'keyword_string': True}},
+     'match': {'attr': 'i32_enum', 'enum': 'Arith_CmpFPredicate', 'width': 64}},
 }
 
 #: Region constraint name -> {"summary": ..., "blocks" / "max_blocks": N}.

@@ -25,6 +25,7 @@ from tilegen.runtime.asm.custom_common import (
 )
 from tilegen.runtime.asm.custom_functions import parse_entry, parse_test_func, print_function
 from tilegen.runtime.asm.custom_loops import parse_for, parse_loop, print_for, print_loop
+from tilegen.runtime.asm import custom_std
 from tilegen.runtime.asm.custom_views import (
     groups,
     parse_atomic_red_view,
@@ -184,3 +185,7 @@ PRINTERS: dict[str, PrintFn] = {
 }
 
 PRINTERS = {name: _guarded(fn) for name, fn in PRINTERS.items()}
+
+# upstream arith / scf ops (runtime/asm/custom_std.py; already guarded there)
+PARSERS.update(custom_std.PARSERS)
+PRINTERS.update(custom_std.PRINTERS)

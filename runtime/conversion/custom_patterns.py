@@ -126,11 +126,13 @@ _CMPF = {
 
 
 def _predicate(enum_name: str, keyword: str) -> Attribute:
-    """An arith comparison predicate: the arith spec's enum value as MLIR stores it (an i64
-    IntegerAttr) when that spec is registered, else the keyword."""
+    """An arith comparison predicate as MLIR stores it: the arith spec's enum value
+    (spec/types/arith_enums.yaml) as an i64 IntegerAttr."""
     enum = lookup_enum(enum_name)
     value = enum.value(keyword) if enum is not None else None
-    return StringAttr(keyword) if value is None else IntegerAttr(value, IntegerType(64))
+    if value is None:
+        raise KeyError(f"arith enum {enum_name} has no case '{keyword}'")
+    return IntegerAttr(value, IntegerType(64))
 
 
 def cmpi_to_arith(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:

@@ -223,8 +223,6 @@ def attr_matches(pred: dict, value: Attribute) -> bool:
     if kind == "i32_enum":
         want = IntegerType(pred.get("width", 32))  # arith predicates are i64 enums
         enum = lookup_enum(pred["enum"])
-        if isinstance(value, StringAttr) and pred.get("keyword_string"):
-            return enum is None or enum.value(value.value) is not None
         if not isinstance(value, IntegerAttr) or value.type not in (None, want):
             return False
         return enum is None or enum.keyword(value.value) is not None
