@@ -1,0 +1,428 @@
+"""The kernel emitter every codegen module stands on.
+
+One :class:`Emitter` walks one laid-out ``nv_tileaa.func`` and prints PTX into ``body``. Op
+handlers live in the concern modules (elementwise, memory, shape, reduce, control, debug) and
+register themselves with :func:`handles`; the emitter dispatches on the op name, then on the
+predicate handlers (for families such as "any elementwise op"), else reports a located
+``PTX backend does not support 'OP' yet``.
+
+Value representation (``Emitter.values``): a scalar is one register name (or a PTX immediate);
+a rank>=1 tile is a list of register names, one per register of its layout (see
+:mod:`tilegen.runtime.codegen.dist`); a rank-0 tile is a scalar; a memref is a
+:class:`Memref`; tokens map to ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from tilegen.runtime.codegen.dist import Dist, dist
+from tilegen.runtime.codegen.regs import RegAlloc
+from tilegen.runtime.diagnostics import Diagnostic
+from tilegen.runtime.layouts.attrs import WARP_SIZE
+from tilegen.runtime.types import FloatType, IntegerType, NvPointerType, TileType
+
+WARP = WARP_SIZE
+SMEM_SYMBOL = "__tilegen_smem"
+
+
+class CodegenError(Exception):
+    def __init__(self, diagnostics):
+        super().__init__(diagnostics[0].message if diagnostics else "codegen failed")
+        self.diagnostics = diagnostics
+
+
+def fail(op, message: Optional[str] = None):
+    message = message or f"PTX backend does not support '{op.name}' yet"
+    raise CodegenError([Diagnostic("error", message, op.loc)])
+
+
+# ----------------------------------------------------------------------------- registry
+HANDLERS: dict[str, Callable] = {}
+#: (predicate(op), handler) pairs tried in order when no name matches
+FAMILY_HANDLERS: list[tuple[Callable, Callable]] = []
+
+
+def handles(*names: str):
+    def deco(fn):
+        for n in names:
+            HANDLERS[n] = fn
+        return fn
+
+    return deco
+
+
+def handles_family(pred: Callable):
+    def deco(fn):
+        FAMILY_HANDLERS.append((pred, fn))
+        return fn
+
+    return deco
+
+
+_LOADED = False
+
+
+def load_handlers() -> None:
+    """Import the concern modules (each registers its handlers)."""
+    global _LOADED
+    if _LOADED:
+        return
+    import importlib
+
+    for mod in ("elementwise", "memory", "shape", "reduce", "control", "debug", "mma"):
+        try:
+            importlib.import_module(f"tilegen.runtime.codegen.{mod}")
+        except ModuleNotFoundError as e:  # a concern module not written yet
+            if e.name != f"tilegen.runtime.codegen.{mod}":
+                raise
+    _LOADED = True
+
+
+# ----------------------------------------------------------------------------- element types
+#: element key -> (register class, bytes, ld/st type suffix)
+ELEMENTS: dict[str, tuple[str, int, str]] = {
+    "i1": ("pred", 1, "u8"),
+    "i8": ("b16", 1, "s8"),
+    "i16": ("b16", 2, "b16"),
+    "i32": ("b32", 4, "b32"),
+    "i64": ("b64", 8, "b64"),
+    "f16": ("b16", 2, "b16"),
+    "bf16": ("b16", 2, "b16"),
+    "f32": ("f32", 4, "f32"),
+    "f64": ("f64", 8, "f64"),
+    "ptr": ("b64", 8, "b64"),
+}
+
+
+def elem_key(t) -> Optional[str]:
+    """'f32', 'i8', 'ptr', ... for an element (or scalar, or tile) type."""
+    if isinstance(t, TileType):
+        t = t.element
+    if isinstance(t, FloatType):
+        return t.name
+    if isinstance(t, IntegerType):
+        return f"i{t.width}"
+    if isinstance(t, NvPointerType):
+        return "ptr"
+    return None
+
+
+def elem_info(op, t) -> tuple[str, int, str]:
+    key = elem_key(t)
+    if key not in ELEMENTS:
+        fail(op, f"PTX backend does not support element type {t} in '{op.name}' yet")
+    return ELEMENTS[key]
+
+
+class Memref:
+    """A memref in registers: base pointer, per-dim size and stride operands (register names
+    or ints), element key, address space, and the IR type."""
+
+    def __init__(self, ptr, sizes, strides, element, address_space, type_=None):
+        self.ptr, self.sizes, self.strides, self.element = ptr, sizes, strides, element
+        self.address_space, self.type = address_space, type_
+
+
+def is_tile(t) -> bool:
+    return isinstance(t, TileType) and t.rank >= 1
+
+
+# ----------------------------------------------------------------------------- emitter
+class Emitter:
+    def __init__(self, func, num_warps: int, sm: int):
+        self.func, self.num_warps, self.sm = func, num_warps, sm
+        self.regs = RegAlloc()
+        self.body: list[str] = []
+        self.values: dict = {}
+        self.smem_bytes = 0
+        self.globals: list[str] = []  # module-level declarations this kernel needs
+        self._labels = 0
+        self._tid: Optional[tuple[str, str, str]] = None
+        self._base: dict = {}
+        self._coord: dict = {}
+        self._smem_reg: Optional[str] = None
+        self.symbol = func.attributes["sym_name"].value
+
+    @property
+    def num_threads(self) -> int:
+        return self.num_warps * WARP
+
+    # ----- text
+    def ins(self, text: str) -> None:
+        self.body.append("\t" + text + ";")
+
+    def label(self, name: str) -> None:
+        self.body.append(f"{name}:")
+
+    def new_label(self, prefix: str = "L") -> str:
+        self._labels += 1
+        return f"$L__{prefix}_{self._labels}"
+
+    def new(self, cls: str) -> str:
+        return self.regs.new(cls)
+
+    def mov(self, cls: str, src) -> str:
+        r = self.new(cls)
+        self.ins(f"mov.{'pred' if cls == 'pred' else cls} {r}, {src}")
+        return r
+
+    # ----- values
+    def get(self, v):
+        if v not in self.values:
+            op = v.op if hasattr(v, "op") else None
+            fail(op or self.func, "PTX backend: value used before it was emitted")
+        return self.values[v]
+
+    def set(self, v, x) -> None:
+        self.values[v] = x
+
+    def scalar(self, op, v) -> str:
+        r = self.values.get(v)
+        if not isinstance(r, (str, int)):
+            fail(op, f"PTX backend: operand of '{op.name}' is not a supported scalar")
+        return r
+
+    def tile(self, op, v) -> list:
+        r = self.values.get(v)
+        if not isinstance(r, list):
+            fail(op, f"PTX backend: operand of '{op.name}' is not a supported tile")
+        return r
+
+    def dist_of(self, op, t) -> Dist:
+        if not is_tile(t) or t.encoding is None:
+            fail(op, f"PTX backend: '{op.name}' has a tile without a layout")
+        try:
+            return dist(t.encoding, tuple(t.shape))
+        except ValueError:
+            fail(op, f"PTX backend does not support the layout {t.encoding} yet")
+
+    # ----- walking
+    def emit_block(self, block) -> None:
+        for op in block.ops:
+            self.emit_op(op)
+
+    def emit_op(self, op) -> None:
+        h = HANDLERS.get(op.name)
+        if h is None:
+            for pred, fn in FAMILY_HANDLERS:
+                if pred(op):
+                    h = fn
+                    break
+        if h is None:
+            fail(op)
+        h(self, op)
+
+    # ----- thread coordinates
+    def tid(self) -> tuple[str, str, str]:
+        """(tid, lane, warp) registers, computed once at the kernel entry."""
+        if self._tid is None:
+            tid, lane, warp = "%tgtid", "%tglane", "%tgwarp"
+            self._tid = (tid, lane, warp)
+        return self._tid
+
+    def prologue(self) -> list[str]:
+        if self._tid is None:
+            return []
+        tid, lane, warp = self._tid
+        return [
+            f"\t.reg .b32 \t{tid}, {lane}, {warp};",
+            f"\tmov.u32 {tid}, %tid.x;",
+            f"\tand.b32 {lane}, {tid}, {WARP - 1};",
+            f"\tshr.u32 {warp}, {tid}, 5;",
+        ]
+
+    def base(self, d: Dist) -> list:
+        """Per root dim: base_d(tid) as a register, or 0 when the dim is not spread."""
+        key = d.root
+        if key in self._base:
+            return self._base[key]
+        _, lane, warp = self.tid()
+        lay = d.root
+        lsh = wsh = 0
+        lane_d: dict = {}
+        warp_d: dict = {}
+        for dim in lay.order:
+            tpw, wpc = lay.threads_per_warp[dim], lay.warps_per_cta[dim]
+            for src, sh, n, out in ((lane, lsh, tpw, lane_d), (warp, wsh, wpc, warp_d)):
+                if n == 1:
+                    out[dim] = None
+                    continue
+                full = WARP if src is lane else self.num_warps
+                if sh == 0 and n >= full:
+                    out[dim] = src
+                    continue
+                r = self.new("b32")
+                if sh:
+                    self.ins(f"shr.u32 {r}, {src}, {sh}")
+                    self.ins(f"and.b32 {r}, {r}, {n - 1}")
+                else:
+                    self.ins(f"and.b32 {r}, {src}, {n - 1}")
+                out[dim] = r
+            lsh += lay.threads_per_warp[dim].bit_length() - 1
+            wsh += lay.warps_per_cta[dim].bit_length() - 1
+        bases: list = []
+        for dim in range(lay.rank):
+            tpw, spt = lay.threads_per_warp[dim], lay.size_per_thread[dim]
+            ln, wp = lane_d[dim], warp_d[dim]
+            if ln is None and wp is None:
+                bases.append(0)
+                continue
+            b = self.new("b32")
+            if wp is not None and ln is not None:
+                self.ins(f"mad.lo.s32 {b}, {wp}, {tpw}, {ln}")
+            elif wp is not None:
+                self.ins(f"mul.lo.s32 {b}, {wp}, {tpw}")
+            else:
+                self.ins(f"mov.u32 {b}, {ln}")
+            if spt != 1:
+                self.ins(f"shl.b32 {b}, {b}, {spt.bit_length() - 1}")
+            bases.append(b)
+        self._base[key] = bases
+        return bases
+
+    def coord(self, d: Dist, k: int, i: int):
+        """Coordinate along result dim ``i`` of register ``k``: an int or a b32 register."""
+        key = (d.layout, d.shape, k, i)
+        if key in self._coord:
+            return self._coord[key]
+        rd = d.kept[i]
+        raw = d.raw[k][rd]
+        b = self.base(d)[rd]
+        size = d.pshape[rd]
+        if b == 0:
+            out = raw % size
+        else:
+            r = self.new("b32")
+            if raw:
+                self.ins(f"add.s32 {r}, {b}, {raw}")
+            else:
+                r = b
+            if d.wraps(rd, k):
+                m = self.new("b32")
+                self.ins(f"and.b32 {m}, {r}, {size - 1}")
+                r = m
+            out = r
+        self._coord[key] = out
+        return out
+
+    def coords(self, d: Dist, k: int) -> list:
+        return [self.coord(d, k, i) for i in range(len(d.kept))]
+
+    def canonical(self, d: Dist, k: int) -> Optional[str]:
+        """A predicate true in the one thread whose register ``k`` is the canonical copy of its
+        element, or None when every copy is canonical."""
+        conds = []
+        bases = self.base(d)
+        for rd in range(d.root.rank):
+            b = bases[rd]
+            raw = d.raw[k][rd]
+            if b == 0:
+                if raw >= d.pshape[rd]:
+                    return "0"  # never canonical (static)
+                continue
+            if d.max_base[rd] + raw >= d.pshape[rd]:
+                conds.append((b, d.pshape[rd] - raw))
+        if not conds:
+            return None
+        p = None
+        for b, lim in conds:
+            q = self.new("pred")
+            self.ins(f"setp.lt.u32 {q}, {b}, {lim}")
+            if p is not None:
+                self.ins(f"and.pred {q}, {q}, {p}")
+            p = q
+        return p
+
+    # ----- integer helpers (b32)
+    def lincomb(self, const: int, terms) -> object:
+        """``const + sum(m * x)`` over (multiplier, operand) terms; operands are ints or b32
+        registers. Returns an int when everything is static."""
+        acc = None
+        for m, x in terms:
+            if m == 0:
+                continue
+            if isinstance(x, int):
+                const += m * x
+                continue
+            if acc is None:
+                if m == 1:
+                    acc = x
+                    continue
+                acc = self.new("b32")
+                if m > 0 and m & (m - 1) == 0:
+                    self.ins(f"shl.b32 {acc}, {x}, {m.bit_length() - 1}")
+                else:
+                    self.ins(f"mul.lo.s32 {acc}, {x}, {m}")
+            else:
+                n = self.new("b32")
+                if m == 1:
+                    self.ins(f"add.s32 {n}, {x}, {acc}")
+                else:
+                    self.ins(f"mad.lo.s32 {n}, {x}, {m}, {acc}")
+                acc = n
+        if acc is None:
+            return const
+        if const:
+            n = self.new("b32")
+            self.ins(f"add.s32 {n}, {acc}, {const}")
+            acc = n
+        return acc
+
+    # ----- shared memory
+    def smem_base(self) -> str:
+        """A b32 register holding the shared address of the kernel's scratch buffer."""
+        if self._smem_reg is None:
+            self._smem_reg = "%tgsmem"
+        return self._smem_reg
+
+    def need_smem(self, nbytes: int) -> None:
+        self.smem_bytes = max(self.smem_bytes, nbytes)
+
+    def smem_addr(self, index, esize: int) -> str:
+        """Shared address of element ``index`` (int or b32 register) of ``esize`` bytes."""
+        base = self.smem_base()
+        if isinstance(index, int):
+            if index == 0:
+                return base
+            r = self.new("b32")
+            self.ins(f"add.s32 {r}, {base}, {index * esize}")
+            return r
+        r = self.new("b32")
+        self.ins(f"mad.lo.s32 {r}, {index}, {esize}, {base}")
+        return r
+
+    def barrier(self) -> None:
+        self.ins("bar.sync 0")
+
+    def smem_prologue(self) -> list[str]:
+        if self._smem_reg is None:
+            return []
+        return [f"\t.reg .b32 \t{self._smem_reg};", f"\tmov.u32 {self._smem_reg}, {SMEM_SYMBOL};"]
+
+
+def store_reg(em: Emitter, cls: str, reg: str) -> tuple[str, str]:
+    """(register, st/ld type) to move a value of register class ``cls`` through memory;
+    predicates travel as u16 0/1."""
+    if cls == "pred":
+        r = em.new("b16")
+        em.ins(f"selp.u16 {r}, 1, 0, {reg}")
+        return r, "u8"
+    return reg, {"b16": "b16", "b32": "b32", "b64": "b64", "f32": "f32", "f64": "f64"}[cls]
+
+
+def load_reg(em: Emitter, cls: str, space: str, addr: str, pred: Optional[str] = None) -> str:
+    """Load a value of register class ``cls`` from ``[addr]`` in ``space`` (guarded by
+    ``pred`` if given; the result is then undefined where the guard is false)."""
+    guard = f"@{pred} " if pred else ""
+    if cls == "pred":
+        t = em.new("b16")
+        if pred:
+            em.ins(f"mov.u16 {t}, 0")
+        em.ins(f"{guard}ld.{space}.u8 {t}, [{addr}]")
+        p = em.new("pred")
+        em.ins(f"setp.ne.u16 {p}, {t}, 0")
+        return p
+    r = em.new(cls)
+    em.ins(f"{guard}ld.{space}.{cls} {r}, [{addr}]")
+    return r
