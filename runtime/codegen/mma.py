@@ -1,0 +1,250 @@
+"""``nv_tileaa.dot`` on tensor cores with ``mma.sync`` (sm_80+), staged through shared memory.
+
+A (M x K) is stored row-major, B (K x N) transposed (N x K, so each fragment register is one
+32-bit word along K), C row-major. Warps form a ``wm x wn`` grid over the (16 x 8) MMA tiles of
+C (8 x 8 for f64); each warp loads its fragments with ``ld.shared`` (the PTX ISA fragment
+layouts: g = lane / 4, t = lane % 4), runs the K steps, and writes D back in place; the result
+is then read in the result tile's own layout. The instruction per (A, B, C) element types and
+target is a row of :data:`MMA_ROWS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail, handles, load_reg
+from tilegen.runtime.codegen.exchange import row_major
+
+SMEM_LIMIT = 48 * 1024
+
+
+@dataclass(frozen=True)
+class MmaRow:
+    """One MMA instruction form and its fragment geometry."""
+
+    shape: tuple[int, int, int]  # m, n, k
+    ptx: str  # full opcode with types
+    epr: int  # elements of A/B per fragment register
+    a_regs: tuple[tuple[int, int], ...]  # (row, k) offset of each A register's first element
+    b_regs: tuple[int, ...]  # k offset of each B register's first element
+    c_regs: tuple[tuple[int, int], ...]  # (row, col) offset of each C register
+    frag_cls: str  # register class of A/B fragments
+    c_cls: str  # register class of C/D
+    min_sm: int = 80
+
+
+_A16 = ((0, 0), (8, 0), (0, 8), (8, 8))
+_C16 = ((0, 0), (0, 1), (8, 0), (8, 1))
+
+
+def _row16(ab: str, c: str, cc: str) -> MmaRow:
+    return MmaRow(
+        (16, 8, 16),
+        f"mma.sync.aligned.m16n8k16.row.col.{c}.{ab}.{ab}.{c}",
+        2,
+        _A16,
+        (0, 8),
+        _C16,
+        "b32",
+        cc,
+    )
+
+
+def _row8bit(a: str, b: str, c: str, cc: str, sm: int = 80) -> MmaRow:
+    return MmaRow(
+        (16, 8, 32),
+        f"mma.sync.aligned.m16n8k32.row.col.{c}.{a}.{b}.{c}",
+        4,
+        ((0, 0), (8, 0), (0, 16), (8, 16)),
+        (0, 16),
+        _C16,
+        "b32",
+        cc,
+        sm,
+    )
+
+
+#: (A, B, C) element keys -> instruction row (signed/unsigned int8 resolved at selection)
+MMA_ROWS: dict[tuple[str, str, str], MmaRow] = {
+    ("f16", "f16", "f32"): _row16("f16", "f32", "f32"),
+    ("bf16", "bf16", "f32"): _row16("bf16", "f32", "f32"),
+    ("tf32", "tf32", "f32"): MmaRow(
+        (16, 8, 8),
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+        1,
+        ((0, 0), (8, 0), (0, 4), (8, 4)),
+        (0, 4),
+        _C16,
+        "b32",
+        "f32",
+    ),
+    ("f8E4M3FN", "f8E4M3FN", "f32"): _row8bit("e4m3", "e4m3", "f32", "f32", 89),
+    ("f8E5M2", "f8E5M2", "f32"): _row8bit("e5m2", "e5m2", "f32", "f32", 89),
+    ("f8E4M3FN", "f8E5M2", "f32"): _row8bit("e4m3", "e5m2", "f32", "f32", 89),
+    ("f8E5M2", "f8E4M3FN", "f32"): _row8bit("e5m2", "e4m3", "f32", "f32", 89),
+    ("i8", "i8", "i32"): _row8bit("s8", "s8", "s32", "b32"),
+    ("f64", "f64", "f64"): MmaRow(
+        (8, 8, 4),
+        "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64",
+        1,
+        ((0, 0),),
+        (0,),
+        ((0, 0), (0, 1)),
+        "f64",
+        "f64",
+    ),
+}
+
+
+def select_row(op, a: str, b: str, c: str, sm: int) -> MmaRow:
+    row = MMA_ROWS.get((a, b, c))
+    if row is None:
+        fail(op, f"PTX backend does not support dot of {a} x {b} -> {c} yet")
+    if sm < row.min_sm:
+        bad = a if a.startswith("f8") else b
+        fail(op, f"unsupported type '{bad}'")
+    if a == "i8":
+        sa = op.attributes.get("signedness_a")
+        sb = op.attributes.get("signedness_b")
+        ta = "u8" if sa is not None and sa.value == 1 else "s8"
+        tb = "u8" if sb is not None and sb.value == 1 else "s8"
+        row = MmaRow(
+            row.shape,
+            f"mma.sync.aligned.m16n8k32.row.col.s32.{ta}.{tb}.s32",
+            *[getattr(row, f) for f in ("epr", "a_regs", "b_regs", "c_regs", "frag_cls", "c_cls")],
+        )
+    return row
+
+
+def _align(n: int, a: int = 16) -> int:
+    return (n + a - 1) // a * a
+
+
+def _write(em: Emitter, regs, d, mults, base: int, esz: int, st: str) -> None:
+    from tilegen.runtime.codegen.exchange import Form
+
+    form = Form(0, mults)
+    for k in range(d.nregs):
+        idx = form.emit(em, d, k)
+        addr = em.smem_addr(idx, esz)
+        off = f"+{base}" if base else ""
+        em.ins(f"st.shared.{st} [{addr}{off}], {regs[k]}")
+
+
+@handles("nv_tileaa.dot")
+def dot(em: Emitter, op) -> None:
+    a, b, c = op.operands[0], op.operands[1], op.operands[2]
+    res = op.results[0]
+    if len(op.operands) > 3:
+        fail(op, "PTX backend does not support block-scaled dot yet")
+    if a.type.rank != 2:
+        fail(op, "PTX backend does not support batched dot yet")
+    ka, kb, kc = elem_key(a.type), elem_key(b.type), elem_key(c.type)
+    row = select_row(op, ka, kb, kc, em.sm)
+    M, K = a.type.shape
+    N = b.type.shape[1]
+    tm, tn, tk = row.shape
+    if M % tm or N % tn or K % tk:
+        fail(op, f"PTX backend does not support a {M}x{N}x{K} dot with {row.ptx.split('.')[3]} yet")
+    esz = ELEMENTS[ka][1]
+    csz = ELEMENTS[kc][1]
+    off_b = _align(M * K * esz)
+    off_c = _align(off_b + N * K * esz)
+    total = off_c + M * N * csz
+    if total > SMEM_LIMIT:
+        fail(
+            op,
+            f"PTX backend: dot staging needs {total} bytes of shared memory (limit {SMEM_LIMIT})",
+        )
+    em.need_smem(total)
+    st_ab = {1: "b8", 2: "b16", 4: "b32", 8: "f64"}[esz]
+    st_c = {"f32": "f32", "b32": "b32", "f64": "f64"}[row.c_cls]
+    da, db, dc = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, c.type)
+    em.barrier()
+    _write(em, em.tile(op, a), da, row_major((M, K)).mults, 0, esz, st_ab)
+    _write(em, em.tile(op, b), db, (1, K), off_b, esz, st_ab)  # B[k, n] at n * K + k
+    _write(em, em.tile(op, c), dc, row_major((M, N)).mults, off_c, csz, st_c)
+    em.barrier()
+
+    # warp grid over the MMA tiles
+    W = em.num_warps
+    tiles_m, tiles_n = M // tm, N // tn
+    wn = min(W, tiles_n)
+    wm = min(W // wn, tiles_m)
+    active = wm * wn
+    reps_m, reps_n = tiles_m // wm, tiles_n // wn
+    _, lane, warp = em.tid()
+    skip = None
+    if active < W:
+        skip = em.new_label("mma_skip")
+        p = em.new("pred")
+        em.ins(f"setp.ge.u32 {p}, {warp}, {active}")
+        em.ins(f"@{p} bra {skip}")
+    g, t = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {g}, {lane}, 2")
+    em.ins(f"and.b32 {t}, {lane}, 3")
+    wmi, wni = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {wmi}, {warp}, {wn.bit_length() - 1}")
+    em.ins(f"and.b32 {wni}, {warp}, {wn - 1}")
+    # lane bases (elements): A (wmi*tm + g)*K + t*epr; B (wni*tn + g)*K + t*epr;
+    # C (wmi*tm + g)*N + wni*tn + cpl*t  (cpl: C columns per lane = 2)
+    rA = em.lincomb(0, [(tm * K, wmi), (K, g), (row.epr, t)])
+    rB = em.lincomb(0, [(tn * K, wni), (K, g), (row.epr, t)])
+    rC = em.lincomb(0, [(tm * N, wmi), (N, g), (tn, wni), (2, t)])
+    aA = em.smem_addr(rA, esz)
+    aB = em.smem_addr(rB, esz)
+    aC = em.smem_addr(rC, csz)
+    fld = "f64" if row.frag_cls == "f64" else "b32"
+    ksteps = K // tk
+    for ra in range(reps_m):
+        m0 = ra * wm * tm
+        afr = []
+        for s in range(ksteps):
+            regs = []
+            for dm, dk in row.a_regs:
+                r = em.new(row.frag_cls)
+                off = ((m0 + dm) * K + s * tk + dk) * esz
+                em.ins(f"ld.shared.{fld} {r}, [{aA}+{off}]")
+                regs.append(r)
+            afr.append(regs)
+        for rb in range(reps_n):
+            n0 = rb * wn * tn
+            cregs = []
+            for dm, dn in row.c_regs:
+                r = em.new(row.c_cls)
+                off = off_c + ((m0 + dm) * N + n0 + dn) * csz
+                em.ins(f"ld.shared.{st_c} {r}, [{aC}+{off}]")
+                cregs.append(r)
+            for s in range(ksteps):
+                bregs = []
+                for dk in row.b_regs:
+                    r = em.new(row.frag_cls)
+                    off = off_b + (n0 * K + s * tk + dk) * esz
+                    em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
+                    bregs.append(r)
+                dregs = [em.new(row.c_cls) for _ in cregs]
+                em.ins(
+                    f"{row.ptx} {{{', '.join(dregs)}}}, {{{', '.join(afr[s])}}}, "
+                    f"{{{', '.join(bregs)}}}, {{{', '.join(cregs)}}}"
+                )
+                cregs = dregs
+            for (dm, dn), r in zip(row.c_regs, cregs):
+                off = off_c + ((m0 + dm) * N + n0 + dn) * csz
+                em.ins(f"st.shared.{st_c} [{aC}+{off}], {r}")
+    if skip is not None:
+        em.label(skip)
+    em.barrier()
+    dr = em.dist_of(op, res.type)
+    form = row_major((M, N))
+    cls = ELEMENTS[kc][0]
+    out = []
+    for k in range(dr.nregs):
+        idx = form.emit(em, dr, k)
+        addr = em.smem_addr(idx, csz)
+        r = em.new(cls)
+        em.ins(f"ld.shared.{st_c} {r}, [{addr}+{off_c}]")
+        out.append(r)
+    em.set(res, out)
+
+
+__all__ = ["MMA_ROWS", "MmaRow", "select_row", "load_reg"]
