@@ -137,6 +137,11 @@ class Emitter:
         self.func, self.num_warps, self.sm = func, num_warps, sm
         self.regs = RegAlloc()
         self.body: list[str] = []
+        #: thread-invariant setup (coordinates, scratch addresses) hoisted to the kernel entry,
+        #: so a value first needed inside a branch or loop is defined on every path
+        self.pre: list[str] = []
+        self._sink = self.body
+        self._smem_refs: dict = {}
         self.values: dict = {}
         self.smem_bytes = 0
         self.globals: list[str] = []  # module-level declarations this kernel needs
@@ -153,7 +158,22 @@ class Emitter:
 
     # ----- text
     def ins(self, text: str) -> None:
-        self.body.append("\t" + text + ";")
+        self._sink.append("\t" + text + ";")
+
+    def hoisted(self):
+        """Context: instructions go to the kernel prologue (they may only depend on the thread
+        id and kernel parameters)."""
+        em = self
+
+        class _Hoist:
+            def __enter__(self):
+                self.saved = em._sink
+                em._sink = em.pre
+
+            def __exit__(self, *exc):
+                em._sink = self.saved
+
+        return _Hoist()
 
     def label(self, name: str) -> None:
         self.body.append(f"{name}:")
@@ -240,6 +260,11 @@ class Emitter:
         key = d.root
         if key in self._base:
             return self._base[key]
+        with self.hoisted():
+            return self._base_uncached(d)
+
+    def _base_uncached(self, d: Dist) -> list:
+        key = d.root
         _, lane, warp = self.tid()
         lay = d.root
         lsh = wsh = 0
@@ -289,6 +314,10 @@ class Emitter:
         key = (d.layout, d.shape, k, i)
         if key in self._coord:
             return self._coord[key]
+        with self.hoisted():
+            return self._coord_uncached(d, k, i, key)
+
+    def _coord_uncached(self, d: Dist, k: int, i: int, key):
         rd = d.kept[i]
         raw = d.raw[k][rd]
         b = self.base(d)[rd]
@@ -381,6 +410,22 @@ class Emitter:
 
     def need_smem(self, nbytes: int) -> None:
         self.smem_bytes = max(self.smem_bytes, nbytes)
+
+    def smem_ref(self, d: Dist, form, k: int, esize: int, byte_off: int = 0) -> str:
+        """``[reg+imm]`` shared operand of element ``form(coords of register k)``: the thread
+        part is computed once per (layout, form) at the kernel entry, the register's constant
+        offset is an immediate (registers whose coordinates wrap take the general path)."""
+        if any(m and d.wraps(d.kept[i], k) for i, m in enumerate(form.mults)):
+            idx = form.emit(self, d, k)
+            return f"[{self.smem_addr(idx, esize)}+{byte_off}]"
+        key = (d.layout, d.shape, tuple(form.mults), esize)
+        if key not in self._smem_refs:
+            with self.hoisted():
+                bases = self.base(d)
+                tp = self.lincomb(0, [(m, bases[d.kept[i]]) for i, m in enumerate(form.mults)])
+                self._smem_refs[key] = self.smem_addr(tp, esize)
+        static = form.const + sum(m * d.raw[k][d.kept[i]] for i, m in enumerate(form.mults))
+        return f"[{self._smem_refs[key]}+{static * esize + byte_off}]"
 
     def smem_addr(self, index, esize: int) -> str:
         """Shared address of element ``index`` (int or b32 register) of ``esize`` bytes."""

@@ -84,7 +84,7 @@ def emit_kernel(func, sm: int) -> tuple[list[str], list[str]]:
     if em.smem_bytes:
         lines.append(f"\t.shared .align 16 .b8 {SMEM_SYMBOL}[{em.smem_bytes}];")
     lines += em.regs.declarations()
-    lines += em.prologue() + em.smem_prologue()
+    lines += em.prologue() + em.smem_prologue() + em.pre
     lines.append("")
     lines += em.body
     lines.append("}")

@@ -123,12 +123,9 @@ def _align(n: int, a: int = 16) -> int:
 def _write(em: Emitter, regs, d, mults, base: int, esz: int, st: str) -> None:
     from tilegen.runtime.codegen.exchange import Form
 
-    form = Form(0, mults)
+    form = Form(0, tuple(mults))
     for k in range(d.nregs):
-        idx = form.emit(em, d, k)
-        addr = em.smem_addr(idx, esz)
-        off = f"+{base}" if base else ""
-        em.ins(f"st.shared.{st} [{addr}{off}], {regs[k]}")
+        em.ins(f"st.shared.{st} {em.smem_ref(d, form, k, esz, base)}, {regs[k]}")
 
 
 @handles("nv_tileaa.dot")
@@ -191,21 +188,40 @@ def dot(em: Emitter, op) -> None:
     rA = em.lincomb(0, [(tm * K, wmi), (K, g), (row.epr, t)])
     rB = em.lincomb(0, [(tn * K, wni), (K, g), (row.epr, t)])
     rC = em.lincomb(0, [(tm * N, wmi), (N, g), (tn, wni), (2, t)])
-    aA = em.smem_addr(rA, esz)
-    aB = em.smem_addr(rB, esz)
     aC = em.smem_addr(rC, csz)
+    # ldmatrix moves a whole 8x8 b16 (16-byte rows) matrix per four lanes' registers: usable
+    # when a K step is 32 bytes (f16/bf16 k16, 8-bit k32, tf32 k8)
+    use_ldm = row.frag_cls == "b32" and tk * esz == 32
+    if use_ldm:
+        # A: lane l addresses row (l % 16), bytes 16 * (l / 16); B: row (l % 8), 16 * (l / 8 % 2)
+        l16, h16, l8, h8 = (em.new("b32") for _ in range(4))
+        em.ins(f"and.b32 {l16}, {lane}, 15")
+        em.ins(f"shr.u32 {h16}, {lane}, 4")
+        em.ins(f"and.b32 {l8}, {lane}, 7")
+        em.ins(f"shr.u32 {h8}, {lane}, 3")
+        em.ins(f"and.b32 {h8}, {h8}, 1")
+        rA = em.lincomb(0, [(tm * K * esz, wmi), (K * esz, l16), (16, h16)])
+        rB = em.lincomb(0, [(tn * K * esz, wni), (K * esz, l8), (16, h8)])
+        aA, aB = em.smem_addr(rA, 1), em.smem_addr(rB, 1)
+    else:
+        aA = em.smem_addr(rA, esz)
+        aB = em.smem_addr(rB, esz)
     fld = "f64" if row.frag_cls == "f64" else "b32"
     ksteps = K // tk
     for ra in range(reps_m):
         m0 = ra * wm * tm
         afr = []
         for s in range(ksteps):
-            regs = []
-            for dm, dk in row.a_regs:
-                r = em.new(row.frag_cls)
-                off = ((m0 + dm) * K + s * tk + dk) * esz
-                em.ins(f"ld.shared.{fld} {r}, [{aA}+{off}]")
-                regs.append(r)
+            regs = [em.new(row.frag_cls) for _ in row.a_regs]
+            if use_ldm:
+                off = (m0 * K + s * tk) * esz
+                em.ins(
+                    f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, [{aA}+{off}]"
+                )
+            else:
+                for r, (dm, dk) in zip(regs, row.a_regs):
+                    off = ((m0 + dm) * K + s * tk + dk) * esz
+                    em.ins(f"ld.shared.{fld} {r}, [{aA}+{off}]")
             afr.append(regs)
         for rb in range(reps_n):
             n0 = rb * wn * tn
@@ -216,12 +232,16 @@ def dot(em: Emitter, op) -> None:
                 em.ins(f"ld.shared.{st_c} {r}, [{aC}+{off}]")
                 cregs.append(r)
             for s in range(ksteps):
-                bregs = []
-                for dk in row.b_regs:
-                    r = em.new(row.frag_cls)
-                    off = off_b + (n0 * K + s * tk + dk) * esz
-                    em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
-                    bregs.append(r)
+                bregs = [em.new(row.frag_cls) for _ in row.b_regs]
+                if use_ldm:
+                    off = off_b + (n0 * K + s * tk) * esz
+                    em.ins(
+                        f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, [{aB}+{off}]"
+                    )
+                else:
+                    for r, dk in zip(bregs, row.b_regs):
+                        off = off_b + (n0 * K + s * tk + dk) * esz
+                        em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
                 dregs = [em.new(row.c_cls) for _ in cregs]
                 em.ins(
                     f"{row.ptx} {{{', '.join(dregs)}}}, {{{', '.join(afr[s])}}}, "
@@ -239,10 +259,8 @@ def dot(em: Emitter, op) -> None:
     cls = ELEMENTS[kc][0]
     out = []
     for k in range(dr.nregs):
-        idx = form.emit(em, dr, k)
-        addr = em.smem_addr(idx, csz)
         r = em.new(cls)
-        em.ins(f"ld.shared.{st_c} {r}, [{addr}+{off_c}]")
+        em.ins(f"ld.shared.{st_c} {r}, {em.smem_ref(dr, form, k, csz, off_c)}")
         out.append(r)
     em.set(res, out)
 
