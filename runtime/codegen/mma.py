@@ -128,6 +128,35 @@ def _write(em: Emitter, regs, d, mults, base: int, esz: int, st: str) -> None:
         em.ins(f"st.shared.{st} {em.smem_ref(d, form, k, esz, base)}, {regs[k]}")
 
 
+def _lane_addresses(em, lane, warp, M, N, K, esz, csz, row, wn, use_ldm):
+    """Per-lane shared addresses of the A, B and C fragments (computed once per kernel)."""
+    tm, tn, _ = row.shape
+    g, t = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {g}, {lane}, 2")
+    em.ins(f"and.b32 {t}, {lane}, 3")
+    wmi, wni = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {wmi}, {warp}, {wn.bit_length() - 1}")
+    em.ins(f"and.b32 {wni}, {warp}, {wn - 1}")
+    # C (wmi*tm + g)*N + wni*tn + 2t
+    rC = em.lincomb(0, [(tm * N, wmi), (N, g), (tn, wni), (2, t)])
+    aC = em.smem_addr(rC, csz)
+    if use_ldm:
+        # A: lane l addresses row (l % 16), bytes 16 * (l / 16); B: row (l % 8), 16 * (l / 8 % 2)
+        l16, h16, l8, h8 = (em.new("b32") for _ in range(4))
+        em.ins(f"and.b32 {l16}, {lane}, 15")
+        em.ins(f"shr.u32 {h16}, {lane}, 4")
+        em.ins(f"and.b32 {l8}, {lane}, 7")
+        em.ins(f"shr.u32 {h8}, {lane}, 3")
+        em.ins(f"and.b32 {h8}, {h8}, 1")
+        rA = em.lincomb(0, [(tm * K * esz, wmi), (K * esz, l16), (16, h16)])
+        rB = em.lincomb(0, [(tn * K * esz, wni), (K * esz, l8), (16, h8)])
+        return em.smem_addr(rA, 1), em.smem_addr(rB, 1), aC
+    # A (wmi*tm + g)*K + t*epr; B (wni*tn + g)*K + t*epr
+    rA = em.lincomb(0, [(tm * K, wmi), (K, g), (row.epr, t)])
+    rB = em.lincomb(0, [(tn * K, wni), (K, g), (row.epr, t)])
+    return em.smem_addr(rA, esz), em.smem_addr(rB, esz), aC
+
+
 @handles("nv_tileaa.dot")
 def dot(em: Emitter, op) -> None:
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
@@ -145,9 +174,16 @@ def dot(em: Emitter, op) -> None:
         fail(op, f"PTX backend does not support a {M}x{N}x{K} dot with {row.ptx.split('.')[3]} yet")
     esz = ELEMENTS[ka][1]
     csz = ELEMENTS[kc][1]
+    W = em.num_warps
+    da, db, dc = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, c.type)
+    dr = em.dist_of(op, res.type)
+    from tilegen.runtime.passes.layout_assignment import mma_accumulator_layout
+
+    # accumulator in registers when the layout stage gave C and D the MMA fragment layout
+    in_regs = dc.layout == dr.layout == mma_accumulator_layout(op, W)
     off_b = _align(M * K * esz)
     off_c = _align(off_b + N * K * esz)
-    total = off_c + M * N * csz
+    total = off_c if in_regs else off_c + M * N * csz
     if total > SMEM_LIMIT:
         fail(
             op,
@@ -156,18 +192,20 @@ def dot(em: Emitter, op) -> None:
     em.need_smem(total)
     st_ab = {1: "b8", 2: "b16", 4: "b32", 8: "f64"}[esz]
     st_c = {"f32": "f32", "b32": "b32", "f64": "f64"}[row.c_cls]
-    da, db, dc = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, c.type)
     em.barrier()
     _write(em, em.tile(op, a), da, row_major((M, K)).mults, 0, esz, st_ab)
     _write(em, em.tile(op, b), db, (1, K), off_b, esz, st_ab)  # B[k, n] at n * K + k
-    _write(em, em.tile(op, c), dc, row_major((M, N)).mults, off_c, csz, st_c)
+    if not in_regs:
+        _write(em, em.tile(op, c), dc, row_major((M, N)).mults, off_c, csz, st_c)
     em.barrier()
+    kmap = {dc.raw[k]: k for k in range(dc.nregs)} if in_regs else None
+    c_in = em.tile(op, c)
+    out = [None] * dr.nregs
 
     # warp grid over the MMA tiles
-    W = em.num_warps
     tiles_m, tiles_n = M // tm, N // tn
-    wn = min(W, tiles_n)
-    wm = min(W // wn, tiles_m)
+    wn = W if in_regs else min(W, tiles_n)
+    wm = 1 if in_regs else min(W // wn, tiles_m)
     active = wm * wn
     reps_m, reps_n = tiles_m // wm, tiles_n // wn
     _, lane, warp = em.tid()
@@ -177,35 +215,16 @@ def dot(em: Emitter, op) -> None:
         p = em.new("pred")
         em.ins(f"setp.ge.u32 {p}, {warp}, {active}")
         em.ins(f"@{p} bra {skip}")
-    g, t = em.new("b32"), em.new("b32")
-    em.ins(f"shr.u32 {g}, {lane}, 2")
-    em.ins(f"and.b32 {t}, {lane}, 3")
-    wmi, wni = em.new("b32"), em.new("b32")
-    em.ins(f"shr.u32 {wmi}, {warp}, {wn.bit_length() - 1}")
-    em.ins(f"and.b32 {wni}, {warp}, {wn - 1}")
-    # lane bases (elements): A (wmi*tm + g)*K + t*epr; B (wni*tn + g)*K + t*epr;
-    # C (wmi*tm + g)*N + wni*tn + cpl*t  (cpl: C columns per lane = 2)
-    rA = em.lincomb(0, [(tm * K, wmi), (K, g), (row.epr, t)])
-    rB = em.lincomb(0, [(tn * K, wni), (K, g), (row.epr, t)])
-    rC = em.lincomb(0, [(tm * N, wmi), (N, g), (tn, wni), (2, t)])
-    aC = em.smem_addr(rC, csz)
     # ldmatrix moves a whole 8x8 b16 (16-byte rows) matrix per four lanes' registers: usable
     # when a K step is 32 bytes (f16/bf16 k16, 8-bit k32, tf32 k8)
     use_ldm = row.frag_cls == "b32" and tk * esz == 32
-    if use_ldm:
-        # A: lane l addresses row (l % 16), bytes 16 * (l / 16); B: row (l % 8), 16 * (l / 8 % 2)
-        l16, h16, l8, h8 = (em.new("b32") for _ in range(4))
-        em.ins(f"and.b32 {l16}, {lane}, 15")
-        em.ins(f"shr.u32 {h16}, {lane}, 4")
-        em.ins(f"and.b32 {l8}, {lane}, 7")
-        em.ins(f"shr.u32 {h8}, {lane}, 3")
-        em.ins(f"and.b32 {h8}, {h8}, 1")
-        rA = em.lincomb(0, [(tm * K * esz, wmi), (K * esz, l16), (16, h16)])
-        rB = em.lincomb(0, [(tn * K * esz, wni), (K * esz, l8), (16, h8)])
-        aA, aB = em.smem_addr(rA, 1), em.smem_addr(rB, 1)
-    else:
-        aA = em.smem_addr(rA, esz)
-        aB = em.smem_addr(rB, esz)
+    key = ("mma-lanes", M, N, K, esz, csz, wm, wn, use_ldm, row.epr, tm, tn)
+    if key not in em._smem_refs:
+        with em.hoisted():
+            em._smem_refs[key] = _lane_addresses(
+                em, lane, warp, M, N, K, esz, csz, row, wn, use_ldm
+            )
+    aA, aB, aC = em._smem_refs[key]
     fld = "f64" if row.frag_cls == "f64" else "b32"
     ksteps = K // tk
     for ra in range(reps_m):
@@ -227,6 +246,9 @@ def dot(em: Emitter, op) -> None:
             n0 = rb * wn * tn
             cregs = []
             for dm, dn in row.c_regs:
+                if in_regs:
+                    cregs.append(c_in[kmap[(m0 + dm, n0 + dn)]])
+                    continue
                 r = em.new(row.c_cls)
                 off = off_c + ((m0 + dm) * N + n0 + dn) * csz
                 em.ins(f"ld.shared.{st_c} {r}, [{aC}+{off}]")
@@ -249,19 +271,23 @@ def dot(em: Emitter, op) -> None:
                 )
                 cregs = dregs
             for (dm, dn), r in zip(row.c_regs, cregs):
+                if in_regs:
+                    out[kmap[(m0 + dm, n0 + dn)]] = r
+                    continue
                 off = off_c + ((m0 + dm) * N + n0 + dn) * csz
                 em.ins(f"st.shared.{st_c} [{aC}+{off}], {r}")
     if skip is not None:
         em.label(skip)
+    if in_regs:
+        em.set(res, out)
+        return
     em.barrier()
-    dr = em.dist_of(op, res.type)
     form = row_major((M, N))
     cls = ELEMENTS[kc][0]
-    out = []
     for k in range(dr.nregs):
         r = em.new(cls)
         em.ins(f"ld.shared.{st_c} {r}, {em.smem_ref(dr, form, k, csz, off_c)}")
-        out.append(r)
+        out[k] = r
     em.set(res, out)
 
 

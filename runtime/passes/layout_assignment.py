@@ -199,6 +199,23 @@ def permute_layout(layout: BlockedLayout, perm: tuple[int, ...]) -> BlockedLayou
     )
 
 
+def mma_accumulator_layout(op, num_warps: int) -> Optional[BlockedLayout]:
+    """The blocked layout that *is* the ``mma.sync`` accumulator fragment layout for ``dot``
+    ``op`` (rows g and g + 8 of each 16-row MMA tile in registers, column pairs 2t, 2t + 1 per
+    lane, warps side by side along N), or None when the shape does not fit it (the dot then
+    stages its accumulator through shared memory)."""
+    if op is None or op.name != "nv_tileaa.dot" or len(op.operands) < 3:
+        return None
+    c = op.operands[2].type
+    if not _is_tile(c) or c.rank != 2:
+        return None
+    m, n = c.shape
+    rows = 8 if isinstance(c.element, FloatType) and c.element.name == "f64" else 16
+    if m % rows or n % (8 * num_warps):
+        return None
+    return BlockedLayout((1, 2), (8, 4), (1, num_warps), (1, 0))
+
+
 class LayoutAssigner:
     def __init__(self, func: Operation, num_warps: int):
         self.func = func
@@ -330,6 +347,17 @@ class LayoutAssigner:
                 else:
                     self.get(op.operands[i])
             return
+        if name == "nv_tileaa.dot" and tiles:
+            mma = mma_accumulator_layout(op, self.num_warps)
+            for i in self.tile_operands(op)[:2]:
+                self.get(op.operands[i])
+            if mma is None:
+                c = self.get(op.operands[2])
+                self.layout[tiles[0]] = c
+                return
+            self.require(op, 2, mma)
+            self.layout[tiles[0]] = mma
+            return
         if name == "nv_tileaa.reduce":
             srcs = [self.get(op.operands[i]) for i in self.tile_operands(op)]
             axis = op.attributes["axis"].value
@@ -421,9 +449,16 @@ class LayoutAssigner:
         inits = list(range(len(op.operands) - n, len(op.operands)))
         body = op.regions[0].blocks[0]
         carried = []
+        term = body.terminator
         for k, i in enumerate(inits):
             v = op.operands[i]
-            if _is_tile(v.type) and (v in self.layout or v in self.pending):
+            y = term.operands[k] if term is not None and k < len(term.operands) else None
+            acc = mma_accumulator_layout(y.op, self.num_warps) if isinstance(y, OpResult) else None
+            if acc is not None and y.op.name == "nv_tileaa.dot" and _is_tile(v.type):
+                # an MMA accumulator carried by the loop keeps the MMA layout throughout
+                self.require(op, i, acc)
+                layout = acc
+            elif _is_tile(v.type) and (v in self.layout or v in self.pending):
                 layout = self.get(v)
             elif _is_tile(v.type):
                 layout = self.default(v.type)
