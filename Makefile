@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[dev,oracles,mlir]'
+	$(VPY) -m pip install -q -e '.[dev,oracles,mlir,cutile]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -183,6 +183,18 @@ def render_all(spec: Spec) -> dict[str, str]:
         out["ptx/instructions.py"] = env.get_template("ptx_instructions.py.j2").render(
             rows=ptx_rows
         )
+    sel_rows = [row for d in spec.docs("selection") for row in d["rows"]]
+    if sel_rows:
+        known = {row["name"] for row in ptx_rows}
+        for i, row in enumerate(sel_rows):
+            names = row.get("instruction", [])
+            for name in [names] if isinstance(names, str) else names:
+                if name not in known:
+                    raise SpecError(
+                        f"spec/ptx/selection.yaml: rows[{i}].instruction: unknown PTX "
+                        f"instruction row {name!r} (not in spec/ptx/instructions.yaml)"
+                    )
+        out["ptx/selection.py"] = env.get_template("ptx_selection.py.j2").render(rows=sel_rows)
     del enums
     return out
 

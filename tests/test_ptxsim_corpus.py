@@ -13,26 +13,13 @@ import pytest
 from tilegen.runtime.ptx.launch import run_ptx
 
 CORPUS = Path("/work/shared/corpus/cutile")
-TENSOR_CORES = {
-    "matmul_f16",
-    "matmul_f64",
-    "matmul_fp8",
-    "matmul_int8",
-    "matmul_tf32",
-    "batched_matmul",
-    "flash_attention",
-}
-# kernel -> what the simulator still lacks for it (xfail strict so progress shows).
-_TMA2D = (
-    "cp.async.bulk.tensor.2d: the box shape and swizzle mode live only in the host-encoded "
-    "CUtensorMap passed as a hidden param; the simulator's own tensor map covers 1-D copies"
-)
+# Hidden CUtensorMap params of the sm_90 PTX: box and swizzle come from tileiras's host object
+# (runtime/ptx/nv_host.py), recorded in tests/data/tensor_ptx/sm_90_tensor_maps.json.
+MAPS_FILE = Path(__file__).parent / "data" / "tensor_ptx" / "sm_90_tensor_maps.json"
+TENSOR_MAPS = json.loads(MAPS_FILE.read_text())["maps"] if MAPS_FILE.exists() else {}
+# kernel.arch -> what the simulator still lacks for it
 BLOCKED = {
-    "reduce_rows": _TMA2D,
-    "reduce_cols_loop": _TMA2D,
-    "layernorm": _TMA2D,
-    "newer_ops": "3 hidden CUtensorMap params but only 1 array the kernel never addresses "
-    "directly: which array each map describes cannot be inferred from the PTX",
+    "matmul_f16.sm_100": "tcgen05 (sm_100 tensor-memory MMA) is not simulated",
 }
 
 
@@ -46,12 +33,8 @@ def _kernels() -> list:
         for ptx in sorted((CORPUS / "out" / "ptx").glob(f"{name}.sm_*.ptx")):
             arch = ptx.name.split(".")[1]
             marks = []
-            if name in TENSOR_CORES:
-                marks.append(
-                    pytest.mark.skip(reason="needs tensor cores (mma/wgmma), out of scope")
-                )
-            elif name in BLOCKED and arch == "sm_90":
-                marks.append(pytest.mark.xfail(strict=True, reason=BLOCKED[name]))
+            if BLOCKED.get(f"{name}.{arch}"):
+                marks.append(pytest.mark.skip(reason=BLOCKED[f"{name}.{arch}"]))
             out.append(pytest.param(k, ptx, id=f"{name}.{arch}", marks=marks))
     return out
 
@@ -63,7 +46,10 @@ def test_tileiras_ptx_matches_expected(kernel: dict, ptx: Path) -> None:
     names = [p["name"] for p in kernel["params"] if p["kind"] != "constant"]
     args = [data[f"arg__{n}"] for n in names]
     printed = io.StringIO()
-    outs = run_ptx(ptx.read_text(), args, data["grid"], file=ptx.name, stdout=printed)
+    maps = TENSOR_MAPS.get(ptx.name.removesuffix(".ptx"))
+    outs = run_ptx(
+        ptx.read_text(), args, data["grid"], file=ptx.name, stdout=printed, tensor_maps=maps
+    )
     if kernel.get("expected_stdout") is not None:
         assert printed.getvalue() == kernel["expected_stdout"]
     arrays = [n for n, a in zip(names, args) if np.asarray(a).ndim > 0]

@@ -16,6 +16,10 @@ COMMANDS = {
     "disasm": ("tilegen.commands.disasm", "print Tile IR bytecode as tileirdisasm does"),
     "run": ("tilegen.commands.run", "run a kernel on the CPU reference interpreter"),
     "compile": ("tilegen.commands.compile", "lower a kernel (cuda_tile -> nv_tileaa ...)"),
+    "install-shim": (
+        "tilegen.commands.install_shim",
+        "write a 'tileiras' launcher for tilegen-tileiras into DIR",
+    ),
 }
 
 

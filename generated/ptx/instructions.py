@@ -599,4 +599,47 @@ INSTRUCTIONS = {
      'sm': 20,
      'handwritten': True,
      'notes': 'only `call (r), vprintf, (fmt, args)`: formats per lane to stdout'},
+    'mma.sync': {'name': 'mma.sync',
+     'opcode': 'mma',
+     'operands': ['d', 'a', 'b', 'c'],
+     'ptx_isa': '6.5',
+     'sm': 75,
+     'handwritten': True,
+     'notes': '.sync.aligned .row.col: m16n8k16/m16n8k8 f16,bf16 (PTX 7.0, sm_80; f16 m16n8k8 PTX '
+              '6.5 sm_75), m16n8k8/m16n8k4 tf32 (PTX 7.0, sm_80), m16n8k32/m16n8k16 '
+              's8/u8[.satfinite] (PTX 7.0, sm_80), m8n8k4 f64 (PTX 7.0, sm_80), m16n8k32 e4m3/e5m2 '
+              '(PTX 8.4, sm_89); fragment layouts in tensor_ops.fragment()'},
+    'wgmma': {'name': 'wgmma',
+     'opcode': 'wgmma',
+     'operands': ['d', 'a', 'b'],
+     'ptx_isa': '8.0',
+     'sm': 90,
+     'handwritten': True,
+     'notes': 'fence / commit_group / wait_group / mma_async with shared-memory descriptors (no '
+              'swizzle, 32B, 64B, 128B), A from a descriptor or registers; needs sm_90a; results '
+              'land at issue. N-D cp.async.bulk.tensor (box + swizzle from run_ptx(tensor_maps=)) '
+              'is also executed by tensor_ops'},
+    'cp.async': {'name': 'cp.async',
+     'opcode': 'cp',
+     'operands': ['a', 'b', 'c'],
+     'ptx_isa': '7.0',
+     'sm': 80,
+     'handwritten': True,
+     'notes': '.ca/.cg .shared.global with cp-size 4/8/16 and src-size or ignore-src zero fill; '
+              'commit_group, wait_group N, wait_all; copies land when their group is waited for'},
+    'prmt': {'name': 'prmt',
+     'opcode': 'prmt',
+     'types': ['b32'],
+     'operands': ['d', 'a', 'b', 'c'],
+     'ptx_isa': '2.0',
+     'sm': 20,
+     'handwritten': True,
+     'notes': 'default and .f4e/.b4e/.rc8/.ecl/.ecr/.rc16 byte permutes'},
+    'bfi': {'name': 'bfi',
+     'opcode': 'bfi',
+     'types': ['b32', 'b64'],
+     'operands': ['f', 'a', 'b', 'c', 'd'],
+     'ptx_isa': '2.0',
+     'sm': 20,
+     'handwritten': True},
 }

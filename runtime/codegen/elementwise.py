@@ -1,13 +1,21 @@
 """Elementwise ops (scalars and tiles alike) by instruction selection, and constants.
 
-A tile op applies the selected instruction register by register: operands of an elementwise op
-share the result's layout (the layout pass guarantees it).
+The per-(op, element type) choice is a row of spec/ptx/selection.yaml (see
+:mod:`tilegen.runtime.codegen.selection`); multi-instruction math lives in
+:mod:`tilegen.runtime.codegen.mathlib`. A tile op applies the selection register by register:
+operands of an elementwise op share the result's layout (the layout pass guarantees it).
 """
 
 from __future__ import annotations
 
-from tilegen.runtime.attributes import FloatAttr, IntegerAttr
+import struct
+
+import numpy as np
+
+from tilegen.runtime.attributes import BoolAttr, FloatAttr, IntegerAttr
+from tilegen.runtime.codegen import mathlib
 from tilegen.runtime.codegen.core import (
+    ELEMENTS,
     Emitter,
     elem_info,
     elem_key,
@@ -16,34 +24,45 @@ from tilegen.runtime.codegen.core import (
     handles_family,
     is_tile,
 )
-from tilegen.runtime.codegen.selection import ROUND_NEAREST_EVEN, select
+from tilegen.runtime.codegen.selection import attr_keyword, has_rows, keys, render, select
+
+_HALF = ("f16", "bf16")
 
 
-def _f32_bits(x: float) -> str:
-    import struct
-
-    return "0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
-
-
-def _f64_bits(x: float) -> str:
-    import struct
-
-    return "0d%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
-
-
-def literal(op, t, attr) -> str:
-    """PTX immediate text for a scalar constant of element type ``t``."""
+def literal(op, t, value, bits=None) -> str:
+    """PTX immediate text for a scalar constant ``value`` of element type ``t``."""
     key = elem_key(t)
-    if isinstance(attr, FloatAttr):
+    if key in ("f32", "f64", "f16", "bf16"):
+        if bits is not None and key != "bf16":
+            return ("0f%08X" if key == "f32" else "0d%016X" if key == "f64" else "0x%04X") % bits
+        v = float(value)
         if key == "f32":
-            return _f32_bits(attr.value)
+            return "0f%08X" % struct.unpack("<I", struct.pack("<f", v))[0]
         if key == "f64":
-            return _f64_bits(attr.value)
-    if isinstance(attr, IntegerAttr):
+            return "0d%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
+        if key == "f16":
+            return "0x%04X" % int(np.array(v, np.float16).view(np.uint16))
+        if bits is not None:
+            return "0x%04X" % bits
+        b = int(np.array(v, np.float32).view(np.uint32))
+        b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 if v == v else 0x7FC0  # round to nearest even
+        return "0x%04X" % (b & 0xFFFF)
+    if key in ("i1", "i8", "i16", "i32", "i64", "ptr"):
+        v = int(value)
         if key == "i1":
-            return "1" if attr.value else "0"
-        return str(attr.value)
+            return "1" if v & 1 else "0"
+        w = {"i8": 8, "i16": 16, "i32": 32}.get(key, 64)
+        v &= (1 << w) - 1
+        return str(v - (1 << w) if v >> (w - 1) else v)  # signed, i8 sign-extended
     fail(op, f"PTX backend does not support constants of type {t} yet")
+
+
+def _scalar_const(em: Emitter, cls: str, text: str) -> str:
+    if cls == "pred":
+        r = em.new("pred")
+        em.ins(f"setp.ne.u32 {r}, {text}, 0")
+        return r
+    return em.mov(cls, text)
 
 
 @handles("arith.constant")
@@ -53,42 +72,120 @@ def constant(em: Emitter, op) -> None:
     cls, _, _ = elem_info(op, res.type)
     if is_tile(res.type):
         vals = getattr(attr, "values", None)
-        if vals is None or len(set(map(repr, vals))) != 1 and len(vals) != 1:
+        bits = getattr(attr, "bits", None)
+        if vals is None:
+            vals, bits = (attr.value,), (getattr(attr, "bits", None),)
+        if len(set(map(repr, vals))) != 1:
             fail(op, "PTX backend does not support non-splat tile constants yet")
-        fail(op, "PTX backend does not support tile constants yet")
-    if cls == "pred":
-        r = em.new("pred")
-        em.ins(f"setp.ne.u32 {r}, {literal(op, res.type, attr)}, 0")
+        text = literal(op, res.type, vals[0], bits[0] if bits else None)
+        d = em.dist_of(op, res.type)
+        em.set(res, [_scalar_const(em, cls, text) for _ in range(d.nregs)])
+        return
+    if isinstance(attr, BoolAttr):
+        value, bits = int(attr.value), None
+    elif isinstance(attr, (FloatAttr, IntegerAttr)):
+        value, bits = attr.value, getattr(attr, "bits", None)
     else:
-        r = em.mov(cls, literal(op, res.type, attr))
-    em.set(res, r)
+        fail(op, f"PTX backend does not support the constant {attr} yet")
+    em.set(res, _scalar_const(em, cls, literal(op, res.type, value, bits)))
+
+
+# ----------------------------------------------------------------------------- elementwise
+def widen(em: Emitter, reg: str, key: str, to: str) -> str:
+    """A half/f32 value converted exactly to ``to`` (f32 or f64)."""
+    if key == to or key not in _HALF + ("f32",):
+        return reg
+    if key == "f16" and to == "f64":
+        return widen(em, widen(em, reg, key, "f32"), "f32", to)
+    if key == "bf16":
+        u = em.new("b32")
+        em.ins(f"cvt.u32.u16 {u}, {reg}")
+        em.ins(f"shl.b32 {u}, {u}, 16")
+        r = em.new("f32")
+        em.ins(f"mov.b32 {r}, {u}")
+        return widen(em, r, "f32", to)
+    r = em.new(to)
+    em.ins(f"cvt.{to}.{key} {r}, {reg}")
+    return r
+
+
+def narrow(em: Emitter, reg: str, key: str, to: str) -> str:
+    """Round an f32/f64 value to the narrower float type ``to`` (nearest even)."""
+    r = em.new(ELEMENTS[to][0])
+    em.ins(f"cvt.rn.{to}.{key} {r}, {reg}")
+    return r
+
+
+def apply(em: Emitter, op, row: dict, src: str, res: str, args: list[str], akeys) -> str:
+    """Emit selection ``row`` for one element; returns the result register."""
+    if "via" in row:
+        via = row["via"]
+        up = {"f16": 0, "bf16": 0, "f32": 1, "f64": 2}
+        lift = lambda k: via if up.get(k, 9) < up[via] else k  # noqa: E731
+        wide = [widen(em, a, k, via) for a, k in zip(args, akeys)]
+        wkeys = [lift(k) for k in akeys]
+        s2, r2 = lift(src), lift(res)
+        sub = select(op, s2, r2)
+        if sub is None or sub is row:
+            fail(op, f"PTX backend does not support '{op.name}' on {src} (via {via}) yet")
+        r = apply(em, op, sub, s2, r2, wide, wkeys)
+        return narrow(em, r, r2, res) if r2 != res and res in up else r
+    if row.get("sm", 0) > em.sm:
+        fail(op, f"PTX backend does not support '{op.name}' on {src} for sm_{em.sm} yet")
+    if row.get("unsigned"):
+        zext = []
+        for a, k in zip(args, akeys):
+            if k == "i8":
+                z = em.new("b16")
+                em.ins(f"and.b16 {z}, {a}, 255")
+                a = z
+            zext.append(a)
+        args = zext
+    if "sequence" in row:
+        fn = mathlib.SEQUENCES.get(row["sequence"])
+        if fn is None:
+            fail(op, f"PTX backend: unknown math sequence {row['sequence']!r}")
+        return fn(em, op, src, args)
+    d = em.new(ELEMENTS[res][0])
+    render(em, op, row, src, res, d, args)
+    if res == "i8" and not row.get("in_range"):
+        em.ins(f"cvt.s16.s8 {d}, {d}")
+    return d
+
+
+def _regs(em: Emitter, op, v):
+    """A scalar operand as a register (immediates are moved into one)."""
+    r = em.scalar(op, v)
+    if isinstance(r, str) and r.startswith("%"):
+        return r
+    cls = ELEMENTS[elem_key(v.type)][0]
+    return _scalar_const(em, cls, str(r))
 
 
 def _is_elementwise(op) -> bool:
-    return (
-        len(op.results) == 1
-        and not op.regions
-        and select(op.name, elem_key(op.results[0].type) or "") is not None
-    )
+    return len(op.results) == 1 and not op.regions and bool(op.operands) and has_rows(op.name)
 
 
 @handles_family(_is_elementwise)
 def elementwise(em: Emitter, op) -> None:
     res = op.results[0]
-    row = select(op.name, elem_key(res.type))
-    rm = op.attributes.get("rounding_mode")
-    if rm is not None and rm.value != ROUND_NEAREST_EVEN:
-        fail(op, f"PTX backend does not support rounding mode {rm.value} of '{op.name}' yet")
-    _, text, cls = row
+    src, rkey = keys(op)
+    row = select(op)
+    if row is None:
+        extra = "".join(
+            f" {a}={attr_keyword(op, a)}"
+            for a in ("predicate", "rounding_mode")
+            if a in op.attributes
+        )
+        what = src if src == rkey else f"{src} -> {rkey}"
+        fail(op, f"PTX backend does not support '{op.name}' on {what}{extra} yet")
+    akeys = [elem_key(v.type) for v in op.operands]
     if is_tile(res.type):
         ins = [em.tile(op, v) for v in op.operands]
-        out = []
-        for k in range(len(ins[0])):
-            r = em.new(cls)
-            em.ins(f"{text} {r}, {', '.join(x[k] for x in ins)}")
-            out.append(r)
+        out = [
+            apply(em, op, row, src, rkey, [x[k] for x in ins], akeys) for k in range(len(ins[0]))
+        ]
         em.set(res, out)
     else:
-        r = em.new(cls)
-        em.ins(f"{text} {r}, {', '.join(str(em.scalar(op, v)) for v in op.operands)}")
-        em.set(res, r)
+        args = [_regs(em, op, v) for v in op.operands]
+        em.set(res, apply(em, op, row, src, rkey, args, akeys))

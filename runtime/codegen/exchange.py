@@ -1,5 +1,5 @@
 """Moving tile elements between layouts: in registers when every thread already holds what it
-needs, else through shared memory.
+needs, by warp shuffles when a fixed source lane pattern does, else through shared memory.
 
 An exchange has *writes* (source tiles, each with a :class:`Form` mapping its element
 coordinates to a flat index of a scratch array) and one *read* (the destination layout with its
@@ -7,21 +7,32 @@ own form). Destination register ``k`` takes the source element whose write index
 index. Broadcast, reshape, permute, extract_slice, cat and layout conversion are all such forms
 (``tilegen.runtime.codegen.shape``).
 
-Register path: if for every destination register some source register of the *same thread*
-holds the element, for every thread, the destination simply reuses those register names (no
-instruction). The maps are GF(2)-linear in the thread id bits (see ``dist``), so checking thread
-0 and each single-bit thread id decides it; small CTAs are checked exhaustively anyway.
+Plans are decided at compile time from every thread's coordinates (numpy over the CTA):
 
-Shared path: ``bar.sync``; each source register stores to ``scratch[index]``; ``bar.sync``;
-each destination register loads ``scratch[index]``.
+* registers: each destination register is a source register of the same thread, for every thread
+  (no instruction);
+* shuffles: each destination register is one source register ``j`` of a lane of the same warp,
+  the lane being a constant or ``lane ^ c`` (``shfl.sync.idx`` / ``shfl.sync.bfly``);
+* shared memory: stores, a barrier, loads. The barrier is ``bar.warp.sync`` when every element
+  is read by a warp that also wrote it. The leading barrier (against earlier readers of the
+  scratch) is left out when the kernel's top level gets a region nobody used before
+  (:func:`claim_scratch`). Rows of 128 bytes get one padding element when that lowers the bank
+  conflicts of warp 0's accesses (:func:`_padding`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
 
-from tilegen.runtime.codegen.core import Emitter, load_reg, store_reg
+import numpy as np
+
+from tilegen.runtime.codegen.core import WARP, Emitter, load_reg, store_reg
 from tilegen.runtime.codegen.dist import Dist
+
+#: the most scratch bytes handed out as fresh (barrier-free) regions per kernel
+FRESH_LIMIT = 16384
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,9 @@ class Form:
     def emit(self, em: Emitter, d: Dist, k: int):
         return em.lincomb(self.const, [(m, em.coord(d, k, i)) for i, m in enumerate(self.mults)])
 
+    def shifted(self, by: int) -> "Form":
+        return Form(self.const + by, self.mults)
+
 
 def row_major(shape, const: int = 0, shift=None) -> Form:
     """Row-major flattening over ``shape``; ``shift`` adds a per-dim constant to coordinates."""
@@ -49,12 +63,29 @@ def row_major(shape, const: int = 0, shift=None) -> Form:
     return Form(const, tuple(mults))
 
 
-def _tids(dists) -> list[int]:
-    n = dists[0].num_threads
-    work = n * sum(d.nregs for d in dists)
-    if work <= 65536:
-        return list(range(n))
-    return dists[0].check_tids()
+# ----------------------------------------------------------------------------- static analysis
+@lru_cache(maxsize=1024)
+def _coords(d: Dist) -> np.ndarray:
+    """(threads, nregs, result rank) coordinates of every register of every thread."""
+    bases = np.array([d.base(t) for t in range(d.num_threads)], dtype=np.int64)
+    raw = np.array(d.raw, dtype=np.int64).reshape(d.nregs, d.root.rank)
+    kept = list(d.kept)
+    ps = np.array(d.pshape, dtype=np.int64)[kept]
+    return (bases[:, None, kept] + raw[None, :, kept]) % ps
+
+
+def flats(d: Dist, form: Form) -> np.ndarray:
+    """(threads, nregs) flat index of every register of every thread under ``form``."""
+    c = _coords(d)
+    m = np.array(form.mults, dtype=np.int64)
+    return form.const + (c * m).sum(axis=2) if len(form.mults) else np.full(c.shape[:2], form.const)
+
+
+def _canonical(d: Dist) -> np.ndarray:
+    """(threads, nregs) whether a register is its element's canonical copy."""
+    bases = np.array([d.base(t) for t in range(d.num_threads)], dtype=np.int64)
+    raw = np.array(d.raw, dtype=np.int64).reshape(d.nregs, d.root.rank)
+    return ((bases[:, None, :] + raw[None, :, :]) < np.array(d.pshape)).all(axis=2)
 
 
 def register_plan(writes, read_dist: Dist, read_form: Form):
@@ -63,63 +94,260 @@ def register_plan(writes, read_dist: Dist, read_form: Form):
     dists = [read_dist] + [w[1] for w in writes]
     if len({d.num_threads for d in dists}) != 1:
         return None
-    plan = None
-    for tid in _tids(dists):
-        where: dict = {}
-        for w, (_, d, form) in enumerate(writes):
-            base = d.base(tid)
-            for j in range(d.nregs):
-                where.setdefault(form.at(d.coord(tid, j, base)), (w, j))
-        rbase = read_dist.base(tid)
-        got = [
-            where.get(read_form.at(read_dist.coord(tid, k, rbase))) for k in range(read_dist.nregs)
-        ]
-        if plan is None:
-            if any(g is None for g in got):
-                return None
-            plan = got
-        elif got != plan:
+    rf = flats(read_dist, read_form)
+    wfs = [flats(d, form) for _, d, form in writes]
+    where: dict = {}
+    for w, wf in enumerate(wfs):
+        for j in range(wf.shape[1]):
+            where.setdefault(int(wf[0, j]), (w, j))
+    plan = []
+    for k in range(rf.shape[1]):
+        got = where.get(int(rf[0, k]))
+        if got is None or not np.array_equal(wfs[got[0]][:, got[1]], rf[:, k]):
             return None
+        plan.append(got)
     return plan
 
 
+def shuffle_plan(writes, read_dist: Dist, read_form: Form):
+    """Per destination register, (write, source register, kind, c) with kind 'idx' (source lane
+    ``c``) or 'bfly' (source lane ``lane ^ c``), or None when no such plan exists."""
+    n = read_dist.num_threads
+    if any(d.num_threads != n for _, d, _ in writes) or n % WARP:
+        return None
+    rf = flats(read_dist, read_form)
+    wfs = [flats(d, form) for _, d, form in writes]
+    plan = []
+    for k in range(rf.shape[1]):
+        want = rf[:, k]
+        found = None
+        for w, wf in enumerate(wfs):
+            for j in range(wf.shape[1]):
+                have = wf[:, j].reshape(-1, WARP)  # per warp, per lane
+                for kind, c in _lane_patterns(have, want):
+                    found = (w, j, kind, c)
+                    break
+                if found:
+                    break
+            if found:
+                break
+        if found is None:
+            return None
+        plan.append(found)
+    return plan
+
+
+def _lane_patterns(have: np.ndarray, want: np.ndarray):
+    """Lane patterns under which every thread reads ``want`` from ``have`` of its warp."""
+    want = want.reshape(-1, WARP)
+    lanes = np.arange(WARP)
+    for src in np.nonzero(have[0] == want[0, 0])[0].tolist():
+        if np.array_equal(have[:, lanes ^ src], want):
+            yield "bfly", src
+            return
+        if np.array_equal(np.repeat(have[:, src : src + 1], WARP, axis=1), want):
+            yield "idx", src
+            return
+
+
+def warp_local(writes, read_dist: Dist, read_form: Form) -> bool:
+    """Whether every thread reads only elements that a thread of its own warp writes."""
+    rf = flats(read_dist, read_form)
+    n = read_dist.num_threads
+    nw = max(n // WARP, 1)
+    if nw > 63:
+        return False
+    size = int(max([rf.max()] + [flats(d, f).max() for _, d, f in writes])) + 1
+    mask = np.zeros(size, dtype=np.int64)
+    for _, d, form in writes:
+        wf = flats(d, form)
+        bits = (np.int64(1) << (np.arange(d.num_threads) // WARP)).astype(np.int64)
+        np.bitwise_or.at(mask, wf.reshape(-1), np.repeat(bits, wf.shape[1]))
+    mine = (np.int64(1) << (np.arange(n) // WARP))[:, None]
+    return bool(((mask[rf] & mine) != 0).all())
+
+
+def _bank_cost(forms_dists, esize: int) -> int:
+    """Shared-memory wavefronts of warp 0's accesses (distinct 4-byte words per bank)."""
+    cost = 0
+    for form, d in forms_dists:
+        f = flats(d, form)[:WARP]
+        for j in range(f.shape[1]):
+            words = np.unique((f[:, j] * esize) // 4)
+            if esize == 8:
+                words = np.unique(np.concatenate([words, words + 1]))
+            cost += int(np.bincount(words % 32, minlength=32).max())
+    return cost
+
+
+def _pad_form(form: Form, shape, row: int) -> Optional[Form]:
+    """``form`` composed with ``i -> i + i // row`` when that is exact, else None."""
+    low = form.const % row
+    mults = []
+    for m, e in zip(form.mults, shape):
+        if m % row == 0:
+            mults.append(m + m // row)
+        elif 0 <= m < row:
+            low += m * (e - 1)
+            mults.append(m)
+        else:
+            return None
+    if low >= row:
+        return None
+    return Form(form.const + form.const // row, tuple(mults))
+
+
+def _padding(writes, read_dist: Dist, read_form: Form, esize: int, size: int):
+    """(write forms, read form, size), padded when that lowers bank conflicts."""
+    plain = (
+        [f for _, _, f in writes],
+        read_form,
+        size,
+    )
+    if esize < 4:
+        return plain
+    row = 128 // esize
+    wpad = [_pad_form(f, d.shape, row) for _, d, f in writes]
+    rpad = _pad_form(read_form, read_dist.shape, row)
+    if rpad is None or any(f is None for f in wpad):
+        return plain
+    before = _bank_cost([(f, d) for _, d, f in writes] + [(read_form, read_dist)], esize)
+    after = _bank_cost([(f, d) for f, (_, d, _) in zip(wpad, writes)] + [(rpad, read_dist)], esize)
+    if after >= before:
+        return plain
+    return wpad, rpad, size + size // row + 1
+
+
+# ----------------------------------------------------------------------------- emission
+def scratch_size(cls: str, esize: int) -> int:
+    """Bytes of one element in scratch memory: predicates as u8, b16 registers (i8 included)
+    whole, else the element size."""
+    return {"pred": 1, "b16": 2}.get(cls, esize)
+
+
+def _top_level(em: Emitter, op) -> bool:
+    parent = getattr(op, "parent_op", None)
+    return op is None or parent is None or parent is em.func
+
+
+def claim_scratch(em: Emitter, op, nbytes: int) -> int:
+    """Byte offset of a scratch region of ``nbytes`` that no earlier reader still needs: a fresh
+    one at the kernel's top level (straight-line code, nothing used it before), else offset 0
+    behind a ``bar.sync``."""
+    top = (em.smem_bytes + 15) // 16 * 16
+    if op is not None and _top_level(em, op) and top + nbytes <= FRESH_LIMIT:
+        em.need_smem(top + nbytes)
+        return top
+    em.need_smem(nbytes)
+    em.barrier()
+    return 0
+
+
+def _shfl(em: Emitter, cls: str, reg: str, kind: str, c: int) -> str:
+    """``reg`` of source lane ``c`` (idx) or ``lane ^ c`` (bfly), any register class."""
+
+    if kind == "bfly" and c == 0:
+        return reg
+
+    def one(x: str) -> str:
+        r = em.new("b32")
+        em.ins(f"shfl.sync.{kind}.b32 {r}, {x}, {c}, 31, -1")
+        return r
+
+    if cls in ("b32", "f32"):
+        r = one(reg)
+        if cls == "f32":
+            f = em.new("f32")
+            em.ins(f"mov.b32 {f}, {r}")
+            return f
+        return r
+    if cls in ("b64", "f64"):
+        lo, hi = em.new("b32"), em.new("b32")
+        em.ins(f"mov.b64 {{{lo}, {hi}}}, {reg}")
+        lo, hi = one(lo), one(hi)
+        out = em.new(cls)
+        em.ins(f"mov.b64 {out}, {{{lo}, {hi}}}")
+        return out
+    if cls == "b16":
+        w = em.new("b32")
+        em.ins(f"cvt.u32.u16 {w}, {reg}")
+        w = one(w)
+        out = em.new("b16")
+        em.ins(f"cvt.u16.u32 {out}, {w}")
+        return out
+    w = em.new("b32")  # pred
+    em.ins(f"selp.b32 {w}, 1, 0, {reg}")
+    w = one(w)
+    p = em.new("pred")
+    em.ins(f"setp.ne.b32 {p}, {w}, 0")
+    return p
+
+
 def exchange(
-    em: Emitter, cls: str, esize: int, writes, read_dist: Dist, read_form: Form, size: int
+    em: Emitter,
+    cls: str,
+    esize: int,
+    writes,
+    read_dist: Dist,
+    read_form: Form,
+    size: int,
+    op=None,
 ):
     """Destination registers for ``read_dist``; ``writes`` are (registers, Dist, Form) triples;
-    ``size`` is the scratch array's element count (for the shared path)."""
+    ``size`` is the scratch array's element count (for the shared path); ``op`` (the op being
+    emitted) lets a top-level exchange skip its leading barrier."""
     plan = register_plan(writes, read_dist, read_form)
     if plan is not None:
         return [writes[w][0][j] for w, j in plan]
-    isize = 1 if cls == "pred" else esize
-    em.need_smem(size * isize)
-    em.barrier()
-    for regs, d, form in writes:
+    if read_dist.nregs <= 16:
+        splan = shuffle_plan(writes, read_dist, read_form)
+        if splan is not None:
+            return [_shfl(em, cls, writes[w][0][j], kind, c) for w, j, kind, c in splan]
+    isize = scratch_size(cls, esize)
+    local = warp_local(writes, read_dist, read_form)
+    wforms, rform, size = _padding(writes, read_dist, read_form, isize, size)
+    base = claim_scratch(em, op, size * isize) // isize
+    for (regs, d, _), form in zip(writes, wforms):
+        form = form.shifted(base)
         for j in range(d.nregs):
             idx = form.emit(em, d, j)
             r, st = store_reg(em, cls, regs[j])
             em.ins(f"st.shared.{st} [{em.smem_addr(idx, isize)}], {r}")
-    em.barrier()
+    em.ins("bar.warp.sync -1") if local else em.barrier()
     out = []
+    rform = rform.shifted(base)
     for k in range(read_dist.nregs):
-        idx = read_form.emit(em, read_dist, k)
+        idx = rform.emit(em, read_dist, k)
         out.append(load_reg(em, cls, "shared", em.smem_addr(idx, isize)))
     return out
 
 
-def read_scalar(em: Emitter, cls: str, esize: int, writes, index, size: int) -> str:
+def read_scalar(em: Emitter, cls: str, esize: int, writes, index, size: int, op=None) -> str:
     """Every thread reads element ``index`` (int or b32 register) of the scratch array."""
-    isize = 1 if cls == "pred" else esize
-    em.need_smem(size * isize)
-    em.barrier()
+    if isinstance(index, int) and len(writes) == 1:
+        regs, d, form = writes[0]
+        f = flats(d, form)
+        hit = np.nonzero((f == index).all(axis=0))[0]
+        if len(hit):  # every thread holds it
+            return regs[int(hit[0])]
+    isize = scratch_size(cls, esize)
+    base = claim_scratch(em, op, size * isize) // isize
     for regs, d, form in writes:
+        form = form.shifted(base)
+        canon = _canonical(d)
+        fl = flats(d, form)
         for j in range(d.nregs):
+            if isinstance(index, int) and not (fl[:, j] == index + base).any():
+                continue  # statically not the element read
             p = em.canonical(d, j)
             if p == "0":
+                continue
+            if not canon[:, j].any():
                 continue
             idx = form.emit(em, d, j)
             r, st = store_reg(em, cls, regs[j])
             guard = f"@{p} " if p else ""
             em.ins(f"{guard}st.shared.{st} [{em.smem_addr(idx, isize)}], {r}")
     em.barrier()
-    return load_reg(em, cls, "shared", em.smem_addr(index, isize))
+    at = index + base if isinstance(index, int) else em.lincomb(base, [(1, index)])
+    return load_reg(em, cls, "shared", em.smem_addr(at, isize))

@@ -1,15 +1,33 @@
-"""Global memory through memrefs: make_memref, tiled_load / tiled_store with bounds masks,
-padding values and vector accesses.
+"""Global memory: memrefs (make_memref, tiled_load / tiled_store with bounds masks, padding
+values and vector accesses), pointers (addptr, int_to_ptr / ptr_to_int) and element-wise
+accesses through pointers or memref coordinates (load / store / gather_load / scatter_store).
 
-Addresses: per thread one base address ``ptr + sum_d (index_d + base_d(tid)) * stride_d`` is
-computed once per access; each register adds its constant offset ``raw_d * stride_d`` as an
+Tiled addresses: per thread one base address ``ptr + sum_d (index_d + base_d(tid)) * stride_d``
+is computed once per access; each register adds its constant offset ``raw_d * stride_d`` as an
 immediate (``[addr+imm]``) where strides are static, or one cached product per distinct offset
 where they are not. Registers whose coordinates can wrap (replicated layouts) take the general
-path. Vector width: the layout's contiguous elements per thread along the unit-stride dim, which
-the layout pass only widens where alignment and mask uniformity are proven.
+path. Vector width: the layout's contiguous elements per thread along the unit-stride dim,
+capped by what ``analyze_memref_access`` proves about alignment and mask uniformity (the same
+analysis that chose the layout); a bounds predicate then covers a whole vector. 8 x 16-bit
+vectors travel as 4 packed b32 registers (``ld.v4.b32`` + ``mov.b32 {lo, hi}``).
+
+Element-wise accesses compute one address (and bounds predicate, for memref coordinates) per
+register. Scalars (rank-0 values) are loaded by every thread; scalar stores are issued by thread
+0 only; replicated tile layouts store each element from its canonical copy only.
+
+Memory semantics and hints: ``mem_semantic``/``mem_scope`` select ``ld.relaxed.gpu``,
+``ld.acquire.cta``, ``st.release.sys`` ... (sm_70+ forms; ``cluster`` scope falls back to ``gpu``
+before sm_90, a legal strengthening); ``volatile`` selects ``ld.volatile``. Weak accesses take
+the cache operator of ``cache_modifier`` (loads: .ca/.cg/.cs/.lu/.cv; stores: .cg/.cs, the load-
+only operators are ignored) or else the L1 eviction priority of ``eviction_policy``
+(``L1::evict_first/last/normal``, sm_70+); PTX allows no cache operator on ordered accesses, so
+those keep only the eviction priority. Pointers into address space 0 use generic addressing
+without hints.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 from tilegen.runtime.codegen.core import (
     ELEMENTS,
@@ -20,7 +38,183 @@ from tilegen.runtime.codegen.core import (
     handles,
     is_tile,
 )
-from tilegen.runtime.types import DYNAMIC, MemTokenType, NvMemRefType
+from tilegen.runtime.types import DYNAMIC, MemTokenType, NvMemRefType, NvPointerType, TileType
+
+# ----------------------------------------------------------------------------- elements
+
+
+def mem_types(op, key: Optional[str]) -> tuple[str, int, str, str]:
+    """(register class, bytes, ld type, st type) of an element key in memory (i1 as a u8)."""
+    if key not in ELEMENTS:
+        fail(op, f"PTX backend does not support '{op.name}' on elements of type {key} yet")
+    cls, size, t = ELEMENTS[key]
+    return cls, size, t, "b8" if size == 1 and cls != "pred" else t
+
+
+def pointee_key(t) -> Optional[str]:
+    """Element key of a pointer (or pointer tile) type's pointee."""
+    if isinstance(t, TileType):
+        t = t.element
+    return elem_key(t.pointee) if isinstance(t, NvPointerType) else None
+
+
+def _space(t) -> Optional[str]:
+    if isinstance(t, TileType):
+        t = t.element
+    space = getattr(t, "address_space", 1)
+    return {0: None, 1: "global", 3: "shared"}.get(space, "unsupported")
+
+
+def _zero(cls: str) -> str:
+    return {"f32": "0f00000000", "f64": "0d0000000000000000"}.get(cls, "0")
+
+
+def _and(em: Emitter, p, q):
+    if p is None or p == "1":
+        return q
+    if q is None or q == "1":
+        return p
+    if p == "0" or q == "0":
+        return "0"
+    n = em.new("pred")
+    em.ins(f"and.pred {n}, {p}, {q}")
+    return n
+
+
+def _group(op, name: str) -> list:
+    return list(op.opdef.operand_group(op, name))
+
+
+def reg(em: Emitter, cls: str, x) -> str:
+    """``x`` as a register of class ``cls`` (immediates are moved in)."""
+    return x if isinstance(x, str) and x.startswith("%") else em.mov(cls, x)
+
+
+def leader(em: Emitter) -> str:
+    """A predicate true in thread 0 only (the one thread that performs scalar side effects)."""
+    tid = em.tid()[0]
+    p = em.new("pred")
+    em.ins(f"setp.eq.u32 {p}, {tid}, 0")
+    return p
+
+
+# ----------------------------------------------------------------------------- hints
+
+SEMANTICS = ("weak", "relaxed", "acquire", "release", "acq_rel")
+SCOPES = ("cta", "cluster", "gpu", "sys")
+LD_CACHE = {1: ".ca", 2: ".cg", 3: ".cs", 4: ".lu", 5: ".cv"}
+ST_CACHE = {2: ".cg", 3: ".cs"}  # .ca/.lu/.cv are load-only cache operators
+EVICTION = {1: ".L1::evict_first", 2: ".L1::evict_last", 3: ".L1::evict_normal"}
+
+
+def _enum(op, name: str, default: int = 0) -> int:
+    a = op.attributes.get(name)
+    return default if a is None else a.value
+
+
+def sem_scope(em: Emitter, op) -> str:
+    """``.acquire.gpu`` ... for an ordered access, '' for a weak one."""
+    sem = SEMANTICS[_enum(op, "mem_semantic")]
+    if sem == "weak":
+        return ""
+    scope = SCOPES[_enum(op, "mem_scope", 2)]
+    if scope == "cluster" and em.sm < 90:
+        scope = "gpu"  # no clusters before sm_90: .gpu is the next wider scope
+    return f".{sem}.{scope}"
+
+
+def ld_opcode(em: Emitter, op, space: Optional[str]) -> str:
+    """``ld`` with semantics, state space and hints (vector and type still to add)."""
+    ordered = sem_scope(em, op)
+    ss = f".{space}" if space else ""
+    hints = space == "global"
+    evict = EVICTION.get(_enum(op, "eviction_policy"), "") if hints else ""
+    if ordered:
+        return f"ld{ordered}{ss}{evict}"
+    if "volatile" in op.attributes:
+        return f"ld.volatile{ss}"
+    cop = LD_CACHE.get(_enum(op, "cache_modifier"), "") if hints else ""
+    return f"ld{ss}{cop or evict}"
+
+
+def st_opcode(em: Emitter, op, space: Optional[str]) -> str:
+    ordered = sem_scope(em, op)
+    ss = f".{space}" if space else ""
+    hints = space == "global"
+    evict = EVICTION.get(_enum(op, "eviction_policy"), "") if hints else ""
+    if ordered:
+        return f"st{ordered}{ss}{evict}"
+    cop = ST_CACHE.get(_enum(op, "cache_modifier"), "") if hints else ""
+    return f"st{ss}{cop or evict}"
+
+
+def _check_space(op, space) -> None:
+    if space == "unsupported":
+        fail(op, f"PTX backend does not support '{op.name}' in this address space yet")
+
+
+# ----------------------------------------------------------------------------- loads / stores
+
+
+def load_elems(em: Emitter, opcode: str, key_types, guard, dests_other, addr: str) -> list:
+    """One (vector) load of len(dests_other) elements at ``[addr]``; ``dests_other`` gives each
+    element's padding value (register / immediate, or None for zero) where ``guard`` is false."""
+    cls, _, lt, _ = key_types
+    n = len(dests_other)
+    regs = [em.new("b16" if cls == "pred" else cls) for _ in range(n)]
+    if guard == "0":
+        return [_fill(em, cls, o) for o in dests_other]
+    if guard is not None:
+        for r, other in zip(regs, dests_other):
+            if cls == "pred":
+                src = "0" if other is None else None
+                if src is None:
+                    em.ins(f"selp.u16 {r}, 1, 0, {other}")
+                else:
+                    em.ins(f"mov.u16 {r}, 0")
+            else:
+                em.ins(f"mov.{cls} {r}, {_zero(cls) if other is None else other}")
+    g = f"@{guard} " if guard else ""
+    vec = f".v{n}" if n > 1 else ""
+    dst = f"{{{', '.join(regs)}}}" if n > 1 else regs[0]
+    em.ins(f"{g}{opcode}{vec}.{lt} {dst}, {addr}")
+    if cls != "pred":
+        return regs
+    out = []
+    for r in regs:
+        p = em.new("pred")
+        em.ins(f"setp.ne.u16 {p}, {r}, 0")
+        out.append(p)
+    return out
+
+
+def _fill(em: Emitter, cls: str, other) -> str:
+    if cls == "pred":
+        p = em.new("pred")
+        em.ins(f"setp.ne.u32 {p}, 0, 0" if other is None else f"mov.pred {p}, {other}")
+        return p
+    return em.mov(cls, _zero(cls) if other is None else other)
+
+
+def store_elems(em: Emitter, opcode: str, key_types, guard, values: list, addr: str) -> None:
+    cls, _, _, stt = key_types
+    if guard == "0":
+        return
+    vals = []
+    for v in values:
+        if cls == "pred":
+            r = em.new("b16")
+            em.ins(f"selp.u16 {r}, 1, 0, {v}")
+            v = r
+        vals.append(v)
+    g = f"@{guard} " if guard else ""
+    n = len(vals)
+    vec = f".v{n}" if n > 1 else ""
+    src = f"{{{', '.join(vals)}}}" if n > 1 else vals[0]
+    em.ins(f"{g}{opcode}{vec}.{stt} {addr}, {src}")
+
+
+# ----------------------------------------------------------------------------- memrefs
 
 
 @handles("nv_tileaa.make_memref")
@@ -29,33 +223,40 @@ def make_memref(em: Emitter, op) -> None:
     elem = elem_key(t.element) if isinstance(t, NvMemRefType) else None
     if elem not in ELEMENTS:
         fail(op, f"PTX backend does not support memrefs of {getattr(t, 'element', t)} yet")
-    base = em.get(op.operands[0])
-    ints = [em.scalar(op, v) for v in op.operands[1:]]
+    base = em.get(_group(op, "base")[0])
+    sizes_in = [em.scalar(op, v) for v in _group(op, "sizes")]
+    strides_in = [em.scalar(op, v) for v in _group(op, "strides")]
+    offset = _group(op, "offset")
     dyn_sizes = sum(1 for s in t.shape if s == DYNAMIC)
     dyn_strides = sum(1 for s in t.stride_values if s == DYNAMIC)
-    if not isinstance(base, str) or len(ints) != dyn_sizes + dyn_strides:
+    if not isinstance(base, str) or (len(sizes_in), len(strides_in)) != (dyn_sizes, dyn_strides):
         fail(op, "PTX backend does not support this 'nv_tileaa.make_memref' form yet")
-    it = iter(ints)
+    if offset:
+        ocls = _int_cls(op, offset[0].type)
+        base = _offset(em, base, em.scalar(op, offset[0]), ocls, ELEMENTS[elem][1])
+    it, st = iter(sizes_in), iter(strides_in)
     sizes = [next(it) if s == DYNAMIC else s for s in t.shape]
-    strides = [next(it) if s == DYNAMIC else s for s in t.stride_values]
+    strides = [next(st) if s == DYNAMIC else s for s in t.stride_values]
     em.set(op.results[0], Memref(base, sizes, strides, elem, t.address_space, t))
 
 
-def _group(op, name: str) -> list:
-    return list(op.opdef.operand_group(op, name))
-
-
-def _check_plain(op, mem: Memref) -> None:
-    sem = op.attributes.get("mem_semantic")
-    if sem is not None and sem.value != 0:
-        fail(op, f"PTX backend supports only weak '{op.name}' yet")
-    if mem.address_space != 1:
-        fail(op, f"PTX backend supports '{op.name}' only on global memory yet")
+@handles("nv_tileaa.get_dim_size")
+def get_dim_size(em: Emitter, op) -> None:
+    src = op.operands[0]
+    dim = op.attributes["dim"].value
+    x = em.get(src)
+    if isinstance(x, Memref):
+        size = x.sizes[dim]
+    elif is_tile(src.type):
+        size = src.type.shape[dim]
+    else:
+        fail(op, "PTX backend does not support this 'nv_tileaa.get_dim_size' operand yet")
+    em.set(op.results[0], reg(em, "b32", size))
 
 
 def cache_suffix(op) -> str:
-    """ld/st cache operator from the op's hints (none yet: the default .ca/.wb)."""
-    return ""
+    """Kept for older callers: the weak-load cache operator of ``op``."""
+    return LD_CACHE.get(_enum(op, "cache_modifier"), "")
 
 
 class Access:
@@ -84,18 +285,7 @@ class Access:
 
     def _mul_wide(self, x, stride) -> str:
         """b64 register x * stride * esize (x: int or b32 register; stride: int or register)."""
-        em = self.em
-        t = em.new("b64")
-        if isinstance(stride, int):
-            if isinstance(x, int):
-                em.ins(f"mov.u64 {t}, {x * stride * self.esize}")
-            else:
-                em.ins(f"mul.wide.s32 {t}, {x}, {stride * self.esize}")
-        else:
-            m = em.new("b32")
-            em.ins(f"mul.lo.s32 {m}, {x}, {stride}")
-            em.ins(f"mul.wide.s32 {t}, {m}, {self.esize}")
-        return t
+        return scaled_offset(self.em, x, "b32", stride, self.esize)
 
     def base_addr(self) -> str:
         if self._base_addr is None:
@@ -185,8 +375,10 @@ class Access:
             addr = self._dyn_off[key]
         return f"[{addr}+{imm}]" if imm else f"[{addr}]"
 
-    def vector_groups(self) -> list[list[int]]:
-        """Registers grouped into vector accesses (consecutive along the unit-stride dim)."""
+    def vector_groups(self, limit: int = 4) -> list[list[int]]:
+        """Registers grouped into vector accesses (consecutive along the unit-stride dim), at
+        most ``limit`` elements and 16 bytes each, and no wider than the access analysis of the
+        layout pass proves aligned and uniformly masked."""
         d = self.d
         n = d.nregs
         lay = d.root
@@ -199,16 +391,20 @@ class Access:
             or any(d.wraps(r, k) for k in range(n) for r in range(lay.rank))
         ):
             return [[k] for k in range(n)]
-        v = min(v, 4, 16 // self.esize)
+        v = min(v, limit, 16 // self.esize, _proven_width(self.op))
         if v < 2:
             return [[k] for k in range(n)]
         groups = []
         for k0 in range(0, n, v):
             g = list(range(k0, min(n, k0 + v)))
-            ok = len(g) == v and all(
-                d.raw[g[j]][fast] == d.raw[g[0]][fast] + j
-                and all(d.raw[g[j]][r] == d.raw[g[0]][r] for r in range(lay.rank) if r != fast)
-                for j in range(v)
+            ok = (
+                len(g) == v
+                and d.raw[g[0]][fast] % v == 0
+                and all(
+                    d.raw[g[j]][fast] == d.raw[g[0]][fast] + j
+                    and all(d.raw[g[j]][r] == d.raw[g[0]][r] for r in range(lay.rank) if r != fast)
+                    for j in range(v)
+                )
             )
             groups.append(g if ok else None)
         if any(g is None for g in groups):
@@ -216,52 +412,61 @@ class Access:
         return groups
 
 
-def _tiled_operands(em: Emitter, op, has_value: bool):
+def _proven_width(op) -> int:
+    from tilegen.runtime.passes.layout_assignment import analyze_memref_access
+
+    info = analyze_memref_access(op)
+    return info.vec if info is not None else 1
+
+
+def _tiled_operands(em: Emitter, op):
     base = _group(op, "base")[0]
     mem = em.get(base)
     if not isinstance(mem, Memref):
         fail(op, f"PTX backend supports '{op.name}' only through a make_memref")
-    _check_plain(op, mem)
+    _check_space(op, _space(mem.type))
     indices = _group(op, "indices")
     ib = op.attributes.get("in_bounds")
     in_bounds = list(ib.values) if ib is not None else [False] * len(mem.sizes)
     return mem, indices, in_bounds
 
 
-def _ldst_type(mem: Memref) -> str:
-    return ELEMENTS[mem.element][2]
+def _packed16(g: list, kt) -> bool:
+    """Whether vector group ``g`` of 16-bit elements travels as packed b32 registers."""
+    return len(g) == 8 and kt[0] == "b16" and kt[1] == 2
 
 
 @handles("nv_tileaa.tiled_load")
 def tiled_load(em: Emitter, op) -> None:
-    mem, indices, in_bounds = _tiled_operands(em, op, False)
+    mem, indices, in_bounds = _tiled_operands(em, op)
     res = op.results[0]
     if not is_tile(res.type):
-        fail(op, "PTX backend does not support rank-0 'nv_tileaa.tiled_load' yet")
+        return element_access(em, op, load=True)
     mask = _group(op, "mask")
     other = _group(op, "other")
-    cls = ELEMENTS[mem.element][0]
-    if cls == "pred":
-        fail(op, "PTX backend does not support loads of i1 memrefs yet")
-    lst = _ldst_type(mem)
+    kt = mem_types(op, mem.element)
+    opcode = ld_opcode(em, op, _space(mem.type))
     acc = Access(em, op, mem, indices, res.type, in_bounds)
-    mregs = em.tile(op, mask[0]) if mask else None
-    oregs = em.tile(op, other[0]) if other else None
+    mregs = _per_reg(em, op, mask[0], acc.d) if mask else None
+    oregs = _per_reg(em, op, other[0], acc.d) if other else None
     out = [None] * acc.d.nregs
-    for g in acc.vector_groups():
+    for g in acc.vector_groups(8 if kt[1] == 2 else 4):
         p = acc.pred(g[0])
         if mregs is not None:
             p = _and(em, p, mregs[g[0]]) if len(g) == 1 else fail(op, "masked vector load")
-        regs = [em.new(cls) for _ in g]
-        if p is not None:
-            for r, k in zip(regs, g):
-                src = oregs[k] if oregs is not None else _zero(cls)
-                em.ins(f"mov.{cls} {r}, {src}")
-        guard = f"@{p} " if p else ""
-        if len(g) == 1:
-            em.ins(f"{guard}ld.global.{lst} {regs[0]}, {acc.addr(g[0])}")
+        others = [oregs[k] if oregs is not None else None for k in g]
+        if _packed16(g, kt):
+            po = [None] * 4
+            if p is not None:
+                po = [_pack(em, others[2 * j], others[2 * j + 1]) for j in range(4)]
+            words = load_elems(em, opcode, ("b32", 4, "b32", "b32"), p, po, acc.addr(g[0]))
+            regs = []
+            for w in words:
+                lo, hi = em.new("b16"), em.new("b16")
+                em.ins(f"mov.b32 {{{lo}, {hi}}}, {w}")
+                regs += [lo, hi]
         else:
-            em.ins(f"{guard}ld.global.v{len(g)}.{lst} {{{', '.join(regs)}}}, {acc.addr(g[0])}")
+            regs = load_elems(em, opcode, kt, p, others, acc.addr(g[0]))
         for r, k in zip(regs, g):
             out[k] = r
     em.set(res, out)
@@ -269,19 +474,28 @@ def tiled_load(em: Emitter, op) -> None:
         em.set(r, None)
 
 
+def _pack(em: Emitter, lo, hi) -> Optional[str]:
+    if lo is None and hi is None:
+        return None
+    r = em.new("b32")
+    z = em.mov("b16", 0) if lo is None or hi is None else None
+    em.ins(f"mov.b32 {r}, {{{lo or z}, {hi or z}}}")
+    return r
+
+
 @handles("nv_tileaa.tiled_store")
 def tiled_store(em: Emitter, op) -> None:
-    mem, indices, in_bounds = _tiled_operands(em, op, True)
+    mem, indices, in_bounds = _tiled_operands(em, op)
     value = _group(op, "value")[0]
+    if not is_tile(value.type):
+        return element_access(em, op, load=False)
     mask = _group(op, "mask")
     regs = em.tile(op, value)
-    lst = _ldst_type(mem)
-    cls = ELEMENTS[mem.element][0]
-    if cls == "pred":
-        fail(op, "PTX backend does not support stores to i1 memrefs yet")
+    kt = mem_types(op, mem.element)
+    opcode = st_opcode(em, op, _space(mem.type))
     acc = Access(em, op, mem, indices, value.type, in_bounds)
-    mregs = em.tile(op, mask[0]) if mask else None
-    for g in acc.vector_groups():
+    mregs = _per_reg(em, op, mask[0], acc.d) if mask else None
+    for g in acc.vector_groups(8 if kt[1] == 2 else 4):
         p = acc.pred(g[0])
         if mregs is not None:
             p = _and(em, p, mregs[g[0]]) if len(g) == 1 else fail(op, "masked vector store")
@@ -289,28 +503,245 @@ def tiled_store(em: Emitter, op) -> None:
         if c == "0":
             continue
         p = _and(em, p, c)
-        guard = f"@{p} " if p else ""
-        if len(g) == 1:
-            em.ins(f"{guard}st.global.{lst} {acc.addr(g[0])}, {regs[g[0]]}")
+        vals = [regs[k] for k in g]
+        if _packed16(g, kt):
+            words = [_pack(em, vals[2 * j], vals[2 * j + 1]) for j in range(4)]
+            store_elems(em, opcode, ("b32", 4, "b32", "b32"), p, words, acc.addr(g[0]))
         else:
-            vals = ", ".join(regs[k] for k in g)
-            em.ins(f"{guard}st.global.v{len(g)}.{lst} {acc.addr(g[0])}, {{{vals}}}")
+            store_elems(em, opcode, kt, p, vals, acc.addr(g[0]))
     for r in op.results:
         em.set(r, None)
 
 
-def _and(em: Emitter, p, q):
-    if p is None:
-        return q
-    if q is None:
-        return p
-    n = em.new("pred")
-    em.ins(f"and.pred {n}, {p}, {q}")
+# ----------------------------------------------------------------------------- pointers
+
+
+def scaled_offset(em: Emitter, x, xcls: str, stride, esize: int) -> str:
+    """b64 register ``x * stride * esize``; x: int or a b32 (signed) / b64 register; stride: int
+    or a b32 register."""
+    t = em.new("b64")
+    if isinstance(x, int):
+        if isinstance(stride, int):
+            em.ins(f"mov.u64 {t}, {x * stride * esize}")
+            return t
+        x, xcls = em.mov("b32", x), "b32"
+    if xcls == "b64":
+        if isinstance(stride, int):
+            em.ins(f"mul.lo.s64 {t}, {x}, {stride * esize}")
+            return t
+        s = em.new("b64")
+        em.ins(f"mul.wide.s32 {s}, {stride}, {esize}")
+        em.ins(f"mul.lo.s64 {t}, {x}, {s}")
+        return t
+    if isinstance(stride, int):
+        em.ins(f"mul.wide.s32 {t}, {x}, {stride * esize}")
+        return t
+    em.ins(f"mul.wide.s32 {t}, {x}, {stride}")
+    if esize != 1:
+        n = em.new("b64")
+        em.ins(f"mul.lo.s64 {n}, {t}, {esize}")
+        t = n
+    return t
+
+
+def _int_cls(op, t) -> str:
+    key = elem_key(t)
+    if key in ("i64",):
+        return "b64"
+    if key in ("i32", "i16", "i8"):
+        if key != "i32":
+            fail(op, f"PTX backend does not support {key} offsets in '{op.name}' yet")
+        return "b32"
+    fail(op, f"PTX backend does not support offsets of type {t} in '{op.name}' yet")
+
+
+@handles("nv_tileaa.addptr")
+def addptr(em: Emitter, op) -> None:
+    base, off = op.operands[0], op.operands[1]
+    res = op.results[0]
+    key = pointee_key(res.type)
+    esize = _pointee_bytes(op, res.type)
+    if key is None:
+        fail(op, "PTX backend: 'nv_tileaa.addptr' on a non-pointer")
+    ocls = _int_cls(op, off.type)
+    if not is_tile(res.type):
+        p, o = em.scalar(op, base), em.scalar(op, off)
+        em.set(res, _offset(em, p, o, ocls, esize))
+        return
+    d = em.dist_of(op, res.type)
+    ps, os = _per_reg(em, op, base, d), _per_reg(em, op, off, d)
+    em.set(res, [_offset(em, p, o, ocls, esize) for p, o in zip(ps, os)])
+
+
+def _offset(em: Emitter, p, o, ocls: str, esize: int) -> str:
+    p = reg(em, "b64", p)
+    n = em.new("b64")
+    if isinstance(o, int) or not str(o).startswith("%"):
+        em.ins(f"add.s64 {n}, {p}, {int(o) * esize}")
+        return n
+    if ocls == "b32":
+        t = em.new("b64")
+        em.ins(f"mul.wide.s32 {t}, {o}, {esize}")
+        em.ins(f"add.s64 {n}, {p}, {t}")
+    elif esize == 1:
+        em.ins(f"add.s64 {n}, {p}, {o}")
+    else:
+        em.ins(f"mad.lo.s64 {n}, {o}, {esize}, {p}")
     return n
 
 
-def _zero(cls: str) -> str:
-    return {"f32": "0f00000000", "f64": "0d0000000000000000"}.get(cls, "0")
+def _pointee_bytes(op, t) -> int:
+    key = pointee_key(t)
+    if key in ELEMENTS:
+        return ELEMENTS[key][1]
+    from tilegen.runtime.passes.layout_assignment import element_bytes
+
+    return element_bytes((t.element if isinstance(t, TileType) else t).pointee)
 
 
-__all__ = ["Access", "cache_suffix", "MemTokenType"]
+@handles("nv_tileaa.int_to_ptr", "nv_tileaa.ptr_to_int")
+def int_ptr_cast(em: Emitter, op) -> None:
+    """Pointers and i64 share b64 registers: the value is reused."""
+    src, res = op.operands[0], op.results[0]
+    em.set(res, em.get(src))
+
+
+def _per_reg(em: Emitter, op, v, d) -> list:
+    """Per-register operand values of ``v`` over the distribution ``d``: a tile's registers
+    (its layout must match) or a scalar repeated."""
+    x = em.get(v)
+    if isinstance(x, list):
+        if d is None or len(x) != d.nregs or em.dist_of(op, v.type).layout != d.layout:
+            fail(op, f"PTX backend: an operand of '{op.name}' has another layout")
+        return x
+    if d is None:
+        return [x]
+    return [x] * d.nregs
+
+
+class Elements:
+    """Per-register addresses (``[...]`` text) and bounds predicates of an element-wise access:
+    through a pointer (tile) plus optional element offsets, or through a memref at per-element
+    (or scalar) coordinates, where elements outside the memref are masked off."""
+
+    def __init__(self, em: Emitter, op, t):
+        self.em, self.op = em, op
+        self.d = em.dist_of(op, t) if is_tile(t) else None
+        n = self.d.nregs if self.d else 1
+        base = _group(op, "base")[0]
+        bv = em.get(base)
+        idx = _group(op, "indices")
+        self.addrs: list = []
+        self.preds: list = [None] * n
+        if isinstance(bv, Memref):
+            self.key = bv.element
+            self.space = _space(bv.type)
+            _check_space(op, self.space)
+            if len(idx) != len(bv.sizes):
+                fail(op, f"PTX backend: '{op.name}' needs one index per memref dim")
+            esize = ELEMENTS[bv.element][1]
+            cols = [(_per_reg(em, op, v, self.d), _int_cls(op, v.type)) for v in idx]
+            ib = op.attributes.get("in_bounds")
+            inb = list(ib.values) if ib is not None else [False] * len(idx)
+            cache: dict = {}
+            for k in range(n):
+                a, p = reg(em, "b64", bv.ptr), None
+                for i, (vals, cls) in enumerate(cols):
+                    x = vals[k]
+                    key = (i, x)
+                    if key not in cache:
+                        q = None if inb[i] else self._in_range(x, cls, bv.sizes[i])
+                        cache[key] = (scaled_offset(em, x, cls, bv.strides[i], esize), q)
+                    off, q = cache[key]
+                    m = em.new("b64")
+                    em.ins(f"add.s64 {m}, {a}, {off}")
+                    a, p = m, _and(em, p, q)
+                self.addrs.append(f"[{a}]")
+                self.preds[k] = p
+        else:
+            self.key = pointee_key(base.type)
+            self.space = _space(base.type)
+            _check_space(op, self.space)
+            ptrs = _per_reg(em, op, base, self.d)
+            if len(idx) > 1:
+                fail(op, f"PTX backend: '{op.name}' through a pointer takes one offset")
+            if idx:
+                esize = _pointee_bytes(op, base.type)
+                offs = _per_reg(em, op, idx[0], self.d)
+                cls = _int_cls(op, idx[0].type)
+                ptrs = [_offset(em, p, o, cls, esize) for p, o in zip(ptrs, offs)]
+            self.addrs = [f"[{reg(em, 'b64', p)}]" for p in ptrs]
+        self.kt = mem_types(op, self.key)
+
+    def _in_range(self, x, cls: str, size):
+        em = self.em
+        if isinstance(x, int) and isinstance(size, int):
+            return None if 0 <= x < size else "0"
+        p = em.new("pred")
+        if cls == "b64":
+            if not isinstance(size, int):
+                s = em.new("b64")
+                em.ins(f"cvt.u64.u32 {s}, {size}")
+                size = s
+            em.ins(f"setp.lt.u64 {p}, {reg(em, 'b64', x)}, {size}")
+        else:
+            em.ins(f"setp.lt.u32 {p}, {reg(em, 'b32', x)}, {size}")
+        return p
+
+
+def element_access(em: Emitter, op, load: bool) -> None:
+    """load / gather_load / store / scatter_store (and rank-0 tiled accesses)."""
+    if load:
+        t = op.results[0].type
+    else:
+        t = _group(op, "value")[0].type
+    el = Elements(em, op, t)
+    d = el.d
+    mask = _group(op, "mask")
+    mregs = _per_reg(em, op, mask[0], d) if mask else [None] * len(el.addrs)
+    if load:
+        other = _group(op, "other")
+        oregs = _per_reg(em, op, other[0], d) if other else [None] * len(el.addrs)
+        opcode = ld_opcode(em, op, el.space)
+        out = []
+        for k, addr in enumerate(el.addrs):
+            g = _and(em, el.preds[k], mregs[k])
+            out += load_elems(em, opcode, el.kt, g, [oregs[k]], addr)
+        em.set(op.results[0], out if d is not None else out[0])
+        for r in op.results[1:]:
+            em.set(r, None)
+        return
+    vregs = _per_reg(em, op, _group(op, "value")[0], d)
+    opcode = st_opcode(em, op, el.space)
+    lead = leader(em) if d is None else None
+    for k, addr in enumerate(el.addrs):
+        c = em.canonical(d, k) if d is not None else lead
+        g = _and(em, _and(em, el.preds[k], mregs[k]), c)
+        store_elems(em, opcode, el.kt, g, [vregs[k]], addr)
+    for r in op.results:
+        em.set(r, None)
+
+
+@handles("nv_tileaa.load", "nv_tileaa.gather_load")
+def load(em: Emitter, op) -> None:
+    element_access(em, op, load=True)
+
+
+@handles("nv_tileaa.store", "nv_tileaa.scatter_store")
+def store(em: Emitter, op) -> None:
+    element_access(em, op, load=False)
+
+
+from tilegen.runtime.codegen import atomics  # noqa: E402,F401  (registers its handlers)
+
+__all__ = [
+    "Access",
+    "Elements",
+    "cache_suffix",
+    "ld_opcode",
+    "leader",
+    "mem_types",
+    "sem_scope",
+    "st_opcode",
+    "MemTokenType",
+]

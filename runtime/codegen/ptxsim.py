@@ -31,15 +31,17 @@ def compile_to_ptx(module, gpu_name: str, verify: bool = True) -> str:
         raise PtxSimRunError(e.diagnostics) from None
 
 
-def run_ptxsim(module, kernel_args, grid, gpu_name: str, verify: bool = True) -> dict:
+def run_ptxsim(
+    module, kernel_args, grid, gpu_name: str, verify: bool = True, stdout=None
+) -> dict:
     """Run ``module``'s kernel on ``kernel_args`` ((name, array) pairs) over ``grid``; returns
-    name -> array after the run (scalars as passed)."""
+    name -> array after the run (scalars as passed); device printf text goes to ``stdout``."""
     from tilegen.runtime.ptx.launch import PtxSimError, run_ptx
 
     ptx = compile_to_ptx(module, gpu_name, verify)
     values = [np.asarray(a) for _, a in kernel_args]
     try:
-        arrays = run_ptx(ptx, values, grid, file="<tilegen ptx>")
+        arrays = run_ptx(ptx, values, grid, file="<tilegen ptx>", stdout=stdout)
     except PtxSimError as e:
         raise PtxSimRunError([Diagnostic("error", f"ptxsim: {e}")]) from None
     it = iter(arrays)

@@ -1,34 +1,172 @@
-"""Instruction selection for elementwise ops: (op name, element type) -> a row of
-spec/ptx/instructions.yaml (generated/ptx/instructions.py) plus the full PTX spelling.
+"""Instruction selection for elementwise ops: the rows of spec/ptx/selection.yaml (rendered to
+generated/ptx/selection.py) matched against an op, and the rendering of a row's PTX template
+for one element (one scalar or one layout register of a tile).
 
-TODO: move this table into spec/ptx/selection.yaml (+ schema + generator hook); it is a Python
-table for now. Every row name is checked against the generated instruction table at import.
+:func:`select` returns the first row matching the op name, the element types and the ``when:``
+attribute conditions; :func:`emit_row` emits it for one element and returns the result register.
 """
 
 from __future__ import annotations
 
-from tilegen.generated.ptx.instructions import INSTRUCTIONS
+import re
+from typing import Optional
 
-#: (op, element) -> (instruction row, PTX opcode with modifiers and type, register class)
-SELECTION: dict[tuple[str, str], tuple[str, str, str]] = {
-    ("nv_tileaa.addf", "f32"): ("add.float", "add.rn.f32", "f32"),
-    ("nv_tileaa.subf", "f32"): ("sub.float", "sub.rn.f32", "f32"),
-    ("nv_tileaa.mulf", "f32"): ("mul.float", "mul.rn.f32", "f32"),
-    ("arith.addf", "f32"): ("add.float", "add.rn.f32", "f32"),
-    ("arith.subf", "f32"): ("sub.float", "sub.rn.f32", "f32"),
-    ("arith.mulf", "f32"): ("mul.float", "mul.rn.f32", "f32"),
-    ("arith.addi", "i32"): ("add.int", "add.s32", "b32"),
-    ("arith.subi", "i32"): ("sub.int", "sub.s32", "b32"),
-    ("arith.muli", "i32"): ("mul.lo", "mul.lo.s32", "b32"),
+from tilegen.generated.ptx.instructions import INSTRUCTIONS
+from tilegen.generated.ptx.selection import ROWS
+from tilegen.runtime.attributes import BoolAttr, EnumAttr, IntegerAttr, StringAttr, UnitAttr
+from tilegen.runtime.codegen.core import ELEMENTS, elem_key, fail
+
+#: rounding_mode keyword -> PTX rounding modifier of float instructions
+RND = {
+    None: "rn",
+    "nearest_even": "rn",
+    "zero": "rz",
+    "negative_inf": "rm",
+    "positive_inf": "rp",
+    "approx": "approx",
+    "full": "full",
 }
 
-#: rounding_mode attribute values accepted for float rows (0 = nearest_even -> .rn)
-ROUND_NEAREST_EVEN = 0
+#: arith.cmpi / arith.cmpf predicate keyword -> PTX setp comparison
+CMP = {
+    "eq": "eq",
+    "ne": "ne",
+    "slt": "lt",
+    "sle": "le",
+    "sgt": "gt",
+    "sge": "ge",
+    "ult": "lo",
+    "ule": "ls",
+    "ugt": "hi",
+    "uge": "hs",
+    "oeq": "eq",
+    "one": "ne",
+    "olt": "lt",
+    "ole": "le",
+    "ogt": "gt",
+    "oge": "ge",
+    "ueq": "equ",
+    "une": "neu",
+    "ord": "num",
+    "uno": "nan",
+}
+#: arith.cmpf's unordered predicates whose keywords collide with cmpi's unsigned ones
+CMPF = dict(CMP, ult="ltu", ule="leu", ugt="gtu", uge="geu")
 
-for _row, _text, _ in SELECTION.values():
-    assert _row in INSTRUCTIONS, f"selection names unknown PTX instruction row {_row!r}"
-    assert _text.split(".")[-1] in INSTRUCTIONS[_row]["types"], _text
+#: element key -> register width in bits (i8 lives in a b16 register)
+WIDTH = {"i8": 16, "i16": 16, "i32": 32, "i64": 64, "ptr": 64, "f16": 16, "bf16": 16}
+WIDTH.update({"f32": 32, "f64": 64, "i1": 1})
+
+_BY_OP: dict[str, list[dict]] = {}
+for _row in ROWS:
+    for _name in [_row["op"]] if isinstance(_row["op"], str) else _row["op"]:
+        _BY_OP.setdefault(_name, []).append(_row)
+    for _ins in (
+        [_row.get("instruction", [])]
+        if isinstance(_row.get("instruction"), str)
+        else (_row.get("instruction") or [])
+    ):
+        assert _ins in INSTRUCTIONS, f"selection names unknown PTX instruction row {_ins!r}"
 
 
-def select(op_name: str, element: str):
-    return SELECTION.get((op_name, element))
+def attr_keyword(op, name: str) -> Optional[str]:
+    """The keyword of enum attribute ``name`` of ``op`` (None when absent)."""
+    a = op.attributes.get(name)
+    if a is None:
+        return None
+    if isinstance(a, StringAttr):
+        return a.value
+    if isinstance(a, (IntegerAttr, EnumAttr)):
+        from tilegen.runtime.opdef import lookup_enum, lookup_opdef
+
+        od = lookup_opdef(op.name)
+        enum = lookup_enum(od.attr(name).enum) if od is not None and od.attr(name) else None
+        kw = enum.keyword(a.value) if enum is not None else None
+        if kw is not None:
+            return kw
+    return str(getattr(a, "value", a))
+
+
+def _flag(op, name: str) -> bool:
+    a = op.attributes.get(name)
+    return isinstance(a, UnitAttr) or (isinstance(a, BoolAttr) and a.value)
+
+
+def keys(op) -> tuple[str, str]:
+    """(element of the last operand, element of the result) of an elementwise op."""
+    src = elem_key(op.operands[-1].type) if op.operands else None
+    return src or "", elem_key(op.results[0].type) or ""
+
+
+def select(op, src: Optional[str] = None, res: Optional[str] = None) -> Optional[dict]:
+    """The first selection row for ``op`` (with element keys overridable, for `via:`)."""
+    rows = _BY_OP.get(op.name)
+    if not rows:
+        return None
+    s, r = keys(op)
+    src, res = src or s, res or r
+    for row in rows:
+        if src not in row["element"]:
+            continue
+        if "result" in row and res not in row["result"]:
+            continue
+        ok = True
+        for attr, allowed in row.get("when", {}).items():
+            kw = attr_keyword(op, attr)
+            if (kw is None and "absent" not in allowed) or (kw is not None and kw not in allowed):
+                ok = False
+                break
+        if ok:
+            return row
+    return None
+
+
+def has_rows(op_name: str) -> bool:
+    return op_name in _BY_OP
+
+
+def ptx_types(key: str) -> dict[str, str]:
+    """Template type spellings for an element key."""
+    w = WIDTH.get(key, 32)
+    out = {"w": str(w), "st": f"s{w}", "ut": f"u{w}", "bt": f"b{w}"}
+    out["ft"] = key if key in ("f16", "bf16", "f32", "f64") else f"f{w}"
+    if key == "i1":
+        out.update(st="pred", ut="pred", bt="pred")
+    return out
+
+
+_TEMP = re.compile(r"\{([ptsuf])(\d)\}")
+
+
+def render(em, op, row: dict, src: str, res: str, d: str, args: list[str]) -> None:
+    """Emit ``row``'s PTX for one element: result register ``d``, operand registers ``args``."""
+    texts = [row["ptx"]] if isinstance(row["ptx"], str) else list(row["ptx"])
+    subst = dict(ptx_types(src))
+    subst.update({"r" + k: v for k, v in ptx_types(res).items()})
+    rnd = attr_keyword(op, "rounding_mode")
+    subst["rnd"] = RND.get(rnd, "rn")
+    subst["ftz"] = ".ftz" if _flag(op, "flush_to_zero") else ""
+    pred = attr_keyword(op, "predicate")
+    if pred is not None:
+        subst["cmp"] = (CMPF if op.name == "arith.cmpf" else CMP).get(pred, pred)
+    subst["d"] = d
+    for name, reg in zip("abc", args):
+        subst[name] = reg
+    src_cls = ELEMENTS[src][0] if src in ELEMENTS else "b32"
+    res_cls = ELEMENTS[res][0] if res in ELEMENTS else "b32"
+    classes = {"p": "pred", "t": res_cls, "s": src_cls, "u": "b32", "f": "f32"}
+    temps: dict[str, str] = {}
+    for t in texts:
+        for kind, n in _TEMP.findall(t):
+            name = kind + n
+            if name not in temps:
+                temps[name] = em.new(classes[kind])
+    subst.update(temps)
+    explicit = any("{d}" in t for t in texts)
+    for t in texts:
+        if not explicit:
+            t = t + " {d}, " + ", ".join("{" + n + "}" for n in "abc"[: len(args)])
+        try:
+            em.ins(t.format(**subst))
+        except KeyError as e:
+            fail(op, f"PTX backend: selection row for '{op.name}' names unknown {e}")

@@ -4,8 +4,23 @@ convert_layout, extract_slice, cat, extract, make_range."""
 from __future__ import annotations
 
 from tilegen.runtime.attributes import IntegerAttr
-from tilegen.runtime.codegen.core import Emitter, elem_info, fail, handles, is_tile
-from tilegen.runtime.codegen.exchange import Form, exchange, read_scalar, row_major
+from tilegen.runtime.codegen.core import (
+    Emitter,
+    elem_info,
+    fail,
+    handles,
+    is_tile,
+    load_reg,
+    store_reg,
+)
+from tilegen.runtime.codegen.exchange import (
+    Form,
+    claim_scratch,
+    scratch_size,
+    exchange,
+    read_scalar,
+    row_major,
+)
 from tilegen.runtime.ir import OpResult
 
 
@@ -35,7 +50,7 @@ def _same(em: Emitter, op, src, form_w: Form, form_r: Form, size: int):
     cls, esize, _ = elem_info(op, res.type)
     sd = em.dist_of(op, src.type)
     rd = em.dist_of(op, res.type)
-    regs = exchange(em, cls, esize, [(em.tile(op, src), sd, form_w)], rd, form_r, size)
+    regs = exchange(em, cls, esize, [(em.tile(op, src), sd, form_w)], rd, form_r, size, op)
     em.set(res, regs)
 
 
@@ -62,7 +77,7 @@ def broadcast(em: Emitter, op) -> None:
     _same(em, op, src, w, r, _size(ss))
 
 
-@handles("nv_tileaa.view", "nv_tileaa.reshape", "nv_tileas.convert_layout")
+@handles("nv_tileaa.view", "nv_tileaa.reshape", "nv_tileaa.expand_dims", "nv_tileas.convert_layout")
 def view(em: Emitter, op) -> None:
     src, res = op.operands[0], op.results[0]
     if not is_tile(src.type) or not is_tile(res.type):
@@ -76,7 +91,9 @@ def view(em: Emitter, op) -> None:
         d = em.dist_of(op, src.type)
         em.set(
             res,
-            read_scalar(em, cls, esize, [(em.tile(op, src), d, row_major(src.type.shape))], 0, 1),
+            read_scalar(
+                em, cls, esize, [(em.tile(op, src), d, row_major(src.type.shape))], 0, 1, op
+            ),
         )
         return
     n = _size(res.type.shape)
@@ -96,39 +113,41 @@ def permute(em: Emitter, op) -> None:
     _same(em, op, src, Form(0, tuple(mults)), r, _size(rs))
 
 
-@handles("nv_tileaa.extract_slice")
-def extract_slice(em: Emitter, op) -> None:
-    src, res = op.operands[0], op.results[0]
-    offs = op.operands[1:]
+def _sub(em: Emitter, op, src, offs, res) -> None:
+    """``res`` = the sub-tile of ``src`` at per-dim offsets ``offs`` (SSA values, leading dims;
+    the rest 0); the result's dims are the source's last ``res.rank`` dims."""
     ss = tuple(src.type.shape)
     w = row_major(ss)
+    lead = len(ss) - len(res.type.shape)  # dims indexed away (extract)
+    rmults = w.mults[lead:]
     static = [const_int(v) for v in offs]
     cls, esize, _ = elem_info(op, res.type)
     sd, rd = em.dist_of(op, src.type), em.dist_of(op, res.type)
     if all(s is not None for s in static):
-        r = Form(sum(m * o for m, o in zip(w.mults, static)), w.mults)
-        regs = exchange(em, cls, esize, [(em.tile(op, src), sd, w)], rd, r, _size(ss))
-        em.set(res, regs)
+        r = Form(sum(m * o for m, o in zip(w.mults, static)), rmults)
+        em.set(res, exchange(em, cls, esize, [(em.tile(op, src), sd, w)], rd, r, _size(ss), op))
         return
     # dynamic offsets: through shared memory, the offset added at run time
-    from tilegen.runtime.codegen.core import load_reg, store_reg
-
-    isize = 1 if cls == "pred" else esize
-    em.need_smem(_size(ss) * isize)
-    em.barrier()
+    isize = scratch_size(cls, esize)
+    base = claim_scratch(em, op, _size(ss) * isize) // isize
     src_regs = em.tile(op, src)
     for j in range(sd.nregs):
-        idx = w.emit(em, sd, j)
+        idx = w.shifted(base).emit(em, sd, j)
         r_, st = store_reg(em, cls, src_regs[j])
         em.ins(f"st.shared.{st} [{em.smem_addr(idx, isize)}], {r_}")
     em.barrier()
-    off = em.lincomb(0, [(m, em.scalar(op, v)) for m, v in zip(w.mults, offs)])
+    off = em.lincomb(base, [(m, em.scalar(op, v)) for m, v in zip(w.mults, offs)])
     out = []
     for k in range(rd.nregs):
-        terms = [(m, em.coord(rd, k, i)) for i, m in enumerate(w.mults)]
+        terms = [(m, em.coord(rd, k, i)) for i, m in enumerate(rmults)]
         idx = em.lincomb(0, terms + [(1, off)])
         out.append(load_reg(em, cls, "shared", em.smem_addr(idx, isize)))
     em.set(res, out)
+
+
+@handles("nv_tileaa.extract_slice")
+def extract_slice(em: Emitter, op) -> None:
+    _sub(em, op, op.operands[0], op.operands[1:], op.results[0])
 
 
 @handles("nv_tileaa.cat")
@@ -147,13 +166,15 @@ def cat(em: Emitter, op) -> None:
         (em.tile(op, a), em.dist_of(op, a.type), wa),
         (em.tile(op, b), em.dist_of(op, b.type), wb),
     ]
-    em.set(res, exchange(em, cls, esize, writes, em.dist_of(op, res.type), r, _size(rs)))
+    em.set(res, exchange(em, cls, esize, writes, em.dist_of(op, res.type), r, _size(rs), op))
 
 
 @handles("nv_tileaa.extract")
 def extract(em: Emitter, op) -> None:
     src, res = op.operands[0], op.results[0]
     idx = op.operands[1:]
+    if is_tile(res.type):  # leading indices: a sub-tile
+        return _sub(em, op, src, idx, res)
     ss = tuple(src.type.shape)
     w = row_major(ss)
     cls, esize, _ = elem_info(op, src.type)
@@ -163,7 +184,7 @@ def extract(em: Emitter, op) -> None:
     else:
         index = em.lincomb(0, [(m, em.scalar(op, v)) for m, v in zip(w.mults, idx)])
     d = em.dist_of(op, src.type)
-    em.set(res, read_scalar(em, cls, esize, [(em.tile(op, src), d, w)], index, _size(ss)))
+    em.set(res, read_scalar(em, cls, esize, [(em.tile(op, src), d, w)], index, _size(ss), op))
 
 
 @handles("nv_tileaa.make_range")

@@ -26,6 +26,8 @@ _FIELDS = {
     "blocked": ("sizePerThread", "threadsPerWarp", "warpsPerCTA", "order"),
     "slice": ("dim", "parent"),
     "shared": ("vec", "perPhase", "maxPhase", "order"),
+    "mma": ("versionMajor", "warpsPerCTA", "instrShape"),
+    "dot_op": ("opIdx", "parent", "kWidth"),
 }
 
 
@@ -68,6 +70,14 @@ def parse_nv_tileas_attr(p: "OpParser", mnemonic: str, loc) -> Attribute:
             if not isinstance(parent, DistributedLayout):
                 p._fail("#nv_tileas.slice: 'parent' must be a blocked or slice layout", at)
             return SliceLayout(int1("dim"), parent)
+        if mnemonic in ("mma", "dot_op"):  # tensor-core layouts (runtime/layouts/mma.py)
+            from tilegen.runtime.layouts.mma import DotOperandLayout, MmaLayout
+
+            if mnemonic == "mma":
+                return MmaLayout(int1("versionMajor"), ints("warpsPerCTA"), ints("instrShape"))
+            if not isinstance(entries["parent"], MmaLayout):
+                p._fail("#nv_tileas.dot_op: 'parent' must be an mma layout", at)
+            return DotOperandLayout(int1("opIdx"), entries["parent"], int1("kWidth"))
         return SharedLayout(int1("vec"), int1("perPhase"), int1("maxPhase"), ints("order"))
     except LayoutError as e:
         p._fail(f"#nv_tileas.{mnemonic}: {e}", at)

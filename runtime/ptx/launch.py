@@ -48,6 +48,30 @@ def _block(entry: Entry) -> tuple[int, int, int]:
     return tuple((list(dims) + [1, 1])[:3])
 
 
+def _explicit_maps(entry: Entry, args: list, arrays: list, nflat: int, maps, file: str):
+    """Tensor maps from the caller's host-side descriptions, one per hidden param in order:
+    {"array": index into `args`, "box": [outermost .. innermost], "swizzle": 0/32/64/128}."""
+    hidden = entry.params[nflat:]
+    if len(maps) != len(hidden):
+        raise PtxSimError(
+            f"{file}: entry {entry.name} has {len(hidden)} tensor-map params, "
+            f"{len(maps)} tensor maps were given"
+        )
+    index, k = {}, 0
+    for i, a in enumerate(args):
+        if np.asarray(a).ndim > 0:
+            index[i] = arrays[k]
+            k += 1
+    out = []
+    for m in maps:
+        try:
+            addr, arr = index[int(m["array"])]
+            out.append(tensormap.encode(addr, arr, m.get("box"), int(m.get("swizzle", 0))))
+        except (KeyError, TypeError, ValueError) as e:
+            raise PtxSimError(f"{file}: bad tensor map description {m!r}: {e}") from None
+    return out
+
+
 def _tensor_maps(entry: Entry, args: list, arrays: list, nflat: int, file: str) -> list[bytes]:
     """Tensor maps for hidden `.b8 [128]` params: tileiras passes one per array it loads with
     TMA, in order; those are the arrays whose own pointer param the kernel never reads."""
@@ -92,9 +116,12 @@ def run_ptx(
     file: str = "<ptx>",
     max_steps: int = 2_000_000,
     stdout=None,
+    tensor_maps: list | None = None,
 ) -> list[np.ndarray]:
     """Run `entry_name` (default: the only entry) on `args`; returns every array argument's
-    contents after the launch, in argument order (scalars omitted)."""
+    contents after the launch, in argument order (scalars omitted). `tensor_maps` describes
+    the hidden CUtensorMap params (see `_explicit_maps`); without it they are inferred for
+    1-D copies only."""
     module = parse_ptx(ptx, file)
     if entry_name is None:
         if len(module.entries) != 1:
@@ -105,7 +132,10 @@ def run_ptx(
         raise PtxSimError(f"{file}: no entry named {entry_name!r}")
     heap = Heap()
     flat, arrays = flatten_args(args, heap)
-    flat += _tensor_maps(entry, args, arrays, len(flat), file)
+    if tensor_maps is not None:
+        flat += _explicit_maps(entry, args, arrays, len(flat), tensor_maps, file)
+    else:
+        flat += _tensor_maps(entry, args, arrays, len(flat), file)
     params, addr = {}, 0x100
     for var, value in zip(entry.params, flat):
         params[var.name] = (addr, value if isinstance(value, bytes) else _pack(value, var.type))

@@ -134,6 +134,7 @@ def _lex(text: str, file: str) -> list[_Tok]:
 class _Parser:
     def __init__(self, text: str, file: str) -> None:
         self.toks, self.i, self.file = _lex(text, file), 0, file
+        self.reg_names: set[str] = set()  # declared registers without a % (inline-asm `p`)
 
     def err(self, msg: str, tok: _Tok | None = None) -> PtxSyntaxError:
         tok = tok or self.peek() or (self.toks[-1] if self.toks else _Tok("", "", 1, 1))
@@ -293,6 +294,8 @@ class _Parser:
                         self.int_tok()
                         self.expect(">")
                     entry.regs[rname] = rtype
+                    if not rname.startswith("%"):
+                        self.reg_names.add(rname)
                     if not self.accept(","):
                         break
                 self.expect(";")
@@ -366,7 +369,7 @@ class _Parser:
             s = t.rstrip("U")
             return Imm(float(s), True) if "." in s else Imm(int(s, 0))
         if tok.kind == "id":
-            return Reg(t) if t.startswith("%") else Sym(t)
+            return Reg(t) if t.startswith("%") or t in self.reg_names else Sym(t)
         raise self.err(f"unexpected {t!r} as an operand", tok)
 
 

@@ -37,10 +37,16 @@ def add_arguments(p) -> None:
 
 
 def _load(path: str):
+    data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    return load_source(data, path)
+
+
+def load_source(data: bytes, path: str):
+    """The cuda_tile module in ``data`` (bytecode or MLIR text) read from ``path``; raises
+    :class:`_Fail` (unreadable bytecode) or ``DiagnosticError`` (MLIR text that does not parse)."""
     from tilegen.runtime.asm import parse_module
     from tilegen.runtime.bytecode import BytecodeError, read_bytecode
 
-    data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     if data[:4] == b"\x7fTil" or path.endswith(".tileirbc"):
         try:
             return read_bytecode(data, path)
@@ -94,8 +100,13 @@ def _verify(module, stage: str) -> None:
         raise _Fail(errors or [_diag(f"the {stage} module does not verify")])
 
 
-def compile_module(module, emit: str, cc: Optional[str], verify=True, after_pass=None):
-    """Run the stages up to ``emit`` on ``module``; returns the (builtin) module."""
+def compile_module(
+    module, emit: str, cc: Optional[str], verify=True, after_pass=None, opt_level=None
+):
+    """Run the stages up to ``emit`` on ``module``; returns the (builtin) module.
+
+    ``opt_level`` (0-3, tileiras's ``-O``) first runs the ``tile-optimize-O<N>`` pipeline on the
+    cuda_tile module; None (``tilegen compile``) runs no optimizer."""
     from tilegen.runtime.conversion.driver import wrap_module
     from tilegen.runtime.passes.pipeline import (
         PassRef,
@@ -106,7 +117,10 @@ def compile_module(module, emit: str, cc: Optional[str], verify=True, after_pass
     from tilegen.runtime.passes.registry import PassFailure
 
     root = wrap_module(module)
-    for stage, text in COMPILE_STAGES:
+    stages = COMPILE_STAGES
+    if opt_level is not None:
+        stages = ((COMPILE_STAGES[0][0], f"tile-optimize-O{opt_level}"),) + COMPILE_STAGES[1:]
+    for stage, text in stages:
         if text:
             if cc is None and "{cc}" in text:
                 text = text.replace("{compute-capability={cc}}", "")
@@ -172,16 +186,16 @@ def run(args) -> int:
 
 def _emit_machine(args, root, cc: Optional[str]) -> int:
     """--emit=ptx|cubin: runtime/codegen prints PTX; ptxas assembles the cubin."""
-    from tilegen.runtime.codegen import CodegenError, emit_ptx
-    from tilegen.runtime.codegen.driver import PtxasError, assemble
+    from tilegen.api import machine_code
+    from tilegen.runtime.codegen import CodegenError
+    from tilegen.runtime.codegen.driver import PtxasError
 
     if cc is None:
         print(f"tilegen compile: error: --emit={args.emit} needs --gpu-name", file=sys.stderr)
         return 1
     try:
-        data = emit_ptx(root, int(cc)).encode()
-        if args.emit == "cubin":
-            data = assemble(data.decode(), int(cc))[0]
+        ptx, cubin = machine_code(root, int(cc), cubin=args.emit == "cubin")
+        data = cubin if args.emit == "cubin" else ptx.encode()
     except CodegenError as e:
         for d in e.diagnostics:
             print(d.format(), file=sys.stderr)

@@ -28,7 +28,10 @@ def add_arguments(p) -> None:
     p.add_argument("--grid", metavar="X,Y,Z", help="grid size (default: IN.npz 'grid', else 1,1,1)")
     p.add_argument("--entry", metavar="NAME", help="entry to run when the module has several")
     p.add_argument(
-        "--backend", default="interp", choices=["interp", "ptxsim"], help="execution backend"
+        "--backend",
+        default="interp",
+        choices=["interp", "ptxsim", "cuda"],
+        help="execution backend (cuda: the cubin on a real GPU via cuda-python)",
     )
     p.add_argument(
         "--lower-to",
@@ -36,7 +39,9 @@ def add_arguments(p) -> None:
         help="lower the kernel to this dialect first (verified), then interpret that",
     )
     p.add_argument(
-        "--gpu-name", default="sm_90", metavar="sm_XX", help="target of --lower-to (default sm_90)"
+        "--gpu-name",
+        metavar="sm_XX",
+        help="target of --lower-to / ptxsim (default sm_90) / cuda (default: the device's)",
     )
     p.add_argument("--no-verify", action="store_true", help="skip the verifier")
     p.add_argument("--time", action="store_true", help="report the run time on stderr")
@@ -90,6 +95,16 @@ def run(args) -> int:
                 module,
                 kernel_args,
                 grid or npz_grid or (1, 1, 1),
+                args.gpu_name or "sm_90",
+                not args.no_verify,
+            )
+        elif args.backend == "cuda":  # the cubin on a real GPU (tilegen/cuda_backend.py)
+            from tilegen.cuda_backend import run_cuda
+
+            result = run_cuda(
+                module,
+                kernel_args,
+                grid or npz_grid or (1, 1, 1),
                 args.gpu_name,
                 not args.no_verify,
             )
@@ -102,7 +117,7 @@ def run(args) -> int:
                 max_ops=args.max_ops,
                 trace=sys.stderr if args.trace else None,
                 lower_to=args.lower_to,
-                gpu_name=args.gpu_name,
+                gpu_name=args.gpu_name or "sm_90",
             )
     except RunError as e:
         return fail(e.diagnostics)

@@ -200,5 +200,8 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
             stalled |= st.stall
             progress |= bool((mask & ~st.stall).any())
         elif action == "trap":
-            raise PtxSimError(f"{file}:{ins.line}: error: trap executed")
+            shown = "".join(st.printed)  # this CTA's printf output so far (assert messages)
+            raise PtxSimError(
+                f"{file}:{ins.line}: error: trap executed" + (f"; printed: {shown}" if shown else "")
+            )
     raise PtxSimError(f"{file}: error: step budget of {max_steps} exhausted (runaway loop?)")

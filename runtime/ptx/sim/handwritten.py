@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tilegen.runtime.ptx.parser import Addr, Imm, Instr, Reg, Sym, Vec
-from tilegen.runtime.ptx.sim import async_ops
+from tilegen.runtime.ptx.sim import async_ops, tensor_ops
 from tilegen.runtime.ptx.sim.memory import LOCAL_WINDOW, SHARED_WINDOW
 from tilegen.runtime.ptx.sim.values import WIDTH, f32_to_bf16_bits, from_bits, to_bits
 
@@ -386,6 +386,9 @@ _NOOPS = ("fence", "membar", "griddepcontrol", "prefetch", "setmaxnreg", "pmeven
 def execute(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
     """Run a hand-written instruction; returns 'exit', 'barrier', 'trap' or None."""
     op = ins.parts[0]
+    if tensor_ops.handles(ins):  # mma/wgmma, cp.async (non-bulk), prmt, bfi
+        tensor_ops.execute(st, ins, mask)
+        return None
     if op in ("ret", "exit"):
         return "exit"
     if op == "trap":

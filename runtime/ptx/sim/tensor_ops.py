@@ -1,0 +1,648 @@
+"""Tensor-core and operand-staging instructions: `mma.sync`, `wgmma.*`, non-bulk `cp.async`
+(with `commit_group`/`wait_group`/`wait_all`), and the byte shuffles `prmt`/`bfi` compilers use
+to pack 8-bit fragments.
+
+Fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16" etc.): with
+`g = laneid >> 2` and `t = laneid % 4`, `fragment(shape, operand, bits)` gives, for each lane,
+register and packed element (lowest bits first), the (row, col) of the operand matrix it holds.
+`A` is M x K (row major), `B` is K x N, `C`/`D` are M x N.
+
+Results are computed exactly in float64 (int64 for integers) and rounded once to the
+accumulator type; hardware accumulates with its own internal precision, so simulated f32
+results may differ from a GPU's in the last bits."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tilegen.runtime.ptx.parser import Addr, Imm, Instr, Reg, Vec
+from tilegen.runtime.ptx.sim.values import f32_to_bf16_bits
+
+if TYPE_CHECKING:
+    from tilegen.runtime.ptx.sim.cta import CtaState
+
+
+def _err(msg: str) -> Exception:
+    from tilegen.runtime.ptx.sim.cta import PtxSimError
+
+    return PtxSimError(msg)
+
+
+# -- element types -------------------------------------------------------------------------------
+BITS = {
+    "f16": 16,
+    "bf16": 16,
+    "tf32": 32,
+    "f32": 32,
+    "f64": 64,
+    "s8": 8,
+    "u8": 8,
+    "s32": 32,
+    "e4m3": 8,
+    "e5m2": 8,
+}
+
+
+@lru_cache(maxsize=None)
+def fp8_table(kind: str) -> np.ndarray:
+    """float64 value of every byte of an 8-bit float (`e4m3` = OCP E4M3FN, `e5m2`)."""
+    ebits, bias = (4, 7) if kind == "e4m3" else (5, 15)
+    mbits = 7 - ebits
+    out = np.zeros(256)
+    for b in range(256):
+        s, e, m = b >> 7, (b >> mbits) & ((1 << ebits) - 1), b & ((1 << mbits) - 1)
+        if kind == "e4m3" and e == 15 and m == 7:
+            v = np.nan
+        elif kind == "e5m2" and e == 31:
+            v = np.inf if m == 0 else np.nan
+        elif e == 0:
+            v = m / (1 << mbits) * 2.0 ** (1 - bias)
+        else:
+            v = (1 + m / (1 << mbits)) * 2.0 ** (e - bias)
+        out[b] = -v if s else v
+    return out
+
+
+def decode(raw: np.ndarray, t: str) -> np.ndarray:
+    """Element values (float64 or int64) of raw element bits (uint64) of type `t`."""
+    raw = raw.astype(np.uint64)
+    if t == "f16":
+        return raw.astype(np.uint16).view(np.float16).astype(np.float64)
+    if t == "bf16":
+        return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    if t == "tf32":  # the tensor core ignores the low 13 mantissa bits
+        return (raw.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if t == "f32":
+        return raw.astype(np.uint32).view(np.float32).astype(np.float64)
+    if t == "f64":
+        return raw.view(np.float64).copy()
+    if t in ("e4m3", "e5m2"):
+        return fp8_table(t)[raw.astype(np.int64)]
+    if t == "s8":
+        return raw.astype(np.uint8).view(np.int8).astype(np.int64)
+    if t == "u8":
+        return raw.astype(np.int64)
+    if t == "s32":
+        return raw.astype(np.uint32).view(np.int32).astype(np.int64)
+    raise _err(f"unsupported matrix element type .{t}")
+
+
+def encode(vals: np.ndarray, t: str) -> np.ndarray:
+    """Raw element bits (uint64) of values rounded to accumulator type `t`."""
+    with np.errstate(all="ignore"):
+        if t == "f32":
+            return vals.astype(np.float32).view(np.uint32).astype(np.uint64)
+        if t == "f16":
+            return vals.astype(np.float16).view(np.uint16).astype(np.uint64)
+        if t == "bf16":
+            return f32_to_bf16_bits(vals.astype(np.float32))
+        if t == "f64":
+            return vals.astype(np.float64).view(np.uint64)
+        if t == "s32":
+            return (vals.astype(np.int64) & 0xFFFFFFFF).astype(np.uint64)
+    raise _err(f"unsupported accumulator type .{t}")
+
+
+# -- fragment layouts ----------------------------------------------------------------------------
+def _frag_a(m: int, k: int, bits: int, g: int, t: int) -> list[list[tuple[int, int]]]:
+    if m == 8:  # m8n8k4 f64: one element per lane
+        return [[(g, t)]]
+    per = 32 // bits  # elements per 32-bit register
+    if bits == 32:  # tf32: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4)
+        return [[(g + 8 * (r & 1), t + 4 * (r >> 1))] for r in range(k // 2)]
+    # 16/8-bit: registers alternate rows g / g+8, then step K by 4*per... in halves of K
+    nregs = k * 16 // (32 * per)
+    return [
+        [(g + 8 * (r & 1), per * t + (r >> 1) * 4 * per + i) for i in range(per)]
+        for r in range(nregs)
+    ]
+
+
+def _frag_b(k: int, bits: int, g: int, t: int) -> list[list[tuple[int, int]]]:
+    if bits == 64:
+        return [[(t, g)]]
+    per = 32 // bits
+    if bits == 32:
+        return [[(t + 4 * r, g)] for r in range(k // 4)]
+    return [[(per * t + r * 4 * per + i, g) for i in range(per)] for r in range(k // (4 * per))]
+
+
+def _frag_c(m: int, bits: int, g: int, t: int) -> list[list[tuple[int, int]]]:
+    if m == 8:  # f64 accumulator: (g, 2t), (g, 2t+1)
+        return [[(g, 2 * t)], [(g, 2 * t + 1)]]
+    if bits == 16:  # f16x2: (g, 2t..2t+1), (g+8, 2t..2t+1)
+        return [[(g + 8 * r, 2 * t + i) for i in range(2)] for r in range(2)]
+    return [[(g + 8 * (r >> 1), 2 * t + (r & 1))] for r in range(4)]
+
+
+SHAPES = {  # (shape, A/B element type) -> accumulator types
+    ("m16n8k16", "f16"): ("f32", "f16"),
+    ("m16n8k8", "f16"): ("f32", "f16"),
+    ("m16n8k16", "bf16"): ("f32",),
+    ("m16n8k8", "bf16"): ("f32",),
+    ("m16n8k8", "tf32"): ("f32",),
+    ("m16n8k4", "tf32"): ("f32",),
+    ("m16n8k32", "s8"): ("s32",),
+    ("m16n8k32", "u8"): ("s32",),
+    ("m16n8k16", "s8"): ("s32",),
+    ("m16n8k16", "u8"): ("s32",),
+    ("m8n8k4", "f64"): ("f64",),
+    ("m16n8k32", "e4m3"): ("f32", "f16"),
+    ("m16n8k32", "e5m2"): ("f32", "f16"),
+    ("m16n8k16", "e4m3"): ("f32", "f16"),
+    ("m16n8k16", "e5m2"): ("f32", "f16"),
+}
+
+
+def parse_shape(shape: str) -> tuple[int, int, int]:
+    m, rest = shape[1:].split("n")
+    n, k = rest.split("k")
+    return int(m), int(n), int(k)
+
+
+@lru_cache(maxsize=None)
+def fragment(shape: str, operand: str, elem: str) -> np.ndarray:
+    """int array [32 lanes, regs, elements per register, 2] of (row, col) per fragment slot.
+
+    `operand` is "a", "b" or "c" (C and D share a layout); `elem` the operand's element type."""
+    m, _n, k = parse_shape(shape)
+    bits = BITS[elem]
+    out = []
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        if operand == "a":
+            out.append(_frag_a(m, k, bits, g, t))
+        elif operand == "b":
+            out.append(_frag_b(k, bits, g, t))
+        else:
+            out.append(_frag_c(m, bits, g, t))
+    return np.array(out, dtype=np.int64)
+
+
+# -- mma.sync ------------------------------------------------------------------------------------
+def _items(op) -> list:
+    return list(op.items) if isinstance(op, Vec) else [op]
+
+
+def _warps(st: "CtaState", mask: np.ndarray, what: str) -> np.ndarray:
+    """Warp indices active at a `.sync.aligned` instruction; partial warps are an error."""
+    warps = np.unique(np.nonzero(mask)[0] // 32)
+    for w in warps:
+        lanes = mask[w * 32 : w * 32 + 32]
+        if not lanes.all():
+            raise _err(f"{what} needs all 32 lanes of warp {w} (only {int(lanes.sum())} active)")
+    return warps
+
+
+def _gather(st, regs: list, frag: np.ndarray, t: str, shape: tuple, warps) -> np.ndarray:
+    """Matrix per warp [warps, rows, cols] from the lanes' fragment registers."""
+    nregs, per = frag.shape[1], frag.shape[2]
+    if len(regs) != nregs:
+        raise _err(f"expected {nregs} registers for a fragment, got {len(regs)}")
+    bits = BITS[t] if per > 1 else (64 if t == "f64" else 32)
+    out = np.zeros((len(warps),) + shape)
+    out = out.astype(np.int64) if t in ("s8", "u8", "s32") else out
+    lanes = (warps[:, None] * 32 + np.arange(32)[None, :]).reshape(-1)
+    for r, op in enumerate(regs):
+        word = st.bits(op, "b64")[lanes].reshape(len(warps), 32)
+        for e in range(per):
+            raw = (word >> np.uint64(e * bits)) & np.uint64((1 << bits) - 1)
+            vals = decode(raw, t)
+            rows, cols = frag[:, r, e, 0], frag[:, r, e, 1]
+            out[:, rows, cols] = vals
+    return out
+
+
+def _scatter(st, regs: list, frag, t: str, mat: np.ndarray, warps, mask) -> None:
+    nregs, per = frag.shape[1], frag.shape[2]
+    if len(regs) != nregs:
+        raise _err(f"expected {nregs} destination registers, got {len(regs)}")
+    bits = 32 // per if per > 1 else (64 if t == "f64" else 32)
+    lanes = (warps[:, None] * 32 + np.arange(32)[None, :]).reshape(-1)
+    for r, op in enumerate(regs):
+        word = np.zeros((len(warps), 32), np.uint64)
+        for e in range(per):
+            vals = mat[:, frag[:, r, e, 0], frag[:, r, e, 1]]
+            word |= encode(vals.reshape(-1), t).reshape(word.shape) << np.uint64(e * bits)
+        full = np.zeros(st.n, np.uint64)
+        full[lanes] = word.reshape(-1)
+        st.write_bits(op, full, mask)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str, satfinite: bool):
+    """D = A @ B + C per warp, rounded once to `dtype`."""
+    if dtype == "s32":
+        d = np.einsum("wmk,wkn->wmn", a.astype(np.int64), b.astype(np.int64)) + c
+        if satfinite:
+            return np.clip(d, -(2**31), 2**31 - 1)
+        return d
+    with np.errstate(all="ignore"):
+        d = np.einsum("wmk,wkn->wmn", a, b) + c
+    if satfinite:
+        big = np.finfo(np.float16 if dtype == "f16" else np.float32).max
+        d = np.where(np.isnan(d), d, np.clip(d, -big, big))
+    return d
+
+
+def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """mma.sync.aligned.<shape>.row.col[.satfinite].<d>.<a>.<b>.<c> d, a, b, c."""
+    parts = ins.parts
+    if parts[1:3] != ["sync", "aligned"] or len(parts) < 9:
+        raise _err(f"malformed mma opcode {ins.opcode!r}")
+    shape = parts[3]
+    rest = [p for p in parts[4:] if p not in ("row", "col", "satfinite")]
+    if parts[4:6] != ["row", "col"]:
+        raise _err(f"{ins.opcode}: only the .row.col operand layout is simulated")
+    if len(rest) != 4:
+        raise _err(f"{ins.opcode}: expected .dtype.atype.btype.ctype")
+    dt, at, bt, ct = rest
+    if (shape, at) not in SHAPES or dt not in SHAPES[(shape, at)] or ct != dt:
+        raise _err(f"{ins.opcode}: shape/type combination is not a PTX mma.sync form")
+    if at != bt and not ({at, bt} <= {"s8", "u8"} or {at, bt} <= {"e4m3", "e5m2"}):
+        raise _err(f"{ins.opcode}: A and B element types are incompatible")
+    if len(ins.operands) != 4:
+        raise _err(f"{ins.opcode}: expected 4 operands d, a, b, c")
+    m, n, k = parse_shape(shape)
+    warps = _warps(st, mask, "mma.sync.aligned")
+    d_op, a_op, b_op, c_op = (_items(o) for o in ins.operands)
+    a = _gather(st, a_op, fragment(shape, "a", at), at, (m, k), warps)
+    b = _gather(st, b_op, fragment(shape, "b", bt), bt, (k, n), warps)
+    frag_c = fragment(shape, "c", ct)
+    c = _gather(st, c_op, frag_c, ct, (m, n), warps)
+    d = matmul(a, b, c, dt, "satfinite" in parts)
+    _scatter(st, d_op, frag_c, dt, d, warps, mask)
+
+
+# -- cp.async (non-bulk) -------------------------------------------------------------------------
+def _pending(st: "CtaState") -> dict:
+    """Per-thread async-copy groups: lane -> [open list, committed lists oldest first]."""
+    if not hasattr(st, "cp_async"):
+        st.cp_async = {}
+    return st.cp_async
+
+
+def _is_pred(st: "CtaState", op) -> bool:
+    if not isinstance(op, Reg):
+        return False
+    name = op.name
+    for key in (name, name.rstrip("0123456789")):
+        if key in st.entry.regs:
+            return st.entry.regs[key] == "pred"
+    return False
+
+
+def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size | ignore-src};
+    commit_group / wait_group N / wait_all. Copies land in shared memory when a wait retires
+    their group (so a missing wait shows up as stale data, as on hardware)."""
+    parts = ins.parts
+    pend = _pending(st)
+    lanes = np.nonzero(mask)[0]
+    if parts[2] == "commit_group":
+        for lane in lanes:
+            groups = pend.setdefault(int(lane), [[]])
+            groups.append([])
+        return
+    if parts[2] in ("wait_group", "wait_all"):
+        keep = int(st.read(ins.operands[0], "u32")[lanes[0]]) if parts[2] == "wait_group" else 0
+        for lane in lanes:
+            groups = pend.get(int(lane))
+            if not groups:
+                continue
+            committed, open_ = groups[:-1], groups[-1]
+            if parts[2] == "wait_all":  # also retires the uncommitted copies
+                committed, open_ = committed + [open_], []
+            done = committed[: max(len(committed) - keep, 0)]
+            for group in done:
+                for dst, raw in group:
+                    st.shared.store(np.arange(dst, dst + len(raw)), 1, raw)
+            pend[int(lane)] = committed[len(done) :] + [open_]
+        return
+    if parts[2] not in ("ca", "cg") or not parts[3].startswith("shared"):
+        raise _err(f"unsupported async copy {ins.opcode!r}")
+    if "global" not in parts:
+        raise _err(f"{ins.opcode}: the source must be .global")
+    dst, src, size = ins.operands[:3]
+    if not isinstance(dst, Addr) or not isinstance(src, Addr):
+        raise _err(f"{ins.opcode}: expected [dst], [src] address operands")
+    extra = ins.operands[3] if len(ins.operands) > 3 else None
+    cp_size = st.read(size, "u32")
+    fill = None
+    if extra is not None and not (isinstance(extra, Imm) and "L2" in ins.opcode):
+        if _is_pred(st, extra):  # ignore-src: zero-fill everything when true
+            ign = st.bits(extra) != 0
+            fill = np.where(ign, 0, cp_size)
+        else:
+            fill = st.read(extra, "u32")
+    dbase = np.zeros(st.n, np.int64) if dst.base is None else st.bits(dst.base).astype(np.int64)
+    sbase = np.zeros(st.n, np.int64) if src.base is None else st.bits(src.base).astype(np.int64)
+    for lane in lanes:
+        n = int(cp_size[lane])
+        if n not in (4, 8, 16) or ("cg" in parts and n != 16):
+            raise _err(f"{ins.opcode}: cp-size {n} is not allowed")
+        keep = n if fill is None else min(int(fill[lane]), n)
+        raw = np.zeros(n, np.uint64)
+        if keep > 0:
+            s = int(sbase[lane]) + src.offset
+            raw[:keep] = st.heap.load(np.arange(s, s + keep), 1)
+        groups = pend.setdefault(int(lane), [[]])
+        groups[-1].append((int(dbase[lane]) + dst.offset, raw))
+
+
+# -- byte/bit shuffles ----------------------------------------------------------------------------
+def _prmt_byte(mode: str | None, sel: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """(source byte index 0..7, sign-replicate flag) of result byte `i`."""
+    c = sel & 3
+    if mode is None:
+        nib = (sel >> (4 * i)) & 0xF
+        return nib & 7, (nib & 8) != 0
+    no = np.zeros_like(sel, dtype=bool)
+    if mode == "f4e":
+        return (c + i) & 7, no
+    if mode == "b4e":
+        return (c - i) & 7, no
+    if mode == "rc8":
+        return c, no
+    if mode == "ecl":
+        return np.maximum(c, i), no
+    if mode == "ecr":
+        return np.minimum(c, i), no
+    if mode == "rc16":
+        return 2 * (sel & 1) + (i & 1), no
+    raise _err(f"unsupported prmt mode .{mode}")
+
+
+def do_prmt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """prmt.b32{.mode} d, a, b, c: pick bytes of {b, a} (a = bytes 0-3) by selector c."""
+    mode = ins.parts[2] if len(ins.parts) > 2 and ins.parts[1] == "b32" else None
+    if ins.parts[1] != "b32":
+        raise _err(f"malformed prmt opcode {ins.opcode!r}")
+    d, a, b, c = ins.operands
+    src = (st.bits(a, "b32") & np.uint64(0xFFFFFFFF)) | (
+        (st.bits(b, "b32") & np.uint64(0xFFFFFFFF)) << np.uint64(32)
+    )
+    sel = st.read(c, "u32").astype(np.int64)
+    out = np.zeros(st.n, np.uint64)
+    for i in range(4):
+        idx, sign = _prmt_byte(mode, sel, i)
+        byte = (src >> (8 * idx).astype(np.uint64)) & np.uint64(0xFF)
+        byte = np.where(sign, np.where(byte & np.uint64(0x80), np.uint64(0xFF), 0), byte)
+        out |= byte.astype(np.uint64) << np.uint64(8 * i)
+    st.write_bits(d, out, mask)
+
+
+def do_bfi(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """bfi.b32/.b64 f, a, b, c, d: b with bits [c, c+d) replaced by the low bits of a."""
+    t = ins.parts[-1]
+    if t not in ("b32", "b64"):
+        raise _err(f"malformed bfi opcode {ins.opcode!r}")
+    w = 32 if t == "b32" else 64
+    f, a, b, c, d = ins.operands
+    av, bv = st.bits(a, t), st.bits(b, t)
+    pos = st.read(c, "u32").astype(np.int64) & 0xFF
+    ln = st.read(d, "u32").astype(np.int64) & 0xFF
+    out = np.empty(st.n, np.uint64)
+    full = (1 << w) - 1
+    for i in range(st.n):
+        p, n = int(pos[i]), int(ln[i])
+        if n == 0 or p >= w:
+            out[i] = int(bv[i]) & full
+            continue
+        n = min(n, w - p)
+        fm = ((1 << n) - 1) << p
+        out[i] = ((int(bv[i]) & ~fm) | ((int(av[i]) << p) & fm)) & full
+    st.write_bits(f, out, mask)
+
+
+# -- shared-memory swizzle, N-D tensor copies (TMA) ------------------------------------------------
+def swizzle(addr: np.ndarray, span: int) -> np.ndarray:
+    """Physical shared address of `addr` under the `span`-byte swizzle (0, 32, 64, 128): the
+    16-byte chunk bits [4, 4+b) are XORed with bits [7, 7+b), b = log2(span / 16)."""
+    if span == 0:
+        return addr
+    bits = {32: 1, 64: 2, 128: 3}[span]
+    a = np.asarray(addr, np.int64)
+    return a ^ (((a >> 7) & ((1 << bits) - 1)) << 4)
+
+
+def do_tensor_copy(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """cp.async.bulk.tensor.Nd.shared::cta.global.tile.mbarrier::complete_tx::bytes
+    [dst], [map, {c0, ..}], [mbar]{, policy}: the box at coordinates c (innermost first) lands
+    row-major (innermost fastest) at dst, swizzled; out-of-bounds elements read as zero."""
+    from tilegen.runtime.ptx.sim import async_ops, tensormap
+
+    parts = ins.parts
+    if "im2col" in parts or "multicast::cluster" in parts:
+        raise _err(f"{ins.opcode}: im2col and multicast tensor copies are not simulated")
+    if not parts[5].startswith("shared") or parts[6] != "global":
+        raise _err(f"{ins.opcode}: only global -> shared tensor copies are simulated")
+    dst, src, mbar = ins.operands[:3]
+    maps = {addr: raw for addr, raw in st.params.values()}
+    lanes = np.nonzero(mask)[0]
+    srcs = async_ops._addrs(st, src, mask)
+    first = tensormap.decode(maps.get(int(srcs[0]), b"")) if len(srcs) else None
+    if first is not None and not first.box:
+        if "1d" in parts:
+            async_ops._tensor_copy(st, ins, mask)
+            return
+        raise _err(
+            f"{ins.opcode}: the tensor map carries no box shape/swizzle (they live in the "
+            "host-encoded CUtensorMap): pass run_ptx(tensor_maps=[{array, box, swizzle}])"
+        )
+    coords = [st.read(c, "s32").astype(np.int64) for c in src.extra[0].items]
+    for lane, d, m, b in zip(
+        lanes, async_ops._addrs(st, dst, mask), srcs, async_ops._addrs(st, mbar, mask)
+    ):
+        tmap = tensormap.decode(maps.get(int(m), b""))
+        if tmap is None:
+            raise _err(f"no tensor map at param address 0x{int(m):x}")
+        rank = len(tmap.dims)
+        if len(coords) != rank:
+            raise _err(f"{len(coords)} coordinates for a rank-{rank} tensor map")
+        box = tmap.box
+        es = tmap.elem_size
+        if tmap.swizzle and box[0] * es > tmap.swizzle:
+            raise _err(f"box row of {box[0] * es} bytes exceeds the {tmap.swizzle}-byte swizzle")
+        idx = np.indices(box[::-1]).reshape(rank, -1)[::-1]  # [dim (innermost first), elem]
+        glob = idx + np.array([int(c[lane]) for c in coords])[:, None]
+        ok = np.all((glob >= 0) & (glob < np.array(tmap.dims)[:, None]), axis=0)
+        gaddr = tmap.address + (glob * np.array(tmap.strides)[:, None]).sum(axis=0)
+        data = np.zeros(idx.shape[1], np.uint64)
+        if ok.any():
+            data[ok] = st.heap.load(gaddr[ok], es)
+        saddr = int(d) + np.arange(idx.shape[1]) * es
+        st.shared.store(swizzle(saddr, tmap.swizzle), es, data)
+        bar = async_ops._barrier(st, b)
+        bar.tx -= idx.shape[1] * es
+        bar.settle()
+
+
+# -- wgmma ------------------------------------------------------------------------------------------
+_WG_SWIZZLE = {0: 0, 1: 128, 2: 64, 3: 32}
+
+
+def decode_descriptor(desc: int) -> dict:
+    """Fields of a wgmma shared-memory matrix descriptor (64-bit)."""
+    return {
+        "start": (desc & 0x3FFF) << 4,
+        "lbo": ((desc >> 16) & 0x3FFF) << 4,
+        "sbo": ((desc >> 32) & 0x3FFF) << 4,
+        "base_offset": (desc >> 49) & 7,
+        "swizzle": _WG_SWIZZLE[(desc >> 62) & 3],
+    }
+
+
+def descriptor_addresses(desc: int, rows: int, cols: int, elem_bytes: int, mn_major: bool):
+    """Shared byte address [rows (M or N), cols (K)] of each element a descriptor describes
+    (canonical layouts of the PTX ISA / CUTLASS GMMA: K-major or MN-major, swizzle 0/32/64/128)."""
+    f = decode_descriptor(desc)
+    mn = np.arange(rows)[:, None]
+    k = np.arange(cols)[None, :]
+    s, lbo, sbo, start = f["swizzle"], f["lbo"], f["sbo"], f["start"]
+    t = 16 // elem_bytes  # elements per 16 bytes
+    if not mn_major:
+        if s == 0:  # 8x16B core matrices: along MN at SBO, along K at LBO
+            addr = (mn // 8) * sbo + (k // t) * lbo + (mn % 8) * 16 + (k % t) * elem_bytes
+        else:  # 8 rows of `s` bytes per atom, atoms along MN at SBO
+            addr = (mn // 8) * sbo + (mn % 8) * s + k * elem_bytes
+    else:
+        if s == 0:  # core matrices 8 (K) x 16B (MN): along MN at SBO, along K at LBO
+            addr = (mn // t) * sbo + (k // 8) * lbo + (k % 8) * 16 + (mn % t) * elem_bytes
+        else:  # atoms of 8 (K) rows x `s` bytes (MN): along MN at LBO, along K at SBO
+            w = s // elem_bytes
+            addr = (mn // w) * lbo + (k // 8) * sbo + (k % 8) * s + (mn % w) * elem_bytes
+    return swizzle(start + addr, s)
+
+
+_WG_K = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
+
+
+def _wg_acc_coords(n: int, per: int) -> np.ndarray:
+    """[128 threads, regs, per, 2] (row, col) of the m64nN accumulator fragment."""
+    out = np.zeros((128, n // 8 * 4 // per, per, 2), np.int64)
+    for tid in range(128):
+        w, lane = divmod(tid, 32)
+        g, t = lane >> 2, lane & 3
+        for e in range(n // 2):  # element index in the 32-bit view: chunk j, slot 0..3
+            j, slot = divmod(e, 4)
+            row = 16 * w + g + 8 * (slot >> 1)
+            col = 8 * j + 2 * t + (slot & 1)
+            out[tid, e // per, e % per] = (row, col)
+    return out
+
+
+def _load_shared(st, addr: np.ndarray, t: str) -> np.ndarray:
+    es = 8 if t == "f64" else max(1, BITS[t] // 8)
+    raw = st.shared.load(addr.reshape(-1), es).reshape(addr.shape)
+    return decode(raw, t)
+
+
+def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """wgmma.fence / commit_group / wait_group (no-ops: results land at issue) and
+    wgmma.mma_async.sync.aligned.m64nNkK[.satfinite].dtype.atype.btype with A from a shared
+    descriptor or registers and B from a descriptor; scale-d, imm-scale-a/b, imm-trans-a/b."""
+    parts = ins.parts
+    if parts[1] in ("fence", "commit_group", "wait_group"):
+        return
+    if parts[1] != "mma_async" or parts[2:4] != ["sync", "aligned"]:
+        raise _err(f"unsupported wgmma form {ins.opcode!r}")
+    shape = parts[4]
+    rest = [p for p in parts[5:] if p != "satfinite"]
+    if len(rest) != 3:
+        raise _err(f"{ins.opcode}: expected .dtype.atype.btype")
+    dt, at, bt = rest
+    m, n, k = parse_shape(shape)
+    if m != 64 or n % 8 or not 8 <= n <= 256 or _WG_K.get(at) != k:
+        raise _err(f"{ins.opcode}: not a wgmma shape for .{at}")
+    ops = ins.operands
+    a_regs = isinstance(ops[1], Vec)
+    floats = at in ("f16", "bf16")
+    nimm = (2 if floats else 0) + (2 if at not in ("s8", "u8") else 0)
+    if floats and a_regs:
+        nimm -= 1  # no imm-trans-a with A in registers
+    want = 4 + nimm
+    if len(ops) != want:
+        raise _err(f"{ins.opcode}: expected {want} operands, got {len(ops)}")
+    imms = [int(st.read(o, "s32")[0]) for o in ops[4:]]
+    scale_a = scale_b = 1
+    trans_a = trans_b = 0
+    if at not in ("s8", "u8"):
+        scale_a, scale_b = imms[0], imms[1]
+        if floats:
+            trans_b = imms[-1]
+            trans_a = 0 if a_regs else imms[2]
+    warps = _warps(st, mask, "wgmma.mma_async")
+    groups = np.unique(warps // 4)
+    for grp in groups:
+        if not all(w in warps for w in range(4 * grp, 4 * grp + 4)):
+            raise _err(f"wgmma.mma_async needs all 4 warps of warpgroup {grp}")
+    per_d = 2 if dt == "f16" else 1
+    dcoords = _wg_acc_coords(n, per_d)
+    d_ops = _items(ops[0])
+    if len(d_ops) != dcoords.shape[1]:
+        raise _err(f"expected {dcoords.shape[1]} accumulator registers, got {len(d_ops)}")
+    scale_d = st.bits(ops[3], "pred") != 0
+    ab_bytes = BITS[at] // 8
+    for grp in groups:
+        tids = np.arange(128 * grp, 128 * grp + 128)
+        lead = int(tids[0])
+        if a_regs:
+            frag = fragment(f"m16n8k{k}", "a", at)
+            a = np.zeros((4, 16, k))
+            a = _gather(st, _items(ops[1]), frag, at, (16, k), np.arange(4 * grp, 4 * grp + 4))
+            a = a.reshape(64, k)
+        else:
+            desc = int(st.bits(ops[1], "b64")[lead])
+            addr = descriptor_addresses(desc, 64, k, ab_bytes, bool(trans_a))
+            a = _load_shared(st, addr, at)
+        bdesc = int(st.bits(ops[2], "b64")[lead])
+        baddr = descriptor_addresses(bdesc, n, k, ab_bytes, bool(trans_b))
+        b = _load_shared(st, baddr, bt).T  # [k, n]
+        a, b = a * scale_a, b * scale_b
+        c = np.zeros((1, 64, n))
+        bits = 32 // per_d
+        for r, op in enumerate(d_ops):
+            word = st.bits(op, "b64")[tids]
+            for e in range(per_d):
+                raw = (word >> np.uint64(e * bits)) & np.uint64((1 << bits) - 1)
+                c[0, dcoords[:, r, e, 0], dcoords[:, r, e, 1]] = decode(raw, dt)
+        if not scale_d[lead]:
+            c[:] = 0
+        d = matmul(
+            a[None], b[None], c.astype(np.int64) if dt == "s32" else c, dt, "satfinite" in parts
+        )
+        for r, op in enumerate(d_ops):
+            word = np.zeros(128, np.uint64)
+            for e in range(per_d):
+                vals = d[0, dcoords[:, r, e, 0], dcoords[:, r, e, 1]]
+                word |= encode(vals, dt) << np.uint64(e * bits)
+            full = st.bits(op, "b64").copy()
+            full[tids] = word
+            sel = np.zeros(st.n, bool)
+            sel[tids] = True
+            st.write_bits(op, full, mask & sel)
+
+
+OPS = {"mma": do_mma, "prmt": do_prmt, "bfi": do_bfi, "wgmma": do_wgmma}
+
+
+def handles(ins: Instr) -> bool:
+    """Whether this module executes `ins` (the dispatcher in handwritten.py asks first)."""
+    p = ins.parts
+    if p[0] == "cp" and len(p) > 2 and p[1] == "async":
+        return "bulk" not in p or "tensor" in p
+    return p[0] in OPS
+
+
+def execute(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    p = ins.parts
+    if p[0] == "cp":
+        if "tensor" in p:
+            do_tensor_copy(st, ins, mask)
+        else:
+            do_cp_async(st, ins, mask)
+    else:
+        OPS[p[0]](st, ins, mask)
