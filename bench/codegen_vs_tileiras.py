@@ -1,7 +1,7 @@
 """tilegen vs tileiras on the cuTile corpus: SASS size, registers and compile time per kernel/arch.
 
 ``python bench/codegen_vs_tileiras.py [KERNEL ...] [--arch sm_90 ...] [--repeat N] [--all]
-[--json OUT]``
+[--json OUT] [--keep DIR]``
 
 For each kernel and target both compilers turn the same ``.tileirbc`` into a cubin, each as a
 process (``tilegen compile --emit=cubin`` / ``tileiras``), timed wall-clock (median of
@@ -104,6 +104,12 @@ def main(argv=None) -> int:
     p.add_argument("--arch", action="append", choices=ARCHS, help="default: all four")
     p.add_argument("--repeat", type=int, default=3, help="timed runs per compile (median)")
     p.add_argument("--json", metavar="OUT", help="also write the rows as JSON")
+    p.add_argument(
+        "--keep",
+        metavar="DIR",
+        type=Path,
+        help="keep both cubins and copy each kernel's npz into DIR (input of bench/gpu_runner.py)",
+    )
     args = p.parse_args(argv)
     tools = {"tileiras": nvidia_tool("tileiras"), "cuobjdump": nvidia_tool("cuobjdump")}
     if tools["tileiras"] is None:
@@ -128,6 +134,12 @@ def main(argv=None) -> int:
             for a in archs:
                 row = compare(k, a, args.repeat, Path(d), tools)
                 rows.append(row)
+                if args.keep:
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                    for cubin in Path(d).glob(f"{k}.{a}.*.cubin"):
+                        shutil.copy(cubin, args.keep / cubin.name)
+                    if (OUT / f"{k}.npz").exists():
+                        shutil.copy(OUT / f"{k}.npz", args.keep / f"{k}.npz")
                 tg, ti = row["tilegen"], row["tileiras"]
                 sr, tr = _ratio(row, "sass"), _ratio(row, "time_s")
                 note = "" if tg.get("ok") else f"  tilegen: {tg.get('error')}"

@@ -35,6 +35,7 @@ import numpy as np
 EIATTR_REQNTID = 0x10
 EIATTR_MAX_THREADS = 0x05
 EIATTR_KPARAM_INFO = 0x17
+EIATTR_KPARAM_INFO_V2 = 0x45
 
 
 class RunnerError(Exception):
@@ -85,6 +86,9 @@ def cubin_kernel(data: bytes) -> tuple[str, list[int], tuple[int, int, int]]:
         if attr == EIATTR_KPARAM_INFO and len(value) >= 12:
             _index, ordinal, _offset, flags = struct.unpack_from("<IHHI", value)
             params[ordinal] = (flags >> 18) & 0x3FFF
+        elif attr == EIATTR_KPARAM_INFO_V2 and len(value) >= 12:  # tileiras's cubins
+            _index, ordinal, _offset, flags = struct.unpack_from("<IHHI", value)
+            params[ordinal] = flags & 0xFFFF
         elif attr in (EIATTR_REQNTID, EIATTR_MAX_THREADS) and block is None:
             dims = struct.unpack_from(f"<{len(value) // 4}I", value)
             block = tuple((list(dims) + [1, 1])[:3])
@@ -161,11 +165,15 @@ class Cuda:
         self.check(driver.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
         attr = driver.CUdevice_attribute
         major = self.check(
-            driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev),
+            driver.cuDeviceGetAttribute(
+                attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev
+            ),
             "attr",
         )
         minor = self.check(
-            driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev),
+            driver.cuDeviceGetAttribute(
+                attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev
+            ),
             "attr",
         )
         self.sm = 10 * int(major) + int(minor)
@@ -287,7 +295,9 @@ def main(argv=None) -> int:
         cubin = cubin_path.read_bytes()
         cases = [("", *load_npz(npz))]
         if args.vec_add_n and kernel == "vec_add":
-            cases.append((f" n={args.vec_add_n}", *vec_add_case(cubin_kernel(cubin)[0], args.vec_add_n)))
+            cases.append(
+                (f" n={args.vec_add_n}", *vec_add_case(cubin_kernel(cubin)[0], args.vec_add_n))
+            )
         for label, kargs, expected, grid in cases:
             try:
                 got, ms = cuda.run(cubin, kargs, grid, args.repeat)

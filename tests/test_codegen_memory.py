@@ -5,8 +5,10 @@ the SIMT simulator against the reference interpreter (and numpy)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -354,3 +356,36 @@ def test_bf16_atomic_add_needs_sm90(tmp_path):
         compile_to_ptx(load_module(f), "sm_80")
     msg = e.value.diagnostics[0].format()
     assert "k.mlir:" in msg and "'addf' atomics on bf16" in msg
+
+
+# ----------------------------------------------------------------------------- corpus kernels
+
+CORPUS = Path("/work/shared/corpus/cutile")
+OUT = CORPUS / "out"
+#: kernel file stem -> npz stem (memory-heavy kernels: pointers, gathers, atomics, globals)
+KERNELS = {
+    "advanced_indexing": "advanced_indexing",
+    "atomics": "atomics",
+    "gather_scatter": "gather_scatter",
+    "raw_pointer": "raw_pointer",
+    "newer_ops": "newer_ops",
+    "print_kernel.v13_1": "print_kernel",  # get_global + a CAS spin lock
+}
+
+
+@pytest.mark.skipif(not OUT.exists(), reason="cuTile corpus not present")
+@pytest.mark.parametrize("kernel", list(KERNELS))
+def test_corpus_kernel(tmp_path, capsys, kernel):
+    from tilegen.runtime.interp.api import compare_expected, load_npz_args, load_npz_expected
+
+    stem = KERNELS[kernel]
+    manifest = json.loads((CORPUS / "manifest.json").read_text())
+    entries = manifest["kernels"] if isinstance(manifest, dict) else manifest
+    rtol, atol = next(k for k in entries if k["name"] == stem).get("tolerance_rtol_atol", [0, 0])
+    src = OUT / f"{kernel}.tileirbc"
+    args, grid = load_npz_args(OUT / f"{stem}.npz")
+    got = run_ptxsim(load_module(src), args, grid or (1, 1, 1), "sm_90")
+    assert compare_expected(got, load_npz_expected(OUT / f"{stem}.npz"), rtol, atol) == []
+    if PTXAS is not None:
+        for sm in SMS:
+            _ptxas_clean(tmp_path, compile_to_ptx(load_module(src), sm), sm)

@@ -47,6 +47,12 @@ def literal(op, t, value, bits=None) -> str:
         b = int(np.array(v, np.float32).view(np.uint32))
         b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 if v == v else 0x7FC0  # round to nearest even
         return "0x%04X" % (b & 0xFFFF)
+    if key in ("f8E4M3FN", "f8E5M2", "tf32"):
+        from tilegen.runtime.interp.floats import encode
+
+        if bits is None:
+            bits = int(np.asarray(encode(np.array([float(value)]), key)).reshape(-1)[0])
+        return ("0x%08X" if key == "tf32" else "0x%04X") % bits
     if key in ("i1", "i8", "i16", "i32", "i64", "ptr"):
         v = int(value)
         if key == "i1":

@@ -745,3 +745,62 @@ __all__ = [
     "st_opcode",
     "MemTokenType",
 ]
+
+
+# ----------------------------------------------------------------------------- module globals
+
+
+def _symbol(a) -> str:
+    for attr in ("value", "name", "root"):
+        v = getattr(a, attr, None)
+        if isinstance(v, str):
+            return v.lstrip("@")
+    return str(a).lstrip("@")
+
+
+@handles("nv_tileaa.get_global")
+def get_global(em: Emitter, op) -> None:
+    """The address of a module ``nv_tileaa.global``, declared once as a PTX ``.global`` byte
+    array holding its initial value (row-major, little-endian)."""
+    import struct
+
+    name = _symbol(op.attributes["name"])
+    top = em.func
+    while top.parent_op is not None:
+        top = top.parent_op
+    g = next(
+        (
+            o
+            for o in top.walk()
+            if o.name == "nv_tileaa.global" and _symbol(o.attributes.get("sym_name")) == name
+        ),
+        None,
+    )
+    if g is None:
+        fail(op, f"PTX backend: no nv_tileaa.global named '{name}'")
+    t = g.attributes["type"].value
+    key = elem_key(t)
+    if key not in ELEMENTS or ELEMENTS[key][0] == "pred":
+        fail(op, f"PTX backend does not support globals of type {t} yet")
+    esize = ELEMENTS[key][1]
+    count = 1
+    for s in t.shape if isinstance(t, TileType) else ():
+        count *= s
+    init = g.attributes.get("initial_value")
+    data = b"\0" * (count * esize)
+    if init is not None:
+        vals = list(init.values) * (count if len(init.values) == 1 else 1)
+        fmt = {"f32": "<f", "f64": "<d"}.get(key)
+        if fmt is None and key.startswith("f"):
+            fail(op, f"PTX backend does not support initial values of type {t} yet")
+        data = b"".join(
+            struct.pack(fmt, v) if fmt else (int(v) % (1 << 8 * esize)).to_bytes(esize, "little")
+            for v in vals
+        )
+    body = ", ".join(str(b) for b in data)
+    decl = f".global .align {esize} .b8 {name}[{len(data)}] = {{{body}}};"
+    if decl not in em.globals:
+        em.globals.append(decl)
+    r = em.new("b64")
+    em.ins(f"mov.u64 {r}, {name}")
+    em.set(op.results[0], r)

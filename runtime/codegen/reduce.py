@@ -285,11 +285,10 @@ def scan(em: Emitter, op) -> None:
         p = em.canonical(d, k)
         if p == "0":
             continue
-        idx = form.emit(em, d, k)
         guard = f"@{p} " if p else ""
         for (cls, _, _), off, isize, t in zip(infos, offs, isizes, tiles):
             r, st = store_reg(em, cls, t[k])
-            em.ins(f"{guard}st.shared.{st} [{_smem_at(em, off, idx, isize)}], {r}")
+            em.ins(f"{guard}st.shared.{st} {em.smem_ref(d, form, k, isize, off)}, {r}")
     em.barrier()
 
     if n > 1:
@@ -331,8 +330,8 @@ def scan(em: Emitter, op) -> None:
     for res, (cls, _, _), off, isize in zip(op.results, infos, offs, isizes):
         out = []
         for k in range(d.nregs):
-            idx = form.emit(em, d, k)
-            out.append(load_reg(em, cls, "shared", _smem_at(em, off, idx, isize)))
+            ref = em.smem_ref(d, form, k, isize, off)
+            out.append(load_reg(em, cls, "shared", ref[1:-1]))
         em.set(res, out)
 
 

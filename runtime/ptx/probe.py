@@ -105,6 +105,27 @@ HANDWRITTEN_PROBES: dict[str, tuple] = {
         " [smem], [%rd1], 16, [smem+128];",
     ),
     "setmaxnreg": ("setmaxnreg.inc.sync.aligned.u32 64;",),
+    "mma.sync": (
+        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"
+        " {%r0, %r1, %r2, %r3}, {%r4, %r5}, {%r6}, {%r0, %r1, %r2, %r3};",
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+        " {%r0, %r1, %r2, %r3}, {%r4, %r5, %r6, %r7}, {%r8, %r9}, {%r0, %r1, %r2, %r3};",
+        "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%rd0, %rd1}, {%rd2}, {%rd3}, {%rd0, %rd1};",
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+        " {%r0, %r1, %r2, %r3}, {%r4, %r5, %r6, %r7}, {%r8, %r9}, {%r0, %r1, %r2, %r3};",
+    ),
+    "wgmma": (
+        "wgmma.fence.sync.aligned;",
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"
+        " {%r0, %r1, %r2, %r3}, %rd1, %rd2, 1, 1, 1, 0, 0;",
+    ),
+    "cp.async": (
+        "cp.async.ca.shared.global [smem], [%rd1], 16;",
+        "cp.async.cg.shared.global [smem], [%rd1], 16, %r1;",
+        "cp.async.wait_group 0;",
+    ),
+    "prmt": ("prmt.b32 %r0, %r1, %r2, %r3;", "prmt.b32.f4e %r0, %r1, %r2, %r3;"),
+    "bfi": ("bfi.b32 %r0, %r1, %r2, %r3, %r4;",),
     "call.vprintf": (
         (
             _VPRINTF,
