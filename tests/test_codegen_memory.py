@@ -211,7 +211,7 @@ def test_pointer_gather_scatter_mask_padding(tmp_path):
 # ----------------------------------------------------------------------------- atomics
 
 ATOMICS = f"""
-  entry @a({_sig("cnt:i32", "perm:i32", "out:i32", "f:f32", "d:f64", "h:f16", "s:i32", "so:i32")}) {{
+  entry @a({_sig("cnt:i32", "perm:i32", "out:i32", "f:f32", "d:f64", "h:f16", "s:i32", "so:i32", "wide:i32")}) {{
     %i = iota : tile<16xi32>
     {_ptrs("perm", "i32", 16, "%i")}
     %pm, %t0 = load_ptr_tko weak %perm_p : tile<16xptr<i32>> -> tile<16xi32>, token
@@ -234,6 +234,20 @@ ATOMICS = f"""
     %so0, %t6 = atomic_cas_tko acq_rel device %s, %c7, %c9 : tile<ptr<i32>>, tile<i32> -> tile<i32>, token
     %so1, %t7 = atomic_rmw_tko release sys %s, max, %c7 : tile<ptr<i32>>, tile<i32> -> tile<i32>, token
     %t8 = store_ptr_tko weak %so, %so0 : tile<ptr<i32>>, tile<i32> -> token
+    %o2 = reshape %o : tile<16xi32> -> tile<16x1xi32>
+    %o3 = broadcast %o2 : tile<16x1xi32> -> tile<16x8xi32>
+    %r1 = reshape %i : tile<16xi32> -> tile<16x1xi32>
+    %r2 = broadcast %r1 : tile<16x1xi32> -> tile<16x8xi32>
+    %j = iota : tile<8xi32>
+    %j1 = reshape %j : tile<8xi32> -> tile<1x8xi32>
+    %j2 = broadcast %j1 : tile<1x8xi32> -> tile<16x8xi32>
+    %c8 = constant <i32: 8> : tile<16x8xi32>
+    %r8 = muli %r2, %c8 : tile<16x8xi32>
+    %ij = addi %r8, %j2 : tile<16x8xi32>
+    %w1 = reshape %wide : tile<ptr<i32>> -> tile<1x1xptr<i32>>
+    %wb = broadcast %w1 : tile<1x1xptr<i32>> -> tile<16x8xptr<i32>>
+    %wp = offset %wb, %ij : tile<16x8xptr<i32>>, tile<16x8xi32> -> tile<16x8xptr<i32>>
+    %t9 = store_ptr_tko weak %wp, %o3 : tile<16x8xptr<i32>>, tile<16x8xi32> -> token
     return
   }}"""
 
@@ -244,12 +258,14 @@ def test_atomics_tile_replicated_and_scalar(tmp_path):
     args = [("cnt", cnt), ("perm", perm), ("out", np.zeros(16, np.int32))]
     args += [("f", np.zeros(2, np.float32)), ("d", np.zeros(2, np.float64))]
     args += [("h", np.zeros(2, np.float16)), ("s", np.array([7, 0], np.int32))]
-    args += [("so", np.zeros(2, np.int32))]
+    args += [("so", np.zeros(2, np.int32)), ("wide", np.zeros(128, np.int32))]
     got, ptx = _check(tmp_path, _module(tmp_path, ATOMICS), args)
     want = cnt.copy()
     want[perm] += np.arange(16, dtype=np.int32)
     np.testing.assert_array_equal(got["cnt"], want)  # each element added exactly once
-    np.testing.assert_array_equal(got["out"], cnt[perm])  # old values reach every copy
+    np.testing.assert_array_equal(got["out"], cnt[perm])
+    # every copy of the replicated result holds the old value (8 copies land in other threads)
+    np.testing.assert_array_equal(got["wide"], np.repeat(cnt[perm], 8))
     assert got["f"][0] == 16 and got["d"][0] == 4 and got["h"][0] == 32
     assert got["s"][0] == 9 and got["so"][0] == 7  # the cas result, broadcast from thread 0
     text = ptx["sm_90"]

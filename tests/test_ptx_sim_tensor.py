@@ -441,6 +441,8 @@ def _captured() -> list:
 @pytest.mark.skipif(not (CORPUS / "manifest.json").exists(), reason="cuTile corpus not present")
 @pytest.mark.parametrize("path", _captured())
 def test_tileiras_mma_sync_ptx_matches_expected(path: Path) -> None:
+    # sm_80/sm_89: mma.sync + ldmatrix + cp.async; sm_120: mma.sync + ldmatrix (incl. the
+    # m16n16 .b8 form for fp8) fed by 2-D/3-D TMA with the maps read from the host object
     name = path.name.split(".")[0]
     manifest = json.loads((CORPUS / "manifest.json").read_text())
     kernel = next(k for k in manifest["kernels"] if k["name"] == name)
@@ -449,7 +451,11 @@ def test_tileiras_mma_sync_ptx_matches_expected(path: Path) -> None:
     args = [data[f"arg__{n}"] for n in names]
     ptx = gzip.decompress(path.read_bytes()).decode()
     assert "mma.sync.aligned" in ptx
-    outs = run_ptx(ptx, args, data["grid"], file=path.name[:-3])
+    maps = {}
+    for f in DATA.glob("*_tensor_maps.json"):
+        maps.update(json.loads(f.read_text())["maps"])
+    key = path.name[: -len(".ptx.gz")]
+    outs = run_ptx(ptx, args, data["grid"], file=path.name[:-3], tensor_maps=maps.get(key))
     arrays = [n for n, a in zip(names, args) if np.asarray(a).ndim > 0]
     rtol, atol = kernel["tolerance_rtol_atol"]
     for out in kernel["outputs"]:
@@ -641,3 +647,20 @@ def test_tensor_maps_read_from_tileiras_host_object(name) -> None:
     want = json.loads((DATA / "sm_90_tensor_maps.json").read_text())["maps"][name]
     assert got == want
     assert got[0]["swizzle"] in (0, 32, 64, 128) and len(got[0]["box"]) == ranks[got[0]["array"]]
+
+
+def test_unsupported_ldmatrix_forms_are_errors_not_silent() -> None:
+    body = """
+    mov.u32 %r2, buf;
+    ldmatrix.sync.aligned.m8n16.x1.shared.b8x16.b6x16_p32 {%r3}, [%r2];
+"""
+    src = _simple(body, shared=".shared .align 16 .b8 buf[512];")
+    with pytest.raises(PtxSimError, match="only .m8n8 .b16 and ldmatrix .m16n16"):
+        run_ptx(src, [np.zeros(4, np.uint32), np.zeros(32, np.uint32)], (1, 1, 1))
+    body = body.replace(".m8n16.x1.shared.b8x16.b6x16_p32", ".m16n16.x1.shared.b8")
+    with pytest.raises(PtxSimError, match="only the .trans .b8 form"):
+        run_ptx(
+            _simple(body, shared=".shared .align 16 .b8 buf[512];"),
+            [np.zeros(4, np.uint32), np.zeros(32, np.uint32)],
+            (1, 1, 1),
+        )

@@ -144,6 +144,7 @@ class Emitter:
         self._smem_refs: dict = {}
         self.values: dict = {}
         self.smem_bytes = 0
+        self.isa = (0, 0)  # the least PTX ISA version an emitted instruction needs
         self.globals: list[str] = []  # module-level declarations this kernel needs
         self._labels = 0
         self._tid: Optional[tuple[str, str, str]] = None
@@ -407,6 +408,11 @@ class Emitter:
         if self._smem_reg is None:
             self._smem_reg = "%tgsmem"
         return self._smem_reg
+
+    def need_isa(self, version: str) -> None:
+        """Record that an emitted instruction needs PTX ISA ``version`` (e.g. "8.4")."""
+        major, minor = (int(x) for x in version.split("."))
+        self.isa = max(self.isa, (major, minor))
 
     def need_smem(self, nbytes: int) -> None:
         self.smem_bytes = max(self.smem_bytes, nbytes)

@@ -611,9 +611,20 @@ def _per_reg(em: Emitter, op, v, d) -> list:
     (its layout must match) or a scalar repeated."""
     x = em.get(v)
     if isinstance(x, list):
-        if d is None or len(x) != d.nregs or em.dist_of(op, v.type).layout != d.layout:
-            fail(op, f"PTX backend: an operand of '{op.name}' has another layout")
-        return x
+        if d is None or tuple(v.type.shape) != d.shape:
+            fail(op, f"PTX backend: an operand of '{op.name}' has another shape")
+        src = em.dist_of(op, v.type)
+        if src.layout == d.layout:
+            return x
+        # the layout pass left a mismatch: convert (registers where possible, else shared)
+        from tilegen.runtime.codegen.exchange import exchange, row_major
+
+        cls, esize, _ = ELEMENTS[elem_key(v.type)]
+        n = 1
+        for s in d.shape:
+            n *= s
+        form = row_major(d.shape)
+        return exchange(em, cls, esize, [(x, src, form)], d, form, n)
     if d is None:
         return [x]
     return [x] * d.nregs

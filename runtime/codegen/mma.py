@@ -31,6 +31,7 @@ class MmaRow:
     frag_cls: str  # register class of A/B fragments
     c_cls: str  # register class of C/D
     min_sm: int = 80
+    ptx_isa: str = "7.0"
 
 
 _A16 = ((0, 0), (8, 0), (0, 8), (8, 8))
@@ -61,6 +62,7 @@ def _row8bit(a: str, b: str, c: str, cc: str, sm: int = 80) -> MmaRow:
         "b32",
         cc,
         sm,
+        "8.4" if a.startswith("e") else "7.0",
     )
 
 
@@ -167,6 +169,7 @@ def dot(em: Emitter, op) -> None:
         fail(op, "PTX backend does not support batched dot yet")
     ka, kb, kc = elem_key(a.type), elem_key(b.type), elem_key(c.type)
     row = select_row(op, ka, kb, kc, em.sm)
+    em.need_isa(row.ptx_isa)
     M, K = a.type.shape
     N = b.type.shape[1]
     tm, tn, tk = row.shape

@@ -31,9 +31,7 @@ def compile_to_ptx(module, gpu_name: str, verify: bool = True) -> str:
         raise PtxSimRunError(e.diagnostics) from None
 
 
-def run_ptxsim(
-    module, kernel_args, grid, gpu_name: str, verify: bool = True, stdout=None
-) -> dict:
+def run_ptxsim(module, kernel_args, grid, gpu_name: str, verify: bool = True, stdout=None) -> dict:
     """Run ``module``'s kernel on ``kernel_args`` ((name, array) pairs) over ``grid``; returns
     name -> array after the run (scalars as passed); device printf text goes to ``stdout``."""
     from tilegen.runtime.ptx.launch import PtxSimError, run_ptx

@@ -591,7 +591,6 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         lead = int(tids[0])
         if a_regs:
             frag = fragment(f"m16n8k{k}", "a", at)
-            a = np.zeros((4, 16, k))
             a = _gather(st, _items(ops[1]), frag, at, (16, k), np.arange(4 * grp, 4 * grp + 4))
             a = a.reshape(64, k)
         else:
@@ -626,6 +625,36 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             st.write_bits(op, full, mask & sel)
 
 
+def do_ldmatrix_m16n16(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """ldmatrix.sync.aligned.m16n16.x1/.x2.trans.shared.b8: lanes 16m..16m+15 give the 16 row
+    addresses (16 bytes each) of matrix m; lane (g, t) gets, for matrix m, register 2m + h with
+    bytes i = 0..3 = element (row 4t + i, col g + 8h) -- the m16n8k32 B fragment of 8-bit
+    operands stored with K along rows."""
+    parts = ins.parts
+    if parts[-1] != "b8" or "trans" not in parts:
+        raise _err(f"{ins.opcode}: only the .trans .b8 form of .m16n16 is simulated")
+    count = next((int(p[1:]) for p in parts if p in ("x1", "x2")), None)
+    if count is None:
+        raise _err(f"{ins.opcode}: .m16n16 takes .x1 or .x2")
+    regs = _items(ins.operands[0])
+    if len(regs) != 2 * count:
+        raise _err(f"{ins.opcode}: expected {2 * count} destination registers")
+    warps = _warps(st, mask, "ldmatrix")
+    base = ins.operands[1]
+    rows = (st.bits(base.base).astype(np.int64) if base.base is not None else 0) + base.offset
+    lane = np.arange(32)
+    g, t = lane >> 2, lane & 3
+    for m in range(count):
+        for h in range(2):
+            word = np.zeros(st.n, np.uint64)
+            for w in warps:
+                lanes = 32 * w + lane
+                for i in range(4):
+                    addr = rows[32 * w + 16 * m + 4 * t + i] + g + 8 * h
+                    word[lanes] |= st.shared.load(addr, 1) << np.uint64(8 * i)
+            st.write_bits(regs[2 * m + h], word, mask)
+
+
 OPS = {"mma": do_mma, "prmt": do_prmt, "bfi": do_bfi, "wgmma": do_wgmma}
 
 
@@ -634,6 +663,8 @@ def handles(ins: Instr) -> bool:
     p = ins.parts
     if p[0] == "cp" and len(p) > 2 and p[1] == "async":
         return "bulk" not in p or "tensor" in p
+    if p[0] in ("ldmatrix", "stmatrix"):  # m8n8 .b16 stays in handwritten.do_matrix
+        return "m8n8" not in p or p[-1] != "b16"
     return p[0] in OPS
 
 
@@ -644,5 +675,9 @@ def execute(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             do_tensor_copy(st, ins, mask)
         else:
             do_cp_async(st, ins, mask)
+    elif p[0] == "ldmatrix" and "m16n16" in p:
+        do_ldmatrix_m16n16(st, ins, mask)
+    elif p[0] in ("ldmatrix", "stmatrix"):
+        raise _err(f"{ins.opcode}: only .m8n8 .b16 and ldmatrix .m16n16 .trans .b8 are simulated")
     else:
         OPS[p[0]](st, ins, mask)
