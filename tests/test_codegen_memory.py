@@ -102,6 +102,8 @@ _NP = {
 def _data(et: str, n: int, rng) -> np.ndarray:
     if et == "bf16":  # bf16 travels as its bits; compare bits
         return rng.integers(0, 1 << 16, n).astype(np.uint16)
+    if et.startswith("f8"):
+        return rng.integers(0, 1 << 8, n).astype(np.uint8)
     if et == "i1":
         return rng.integers(0, 2, n).astype(np.bool_)
     if et.startswith("i"):
@@ -120,6 +122,8 @@ COPIES = [
     ("i8", 2048, True, "v4.s8", "v4.b8"),
     ("i64", 256, True, "v2.b64", "v2.b64"),
     ("i1", 2048, True, "v4.u8", "v4.u8"),
+    ("f8E4M3FN", 2048, True, "v4.u8", "v4.b8"),
+    ("f8E5M2", 128, False, "u8", "b8"),
     ("i16", 256, True, "b16", "b16"),  # replicated layout: scalar accesses, canonical stores
     ("f32", 256, False, "f32", "f32"),  # nothing proven: one predicate per element
     ("f16", 256, False, "b16", "b16"),
@@ -133,8 +137,10 @@ def test_tiled_copy(tmp_path, et, tile, aligned, ld, st):
     n = 2 * tile - 16 if aligned else 2 * tile - 3  # a partial last tile: bounds masks
     a = _data(et, n, rng)
     f = _module(tmp_path, _copy_kernel(et, tile, aligned))
-    if et == "bf16":  # the interpreter takes no uint16 stand-in: check the bits against numpy
+    if et == "bf16" or et.startswith("f8"):  # bit stand-ins: check the bits against numpy
         ptx = {sm: compile_to_ptx(load_module(f), sm) for sm in ("sm_80", "sm_90")}
+        for sm in ptx if PTXAS is not None else ():
+            _ptxas_clean(tmp_path, ptx[sm], sm)
         got = _run_bits(ptx["sm_90"], a)
     else:
         res, ptx = _check(tmp_path, f, [("a", a), ("b", np.zeros_like(a))], (2, 1, 1), SMS[:2])

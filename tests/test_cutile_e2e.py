@@ -30,7 +30,29 @@ sys.path.insert(0, str(HERE))
 from cutile_kernels import kernels  # noqa: E402
 
 #: kernels tilegen compiles today; extend as runtime/codegen grows (the lead owns this list)
-EXPECTED_TO_COMPILE = ["vec_add", "vec_add_i32", "add2d", "iota", "transpose2d"]
+EXPECTED_TO_COMPILE = [
+    "add2d",
+    "atomics",
+    "axpy",
+    "casts",
+    "compare_select",
+    "control_if",
+    "gather_scatter",
+    "int_ops",
+    "iota",
+    "layernorm",
+    "math_f64",
+    "matmul_f16",
+    "reduce_cols_loop",
+    "reduce_rows",
+    "scan_cumsum",
+    "softmax",
+    "transpose2d",
+    "unary_math",
+    "vec_add",
+    "vec_add_i32",
+    "vec_mul_sub",
+]
 
 ALL = sorted(kernels())
 ELF_MAGIC = b"\x7fELF"

@@ -83,7 +83,7 @@ ADDPTR = register_op(OpDef(
     since='13.1',
     family='pointer',
     summary='Pointer arithmetic; the result keeps the base pointee type and address space.',
-    traits=('Pure',),
+    traits=('Pure', 'Elementwise',),
     operands=(
         OperandDef('base', 'NvTileAA_PtrLike', 'single', '13.1'),
         OperandDef('offset', 'NvTileAA_IndexLike', 'single', '13.1'),
@@ -420,7 +420,7 @@ BITCAST = register_op(OpDef(
     since='13.1',
     family='pointer',
     summary='Reinterprets the bits of each element as another type of the same width.',
-    traits=('Pure',),
+    traits=('Pure', 'Elementwise',),
     operands=(
         OperandDef('source', 'NvTileAA_Value', 'single', '13.1'),
     ),
@@ -1649,7 +1649,7 @@ FP_TO_FP = register_op(OpDef(
     since='13.1',
     family='pointer',
     summary='The explicit floating-point width conversion (the only op that changes float width).',
-    traits=('Pure',),
+    traits=('Pure', 'Elementwise',),
     operands=(
         OperandDef('source', 'NvTileAA_FloatLike', 'single', '13.1'),
     ),
@@ -2250,7 +2250,7 @@ INT_TO_PTR = register_op(OpDef(
     since='13.1',
     family='pointer',
     summary='Reinterprets 64-bit integers as pointers.',
-    traits=('Pure',),
+    traits=('Pure', 'Elementwise',),
     operands=(
         OperandDef('source', 'NvTileAA_IntLike', 'single', '13.1'),
     ),
@@ -3107,7 +3107,7 @@ PTR_TO_INT = register_op(OpDef(
     since='13.1',
     family='pointer',
     summary='Reinterprets pointers as 64-bit integers.',
-    traits=('Pure',),
+    traits=('Pure', 'Elementwise',),
     operands=(
         OperandDef('source', 'NvTileAA_PtrLike', 'single', '13.1'),
     ),

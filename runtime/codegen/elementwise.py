@@ -8,9 +8,8 @@ operands of an elementwise op share the result's layout (the layout pass guarant
 
 from __future__ import annotations
 
+import math
 import struct
-
-import numpy as np
 
 from tilegen.runtime.attributes import BoolAttr, FloatAttr, IntegerAttr
 from tilegen.runtime.codegen import mathlib
@@ -29,6 +28,30 @@ from tilegen.runtime.codegen.selection import attr_keyword, has_rows, keys, rend
 _HALF = ("f16", "bf16")
 
 
+def _f16_bits(v: float) -> int:
+    """IEEE half bits of ``v`` rounded to nearest even (== numpy's float64 -> float16)."""
+    if math.isfinite(v):
+        try:
+            return struct.unpack("<H", struct.pack("<e", v))[0]
+        except OverflowError:
+            pass
+    import numpy as np  # inf, nan (payload) and overflow to inf: numpy's exact behaviour
+
+    return int(np.array(v, np.float16).view(np.uint16))
+
+
+def _f32_bits(v: float) -> int:
+    """IEEE single bits of ``v`` (== numpy's float64 -> float32)."""
+    if math.isfinite(v):
+        try:
+            return struct.unpack("<I", struct.pack("<f", v))[0]
+        except OverflowError:
+            pass
+    import numpy as np
+
+    return int(np.array(v, np.float32).view(np.uint32))
+
+
 def literal(op, t, value, bits=None) -> str:
     """PTX immediate text for a scalar constant ``value`` of element type ``t``."""
     key = elem_key(t)
@@ -41,16 +64,18 @@ def literal(op, t, value, bits=None) -> str:
         if key == "f64":
             return "0d%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
         if key == "f16":
-            return "0x%04X" % int(np.array(v, np.float16).view(np.uint16))
+            return "0x%04X" % _f16_bits(v)
         if bits is not None:
             return "0x%04X" % bits
-        b = int(np.array(v, np.float32).view(np.uint32))
+        b = _f32_bits(v)
         b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 if v == v else 0x7FC0  # round to nearest even
         return "0x%04X" % (b & 0xFFFF)
     if key in ("f8E4M3FN", "f8E5M2", "tf32"):
         from tilegen.runtime.interp.floats import encode
 
         if bits is None:
+            import numpy as np  # lazy: numpy costs ~100 ms of start-up, rarely needed here
+
             bits = int(np.asarray(encode(np.array([float(value)]), key)).reshape(-1)[0])
         return ("0x%08X" if key == "tf32" else "0x%04X") % bits
     if key in ("i1", "i8", "i16", "i32", "i64", "ptr"):

@@ -26,10 +26,22 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
-import numpy as np
-
 from tilegen.runtime.codegen.core import WARP, Emitter, load_reg, store_reg
 from tilegen.runtime.codegen.dist import Dist
+
+
+class _LazyNumpy:
+    """``np`` until first used: numpy's import (~100 ms) is paid only by kernels whose plans
+    need it, not by every process that imports the code generator."""
+
+    def __getattr__(self, name):
+        import numpy
+
+        globals()["np"] = numpy
+        return getattr(numpy, name)
+
+
+np = _LazyNumpy()
 
 #: the most scratch bytes handed out as fresh (barrier-free) regions per kernel
 FRESH_LIMIT = 16384

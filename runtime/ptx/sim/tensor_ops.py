@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tilegen.runtime.ptx.parser import Addr, Imm, Instr, Reg, Vec
+from tilegen.runtime.ptx.parser import Addr, Instr, Reg, Vec
 from tilegen.runtime.ptx.sim.values import f32_to_bf16_bits
 
 if TYPE_CHECKING:
@@ -328,10 +328,11 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     dst, src, size = ins.operands[:3]
     if not isinstance(dst, Addr) or not isinstance(src, Addr):
         raise _err(f"{ins.opcode}: expected [dst], [src] address operands")
-    extra = ins.operands[3] if len(ins.operands) > 3 else None
+    ops = ins.operands[:-1] if "L2::cache_hint" in parts else ins.operands  # drop the policy
+    extra = ops[3] if len(ops) > 3 else None
     cp_size = st.read(size, "u32")
     fill = None
-    if extra is not None and not (isinstance(extra, Imm) and "L2" in ins.opcode):
+    if extra is not None:
         if _is_pred(st, extra):  # ignore-src: zero-fill everything when true
             ign = st.bits(extra) != 0
             fill = np.where(ign, 0, cp_size)
