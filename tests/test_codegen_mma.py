@@ -53,6 +53,8 @@ CASES = [
     ("i8", "i32", 64, 64, 32),
     ("f64", "f64", 32, 32, 16),
     ("f64", "f64", 8, 8, 4),
+    ("f32", "f32", 64, 32, 16),  # no tensor-core form: the fma loop
+    ("f32", "f32", 16, 8, 8),
 ]
 
 
@@ -100,4 +102,6 @@ def test_fp8_dot_on_sm80_is_tileiras_diagnostic():
     src = _src("f8E4M3FN", "f32", 16, 8, 32)
     with pytest.raises(PtxSimRunError) as e:
         compile_to_ptx(parse_module(src, "mm.mlir"), "sm_80")
-    assert "unsupported type 'f8E4M3FN'" in str(e.value.diagnostics[0].message)
+    assert e.value.diagnostics[0].message == (
+        "Incompatibility with architecture 'sm_80': unsupported type 'f8E4M3FN'"
+    )

@@ -159,11 +159,11 @@ def test_2d_tile_with_tails_ptxas_and_ptxsim(tmp_path, sm):
 
 
 def _unsupported_kernel(tmp_path) -> Path:
-    """A kernel the PTX backend refuses: an f32 x f32 dot has no tensor-core form."""
+    """A kernel the PTX backend refuses: a dot with an f16 accumulator (packed f16x2 fragments)."""
     from test_codegen_mma import _src
 
     f = tmp_path / "f32dot.mlir"
-    f.write_text(_src("f32", "f32", 16, 8, 16))
+    f.write_text(_src("f16", "f16", 16, 8, 16))
     return f
 
 
@@ -174,7 +174,7 @@ def test_unsupported_op_is_a_located_diagnostic(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 1
     assert re.fullmatch(
-        r".*f32dot\.mlir:\d+:\d+: error: PTX backend does not support dot of f32 x f32 -> f32 yet\n",
+        r".*f32dot\.mlir:\d+:\d+: error: PTX backend does not support dot of f16 x f16 -> f16 \(mma\.sync\) yet\n",
         err,
     ), err
     assert "Traceback" not in err
@@ -204,7 +204,7 @@ def test_unsupported_op_under_ptxsim_backend(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert rc == 1
-    assert "error: PTX backend does not support dot of f32 x f32 -> f32 yet" in err
+    assert "error: PTX backend does not support dot of f16 x f16 -> f16 (mma.sync) yet" in err
     assert "Traceback" not in err
 
 

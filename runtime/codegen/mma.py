@@ -98,24 +98,49 @@ MMA_ROWS: dict[tuple[str, str, str], MmaRow] = {
 }
 
 
+#: fragment geometry per (mma.sync shape, A/B elements per fragment register)
+GEOMETRY: dict[tuple[str, int], MmaRow] = {
+    ("m16n8k16", 2): MMA_ROWS[("f16", "f16", "f32")],
+    ("m16n8k8", 1): MMA_ROWS[("tf32", "tf32", "f32")],
+    ("m16n8k32", 4): MMA_ROWS[("i8", "i8", "i32")],
+    ("m8n8k4", 1): MMA_ROWS[("f64", "f64", "f64")],
+}
+C_CLASS = {"f32": "f32", "i32": "b32", "f64": "f64"}
+
+
 def select_row(op, a: str, b: str, c: str, sm: int) -> MmaRow:
-    row = MMA_ROWS.get((a, b, c))
-    if row is None:
-        fail(op, f"PTX backend does not support dot of {a} x {b} -> {c} yet")
-    if sm < row.min_sm:
-        bad = a if a.startswith("f8") else b
-        fail(op, f"unsupported type '{bad}'")
+    """The instruction for this dot on ``sm``: the ``mma.sync`` row of spec/ptx/mma.yaml
+    (runtime/layouts/mma_select.py) with its fragment geometry; tileiras's diagnostics for
+    unsupported combinations."""
+    from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
+
+    signed = None
     if a == "i8":
-        sa = op.attributes.get("signedness_a")
-        sb = op.attributes.get("signedness_b")
-        ta = "u8" if sa is not None and sa.value == 1 else "s8"
-        tb = "u8" if sb is not None and sb.value == 1 else "s8"
-        row = MmaRow(
-            row.shape,
-            f"mma.sync.aligned.m16n8k32.row.col.s32.{ta}.{tb}.s32",
-            *[getattr(row, f) for f in ("epr", "a_regs", "b_regs", "c_regs", "frag_cls", "c_cls")],
-        )
-    return row
+        sa, sb = op.attributes.get("signedness_a"), op.attributes.get("signedness_b")
+        signed = (sa is None or sa.value == 0, sb is None or sb.value == 0)  # 0 = signed
+    try:
+        spec = select_mma(a, b, c, sm, signed=signed)
+    except MmaSelectError as e:
+        fail(op, str(e))
+    if spec.family == "fma":
+        return None
+    mnk = spec.mnk()
+    epr = 1 if a == "f64" else (spec.k_width or 1)
+    geo = GEOMETRY.get((spec.shape, epr)) if spec.family == "mma.sync" and mnk else None
+    if geo is None or c not in C_CLASS:
+        fail(op, f"PTX backend does not support dot of {a} x {b} -> {c} ({spec.family}) yet")
+    return MmaRow(
+        mnk,
+        spec.opcode(),
+        geo.epr,
+        geo.a_regs,
+        geo.b_regs,
+        geo.c_regs,
+        geo.frag_cls,
+        C_CLASS[c],
+        spec.sm_min,
+        spec.ptx_isa,
+    )
 
 
 def _align(n: int, a: int = 16) -> int:
@@ -159,6 +184,65 @@ def _lane_addresses(em, lane, warp, M, N, K, esz, csz, row, wn, use_ldm):
     return em.smem_addr(rA, esz), em.smem_addr(rB, esz), aC
 
 
+def fma_dot(em: Emitter, op) -> None:
+    """A dot without tensor cores (f32 x f32, as tileiras does it): A row-major and B
+    transposed in shared memory, then each thread runs a K loop of ``fma.rn`` for its own result
+    registers (addresses: a per-thread base plus each register's constant offset)."""
+    from tilegen.runtime.codegen.exchange import Form
+
+    a, b, c = op.operands[0], op.operands[1], op.operands[2]
+    res = op.results[0]
+    key = elem_key(res.type)
+    if key not in ("f32", "f64") or elem_key(a.type) != key or elem_key(b.type) != key:
+        fail(op, f"PTX backend does not support this dot without tensor cores yet")
+    M, K = a.type.shape
+    N = b.type.shape[1]
+    esz = ELEMENTS[key][1]
+    cls = ELEMENTS[key][0]
+    off_b = _align(M * K * esz)
+    total = off_b + N * K * esz
+    if total > SMEM_LIMIT:
+        fail(
+            op,
+            f"PTX backend: dot staging needs {total} bytes of shared memory (limit {SMEM_LIMIT})",
+        )
+    em.need_smem(total)
+    st = "f64" if esz == 8 else "b32"
+    da, db, dr = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, res.type)
+    em.barrier()
+    _write(em, em.tile(op, a), da, row_major((M, K)).mults, 0, esz, st)
+    _write(em, em.tile(op, b), db, (1, K), off_b, esz, st)
+    em.barrier()
+    c_in = em.tile(op, c)
+    accs = []
+    for k in range(dr.nregs):
+        r = em.new(cls)
+        em.ins(f"mov.{cls} {r}, {c_in[k]}")
+        accs.append(r)
+    # row m of A starts at m * K; row n of B^T at off_b + n * K (elements)
+    fa, fb = Form(0, (K, 0)), Form(0, (0, K))
+    refs_a = [em.smem_ref(dr, fa, k, esz) for k in range(dr.nregs)]
+    refs_b = [em.smem_ref(dr, fb, k, esz, off_b) for k in range(dr.nregs)]
+    kk = em.new("b32")
+    em.ins(f"mov.u32 {kk}, 0")
+    loop = em.new_label("fma_dot")
+    em.label(loop)
+    for k in range(dr.nregs):
+        (ba, ia), (bb, ib) = (ref[1:-1].split("+") for ref in (refs_a[k], refs_b[k]))
+        pa, pb = em.new("b32"), em.new("b32")
+        em.ins(f"add.s32 {pa}, {ba}, {kk}")
+        em.ins(f"add.s32 {pb}, {bb}, {kk}")
+        x, y = em.new(cls), em.new(cls)
+        em.ins(f"ld.shared.{st} {x}, [{pa}+{ia}]")
+        em.ins(f"ld.shared.{st} {y}, [{pb}+{ib}]")
+        em.ins(f"fma.rn.{cls} {accs[k]}, {x}, {y}, {accs[k]}")
+    p = em.new("pred")
+    em.ins(f"add.s32 {kk}, {kk}, {esz}")
+    em.ins(f"setp.lt.u32 {p}, {kk}, {K * esz}")
+    em.ins(f"@{p} bra {loop}")
+    em.set(res, accs)
+
+
 @handles("nv_tileaa.dot")
 def dot(em: Emitter, op) -> None:
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
@@ -169,6 +253,8 @@ def dot(em: Emitter, op) -> None:
         fail(op, "PTX backend does not support batched dot yet")
     ka, kb, kc = elem_key(a.type), elem_key(b.type), elem_key(c.type)
     row = select_row(op, ka, kb, kc, em.sm)
+    if row is None:
+        return fma_dot(em, op)
     em.need_isa(row.ptx_isa)
     M, K = a.type.shape
     N = b.type.shape[1]

@@ -31,7 +31,7 @@ from tilegen.runtime.codegen.core import (
     load_reg,
     store_reg,
 )
-from tilegen.runtime.codegen.exchange import Form, row_major
+from tilegen.runtime.codegen.exchange import Form, row_major, scratch_size
 from tilegen.runtime.layouts.attrs import SliceLayout
 
 
@@ -109,7 +109,7 @@ def _regions(infos, count: int) -> tuple[list[int], int]:
     """Byte offsets of one shared array of ``count`` elements per operand; total bytes."""
     offs, total = [], 0
     for cls, esize, _ in infos:
-        isize = 1 if cls == "pred" else esize
+        isize = scratch_size(cls, esize)
         total = (total + 7) // 8 * 8
         offs.append(total)
         total += count * isize
@@ -217,7 +217,7 @@ def reduce_(em: Emitter, op) -> None:
         for key, f in flats.items():
             slot = em.lincomb(0, [(nw, f), (1, wa)])
             for (cls, esize, _), off, x in zip(infos, offs, part[key]):
-                isize = 1 if cls == "pred" else esize
+                isize = scratch_size(cls, esize)
                 r, st = store_reg(em, cls, x)
                 em.ins(f"{guard}st.shared.{st} [{_smem_at(em, off, slot, isize)}], {r}")
         em.barrier()
@@ -231,7 +231,7 @@ def reduce_(em: Emitter, op) -> None:
                             em,
                             cls,
                             "shared",
-                            _smem_at(em, off, slot, 1 if cls == "pred" else esize),
+                            _smem_at(em, off, slot, scratch_size(cls, esize)),
                         )
                         for (cls, esize, _), off in zip(infos, offs)
                     )
@@ -278,7 +278,7 @@ def scan(em: Emitter, op) -> None:
     form = Form(0, tuple(mults))
     offs, total = _regions(infos, lines * n)
     em.need_smem(total)
-    isizes = [1 if cls == "pred" else esize for cls, esize, _ in infos]
+    isizes = [scratch_size(cls, esize) for cls, esize, _ in infos]
 
     em.barrier()
     for k in range(d.nregs):
