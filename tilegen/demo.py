@@ -10,7 +10,10 @@
 5. run: the reference interpreter executes the kernel over its grid on the inputs cuTile
    recorded (examples/vec_add.npz) and compares with the recorded expected output;
 6. lower: the kernel is converted to ``nv_tileaa`` (the first stage of the real compiler), the
-   result verifies, and interpreting the lowered module gives the same output.
+   result verifies, and interpreting the lowered module gives the same output;
+7. PTX: layouts are assigned, PTX is emitted for sm_80/sm_90/sm_100/sm_120 and assembled by
+   ptxas (registers, spills), and the sm_90 PTX runs in the CPU SIMT simulator against the
+   recorded expected output.
 
 A stage whose engine is not built yet is reported as skipped; the demo fails (exit 1) only when a
 stage that exists gives a wrong answer.
@@ -207,6 +210,45 @@ def stage_lower() -> bool:
     return ok
 
 
+def stage_ptx() -> bool:
+    banner("7. compile to PTX + cubin (ptxas) and run the PTX in the SIMT simulator")
+    from tilegen.runtime.asm import parse_module
+    from tilegen.runtime.codegen.driver import PtxasError, assemble, find_ptxas
+    from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+    from tilegen.runtime.interp.api import compare_expected, load_npz_args, load_npz_expected
+
+    ptx = compile_to_ptx(parse_module(KERNEL.read_text(), shown(KERNEL)), "sm_90")
+    body = [l for l in ptx.splitlines() if l.startswith("\t") and not l.startswith("\t.")]
+    print("\n".join(body[-6:]))
+    if find_ptxas() is None:
+        print("-- ptxas: skipped (install nvidia-cuda-nvcc)")
+    else:
+        for sm in (80, 90, 100, 120):
+            text = compile_to_ptx(parse_module(KERNEL.read_text(), shown(KERNEL)), f"sm_{sm}")
+            try:
+                _, log = assemble(text, sm, verbose=True)
+            except PtxasError as e:
+                print(f"-- sm_{sm}: {e}")
+                return False
+            regs = next(
+                (l.split("Used ")[1].split(",")[0] for l in log.splitlines() if "Used " in l), "?"
+            )
+            spill = "0 spills" if "0 bytes spill stores, 0 bytes spill loads" in log else "SPILLS"
+            print(f"-- ptxas sm_{sm}: {regs}, {spill}")
+    args, grid = load_npz_args(INPUTS)
+    start = time.perf_counter()
+    module = parse_module(KERNEL.read_text(), shown(KERNEL))
+    out = run_ptxsim(module, args, grid or (1, 1, 1), "sm_90")
+    elapsed = time.perf_counter() - start
+    problems = compare_expected(out, load_npz_expected(INPUTS), rtol=1e-5, atol=1e-6)
+    print(
+        "-- ptxsim: "
+        + ("output matches cuTile's expected values" if not problems else "; ".join(problems))
+        + f" ({elapsed * 1000:.0f} ms)"
+    )
+    return not problems
+
+
 def main() -> int:
     print("tilegen demo: a spec-driven compiler for CUDA Tile IR")
     ok = stage_print()
@@ -219,6 +261,8 @@ def main() -> int:
         ok = stage_run() and ok
     if ok:
         ok = stage_lower() and ok
+    if ok:
+        ok = stage_ptx() and ok
     print("\n" + ("demo OK" if ok else "demo FAILED"))
     return 0 if ok else 1
 
