@@ -1,6 +1,7 @@
 """Compile time: NVIDIA tileiras vs tilegen, bytecode -> cubin, every corpus kernel.
 
     python bench/compile_time.py [--gpu-name sm_90] [--repeat N] [--v13-1] [--json OUT]
+                                 [--only K ...] [--no-compileall]
 
 Per kernel: wall time of ``tileiras`` (subprocess), ``tilegen-tileiras`` (subprocess: the same
 command line, so interpreter start-up and imports count), and ``tilegen.compile`` in this process
@@ -8,6 +9,11 @@ command line, so interpreter start-up and imports count), and ``tilegen.compile`
 Prints a table, the median tilegen/tileiras ratios over the kernels tilegen compiles, where
 tilegen's time goes (per stage, from ``CompileResult.timings``) and its start-up costs. Kernels
 tilegen cannot compile yet are listed with their first diagnostic.
+
+Before timing, stale or missing ``__pycache__`` entries of tilegen's packages are compiled (what
+``pip install`` does for a wheel): this workspace sets ``PYTHONDONTWRITEBYTECODE=1``, so a module
+edited since its .pyc was written is otherwise recompiled from source by every CLI process
+(~100+ ms for a few dozen modules). ``--no-compileall`` times the tree as found.
 """
 
 from __future__ import annotations
@@ -52,6 +58,56 @@ def wall(cmd: list[str], repeat: int, **kw) -> tuple[float, int, str]:
     return statistics.median(times), rc, err
 
 
+def package_dirs() -> list[str]:
+    """Source folders of tilegen's packages (the editable install maps three of them)."""
+    import importlib.util
+
+    dirs = []
+    for pkg in ("tilegen", "tilegen.runtime", "tilegen.generated"):
+        spec = importlib.util.find_spec(pkg)
+        for loc in (spec and spec.submodule_search_locations) or ():
+            if loc not in dirs:
+                dirs.append(loc)
+    return dirs
+
+
+def stale_bytecode(dirs: list[str]) -> list[str]:
+    """Modules whose ``__pycache__`` entry is missing or older than the source: with
+    ``PYTHONDONTWRITEBYTECODE=1`` (set in this workspace) Python recompiles these from source in
+    *every* process and never writes the result back, which is start-up cost a wheel install
+    (bytecode compiled by pip) does not have."""
+    import importlib.util
+
+    stale = []
+    for d in dirs:
+        for src in Path(d).rglob("*.py"):
+            pyc = Path(importlib.util.cache_from_source(str(src)))
+            try:
+                head = pyc.read_bytes()[:16]
+                st = src.stat()
+                ok = (
+                    int.from_bytes(head[4:8], "little") & 1 == 0
+                    and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+                    and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF
+                )
+            except OSError:
+                ok = False
+            if not ok:
+                stale.append(str(src))
+    return stale
+
+
+def compile_bytecode(dirs: list[str]) -> int:
+    """Bring ``__pycache__`` up to date (what ``pip install`` does for a wheel); the number of
+    modules that were stale."""
+    import compileall
+
+    stale = stale_bytecode(dirs)
+    for d in dirs:
+        compileall.compile_dir(d, quiet=2)
+    return len(stale)
+
+
 def startup(repeat: int) -> dict[str, float]:
     """Interpreter start and import costs, each a fresh subprocess (median of ``repeat``)."""
     py = [sys.executable, "-c"]
@@ -66,9 +122,16 @@ def startup(repeat: int) -> dict[str, float]:
             "tilegen.runtime.codegen.driver, tilegen.runtime.passes.pipeline, "
             "tilegen.runtime.bytecode, tilegen.runtime.verify"
         ],
+        "import numpy (not on the compile path)": py + ["import numpy"],
         "tilegen-tileiras --version": shim_command() + ["--version"],
     }
-    return {name: wall(cmd, repeat)[0] for name, cmd in rows.items()}
+    out = {name: wall(cmd, repeat)[0] for name, cmd in rows.items()}
+    with tempfile.TemporaryDirectory() as empty:  # no usable bytecode: every module from source
+        env = dict(os.environ, PYTHONPYCACHEPREFIX=empty, PYTHONDONTWRITEBYTECODE="1")
+        out["tilegen-tileiras --version, no .pyc at all"] = wall(
+            shim_command() + ["--version"], repeat, env=env
+        )[0]
+    return out
 
 
 def main(argv=None) -> int:
@@ -78,7 +141,22 @@ def main(argv=None) -> int:
     p.add_argument("--v13-1", action="store_true", help="also the .v13_1 duplicates")
     p.add_argument("--only", nargs="*", help="kernel names")
     p.add_argument("--json", help="write the measurements here")
+    p.add_argument(
+        "--no-compileall",
+        action="store_true",
+        help="time the CLI with __pycache__ as found (stale modules recompiled in every process)",
+    )
     args = p.parse_args(argv)
+
+    dirs = package_dirs()
+    if args.no_compileall:
+        n = len(stale_bytecode(dirs))
+        print(f"# bytecode: {n} module(s) with missing/stale .pyc, left so (--no-compileall)")
+    else:
+        n = compile_bytecode(dirs)
+        print(f"# bytecode: compiled {n} module(s) with missing/stale .pyc first (as pip would)")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("#   PYTHONDONTWRITEBYTECODE is set: Python never refreshes stale .pyc itself")
 
     import tilegen
 

@@ -62,6 +62,10 @@ class RegionDef:
     constraint: str = "AnyRegion"
 
 
+#: (traits, trait) -> has_trait's answer; the verifier asks ~100k times per corpus compile
+_HAS_TRAIT: dict = {}
+
+
 @dataclass(frozen=True)
 class OpDef:
     dialect: str
@@ -92,7 +96,12 @@ class OpDef:
         return f"{self.dialect}.{self.mnemonic}"
 
     def has_trait(self, trait: str) -> bool:
-        return any(t == trait or t.startswith(trait + "(") for t in self.traits)
+        key = (self.traits, trait)  # by value: OpDef is frozen but holds dicts (unhashable)
+        hit = _HAS_TRAIT.get(key)
+        if hit is None:
+            prefix = trait + "("
+            hit = _HAS_TRAIT[key] = any(t == trait or t.startswith(prefix) for t in self.traits)
+        return hit
 
     def trait_arg(self, trait: str) -> Optional[str]:
         for t in self.traits:

@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -116,18 +115,10 @@ def test_expected_kernels_export_through_tilegen(shim_report, name):
     assert all("--lineinfo" in r["argv"] and "-O3" in r["argv"] for r in compiles)
 
 
-@pytest.mark.parametrize("name", [n for n in ALL if n not in EXPECTED_TO_COMPILE])
-def test_other_kernels_fail_cleanly_or_compile(shim_report, name):
-    result = shim_report["kernels"][name]
-    if result["ok"]:
-        assert Path(result["cubin"]).read_bytes()[:4] == ELF_MAGIC
-        warnings.warn(f"{name} now compiles through tilegen: add it to EXPECTED_TO_COMPILE")
-        return
-    message = result["message"]
-    assert result["error"] == "CompilerExecutionError", message
-    assert result["rc"] in (3, 5), message
-    assert "Traceback" not in message and "internal compiler error" not in message, message
-    assert "cutile_kernels.py:" in message and ": error: " in message, message
+def test_every_kernel_is_expected_to_compile():
+    """Every cuTile kernel of tests/cutile_kernels.py (the corpus's feature set) must export
+    through tilegen: a new kernel that tilegen cannot compile yet has to be listed deliberately."""
+    assert sorted(EXPECTED_TO_COMPILE) == ALL
 
 
 def test_kernels_are_valid_cutile(nvidia_report):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import add
 from typing import Optional
 
 from tilegen.runtime.codegen.core import WARP, Emitter, load_reg, store_reg
@@ -100,12 +101,57 @@ def _canonical(d: Dist) -> np.ndarray:
     return ((bases[:, None, :] + raw[None, :, :]) < np.array(d.pshape)).all(axis=2)
 
 
+@lru_cache(maxsize=1024)
+def _bases(d: Dist) -> tuple:
+    return tuple(d.base(t) for t in range(d.num_threads))
+
+
+@lru_cache(maxsize=1024)
+def _flat_columns(d: Dist, form: Form) -> Optional[tuple]:
+    """``flats(d, form)`` in plain Python, transposed: per register, the tuple of its flat index
+    in every thread. None where numpy's broadcasting rules would matter (then numpy decides)."""
+    ps = d.pshape
+    if form.mults and len(form.mults) != len(d.kept) or any(ps[i] <= 0 for i in d.kept):
+        return None
+    bases = _bases(d)
+    const = form.const
+    dims = [(i, [b[i] for b in bases], ps[i], m) for i, m in zip(d.kept, form.mults)]
+    parts: dict = {}  # (dim, raw offset) -> that dim's term in every thread
+    cols = []
+    for raw in d.raw:
+        col = [const] * len(bases)
+        for i, bi, p, m in dims:
+            part = parts.get((i, raw[i]))
+            if part is None:
+                r = raw[i]
+                part = parts[(i, raw[i])] = [((x + r) % p) * m for x in bi]
+            col = list(map(add, col, part))
+        cols.append(tuple(col))
+    return tuple(cols)
+
+
 def register_plan(writes, read_dist: Dist, read_form: Form):
     """Per destination register, the (write number, source register) holding its element in the
     same thread, or None when some element must cross threads."""
     dists = [read_dist] + [w[1] for w in writes]
     if len({d.num_threads for d in dists}) != 1:
         return None
+    # plain Python first: most exchanges are register renames, and numpy's import (~100 ms of a
+    # CLI process) is then not needed at all
+    rcols = _flat_columns(read_dist, read_form)
+    wcols = [_flat_columns(d, form) for _, d, form in writes]
+    if rcols is not None and all(c is not None for c in wcols):
+        where: dict = {}
+        for w, cols in enumerate(wcols):
+            for j, col in enumerate(cols):
+                where.setdefault(col[0], (w, j))
+        plan = []
+        for col in rcols:
+            got = where.get(col[0])
+            if got is None or wcols[got[0]][got[1]] != col:
+                return None
+            plan.append(got)
+        return plan
     rf = flats(read_dist, read_form)
     wfs = [flats(d, form) for _, d, form in writes]
     where: dict = {}
