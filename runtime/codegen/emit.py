@@ -64,8 +64,50 @@ def _params(em: Emitter, block) -> list[tuple[str, str]]:
     return params
 
 
-def emit_kernel(func, sm: int) -> tuple[list[str], list[str]]:
-    """(module-level declarations, lines of the ``.entry``, least PTX ISA) for one kernel."""
+def _spec_int(func, key: str):
+    from tilegen.runtime.attributes import DictAttr, IntegerAttr
+
+    spec = func.attributes.get("nv_tileaa.kernel_spec")
+    if isinstance(spec, DictAttr):
+        for k, v in spec.items:
+            if k == key and isinstance(v, IntegerAttr):
+                return v.value
+    return None
+
+
+def launch_directives(func, threads: int, sm: int) -> list[str]:
+    """Seed 002's directives: ``.reqntid`` from num_warps; ``.minnctapersm`` (nvvm.minctasm,
+    default 1 like tileiras); ``.maxnreg`` from nvvm.maxnreg, else from the ``occupancy`` hint
+    (the 64K-register file shared by ``occupancy`` CTAs, as tileiras derives it:
+    flash_attention's occupancy 2 at 256 threads gives 128); ``.reqnctapercluster`` from a
+    non-trivial tt.cluster_dim on sm_90+."""
+    from tilegen.runtime.attributes import DenseArrayAttr, IntegerAttr
+
+    out = [f".reqntid {threads}, 1, 1"]
+    minctasm = func.attributes.get("nvvm.minctasm")
+    out.append(f".minnctapersm {minctasm.value if isinstance(minctasm, IntegerAttr) else 1}")
+    maxnreg = func.attributes.get("nvvm.maxnreg")
+    if isinstance(maxnreg, IntegerAttr):
+        out.append(f".maxnreg {maxnreg.value}")
+    else:
+        occ = _spec_int(func, "occupancy")
+        if occ and occ > 0:
+            regs = min(255, (65536 // (threads * occ)) // 8 * 8)
+            if regs < 255:
+                out.append(f".maxnreg {regs}")
+    spec = func.attributes.get("nv_tileaa.kernel_spec")
+    cluster = None
+    for k, v in getattr(spec, "items", ()):
+        if k == "cluster_dim" and isinstance(v, DenseArrayAttr):
+            cluster = [int(x) for x in v.values]
+    if sm >= 90 and cluster and cluster != [1, 1, 1]:
+        out.append(".reqnctapercluster " + ", ".join(str(x) for x in (cluster + [1, 1])[:3]))
+    return out
+
+
+def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], list[str]]:
+    """(module-level declarations, lines of the ``.entry``, least PTX ISA) for one kernel;
+    ``info["target_suffix"]`` is set to what the kernel needs after ``sm_XX`` ("" or "a")."""
     from tilegen.runtime.passes.layout_assignment import kernel_num_warps
 
     load_handlers()
@@ -79,7 +121,7 @@ def emit_kernel(func, sm: int) -> tuple[list[str], list[str]]:
     lines = []
     plist = ",\n".join(f"\t.param .{t} {n}" for n, t in params)
     lines.append(f".visible .entry {em.symbol}(\n{plist}\n)")
-    lines.append(f".reqntid {em.num_threads}, 1, 1")
+    lines += launch_directives(func, em.num_threads, sm)
     lines.append("{")
     if em.smem_bytes:
         lines.append(f"\t.shared .align 16 .b8 {SMEM_SYMBOL}[{em.smem_bytes}];")
@@ -89,6 +131,8 @@ def emit_kernel(func, sm: int) -> tuple[list[str], list[str]]:
     lines += em.body
     lines.append("}")
     lines.append("")
+    if info is not None:
+        info["target_suffix"] = em.target_suffix
     return em.globals, lines, em.isa
 
 
@@ -108,8 +152,11 @@ def emit_ptx(root, sm: int) -> str:
     kernels: list[str] = []
     isa = tuple(int(x) for x in MIN_ISA.get(sm, PTX_VERSION).split("."))
     for func in [op for op in root.walk() if op.name == "nv_tileaa.func"]:
-        g, lines, need = emit_kernel(func, sm)
+        info: dict = {}
+        g, lines, need = emit_kernel(func, sm, info)
         isa = max(isa, need)
+        if info["target_suffix"]:  # e.g. wgmma: the arch-specific target sm_90a
+            header[5] = f".target sm_{sm}{info['target_suffix']}"
         for d in g:
             if d not in decls:
                 decls.append(d)

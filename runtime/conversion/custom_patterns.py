@@ -729,10 +729,17 @@ def kernel_spec(op: Operation, ctx: ConversionContext) -> DictAttr:
         items[key] = attr
     hints = op.attributes.get("optimization_hints")
     if isinstance(hints, OptimizationHintsAttr):
-        for arch, entry in hints.entries:
-            if _arch_cc(arch) == ctx.compute_capability and isinstance(entry, DictAttr):
-                for k, v in entry.items:
-                    items[k] = v
+        # the ``default`` entry applies to every target; an entry for this target overrides it
+        for wanted in ("default", "target"):
+            for arch, entry in hints.entries:
+                match = (
+                    arch == "default"
+                    if wanted == "default"
+                    else (_arch_cc(arch) == ctx.compute_capability)
+                )
+                if match and isinstance(entry, DictAttr):
+                    for k, v in entry.items:
+                        items[k] = v
     return DictAttr(tuple(sorted(items.items())))
 
 
