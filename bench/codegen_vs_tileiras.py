@@ -79,7 +79,9 @@ def compare(kernel: str, arch: str, repeat: int, tmp: Path, tools: dict) -> dict
         full = cmd + ["-o", str(cubin)] + ([str(src)] if who == "tileiras" else [])
         rc, seconds, err = timed(full, repeat)
         if rc != 0 or not cubin.exists():
-            row[who] = {"ok": False, "error": (err.strip().splitlines() or ["failed"])[0][:120]}
+            lines = err.strip().splitlines() or ["failed"]
+            first = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+            row[who] = {"ok": False, "error": first[:160]}
             continue
         row[who] = {"ok": True, "time_s": seconds, **measure_cubin(cubin, tools["cuobjdump"])}
     return row
