@@ -119,6 +119,40 @@ class OpaqueAttr(Attribute):
     text: str
 
 
+#: ``#arith.fastmath<...>`` flag keywords (spec/types/arith_enums.yaml Arith_FastMathFlags)
+FASTMATH_FLAGS = ("reassoc", "nnan", "ninf", "nsz", "arcp", "contract", "afn")
+#: discardable attribute carrying cuda_tile's ``flush_to_zero`` past the conversion (nv_tileaa,
+#: arith and math ops have no flush_to_zero of their own; see docs/conversion.md)
+FLUSH_TO_ZERO = "nv_tileaa.flush_to_zero"
+
+
+def fastmath_flags(attr: Optional[Attribute]) -> frozenset:
+    """The flags of a ``fastmath`` attribute (``#arith.fastmath<afn,contract>``, kept as an
+    OpaqueAttr, or a bare string such as seed 003's ``"contract"``); ``fast`` expands to all."""
+    if attr is None:
+        return frozenset()
+    text = getattr(attr, "text", None) or getattr(attr, "value", None)
+    if not isinstance(text, str):
+        return frozenset()
+    if text.startswith("#arith.fastmath<") and text.endswith(">"):
+        text = text[len("#arith.fastmath<") : -1]
+    flags = {f.strip() for f in text.split(",") if f.strip() and f.strip() != "none"}
+    if "fast" in flags:
+        flags = (flags - {"fast"}) | set(FASTMATH_FLAGS)
+    return frozenset(flags)
+
+
+def fastmath_attr(flags) -> Optional[OpaqueAttr]:
+    """``#arith.fastmath<...>`` for ``flags`` in MLIR's order (``fast`` when all are set);
+    None for no flags."""
+    flags = set(flags)
+    if not flags:
+        return None
+    if set(FASTMATH_FLAGS) <= flags:
+        return OpaqueAttr("#arith.fastmath<fast>")
+    return OpaqueAttr("#arith.fastmath<" + ",".join(f for f in FASTMATH_FLAGS if f in flags) + ">")
+
+
 # --------------------------------------------------------------------------- cuda_tile
 
 

@@ -171,10 +171,12 @@ def test_attribute_values(spelling, value):
 @pytest.mark.parametrize(
     "spelling,printed",
     [
-        ("42", "42"),
+        ("42", "42 : i64"),  # MLIR never elides the type of an attr-dict value
         ("42 : i32", "42 : i32"),
         ("1.0 : f32", "1.000000e+00 : f32"),
-        ("0.1 : f64", "1.000000e-01"),
+        ("0.1 : f64", "1.000000e-01 : f64"),
+        ("[1, 2 : i32, 0.5]", "[1, 2 : i32, 5.000000e-01]"),  # array elements: i64/f64 elided
+        ("{x = 7, y = [7]}", "{x = 7 : i64, y = [7]}"),
         ("0x7F800000 : f32", "0x7F800000 : f32"),
         ("{b = 1 : i32, a}", "{a, b = 1 : i32}"),
         ("array<i32>", "array<i32>"),
@@ -281,3 +283,27 @@ def test_debuginfo_alias_used_by_an_attribute_stays_before_the_module():
 def test_float_attr_keeps_hex_bits():
     a = attr("0x7FC00001 : f32")
     assert isinstance(a, FloatAttr) and a.bits == 0x7FC00001
+
+
+INT_ATTRS = (
+    '"x.y"() {a = 5, b = 5 : i32, c = [1, 2], d = 3 : index, e = {f = 7}, g = -1 : i64, '
+    "h = [3 : i32, 4 : i64], k = true, l = 1 : i1, n = 255 : ui8, o = -3 : si16, p = 2.5, "
+    "q = [1.5]} : () -> ()"
+)
+
+
+def test_integer_attribute_types_print_as_mlir_does():
+    """Generic and custom print of attr-dict values match mlir-opt's (``5 : i64``, ``[1, 2]``)."""
+    m = parse_module(INT_ATTRS, "t.mlir", allow_unregistered=True)
+    generic = print_module(m, generic=True)
+    assert "a = 5 : i64" in generic and "e = {f = 7 : i64}" in generic and "c = [1, 2]" in generic
+    assert "h = [3 : i32, 4]" in generic and "p = 2.500000e+00 : f64" in generic
+    assert print_module(parse_module(generic, allow_unregistered=True), generic=True) == generic
+    try:
+        from mlir import ir
+    except Exception:  # noqa: BLE001 - the bindings are an optional extra
+        pytest.skip("MLIR Python bindings unavailable")
+    with ir.Context() as ctx:
+        ctx.allow_unregistered_dialects = True
+        want = ir.Module.parse(INT_ATTRS).operation.get_asm(print_generic_op_form=True)
+    assert generic.strip() == want.strip()

@@ -1,4 +1,5 @@
-"""runtime/codegen/mma.py: dot on tensor cores (mma.sync), checked with ptxas (0 spills, HMMA-class
+"""runtime/codegen/mma.py: dot on tensor cores (mma.sync; wgmma on sm_90 where the shape allows,
+see tests/test_codegen_wgmma.py), checked with ptxas (0 spills, HMMA-class
 instructions present in the cubin's PTX) and by running the PTX in the SIMT simulator."""
 
 from __future__ import annotations
@@ -84,7 +85,12 @@ def test_dot_ptxas_clean_with_mma(tmp_path, sm, et, ct):
     from tilegen.runtime.codegen.ptxsim import compile_to_ptx
 
     ptx = compile_to_ptx(parse_module(_src(et, ct, 64, 32, 32), "mm.mlir"), sm)
-    assert re.search(r"\bmma\.sync\.aligned\.m\d+n\d+k\d+\.row\.col\.", ptx)
+    if sm == "sm_90" and et != "f64":  # wgmma (tests/test_codegen_wgmma.py), sm_90a
+        assert re.search(r"\bwgmma\.mma_async\.sync\.aligned\.m64n32k\d+\.", ptx)
+        assert ".target sm_90a" in ptx
+        sm = "sm_90a"
+    else:
+        assert re.search(r"\bmma\.sync\.aligned\.m\d+n\d+k\d+\.row\.col\.", ptx)
     f = tmp_path / "k.ptx"
     f.write_text(ptx)
     p = subprocess.run(

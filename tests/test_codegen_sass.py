@@ -35,9 +35,21 @@ EXPECT = {
 }
 
 
+#: on sm_90 the dots whose shapes wgmma takes become warpgroup MMAs (runtime/codegen/mma.py)
+EXPECT_SM90 = {
+    "matmul_f16": "HGMMA.64x64x16.F32",
+    "matmul_tf32": "HGMMA.64x64x8.F32.TF32",
+    "matmul_int8": "IGMMA.64x64x32.S8.S8",
+    "matmul_fp8": "QGMMA.64x64x32.F32.E4M3.E4M3",
+    "flash_attention": "HGMMA.64x64x16.F32",
+}
+
+
 @pytest.mark.parametrize("sm", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("kernel", sorted(EXPECT))
-def test_tensor_core_sass(tmp_path, kernel, sm):
+def test_tensor_core_sass(tmp_path, kernel, sm, monkeypatch):
+    if sm == "sm_90" and kernel in EXPECT_SM90:
+        monkeypatch.setenv("TILEGEN_NO_WGMMA", "1")  # the mma.sync fallback on sm_90
     from tilegen.cli import main
 
     cubin = tmp_path / "k.cubin"
@@ -45,8 +57,22 @@ def test_tensor_core_sass(tmp_path, kernel, sm):
     assert main(args + ["-o", str(cubin)]) == 0
     sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True, text=True)
     assert sass.returncode == 0, sass.stderr
-    ops = re.findall(r"\b((?:HMMA|IMMA|DMMA|HGMMA)[.\w]*)", sass.stdout)
+    ops = re.findall(r"\b((?:HMMA|IMMA|DMMA|[HIQ]GMMA)[.\w]*)", sass.stdout)
     assert any(o.startswith(EXPECT[kernel]) for o in ops), (kernel, sorted(set(ops)))
+
+
+@pytest.mark.parametrize("kernel", sorted(EXPECT_SM90))
+def test_wgmma_sass_on_sm90(tmp_path, kernel):
+    from tilegen.cli import main
+
+    cubin = tmp_path / "k.cubin"
+    args = ["compile", str(OUT / f"{kernel}.tileirbc"), "--gpu-name=sm_90", "--emit=cubin"]
+    assert main(args + ["-o", str(cubin)]) == 0
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True, text=True)
+    assert sass.returncode == 0, sass.stderr
+    ops = re.findall(r"\b((?:HMMA|IMMA|DMMA|QMMA|[HIQ]GMMA)[.\w]*)", sass.stdout)
+    assert any(o.startswith(EXPECT_SM90[kernel]) for o in ops), (kernel, sorted(set(ops)))
+    assert not any(re.match(r"(HMMA|IMMA|QMMA)\.", o) for o in ops), sorted(set(ops))
 
 
 def test_fp8_dot_uses_tensor_cores_on_sm90(tmp_path):
@@ -56,4 +82,4 @@ def test_fp8_dot_uses_tensor_cores_on_sm90(tmp_path):
     args = ["compile", str(OUT / "matmul_fp8.tileirbc"), "--gpu-name=sm_90", "--emit=cubin"]
     assert main(args + ["-o", str(cubin)]) == 0
     sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True, text=True).stdout
-    assert re.search(r"\b(HMMA|QMMA)\.", sass)
+    assert re.search(r"\b(HMMA|QMMA|QGMMA)\.", sass)

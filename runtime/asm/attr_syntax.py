@@ -549,7 +549,7 @@ def format_dict_entries(items, aliases=None) -> str:
         if isinstance(v, UnitAttr):
             out.append(_format_key(k))
         else:
-            out.append(f"{_format_key(k)} = {format_attribute(v, aliases)}")
+            out.append(f"{_format_key(k)} = {format_attribute(v, aliases, full_type=True)}")
     return ", ".join(out)
 
 
@@ -566,8 +566,15 @@ def _format_float(a: FloatAttr) -> str:
     return format_float(a.value, t, a.bits)
 
 
-def format_attribute(a: Attribute, aliases=None, elide_type: bool = False) -> str:
-    """MLIR spelling of ``a``; ``aliases`` (an AliasTable) substitutes ``#alias`` names."""
+def format_attribute(
+    a: Attribute, aliases=None, elide_type: bool = False, full_type: bool = False
+) -> str:
+    """MLIR spelling of ``a``; ``aliases`` (an AliasTable) substitutes ``#alias`` names.
+
+    ``full_type``: the attribute is a dictionary value (an attr-dict or properties entry, or a
+    DictionaryAttr member), where MLIR's printer never elides the type, so ``i64`` integers and
+    ``f64`` floats print ``5 : i64`` / ``1.0 : f64``; elsewhere (array elements, directive
+    operands) those default types are elided as MLIR's ``AttrTypeElision::May`` does."""
     if aliases is not None:
         name = aliases.name_of(a)
         if name is not None:
@@ -578,12 +585,12 @@ def format_attribute(a: Attribute, aliases=None, elide_type: bool = False) -> st
         t = a.type
         if isinstance(t, IntegerType) and t.width == 1:
             return "true" if a.value else "false"
-        if elide_type or t is None or t == I64:
+        if elide_type or (not full_type and (t is None or t == I64)):
             return str(a.value)
         return f"{a.value} : {_type_text(t)}"
     if isinstance(a, FloatAttr):
         text = _format_float(a)
-        if elide_type or a.type is None or a.type == F64:
+        if elide_type or (not full_type and (a.type is None or a.type == F64)):
             return text
         return f"{text} : {_type_text(a.type)}"
     if isinstance(a, StringAttr):

@@ -145,6 +145,7 @@ class Emitter:
         self.values: dict = {}
         self.smem_bytes = 0
         self.isa = (0, 0)  # the least PTX ISA version an emitted instruction needs
+        self.target_suffix = ""  # "a": an instruction needs the arch-specific target (sm_90a)
         self.globals: list[str] = []  # module-level declarations this kernel needs
         self._labels = 0
         self._tid: Optional[tuple[str, str, str]] = None
@@ -413,6 +414,11 @@ class Emitter:
         """Record that an emitted instruction needs PTX ISA ``version`` (e.g. "8.4")."""
         major, minor = (int(x) for x in version.split("."))
         self.isa = max(self.isa, (major, minor))
+
+    def need_target_suffix(self, suffix: str) -> None:
+        """Record that an emitted instruction needs ``.target sm_XX<suffix>`` (e.g. "a" for
+        wgmma on sm_90a)."""
+        self.target_suffix = suffix
 
     def need_smem(self, nbytes: int) -> None:
         self.smem_bytes = max(self.smem_bytes, nbytes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,14 +30,16 @@ class PtxasError(Exception):
 
 
 def assemble(ptx: str, sm: int, verbose: bool = False) -> tuple[bytes, str]:
-    """(cubin bytes, ptxas stderr) for ``ptx`` on ``sm_<sm>``."""
+    """(cubin bytes, ptxas stderr) for ``ptx`` on ``sm_<sm>`` (``sm_<sm>a`` when the PTX says
+    ``.target sm_<sm>a``: arch-specific instructions such as wgmma)."""
     ptxas = find_ptxas()
     if ptxas is None:
         raise PtxasError("ptxas not found (set PTXAS or install nvidia-cuda-nvcc)")
     with tempfile.TemporaryDirectory() as d:
         src, out = Path(d) / "k.ptx", Path(d) / "k.cubin"
         src.write_text(ptx)
-        cmd = [ptxas, f"-arch=sm_{sm}", str(src), "-o", str(out)] + (["-v"] if verbose else [])
+        arch = f"sm_{sm}a" if re.search(rf"^\s*\.target\s+sm_{sm}a\b", ptx, re.M) else f"sm_{sm}"
+        cmd = [ptxas, f"-arch={arch}", str(src), "-o", str(out)] + (["-v"] if verbose else [])
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise PtxasError(f"ptxas failed:\n{p.stderr.strip()}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import struct
 
-from tilegen.runtime.attributes import BoolAttr, FloatAttr, IntegerAttr
+from tilegen.runtime.attributes import BoolAttr, FloatAttr, IntegerAttr, fastmath_flags
 from tilegen.runtime.codegen import mathlib
 from tilegen.runtime.codegen.core import (
     ELEMENTS,
@@ -156,7 +156,7 @@ def apply(em: Emitter, op, row: dict, src: str, res: str, args: list[str], akeys
         wide = [widen(em, a, k, via) for a, k in zip(args, akeys)]
         wkeys = [lift(k) for k in akeys]
         s2, r2 = lift(src), lift(res)
-        sub = select(op, s2, r2)
+        sub = select(op, s2, r2, em.sm)
         if sub is None or sub is row:
             fail(op, f"PTX backend does not support '{op.name}' on {src} (via {via}) yet")
         r = apply(em, op, sub, s2, r2, wide, wkeys)
@@ -201,13 +201,15 @@ def _is_elementwise(op) -> bool:
 def elementwise(em: Emitter, op) -> None:
     res = op.results[0]
     src, rkey = keys(op)
-    row = select(op)
+    row = select(op, sm=em.sm)
     if row is None:
         extra = "".join(
             f" {a}={attr_keyword(op, a)}"
             for a in ("predicate", "rounding_mode")
             if a in op.attributes
         )
+        if "fastmath" in op.attributes:
+            extra += " fastmath=" + ",".join(sorted(fastmath_flags(op.attributes["fastmath"])))
         what = src if src == rkey else f"{src} -> {rkey}"
         fail(op, f"PTX backend does not support '{op.name}' on {what}{extra} yet")
     akeys = [elem_key(v.type) for v in op.operands]

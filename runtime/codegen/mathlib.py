@@ -190,6 +190,8 @@ def exp_core(f: F, x, kshift: int = 0) -> str:
 
 @sequence("exp")
 def exp(em, op, t, args):
+    if t == "f32":
+        return exp_f32_seq(F(em, t), args[0])
     return exp_core(F(em, t), args[0])
 
 
@@ -208,19 +210,10 @@ def exp2(em, op, t, args):
 
 @sequence("exp_f32")
 def exp_f32(em, op, t, args):
-    """e^x = 2^hi * 2^lo, hi + lo = x*log2(e) to ~2^-48; 2^lo ~ 1 + lo*ln2."""
+    """e^x in f32 (see exp_f32_seq below)."""
     if t != "f32":
         fail(op, "exp_f32 is an f32 sequence")
-    f = F(em, t)
-    x = args[0]
-    l2e = 1 / math.log(2)
-    l2e_hi = struct.unpack("<f", struct.pack("<f", l2e))[0]
-    hi = f.mul(x, f.c(l2e_hi))
-    lo = f.fma(x, f.c(l2e_hi), f.neg(hi))
-    lo = f.fma(x, f.c(l2e - l2e_hi), lo)
-    lo = f.max(f.min(lo, f.c(1.0)), f.c(-1.0))  # NaN (from x = +-inf) -> finite
-    e = f.op("ex2.approx", hi)
-    return f.fma(e, f.mul(lo, f.c(math.log(2))), e)
+    return exp_f32_seq(F(em, t), args[0])
 
 
 # ----------------------------------------------------------------------------- log
@@ -267,6 +260,8 @@ def _log_specials(f: F, x, r) -> str:
 
 @sequence("log")
 def log(em, op, t, args):
+    if t == "f32":
+        return log_f32_seq(F(em, t), args[0])
     f = F(em, t)
     ef, lm = log_core(f, args[0])
     r = f.fma(ef, f.c(LN2_HI), f.fma(ef, f.c(LN2_LO), lm))
@@ -275,6 +270,8 @@ def log(em, op, t, args):
 
 @sequence("log2")
 def log2(em, op, t, args):
+    if t == "f32":
+        return log2_f32_seq(F(em, t), args[0])
     f = F(em, t)
     ef, lm = log_core(f, args[0])
     r = f.fma(lm, f.c(1 / math.log(2)), ef)
@@ -283,6 +280,8 @@ def log2(em, op, t, args):
 
 @sequence("log10")
 def log10(em, op, t, args):
+    if t == "f32":
+        return log10_f32_seq(F(em, t), args[0])
     f = F(em, t)
     ef, lm = log_core(f, args[0])
     ln = f.fma(ef, f.c(LN2_HI), f.fma(ef, f.c(LN2_LO), lm))
@@ -325,16 +324,22 @@ def _sincos(f: F, x, shift: int) -> str:
 
 @sequence("sin")
 def sin(em, op, t, args):
+    if t == "f32":
+        return _sincos_f32(F(em, t), args[0], False)
     return _sincos(F(em, t), args[0], 0)
 
 
 @sequence("cos")
 def cos(em, op, t, args):
+    if t == "f32":
+        return _sincos_f32(F(em, t), args[0], True)
     return _sincos(F(em, t), args[0], 1)
 
 
 @sequence("tan")
 def tan(em, op, t, args):
+    if t == "f32":
+        return tan_f32_seq(F(em, t), args[0])
     f = F(em, t)
     r, q = _reduce_pio2(f, args[0])
     s, c = _sin_cos_r(f, r)
@@ -358,6 +363,8 @@ def _sinh_small(f: F, x) -> str:
 
 @sequence("sinh")
 def sinh(em, op, t, args):
+    if t == "f32":
+        return sinh_f32_seq(F(em, t), args[0])
     f = F(em, t)
     x = args[0]
     a = f.abs(x)
@@ -368,6 +375,8 @@ def sinh(em, op, t, args):
 
 @sequence("cosh")
 def cosh(em, op, t, args):
+    if t == "f32":
+        return cosh_f32_seq(F(em, t), args[0])
     f = F(em, t)
     h = _half_exp(f, f.abs(args[0]))
     return f.add(h, f.div(f.c(0.25), h))
@@ -375,6 +384,8 @@ def cosh(em, op, t, args):
 
 @sequence("tanh")
 def tanh(em, op, t, args):
+    if t == "f32":
+        return tanh_f32_seq(F(em, t), args[0])
     f = F(em, t)
     x = args[0]
     a = f.abs(x)
@@ -398,6 +409,8 @@ def _atan01(f: F, a) -> str:
 
 @sequence("atan")
 def atan(em, op, t, args):
+    if t == "f32":
+        return atan_f32_seq(F(em, t), args[0])
     f = F(em, t)
     x = args[0]
     a = f.abs(x)
@@ -409,6 +422,8 @@ def atan(em, op, t, args):
 
 @sequence("atan2")
 def atan2(em, op, t, args):
+    if t == "f32":
+        return atan2_f32_seq(F(em, t), args[0], args[1])
     f = F(em, t)
     y, x = args[0], args[1]
     ay, ax = f.abs(y), f.abs(x)
@@ -498,3 +513,319 @@ def clampf(em, op, t, args):
     if "propagate_nan" in op.attributes:
         r = f.selp(f.c(float("nan")), r, f.setp("nan", x, x))
     return r
+
+
+# ============================================================================= f32 fast paths
+# Single-precision sequences in the style of CUDA's libdevice (as tileiras emits them): range
+# reduction + minimax polynomial in f32 with fma, and a few .approx instructions whose error is
+# part of the budget below.  Polynomial coefficients are our own minimax fits (weighted
+# Lawson/least squares in 40-digit arithmetic, rounded to f32); the fit's relative error is noted
+# next to each table.  PTX ISA bounds of the .approx instructions relied on:
+#   ex2.approx.ftz.f32   max 2 ulp (full range; subnormal results flushed)
+#   rcp.approx(.ftz).f32 max 1 ulp (full range)
+# The simulator executes .approx exactly, so a measured error is a lower bound; each sequence's
+# docstring gives "measured (exact .approx) + approx budget".  Measured with
+# tests/test_codegen_math_perf.py (2^20 random + edge inputs, max ulp vs. a float64 reference).
+
+
+def _h(bits: int) -> str:
+    return "0f%08X" % bits
+
+
+def _hp(f: F, bits_list) -> list:
+    return [_h(b) for b in bits_list]
+
+
+def _hpoly(f: F, x, coeffs) -> str:
+    """Horner with f32 hex coefficients (lowest order first)."""
+    acc = _h(coeffs[-1])
+    for cf in reversed(coeffs[:-1]):
+        acc = f.fma(acc, x, _h(cf))
+    return acc
+
+
+# minimax tables (bits of f32), lowest order first
+_LOG_Q = [0xBF000000, 0x3EAAAA80, 0xBE7FFF3D, 0x3E4CE987, 0xBE2AD478, 0x3E0F552F, 0xBDF91770,
+          0x3E0F9E1F, 0xBE04CFD5]  # (log1p(f)-f)/f^2, |f| <= 1/3: 2^-26.5 rel
+_LOG2_Q = [0xBF38AA3B, 0x3EF63811, 0xBEB8A9AF, 0x3E93D01C, 0xBE76749E, 0x3E4EC912, 0xBE33AE7C,
+           0x3E4F324E, 0xBE3F9B64]  # (log2(1+f)-f*log2e)/f^2: 2^-26.3
+_LOG10_Q = [0xBE5E5BD9, 0x3E143D16, 0xBDDE5B30, 0x3DB1FC08, 0xBD94618B, 0x3D78FE96, 0xBD585BB1,
+            0x3D797D4C, 0xBD66B7C2]  # (log10(1+f)-f*log10e)/f^2: 2^-27.4
+_SIN_P = [0xBE2AAAA3, 0x3C088397, 0xB94C9FB6]  # (sin r - r)/r^3 in r^2, |r| <= pi/4: 2^-26.8
+_COS_P = [0xBF000000, 0x3D2AAA9E, 0xBAB603EF, 0x37CC8900]  # (cos r - 1)/r^2: 2^-28.4
+_TAN_P = [0x3EAAAA6E, 0x3E089716, 0x3D5ABE2E, 0x3CC8590F, 0x3B49A4AB, 0x3C1A31FE]  # 2^-25.3
+_SINH_P = [0x3E2AAAAB, 0x3C08889A, 0x394FFF49, 0x363D0ADB]  # (sinh x - x)/x^3, |x| <= 1: 2^-27.5
+_ATAN_P = [0xBEAAAA6E, 0x3E4CBC7A, 0xBE11856D, 0x3DDA708F, 0xBD9AAB4D, 0x3D30FEC9, 0xBC8615DB,
+           0x3B3F68B5]  # (atan q - q)/q^3 in q^2, 0 <= q <= 1: 2^-25.4
+_L2E_HI, _L2E_LO = 0x3FB8AA3B, 0x32A57060  # log2(e) = hi + lo
+_L10E_HI, _L10E_LO = 0x3EDE5BD9, 0xB22D91AF  # log10(e)
+_LG2_HI, _LG2_LO = 0x3E9A2000, 0x369A84FC  # log10(2), hi with 16 bits: e*hi is exact
+_LN2_F32 = 0x3F317218
+_PIO2_A, _PIO2_B = 0x3F678F03, 0x3FDE48C9  # A*B = pi/2 within 2^-43 (exact product in an fma)
+_PIO2_R = (0x3FC90FDA, 0x33A22168, 0x27C234C5)  # pi/2 in three parts for Cody-Waite
+_TWO_OPI_WORDS = (0x3C439041, 0xDB629599, 0xF534DDC0, 0xFC2757D1, 0x4E441529, 0xA2F9836E)
+
+
+def _f32_only(op, t, name):
+    if t != "f32":
+        fail(op, f"{name} is an f32 sequence")
+
+
+def _exp_f32_scaled(f: F, x, pow2: int = 0) -> str:
+    """e^x * 2^-pow2 (pow2 >= 0; for pow2 > 0 x must be >= 0): 2^k * ex2.approx(x*log2e - k).
+
+    k = floor(x*log2e/256*252 + 126.5)-ish in [-126, 126] from one fma.rm on the saturated
+    estimate (so 2^k is a normal f32 and NaN/inf need no special case); x*log2(e) - k is formed
+    with a two-part log2(e) in two fmas (error ~2^-24 * |x*log2e - k| <= 2^-22 absolute, i.e. at
+    most ~0.1 ulp after ex2)."""
+    t = f.fma(x, f.c(1 / math.log(2) / 256), _h(0x3F000000))
+    t = f.op("cvt.sat.f32", t)
+    j = f.op("fma.rm", t, _h(0x437C0000), _h(0x4B400001))  # 1.5*2^23 + 1 + floor(252 t)
+    k = f.add(j, _h(0xCB40007F))  # j - (1.5*2^23 + 127)
+    r = f.fma(x, _h(_L2E_HI), f.neg(k))
+    r = f.fma(x, _h(_L2E_LO), r)
+    e = f.op("ex2.approx.ftz", r)
+    s = f.iop("shl.b32", f.bits(j), 23)
+    if pow2:
+        s = f.iop("sub.s32", s, pow2 << 23)
+    return f.mul(e, f.from_bits(s))
+
+
+def exp_f32_seq(f: F, x) -> str:
+    """expf: measured max 1 ulp (exact ex2) ; budget + 2 ulp (ex2.approx.ftz) -> <= 3 ulp,
+    typically 1-2 on hardware (same scheme as CUDA's expf, documented 2 ulp)."""
+    return _exp_f32_scaled(f, x)
+
+
+def _log_split_f32(f: F, x):
+    """(xs, e, fm): x = 2^e * (1 + fm), 1 + fm in [2/3, 4/3) (subnormals pre-scaled by 2^23)."""
+    sub = f.setp("lt", x, _h(0x00800000))
+    xs = f.selp(f.mul(x, _h(0x4B000000)), x, sub)
+    ie = f.iop("and.b32", f.iop("add.s32", f.bits(xs), -0x3F2AAAAB), -0x800000)
+    m = f.from_bits(f.iop("sub.s32", f.bits(xs), ie))
+    fm = f.add(m, _h(0xBF800000))
+    ef = f.em.new("f32")
+    f.em.ins(f"cvt.rn.f32.s32 {ef}, {ie}")
+    e = f.fma(ef, _h(0x34000000), f.selp(_h(0xC1B80000), _h(0), sub))  # ie*2^-23 - (23 if sub)
+    return xs, e, fm
+
+
+def _log_specials_f32(f: F, xs, r) -> str:
+    """+inf -> +inf, NaN/negative -> NaN, +-0 -> -inf (xs: the pre-scaled argument)."""
+    bad = f.iop("setp.gt.u32", f.bits(xs), 0x7F7FFFFF, cls="pred")
+    r = f.selp(f.fma(xs, _h(0x7F800000), _h(0x7F800000)), r, bad)
+    return f.selp(_h(0xFF800000), r, f.setp("eq", xs, _h(0)))
+
+
+def log_f32_seq(f: F, x) -> str:
+    """logf: log1p(fm) = fm + fm^2 q(fm), + e*ln2. No .approx: measured max ~1 ulp."""
+    xs, e, fm = _log_split_f32(f, x)
+    q = _hpoly(f, fm, _LOG_Q)
+    r = f.fma(f.mul(fm, q), fm, fm)
+    return _log_specials_f32(f, xs, f.fma(e, _h(_LN2_F32), r))
+
+
+def log2_f32_seq(f: F, x) -> str:
+    """log2f: e + fm*log2e (two-part) + fm^2 q2(fm). No .approx: measured max ~1 ulp."""
+    xs, e, fm = _log_split_f32(f, x)
+    q = _hpoly(f, fm, _LOG2_Q)
+    lo = f.fma(fm, _h(_L2E_LO), f.mul(f.mul(fm, q), fm))
+    r = f.fma(fm, _h(_L2E_HI), lo)
+    return _log_specials_f32(f, xs, f.add(e, r))
+
+
+def log10_f32_seq(f: F, x) -> str:
+    """log10f: e*log10(2) (hi exact) + fm*log10e (two-part) + fm^2 q10(fm). No .approx."""
+    xs, e, fm = _log_split_f32(f, x)
+    q = _hpoly(f, fm, _LOG10_Q)
+    lo = f.fma(fm, _h(_L10E_LO), f.mul(f.mul(fm, q), fm))
+    lo = f.fma(e, _h(_LG2_LO), lo)
+    r = f.fma(fm, _h(_L10E_HI), lo)
+    return _log_specials_f32(f, xs, f.fma(e, _h(_LG2_HI), r))
+
+
+def _payne_hanek_f32(f: F, x):
+    """(r, q) for finite |x| >= 2^16: x*2/pi by a 32x192-bit integer product with 2/pi (the
+    window of 96 product bits picked by the exponent with selp, no local memory); the 62-bit
+    fraction is scaled by pi/2 in f64 (exact to 2^-60 relative before the final rounding)."""
+    em = f.em
+    ix = f.bits(x)
+    e8 = f.iop("shr.u32", ix, 23)
+    m = f.iop("or.b32", f.iop("shl.b32", ix, 8), 0x80000000)
+    carry = "0"
+    p = []
+    for w in _TWO_OPI_WORDS:
+        acc = f.iop("mad.wide.u32", m, w, carry, cls="b64")
+        lo = f.iop("cvt.u32.u64", acc, cls="b32")
+        p.append(lo)
+        carry = f.iop("shr.u64", acc, 32, cls="b64")
+    p.append(f.iop("cvt.u32.u64", carry, cls="b32"))
+    idx = f.iop("shr.u32", f.iop("sub.s32", f.iop("and.b32", e8, 224), 128), 5)
+    sel = [f.iop("setp.eq.s32", idx, i, cls="pred") for i in (1, 2, 3)]
+
+    def pick(top):  # p[top - idx]
+        v = p[top]
+        for i, pr in enumerate(sel, start=1):
+            v = f.iop("selp.b32", p[top - i], v, pr)
+        return v
+
+    hi, mid, lo = pick(6), pick(5), pick(4)
+    sh = f.iop("and.b32", e8, 31)
+    hi = f.iop("shf.l.wrap.b32", mid, hi, sh)
+    mid = f.iop("shf.l.wrap.b32", lo, mid, sh)
+    q = f.iop("shr.u32", hi, 30)
+    fh = f.iop("shf.l.wrap.b32", mid, hi, 2)
+    fl = f.iop("shl.b32", mid, 2)
+    q = f.iop("add.s32", q, f.iop("shr.u32", fh, 31))
+    xneg = f.iop("setp.lt.s32", ix, 0, cls="pred")
+    q = f.iop("selp.b32", f.iop("neg.s32", q), q, xneg)
+    rneg = f.iop("setp.lt.s32", f.iop("xor.b32", fh, ix), 0, cls="pred")
+    s = f.iop("shr.s32", fh, 31)
+    fh = f.iop("xor.b32", fh, s)
+    fl = f.iop("xor.b32", fl, s)
+    v = em.new("b64")
+    em.ins(f"mov.b64 {v}, {{{fl}, {fh}}}")
+    d = f.iop("cvt.rn.f64.s64", v, cls="f64")
+    d = f.iop("mul.rn.f64", d, "0d3BF921FB54442D19", cls="f64")  # pi/2 * 2^-64
+    r = f.iop("cvt.rn.f32.f64", d, cls="f32")
+    r = f.selp(f.neg(r), r, rneg)
+    return r, q
+
+
+def _reduce_pio2_f32(f: F, x):
+    """(r, q): x = q*pi/2 + r, |r| <= pi/4 (+ a hair). Cody-Waite with a three-part pi/2 for
+    |x| < 105615 (as libdevice: the error stays below 2^-27 |r|); a branch to the exact
+    Payne-Hanek reduction above that (inf/NaN stay on the fast path and give NaN)."""
+    em = f.em
+    kf = f.round(f.mul(x, _h(0x3F22F983)))
+    r = x
+    for part in _PIO2_R:
+        r = f.fma(f.neg(kf), _h(part), r)
+    q = f.iop("cvt.rzi.s32.f32", kf, cls="b32")
+    ax = f.iop("and.b32", f.bits(x), 0x7FFFFFFF)
+    # slow: 105615 <= |x| < inf, as one unsigned range compare
+    big = f.iop("setp.lt.u32", f.iop("add.s32", ax, -0x47CE4780), 0x7F800000 - 0x47CE4780,
+                cls="pred")
+    done = em.new_label("trig_red")
+    em.ins(f"@!{big} bra {done}")
+    r2, q2 = _payne_hanek_f32(f, x)
+    em.ins(f"mov.f32 {r}, {r2}")
+    em.ins(f"mov.b32 {q}, {q2}")
+    em.label(done)
+    return r, q
+
+
+def _sincos_f32(f: F, x, cos: bool) -> str:
+    """sinf/cosf: libdevice scheme, one fma chain for both polynomials (selp per coefficient):
+    sin r = r + r^3 s(r^2), cos r = 1 + r^2 c(r^2). No .approx."""
+    r, q = _reduce_pio2_f32(f, x)
+    if cos:
+        q = f.iop("add.s32", q, 1, cls="b32")
+    z = f.mul(r, r)
+    odd = f.iop("setp.ne.b32", f.iop("and.b32", q, 1), 0, cls="pred")
+    v = f.selp(_h(0x3F800000), r, odd)
+    t = f.mul(z, v)
+    p = f.selp(f.fma(z, _h(_COS_P[3]), _h(_COS_P[2])), _h(_SIN_P[2]), odd)
+    p = f.fma(p, z, f.selp(_h(_COS_P[1]), _h(_SIN_P[1]), odd))
+    p = f.fma(p, z, f.selp(_h(_COS_P[0]), _h(_SIN_P[0]), odd))
+    res = f.fma(p, t, v)
+    neg = f.iop("setp.ne.b32", f.iop("and.b32", q, 2), 0, cls="pred")
+    return f.selp(f.neg(res), res, neg)
+
+
+def tan_f32_seq(f: F, x) -> str:
+    """tanf: t = r + r^3 p(r^2); odd quadrant -1/t by rcp.approx.ftz + one Newton step (1 ulp
+    -> ~2^-46 relative before rounding), so no approx error survives."""
+    r, q = _reduce_pio2_f32(f, x)
+    z = f.mul(r, r)
+    p = _hpoly(f, z, _TAN_P)
+    t = f.fma(p, f.mul(z, r), r)
+    nt = f.neg(t)
+    y = f.op("rcp.approx.ftz", nt)
+    y = f.fma(y, f.fma(t, y, _h(0x3F800000)), y)  # y*(1 + (1 - nt*y))
+    odd = f.iop("setp.ne.b32", f.iop("and.b32", q, 1), 0, cls="pred")
+    return f.selp(y, t, odd)
+
+
+def sinh_f32_seq(f: F, x) -> str:
+    """sinhf: |x| < 1: x + x^3 p(x^2); else copysign(2E - 1/(8E), x), E = e^|x|/4 via
+    _exp_f32_scaled. Budget: ex2.approx 2 ulp * cosh/sinh (<= 1.31 at |x| = 1) + rcp.approx
+    1 ulp of the small term."""
+    a = f.abs(x)
+    z = f.mul(x, x)
+    small = f.fma(_hpoly(f, z, _SINH_P), f.mul(z, x), x)
+    e = _exp_f32_scaled(f, a, 2)
+    big = f.fma(e, _h(0x40000000), f.mul(f.op("rcp.approx.ftz", e), _h(0xBE000000)))
+    big = f.copysign(big, x)
+    return f.selp(big, small, f.setp("ge", a, _h(0x3F800000)))
+
+
+def cosh_f32_seq(f: F, x) -> str:
+    """coshf: 2E + 1/(8E), E = e^|x|/4. Budget: ex2.approx 2 ulp (times tanh|x| <= 1)
+    + rcp.approx 1 ulp of the e^-|x|/2 term (<= 0.5 ulp of the result)."""
+    e = _exp_f32_scaled(f, f.abs(x), 2)
+    return f.fma(e, _h(0x40000000), f.mul(f.op("rcp.approx.ftz", e), _h(0x3E000000)))
+
+
+_TANH_P = [0xBEAAAA9F, 0x3E0884D7, 0xBD5C4C6F, 0x3CAA5C50, 0xBBC12C28]  # |x| <= 0.6: 2^-27.7
+
+
+def tanh_f32_seq(f: F, x) -> str:
+    """tanhf: |x| < 0.6: x + x^3 p(x^2); else copysign(1 - 2/(e^(2|x|) + 1)) with
+    ex2.approx.ftz and rcp.approx.ftz: budget ex2 2 ulp * 2E/(E+1)^2 (<= 0.25 at |x| = 0.6)
+    + rcp 1 ulp of 2/(E+1) (<= 0.5 ulp of the result)."""
+    a = f.abs(x)
+    z = f.mul(x, x)
+    small = f.fma(_hpoly(f, z, _TANH_P), f.mul(z, x), x)
+    e = f.op("ex2.approx.ftz", f.mul(a, f.c(2 / math.log(2))))
+    y = f.op("rcp.approx.ftz", f.add(e, _h(0x3F800000)))
+    big = f.copysign(f.fma(y, _h(0xC0000000), _h(0x3F800000)), x)
+    return f.selp(big, small, f.setp("ge", a, _h(0x3F19999A)))
+
+
+def _atan01_f32(f: F, q) -> str:
+    z = f.mul(q, q)
+    return f.fma(_hpoly(f, z, _ATAN_P), f.mul(z, q), q)
+
+
+def _rcp_f32(f: F, a, ftz: bool = True) -> str:
+    """1/a: rcp.approx (1 ulp) + one Newton step: ~2^-46 relative before the final rounding."""
+    y = f.op("rcp.approx.ftz" if ftz else "rcp.approx", a)
+    return f.fma(y, f.fma(f.neg(a), y, _h(0x3F800000)), y)
+
+
+def atan_f32_seq(f: F, x) -> str:
+    """atanf: q = |x| or 1/|x| (rcp + Newton), atan(q) = q + q^3 p(q^2) on [0, 1];
+    pi/2 - r as fma(A, B, -r) with A*B = pi/2 (one rounding)."""
+    a = f.abs(x)
+    inv = f.setp("gt", a, _h(0x3F800000))
+    q = f.selp(_rcp_f32(f, a), a, inv)
+    r = _atan01_f32(f, q)
+    r = f.selp(f.fma(_h(_PIO2_A), _h(_PIO2_B), f.neg(r)), r, inv)
+    return f.copysign(r, x)
+
+
+def atan2_f32_seq(f: F, y, x) -> str:
+    """atan2f: q = min/max (rcp.approx + Newton, operands scaled by 2^64 when tiny), atan01,
+    quadrant fix-up with the exact-product pi/2 and pi; special cases as C99."""
+    ax, ay = f.abs(x), f.abs(y)
+    swap = f.setp("gt", ay, ax)
+    den = f.selp(ay, ax, swap)
+    num = f.selp(ax, ay, swap)
+    tiny = f.setp("lt", den, _h(0x1E800000))  # 2^-66
+    den = f.selp(f.mul(den, _h(0x5F800000)), den, tiny)
+    num = f.selp(f.mul(num, _h(0x5F800000)), num, tiny)
+    yr = f.op("rcp.approx", den)
+    q0 = f.mul(num, yr)
+    q = f.fma(f.fma(f.neg(den), q0, num), yr, q0)
+    r = _atan01_f32(f, q)
+    nr = f.neg(r)
+    r1 = f.selp(f.fma(_h(_PIO2_A), _h(_PIO2_B), nr), r, swap)
+    k = f.selp(_h(_PIO2_A), _h(_PIO2_A + 0x00800000), swap)  # A or 2A
+    r2 = f.fma(k, _h(_PIO2_B), f.selp(r, nr, swap))
+    xneg = f.iop("setp.lt.s32", f.bits(x), 0, cls="pred")
+    r = f.selp(r2, r1, xneg)
+    r = f.selp(f.selp(f.c(3 * math.pi / 4), f.c(math.pi / 4), xneg), r, f.setp("eq", ax, ay))
+    r = f.selp(f.selp(f.c(math.pi), _h(0), xneg), r, f.setp("eq", den, _h(0)))
+    s = f.add(ax, ay)
+    return f.selp(s, f.copysign(r, y), f.setp("nan", s, s))

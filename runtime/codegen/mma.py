@@ -10,6 +10,8 @@ target is a row of :data:`MMA_ROWS`.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail, handles, load_reg
@@ -243,6 +245,330 @@ def fma_dot(em: Emitter, op) -> None:
     em.set(res, accs)
 
 
+# ----------------------------------------------------------------------------- wgmma (sm_90a)
+#: byte distance between core matrices adjacent along K (the descriptor's LBO): 128 bytes of
+#: core matrix plus 16 of padding, so that a warp storing one row's K elements (lanes along K)
+#: spreads its core matrices over different banks
+_LBO = 144
+_WG_IMMS = {"f16": ", 1, 1, 0, 0", "bf16": ", 1, 1, 0, 0", "tf32": ", 1, 1"}
+
+
+@dataclass(frozen=True)
+class WgmmaPlan:
+    """How one dot runs on ``wgmma.mma_async`` (A and B K-major in shared memory, no swizzle)."""
+
+    row: object  # the spec/ptx/mma.yaml row (runtime/layouts/mma_select.MmaRow)
+    tk: int  # the instruction's K
+    groups: int  # warpgroups; each owns M / groups rows (interleaved, see wgmma_dot)
+    chunks: tuple[tuple[int, int], ...]  # (n0, n) per instruction along N (n <= 256)
+    imms: str  # trailing immediates (imm-scale-a/b, imm-trans-a/b)
+    esz: int
+    csz: int
+    c_cls: str
+
+
+def _wgmma_disabled() -> bool:
+    return os.environ.get("TILEGEN_NO_WGMMA", "") not in ("", "0")
+
+
+def wgmma_plan(op, num_warps: int, sm) -> "WgmmaPlan | None":
+    """The wgmma plan for ``dot`` ``op`` on ``sm`` with ``num_warps``, or None when it runs on
+    ``mma.sync`` / fma instead: wgmma only on sm_90 (sm_90a), for f16/bf16/tf32/s8 x s8/fp8
+    with f32 (s32) accumulators, num_warps a multiple of 4, M a multiple of 64 per warpgroup,
+    N a multiple of 8, K a multiple of the instruction K, A and B within the shared budget.
+    ``TILEGEN_NO_WGMMA=1`` forces mma.sync. The layout stage asks the same question
+    (``layout_assignment.mma_accumulator_layout``), so both agree on the accumulator layout."""
+    from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
+
+    if sm != 90 or _wgmma_disabled() or op.name != "nv_tileaa.dot" or len(op.operands) != 3:
+        return None
+    a, b, c = (v.type for v in op.operands)
+    if any(getattr(t, "rank", 0) != 2 for t in (a, b, c)):
+        return None
+    ka, kb, kc = elem_key(a), elem_key(b), elem_key(c)
+    if kc not in ("f32", "i32") or ka not in ELEMENTS:
+        return None
+    signed = None
+    if ka == "i8":
+        sa, sb = op.attributes.get("signedness_a"), op.attributes.get("signedness_b")
+        signed = (sa is None or sa.value == 0, sb is None or sb.value == 0)
+    try:
+        row = select_mma(ka, kb, kc, 90, signed=signed, family="wgmma")
+    except MmaSelectError:
+        return None
+    m = re.fullmatch(r"m64nNk(\d+)", row.shape)
+    if m is None or num_warps % 4 or num_warps < 4:
+        return None
+    tk, groups = int(m.group(1)), num_warps // 4
+    M, K = a.shape
+    N = b.shape[1]
+    esz = ELEMENTS[ka][1]
+    if M % (64 * groups) or N % 8 or K % tk or tk * esz != 32:
+        return None
+    if (M + N) // 8 * _wgmma_sbo(K, esz) > SMEM_LIMIT:
+        return None
+    chunks = tuple((n0, min(256, N - n0)) for n0 in range(0, N, 256))
+    imms = _WG_IMMS.get(ka, "" if ka == "i8" else ", 1, 1")
+    return WgmmaPlan(row, tk, groups, chunks, imms, esz, ELEMENTS[kc][1], C_CLASS[kc])
+
+
+def _wgmma_sbo(K: int, esz: int) -> int:
+    """Byte distance between 8-row groups of a K-major operand (the descriptor's SBO): the
+    group's K / (16 / esz) core matrices, LBO apart."""
+    return K * esz // 16 * _LBO
+
+
+def _fields_static(x: int, fields) -> int:
+    out = 0
+    for lo, width, mult in fields:
+        v = x >> lo
+        if width is not None:
+            v &= (1 << width) - 1
+        out += v * mult
+    return out
+
+
+def _fields_emit(em: Emitter, x, fields, limit: int):
+    """``sum(mult * bits(x)[lo:lo+width])`` for a b32 register (or int) ``x`` < ``limit``."""
+    if isinstance(x, int):
+        return _fields_static(x, fields)
+    terms = []
+    for lo, width, mult in fields:
+        if width == 0 or (limit - 1) >> lo == 0:
+            continue
+        if lo == 0 and (width is None or (limit - 1) >> width == 0):
+            terms.append((mult, x))
+            continue
+        r = x
+        if lo:
+            r = em.new("b32")
+            em.ins(f"shr.u32 {r}, {x}, {lo}")
+        if width is not None and (limit - 1) >> (lo + width):
+            m = em.new("b32")
+            em.ins(f"and.b32 {m}, {r}, {(1 << width) - 1}")
+            r = m
+        terms.append((mult, r))
+    return em.lincomb(0, terms)
+
+
+def _pack_words(em: Emitter, regs, esz: int) -> list:
+    """32-bit words of consecutive elements (``esz`` bytes each, first in the low bits)."""
+    if esz == 4:
+        return list(regs)
+    words = []
+    if esz == 2:
+        for i in range(0, len(regs), 2):
+            w = em.new("b32")
+            em.ins(f"mov.b32 {w}, {{{regs[i]}, {regs[i + 1]}}}")
+            words.append(w)
+        return words
+    for i in range(0, len(regs), 4):  # bytes held in the low half of b16 registers
+        lo, hi, w = em.new("b32"), em.new("b32"), em.new("b32")
+        em.ins(f"mov.b32 {lo}, {{{regs[i]}, {regs[i + 1]}}}")
+        em.ins(f"mov.b32 {hi}, {{{regs[i + 2]}, {regs[i + 3]}}}")
+        em.ins(f"prmt.b32 {w}, {lo}, {hi}, 0x6420")
+        words.append(w)
+    return words
+
+
+def _write_fields(em: Emitter, regs, d, dim_fields, kdim: int, byte_off: int, esz: int) -> None:
+    """Store every register of a tile with layout ``d`` at the shared byte address
+    ``byte_off + sum_i F_i(coord_i)``, each ``F_i`` a sum of bit fields times constants (so
+    ``F(base + raw) = F(base) + F(raw)``: the thread part is computed once, each register's
+    part is an immediate; registers whose coordinates wrap are addressed at run time). Runs of
+    registers consecutive along result dim ``kdim`` (K, contiguous within a 16-byte core-matrix
+    row) are packed into 32-bit words and stored with one ``st.shared[.v2/.v4].b32``."""
+    st = {1: "b8", 2: "b16", 4: "b32"}[esz]
+    key = ("wg-fields", d.layout, d.shape, dim_fields)
+    if key not in em._smem_refs:
+        with em.hoisted():
+            bases = em.base(d)
+            parts = []
+            for i, fields in enumerate(dim_fields):
+                rd = d.kept[i]
+                lim = d.max_base[rd] + 1
+                parts.append((1, _fields_emit(em, bases[rd], fields, lim)))
+            em._smem_refs[key] = em.smem_addr(em.lincomb(0, parts), 1)
+    thr = em._smem_refs[key]
+    rk = d.kept[kdim]
+    spt = d.root.size_per_thread[rk]
+    vec = 1
+    while vec * 2 <= min(spt, 16 // esz):
+        vec *= 2
+    if vec * esz < 4:
+        vec = 1
+    k = 0
+    while k < d.nregs:
+        if any(d.wraps(rd, k) for rd in d.kept):
+            parts = []
+            for i, fields in enumerate(dim_fields):
+                x = em.coord(d, k, i)
+                parts.append((1, _fields_emit(em, x, fields, d.shape[i])))
+            addr = em.smem_addr(em.lincomb(0, parts), 1)
+            em.ins(f"st.shared.{st} [{addr}+{byte_off}], {regs[k]}")
+            k += 1
+            continue
+        static = sum(_fields_static(d.raw[k][rd], fields) for rd, fields in zip(d.kept, dim_fields))
+        run = 1
+        if vec > 1 and d.raw[k][rk] % vec == 0 and k + vec <= d.nregs:
+            want = list(d.raw[k])
+            ok = True
+            for i in range(1, vec):
+                want[rk] += 1
+                if tuple(d.raw[k + i]) != tuple(want) or any(d.wraps(rd, k + i) for rd in d.kept):
+                    ok = False
+                    break
+            run = vec if ok else 1
+        if run == 1:
+            em.ins(f"st.shared.{st} [{thr}+{static + byte_off}], {regs[k]}")
+        else:
+            words = _pack_words(em, regs[k : k + run], esz)
+            v = f".v{len(words)}" if len(words) > 1 else ""
+            src = f"{{{', '.join(words)}}}" if len(words) > 1 else words[0]
+            em.ins(f"st.shared{v}.b32 [{thr}+{static + byte_off}], {src}")
+        k += run
+
+
+def _descriptor(em: Emitter, addr: str, sbo: int) -> str:
+    """A wgmma matrix descriptor (PTX ISA "Matrix Descriptor Format") for the no-swizzle
+    K-major layout at shared address ``addr``: start >> 4 in bits 0-13, LBO >> 4 in 16-29,
+    SBO >> 4 in 32-45, base offset 0, swizzle mode 0 (bits 62-63)."""
+    if sbo >> 4 >= 1 << 14:
+        raise ValueError("wgmma stride byte offset out of range")
+    r, d = em.new("b32"), em.new("b64")
+    em.ins(f"shr.u32 {r}, {addr}, 4")
+    em.ins(f"and.b32 {r}, {r}, {0x3FFF}")
+    em.ins(f"cvt.u64.u32 {d}, {r}")
+    em.ins(f"or.b64 {d}, {d}, {((_LBO >> 4) << 16) | ((sbo >> 4) << 32)}")
+    return d
+
+
+def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
+    """``D = A @ B + C`` with ``wgmma.mma_async`` (sm_90a).
+
+    Shared memory, no-swizzle K-major canonical layout (8 x 16-byte core matrices, each 128
+    contiguous bytes; along K at LBO = 144, 16 bytes of padding against bank conflicts; along
+    M/N at SBO = K esz / 16 * LBO): B (K x N) is stored as
+    N x K. A's rows are *permuted*: logical row m = g + 8 w + 32 G h + 64 G q (g = m % 8,
+    w = warp in [0, 4G), h one bit, q the rest) goes to physical row 64 (q G + wg) + 16 wi +
+    8 h + g (wg, wi = divmod(w, 4)), so warp wi of warpgroup wg finds, in its wgmma accumulator
+    fragment (rows 16 wi + g + 8 h), the logical rows 8 w + g + 32 G h: exactly the blocked
+    layout ``wgmma_accumulator_layout`` (spt (1, 2), tpw (8, 4), wpc (4G, 1)). With that layout
+    on C and D (the layout stage's choice) the accumulator stays in registers; otherwise it is
+    staged through shared memory. Protocol: st.shared, ``fence.proxy.async.shared::cta``,
+    bar.sync, ``wgmma.fence``, the chain over (q, N chunk, K step), ``commit_group``,
+    ``wait_group 0``."""
+    from tilegen.runtime.codegen.dist import dist
+    from tilegen.runtime.codegen.exchange import row_major
+    from tilegen.runtime.passes.layout_assignment import wgmma_accumulator_layout
+
+    a, b, c = op.operands[0], op.operands[1], op.operands[2]
+    res = op.results[0]
+    row = plan.row
+    em.need_isa(row.ptx_isa)
+    em.need_target_suffix("a")
+    M, K = a.type.shape
+    N = b.type.shape[1]
+    W, G = em.num_warps, plan.groups
+    lg = G.bit_length() - 1
+    esz, csz, tk = plan.esz, plan.csz, plan.tk
+    da, db, dc = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, c.type)
+    dr = em.dist_of(op, res.type)
+    lay = wgmma_accumulator_layout(W)
+    in_regs = dc.layout == dr.layout == lay
+    sbo = _wgmma_sbo(K, esz)
+    off_b = M // 8 * sbo
+    off_c = _align(off_b + N // 8 * sbo)
+    total = off_c if in_regs else off_c + M * N * csz
+    if total > SMEM_LIMIT:
+        fail(
+            op,
+            f"PTX backend: dot staging needs {total} bytes of shared memory (limit {SMEM_LIMIT})",
+        )
+    em.need_smem(total)
+    kb = 4 - (esz.bit_length() - 1)  # bits of k within a 16-byte core-matrix row
+    kf = ((0, kb, esz), (kb, None, _LBO))
+    a_rows = (
+        (0, 3, 16),
+        (3, 2, 2 * sbo),
+        (5, lg, 8 * sbo),
+        (5 + lg, 1, sbo),
+        (6 + lg, None, 8 * G * sbo),
+    )
+    b_rows = ((0, 3, 16), (3, None, sbo))
+    st_c = {"f32": "f32", "b32": "b32"}[plan.c_cls]
+    em.barrier()
+    _write_fields(em, em.tile(op, a), da, (a_rows, kf), 1, 0, esz)
+    _write_fields(em, em.tile(op, b), db, (kf, b_rows), 0, off_b, esz)  # B[k, n]: row n
+    dl = dist(lay, (M, N))
+    cform = row_major((M, N))
+    if not in_regs:
+        _write(em, em.tile(op, c), dc, cform.mults, off_c, csz, st_c)
+    # generic-proxy writes -> async-proxy (wgmma) reads: proxy fence, then the CTA barrier
+    em.ins("fence.proxy.async.shared::cta")
+    em.barrier()
+    # accumulator registers per (q, chunk): wgmma fragment index 4 j + 2 h + s
+    nq = M // (64 * G)
+    acc = {(q, ci): [None] * (n // 2) for q in range(nq) for ci, (_, n) in enumerate(plan.chunks)}
+    where = []  # per register of dl: (q, chunk, index)
+    c_in = em.tile(op, c) if in_regs else None
+    for k in range(dl.nregs):
+        rr, rc = dl.raw[k]
+        rm = rr // (8 * W)
+        h, q = rm & 1, rm >> 1
+        ci = next(i for i, (n0, n) in enumerate(plan.chunks) if n0 <= rc < n0 + n)
+        j, s = (rc - plan.chunks[ci][0]) // 8, rc % 2
+        idx = 4 * j + 2 * h + s
+        r = em.new(plan.c_cls)
+        if in_regs:
+            em.ins(f"mov.{plan.c_cls} {r}, {c_in[k]}")
+        else:
+            em.ins(f"ld.shared.{st_c} {r}, {em.smem_ref(dl, cform, k, csz, off_c)}")
+        acc[(q, ci)][idx] = r
+        where.append((q, ci, idx))
+    key = ("wgmma-desc", M, N, K, esz, G)
+    if key not in em._smem_refs:
+        with em.hoisted():
+            _, _, warp = em.tid()
+            base = em.smem_base()
+            wg = 0
+            if G > 1:
+                wg = em.new("b32")
+                em.ins(f"shr.u32 {wg}, {warp}, 2")
+            pa = em.smem_addr(em.lincomb(0, [(8 * sbo, wg)]), 1)
+            pb = em.new("b32")
+            em.ins(f"add.s32 {pb}, {base}, {off_b}")
+            p = em.new("pred")
+            em.ins(f"mov.pred {p}, -1")
+            em._smem_refs[key] = (_descriptor(em, pa, sbo), _descriptor(em, pb, sbo), p)
+    desc_a, desc_b, scale_d = em._smem_refs[key]
+    em.ins("wgmma.fence.sync.aligned")
+    for q in range(nq):
+        for ci, (n0, n) in enumerate(plan.chunks):
+            dregs = ", ".join(acc[(q, ci)])
+            for s in range(K // tk):
+                step = s * tk * esz // 16 * _LBO
+                ra, rb = em.new("b64"), em.new("b64")
+                em.ins(f"add.s64 {ra}, {desc_a}, {(q * G * 8 * sbo + step) >> 4}")
+                em.ins(f"add.s64 {rb}, {desc_b}, {(n0 // 8 * sbo + step) >> 4}")
+                em.ins(f"{row.opcode(n)} {{{dregs}}}, {ra}, {rb}, {scale_d}{plan.imms}")
+    em.ins("wgmma.commit_group.sync.aligned")
+    em.ins("wgmma.wait_group.sync.aligned 0")
+    if in_regs:
+        em.set(res, [acc[(q, ci)][idx] for q, ci, idx in where])
+        return
+    for k, (q, ci, idx) in enumerate(where):
+        em.ins(f"st.shared.{st_c} {em.smem_ref(dl, cform, k, csz, off_c)}, {acc[(q, ci)][idx]}")
+    em.barrier()
+    cls = ELEMENTS[elem_key(c.type)][0]
+    out = []
+    for k in range(dr.nregs):
+        r = em.new(cls)
+        em.ins(f"ld.shared.{st_c} {r}, {em.smem_ref(dr, cform, k, csz, off_c)}")
+        out.append(r)
+    em.set(res, out)
+
+
 @handles("nv_tileaa.dot")
 def dot(em: Emitter, op) -> None:
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
@@ -251,6 +577,9 @@ def dot(em: Emitter, op) -> None:
         fail(op, "PTX backend does not support block-scaled dot yet")
     if a.type.rank != 2:
         fail(op, "PTX backend does not support batched dot yet")
+    plan = wgmma_plan(op, em.num_warps, em.sm)
+    if plan is not None:
+        return wgmma_dot(em, op, plan)
     ka, kb, kc = elem_key(a.type), elem_key(b.type), elem_key(c.type)
     row = select_row(op, ka, kb, kc, em.sm)
     if row is None:
@@ -266,10 +595,10 @@ def dot(em: Emitter, op) -> None:
     W = em.num_warps
     da, db, dc = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, c.type)
     dr = em.dist_of(op, res.type)
-    from tilegen.runtime.passes.layout_assignment import mma_accumulator_layout
+    from tilegen.runtime.passes.layout_assignment import mma_sync_accumulator_layout
 
     # accumulator in registers when the layout stage gave C and D the MMA fragment layout
-    in_regs = dc.layout == dr.layout == mma_accumulator_layout(op, W)
+    in_regs = dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)
     off_b = _align(M * K * esz)
     off_c = _align(off_b + N * K * esz)
     total = off_c if in_regs else off_c + M * N * csz
@@ -380,4 +709,4 @@ def dot(em: Emitter, op) -> None:
     em.set(res, out)
 
 
-__all__ = ["MMA_ROWS", "MmaRow", "select_row", "load_reg"]
+__all__ = ["MMA_ROWS", "MmaRow", "WgmmaPlan", "select_row", "load_reg", "wgmma_plan"]

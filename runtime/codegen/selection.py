@@ -13,7 +13,15 @@ from typing import Optional
 
 from tilegen.generated.ptx.instructions import INSTRUCTIONS
 from tilegen.generated.ptx.selection import ROWS
-from tilegen.runtime.attributes import BoolAttr, EnumAttr, IntegerAttr, StringAttr, UnitAttr
+from tilegen.runtime.attributes import (
+    FLUSH_TO_ZERO,
+    BoolAttr,
+    EnumAttr,
+    IntegerAttr,
+    StringAttr,
+    UnitAttr,
+    fastmath_flags,
+)
 from tilegen.runtime.codegen.core import ELEMENTS, elem_key, fail
 
 #: rounding_mode keyword -> PTX rounding modifier of float instructions
@@ -92,14 +100,35 @@ def _flag(op, name: str) -> bool:
     return isinstance(a, UnitAttr) or (isinstance(a, BoolAttr) and a.value)
 
 
+def flush_to_zero(op) -> bool:
+    """``.ftz`` requested: cuda_tile's ``flush_to_zero`` or, past the conversion, the
+    discardable ``nv_tileaa.flush_to_zero`` (nv_tileaa/arith/math ops have no attribute of
+    their own for it)."""
+    return _flag(op, "flush_to_zero") or _flag(op, FLUSH_TO_ZERO)
+
+
+def _when_ok(op, attr: str, allowed) -> bool:
+    """A row's ``when:`` condition on ``attr``. ``fastmath`` is a flag set: it matches when any
+    of its flags (``fast`` = all) is listed, ``absent`` when it has none."""
+    if attr == "fastmath":
+        flags = fastmath_flags(op.attributes.get("fastmath"))
+        return bool(flags & set(allowed)) or (not flags and "absent" in allowed)
+    kw = attr_keyword(op, attr)
+    return (kw is None and "absent" in allowed) or (kw is not None and kw in allowed)
+
+
 def keys(op) -> tuple[str, str]:
     """(element of the last operand, element of the result) of an elementwise op."""
     src = elem_key(op.operands[-1].type) if op.operands else None
     return src or "", elem_key(op.results[0].type) or ""
 
 
-def select(op, src: Optional[str] = None, res: Optional[str] = None) -> Optional[dict]:
-    """The first selection row for ``op`` (with element keys overridable, for `via:`)."""
+def select(
+    op, src: Optional[str] = None, res: Optional[str] = None, sm: Optional[int] = None
+) -> Optional[dict]:
+    """The first selection row for ``op`` (with element keys overridable, for `via:`). With
+    ``sm``, a row marked ``sm_fallback: true`` whose ``sm`` is newer is skipped, so the next
+    row (an exact sequence) serves older targets."""
     rows = _BY_OP.get(op.name)
     if not rows:
         return None
@@ -110,13 +139,9 @@ def select(op, src: Optional[str] = None, res: Optional[str] = None) -> Optional
             continue
         if "result" in row and res not in row["result"]:
             continue
-        ok = True
-        for attr, allowed in row.get("when", {}).items():
-            kw = attr_keyword(op, attr)
-            if (kw is None and "absent" not in allowed) or (kw is not None and kw not in allowed):
-                ok = False
-                break
-        if ok:
+        if sm is not None and row.get("sm_fallback") and row.get("sm", 0) > sm:
+            continue
+        if all(_when_ok(op, attr, allowed) for attr, allowed in row.get("when", {}).items()):
             return row
     return None
 
@@ -145,7 +170,7 @@ def render(em, op, row: dict, src: str, res: str, d: str, args: list[str]) -> No
     subst.update({"r" + k: v for k, v in ptx_types(res).items()})
     rnd = attr_keyword(op, "rounding_mode")
     subst["rnd"] = RND.get(rnd, "rn")
-    subst["ftz"] = ".ftz" if _flag(op, "flush_to_zero") else ""
+    subst["ftz"] = ".ftz" if flush_to_zero(op) else ""
     pred = attr_keyword(op, "predicate")
     if pred is not None:
         subst["cmp"] = (CMPF if op.name == "arith.cmpf" else CMP).get(pred, pred)

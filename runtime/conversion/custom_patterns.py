@@ -765,6 +765,9 @@ def entry_to_func(op: Operation, rw: PatternRewriter, ctx: ConversionContext) ->
     for k, v in op.attributes.items():
         if k.startswith("nvvm.") or k in ("arg_attrs", "res_attrs"):
             attrs[k] = v
+    arg_attrs = _ptr_attr_arg_attrs(ftype.value.inputs, attrs.get("arg_attrs"))
+    if arg_attrs is not None:
+        attrs["arg_attrs"] = arg_attrs
     body = op.regions[0].blocks[0] if op.regions[0].blocks else None
     if body is not None and _exit_kind(body) == "cuda_tile.return":
         _hoist_tail(rw, body, "cuda_tile.return")
@@ -773,6 +776,37 @@ def entry_to_func(op: Operation, rw: PatternRewriter, ctx: ConversionContext) ->
     _move_regions(rw, op, new, ctx)
     rw.erase_op(op)
     return True
+
+
+#: discardable attribute carrying a 13.4+/13.5 ``ptr_attr`` (none / unicast / multicast) past the
+#: conversion, whose pointer and memref types have no place for it (docs/conversion.md)
+PTR_ATTR = NV + "ptr_attr"
+
+
+def _ptr_attr_of(t: Type) -> Optional[str]:
+    """The ptr_attr keyword of a pointer, a tile of pointers or a tensor view type."""
+    if isinstance(t, TileType):
+        t = t.element
+    if isinstance(t, TILE_VIEW_TYPES):
+        t = t.tensor_view
+    return getattr(t, "ptr_attr", None)
+
+
+def _ptr_attr_arg_attrs(inputs, existing: Optional[Attribute]) -> Optional[ArrayAttr]:
+    """``arg_attrs`` with ``nv_tileaa.ptr_attr = "KW"`` added to every argument whose cuda_tile
+    type carries a ptr_attr (None when no argument does)."""
+    kws = [_ptr_attr_of(t) for t in inputs]
+    if not any(k is not None for k in kws):
+        return None
+    old = list(existing.values) if isinstance(existing, ArrayAttr) else []
+    out = []
+    for i, kw in enumerate(kws):
+        entry = old[i] if i < len(old) and isinstance(old[i], DictAttr) else DictAttr(())
+        if kw is not None:
+            items = [(k, v) for k, v in entry.items if k != PTR_ATTR] + [(PTR_ATTR, StringAttr(kw))]
+            entry = DictAttr(tuple(items))
+        out.append(entry)
+    return ArrayAttr(tuple(out))
 
 
 def global_to_nv_global(op: Operation, rw: PatternRewriter, ctx: ConversionContext) -> bool:
@@ -839,7 +873,9 @@ def tensor_view_to_memref(op: Operation, rw: PatternRewriter, ctx: ConversionCon
     if not isinstance(t, NvMemRefType):
         return False
     groups = [_group(op, "base"), [], _group(op, "dynamicShape"), _group(op, "dynamicStrides")]
-    _replace(rw, op, NV + "make_memref", groups, types=[t])
+    kw = _ptr_attr_of(op.results[0].type)
+    attrs = {PTR_ATTR: StringAttr(kw)} if kw is not None else None
+    _replace(rw, op, NV + "make_memref", groups, attrs, types=[t])
     return True
 
 

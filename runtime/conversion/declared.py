@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Optional, Sequence
 
-from tilegen.runtime.attributes import Attribute, DenseArrayAttr, EnumAttr, IntegerAttr, UnitAttr
+from tilegen.runtime.attributes import (
+    Attribute,
+    DenseArrayAttr,
+    EnumAttr,
+    IntegerAttr,
+    UnitAttr,
+    fastmath_attr,
+    fastmath_flags,
+)
 from tilegen.runtime.ir import Operation, Value
 from tilegen.runtime.opdef import AttrDef, OpDef, lookup_enum, lookup_opdef
 from tilegen.runtime.rewrite import Pattern, PatternRewriter, PatternSet
@@ -196,6 +204,9 @@ def rename(op: Operation, rw: PatternRewriter, row: dict, ctx: ConversionContext
         attrs = _foreign_attrs(op, row)
         if isinstance(row["to"], dict):  # the attribute that chose the op is spent
             attrs.pop(row["to"]["by"], None)
+    fm = row_fastmath(op, row, attrs)
+    if fm is not None:
+        attrs["fastmath"] = fm
     types = convert_types(r.type for r in op.results)
     unmirrored = tgt is not None and tgt.has_trait("TrailingTokenOperand") and not groups[-1]
     if unmirrored:  # no token operand: no result token either; a fresh token stands in
@@ -208,6 +219,25 @@ def rename(op: Operation, rw: PatternRewriter, row: dict, ctx: ConversionContext
         values.append(token.results[0])
     rw.replace_op(op, values)
     return True
+
+
+def row_fastmath(op: Operation, row: dict, attrs: dict) -> Optional[Attribute]:
+    """The target's ``fastmath`` for a row with ``fastmath: {from: A, cases: {kw: flags}}``: the
+    flags the keyword of source attribute A maps to (e.g. rounding_mode approx -> afn), joined
+    with any fastmath the op already carries (seed 003: fastmath travels verbatim). None when
+    the row has no such key and nothing is carried."""
+    how = row.get("fastmath")
+    carried = fastmath_flags(attrs.get("fastmath") or op.attributes.get("fastmath"))
+    if how is None:
+        return None
+    src = op.opdef.attr(how["from"]) if op.opdef else None
+    attr = op.attributes.get(how["from"])
+    kw = None if attr is None else enum_keyword(attr, src)
+    if kw is None and src is not None and src.default is not None:
+        kw = str(src.default)
+    extra = how["cases"].get(kw or "absent", "")
+    flags = set(carried) | {f for f in extra.split(",") if f}
+    return fastmath_attr(flags)
 
 
 def _foreign_attrs(op: Operation, row: dict) -> dict:
@@ -240,8 +270,18 @@ def _check_row(row: dict, ctx: ConversionContext) -> None:
         if n is not None and n not in operands:
             raise ConversionSpecError(f"{where}: '{n}' is not an operand of '{src.name}'")
     attrs = src.attr_names
-    for how in row.get("attributes", {}).values():
-        origin = how if isinstance(how, str) else how["from"]
+    origins = [
+        how if isinstance(how, str) else how["from"] for how in row.get("attributes", {}).values()
+    ]
+    if "fastmath" in row:
+        origins.append(row["fastmath"]["from"])
+        from tilegen.runtime.attributes import FASTMATH_FLAGS
+
+        for flags in row["fastmath"]["cases"].values():
+            bad = [f for f in flags.split(",") if f and f not in FASTMATH_FLAGS + ("fast",)]
+            if bad:
+                raise ConversionSpecError(f"{where}: unknown fastmath flag(s) {bad}")
+    for origin in origins:
         if origin not in attrs:
             raise ConversionSpecError(f"{where}: '{origin}' is not an attribute of '{src.name}'")
 

@@ -30,6 +30,7 @@ from typing import Any, Optional
 import numpy as np
 
 from tilegen.runtime.attributes import (
+    FLUSH_TO_ZERO,
     BoolAttr,
     DenseArrayAttr,
     EnumAttr,
@@ -253,6 +254,7 @@ def _plan(op, opdef: OpDef, sem: Semantics) -> _Plan:
         ns["WIDTH"] = 0
     mode = (ns.get(py_name(sem.rounding)) if sem.rounding else None) or "nearest_even"
     ftz = bool(ns.get(py_name(sem.ftz))) if sem.ftz else False
+    ftz = ftz or FLUSH_TO_ZERO in op.attributes  # carried past the conversion (discardable)
     segments = list(zip(opdef.operands, opdef.operand_segments(op)))
     ns["TYPES"] = {d.name: (op.operands[start].type if n else None) for d, (start, n) in segments}
     names = [

@@ -199,7 +199,38 @@ def permute_layout(layout: BlockedLayout, perm: tuple[int, ...]) -> BlockedLayou
     )
 
 
-def mma_accumulator_layout(op, num_warps: int) -> Optional[BlockedLayout]:
+def _target_sm(op) -> Optional[int]:
+    """The compute capability the module around ``op`` was converted for (None if unknown)."""
+    p = op
+    while p is not None:
+        a = p.attributes.get("nv_tileaa.compute_capability")
+        if isinstance(a, IntegerAttr):
+            return a.value
+        p = p.parent_op
+    return None
+
+
+def mma_accumulator_layout(op, num_warps: int, sm: Optional[int] = None) -> Optional[BlockedLayout]:
+    """The accumulator layout codegen wants for ``dot`` ``op``: on sm_90 when the dot runs on
+    ``wgmma`` (runtime/codegen/mma.py ``wgmma_plan``), :func:`wgmma_accumulator_layout`; else
+    :func:`mma_sync_accumulator_layout`. ``sm`` defaults to the module's compute capability."""
+    if op is None or op.name != "nv_tileaa.dot":
+        return None
+    from tilegen.runtime.codegen.mma import wgmma_plan
+
+    if wgmma_plan(op, num_warps, _target_sm(op) if sm is None else sm) is not None:
+        return wgmma_accumulator_layout(num_warps)
+    return mma_sync_accumulator_layout(op, num_warps)
+
+
+def wgmma_accumulator_layout(num_warps: int) -> BlockedLayout:
+    """The blocked layout that is the ``wgmma`` m64nN accumulator fragment once codegen permutes
+    the rows of A in shared memory (docs/tensor_cores.md): thread (lane, warp) holds rows
+    8 warp + g (+ 8 num_warps r) and column pairs 8 j + 2t, 2t + 1."""
+    return BlockedLayout((1, 2), (8, 4), (num_warps, 1), (1, 0))
+
+
+def mma_sync_accumulator_layout(op, num_warps: int) -> Optional[BlockedLayout]:
     """The blocked layout that *is* the ``mma.sync`` accumulator fragment layout for ``dot``
     ``op`` (rows g and g + 8 of each 16-row MMA tile in registers, column pairs 2t, 2t + 1 per
     lane, warps side by side along N), or None when the shape does not fit it (the dot then

@@ -158,6 +158,8 @@ def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         st.write_bits(ins.operands[0], r & np.uint64(0xFFFFFFFF), mask)
         return
     x = st.read(ins.operands[1], at)
+    if "ftz" in mods and at == "f32":  # .ftz flushes subnormal f32 inputs (sign kept) too
+        x = np.where(np.abs(x) < np.finfo(np.float32).tiny, x * np.float32(0), x)
     rnd = next((m for m in mods if m in _ROUND_INT), None)
     with np.errstate(all="ignore"):
         if dt[0] == "f" or dt == "bf16":
