@@ -283,3 +283,228 @@ def corpus_check(tmp_path: Path, capsys, kernel: str) -> None:
 )
 def test_corpus_kernel(tmp_path, capsys, kernel):
     corpus_check(tmp_path, capsys, kernel)
+
+
+# ----------------------------------------------------------------------------- layouts forced
+# The loads of these kernels get the layout under test (layout assignment's default_blocked is
+# patched), so the parallel scan and the packed reduce meet in-thread runs, repetitions along
+# the axis, replicated lanes/warps and axes that are not the fastest lane digit.
+import sys  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kernelgen as kg  # noqa: E402
+
+from tilegen.runtime.layouts.attrs import BlockedLayout  # noqa: E402
+
+#: id -> (shape, BlockedLayout(spt, tpw, wpc, order)) on 4 warps
+FORCED = {
+    "runs4_warp_copies": ((4, 64), BlockedLayout((1, 4), (4, 8), (1, 4), (1, 0))),
+    "runs2_reps": ((16, 256), BlockedLayout((2, 2), (2, 16), (2, 2), (1, 0))),
+    "col_major": ((64, 8), BlockedLayout((2, 1), (8, 4), (2, 2), (0, 1))),
+    "lane_copies": ((2, 8), BlockedLayout((1, 1), (1, 32), (2, 2), (1, 0))),
+    "reps_only": ((2, 512), BlockedLayout((1, 1), (1, 32), (2, 2), (1, 0))),
+}
+
+
+@pytest.fixture
+def force_layout(monkeypatch):
+    from tilegen.runtime.passes import layout_assignment as la
+
+    def use(layout):
+        orig = la.default_blocked
+
+        def fake(shape, num_warps, *a, **k):
+            if len(shape) == layout.rank:
+                return layout
+            return orig(shape, num_warps, *a, **k)
+
+        monkeypatch.setattr(la, "default_blocked", fake)
+
+    return use
+
+
+def _region(e: str, ops: str, n: int = 1) -> list:
+    args = ", ".join(f"%{c}{i}: tile<{e}>" for i in range(n) for c in "ab")
+    return [f"({args}) {{", *ops.split("\n"), "}"]
+
+
+def scan_body(shape, dim: int, e: str, rev: bool) -> list:
+    op = "addf" if e.startswith("f") else "addi"
+    ident = "0.000000e+00" if e.startswith("f") else "0"
+    t = kg.ty(shape, e)
+    return [
+        f"%r = scan %t dim={dim} reverse={'true' if rev else 'false'} "
+        f"identities=[{ident} : {e}] : {t} -> {t}",
+        *_region(e, f"%s = {op} %a0, %b0 : tile<{e}>\nyield %s : tile<{e}>"),
+    ]
+
+
+def affine_scan_body(shape, dim: int, rev: bool) -> list:
+    """Two operands, an associative but not commutative combiner: composing affine maps
+    ``y -> a*y + b`` (later after earlier), exact in i32."""
+    t = kg.ty(shape, "i32")
+    comb = (
+        "%m = muli %a0, %b0 : tile<i32>\n%p = muli %a0, %b1 : tile<i32>\n"
+        "%q = addi %p, %a1 : tile<i32>\nyield %m, %q : tile<i32>, tile<i32>"
+    )
+    return [
+        f"%one = constant <i32: 1> : {t}",
+        f"%odd = ori %t, %one : {t}",
+        f"%s:2 = scan %odd, %t dim={dim} reverse={'true' if rev else 'false'} "
+        f"identities=[1 : i32, 0 : i32] : {t}, {t} -> {t}, {t}",
+        "(%a0: tile<i32>, %b0: tile<i32>, %a1: tile<i32>, %b1: tile<i32>) {",
+        *comb.split("\n"),
+        "}",
+        f"%r = xori %s#0, %s#1 : {t}",
+    ]
+
+
+def argmax_body(shape, dim: int) -> list:
+    """(max, first index of the max) along ``dim``, the index returned."""
+    t, ti = kg.ty(shape, "f32"), kg.ty(shape, "i32")
+    out = kg.ty(tuple(s for i, s in enumerate(shape) if i != dim), "i32")
+    outf = kg.ty(tuple(s for i, s in enumerate(shape) if i != dim), "f32")
+    n = shape[dim]
+    shp = [1] * len(shape)
+    shp[dim] = n
+    comb = (
+        "%g = cmpf greater_than ordered %a0, %b0 : tile<f32> -> tile<i1>\n"
+        "%e = cmpf equal ordered %a0, %b0 : tile<f32> -> tile<i1>\n"
+        "%l = cmpi less_than %a1, %b1, signed : tile<i32> -> tile<i1>\n"
+        "%el = andi %e, %l : tile<i1>\n%c = ori %g, %el : tile<i1>\n"
+        "%v = select %c, %a0, %b0 : tile<i1>, tile<f32>\n"
+        "%w = select %c, %a1, %b1 : tile<i1>, tile<i32>\n"
+        "yield %v, %w : tile<f32>, tile<i32>"
+    )
+    return [
+        f"%io = iota : tile<{n}xi32>",
+        f"%ior = reshape %io : tile<{n}xi32> -> {kg.ty(tuple(shp), 'i32')}",
+        f"%iob = broadcast %ior : {kg.ty(tuple(shp), 'i32')} -> {ti}",
+        f"%m:2 = reduce %t, %iob dim={dim} identities=[0xFF800000 : f32, 0 : i32] : {t}, {ti} "
+        f"-> {outf}, {out}",
+        "(%a0: tile<f32>, %b0: tile<f32>, %a1: tile<i32>, %b1: tile<i32>) {",
+        *comb.split("\n"),
+        "}",
+        f"%r = addi %m#1, %m#1 : {out}",
+    ]
+
+
+def sum_body(shape, dim: int, e: str) -> list:
+    op = "addf" if e.startswith("f") else "addi"
+    ident = "0.000000e+00" if e.startswith("f") else "0"
+    out = kg.ty(tuple(s for i, s in enumerate(shape) if i != dim), e)
+    return [
+        f"%r = reduce %t dim={dim} identities=[{ident} : {e}] : {kg.ty(shape, e)} -> {out}",
+        *_region(e, f"%s = {op} %a0, %b0 : tile<{e}>\nyield %s : tile<{e}>"),
+    ]
+
+
+def _check(text, x, out_shape, eo):
+    ref, got, _, _ = kg.run_both(text, x, out_shape, eo)
+    if eo.startswith("f"):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(got, ref)
+
+
+def _ints(shape, e, seed=0):
+    x = kg.inputs(shape, e, seed)
+    if e == "i64":
+        x = x * (1 << 36)  # high words must travel through the shuffles / smem
+    return x
+
+
+@pytest.mark.parametrize("rev", [False, True], ids=["fwd", "rev"])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("case", sorted(FORCED))
+def test_scan_parallel_forced_layouts(force_layout, case, dim, rev):
+    shape, lay = FORCED[case]
+    force_layout(lay)
+    x = _ints(shape, "i32", 3)
+    _check(kg.kernel(shape, shape, scan_body(shape, dim, "i32", rev), "i32"), x, shape, "i32")
+    text = kg.kernel(shape, shape, affine_scan_body(shape, dim, rev), "i32")
+    _check(text, x, shape, "i32")
+
+
+@pytest.mark.parametrize("e", ["f32", "f64", "i64", "i16"])
+@pytest.mark.parametrize("case", ["runs2_reps", "lane_copies", "col_major"])
+def test_scan_element_types_forced_layouts(force_layout, case, e):
+    shape, lay = FORCED[case]
+    force_layout(lay)
+    x = _ints(shape, e, 4)
+    for dim, rev in ((1, False), (0, True)):
+        _check(kg.kernel(shape, shape, scan_body(shape, dim, e, rev), e), x, shape, e)
+
+
+#: default layouts: 1x2048 (16 repetitions over 4 warps), 4x1024, 256x8 down the columns
+@pytest.mark.parametrize("shape,dim", [((1, 2048), 1), ((4, 1024), 1), ((256, 8), 0), ((2, 16), 1)])
+def test_scan_parallel_default_layouts(shape, dim):
+    x = _ints(shape, "i32", 5)
+    for rev in (False, True):
+        _check(kg.kernel(shape, shape, affine_scan_body(shape, dim, rev), "i32"), x, shape, "i32")
+
+
+def test_scan_is_parallel():
+    """No serial per-line loop: lane steps are shfl.sync.up, one cross-warp barrier."""
+    shape = (8, 64)
+    ptx = kg.ptx_of(kg.kernel(shape, shape, scan_body(shape, 1, "f32", False)))
+    assert "scan_line" not in ptx
+    assert sorted({int(m) for m in re.findall(r"shfl\.sync\.up\.b32 \S+, \S+, (\d+),", ptx)}) == [
+        1,
+        2,
+        4,
+        8,
+        16,
+    ]
+
+
+#: shapes whose default layouts hold many rows per thread: packed butterflies then a gather
+#: through shared memory (64x32: no warp along the rows), or a two-level cross-warp step
+PACKED = [((64, 32), 1), ((8, 512), 1), ((4, 1024), 1), ((128, 16), 1), ((32, 64), 1)]
+
+
+@pytest.mark.parametrize("shape,dim", PACKED, ids=lambda v: str(v))
+def test_reduce_packed_argmax_and_sums(shape, dim):
+    x = kg.inputs(shape, "f32", 6)
+    x[:, ::7] = x.max()  # ties: the first index must win
+    out = tuple(s for i, s in enumerate(shape) if i != dim)
+    _check(kg.kernel(shape, out, argmax_body(shape, dim), "f32", "i32"), x, out, "i32")
+    for e in ("f64", "i64", "i16"):
+        xe = _ints(shape, e, 7)
+        _check(kg.kernel(shape, out, sum_body(shape, dim, e), e), xe, out, e)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("case", sorted(FORCED))
+def test_reduce_forced_layouts(force_layout, case, dim):
+    shape, lay = FORCED[case]
+    force_layout(lay)
+    out = tuple(s for i, s in enumerate(shape) if i != dim)
+    x = kg.inputs(shape, "f32", 8)
+    _check(kg.kernel(shape, out, argmax_body(shape, dim), "f32", "i32"), x, out, "i32")
+    xi = _ints(shape, "i64", 9)
+    _check(kg.kernel(shape, out, sum_body(shape, dim, "i64"), "i64"), xi, out, "i64")
+
+
+def test_reduce_packs_rows_into_one_butterfly():
+    """16 rows per thread over 32 lanes: 8+4+2+1 packed shuffles and one plain step, not 16x5."""
+    shape = (16, 128)
+    ptx = kg.ptx_of(kg.kernel(shape, (16,), sum_body(shape, 1, "f32")))
+    assert len(re.findall(r"shfl\.sync\.bfly", ptx)) == 16
+    assert "ld.shared.v4.f32" in ptx
+
+
+@needs_ptxas
+@pytest.mark.parametrize("sm", SMS)
+def test_packed_and_scan_ptxas_clean(sm):
+    for shape, dim in PACKED[:2]:
+        out = tuple(s for i, s in enumerate(shape) if i != dim)
+        err = kg.ptxas(
+            kg.ptx_of(kg.kernel(shape, out, argmax_body(shape, dim), "f32", "i32"), sm), sm
+        )
+        assert "0 bytes spill stores, 0 bytes spill loads" in err, err
+    shape = (4, 1024)
+    err = kg.ptxas(
+        kg.ptx_of(kg.kernel(shape, shape, affine_scan_body(shape, 1, True), "i32"), sm), sm
+    )
+    assert "0 bytes spill stores, 0 bytes spill loads" in err, err

@@ -444,6 +444,8 @@ def atan2(em, op, t, args):
 # ----------------------------------------------------------------------------- pow, fmod, min/max
 @sequence("powf")
 def powf(em, op, t, args):
+    if t == "f32":
+        return pow_f32_seq(F(em, t), args[0], args[1])
     f = F(em, t)
     x, y = args[0], args[1]
     ax = f.abs(x)
@@ -524,7 +526,8 @@ def clampf(em, op, t, args):
 #   ex2.approx.ftz.f32   max 2 ulp (full range; subnormal results flushed)
 #   rcp.approx(.ftz).f32 max 1 ulp (full range)
 # The simulator executes .approx exactly, so a measured error is a lower bound; each sequence's
-# docstring gives "measured (exact .approx) + approx budget".  Measured with
+# docstring gives "measured (exact .approx) + approx budget"; the measurement also carries the
+# simulator's own f32 ex2/rcp evaluation error (NumPy, not always correctly rounded).  Measured with
 # tests/test_codegen_math_perf.py (2^20 random + edge inputs, max ulp vs. a float64 reference).
 
 
@@ -547,8 +550,8 @@ def _hpoly(f: F, x, coeffs) -> str:
 # minimax tables (bits of f32), lowest order first
 _LOG_Q = [0xBF000000, 0x3EAAAA80, 0xBE7FFF3D, 0x3E4CE987, 0xBE2AD478, 0x3E0F552F, 0xBDF91770,
           0x3E0F9E1F, 0xBE04CFD5]  # (log1p(f)-f)/f^2, |f| <= 1/3: 2^-26.5 rel
-_LOG2_Q = [0xBF38AA3B, 0x3EF63811, 0xBEB8A9AF, 0x3E93D01C, 0xBE76749E, 0x3E4EC912, 0xBE33AE7C,
-           0x3E4F324E, 0xBE3F9B64]  # (log2(1+f)-f*log2e)/f^2: 2^-26.3
+_LOG2_Q = [0xBF38AA38, 0x3EF6384B, 0xBEB8AD4B, 0x3E93BF4D, 0xBE755B4F, 0x3E517917, 0xBE43B68E,
+           0x3E3EEDAD, 0xBDE18ED3]  # (log2(1+f)-f*log2e)/f^2, 1+f in [sqrt(1/2), sqrt(2)]: 2^-26.6
 _LOG10_Q = [0xBE5E5BD9, 0x3E143D16, 0xBDDE5B30, 0x3DB1FC08, 0xBD94618B, 0x3D78FE96, 0xBD585BB1,
             0x3D797D4C, 0xBD66B7C2]  # (log10(1+f)-f*log10e)/f^2: 2^-27.4
 _SIN_P = [0xBE2AAAA3, 0x3C088397, 0xB94C9FB6]  # (sin r - r)/r^3 in r^2, |r| <= pi/4: 2^-26.8
@@ -574,15 +577,16 @@ def _f32_only(op, t, name):
 def _exp_f32_scaled(f: F, x, pow2: int = 0) -> str:
     """e^x * 2^-pow2 (pow2 >= 0; for pow2 > 0 x must be >= 0): 2^k * ex2.approx(x*log2e - k).
 
-    k = floor(x*log2e/256*252 + 126.5)-ish in [-126, 126] from one fma.rm on the saturated
-    estimate (so 2^k is a normal f32 and NaN/inf need no special case); x*log2(e) - k is formed
-    with a two-part log2(e) in two fmas (error ~2^-24 * |x*log2e - k| <= 2^-22 absolute, i.e. at
-    most ~0.1 ulp after ex2)."""
-    t = f.fma(x, f.c(1 / math.log(2) / 256), _h(0x3F000000))
-    t = f.op("cvt.sat.f32", t)
-    j = f.op("fma.rm", t, _h(0x437C0000), _h(0x4B400001))  # 1.5*2^23 + 1 + floor(252 t)
-    k = f.add(j, _h(0xCB40007F))  # j - (1.5*2^23 + 127)
-    r = f.fma(x, _h(_L2E_HI), f.neg(k))
+    k = rint(x*log2e) clamped to [-126, 127] (2^k normal; NaN -> finite k, the NaN stays in r);
+    r = x*log2e - k in two fmas with a two-part log2(e): |r| <= 1/2 except where the result
+    overflows or is subnormal, rounding error <= 2^-25 + |x|*2^-48 absolute (<= 0.2 ulp after
+    ex2). Out-of-range x needs no special case: ex2 of the large r gives inf / the exact tiny
+    scale factor gives the subnormal result with one rounding (ftz only affects the ex2 output,
+    which stays >= 2^-24 here)."""
+    kf = f.round(f.mul(x, _h(_L2E_HI)))
+    kf = f.min(f.max(kf, _h(0xC2FC0000)), _h(0x42FE0000))  # [-126, 127]
+    j = f.add(kf, _h(0x4B40007F))  # 1.5*2^23 + 127 + k: low bits = biased exponent
+    r = f.fma(x, _h(_L2E_HI), f.neg(kf))
     r = f.fma(x, _h(_L2E_LO), r)
     e = f.op("ex2.approx.ftz", r)
     s = f.iop("shl.b32", f.bits(j), 23)
@@ -592,16 +596,16 @@ def _exp_f32_scaled(f: F, x, pow2: int = 0) -> str:
 
 
 def exp_f32_seq(f: F, x) -> str:
-    """expf: measured max 1 ulp (exact ex2) ; budget + 2 ulp (ex2.approx.ftz) -> <= 3 ulp,
-    typically 1-2 on hardware (same scheme as CUDA's expf, documented 2 ulp)."""
+    """expf: measured max 0.7 ulp (exact ex2); + ex2.approx.ftz 2 ulp -> <= 2.7 ulp."""
     return _exp_f32_scaled(f, x)
 
 
-def _log_split_f32(f: F, x):
-    """(xs, e, fm): x = 2^e * (1 + fm), 1 + fm in [2/3, 4/3) (subnormals pre-scaled by 2^23)."""
+def _log_split_f32(f: F, x, magic: int = 0x3F2AAAAB):
+    """(xs, e, fm): x = 2^e * (1 + fm), 1 + fm in [m0, 2 m0), m0 = bits ``magic`` (2/3 or
+    sqrt(1/2)); subnormals pre-scaled by 2^23."""
     sub = f.setp("lt", x, _h(0x00800000))
     xs = f.selp(f.mul(x, _h(0x4B000000)), x, sub)
-    ie = f.iop("and.b32", f.iop("add.s32", f.bits(xs), -0x3F2AAAAB), -0x800000)
+    ie = f.iop("and.b32", f.iop("add.s32", f.bits(xs), -magic), -0x800000)
     m = f.from_bits(f.iop("sub.s32", f.bits(xs), ie))
     fm = f.add(m, _h(0xBF800000))
     ef = f.em.new("f32")
@@ -626,8 +630,9 @@ def log_f32_seq(f: F, x) -> str:
 
 
 def log2_f32_seq(f: F, x) -> str:
-    """log2f: e + fm*log2e (two-part) + fm^2 q2(fm). No .approx: measured max ~1 ulp."""
-    xs, e, fm = _log_split_f32(f, x)
+    """log2f: e + fm*log2e (two-part) + fm^2 q2(fm), 1+fm in [sqrt(1/2), sqrt(2)) so that
+    e + r never cancels by more than one binade. No .approx."""
+    xs, e, fm = _log_split_f32(f, x, 0x3F3504F3)
     q = _hpoly(f, fm, _LOG2_Q)
     lo = f.fma(fm, _h(_L2E_LO), f.mul(f.mul(fm, q), fm))
     r = f.fma(fm, _h(_L2E_HI), lo)
@@ -697,18 +702,18 @@ def _reduce_pio2_f32(f: F, x):
     |x| < 105615 (as libdevice: the error stays below 2^-27 |r|); a branch to the exact
     Payne-Hanek reduction above that (inf/NaN stay on the fast path and give NaN)."""
     em = f.em
-    kf = f.round(f.mul(x, _h(0x3F22F983)))
+    q = f.iop("cvt.rni.s32.f32", f.mul(x, _h(0x3F22F983)), cls="b32")
+    kf = f.em.new("f32")
+    f.em.ins(f"cvt.rn.f32.s32 {kf}, {q}")  # +0 for x = -0, so r keeps x's sign
     r = x
     for part in _PIO2_R:
-        r = f.fma(f.neg(kf), _h(part), r)
-    q = f.iop("cvt.rzi.s32.f32", kf, cls="b32")
+        r = f.fma(kf, _h(part ^ 0x80000000), r)
     ax = f.iop("and.b32", f.bits(x), 0x7FFFFFFF)
-    # slow: 105615 <= |x| < inf, as one unsigned range compare
-    big = f.iop("setp.lt.u32", f.iop("add.s32", ax, -0x47CE4780), 0x7F800000 - 0x47CE4780,
-                cls="pred")
+    big = f.iop("setp.ge.u32", ax, 0x47CE4780, cls="pred")  # |x| >= 105615, inf or NaN
     done = em.new_label("trig_red")
     em.ins(f"@!{big} bra {done}")
     r2, q2 = _payne_hanek_f32(f, x)
+    r2 = f.selp(f.mul(x, _h(0)), r2, f.iop("setp.ge.u32", ax, 0x7F800000, cls="pred"))  # NaN
     em.ins(f"mov.f32 {r}, {r2}")
     em.ins(f"mov.b32 {q}, {q2}")
     em.label(done)
@@ -724,7 +729,7 @@ def _sincos_f32(f: F, x, cos: bool) -> str:
     z = f.mul(r, r)
     odd = f.iop("setp.ne.b32", f.iop("and.b32", q, 1), 0, cls="pred")
     v = f.selp(_h(0x3F800000), r, odd)
-    t = f.mul(z, v)
+    t = f.fma(z, v, _h(0))  # +0 when z*v is -0: keeps sin(-0) = -0
     p = f.selp(f.fma(z, _h(_COS_P[3]), _h(_COS_P[2])), _h(_SIN_P[2]), odd)
     p = f.fma(p, z, f.selp(_h(_COS_P[1]), _h(_SIN_P[1]), odd))
     p = f.fma(p, z, f.selp(_h(_COS_P[0]), _h(_SIN_P[0]), odd))
@@ -738,8 +743,8 @@ def tan_f32_seq(f: F, x) -> str:
     -> ~2^-46 relative before rounding), so no approx error survives."""
     r, q = _reduce_pio2_f32(f, x)
     z = f.mul(r, r)
-    p = _hpoly(f, z, _TAN_P)
-    t = f.fma(p, f.mul(z, r), r)
+    p = f.fma(_hpoly(f, z, _TAN_P), z, _h(0))
+    t = f.fma(p, r, r)
     nt = f.neg(t)
     y = f.op("rcp.approx.ftz", nt)
     y = f.fma(y, f.fma(t, y, _h(0x3F800000)), y)  # y*(1 + (1 - nt*y))
@@ -753,7 +758,7 @@ def sinh_f32_seq(f: F, x) -> str:
     1 ulp of the small term."""
     a = f.abs(x)
     z = f.mul(x, x)
-    small = f.fma(_hpoly(f, z, _SINH_P), f.mul(z, x), x)
+    small = f.fma(f.fma(_hpoly(f, z, _SINH_P), z, _h(0)), x, x)
     e = _exp_f32_scaled(f, a, 2)
     big = f.fma(e, _h(0x40000000), f.mul(f.op("rcp.approx.ftz", e), _h(0xBE000000)))
     big = f.copysign(big, x)
@@ -776,7 +781,7 @@ def tanh_f32_seq(f: F, x) -> str:
     + rcp 1 ulp of 2/(E+1) (<= 0.5 ulp of the result)."""
     a = f.abs(x)
     z = f.mul(x, x)
-    small = f.fma(_hpoly(f, z, _TANH_P), f.mul(z, x), x)
+    small = f.fma(f.fma(_hpoly(f, z, _TANH_P), z, _h(0)), x, x)  # +0 * -0: tanh(-0) = -0
     e = f.op("ex2.approx.ftz", f.mul(a, f.c(2 / math.log(2))))
     y = f.op("rcp.approx.ftz", f.add(e, _h(0x3F800000)))
     big = f.copysign(f.fma(y, _h(0xC0000000), _h(0x3F800000)), x)
@@ -785,7 +790,7 @@ def tanh_f32_seq(f: F, x) -> str:
 
 def _atan01_f32(f: F, q) -> str:
     z = f.mul(q, q)
-    return f.fma(_hpoly(f, z, _ATAN_P), f.mul(z, q), q)
+    return f.fma(f.fma(_hpoly(f, z, _ATAN_P), z, _h(0)), q, q)
 
 
 def _rcp_f32(f: F, a, ftz: bool = True) -> str:
@@ -799,7 +804,7 @@ def atan_f32_seq(f: F, x) -> str:
     pi/2 - r as fma(A, B, -r) with A*B = pi/2 (one rounding)."""
     a = f.abs(x)
     inv = f.setp("gt", a, _h(0x3F800000))
-    q = f.selp(_rcp_f32(f, a), a, inv)
+    q = f.selp(_rcp_f32(f, f.min(a, _h(0x7F7FFFFF))), a, inv)  # 1/FLT_MAX flushes to 0
     r = _atan01_f32(f, q)
     r = f.selp(f.fma(_h(_PIO2_A), _h(_PIO2_B), f.neg(r)), r, inv)
     return f.copysign(r, x)
@@ -815,6 +820,7 @@ def atan2_f32_seq(f: F, y, x) -> str:
     tiny = f.setp("lt", den, _h(0x1E800000))  # 2^-66
     den = f.selp(f.mul(den, _h(0x5F800000)), den, tiny)
     num = f.selp(f.mul(num, _h(0x5F800000)), num, tiny)
+    den = f.min(den, _h(0x7F7FFFFF))  # inf/inf is the ax == ay case below
     yr = f.op("rcp.approx", den)
     q0 = f.mul(num, yr)
     q = f.fma(f.fma(f.neg(den), q0, num), yr, q0)
@@ -829,3 +835,64 @@ def atan2_f32_seq(f: F, y, x) -> str:
     r = f.selp(f.selp(f.c(math.pi), _h(0), xneg), r, f.setp("eq", den, _h(0)))
     s = f.add(ax, ay)
     return f.selp(s, f.copysign(r, y), f.setp("nan", s, s))
+
+
+_POWLOG_P = [0x3DF6384E, 0x3C93BC55, 0x3B52852C, 0x3A32BD6B]  # log2(m) = L2E u + u^3 P(u^2): 2^-32.4
+_EXP2_Q = [0x3F317218, 0x3E75FDF0, 0x3D635845, 0x3C1D94F9, 0x3AAEC546, 0x39222EF0,
+           0x377EF205]  # (2^f - 1)/f, |f| <= 1/2: 2^-28.7
+
+
+def pow_f32_seq(f: F, x, y) -> str:
+    """powf without .approx error in the result: log2|x| as an unevaluated f32 pair (hi + lo,
+    ~2^-40 relative; u = 2(m-1)/(m+1) via rcp.approx with the exact residual
+    2(m-1) - u(m+1) correcting it, so rcp's 1 ulp is compensated), y*log2|x| as a pair
+    (fma), 2^p = 2^k * (1 + f Q(f)) with |f| <= 1/2 and 2^k applied as two exact factors.
+    Special cases as C99 (y = 0 or x = 1 -> 1, -1^inf -> 1, x < 0 finite and y not an
+    integer -> NaN, odd integer y keeps x's sign, 0/inf bases by the sign of y)."""
+    em = f.em
+    one = _h(0x3F800000)
+    ax = f.abs(x)
+    xs, e, fm = _log_split_f32(f, ax, 0x3F3504F3)
+    rc = f.op("rcp.approx.ftz", f.add(fm, _h(0x40000000)))
+    fm2 = f.add(fm, fm)
+    u = f.mul(fm2, rc)
+    d = f.sub(fm, u)
+    res = f.fma(f.neg(u), fm, f.add(d, d))  # 2fm - u(fm + 2), exact before this rounding
+    ulo = f.mul(res, rc)
+    z = f.mul(u, u)
+    w = f.mul(_hpoly(f, z, _POWLOG_P), z)
+    hi = f.fma(u, _h(_L2E_HI), e)
+    lo = f.fma(u, _h(_L2E_HI), f.sub(e, hi))  # the rounding error of hi
+    lo = f.fma(ulo, _h(_L2E_HI), lo)
+    lo = f.fma(u, _h(_L2E_LO), lo)
+    lo = f.fma(f.mul(w, f.c(3.0)), ulo, lo)  # d(u^3 P)/du * ulo
+    lo = f.fma(w, u, lo)
+    s = f.add(hi, lo)
+    slo = f.sub(lo, f.sub(s, hi))
+    s = f.selp(_h(0x7F800000), s, f.setp("eq", ax, _h(0x7F800000)))
+    s = f.selp(_h(0xFF800000), s, f.setp("eq", ax, _h(0)))
+    p = f.mul(s, y)
+    plo = f.fma(slo, y, f.fma(s, y, f.neg(p)))
+    kf = f.round(p)
+    fr = f.add(f.sub(p, kf), plo)
+    r = f.fma(fr, _hpoly(f, fr, _EXP2_Q), one)
+    k = f.iop("cvt.rzi.s32.f32", kf, cls="b32")
+    k1 = f.iop("shr.s32", k, 1, cls="b32")
+    for kk in (k1, f.iop("sub.s32", k, k1, cls="b32")):
+        r = f.mul(r, f.from_bits(f.iop("shl.b32", f.iop("add.s32", kk, 127, cls="b32"), 23)))
+    ovf = f.setp("gt", f.abs(p), _h(0x43180000))  # |p| > 152: 0 or inf (also p = +-inf)
+    r = f.selp(f.selp(_h(0), _h(0x7F800000), f.setp("lt", p, _h(0))), r, ovf)
+    # sign and domain
+    yint = f.setp("eq", f.op("cvt.rzi.f32", y), y)
+    h = f.mul(y, _h(0x3F000000))
+    odd = f.pred_and(yint, f.setp("ne", f.op("cvt.rzi.f32", h), h))
+    xneg = f.iop("setp.lt.s32", f.bits(x), 0, cls="pred")
+    r = f.selp(f.neg(r), r, f.pred_and(xneg, odd))
+    notint = em.new("pred")
+    em.ins(f"not.pred {notint}, {yint}")
+    dom = f.pred_and(f.pred_and(f.setp("lt", x, _h(0)), f.setp("gt", x, _h(0xFF800000))), notint)
+    r = f.selp(_h(0x7FFFFFFF), r, dom)
+    r = f.selp(f.add(x, y), r, f.setp("nan", x, y))
+    unit = f.pred_and(f.setp("eq", ax, one), f.setp("eq", f.abs(y), _h(0x7F800000)))
+    unit = f.pred_or(unit, f.pred_or(f.setp("eq", y, _h(0)), f.setp("eq", x, one)))
+    return f.selp(one, r, unit)

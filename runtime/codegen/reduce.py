@@ -2,21 +2,33 @@
 
 Reduce (Triton's scheme), for an input in layout ``L`` and a result in ``SliceLayout(axis, L)``:
 
-1. in-thread: registers of one thread that share the result coordinate are combined pairwise;
+1. in-thread: registers of one thread that share the result coordinate (a *group*) are combined
+   pairwise;
 2. across lanes: ``shfl.sync.bfly`` over each lane bit that moves along the axis *within* the
    tile (bits that only reach replicated copies, ``coord >= n``, are skipped, so no element is
-   combined twice);
-3. across warps (when warp bits move along the axis): each warp's partial goes to shared memory,
-   ``bar.sync``, and every thread combines the partials of its result elements in warp order.
+   combined twice). With several groups per thread the first steps are *packed*
+   (:func:`_pack_steps` weighs it): the lanes of a pair swap half of their groups - one shuffle
+   serves two groups - and each keeps the other half, so after ``p`` steps a lane holds
+   ``groups / 2**p`` partials, which ones chosen by its lane bits (the flat index of each held
+   result element travels along, selected the same way);
+3. across warps (when warp bits move along the axis): each warp's partials go to shared memory as
+   ``[element][warp]``, ``bar.sync``; with one group per thread every thread combines the
+   partials of its element in warp order (vector loads), else one thread per result element does
+   it and writes ``[element]``, ``bar.sync``, and every thread reads its results (vector loads
+   where the flat indices are static and contiguous). Packed lanes without a warp step gather
+   their results the same way.
 
 Every thread then holds the result for each register of the slice layout. The combiner region
 is emitted inline per combination, its block arguments being (cur..., prev...) - the later
 element first, as the interpreter orders them. The lane butterfly assumes the combiner is
 commutative (as every reduction the frontend produces is).
 
-Scan: the tile goes to shared memory as ``[line][axis]``; one thread per line runs the inclusive
-scan serially in a PTX loop (backwards for ``reverse``); after ``bar.sync`` every thread reads its
-registers back.
+Scan (:func:`scan`) is parallel: a serial scan of each thread's contiguous run, a Hillis-Steele
+scan of the runs' totals over the lanes along the axis (``shfl.sync.up``, ``down`` for
+``reverse``), the warps' totals through shared memory, then the totals of earlier repetitions of
+the CTA tile along the axis. It calls the combiner as (later, earlier) only, so an associative
+one suffices. Non-power-of-two extents fall back to :func:`_scan_serial` (the tile through shared
+memory, one thread per line).
 """
 
 from __future__ import annotations
@@ -403,7 +415,9 @@ def reduce_(em: Emitter, op) -> None:
                     vals += _ld_run(em, cls, addr, ww, isize, pred)
                 cols.append(vals)
             per_warp = [tuple(col[j] for col in cols) for j in range(nw)]
-            return tuple(as_reg(em, c, v) for c, v in zip(classes, _tree(em, body, classes, per_warp)))
+            return tuple(
+                as_reg(em, c, v) for c, v in zip(classes, _tree(em, body, classes, per_warp))
+            )
 
         if not two:
             part = {}
@@ -681,7 +695,9 @@ def scan(em: Emitter, op) -> None:
                 if wv > 1:
                     tot = chunk_total[(key, rep)]
                 elif src is not None:
-                    tot = [_shfl(em, c, v, "idx", src, 31) for c, v in zip(classes, totals[key][rep])]
+                    tot = [
+                        _shfl(em, c, v, "idx", src, 31) for c, v in zip(classes, totals[key][rep])
+                    ]
                 else:
                     tot = totals[key][rep]
                 pre = tot if pre is None else combine(tot, pre)
