@@ -38,6 +38,9 @@ conformance: $(STAMP)
 bench: $(STAMP)
 	$(VPY) bench/parse_print.py
 	$(VPY) bench/interp.py
+	$(VPY) bench/codegen_status.py --all
+	$(VPY) bench/codegen_vs_tileiras.py --all
+	$(VPY) bench/compile_time.py --repeat 3
 
 fuzz-bytecode: $(STAMP)
 	$(VPY) bench/fuzz_bytecode.py --seconds 600
