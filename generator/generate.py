@@ -195,6 +195,9 @@ def render_all(spec: Spec) -> dict[str, str]:
                         f"instruction row {name!r} (not in spec/ptx/instructions.yaml)"
                     )
         out["ptx/selection.py"] = env.get_template("ptx_selection.py.j2").render(rows=sel_rows)
+    mma_docs = spec.docs("ptx_mma")
+    if mma_docs:
+        out["ptx/mma.py"] = env.get_template("ptx_mma.py.j2").render(doc=mma_docs[0])
     del enums
     return out
 

@@ -6,9 +6,9 @@ Textual forms live in ``tilegen.runtime.asm``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Union
 
+from tilegen.runtime.records import dataclass
 from tilegen.runtime.types import Type
 
 

@@ -7,7 +7,6 @@ them; tools either print them or (``--verify-diagnostics``) match them against e
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from tilegen.runtime.attributes import (
@@ -19,6 +18,7 @@ from tilegen.runtime.attributes import (
     NameLoc,
     UnknownLoc,
 )
+from tilegen.runtime.records import dataclass, field
 
 
 @dataclass

@@ -8,10 +8,10 @@ what they need from these records. Nothing in this module is specific to any one
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tilegen.runtime.ir import Operation, Value
+from tilegen.runtime.records import dataclass, field
 
 
 def version_tuple(v: Optional[str]) -> tuple[int, ...]:

@@ -6,8 +6,9 @@ Textual forms live in ``tilegen.runtime.asm``; this module knows nothing about s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional
+
+from tilegen.runtime.records import dataclass, field
 
 #: Marker for a dynamic size or stride (``?``); NVIDIA stores ShapedType::kDynamic (INT64_MIN).
 DYNAMIC = -(2**63)

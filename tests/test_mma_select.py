@@ -141,3 +141,9 @@ def test_message_matches_real_tileiras(tmp_path) -> None:
     with pytest.raises(MmaSelectError) as e:
         select_mma("f8E4M3FN", "f8E4M3FN", "f32", 80)
     assert f"error: {e.value}" in r.stderr + r.stdout
+
+
+def test_generated_table_matches_spec():
+    """table() reads generated/ptx/mma.py (no YAML at compile time); it must equal what
+    load_table() parses and validates from spec/ptx/mma.yaml."""
+    assert table() == load_table()

@@ -13,13 +13,13 @@ constant out of range for type``, ``unexpected decimal integer literal for a flo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 from tilegen.runtime.asm import lexer as lx
 from tilegen.runtime.asm.float_format import format_float, is_float_type, semantics_of
 from tilegen.runtime.attributes import DenseElementsAttr
 from tilegen.runtime.diagnostics import Diagnostic, DiagnosticError
+from tilegen.runtime.records import dataclass
 from tilegen.runtime.types import FloatType, IntegerType, TileType, Type
 
 __all__ = [

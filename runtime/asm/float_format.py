@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
+from tilegen.runtime.records import dataclass
 from tilegen.runtime.types import FloatType, Type
 
 FINITE, INF, NAN = "finite", "inf", "nan"

@@ -11,7 +11,6 @@ machinery (types, attributes, SSA uses) are not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from tilegen.runtime.asm import lexer as lx
@@ -24,6 +23,7 @@ from tilegen.runtime.attributes import (
 from tilegen.runtime.diagnostics import Diagnostic, DiagnosticError
 from tilegen.runtime.ir import Block, Operation, Region, Value
 from tilegen.runtime.opdef import OpDef, lookup_opdef
+from tilegen.runtime.records import dataclass, field
 from tilegen.runtime.types import FunctionType, Type
 
 _ERROR, _PUNCT = lx.ERROR, lx.PUNCT

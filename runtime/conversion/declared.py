@@ -9,7 +9,6 @@ conversion fails, naming it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Optional, Sequence
 
@@ -24,6 +23,7 @@ from tilegen.runtime.attributes import (
 )
 from tilegen.runtime.ir import Operation, Value
 from tilegen.runtime.opdef import AttrDef, OpDef, lookup_enum, lookup_opdef
+from tilegen.runtime.records import dataclass, field
 from tilegen.runtime.rewrite import Pattern, PatternRewriter, PatternSet
 from tilegen.runtime.conversion.types import convert_types
 from tilegen.runtime.types import IntegerType, MemTokenType

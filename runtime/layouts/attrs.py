@@ -18,11 +18,11 @@ All layout parameters are powers of two; tile dims the layouts apply to are powe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import product
 from typing import Optional
 
 from tilegen.runtime.attributes import Attribute
+from tilegen.runtime.records import dataclass
 
 WARP_SIZE = 32
 

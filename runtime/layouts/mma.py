@@ -25,7 +25,6 @@ of f16 accumulator registers) are packed into one PTX register, first element in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
@@ -36,6 +35,7 @@ from tilegen.runtime.layouts.attrs import (
     SharedLayout,
     _pow2,
 )
+from tilegen.runtime.records import dataclass
 
 INSTR_SHAPES = ((16, 8), (8, 8))
 

@@ -1,5 +1,6 @@
-"""Tensor-core instruction selection from spec/ptx/mma.yaml (loaded and validated at run time;
-the generator only validates the file against spec/schema/ptx_mma.schema.json).
+"""Tensor-core instruction selection from spec/ptx/mma.yaml (validated against
+spec/schema/ptx_mma.schema.json and turned into the Python table generated/ptx/mma.py by the
+generator, so a compile parses no YAML; :func:`load_table` still reads and validates any file).
 
 ``select_mma(a, b, c, sm)`` returns the :class:`MmaRow` to emit for cuda_tile element types
 ``a`` x ``b`` -> ``c`` (``mmaf``: f16, bf16, tf32, f32, f64, f8E4M3FN, f8E5M2; ``mmai``: i8
@@ -9,14 +10,12 @@ raises :class:`MmaSelectError` with tileiras's wording where tileiras has one:
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-import yaml
+from tilegen.runtime.records import dataclass
 
 SPEC = Path(__file__).resolve().parents[2] / "spec" / "ptx" / "mma.yaml"
 SCHEMA = Path(__file__).resolve().parents[2] / "spec" / "schema" / "ptx_mma.schema.json"
@@ -69,6 +68,8 @@ class MmaTable:
 
 
 def _validate(doc) -> None:
+    import json
+
     try:
         import jsonschema
     except ImportError:  # pragma: no cover - jsonschema ships with the dev install
@@ -83,11 +84,17 @@ def _validate(doc) -> None:
 
 def load_table(path: Path = SPEC) -> MmaTable:
     """Parse and validate a selection table (default: spec/ptx/mma.yaml)."""
+    import yaml
+
     try:
         doc = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as e:
         raise MmaSelectError(f"{path}: cannot load the mma selection table: {e}") from None
     _validate(doc)
+    return _build(doc)
+
+
+def _build(doc: dict) -> MmaTable:
     rows = []
     for r in doc["instructions"]:
         r = dict(r)
@@ -102,7 +109,17 @@ def load_table(path: Path = SPEC) -> MmaTable:
 
 @lru_cache(maxsize=1)
 def table() -> MmaTable:
-    return load_table()
+    """The table of spec/ptx/mma.yaml, from generated/ptx/mma.py (``make generate``)."""
+    from tilegen.generated.ptx import mma
+
+    return _build(
+        {
+            "archs": mma.ARCHS,
+            "diagnostics": mma.DIAGNOSTICS,
+            "type_min_sm": mma.TYPE_MIN_SM,
+            "instructions": mma.INSTRUCTIONS,
+        }
+    )
 
 
 def parse_sm(sm) -> int:

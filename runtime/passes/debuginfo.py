@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Callable, Optional
 
+from tilegen.runtime import records
 from tilegen.runtime.attributes import (
     Attribute,
     CallSiteLoc,
@@ -34,7 +34,7 @@ def map_attr(attr, fn: Callable[[Attribute], Optional[Attribute]]):
     if isinstance(attr, DILocAttr):
         attr = DILocAttr(map_attr(attr.source, fn), map_attr(attr.scope, fn))
     elif isinstance(attr, DILexicalBlockAttr):
-        attr = dataclasses.replace(attr, scope=map_attr(attr.scope, fn))
+        attr = records.replace(attr, scope=map_attr(attr.scope, fn))
     elif isinstance(attr, FusedLoc):
         attr = FusedLoc(tuple(map_attr(a, fn) for a in attr.locations), attr.metadata)
     elif isinstance(attr, NameLoc) and attr.child is not None:
@@ -127,7 +127,7 @@ def update_symbol_name(
     loc = symbol.loc
     if isinstance(loc, DILocAttr) and isinstance(loc.scope, DISubprogramAttr):
         old_sp = loc.scope
-        new_sp = dataclasses.replace(old_sp, linkage_name=new_name)
+        new_sp = records.replace(old_sp, linkage_name=new_name)
         map_locations(scope, lambda a: new_sp if a == old_sp else None)
 
 

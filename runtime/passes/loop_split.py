@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from tilegen.runtime.attributes import DenseElementsAttr, EnumAttr, IntegerAttr
 from tilegen.runtime.ir import Operation, Value
 from tilegen.runtime.passes.registry import FUNCTIONS, register
+from tilegen.runtime.records import dataclass
 from tilegen.runtime.rewrite import ir_utils as U
 from tilegen.runtime.rewrite.custom_patterns import _else, _inline_taken, _then
 from tilegen.runtime.rewrite.rewriter import PatternRewriter

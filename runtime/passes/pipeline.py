@@ -7,13 +7,13 @@ are passes (``name{key=value ...}``) or named pipelines from :mod:`pipelines`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Union
 
 from tilegen.runtime.diagnostics import Diagnostic
 from tilegen.runtime.ir import Operation
 from tilegen.runtime.passes.pipelines import PIPELINES
 from tilegen.runtime.passes.registry import PassFailure, load_passes
+from tilegen.runtime.records import dataclass, field
 
 
 class PipelineError(ValueError):

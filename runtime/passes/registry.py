@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from tilegen.runtime.attributes import Location
 from tilegen.runtime.ir import Operation
+from tilegen.runtime.records import dataclass, field
 
 
 class PassFailure(Exception):

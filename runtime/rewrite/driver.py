@@ -10,10 +10,10 @@ Iterations repeat until nothing changes or ``max_iterations`` is reached.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from tilegen.runtime.ir import Block, Operation, Region, Value
+from tilegen.runtime.records import dataclass
 from tilegen.runtime.rewrite.pattern import IN_PLACE, PatternSet
 from tilegen.runtime.rewrite.rewriter import PatternRewriter
 from tilegen.runtime.rewrite import ir_utils as U

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
 from tilegen.runtime.ir import Operation, Value
+from tilegen.runtime.records import dataclass, field
 from tilegen.runtime.rewrite.rewriter import PatternRewriter
 
 #: ``fn(op, rewriter) -> bool``: True when the IR was changed.

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from tilegen.runtime.attributes import Attribute, Location
 from tilegen.runtime.diagnostics import Diagnostic, DiagnosticEngine, op_error_prefix
 from tilegen.runtime.ir import Operation, Value
 from tilegen.runtime.opdef import OpDef
+from tilegen.runtime.records import dataclass
 from tilegen.runtime.types import Type
 
 

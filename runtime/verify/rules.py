@@ -31,10 +31,10 @@ an error without returning failure).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any, Callable, Optional
 
+from tilegen.runtime import records
 from tilegen.runtime.attributes import EnumAttr, IntegerAttr
 from tilegen.runtime.opdef import lookup_enum
 from tilegen.runtime.types import STORAGE_WIDTHS, FloatType, IntegerType, PointerType, Type
@@ -287,7 +287,7 @@ def _types_match_with(ctx: VerifyContext, args: dict) -> None:
         getattr(got, "element", None), PointerType
     ):
         # 13.4: the pointer operand may carry a ptr_attr; the rule is about shape and pointee
-        got = dataclasses.replace(got, element=dataclasses.replace(got.element, ptr_attr=None))
+        got = records.replace(got, element=records.replace(got.element, ptr_attr=None))
     if TRANSFORMS[args["transform"]](src[0].type) != got:
         ctx.error(f"failed to verify that {args['summary']}")
 
