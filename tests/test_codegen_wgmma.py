@@ -228,9 +228,11 @@ def _aligned_src(et, m, n, k):
 
 
 @pytest.mark.parametrize("et", ["f16", "bf16", "tf32", "i8", "f8E4M3FN"])
-def test_wgmma_vectorized_operand_stores(et):
+def test_wgmma_vectorized_operand_stores(et, monkeypatch):
     from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
 
+    # the register path (A is otherwise cp.async-staged: tests/test_codegen_pipeline.py)
+    monkeypatch.setenv("TILEGEN_NO_CP_ASYNC", "1")
     m, n, k = 64, 32, 64
     src = _aligned_src(et, m, n, k)
     ptx = compile_to_ptx(parse_module(src, "mm.mlir"), "sm_90")

@@ -94,8 +94,249 @@ def _bind(em: Emitter, values, slots) -> None:
         em.set(v, s)
 
 
+# ----------------------------------------------------------------------------- K-loop pipelining
+#: ``TILEGEN_NO_PIPELINE=1``: no prefetching of dot operands across scf.for iterations
+def _pipeline_disabled() -> bool:
+    import os
+
+    return os.environ.get("TILEGEN_NO_PIPELINE", "") not in ("", "0")
+
+
+_PURE = (
+    "arith.",
+    "nv_tileaa.assume",
+    "nv_tileaa.get_dim_size",
+    "nv_tileaa.get_program_id",
+    "nv_tileaa.get_num_programs",
+)
+_WRITES = ("store", "atomic", "scatter", "print", "assert", "call", "barrier")
+
+
+class _PipeLoad:
+    """One cp.async-staged load of a pipelined loop: its index slice, shared layout and place in
+    a stage."""
+
+    def __init__(self, load, plan, slice_ops, layout, off):
+        self.load, self.plan, self.slice_ops = load, plan, slice_ops
+        self.rows, self.cols, self.nbytes = layout
+        self.off = off
+
+
+def _num_stages(em: Emitter) -> int:
+    from tilegen.runtime.attributes import DictAttr, IntegerAttr
+
+    spec = em.func.attributes.get("nv_tileaa.kernel_spec")
+    for k, v in getattr(spec, "items", ()) if isinstance(spec, DictAttr) else ():
+        if k == "num_stages" and isinstance(v, IntegerAttr):
+            return v.value
+    p = em.func
+    while p is not None:
+        a = p.attributes.get("tt.num_stages")
+        if isinstance(a, IntegerAttr):
+            return a.value
+        p = p.parent_op
+    return 2
+
+
+def _pipeline_plan(em: Emitter, op):
+    """(loads, stages, stage bytes, wgmma?) when scf.for ``op`` can prefetch the next
+    iterations' dot operands (else None): its body loads, straight into a dot's shared layout
+    (``memory.stage_plan`` / ``mma.staged_layout``), tiles whose indices depend only on the
+    induction variable and loop-invariant values through pure ops, and writes no memory.
+    Stages: ``num_stages`` (kernel spec or ``tt.num_stages``; 2 by default, 1 = off), fewer
+    while they do not fit 48 KB beside the estimated scratch (or emit.py's retry budget)."""
+    from tilegen.runtime.codegen.memory import cp_async_disabled, stage_plan
+    from tilegen.runtime.codegen.mma import SMEM_LIMIT, staged_layout, wgmma_plan
+
+    if (
+        _pipeline_disabled()
+        or cp_async_disabled()
+        or getattr(em, "pipe_budget", None) == 0
+        or getattr(em, "_pipelining", False)
+    ):
+        return None
+    body = op.regions[0].blocks[0]
+    iv = body.args[0]
+    for o in op.walk():
+        if o is not op and any(w in o.name for w in _WRITES):
+            return None
+    inner = {r for o in op.walk() if o is not op for r in o.results}
+    inner.update(body.args)
+    loads, off, wg = [], 0, False
+    budget = getattr(em, "pipe_budget", None)
+    for ld in body.ops:
+        sp = stage_plan(ld) if ld.name == "nv_tileaa.tiled_load" else None
+        if sp is None:
+            continue
+        dot = sp.dot
+        lay = staged_layout(dot, sp.idx, em.num_warps, em.sm, sp.transposed, sp.convert)
+        if lay is None:
+            continue
+        base = ld.opdef.operand_group(ld, "base")[0]
+        if base in inner:
+            continue
+        need = list(ld.opdef.operand_group(ld, "indices"))
+        seen, ok = set(), True
+        while need:
+            v = need.pop()
+            if v is iv or v not in inner or v in seen:
+                continue
+            seen.add(v)
+            d = getattr(v, "op", None)
+            if d is None or d.parent is not body or d.regions or not d.name.startswith(_PURE):
+                ok = False
+                break
+            need += list(d.operands)
+        if not ok:
+            continue
+        size = (lay[2] + 127) // 128 * 128
+        if budget is not None and 2 * (off + size) > budget:
+            continue  # (emit.py's retry) the two-stage buffers must fit the budget
+        slice_ops = [o for o in body.ops if any(r in seen for r in o.results)]
+        loads.append(_PipeLoad(ld, sp, slice_ops, lay, off))
+        off += size
+        wg = wg or wgmma_plan(dot, em.num_warps, em.sm) is not None
+    if not loads:
+        return None
+    # the stage buffers sit beside the scratch: leave room for what the body's dots and
+    # exchanges still stage there (their old-path A + B at most, 8 KB at least)
+    from tilegen.runtime.codegen.core import ELEMENTS, elem_key
+
+    planned = {(pl.plan.dot, pl.plan.idx) for pl in loads}
+    reserve = max(em.smem_bytes, 8192)
+    for o in op.walk():
+        if o.name == "nv_tileaa.dot" and o.operands[0].type.rank == 2:
+            (M, K), N = o.operands[0].type.shape, o.operands[1].type.shape[1]
+            esz = ELEMENTS.get(elem_key(o.operands[0].type), ("", 4))[1]
+            row = max(K * esz + 16, K * esz * 9 // 8)
+            rows = (M if (o, 0) not in planned else 0) + (N if (o, 1) not in planned else 0)
+            reserve = max(reserve, rows * row + 256)
+    stages = _num_stages(em)
+    if stages < 2:  # num_stages = 1: no pipelining asked for
+        return None
+    limit = SMEM_LIMIT - reserve if budget is None else budget
+    while stages >= 2 and stages * off > limit:
+        stages -= 1
+    if stages < 2:
+        return None
+    return loads, stages, off, wg
+
+
+def _issue(em: Emitter, body, plan_loads, iv_value, buf: str, stage_off: int, guard) -> None:
+    """cp.async every planned load of the iteration whose induction variable is ``iv_value``
+    into the stage at ``buf + stage_off`` (guarded), re-emitting the loads' index slices."""
+    from tilegen.runtime.codegen.memory import Staged, cp_async_tile
+
+    iv = body.args[0]
+    saved = {iv: em.values.get(iv, _MISSING)}
+    em.set(iv, iv_value)
+    for pl in plan_loads:
+        for o in pl.slice_ops:
+            for r in o.results:
+                saved.setdefault(r, em.values.get(r, _MISSING))
+            em.emit_op(o)
+        st = Staged(em, pl.load, pl.plan)
+        cp_async_tile(em, st, pl.rows, pl.cols, buf, stage_off + pl.off, guard)
+    for v, x in saved.items():
+        if x is _MISSING:
+            em.values.pop(v, None)
+        else:
+            em.values[v] = x
+
+
+_MISSING = object()
+
+
+def _pipelined_for(em: Emitter, op, plan) -> None:
+    """scf.for with its dot operands prefetched ``S - 1`` iterations ahead (docs/codegen.md,
+    "K-loop pipelining"): S stage buffers; the prologue issues iterations 0 .. S-2 (one
+    ``cp.async`` group each); every iteration waits for its own group (``wait_group S-2``),
+    ``bar.sync`` (all copies visible, and every warp is done reading the stage the previous
+    iteration used), issues iteration i + S - 1 into that freed stage and commits (an empty
+    group past the end), then runs the body with the dots reading the current stage."""
+    loads, S, SB, wg = plan
+    lb, ub, step = (em.scalar(op, v) for v in op.operands[:3])
+    inits = [em.get(v) for v in op.operands[3:]]
+    body = op.regions[0].blocks[0]
+    iv_t = op.operands[0].type
+    cls, esize, _ = elem_info(op, iv_t)
+    if cls not in ("b32", "b64"):
+        fail(op, f"PTX backend does not support '{op.name}' over {iv_t} yet")
+    ty = ("u" if "unsignedCmp" in op.attributes else "s") + str(8 * esize)
+    region = em.pipe_region(S * SB)
+    slots = _slots(em, op, [r.type for r in op.results])
+    copy_into(em, op, slots, inits)
+
+    def ahead(base, j):
+        """(iv of ``j`` iterations after ``base``, predicate: it runs)."""
+        x = em.new(cls)
+        if isinstance(step, int):
+            em.ins(f"add.{ty} {x}, {base}, {j * step}")
+        else:
+            em.ins(f"mad.lo.{ty} {x}, {step}, {j}, {base}")
+        p = em.new("pred")
+        em.ins(f"setp.lt.{ty} {p}, {x}, {ub}")
+        return x, p
+
+    lb_r = em.mov(cls, lb)
+    for j in range(S - 1):  # prologue
+        x, p = ahead(lb_r, j)
+        _issue(em, body, loads, x, region, j * SB, p)
+        em.ins("cp.async.commit_group")
+    iv = em.mov(cls, lb)
+    stage = em.mov("b32", 0)
+    top, end = em.new_label("for_body"), em.new_label("for_end")
+    p = em.new("pred")
+    em.ins(f"setp.ge.{ty} {p}, {iv}, {ub}")
+    em.ins(f"@{p} bra {end}")
+    em.label(top)
+    em.ins(f"cp.async.wait_group {S - 2}")
+    if wg:  # cp.async writes (generic proxy) before wgmma's async-proxy reads
+        em.ins("fence.proxy.async.shared::cta")
+    em.barrier()
+    x, q = ahead(iv, S - 1)
+    nxt = em.new("b32")
+    em.ins(f"add.s32 {nxt}, {stage}, {(S - 1) * SB}")
+    w = em.new("pred")
+    em.ins(f"setp.ge.u32 {w}, {nxt}, {S * SB}")
+    em.ins(f"@{w} sub.s32 {nxt}, {nxt}, {S * SB}")
+    nbuf = em.new("b32")
+    em.ins(f"add.s32 {nbuf}, {region}, {nxt}")
+    _issue(em, body, loads, x, nbuf, 0, q)
+    em.ins("cp.async.commit_group")
+    cur = em.new("b32")
+    em.ins(f"add.s32 {cur}, {region}, {stage}")
+    bufs = {}
+    for pl in loads:
+        r = em.new("b32")
+        em.ins(f"add.s32 {r}, {cur}, {pl.off}")
+        bufs[pl.load] = r
+    saved = getattr(em, "pipe_bufs", {})
+    em.pipe_bufs, em._pipelining = {**saved, **bufs}, True
+    try:
+        copy_into(em, op, slots, run_region(em, body, [iv] + slots))
+    finally:
+        em.pipe_bufs, em._pipelining = saved, False
+    em.ins(f"add.s32 {stage}, {stage}, {SB}")
+    w2 = em.new("pred")
+    em.ins(f"setp.ge.u32 {w2}, {stage}, {S * SB}")
+    em.ins(f"@{w2} mov.u32 {stage}, 0")
+    em.ins(f"add.{ty} {iv}, {iv}, {step}")
+    q2 = em.new("pred")
+    em.ins(f"setp.lt.{ty} {q2}, {iv}, {ub}")
+    em.ins(f"@{q2} bra {top}")
+    em.label(end)
+    # drain (only empty groups or skipped copies can remain) and free the stages for reuse
+    em.ins("cp.async.wait_all")
+    em.barrier()
+    _bind(em, op.results, slots)
+
+
 @handles("scf.for")
 def for_(em: Emitter, op) -> None:
+    plan = _pipeline_plan(em, op)
+    if plan is not None:
+        return _pipelined_for(em, op, plan)
     lb, ub, step = (em.scalar(op, v) for v in op.operands[:3])
     inits = [em.get(v) for v in op.operands[3:]]
     body = op.regions[0].blocks[0]

@@ -24,6 +24,7 @@ from tilegen.runtime.types import FloatType, IntegerType, NvPointerType, TileTyp
 
 WARP = WARP_SIZE
 SMEM_SYMBOL = "__tilegen_smem"
+PIPE_SYMBOL = "__tilegen_pipe"
 
 
 class CodegenError(Exception):
@@ -144,6 +145,11 @@ class Emitter:
         self._smem_refs: dict = {}
         self.values: dict = {}
         self.smem_bytes = 0
+        self.pipe_bytes = 0  # the pipelined loops' stage buffers (pipe_region)
+        #: ops between a cp.async-staged load and its dot (memory.StagePlan.chain): they pass
+        #: the ``memory.Staged`` through unless the dot materializes it
+        self.staged_chain: set = set()
+        self._pipe_reg: Optional[str] = None
         self.isa = (0, 0)  # the least PTX ISA version an emitted instruction needs
         self.target_suffix = ""  # "a": an instruction needs the arch-specific target (sm_90a)
         self.globals: list[str] = []  # module-level declarations this kernel needs
@@ -228,6 +234,9 @@ class Emitter:
             self.emit_op(op)
 
     def emit_op(self, op) -> None:
+        if op in self.staged_chain:  # a view/permute/convert between a staged load and its dot
+            self.set(op.results[0], self.get(op.operands[0]))
+            return
         h = HANDLERS.get(op.name)
         if h is None:
             for pred, fn in FAMILY_HANDLERS:
@@ -454,6 +463,23 @@ class Emitter:
 
     def barrier(self) -> None:
         self.ins("bar.sync 0")
+
+    def pipe_region(self, nbytes: int) -> str:
+        """A b32 register holding the shared address of the region for pipelined K-loop stage
+        buffers (control.py), ``nbytes`` at least: a second ``.shared`` array beside the
+        scratch, so nothing else in the loop body can overwrite a prefetched stage. One region
+        serves every pipelined loop of the kernel (each drains its copies and barriers at its
+        end; loops are never pipelined inside one another)."""
+        decl = f"\t.shared .align 128 .b8 {PIPE_SYMBOL}[{{}}];"
+        if self.pipe_bytes == 0:
+            self._pipe_reg = self.new("b32")
+            self.pre.insert(0, decl.format(nbytes))
+            self.pre.insert(1, f"\tmov.u32 {self._pipe_reg}, {PIPE_SYMBOL};")
+        elif nbytes > self.pipe_bytes:
+            i = self.pre.index(decl.format(self.pipe_bytes))
+            self.pre[i] = decl.format(nbytes)
+        self.pipe_bytes = max(self.pipe_bytes, nbytes)
+        return self._pipe_reg
 
     def smem_prologue(self) -> list[str]:
         if self._smem_reg is None:

@@ -16,6 +16,7 @@ from tilegen.runtime.codegen.core import (
 from tilegen.runtime.diagnostics import Diagnostic
 
 PTX_VERSION = "8.0"
+SMEM_STATIC_LIMIT = 48 * 1024  # bytes of static .shared per CTA
 #: the least PTX ISA that knows ``.target sm_XX`` where that is newer than PTX_VERSION
 MIN_ISA = {100: "8.6", 101: "8.6", 103: "8.8", 110: "9.0", 120: "8.7", 121: "8.8"}
 
@@ -111,13 +112,21 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
     from tilegen.runtime.passes.layout_assignment import kernel_num_warps
 
     load_handlers()
-    em = Emitter(func, kernel_num_warps(func), sm)
     block = func.regions[0].blocks[0]
-    try:
-        params = _params(em, block)
-    except ValueError as e:
-        raise CodegenError([Diagnostic("error", str(e), func.loc)]) from None
-    em.emit_block(block)
+    budget = None  # bytes for K-loop stage buffers (control.py); 0: no pipelining
+    for attempt in range(3):
+        em = Emitter(func, kernel_num_warps(func), sm)
+        em.pipe_budget = budget
+        try:
+            params = _params(em, block)
+        except ValueError as e:
+            raise CodegenError([Diagnostic("error", str(e), func.loc)]) from None
+        em.emit_block(block)
+        if not em.pipe_bytes or em.pipe_bytes + em.smem_bytes <= SMEM_STATIC_LIMIT:
+            break
+        # the stage buffers and the scratch do not fit together: again with the buffers
+        # limited to what the scratch left, then without pipelining
+        budget = max(0, SMEM_STATIC_LIMIT - em.smem_bytes) if attempt == 0 else 0
     lines = []
     plist = ",\n".join(f"\t.param .{t} {n}" for n, t in params)
     lines.append(f".visible .entry {em.symbol}(\n{plist}\n)")

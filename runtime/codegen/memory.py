@@ -437,11 +437,20 @@ def _packed16(g: list, kt) -> bool:
 
 
 @handles("nv_tileaa.tiled_load")
-def tiled_load(em: Emitter, op) -> None:
+def tiled_load(em: Emitter, op, force: bool = False) -> None:
     mem, indices, in_bounds = _tiled_operands(em, op)
     res = op.results[0]
     if not is_tile(res.type):
         return element_access(em, op, load=True)
+    plan = None if force else stage_plan(op)
+    if plan is not None:  # staged for its dot (cp.async into the dot's shared layout)
+        st = Staged(em, op, plan)
+        st.pipe_buf = getattr(em, "pipe_bufs", {}).get(op)
+        em.set(res, st)
+        em.staged_chain.update(plan.chain)  # pass the Staged through (Emitter.emit_op)
+        for r in op.results[1:]:
+            em.set(r, None)
+        return
     mask = _group(op, "mask")
     other = _group(op, "other")
     kt = mem_types(op, mem.element)
@@ -815,3 +824,288 @@ def get_global(em: Emitter, op) -> None:
     r = em.new("b64")
     em.ins(f"mov.u64 {r}, {name}")
     em.set(op.results[0], r)
+
+
+# ----------------------------------------------------------------------------- cp.async staging
+#: ``TILEGEN_NO_CP_ASYNC=1``: dot operands always travel through registers (no cp.async)
+def cp_async_disabled() -> bool:
+    import os
+
+    return os.environ.get("TILEGEN_NO_CP_ASYNC", "") not in ("", "0")
+
+
+class Staged:
+    """A ``tiled_load`` whose only use (possibly through a :class:`StagePlan` chain of views /
+    permutes / a tf32 conversion) is operand A or B of a ``dot``: nothing is emitted at the load;
+    the dot either copies the tile straight into its shared-memory operand buffer with
+    ``cp.async`` (:func:`cp_async_tile`) or, where its path has no such layout, loads it into
+    registers then (:func:`materialize`; the load only moves later past ops that do not write
+    memory). The copied tile is 2-D in memory order: the load's last two dims (rows, cols; the
+    leading ones have extent 1); ``plan.transposed``: the dot operand is its transpose."""
+
+    def __init__(self, em: Emitter, op, plan: "StagePlan"):
+        self.op, self.plan = op, plan
+        self.mem, indices, self.in_bounds = _tiled_operands(em, op)
+        self.starts = [em.scalar(op, v) for v in indices]
+        self.shape = tuple(op.results[0].type.shape)[-2:]
+        self.esz = ELEMENTS[self.mem.element][1]
+        self.vec = plan.vec
+        self.pipe_buf = None  # set by a pipelined scf.for: the data is already in that buffer
+
+    @property
+    def transposed(self) -> bool:
+        return self.plan.transposed
+
+    @property
+    def convert(self) -> Optional[str]:
+        return self.plan.convert
+
+
+class StagePlan:
+    """How a stageable load reaches its dot: cp.async width, the ops in between, the dot and
+    operand index, whether the operand is the tile transposed, and the per-fragment conversion
+    (``cvt.rna.tf32.f32`` for an f32 -> tf32 ``fp_to_fp``)."""
+
+    def __init__(self, vec, chain, dot, idx, transposed, convert):
+        self.vec, self.chain, self.dot, self.idx = vec, chain, dot, idx
+        self.transposed, self.convert = transposed, convert
+
+
+def _is_zero_splat(v) -> bool:
+    import math
+
+    op = getattr(v, "op", None)
+    if op is None or op.name != "nv_tileaa.splat":
+        return False
+    c = getattr(op.operands[0], "op", None)
+    if c is None or c.name != "arith.constant":
+        return False
+    a = c.attributes.get("value")
+    x = getattr(a, "value", None)
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return x == 0 and math.copysign(1.0, x) > 0 if isinstance(x, float) else x == 0
+
+
+_SIDE_EFFECTS = ("store", "atomic", "scatter", "print", "assert", "call", "barrier")
+
+
+def _chain_to_dot(res, lead: int):
+    """Follow single uses of the loaded tile through a view dropping its ``lead`` leading unit
+    dims, a permute swapping the last two dims, an f32 -> tf32 ``fp_to_fp``, to a dot operand:
+    (chain ops, dot, operand index, transposed, conversion) or None."""
+    chain, transposed, convert, v = [], False, None, res
+    while True:
+        if len(v.uses) != 1:
+            return None
+        user, idx = v.uses[0]
+        if user.name == "nv_tileaa.dot":
+            if idx not in (0, 1) or len(user.operands) != 3 or v.type.rank != 2:
+                return None
+            return chain, user, idx, transposed, convert
+        out = user.results[0] if user.results else None
+        if out is None or len(user.results) != 1:
+            return None
+        if user.name in ("nv_tileaa.view", "nv_tileaa.reshape"):
+            if tuple(out.type.shape) != tuple(v.type.shape)[-2:] or any(
+                d != 1 for d in tuple(v.type.shape)[:-2]
+            ):
+                return None
+        elif user.name == "nv_tileaa.permute":
+            perm = [int(x) for x in user.attributes["permutation"].values]
+            r = len(perm)
+            if r < 2 or perm != list(range(r - 2)) + [r - 1, r - 2] or convert:
+                return None
+            transposed = not transposed
+        elif user.name == "nv_tileaa.fp_to_fp":
+            if (elem_key(v.type), elem_key(out.type)) != ("f32", "tf32") or convert:
+                return None
+            convert = "cvt.rna.tf32.f32"
+        else:
+            return None
+        chain.append(user)
+        v = out
+
+
+def stage_plan(op) -> Optional[StagePlan]:
+    """How ``tiled_load`` ``op`` can be staged for its dot (None if not): a weak load through a
+    global memref whose last dim has unit stride, leading tile dims of extent 1, no mask, zero
+    (or no) padding, its tile used only by a dot later in the same block (through
+    :func:`_chain_to_dot`) with no memory writes in between, 4 to 16 bytes per thread chunk
+    proven aligned by ``analyze_memref_access`` (a chunk straddling the end of the last dim is
+    fine: src-size copies its in-bounds part and zero-fills the rest), power-of-two tile dims."""
+    from tilegen.runtime.passes.layout_assignment import analyze_memref_access
+
+    if cp_async_disabled() or op.name != "nv_tileaa.tiled_load":
+        return None
+    res = op.results[0]
+    t = res.type
+    if not is_tile(t) or t.rank < 2 or any(d != 1 for d in t.shape[:-2]):
+        return None
+    found = _chain_to_dot(res, t.rank - 2)
+    if found is None:
+        return None
+    chain, user, idx, transposed, convert = found
+    if user.parent is not op.parent or op.parent is None:
+        return None
+    if any(c.parent is not op.parent for c in chain):
+        return None
+    if _enum(op, "mem_semantic") != 0 or "volatile" in op.attributes or _group(op, "mask"):
+        return None
+    other = _group(op, "other")
+    if other and not _is_zero_splat(other[0]):
+        return None
+    base = _group(op, "base")[0]
+    mt = base.type
+    if not isinstance(mt, NvMemRefType) or getattr(mt, "address_space", 1) != 1:
+        return None
+    key = elem_key(mt.element)
+    if key not in ELEMENTS or ELEMENTS[key][0] == "pred" or mt.stride_values[-1] != 1:
+        return None
+    if mt.rank != t.rank or any(s & (s - 1) for s in t.shape):
+        return None
+    ops = op.parent.ops
+    i, j = ops.index(op), ops.index(user)
+    for mid in ops[i + 1 : j]:
+        if mid.regions or any(w in mid.name for w in _SIDE_EFFECTS):
+            return None
+    info = analyze_memref_access(op)
+    if info is None or info.order[0] != t.rank - 1:
+        return None
+    esz = ELEMENTS[key][1]
+    lim = [v for k, v in info.limits.items() if not k.startswith("extent of dim")]
+    vec = 1
+    while vec * 2 <= min(lim + [16 // esz, t.shape[-1]]):
+        vec *= 2
+    if vec * esz < 4:
+        return None
+    return StagePlan(vec, chain, user, idx, transposed, convert)
+
+
+def stage_width(op) -> int:
+    """Elements per ``cp.async`` if ``op`` can be staged for its dot, else 0."""
+    plan = stage_plan(op)
+    return plan.vec if plan is not None else 0
+
+
+def materialize(em: Emitter, st: "Staged") -> list:
+    """The staged operand in registers after all (the dot's path cannot take it by cp.async):
+    the load, then its chain ops, emitted here."""
+    em.set(st.op.results[0], None)
+    tiled_load(em, st.op, force=True)
+    v = st.op.results[0]
+    for c in st.plan.chain:
+        em.staged_chain.discard(c)
+        em.emit_op(c)
+        v = c.results[0]
+    return em.get(v)
+
+
+def cp_async_tile(
+    em: Emitter,
+    st: "Staged",
+    row_fields,
+    col_fields,
+    buf: str,
+    off: int = 0,
+    guard: Optional[str] = None,
+) -> None:
+    """Copy the staged tile global -> shared with ``cp.async`` (no commit): element (r, c) lands
+    at shared byte ``buf + off + F_row(r) + F_col(c)``, each ``F`` a sum of bit fields times
+    constants (as ``mma._write_fields``; row-major with pitch P: ``((0, None, P),)`` and
+    ``((0, None, esz),)``). Thread ``tid`` copies chunk ``tid % cpr`` (``vec`` elements) of rows
+    ``tid / cpr + p * T / cpr``; out-of-bounds chunks are zero-filled (src-size 0), which is
+    the load's zero padding. ``guard``: a predicate that must also hold (pipeline prefetch)."""
+    from tilegen.runtime.codegen.mma import _fields_emit, _fields_static
+
+    R, C = st.shape
+    vec, esz = st.vec, st.esz
+    cp = vec * esz
+    cpr = C // vec
+    T = em.num_threads
+    lg = cpr.bit_length() - 1
+    rpp = max(1, T // cpr)  # rows per pass
+    passes = max(1, R // rpp)
+    tid = em.tid()[0]
+    key = ("cp-async-thr", R, C, vec, row_fields, col_fields, T)
+    if key not in em._smem_refs:
+        with em.hoisted():
+            tr, tc = em.new("b32"), em.new("b32")
+            em.ins(f"shr.u32 {tr}, {tid}, {lg}")
+            em.ins(f"and.b32 {tc}, {tid}, {cpr - 1}")
+            ce = em.new("b32")
+            em.ins(f"shl.b32 {ce}, {tc}, {vec.bit_length() - 1}")
+            so = em.lincomb(
+                0,
+                [
+                    (1, _fields_emit(em, tr, row_fields, min(rpp, R))),
+                    (1, _fields_emit(em, ce, col_fields, C)),
+                ],
+            )
+            so = em.mov("b32", so) if isinstance(so, int) else so
+            em._smem_refs[key] = (tr, ce, so)
+    tr, ce, so = em._smem_refs[key]
+    mem = st.mem
+    lead = len(st.starts) - 2
+    active = guard
+    if T // cpr > R:  # more threads than chunks
+        p = em.new("pred")
+        em.ins(f"setp.lt.u32 {p}, {tid}, {R * cpr}")
+        active = _and(em, active, p)
+    r0 = em.lincomb(0, [(1, st.starts[lead]), (1, tr)])
+    c0 = em.lincomb(0, [(1, st.starts[lead + 1]), (1, ce)])
+    addr = reg(em, "b64", mem.ptr)
+    terms = [(st.starts[i], mem.strides[i]) for i in range(lead)]
+    for x, s in terms + [(r0, mem.strides[lead]), (c0, 1)]:
+        if isinstance(x, int) and x == 0:
+            continue
+        t = scaled_offset(em, x, "b32", s, esz)
+        n = em.new("b64")
+        em.ins(f"add.s64 {n}, {addr}, {t}")
+        addr = n
+    for i in range(lead):  # the leading (extent 1) dims: the whole tile is in or out
+        if not st.in_bounds[i]:
+            p = em.new("pred")
+            em.ins(f"setp.lt.u32 {p}, {reg(em, 'b32', st.starts[i])}, {mem.sizes[i]}")
+            active = _and(em, active, p)
+    colb = None  # bytes of this thread's chunk inside the last dim (the rest is zero-filled)
+    if not st.in_bounds[lead + 1]:
+        left = em.new("b32")
+        em.ins(f"sub.s32 {left}, {reg(em, 'b32', mem.sizes[lead + 1])}, {reg(em, 'b32', c0)}")
+        em.ins(f"max.s32 {left}, {left}, 0")
+        em.ins(f"min.s32 {left}, {left}, {vec}")
+        colb = left
+        if esz > 1:
+            colb = em.new("b32")
+            em.ins(f"mul.lo.s32 {colb}, {left}, {esz}")
+    rstride = mem.strides[lead]
+    step = None
+    if passes > 1 and not isinstance(rstride, int):
+        step = scaled_offset(em, rpp, "b32", rstride, esz)
+    dst = em.new("b32")
+    em.ins(f"add.s32 {dst}, {buf}, {so}")
+    opc = "cp.async.cg.shared.global" if cp == 16 else "cp.async.ca.shared.global"
+    gp = addr
+    for p in range(passes):
+        imm = 0
+        if p:
+            if step is not None:
+                n = em.new("b64")
+                em.ins(f"add.s64 {n}, {gp}, {step}")
+                gp = n
+            else:
+                imm = p * rpp * rstride * esz
+        size = colb
+        if not st.in_bounds[lead]:
+            rp = em.new("pred")
+            rr = reg(em, "b32", em.lincomb(p * rpp, [(1, r0)]))
+            em.ins(f"setp.lt.u32 {rp}, {rr}, {mem.sizes[lead]}")
+            size = em.new("b32")
+            em.ins(f"selp.u32 {size}, {colb if colb is not None else cp}, 0, {rp}")
+        so_p = _fields_static(p * rpp, row_fields) + off
+        g = f"@{active} " if active else ""
+        src = f"[{gp}+{imm}]" if imm else f"[{gp}]"
+        if size is None:
+            em.ins(f"{g}{opc} [{dst}+{so_p}], {src}, {cp}")
+        else:
+            em.ins(f"{g}{opc} [{dst}+{so_p}], {src}, {cp}, {size}")

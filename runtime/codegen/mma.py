@@ -186,6 +186,134 @@ def _lane_addresses(em, lane, warp, M, N, K, esz, csz, row, wn, use_ldm):
     return em.smem_addr(rA, esz), em.smem_addr(rB, esz), aC
 
 
+def _staged(em: Emitter, v):
+    from tilegen.runtime.codegen.memory import Staged
+
+    x = em.values.get(v)
+    return x if isinstance(x, Staged) else None
+
+
+def _unstage(em: Emitter, v) -> None:
+    """A staged operand the dot's path cannot copy with cp.async: load it into registers."""
+    from tilegen.runtime.codegen.memory import materialize
+
+    st = _staged(em, v)
+    if st is not None:
+        if st.pipe_buf is not None:
+            raise AssertionError("pipelined operand on a path without cp.async staging")
+        em.set(v, materialize(em, st))
+
+
+def _pitch(n: int, esz: int) -> int:
+    """Row pitch of a cp.async-staged operand: 16 bytes of padding, so that the 8 rows an
+    ldmatrix (or a fragment ld.shared) reads fall into different banks."""
+    return n * esz + 16
+
+
+def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, convert=None):
+    """(row fields, column fields, bytes) of the shared buffer a cp.async-staged operand ``idx``
+    (0 = A, 1 = B) of dot ``op`` is copied into (see ``memory.cp_async_tile``), or None where
+    the dot's path has no layout that global rows copy into. Rows/columns are those of the tile
+    in memory; ``transposed``: the operand is that tile transposed (a permute in between).
+    wgmma: A (K-major core matrices, rows permuted as in :func:`wgmma_dot`), B^T (rows n,
+    K-major), no conversion. mma.sync: A row-major (M x K); B row-major (K x N, read with
+    ``ldmatrix .trans`` for 16-bit types, ``ld.shared`` for 32/64-bit ones; 8-bit B has no
+    transposing load and stays on the register path) or, transposed, N x K like the register
+    path's B^T; tf32 conversions (``convert``) are applied to the fragments. Nothing for the fma
+    dot."""
+    from tilegen.runtime.codegen.core import CodegenError
+
+    a, b, c = (v.type for v in op.operands[:3])
+    if a.rank != 2 or len(op.operands) != 3:
+        return None
+    M, K = a.shape
+    N = b.shape[1]
+    plan = wgmma_plan(op, num_warps, sm)
+    if plan is not None:
+        if convert or transposed != (idx == 1):
+            return None
+        esz, G = plan.esz, plan.groups
+        lg = G.bit_length() - 1
+        sbo = _wgmma_sbo(K, esz)
+        kb = 4 - (esz.bit_length() - 1)
+        kf = ((0, kb, esz), (kb, None, _LBO))
+        if idx == 1:
+            return ((0, 3, 16), (3, None, sbo)), kf, N // 8 * sbo
+        a_rows = (
+            (0, 3, 16),
+            (3, 2, 2 * sbo),
+            (5, lg, 8 * sbo),
+            (5 + lg, 1, sbo),
+            (6 + lg, None, 8 * G * sbo),
+        )
+        return a_rows, kf, M // 8 * sbo
+    try:
+        row = select_row(op, elem_key(a), elem_key(b), elem_key(c), sm)
+    except CodegenError:
+        return None
+    if row is None:
+        return None
+    esz = ELEMENTS[elem_key(a)][1] if not convert else 4
+    tk = row.shape[2]
+    if idx == 0:
+        if transposed:
+            return None
+        pa = _pitch(K, esz)
+        return ((0, None, pa),), ((0, None, esz),), M * pa
+    if transposed:  # B^T rows n, K contiguous
+        pb = _pitch(K, esz)
+        return ((0, None, pb),), ((0, None, esz),), N * pb
+    if esz == 1 or (esz == 2 and tk * esz != 32):
+        return None
+    pb = _pitch(N, esz)
+    return ((0, None, pb),), ((0, None, esz),), K * pb
+
+
+def _staged_lane_offsets(em, lane, warp, row, wn, esz, pa, pbk, b_kn, use_ldm, ldm_b):
+    """Per-lane byte offsets (from each operand buffer's start) of the A and B fragments when an
+    operand is cp.async-staged: A row-major with pitch ``pa``; B row-major K x N with pitch
+    ``pbk`` (``b_kn``) or N x K with pitch ``pbk``."""
+    tm, tn, _ = row.shape
+    g, t = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {g}, {lane}, 2")
+    em.ins(f"and.b32 {t}, {lane}, 3")
+    wmi, wni = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {wmi}, {warp}, {wn.bit_length() - 1}")
+    em.ins(f"and.b32 {wni}, {warp}, {wn - 1}")
+    l16, h16, l8, h8 = (em.new("b32") for _ in range(4))
+    em.ins(f"and.b32 {l16}, {lane}, 15")
+    em.ins(f"shr.u32 {h16}, {lane}, 4")
+    em.ins(f"and.b32 {l8}, {lane}, 7")
+    em.ins(f"shr.u32 {h8}, {lane}, 3")
+    em.ins(f"and.b32 {h8}, {h8}, 1")
+    if use_ldm:
+        rA = em.lincomb(0, [(tm * pa, wmi), (pa, l16), (16, h16)])
+    else:
+        rA = em.lincomb(0, [(tm * pa, wmi), (pa, g), (row.epr * esz, t)])
+    if b_kn and ldm_b:  # ldmatrix .trans: lane l addresses k row (l % 8) + 8 (l / 8 % 2)
+        rB = em.lincomb(0, [(pbk, l8), (8 * pbk, h8), (tn * esz, wni)])
+    elif b_kn:  # b_i = (k = t + dk, n = g)
+        rB = em.lincomb(0, [(pbk, t), (tn * esz, wni), (esz, g)])
+    elif ldm_b:
+        rB = em.lincomb(0, [(tn * pbk, wni), (pbk, l8), (16, h8)])
+    else:
+        rB = em.lincomb(0, [(tn * pbk, wni), (pbk, g), (row.epr * esz, t)])
+    return rA, rB
+
+
+def _plus(em: Emitter, base: str, off) -> str:
+    if isinstance(off, int) and off == 0:
+        return base
+    r = em.new("b32")
+    em.ins(f"add.s32 {r}, {base}, {off}")
+    return r
+
+
+def cp_async_commit_wait(em: Emitter) -> None:
+    em.ins("cp.async.commit_group")
+    em.ins("cp.async.wait_group 0")
+
+
 def fma_dot(em: Emitter, op) -> None:
     """A dot without tensor cores (f32 x f32, as tileiras does it): A row-major and B
     transposed in shared memory, then each thread runs a K loop of ``fma.rn`` for its own result
@@ -193,6 +321,8 @@ def fma_dot(em: Emitter, op) -> None:
     from tilegen.runtime.codegen.exchange import Form
 
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
+    _unstage(em, a)
+    _unstage(em, b)
     res = op.results[0]
     key = elem_key(res.type)
     if key not in ("f32", "f64") or elem_key(a.type) != key or elem_key(b.type) != key:
@@ -463,6 +593,14 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     from tilegen.runtime.passes.layout_assignment import wgmma_accumulator_layout
 
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
+    for v, i in ((a, 0), (b, 1)):  # what does not copy into the K-major layouts
+        st = _staged(em, v)
+        if (
+            st is not None
+            and staged_layout(op, i, em.num_warps, em.sm, st.transposed, st.convert) is None
+        ):
+            _unstage(em, v)
+    a_st, b_st = _staged(em, a), _staged(em, b)
     res = op.results[0]
     row = plan.row
     em.need_isa(row.ptx_isa)
@@ -472,7 +610,9 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     W, G = em.num_warps, plan.groups
     lg = G.bit_length() - 1
     esz, csz, tk = plan.esz, plan.csz, plan.tk
-    da, db, dc = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, c.type)
+    dc = em.dist_of(op, c.type)
+    da = None if a_st is not None else em.dist_of(op, a.type)
+    db = None if b_st is not None else em.dist_of(op, b.type)
     dr = em.dist_of(op, res.type)
     lay = wgmma_accumulator_layout(W)
     in_regs = dc.layout == dr.layout == lay
@@ -498,12 +638,25 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     b_rows = ((0, 3, 16), (3, None, sbo))
     st_c = {"f32": "f32", "b32": "b32"}[plan.c_cls]
     em.barrier()
-    _write_fields(em, em.tile(op, a), da, (a_rows, kf), 1, 0, esz)
-    _write_fields(em, em.tile(op, b), db, (kf, b_rows), 0, off_b, esz)  # B[k, n]: row n
+    if a_st is None:
+        _write_fields(em, em.tile(op, a), da, (a_rows, kf), 1, 0, esz)
+    elif a_st.pipe_buf is None:  # cp.async straight into the K-major layout
+        from tilegen.runtime.codegen.memory import cp_async_tile
+
+        cp_async_tile(em, a_st, a_rows, kf, em.smem_base())
+    if b_st is None:
+        _write_fields(em, em.tile(op, b), db, (kf, b_rows), 0, off_b, esz)  # B[k, n]: row n
+    elif b_st.pipe_buf is None:  # B^T loaded as such (a permuted tile): rows n, K-major
+        from tilegen.runtime.codegen.memory import cp_async_tile
+
+        cp_async_tile(em, b_st, b_rows, kf, em.smem_base(), off_b)
+    copies = any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
     dl = dist(lay, (M, N))
     cform = row_major((M, N))
     if not in_regs:
         _write(em, em.tile(op, c), dc, cform.mults, off_c, csz, st_c)
+    if copies:
+        cp_async_commit_wait(em)
     # generic-proxy writes -> async-proxy (wgmma) reads: proxy fence, then the CTA barrier
     em.ins("fence.proxy.async.shared::cta")
     em.barrier()
@@ -542,6 +695,16 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             em.ins(f"mov.pred {p}, -1")
             em._smem_refs[key] = (_descriptor(em, pa, sbo), _descriptor(em, pb, sbo), p)
     desc_a, desc_b, scale_d = em._smem_refs[key]
+    if a_st is not None and a_st.pipe_buf is not None:  # this iteration's pipeline stage
+        wgo = 0
+        if G > 1:
+            _, _, warp = em.tid()
+            wg = em.new("b32")
+            em.ins(f"shr.u32 {wg}, {warp}, 2")
+            wgo = em.lincomb(0, [(8 * sbo, wg)])
+        desc_a = _descriptor(em, _plus(em, a_st.pipe_buf, wgo), sbo)
+    if b_st is not None and b_st.pipe_buf is not None:
+        desc_b = _descriptor(em, b_st.pipe_buf, sbo)
     em.ins("wgmma.fence.sync.aligned")
     for q in range(nq):
         for ci, (n0, n) in enumerate(plan.chunks):
@@ -569,6 +732,216 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     em.set(res, out)
 
 
+def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
+    """The mma.sync dot with A and/or B cp.async-staged (``memory.Staged``): A row-major M x K
+    (pitch K esz + 16), B row-major K x N (pitch N esz + 16; fragments by ``ldmatrix .trans``
+    for 16-bit types, ``ld.shared`` otherwise), copied by ``cp.async`` right here (then
+    ``commit_group``, ``wait_group 0``, ``bar.sync``) or, in a pipelined K loop, already waiting
+    in that loop's stage buffer (``Staged.pipe_buf``; control.py issued the copies and the
+    barrier). Register operands keep the old layouts (A row-major, B^T N x K)."""
+    from tilegen.runtime.codegen.memory import cp_async_tile
+    from tilegen.runtime.passes.layout_assignment import mma_sync_accumulator_layout
+
+    a, b, c = op.operands[0], op.operands[1], op.operands[2]
+    res = op.results[0]
+    ka, kc = elem_key(a.type), elem_key(c.type)
+    em.need_isa(row.ptx_isa)
+    M, K = a.type.shape
+    N = b.type.shape[1]
+    tm, tn, tk = row.shape
+    if M % tm or N % tn or K % tk:
+        fail(op, f"PTX backend does not support a {M}x{N}x{K} dot with {row.ptx.split('.')[3]} yet")
+    esz = ELEMENTS[ka][1]
+    csz = ELEMENTS[kc][1]
+    W = em.num_warps
+    dc, dr = em.dist_of(op, c.type), em.dist_of(op, res.type)
+    in_regs = dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)
+    pa = _pitch(K, esz) if a_st is not None else K * esz
+    b_kn = b_st is not None and not b_st.transposed  # else B^T (N x K)
+    pbk = _pitch(N, esz) if b_kn else _pitch(K, esz) if b_st is not None else K * esz
+    # scratch: operands not in a pipeline stage buffer, then C if it is not in registers
+    size_a = 0 if a_st is not None and a_st.pipe_buf is not None else M * pa
+    size_b = 0 if b_st is not None and b_st.pipe_buf is not None else (K if b_kn else N) * pbk
+    off_b = _align(size_a)
+    off_c = _align(off_b + size_b)
+    total = off_c if in_regs else off_c + M * N * csz
+    if total > SMEM_LIMIT and all(x is None or x.pipe_buf is None for x in (a_st, b_st)):
+        _unstage(em, a)  # the padded layouts do not fit: the register path's might
+        _unstage(em, b)
+        return dot(em, op)
+    if total > SMEM_LIMIT:
+        fail(
+            op,
+            f"PTX backend: dot staging needs {total} bytes of shared memory (limit {SMEM_LIMIT})",
+        )
+    em.need_smem(total)
+    st_ab = {1: "b8", 2: "b16", 4: "b32", 8: "f64"}[esz]
+    st_c = {"f32": "f32", "b32": "b32", "f64": "f64"}[row.c_cls]
+    writes = a_st is None or b_st is None or not in_regs
+    copies = any(s is not None and s.pipe_buf is None for s in (a_st, b_st))
+    if writes or copies:
+        em.barrier()
+    if a_st is None:
+        _write(em, em.tile(op, a), em.dist_of(op, a.type), row_major((M, K)).mults, 0, esz, st_ab)
+    elif a_st.pipe_buf is None:
+        f = staged_layout(op, 0, W, em.sm, a_st.transposed, a_st.convert)
+        cp_async_tile(em, a_st, f[0], f[1], em.smem_base(), 0)
+    if b_st is None:
+        _write(em, em.tile(op, b), em.dist_of(op, b.type), (1, K), off_b, esz, st_ab)
+    elif b_st.pipe_buf is None:
+        f = staged_layout(op, 1, W, em.sm, b_st.transposed, b_st.convert)
+        cp_async_tile(em, b_st, f[0], f[1], em.smem_base(), off_b)
+    if not in_regs:
+        _write(em, em.tile(op, c), dc, row_major((M, N)).mults, off_c, csz, st_c)
+    if copies:
+        cp_async_commit_wait(em)
+    if writes or copies:
+        em.barrier()
+    kmap = {dc.raw[k]: k for k in range(dc.nregs)} if in_regs else None
+    c_in = em.tile(op, c)
+    out = [None] * dr.nregs
+    tiles_m, tiles_n = M // tm, N // tn
+    wn = W if in_regs else min(W, tiles_n)
+    wm = 1 if in_regs else min(W // wn, tiles_m)
+    active = wm * wn
+    reps_m, reps_n = tiles_m // wm, tiles_n // wn
+    _, lane, warp = em.tid()
+    use_ldm = row.frag_cls == "b32" and tk * esz == 32
+    ldm_b = use_ldm and (not b_kn or esz == 2)  # ldmatrix .trans moves 16-bit elements only
+    key = ("mma-staged-lanes", M, N, K, esz, wm, wn, use_ldm, ldm_b, row.epr, tm, tn, pa, pbk, b_kn)
+    if key not in em._smem_refs:
+        with em.hoisted():
+            rA, rB = _staged_lane_offsets(
+                em, lane, warp, row, wn, esz, pa, pbk, b_kn, use_ldm, ldm_b
+            )
+            em._smem_refs[key] = (rA, rB)
+    rA, rB = em._smem_refs[key]
+
+    def scratch_addr(tag, rel, esize=1):
+        """Absolute address from the scratch base (only referenced when the scratch is)."""
+        k2 = (tag,) + key + (esize,)
+        if k2 not in em._smem_refs:
+            with em.hoisted():
+                em._smem_refs[k2] = em.smem_addr(rel, esize)
+        return em._smem_refs[k2]
+
+    aC = None
+    if not in_regs:
+        k3 = ("mma-staged-c",) + key + (csz,)
+        if k3 not in em._smem_refs:
+            with em.hoisted():
+                g, t = em.new("b32"), em.new("b32")
+                em.ins(f"shr.u32 {g}, {lane}, 2")
+                em.ins(f"and.b32 {t}, {lane}, 3")
+                wmi, wni = em.new("b32"), em.new("b32")
+                em.ins(f"shr.u32 {wmi}, {warp}, {wn.bit_length() - 1}")
+                em.ins(f"and.b32 {wni}, {warp}, {wn - 1}")
+                rC = em.lincomb(0, [(tm * N, wmi), (N, g), (tn, wni), (2, t)])
+                em._smem_refs[k3] = em.smem_addr(rC, csz)
+        aC = em._smem_refs[k3]
+    skip = None
+    if active < W:
+        skip = em.new_label("mma_skip")
+        p = em.new("pred")
+        em.ins(f"setp.ge.u32 {p}, {warp}, {active}")
+        em.ins(f"@{p} bra {skip}")
+    # fragment bases: scratch operands from the hoisted addresses, stage buffers per iteration
+    if a_st is not None and a_st.pipe_buf is not None:
+        aA, oA = _plus(em, a_st.pipe_buf, rA), 0
+    else:
+        aA, oA = scratch_addr("A", rA), 0
+    if b_st is not None and b_st.pipe_buf is not None:
+        aB, oB = _plus(em, b_st.pipe_buf, rB), 0
+    else:
+        aB, oB = scratch_addr("B", rB), off_b
+    fld = "f64" if row.frag_cls == "f64" else "b32"
+    ksteps = K // tk
+
+    def converted(regs, st):
+        """Fragments of an operand staged before its f32 -> tf32 conversion, converted."""
+        if st is None or not st.convert:
+            return regs
+        out = []
+        for r in regs:
+            n = em.new("b32")
+            em.ins(f"{st.convert} {n}, {r}")
+            out.append(n)
+        return out
+
+    for ra in range(reps_m):
+        m0 = ra * wm * tm
+        afr = []
+        for s in range(ksteps):
+            regs = [em.new(row.frag_cls) for _ in row.a_regs]
+            if use_ldm:
+                off = oA + m0 * pa + s * tk * esz
+                em.ins(
+                    f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, [{aA}+{off}]"
+                )
+            else:
+                for r, (dm, dk) in zip(regs, row.a_regs):
+                    off = oA + (m0 + dm) * pa + (s * tk + dk) * esz
+                    em.ins(f"ld.shared.{fld} {r}, [{aA}+{off}]")
+            afr.append(converted(regs, a_st))
+        for rb in range(reps_n):
+            n0 = rb * wn * tn
+            cregs = []
+            for dm, dn in row.c_regs:
+                if in_regs:
+                    cregs.append(c_in[kmap[(m0 + dm, n0 + dn)]])
+                    continue
+                r = em.new(row.c_cls)
+                off = off_c + ((m0 + dm) * N + n0 + dn) * csz
+                em.ins(f"ld.shared.{st_c} {r}, [{aC}+{off}]")
+                cregs.append(r)
+            for s in range(ksteps):
+                bregs = [em.new(row.frag_cls) for _ in row.b_regs]
+                if ldm_b and b_kn:
+                    off = oB + s * tk * pbk + n0 * esz
+                    em.ins(
+                        f"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{', '.join(bregs)}}}, "
+                        f"[{aB}+{off}]"
+                    )
+                elif ldm_b:
+                    off = oB + n0 * pbk + s * tk * esz
+                    em.ins(
+                        f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, [{aB}+{off}]"
+                    )
+                else:
+                    for r, dk in zip(bregs, row.b_regs):
+                        if b_kn:
+                            off = oB + (s * tk + dk) * pbk + n0 * esz
+                        else:
+                            off = oB + n0 * pbk + (s * tk + dk) * esz
+                        em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
+                bregs = converted(bregs, b_st)
+                dregs = [em.new(row.c_cls) for _ in cregs]
+                em.ins(
+                    f"{row.ptx} {{{', '.join(dregs)}}}, {{{', '.join(afr[s])}}}, "
+                    f"{{{', '.join(bregs)}}}, {{{', '.join(cregs)}}}"
+                )
+                cregs = dregs
+            for (dm, dn), r in zip(row.c_regs, cregs):
+                if in_regs:
+                    out[kmap[(m0 + dm, n0 + dn)]] = r
+                    continue
+                off = off_c + ((m0 + dm) * N + n0 + dn) * csz
+                em.ins(f"st.shared.{st_c} [{aC}+{off}], {r}")
+    if skip is not None:
+        em.label(skip)
+    if in_regs:
+        em.set(res, out)
+        return
+    em.barrier()
+    form = row_major((M, N))
+    cls = ELEMENTS[kc][0]
+    for k in range(dr.nregs):
+        r = em.new(cls)
+        em.ins(f"ld.shared.{st_c} {r}, {em.smem_ref(dr, form, k, csz, off_c)}")
+        out[k] = r
+    em.set(res, out)
+
+
 @handles("nv_tileaa.dot")
 def dot(em: Emitter, op) -> None:
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
@@ -584,6 +957,16 @@ def dot(em: Emitter, op) -> None:
     row = select_row(op, ka, kb, kc, em.sm)
     if row is None:
         return fma_dot(em, op)
+    for v, i in ((a, 0), (b, 1)):
+        st = _staged(em, v)
+        if (
+            st is not None
+            and staged_layout(op, i, em.num_warps, em.sm, st.transposed, st.convert) is None
+        ):
+            _unstage(em, v)
+    a_st, b_st = _staged(em, a), _staged(em, b)
+    if a_st is not None or b_st is not None:
+        return _mma_sync_staged(em, op, row, a_st, b_st)
     em.need_isa(row.ptx_isa)
     M, K = a.type.shape
     N = b.type.shape[1]

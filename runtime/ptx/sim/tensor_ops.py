@@ -16,6 +16,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+import os
+
 import numpy as np
 
 from tilegen.runtime.ptx.parser import Addr, Instr, Reg, Vec
@@ -294,6 +296,50 @@ def _is_pred(st: "CtaState", op) -> bool:
     return False
 
 
+#: strict cp.async checking (``TILEGEN_SIM_STRICT_CP_ASYNC=1`` or set this flag): a copy's
+#: destination reads as poison (0xFF bytes) from issue until the first ``bar.sync`` after the
+#: ``wait_group`` that retired it (hardware makes it visible to *other* threads only then), and
+#: a copy into shared bytes some thread read since the last ``bar.sync`` is an error (a prefetch
+#: overwriting a buffer still being read). The lock-step scheduler would hide both otherwise.
+STRICT_CP_ASYNC = os.environ.get("TILEGEN_SIM_STRICT_CP_ASYNC", "") not in ("", "0")
+
+
+class _Strict:
+    """Per-CTA bookkeeping of the strict mode: barrier epochs (``st.barrier`` is a new tuple at
+    every bar.sync), the epoch of each shared byte's last read, retired copies not yet
+    published."""
+
+    def __init__(self, st: "CtaState") -> None:
+        self.st, self.seen, self.epoch = st, st.barrier, 0
+        self.read = np.full(st.shared.data.size, -1, np.int64)
+        self.retired: list = []  # (epoch of the wait, dst, raw)
+        orig = st.shared.load
+
+        def load(addrs, width, _orig=orig):
+            self.tick()
+            idx = st.shared._index(addrs, width)
+            self.read[idx.reshape(-1)] = self.epoch
+            return _orig(addrs, width)
+
+        st.shared.load = load
+
+    def tick(self) -> None:
+        if self.st.barrier is not self.seen:  # a bar.sync happened: publish retired copies
+            self.seen, self.epoch = self.st.barrier, self.epoch + 1
+            for ep, dst, raw in self.retired:
+                self.st.shared.store(np.arange(dst, dst + len(raw)), 1, raw)
+            self.retired = []
+
+
+def _strict(st: "CtaState"):
+    if not STRICT_CP_ASYNC:
+        return None
+    if getattr(st, "_strict_cp", None) is None:
+        st._strict_cp = _Strict(st)
+    st._strict_cp.tick()
+    return st._strict_cp
+
+
 def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     """cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size | ignore-src};
     commit_group / wait_group N / wait_all. Copies land in shared memory when a wait retires
@@ -301,6 +347,7 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     parts = ins.parts
     pend = _pending(st)
     lanes = np.nonzero(mask)[0]
+    strict = _strict(st)
     if parts[2] == "commit_group":
         for lane in lanes:
             groups = pend.setdefault(int(lane), [[]])
@@ -318,6 +365,9 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             done = committed[: max(len(committed) - keep, 0)]
             for group in done:
                 for dst, raw in group:
+                    if strict is not None:
+                        strict.retired.append((strict.epoch, dst, raw))
+                        continue
                     st.shared.store(np.arange(dst, dst + len(raw)), 1, raw)
             pend[int(lane)] = committed[len(done) :] + [open_]
         return
@@ -350,7 +400,16 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             s = int(sbase[lane]) + src.offset
             raw[:keep] = st.heap.load(np.arange(s, s + keep), 1)
         groups = pend.setdefault(int(lane), [[]])
-        groups[-1].append((int(dbase[lane]) + dst.offset, raw))
+        d = int(dbase[lane]) + dst.offset
+        if strict is not None:
+            span = np.arange(d, d + n)
+            if np.any(strict.read[span - st.shared.base] == strict.epoch):
+                raise _err(
+                    f"{ins.opcode}: overwrites shared bytes at 0x{d:x} that were read since the "
+                    "last bar.sync (missing barrier before the copy)"
+                )
+            st.shared.store(span, 1, np.full(n, 0xFF, np.uint64))
+        groups[-1].append((d, raw))
 
 
 # -- byte/bit shuffles ----------------------------------------------------------------------------
@@ -671,6 +730,8 @@ def handles(ins: Instr) -> bool:
 
 def execute(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     p = ins.parts
+    if getattr(st, "_strict_cp", None) is not None:
+        st._strict_cp.tick()
     if p[0] == "cp":
         if "tensor" in p:
             do_tensor_copy(st, ins, mask)
