@@ -22,7 +22,7 @@ Plans are decided at compile time from every thread's coordinates (numpy over th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tilegen.runtime.records import dataclass
 from functools import lru_cache
 from operator import add
 from typing import Optional

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from tilegen.runtime.records import dataclass
 
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail, handles, load_reg
 from tilegen.runtime.codegen.exchange import row_major
