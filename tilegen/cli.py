@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: subcommand -> (module, one-line help). Each module has ``add_arguments(p)`` and ``run(args)``.
@@ -42,6 +43,23 @@ def main(argv=None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except RecursionError:
+        return _internal_error(args.command, "nesting too deep (RecursionError)")
+    except (
+        Exception
+    ) as e:  # a compiler bug: one line, not a traceback (TILEGEN_TRACEBACK=1 shows it)
+        if os.environ.get("TILEGEN_TRACEBACK"):
+            raise
+        return _internal_error(args.command, f"{type(e).__name__}: {e}")
+
+
+def _internal_error(command: str, what: str) -> int:
+    print(
+        f"tilegen {command}: internal compiler error: {what} "
+        "(please report it; TILEGEN_TRACEBACK=1 shows where)",
+        file=sys.stderr,
+    )
+    return 70
 
 
 if __name__ == "__main__":
