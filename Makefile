@@ -4,7 +4,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test generate check-generated fmt conformance bench fuzz-bytecode clean
+.PHONY: setup demo test generate check-generated fmt conformance bench fuzz-bytecode fuzz-codegen clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,9 @@ bench: $(STAMP)
 
 fuzz-bytecode: $(STAMP)
 	$(VPY) bench/fuzz_bytecode.py --seconds 600
+
+fuzz-codegen: $(STAMP)
+	$(VPY) bench/fuzz_codegen.py --seconds 600 --shrink
 
 clean:
 	rm -rf $(VENV) build *.egg-info

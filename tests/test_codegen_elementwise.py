@@ -256,3 +256,120 @@ def test_sequences_ptxas_clean(tmp_path, sm):
     )
     assert p.returncode == 0, p.stderr
     assert "0 bytes spill stores, 0 bytes spill loads" in p.stderr, p.stderr
+
+
+# ----------------------------------------------------------------------------- fuzzer finds
+def test_exti_signed_i8_to_i16_sign_extends():
+    """bench/fuzz_codegen.py seed 167: the unsigned i8 -> i16 row also matched extsi, so
+    negative i8 values were zero-extended (-4 -> 252)."""
+    a = np.arange(-64, 64, dtype=np.int8)
+    got = run("%r = exti %x0 signed : tile<128xi8> -> tile<128xi16>", [a], np.int16)
+    np.testing.assert_array_equal(got, a.astype(np.int16))
+    got = run("%r = exti %x0 unsigned : tile<128xi8> -> tile<128xi16>", [a], np.int16)
+    np.testing.assert_array_equal(got, a.view(np.uint8).astype(np.int16))
+
+
+@pytest.mark.skipif(PTXAS is None, reason="no ptxas")
+@pytest.mark.parametrize("src,dst", [("f16", "bf16"), ("bf16", "f16")])
+def test_fp_to_fp_f16_bf16_no_same_type_rounding_cvt(src, dst):
+    """Seeds 325/431: f16 <-> bf16 went via f32 and emitted `cvt.rn.f32.f32`, which ptxas
+    rejects ("Illegal rounding modifier"); the widened value is exact, so it is only narrowed."""
+    a = (np.arange(N, dtype=np.float32) * 0.37 - 20).astype(np.float16)
+    if src == "f16":  # f16 -> bf16 -> f32
+        body = f"""
+        %m = ftof %x0 : tile<{N}xf16> -> tile<{N}xbf16>
+        %r = ftof %m : tile<{N}xbf16> -> tile<{N}xf32>
+        """
+    else:  # f16 -> f32 -> bf16 -> f16 -> f32
+        body = f"""
+        %w = ftof %x0 : tile<{N}xf16> -> tile<{N}xf32>
+        %h = ftof %w : tile<{N}xf32> -> tile<{N}xbf16>
+        %m = ftof %h : tile<{N}xbf16> -> tile<{N}xf16>
+        %r = ftof %m : tile<{N}xf16> -> tile<{N}xf32>
+        """
+    src_text = kernel(body, ["f16"], "f32")
+    ptx = compile_to_ptx(parse_module(src_text), "sm_90")
+    assert "cvt.rn.f32.f32" not in ptx
+    with __import__("tempfile").TemporaryDirectory() as d:
+        p = subprocess.run(
+            [PTXAS, "-arch=sm_90", "-", "-o", f"{d}/k.cubin"],
+            input=ptx,
+            text=True,
+            capture_output=True,
+        )
+    assert p.returncode == 0, p.stderr
+    got = run(body, [a], np.float32)
+    # f16 -> bf16 -> f32 (bf16 keeps 8 bits): round the f32 value to bf16 by hand
+    f = a.astype(np.float32)
+    if src == "bf16":
+        f = _bf16(f)
+        want = f.astype(np.float16).astype(np.float32)
+    else:
+        want = _bf16(f)
+    np.testing.assert_array_equal(got, want)
+
+
+def _bf16(f: np.ndarray) -> np.ndarray:
+    """Round f32 to bf16 (nearest even), as f32."""
+    u = f.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("t,dt", [("f32", np.float32), ("f64", np.float64)])
+@pytest.mark.parametrize("rnd", ["zero", "negative_inf", "positive_inf"])
+def test_directed_rounding_exact_in_simulator(t, dt, rnd):
+    """Seeds 104/827/1368: the simulator rounded f64 directed modes to nearest and gave x - x
+    = +0 under rm (IEEE: -0); results are checked against exact rationals."""
+    from fractions import Fraction
+
+    rng = np.random.RandomState(3)
+    a, b, c = (rng.randn(N).astype(dt) for _ in range(3))
+    b[:8] = a[:8]  # exact zero differences
+    ops = {
+        "addf": lambda x, y, z: x + y,
+        "subf": lambda x, y, z: x - y,
+        "mulf": lambda x, y, z: x * y,
+        "divf": lambda x, y, z: x / y,
+        "fma": lambda x, y, z: x * y + z,
+    }
+    for op, f in ops.items():
+        args = "%x0, %x1, %x2" if op == "fma" else "%x0, %x1"
+        got = run(f"%r = {op} {args} rounding<{rnd}> : tile<{N}x{t}>", [a, b, c], dt)
+        for i in range(N):
+            ex = f(Fraction(float(a[i])), Fraction(float(b[i])), Fraction(float(c[i])))
+            near = dt(float(ex))
+            if Fraction(float(near)) != ex:
+                lo, hi = sorted(
+                    [
+                        near,
+                        np.nextafter(
+                            near, dt(np.inf) if Fraction(float(near)) < ex else dt(-np.inf)
+                        ),
+                    ]
+                )
+                want = {"zero": lo if ex > 0 else hi, "negative_inf": lo, "positive_inf": hi}[rnd]
+            else:
+                want = near
+            if ex == 0 and op == "subf":
+                want = dt(-0.0) if rnd == "negative_inf" else dt(0.0)
+            assert got[i] == want and np.signbit(got[i]) == np.signbit(want), (op, i, got[i], want)
+
+
+@pytest.mark.parametrize("t,dt", [("f32", np.float32), ("f64", np.float64)])
+def test_fma_single_rounding_in_simulator(t, dt):
+    """Seed 100528: the simulator's f64 fma went through longdouble (a 64-bit product of two
+    53-bit significands is not exact) and rounded twice: 6.154734206475335 * itself + itself
+    gave 44.03548735883291 instead of 44.0354873588329."""
+    from fractions import Fraction
+
+    from tilegen.runtime.ptx.sim.semlib import _round_fraction
+
+    rng = np.random.RandomState(5)
+    a, b, c = (rng.randn(N).astype(dt) for _ in range(3))
+    a[0] = b[0] = c[0] = 6.154734206475335
+    c[1:32] = -(a[1:32].astype(np.float64) * b[1:32]).astype(dt)  # cancellation
+    got = run(f"%r = fma %x0, %x1, %x2 : tile<{N}x{t}>", [a, b, c], dt)
+    for i in range(N):
+        fr = Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i]))
+        assert got[i] == _round_fraction(fr, dt), (i, got[i])

@@ -111,3 +111,28 @@ def test_fp8_dot_on_sm80_is_tileiras_diagnostic():
     assert e.value.diagnostics[0].message == (
         "Incompatibility with architecture 'sm_80': unsupported type 'f8E4M3FN'"
     )
+
+
+@pytest.mark.parametrize("sm", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("m,n,k,ashape", [(16, 64, 64, (16, 64)), (16, 8, 64, (13, 70))])
+def test_staged_rows_with_more_chunks_than_threads(monkeypatch, sm, m, n, k, ashape):
+    """bench/fuzz_codegen.py seed 201002: an f64 dot on one warp whose rows are 64 elements with
+    8-byte cp.async chunks (alignment of the dynamic row stride not proven) has 64 chunks a row
+    for 32 threads; cp_async_tile copied only chunks 0..31 of each row."""
+    from tilegen.runtime.codegen.ptxsim import run_ptxsim
+    from tilegen.runtime.ptx.sim import tensor_ops
+
+    monkeypatch.setattr(tensor_ops, "STRICT_CP_ASYNC", True)
+    src = _src("f64", "f64", m, n, k).replace(
+        ") {{\n  %0".replace("{{", "{"), f") optimization_hints=<{sm} = {{num_warps = 1}}> {{\n  %0"
+    )
+    assert "num_warps = 1" in src
+    rs = np.random.RandomState(1)
+    a = rs.randint(-4, 5, ashape).astype(np.float64)
+    b = rs.randint(-4, 5, (k, n)).astype(np.float64)
+    c = rs.randint(-4, 5, (m, n)).astype(np.float64)
+    out = run_ptxsim(parse_module(src, "mm.mlir"), [("a", a), ("b", b), ("c", c)], (1, 1, 1), sm)
+    ap = np.zeros((m, k))
+    r, q = min(m, ashape[0]), min(k, ashape[1])
+    ap[:r, :q] = a[:r, :q]
+    np.testing.assert_array_equal(out["c"], ap @ b + c)

@@ -399,7 +399,7 @@ ROWS = [
      'result': ['i8', 'i16', 'i32', 'i64'],
      'ptx': 'selp.{rut} {d}, 1, 0, {a}',
      'instruction': 'selp'},
-    {'op': ['arith.extsi', 'arith.extui'],
+    {'op': 'arith.extui',
      'element': ['i8'],
      'result': ['i16'],
      'unsigned': True,

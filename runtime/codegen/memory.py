@@ -1014,7 +1014,8 @@ def cp_async_tile(
     at shared byte ``buf + off + F_row(r) + F_col(c)``, each ``F`` a sum of bit fields times
     constants (as ``mma._write_fields``; row-major with pitch P: ``((0, None, P),)`` and
     ``((0, None, esz),)``). Thread ``tid`` copies chunk ``tid % cpr`` (``vec`` elements) of rows
-    ``tid / cpr + p * T / cpr``; out-of-bounds chunks are zero-filled (src-size 0), which is
+    ``tid / cpr + p * T / cpr`` (when a row has more chunks than the CTA has threads, chunks
+    ``tid + q * T`` of every row); out-of-bounds chunks are zero-filled (src-size 0), which is
     the load's zero padding. ``guard``: a predicate that must also hold (pipeline prefetch)."""
     from tilegen.runtime.codegen.mma import _fields_emit, _fields_static
 
@@ -1068,16 +1069,27 @@ def cp_async_tile(
             p = em.new("pred")
             em.ins(f"setp.lt.u32 {p}, {reg(em, 'b32', st.starts[i])}, {mem.sizes[i]}")
             active = _and(em, active, p)
-    colb = None  # bytes of this thread's chunk inside the last dim (the rest is zero-filled)
-    if not st.in_bounds[lead + 1]:
+    # chunks a thread copies per row: more than one when a row has more chunks than the CTA
+    # has threads (thread tid then copies chunks tid + q T, q < cpt)
+    cpt = max(1, cpr // T)
+
+    def chunk_bytes(cq: int):
+        """In-bounds bytes of this thread's chunk at column offset ``cq`` (None: all)."""
+        if st.in_bounds[lead + 1]:
+            return None
         left = em.new("b32")
         em.ins(f"sub.s32 {left}, {reg(em, 'b32', mem.sizes[lead + 1])}, {reg(em, 'b32', c0)}")
+        if cq:
+            em.ins(f"sub.s32 {left}, {left}, {cq}")
         em.ins(f"max.s32 {left}, {left}, 0")
         em.ins(f"min.s32 {left}, {left}, {vec}")
-        colb = left
-        if esz > 1:
-            colb = em.new("b32")
-            em.ins(f"mul.lo.s32 {colb}, {left}, {esz}")
+        if esz == 1:
+            return left
+        colb = em.new("b32")
+        em.ins(f"mul.lo.s32 {colb}, {left}, {esz}")
+        return colb
+
+    colbs = [chunk_bytes(q * T * vec) for q in range(cpt)]
     rstride = mem.strides[lead]
     step = None
     if passes > 1 and not isinstance(rstride, int):
@@ -1087,25 +1099,30 @@ def cp_async_tile(
     opc = "cp.async.cg.shared.global" if cp == 16 else "cp.async.ca.shared.global"
     gp = addr
     for p in range(passes):
-        imm = 0
+        imm0 = 0
         if p:
             if step is not None:
                 n = em.new("b64")
                 em.ins(f"add.s64 {n}, {gp}, {step}")
                 gp = n
             else:
-                imm = p * rpp * rstride * esz
-        size = colb
+                imm0 = p * rpp * rstride * esz
+        rp = None
         if not st.in_bounds[lead]:
             rp = em.new("pred")
             rr = reg(em, "b32", em.lincomb(p * rpp, [(1, r0)]))
             em.ins(f"setp.lt.u32 {rp}, {rr}, {mem.sizes[lead]}")
-            size = em.new("b32")
-            em.ins(f"selp.u32 {size}, {colb if colb is not None else cp}, 0, {rp}")
-        so_p = _fields_static(p * rpp, row_fields) + off
-        g = f"@{active} " if active else ""
-        src = f"[{gp}+{imm}]" if imm else f"[{gp}]"
-        if size is None:
-            em.ins(f"{g}{opc} [{dst}+{so_p}], {src}, {cp}")
-        else:
-            em.ins(f"{g}{opc} [{dst}+{so_p}], {src}, {cp}, {size}")
+        for q in range(cpt):
+            cq = q * T * vec
+            imm = imm0 + cq * esz
+            size = colbs[q]
+            if rp is not None:
+                size = em.new("b32")
+                em.ins(f"selp.u32 {size}, {colbs[q] if colbs[q] is not None else cp}, 0, {rp}")
+            so_p = _fields_static(p * rpp, row_fields) + _fields_static(cq, col_fields) + off
+            g = f"@{active} " if active else ""
+            src = f"[{gp}+{imm}]" if imm else f"[{gp}]"
+            if size is None:
+                em.ins(f"{g}{opc} [{dst}+{so_p}], {src}, {cp}")
+            else:
+                em.ins(f"{g}{opc} [{dst}+{so_p}], {src}, {cp}, {size}")

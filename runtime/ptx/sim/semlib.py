@@ -39,13 +39,54 @@ def irem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b == 0, a, np.fmod(a, safe)).astype(a.dtype)
 
 
+def _round_fraction(fr, dt):
+    """The value of rational ``fr`` rounded to nearest-even in float type ``dt``."""
+    import math
+    from fractions import Fraction
+
+    try:
+        cand = dt(float(fr))
+    except OverflowError:
+        return dt(math.copysign(math.inf, fr))
+    if not np.isfinite(cand) or Fraction(float(cand)) == fr:
+        return cand
+    other = np.nextafter(cand, dt(np.inf) if Fraction(float(cand)) < fr else dt(-np.inf))
+    if not np.isfinite(other):
+        return cand
+    dc, do = abs(Fraction(float(cand)) - fr), abs(Fraction(float(other)) - fr)
+    if dc != do:
+        return cand if dc < do else other
+    bits = np.dtype(f"u{np.dtype(dt).itemsize}")
+    return cand if int(np.asarray(cand).view(bits)) % 2 == 0 else other
+
+
 def fused(a, b, c):
-    """fma: exact for f32 (the f64 product of two f32 is exact); f64 via longdouble."""
-    if a.dtype == np.float32:
-        return (a.astype(np.float64) * b + c).astype(np.float32)
-    if a.dtype == np.float64:
-        return (a.astype(np.longdouble) * b + c).astype(a.dtype)
-    return a * b + c
+    """fma with a single rounding: computed in a wider type (f64 for f32, longdouble for f64);
+    elements whose wide result lies too close to a rounding midpoint of the result type for
+    the wide type's own rounding errors to be ruled out are redone in exact rationals."""
+    if a.dtype not in (np.float32, np.float64):
+        return a * b + c
+    dt = a.dtype.type
+    wide = np.float64 if dt is np.float32 else np.longdouble
+    with np.errstate(all="ignore"):
+        a, b, c = np.broadcast_arrays(np.asarray(a), np.asarray(b, dt), np.asarray(c, dt))
+        prod = a.astype(wide) * b
+        v = prod + c
+        r = v.astype(dt)
+        ulp = np.spacing(np.abs(r)).astype(wide)
+        dist = np.abs(v - r.astype(wide))
+        bound = 4 * np.finfo(wide).eps * (np.abs(prod) + np.abs(v))
+        hard = (ulp / 2 - dist <= bound) | (np.abs(ulp / 4 - dist) <= bound)
+        hard &= np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & np.isfinite(r)
+    if hard.any():
+        from fractions import Fraction
+
+        r = np.array(r)
+        for idx in zip(*np.nonzero(hard)):
+            fr = Fraction(float(a[idx])) * Fraction(float(b[idx])) + Fraction(float(c[idx]))
+            if fr != 0:
+                r[idx] = _round_fraction(fr, dt)
+    return r
 
 
 def fmin(a, b, nan=None):
