@@ -65,17 +65,6 @@ def _params(em: Emitter, block) -> list[tuple[str, str]]:
     return params
 
 
-def _spec_int(func, key: str):
-    from tilegen.runtime.attributes import DictAttr, IntegerAttr
-
-    spec = func.attributes.get("nv_tileaa.kernel_spec")
-    if isinstance(spec, DictAttr):
-        for k, v in spec.items:
-            if k == key and isinstance(v, IntegerAttr):
-                return v.value
-    return None
-
-
 def launch_directives(func, threads: int, sm: int) -> list[str]:
     """Seed 002's directives: ``.reqntid`` from num_warps; ``.minnctapersm`` (nvvm.minctasm,
     default 1 like tileiras); ``.maxnreg`` from nvvm.maxnreg, else from the ``occupancy`` hint
@@ -83,6 +72,7 @@ def launch_directives(func, threads: int, sm: int) -> list[str]:
     flash_attention's occupancy 2 at 256 threads gives 128); ``.reqnctapercluster`` from a
     non-trivial tt.cluster_dim on sm_90+."""
     from tilegen.runtime.attributes import DenseArrayAttr, IntegerAttr
+    from tilegen.runtime.passes.layout_assignment import kernel_spec_int
 
     out = [f".reqntid {threads}, 1, 1"]
     minctasm = func.attributes.get("nvvm.minctasm")
@@ -91,7 +81,7 @@ def launch_directives(func, threads: int, sm: int) -> list[str]:
     if isinstance(maxnreg, IntegerAttr):
         out.append(f".maxnreg {maxnreg.value}")
     else:
-        occ = _spec_int(func, "occupancy")
+        occ = kernel_spec_int(func, "occupancy")
         if occ and occ > 0:
             regs = min(255, (65536 // (threads * occ)) // 8 * 8)
             if regs < 255:

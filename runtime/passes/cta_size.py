@@ -38,8 +38,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from tilegen.runtime.attributes import DictAttr, FloatAttr, IntegerAttr
+from tilegen.runtime.attributes import FloatAttr, IntegerAttr
 from tilegen.runtime.ir import Operation, OpResult
+from tilegen.runtime.passes.layout_assignment import enclosing_int_attr, kernel_spec_int
 from tilegen.runtime.types import DYNAMIC, NvMemRefType, TileType
 
 DEFAULT_NUM_WARPS = 4
@@ -60,29 +61,13 @@ STAGED_OPS = frozenset(
 
 
 def _sm(func: Operation) -> Optional[int]:
-    spec = func.attributes.get("nv_tileaa.kernel_spec")
-    if isinstance(spec, DictAttr):
-        for k, v in spec.items:
-            if k == "compute_capability" and isinstance(v, IntegerAttr):
-                return v.value
-    p = func
-    while p is not None:
-        a = p.attributes.get("nv_tileaa.compute_capability")
-        if isinstance(a, IntegerAttr):
-            return a.value
-        p = p.parent_op
-    return None
+    cc = kernel_spec_int(func, "compute_capability")
+    return cc if cc is not None else enclosing_int_attr(func, "nv_tileaa.compute_capability")
 
 
 def explicit_num_warps(func: Operation) -> Optional[int]:
     """``tt.num_warps`` on the function or an enclosing op, if the producer gave one."""
-    p = func
-    while p is not None:
-        a = p.attributes.get("tt.num_warps")
-        if isinstance(a, IntegerAttr):
-            return a.value
-        p = p.parent_op
-    return None
+    return enclosing_int_attr(func, "tt.num_warps")
 
 
 def _is_zero_or_nan_splat(v) -> bool:

@@ -174,18 +174,31 @@ def analyze_memref_access(op: Operation) -> Optional[AccessInfo]:
     return AccessInfo(op, order, vec, limits)
 
 
-def kernel_num_warps(func: Operation) -> int:
+def kernel_spec_int(func: Operation, key: str) -> Optional[int]:
+    """Integer ``key`` of the function's folded ``nv_tileaa.kernel_spec`` (None if absent)."""
     spec = func.attributes.get("nv_tileaa.kernel_spec")
     if isinstance(spec, DictAttr):
         for k, v in spec.items:
-            if k == "num_warps" and isinstance(v, IntegerAttr):
+            if k == key and isinstance(v, IntegerAttr):
                 return v.value
-    p = func
+    return None
+
+
+def enclosing_int_attr(op: Operation, name: str) -> Optional[int]:
+    """Integer attribute ``name`` on ``op`` or the nearest enclosing op carrying it."""
+    p = op
     while p is not None:
-        a = p.attributes.get("tt.num_warps")
+        a = p.attributes.get(name)
         if isinstance(a, IntegerAttr):
             return a.value
         p = p.parent_op
+    return None
+
+
+def kernel_num_warps(func: Operation) -> int:
+    for n in (kernel_spec_int(func, "num_warps"), enclosing_int_attr(func, "tt.num_warps")):
+        if n is not None:
+            return n
     return DEFAULT_NUM_WARPS
 
 
@@ -201,13 +214,7 @@ def permute_layout(layout: BlockedLayout, perm: tuple[int, ...]) -> BlockedLayou
 
 def _target_sm(op) -> Optional[int]:
     """The compute capability the module around ``op`` was converted for (None if unknown)."""
-    p = op
-    while p is not None:
-        a = p.attributes.get("nv_tileaa.compute_capability")
-        if isinstance(a, IntegerAttr):
-            return a.value
-        p = p.parent_op
-    return None
+    return enclosing_int_attr(op, "nv_tileaa.compute_capability")
 
 
 def mma_accumulator_layout(op, num_warps: int, sm: Optional[int] = None) -> Optional[BlockedLayout]:
