@@ -301,23 +301,19 @@ def claim_scratch(em: Emitter, op, nbytes: int) -> int:
     return 0
 
 
-def _shfl(em: Emitter, cls: str, reg: str, kind: str, c: int) -> str:
-    """``reg`` of source lane ``c`` (idx) or ``lane ^ c`` (bfly), any register class."""
-
-    if kind == "bfly" and c == 0:
-        return reg
+def shfl(em: Emitter, cls: str, reg: str, mode: str, b, c: int = 31) -> str:
+    """``shfl.sync.{mode}`` (idx / bfly / up / down) of a value of any register class, whole
+    warp converged: 64-bit values as two words, b16 widened, predicates as 0/1 (``b``: lane
+    operand, an int or a b32 register; ``c``: the clamp / segment mask)."""
 
     def one(x: str) -> str:
         r = em.new("b32")
-        em.ins(f"shfl.sync.{kind}.b32 {r}, {x}, {c}, 31, -1")
+        em.ins(f"shfl.sync.{mode}.b32 {r}, {x}, {b}, {c}, -1")
         return r
 
     if cls in ("b32", "f32"):
-        r = one(reg)
-        if cls == "f32":
-            f = em.new("f32")
-            em.ins(f"mov.b32 {f}, {r}")
-            return f
+        r = em.new(cls)
+        em.ins(f"shfl.sync.{mode}.b32 {r}, {reg}, {b}, {c}, -1")
         return r
     if cls in ("b64", "f64"):
         lo, hi = em.new("b32"), em.new("b32")
@@ -339,6 +335,13 @@ def _shfl(em: Emitter, cls: str, reg: str, kind: str, c: int) -> str:
     p = em.new("pred")
     em.ins(f"setp.ne.b32 {p}, {w}, 0")
     return p
+
+
+def _shfl(em: Emitter, cls: str, reg: str, kind: str, c: int) -> str:
+    """``reg`` of source lane ``c`` (idx) or ``lane ^ c`` (bfly)."""
+    if kind == "bfly" and c == 0:
+        return reg
+    return shfl(em, cls, reg, kind, c)
 
 
 def exchange(

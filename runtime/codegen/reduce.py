@@ -43,7 +43,7 @@ from tilegen.runtime.codegen.core import (
     load_reg,
     store_reg,
 )
-from tilegen.runtime.codegen.exchange import Form, claim_scratch, row_major, scratch_size
+from tilegen.runtime.codegen.exchange import Form, claim_scratch, row_major, scratch_size, shfl
 from tilegen.runtime.layouts.attrs import SliceLayout
 
 
@@ -71,36 +71,7 @@ def as_reg(em: Emitter, cls: str, v) -> str:
 # ----------------------------------------------------------------------------- shuffles
 def shfl_bfly(em: Emitter, cls: str, x: str, lanemask: int) -> str:
     """``x`` of the lane ``lane ^ lanemask`` (whole warp converged)."""
-
-    def b32(v: str) -> str:
-        r = em.new("b32")
-        em.ins(f"shfl.sync.bfly.b32 {r}, {v}, {lanemask}, 31, -1")
-        return r
-
-    if cls in ("b32", "f32"):
-        r = em.new(cls)
-        em.ins(f"shfl.sync.bfly.b32 {r}, {x}, {lanemask}, 31, -1")
-        return r
-    if cls in ("b64", "f64"):
-        lo, hi = em.new("b32"), em.new("b32")
-        em.ins(f"mov.b64 {{{lo}, {hi}}}, {x}")
-        lo, hi = b32(lo), b32(hi)
-        r = em.new(cls)
-        em.ins(f"mov.b64 {r}, {{{lo}, {hi}}}")
-        return r
-    if cls == "b16":
-        w = em.new("b32")
-        em.ins(f"cvt.u32.u16 {w}, {x}")
-        w = b32(w)
-        r = em.new("b16")
-        em.ins(f"cvt.u16.u32 {r}, {w}")
-        return r
-    w = em.new("b32")
-    em.ins(f"selp.u32 {w}, 1, 0, {x}")
-    w = b32(w)
-    r = em.new("pred")
-    em.ins(f"setp.ne.u32 {r}, {w}, 0")
-    return r
+    return shfl(em, cls, x, "bfly", lanemask)
 
 
 # ----------------------------------------------------------------------------- reduce
@@ -449,36 +420,7 @@ def reduce_(em: Emitter, op) -> None:
 # ----------------------------------------------------------------------------- scan
 def _shfl(em: Emitter, cls: str, x: str, mode: str, b, c: int) -> str:
     """``shfl.sync.{mode}`` of a value of any register class (``b``: int or b32 register)."""
-
-    def b32(v: str) -> str:
-        r = em.new("b32")
-        em.ins(f"shfl.sync.{mode}.b32 {r}, {v}, {b}, {c}, -1")
-        return r
-
-    if cls in ("b32", "f32"):
-        r = em.new(cls)
-        em.ins(f"shfl.sync.{mode}.b32 {r}, {x}, {b}, {c}, -1")
-        return r
-    if cls in ("b64", "f64"):
-        lo, hi = em.new("b32"), em.new("b32")
-        em.ins(f"mov.b64 {{{lo}, {hi}}}, {x}")
-        lo, hi = b32(lo), b32(hi)
-        r = em.new(cls)
-        em.ins(f"mov.b64 {r}, {{{lo}, {hi}}}")
-        return r
-    if cls == "b16":
-        w = em.new("b32")
-        em.ins(f"cvt.u32.u16 {w}, {x}")
-        w = b32(w)
-        r = em.new("b16")
-        em.ins(f"cvt.u16.u32 {r}, {w}")
-        return r
-    w = em.new("b32")
-    em.ins(f"selp.u32 {w}, 1, 0, {x}")
-    w = b32(w)
-    r = em.new("pred")
-    em.ins(f"setp.ne.u32 {r}, {w}, 0")
-    return r
+    return shfl(em, cls, x, mode, b, c)
 
 
 def _pow2(x: int) -> bool:
