@@ -21,21 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
-#: tileiras's ``--gpu-name`` choices (``tileiras --help``, CUDA 13.5)
-GPU_NAMES = (
-    "sm_80",
-    "sm_86",
-    "sm_87",
-    "sm_88",
-    "sm_89",
-    "sm_90",
-    "sm_100",
-    "sm_103",
-    "sm_107",
-    "sm_110",
-    "sm_120",
-    "sm_121",
-)
+from tilegen.targets import GPU_NAMES  # noqa: E402
+
 OPT_LEVELS = (0, 1, 2, 3)
 
 #: tileiras's exit codes (measured; see docs/tileiras_shim.md)

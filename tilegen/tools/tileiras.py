@@ -28,20 +28,8 @@ from typing import Optional
 EXIT_USAGE, EXIT_CONFIG, EXIT_INPUT, EXIT_COMPILE = 1, 2, 3, 5  # mirrored in tilegen.api
 DEFAULT_OUTPUT = "elf.o"  # tileiras's default when -o is absent
 
-GPU_NAMES = (
-    "sm_80",
-    "sm_86",
-    "sm_87",
-    "sm_88",
-    "sm_89",
-    "sm_90",
-    "sm_100",
-    "sm_103",
-    "sm_107",
-    "sm_110",
-    "sm_120",
-    "sm_121",
-)  # == tilegen.api.GPU_NAMES (kept here so --help does not import the compiler)
+from tilegen.targets import GPU_NAMES  # noqa: E402
+
 REMARK_CATEGORIES = ("none", "all", "memory", "tensorcore")
 
 #: canonical option -> (aliases, takes a value, allowed values or None, help)
