@@ -61,15 +61,10 @@ def pack_param(value, ptype: str) -> ctypes._SimpleCData:
 def flatten(args: list, device_ptrs: list[int]) -> list:
     """The flat cuTile param values for ``args``: arrays (with their device pointer, in order)
     as (ptr, shape..., strides...), scalars as themselves."""
-    flat, it = [], iter(device_ptrs)
-    for a in args:
-        a = np.asarray(a)
-        if a.ndim == 0:
-            flat.append(a.item())
-            continue
-        c = np.ascontiguousarray(a)
-        flat += [next(it), *c.shape, *(s // c.itemsize for s in c.strides)]
-    return flat
+    from tilegen.runtime.ptx.launch import flat_params
+
+    it = iter(device_ptrs)
+    return flat_params(args, lambda c: next(it))
 
 
 def _driver():

@@ -14,24 +14,34 @@ from tilegen.runtime.ptx.sim import tensormap
 from tilegen.runtime.ptx.sim.cta import CtaState, PtxSimError, run_cta
 from tilegen.runtime.ptx.sim.memory import Heap
 
-__all__ = ["PtxSimError", "flatten_args", "run_ptx"]
+__all__ = ["PtxSimError", "flat_params", "flatten_args", "run_ptx"]
 
 
-def flatten_args(args: list, heap: Heap) -> tuple[list, list[tuple[int, np.ndarray]]]:
-    """Flat param values for `args` plus (address, array) of every array written to `heap`."""
-    flat, arrays = [], []
+def flat_params(args: list, place) -> list:
+    """cuTile's flattened parameter values for ``args``: each array as (``place(array)`` -- its
+    device address --, shape..., strides in elements...), each 0-d array as its scalar."""
+    flat = []
     for a in args:
         a = np.asarray(a)
         if a.ndim == 0:
             flat.append(a.item())
             continue
         c = np.ascontiguousarray(a)
+        flat += [place(c), *c.shape, *(s // c.itemsize for s in c.strides)]
+    return flat
+
+
+def flatten_args(args: list, heap: Heap) -> tuple[list, list[tuple[int, np.ndarray]]]:
+    """Flat param values for `args` plus (address, array) of every array written to `heap`."""
+    arrays = []
+
+    def place(c: np.ndarray) -> int:
         addr = heap.alloc(c.nbytes)
         heap.write(addr, c.tobytes())
         arrays.append((addr, c))
-        strides = [s // c.itemsize for s in c.strides]
-        flat += [addr, *c.shape, *strides]
-    return flat, arrays
+        return addr
+
+    return flat_params(args, place), arrays
 
 
 def _pack(value, ptype: str) -> bytes:
