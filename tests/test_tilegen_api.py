@@ -11,48 +11,15 @@ import pytest
 
 import tilegen
 from tilegen import api
+from test_codegen_corpus import SUPPORTED  # the one list of supported corpus kernels
 
 CORPUS = Path("/work/shared/corpus/cutile")
 OUT = CORPUS / "out"
 needs_corpus = pytest.mark.skipif(not OUT.is_dir(), reason="cuTile corpus not present")
 ELF_MAGIC = b"\x7fELF"
 
-#: corpus kernels that compile to a cubin today (extend as runtime/codegen grows)
-EXPECTED_TO_COMPILE_CORPUS = [
-    "advanced_indexing",
-    "atomics",
-    "batched_matmul",
-    "bit_ops",
-    "casts",
-    "cat_extract",
-    "compare_select",
-    "control_if",
-    "flash_attention",
-    "for_loops",
-    "gather_scatter",
-    "int_ops",
-    "iota",
-    "layernorm",
-    "math_f64",
-    "matmul_f16",
-    "matmul_f64",
-    "matmul_fp8",
-    "matmul_int8",
-    "matmul_tf32",
-    "more_math",
-    "newer_ops",
-    "pack_bytes",
-    "print_kernel",
-    "raw_pointer",
-    "reduce_cols_loop",
-    "reduce_rows",
-    "reshape_expand",
-    "scan_cumsum",
-    "softmax",
-    "transpose2d",
-    "unary_math",
-    "vec_add",
-]
+#: corpus kernels that compile to a cubin: the ones the PTX backend supports on every target
+EXPECTED_TO_COMPILE_CORPUS = sorted(SUPPORTED)
 
 
 def _manifest() -> dict:
