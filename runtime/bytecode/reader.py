@@ -46,6 +46,7 @@ from tilegen.runtime.bytecode.errors import BytecodeError, context
 from tilegen.runtime.bytecode.varint import Cursor, to_signed
 from tilegen.runtime.ir import Block, Operation, Region
 from tilegen.runtime.opdef import lookup_enum, lookup_opdef
+from tilegen.runtime.verify.types import verify_type
 
 _SCOPES = (DISubprogramAttr, DILexicalBlockAttr)
 _LOCATIONS = (UnknownLoc, DILocAttr, CallSiteLoc)
@@ -74,8 +75,9 @@ def read_version(data: bytes) -> Optional[str]:
 class _Table:
     """An offset-indexed table (strings, types, constants) decoded lazily with memoization."""
 
-    def __init__(self, count: int, offsets: list[int], data: memoryview, what: str):
+    def __init__(self, count: int, offsets: list[int], data: memoryview, what: str, base: int = 0):
         self.count, self.offsets, self.data, self.what = count, offsets, data, what
+        self.base = base  # file offset of data[0] (field tracing)
         self.cache: dict[int, object] = {}
         self.busy: set[int] = set()
 
@@ -85,6 +87,9 @@ class _Table:
         if not start <= end <= len(self.data):
             raise BytecodeError(f"invalid {self.what} offsets for entry {i}")
         return self.data[start:end]
+
+    def cursor(self, i: int) -> Cursor:
+        return Cursor(self.span(i), base=self.base + self.offsets[i])
 
 
 class _Reader:
@@ -219,6 +224,8 @@ class _Reader:
         for record in self.functions:
             with context(f"{self._at}failed to create function from bytecode"):
                 body.append(self._build_function(*record))
+        with context("deserialized module does not conform to bytecode format invariants"):
+            _check_invariants(module)
         return module
 
     # ------------------------------------------------------------------ tables
@@ -232,9 +239,8 @@ class _Reader:
                 f"remaining payload of {c.remaining} bytes."
             )
         fmt = "I" if word == 4 else "Q"
-        offsets = list(struct.unpack_from(f"<{count}{fmt}", c.data, c.pos))
-        c.pos += count * word
-        return _Table(count, offsets, c.data[c.pos : c.end], what)
+        offsets = list(c.words(fmt, count))
+        return _Table(count, offsets, c.data[c.pos : c.end], what, c.base + c.pos)
 
     def string(self, idx: int) -> str:
         t = self.strings
@@ -249,8 +255,7 @@ class _Reader:
         c.skip_to_alignment(8, "insufficient data for constant indices")
         if count > c.remaining // 8:
             raise c.fail("insufficient data for constant indices")
-        offsets = list(struct.unpack_from(f"<{count}Q", c.data, c.pos))
-        c.pos += count * 8
+        offsets = list(c.words("Q", count))
         data = c.data[c.pos : c.end]
         for i, start in enumerate(offsets):
             end = offsets[i + 1] if i + 1 < count else len(data)
@@ -264,7 +269,7 @@ class _Reader:
                     f"constant {i} extends beyond available data: size={end - start}, "
                     f"start={start}, total data size={len(data)}"
                 )
-        return _Table(count, offsets, data, "constants")
+        return _Table(count, offsets, data, "constants", c.base + c.pos)
 
     # ------------------------------------------------------------------ types
     def type(self, idx: int, expect: Optional[str] = None) -> ty.Type:
@@ -328,7 +333,13 @@ class _Reader:
             kwargs[p["field"]] = value
         if flags >> len(optional):  # checked after the parameters, at the last byte read (NVIDIA)
             raise BytecodeError("unused bits set in optional parameter flags", c.pos - 1)
-        return L.type_class(info["class"])(**kwargs)
+        t = L.type_class(info["class"])(**kwargs)
+        # the text parser's checks (NVIDIA's reader builds types with getChecked): shapes,
+        # strides, element counts, partition tiles, dim maps, paddings; at the last byte read
+        msg = verify_type(t, explicit_dim_map=True)
+        if msg:
+            raise BytecodeError(msg, c.pos - 1)
+        return t
 
     def _read_param(self, c: Cursor, p: dict):
         enc, what = p["enc"], f"failed to read {p['name']}"
@@ -341,7 +352,13 @@ class _Reader:
             n = c.varint(f"failed to read number of {p['name']}")
             if n > c.remaining:
                 raise c.fail(f"array size in bytecode ({n}) exceeds maximum supported capacity")
-            return tuple(self.type(c.varint(what)) for _ in range(n))
+            out = []
+            for _ in range(n):
+                at = c.pos
+                idx = c.varint(what)
+                with context(f"error at offset {at}: failed to get parameter type"):
+                    out.append(self.type(idx))
+            return tuple(out)
         if enc == "i64_array":
             return tuple(c.le_array("q", what))
         if enc == "i32_array":
@@ -372,7 +389,7 @@ class _Reader:
         key = (idx, type_)
         cache = self.constants.cache
         if key not in cache:
-            cache[key] = self._decode_constant(Cursor(self.constants.span(idx)), type_)
+            cache[key] = self._decode_constant(self.constants.cursor(idx), type_)
         return cache[key]
 
     def _decode_constant(self, c: Cursor, type_: ty.Type) -> DenseElementsAttr:
@@ -478,7 +495,8 @@ class _Reader:
             raise BytecodeError(
                 f"function signature index {sig_idx} out of bounds for function '{name}'"
             )
-        with context(f"failed to parse type at index {sig_idx} for function '{name}"):
+        # (sic: NVIDIA's message lacks the closing quote)
+        with context(f"{self._at}failed to parse type at index {sig_idx} for function '{name}"):
             sig = self.type(sig_idx)
         if not isinstance(sig, ty.FunctionType):
             raise BytecodeError(
@@ -508,14 +526,12 @@ class _Reader:
         c.skip_to_alignment(4, "failed to skip padding for debug info index offset pointer")
         if nfuncs > c.remaining // 4:
             raise c.fail("failed to read debug info index offset pointer.")
-        starts = list(struct.unpack_from(f"<{nfuncs}I", c.data, c.pos))
-        c.pos += nfuncs * 4
+        starts = list(c.words("I", nfuncs))
         nidx = c.varint("failed to read total number of debug info indices")
         c.skip_to_alignment(8, "failed to skip padding for debug info indices pointer")
         if nidx > c.remaining // 8:
             raise c.fail("failed to read debug info indices pointer")
-        indices = struct.unpack_from(f"<{nidx}Q", c.data, c.pos)
-        c.pos += nidx * 8
+        indices = c.words("Q", nidx)
         nattrs = c.varint("failed to read total number of debug info attributes")
         c.skip_to_alignment(4, "failed to skip padding for debug info offset pointer")
         limit = c.remaining // 4
@@ -524,9 +540,8 @@ class _Reader:
                 f"number of debug info attributes ({nattrs}) exceeds the maximum of {limit} that "
                 f"can fit in the remaining payload of {c.remaining} bytes."
             )
-        offsets = list(struct.unpack_from(f"<{nattrs}I", c.data, c.pos))
-        c.pos += nattrs * 4
-        self.debug = (starts, indices, _Table(nattrs, offsets, c.data[c.pos : c.end], "debug info"))
+        offsets = list(c.words("I", nattrs))
+        self.debug = (starts, indices, _Table(nattrs, offsets, c.data[c.pos : c.end], "debug info", c.base + c.pos))
 
     def _function_locs(self, op_index: int):
         """Iterator state over a function's debug indices (None: no locations stored)."""
@@ -570,7 +585,7 @@ class _Reader:
         table.busy.add(k)
         self.depth += 1
         try:
-            found = parse(Cursor(table.span(k)))
+            found = parse(table.cursor(k))
         finally:
             self.depth -= 1
             table.busy.discard(k)
@@ -981,6 +996,20 @@ class _Reader:
                 raise c.fail("failed to parse OptimizationHintsAttr")
             items.append((key, value))
         return tuple(items)
+
+
+def _check_invariants(module: Operation) -> None:
+    """What NVIDIA's reader checks on the built module before verification: every entry
+    argument is a tile (its rank is the verifier's business)."""
+    for op in module.regions[0].block.ops:
+        if op.name != "cuda_tile.entry":
+            continue
+        for i, t in enumerate(op.attributes["function_type"].value.inputs):
+            if not isinstance(t, ty.TileType):
+                raise BytecodeError(
+                    f"unsupported type in bytecode for entry argument #{i}: '{_type_text(t)}'; "
+                    "expected a rank-0 !cuda_tile.tile type"
+                )
 
 
 # --------------------------------------------------------------------------- dense payloads

@@ -90,15 +90,26 @@ class Writer:
 # --------------------------------------------------------------------------- decoding
 
 
+#: When a list, every field read appends ``(file offset, byte length, kind)``: the map of a
+#: file's fields that ``bench/fuzz_bytecode.py`` sweeps with hostile values. None: no tracing.
+TRACE: Optional[list] = None
+
+
 class Cursor:
-    """A bounded read position over ``data``; errors carry the offset within this buffer."""
+    """A bounded read position over ``data``; errors carry the offset within this buffer.
+    ``base`` is the file offset of ``data[0]`` (for :data:`TRACE` only; messages stay relative,
+    as NVIDIA's are)."""
 
-    __slots__ = ("data", "pos", "end")
+    __slots__ = ("data", "pos", "end", "base")
 
-    def __init__(self, data, pos: int = 0, end: Optional[int] = None):
+    def __init__(self, data, pos: int = 0, end: Optional[int] = None, base: int = 0):
         self.data = memoryview(data) if not isinstance(data, memoryview) else data
         self.pos = pos
         self.end = len(self.data) if end is None else end
+        self.base = base
+
+    def _trace(self, start: int, kind: str) -> None:
+        TRACE.append((self.base + start, self.pos - start, kind))
 
     @property
     def remaining(self) -> int:
@@ -115,10 +126,13 @@ class Cursor:
             raise self.fail(what)
         v = self.data[self.pos]
         self.pos += 1
+        if TRACE is not None:
+            self._trace(self.pos - 1, "u8")
         return v
 
     def varint(self, what: str = "unexpected end of data", maximum: Optional[int] = None) -> int:
         result = shift = 0
+        start = self.pos
         while True:
             if self.pos >= self.end:
                 raise self.fail(what)
@@ -130,6 +144,8 @@ class Cursor:
             if not byte & 0x80:
                 break
             shift += 7
+        if TRACE is not None:
+            self._trace(start, "varint")
         if maximum is not None and result > maximum:
             raise self.fail(
                 "varint value exceeds maximum supported capacity. "
@@ -146,6 +162,8 @@ class Cursor:
             raise self.fail(what)
         (v,) = struct.unpack_from("<" + fmt, self.data, self.pos)
         self.pos += size
+        if TRACE is not None:
+            self._trace(self.pos - size, fmt)
         return v
 
     def bytes(self, n: int, what: str = "unexpected end of data") -> bytes:
@@ -161,7 +179,15 @@ class Cursor:
         size = struct.calcsize("<" + fmt)
         if n > self.remaining // size:
             raise self.fail(f"array size in bytecode ({n}) exceeds maximum supported capacity")
+        return self.words(fmt, n)
+
+    def words(self, fmt: str, n: int) -> tuple:
+        """``n`` little-endian words (the caller checked that they fit)."""
+        size = struct.calcsize("<" + fmt)
         out = struct.unpack_from(f"<{n}{fmt}", self.data, self.pos)
+        if TRACE is not None:
+            for i in range(n):
+                TRACE.append((self.base + self.pos + i * size, size, fmt))
         self.pos += n * size
         return out
 
@@ -177,6 +203,6 @@ class Cursor:
         """A cursor over the next ``n`` bytes (offsets restart at 0), consuming them here."""
         if n < 0 or self.remaining < n:
             raise self.fail(what)
-        c = Cursor(self.data[self.pos : self.pos + n])
+        c = Cursor(self.data[self.pos : self.pos + n], base=self.base + self.pos)
         self.pos += n
         return c

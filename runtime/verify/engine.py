@@ -137,11 +137,12 @@ class _Walker:
     def _verify_dominance(self, root: Operation) -> None:
         """Every operand dominates its use (nested isolated ops are checked on their own)."""
         graph = root.opdef is not None and root.opdef.has_trait("GraphRegionNoTerminator")
+        positions: dict = {}  # id(block) -> {id(op): index}: one pass per block, not per use
         for region in root.regions:
             for block in region.blocks:
                 for op in block.ops:
                     for i, v in enumerate(op.operands):
-                        if not graph and not _dominates(v, op):
+                        if not graph and not _dominates(v, op, positions):
                             d = self.diag.error(f"operand #{i} does not dominate this use", op.loc)
                             _dominance_note(d, v, op)
                             raise _Failed
@@ -208,16 +209,22 @@ def _ancestor_in(block: Block, op: Optional[Operation]) -> Optional[Operation]:
     return op
 
 
-def _dominates(value, user: Operation) -> bool:
+def _dominates(value, user: Operation, positions: Optional[dict] = None) -> bool:
+    """Whether ``value`` dominates ``user``; ``positions`` caches each block's op order."""
     if isinstance(value, OpResult):
         definer = value.op
-        if definer.parent is None:
+        block = definer.parent
+        if block is None:
             return True
-        anchor = _ancestor_in(definer.parent, user)
+        anchor = _ancestor_in(block, user)
         if anchor is None or anchor is definer:
             return False
-        ops = definer.parent.ops
-        return ops.index(definer) < ops.index(anchor)
+        if positions is None:
+            positions = {}
+        order = positions.get(id(block))
+        if order is None:
+            order = positions[id(block)] = {id(o): i for i, o in enumerate(block.ops)}
+        return order[id(definer)] < order[id(anchor)]
     if isinstance(value, BlockArgument):
         return _ancestor_in(value.block, user) is not None
     return True

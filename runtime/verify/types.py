@@ -51,9 +51,10 @@ def is_tile_element_type(t: Type) -> bool:
     return is_number_type(t) or t == IntegerType(4) or isinstance(t, PointerType)
 
 
-def verify_type(t: Type) -> Optional[str]:
+def verify_type(t: Type, explicit_dim_map: bool = False) -> Optional[str]:
     """The diagnostic for an invalid cuda_tile type (checked shallowly: nested types were
-    verified when they were built), or None when ``t`` is valid."""
+    verified when they were built), or None when ``t`` is valid. ``explicit_dim_map``: an empty
+    ``dim_map`` means no mapping at all (bytecode stores it explicitly), not the identity."""
     if isinstance(t, PointerType):
         if not is_number_type(t.pointee):
             return f"failed to verify 'pointeeType': {NUMBER_TYPE_LIST}"
@@ -71,7 +72,7 @@ def verify_type(t: Type) -> Optional[str]:
             from tilegen.runtime.verify import view_types  # written by the views owner
         except ImportError:
             return None
-        return view_types.verify_view_type(t)
+        return view_types.verify_view_type(t, explicit_dim_map)
     return None
 
 

@@ -90,13 +90,17 @@ def _padding(padding: Optional[str], element: Type) -> Optional[str]:
 
 
 def _partition_like(
-    tile_shape: Sequence[int], tv: TensorViewType, dim_map: Sequence[int], padding: Optional[str]
+    tile_shape: Sequence[int],
+    tv: TensorViewType,
+    dim_map: Sequence[int],
+    padding: Optional[str],
+    explicit: bool = False,
 ) -> Optional[str]:
     err = _common_prefix(tile_shape, tv)
     if err:
         return err
     rank = len(tile_shape)
-    mapping = tuple(dim_map) if dim_map else tuple(range(rank))
+    mapping = tuple(dim_map) if dim_map or explicit else tuple(range(rank))
     if len(mapping) != rank:
         return (
             f"expected dim_map to map exactly all {rank} dimensions of the tile, "
@@ -123,15 +127,16 @@ def _partition_like(
     return _tile_type_error(tile_shape, tv.element) or _padding(padding, tv.element)
 
 
-def verify_partition_view(t: PartitionViewType) -> Optional[str]:
+def verify_partition_view(t: PartitionViewType, explicit_dim_map: bool = False) -> Optional[str]:
+    """``explicit_dim_map``: an empty dim_map maps nothing (bytecode) instead of the identity."""
     return verify_tensor_view(t.tensor_view) or _partition_like(
-        t.tile_shape, t.tensor_view, t.dim_map, t.padding_value
+        t.tile_shape, t.tensor_view, t.dim_map, t.padding_value, explicit_dim_map
     )
 
 
-def verify_strided_view(t: StridedViewType) -> Optional[str]:
+def verify_strided_view(t: StridedViewType, explicit_dim_map: bool = False) -> Optional[str]:
     err = verify_tensor_view(t.tensor_view) or _partition_like(
-        t.tile_shape, t.tensor_view, t.dim_map, t.padding_value
+        t.tile_shape, t.tensor_view, t.dim_map, t.padding_value, explicit_dim_map
     )
     if err:
         return err
@@ -155,14 +160,14 @@ def verify_gather_scatter_view(t: GatherScatterViewType) -> Optional[str]:
     return _tile_type_error(t.tile_shape, tv.element) or _padding(t.padding_value, tv.element)
 
 
-def verify_view_type(t: Type) -> Optional[str]:
+def verify_view_type(t: Type, explicit_dim_map: bool = False) -> Optional[str]:
     """The first verifier failure of a view type, or None (non-view types always pass)."""
     if isinstance(t, TensorViewType):
         return verify_tensor_view(t)
     if isinstance(t, StridedViewType):
-        return verify_strided_view(t)
+        return verify_strided_view(t, explicit_dim_map)
     if isinstance(t, PartitionViewType):
-        return verify_partition_view(t)
+        return verify_partition_view(t, explicit_dim_map)
     if isinstance(t, GatherScatterViewType):
         return verify_gather_scatter_view(t)
     return None

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Memory and time of hostile inputs (not a test): ``python bench/hostile_input.py [CASE...]``.
+
+Each case runs in a fresh child process that reads its input from a file, as the tools do, and
+reports the wall and CPU time of the work, the peak RSS above the RSS it had after its imports
+(``resource.getrusage``), that growth divided by the input size, the bytes written to stderr and
+the outcome (exit code or exception class). ``--tracemalloc`` adds tracemalloc's peak (slower).
+
+Cases (see ``CASES``): string literals of 1/3/10 MB, 100,000 ops (about 4 MB of text), a 100 MB
+random blob given to ``tilegen.compile`` (as text and behind a bytecode header), a 1 MB
+identifier, a 5,000-digit integer literal, and 1,000 nested ``if``/``for`` through
+``tilegen-opt`` and the ``tilegen-translate`` round trip. The targets (issue 17): memory growth
+at most 20x the input, 100,000 ops in a few seconds, messages of bounded size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+MB = 1 << 20
+
+HEADER = "cuda_tile.module @kernels {\n  entry @k(%arg0: tile<i32>) {\n"
+FOOTER = "    return\n  }\n}\n"
+
+
+def string_literal(size: int) -> bytes:
+    return (HEADER + '    %t = print_tko "' + "x" * size + '" -> token\n' + FOOTER).encode()
+
+
+def many_ops(n: int) -> bytes:
+    lines = [HEADER]
+    prev = "%arg0"
+    for i in range(n):
+        lines.append(f"    %v{i} = addi {prev}, %arg0 : tile<i32>\n")
+        prev = f"%v{i}"
+    lines.append(FOOTER)
+    return "".join(lines).encode()
+
+
+def nested(kind: str, depth: int) -> bytes:
+    """``depth`` nested ``if`` (or ``for``) ops, one ``addi`` in the innermost body."""
+    out = [HEADER]
+    if kind == "if":
+        out.append("    %c = constant <i1: true> : tile<i1>\n")
+        for _ in range(depth):
+            out.append("if %c {\n")
+        out.append("%x = addi %arg0, %arg0 : tile<i32>\n")
+        out.append("}\n" * depth)
+    else:
+        out.append("    %lb = constant <i32: 0> : tile<i32>\n")
+        out.append("    %ub = constant <i32: 2> : tile<i32>\n")
+        out.append("    %st = constant <i32: 1> : tile<i32>\n")
+        for i in range(depth):
+            out.append(f"for %i{i} in (%lb to %ub, step %st) : tile<i32> {{\n")
+        out.append("%x = addi %arg0, %arg0 : tile<i32>\n")
+        out.append("continue\n}\n" * depth)
+    out.append(FOOTER)
+    return "".join(out).encode()
+
+
+def long_identifier(size: int) -> bytes:
+    return (HEADER + "    %r = addi %" + "a" * size + ", %arg0 : tile<i32>\n" + FOOTER).encode()
+
+
+def big_integer(digits: int) -> bytes:
+    return (HEADER + "    %c = constant <i32: " + "9" * digits + "> : tile<i32>\n" + FOOTER).encode()
+
+
+def random_blob(size: int, magic: bool) -> bytes:
+    data = random.Random(17).randbytes(size)
+    return (b"\x7fTileIR\x00\x0d\x04\x00\x00" + data[12:]) if magic else data
+
+
+#: name -> (input builder, how it runs: "opt" | "roundtrip" | "compile" | "read")
+CASES = {
+    "string-1MB": (lambda: string_literal(1 * MB), "opt"),
+    "string-3MB": (lambda: string_literal(3 * MB), "opt"),
+    "string-10MB": (lambda: string_literal(10 * MB), "opt"),
+    "ops-100k": (lambda: many_ops(100_000), "opt"),
+    "ops-100k-bytecode": (lambda: many_ops(100_000), "roundtrip"),
+    "blob-100MB": (lambda: random_blob(100 * MB, False), "compile"),
+    "blob-100MB-bytecode": (lambda: random_blob(100 * MB, True), "compile"),
+    "identifier-1MB": (lambda: long_identifier(1 * MB), "opt"),
+    "integer-5000-digits": (lambda: big_integer(5000), "opt"),
+    "if-1000": (lambda: nested("if", 1000), "opt"),
+    "for-1000": (lambda: nested("for", 1000), "opt"),
+    "if-1000-bytecode": (lambda: nested("if", 1000), "roundtrip"),
+    "for-1000-bytecode": (lambda: nested("for", 1000), "roundtrip"),
+}
+
+
+def _rss_kb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def child(case: str, path: str, use_tracemalloc: bool) -> dict:
+    """Run one case in this process and report what it cost."""
+    import tilegen  # noqa: F401 - imports happen before the baseline
+    from tilegen.runtime.asm import parse_module  # noqa: F401
+    from tilegen.runtime.bytecode import read_bytecode  # noqa: F401
+    from tilegen.tools import opt, translate
+
+    mode = CASES[case][1]
+    size = os.path.getsize(path)
+    if mode == "compile":
+        from tilegen import api  # noqa: F401
+    base = _rss_kb()
+    if use_tracemalloc:
+        import tracemalloc
+
+        tracemalloc.start()
+    err = io.StringIO()
+    t0, c0 = time.perf_counter(), time.process_time()
+    outcome = ""
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        try:
+            if mode == "opt":
+                outcome = f"exit {opt.main([path, '-o', os.devnull])}"
+            elif mode == "roundtrip":
+                bc = path + ".tileirbc"
+                rc = translate.main(["-mlir-to-cudatilebc", "-no-implicit-module", path, "-o", bc])
+                if rc == 0:
+                    rc = translate.main(["-cudatilebc-to-mlir", bc, "-o", os.devnull])
+                outcome = f"exit {rc}"
+            elif mode == "compile":
+                import tilegen
+
+                try:
+                    tilegen.compile(Path(path).read_bytes(), gpu_name="sm_90", cache=False)
+                    outcome = "compiled"
+                except tilegen.CompileError as e:
+                    outcome = f"CompileError({e.exit_code})"
+            else:
+                raise ValueError(mode)
+        except BaseException as e:  # noqa: BLE001 - report whatever escaped
+            outcome = f"{type(e).__name__}"
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    result = {
+        "case": case,
+        "input_bytes": size,
+        "seconds": round(seconds, 2),
+        "cpu_s": round(cpu, 2),
+        "rss_growth_mb": round((_rss_kb() - base) / 1024, 1),
+        "ratio": round((_rss_kb() - base) * 1024 / max(size, 1), 1),
+        "stderr_bytes": len(err.getvalue()),
+        "outcome": outcome,
+        "first_error": err.getvalue().split("\n", 1)[0][:160],
+    }
+    if use_tracemalloc:
+        import tracemalloc
+
+        result["tracemalloc_peak_mb"] = round(tracemalloc.get_traced_memory()[1] / MB, 1)
+    return result
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("cases", nargs="*", help=f"default: all of {', '.join(CASES)}")
+    ap.add_argument("--tracemalloc", action="store_true", help="also report tracemalloc's peak")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
+    ap.add_argument("--json", action="store_true", help="one JSON object per line")
+    ap.add_argument("--child", metavar="CASE", help=argparse.SUPPRESS)
+    ap.add_argument("--input", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.input, args.tracemalloc)))
+        return 0
+    names = args.cases or list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        ap.error(f"unknown case(s): {', '.join(unknown)}")
+    cols = ("case", "input_bytes", "seconds", "cpu_s", "rss_growth_mb", "ratio", "stderr_bytes")
+    if not args.json:
+        print(" | ".join(cols + ("outcome",)))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            path = os.path.join(tmp, name + ".mlir")
+            Path(path).write_bytes(CASES[name][0]())
+            cmd = [sys.executable, __file__, "--child", name, "--input", path]
+            if args.tracemalloc:
+                cmd.append("--tracemalloc")
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+                lines = proc.stdout.strip().splitlines()
+                row = json.loads(lines[-1]) if lines else {"case": name, "outcome": proc.stderr[-300:]}
+            except subprocess.TimeoutExpired:
+                row = {"case": name, "outcome": f"timeout after {args.timeout:.0f} s"}
+            os.remove(path)
+            if args.json:
+                print(json.dumps(row), flush=True)
+            else:
+                vals = [str(row.get(c, "")) for c in cols]
+                extra = row.get("outcome", "")
+                if "tracemalloc_peak_mb" in row:
+                    extra += f" tracemalloc={row['tracemalloc_peak_mb']}MB"
+                print(" | ".join(vals + [extra]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
