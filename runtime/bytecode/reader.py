@@ -460,6 +460,9 @@ class _Reader:
             sig_idx = c.varint("failed to read function signature")
             flags = c.u8("failed to read function flags")
             loc_idx = c.varint("failed to read function location")
+            unknown = flags & ~sum(flags_t.values())
+            if unknown:  # checked once the location is read, as NVIDIA does
+                raise c.fail(f"function entry has unrecognized flag bits (0x{unknown:X});")
             hints = None
             is_entry = bool(flags & flags_t["entry"])
             if is_entry and (v2 or flags & flags_t["has_hints"]):
@@ -505,7 +508,7 @@ class _Reader:
             )
         if not is_entry:
             raise BytecodeError(f"un-expected non-entry function '{name}'")
-        self.locs = self._function_locs(loc_idx)
+        self.locs = self._function_locs(loc_idx, name)
         attrs = {"sym_name": StringAttr(name), "function_type": TypeAttr(sig)}
         if hints is not None:
             attrs["optimization_hints"] = hints
@@ -543,14 +546,13 @@ class _Reader:
         offsets = list(c.words("I", nattrs))
         self.debug = (starts, indices, _Table(nattrs, offsets, c.data[c.pos : c.end], "debug info", c.base + c.pos))
 
-    def _function_locs(self, op_index: int):
+    def _function_locs(self, op_index: int, name: str):
         """Iterator state over a function's debug indices (None: no locations stored)."""
-        if op_index == 0 or self.debug is None:
+        if op_index == 0:
             return None
-        starts, indices, _ = self.debug
-        if op_index - 1 >= len(starts):
-            raise BytecodeError(f"debug info index {op_index} out of bounds")
-        return [starts[op_index - 1]]
+        if self.debug is None or op_index - 1 >= len(self.debug[0]):
+            raise BytecodeError(f"{self._at}failed to read function location for '{name}'")
+        return [self.debug[0][op_index - 1]]
 
     def _next_loc(self):
         if self.locs is None:
@@ -707,7 +709,7 @@ class _Reader:
                 continue
             what = "optional attribute" if a["optional"] else "attribute"
             with context(f"failed to parse {what} '{a['name']}'"):
-                attrs[a["name"]] = self._inline_attr(c, a, result_types)
+                attrs[a["name"]] = self._inline_attr(c, _with_interface(a, opdef), result_types)
         # operands
         operands = self._read_operands(c, opdef, layout, bit, values, attrs)
         # regions
@@ -854,7 +856,11 @@ class _Reader:
         if enc == "dict_payload":
             return OptimizationHintsAttr(self._sc_dict_items(c, hints=True))
         if enc == "self_contained":
-            return self.sc_attr(c)
+            value = self.sc_attr(c)
+            iface = a.get("interface")
+            if iface is not None and not isinstance(value, _INTERFACES[iface]):
+                raise c.fail(f"failed to cast parsed attribute to {iface}AttrInterface")
+            return value
         raise c.fail("attribute deserialization not implemented for the requested C++ type")
 
     def _enum(self, c: Cursor, enum_name: str):
@@ -952,9 +958,11 @@ class _Reader:
             if v >> width:
                 raise c.fail(f"value {v} does not fit in {width} bits.")
             return v
-        if width <= 64:
-            v = c.svarint("failed to read signed varint for APInt (<= 64 bits).")
-            return v & ((1 << width) - 1)
+        if width <= 64:  # the zig-zag of the zero-extended bits: a negative value never fits
+            v = c.svarint("failed to read signed varint for APInt (<= 64 bits).") & (2**64 - 1)
+            if v >> width:
+                raise c.fail(f"value {v} does not fit in {width} bits")
+            return v
         nwords = c.varint("failed to read numActiveWords for APInt (> 64 bits).")
         limit = (width + 63) // 64
         if nwords > limit:
@@ -996,6 +1004,25 @@ class _Reader:
                 raise c.fail("failed to parse OptimizationHintsAttr")
             items.append((key, value))
         return tuple(items)
+
+
+#: attribute interfaces (``kind: attr-interface``, ``class: X``) -> the attributes implementing them
+_INTERFACES = {"AssumePredicate": (DivByAttr, SameElementsAttr, BoundedAttr)}
+_LAYOUTS_WITH_INTERFACE: dict = {}
+
+
+def _with_interface(a: dict, opdef) -> dict:
+    """The layout entry ``a`` plus ``interface`` when the op declares the attribute as an
+    attribute interface (NVIDIA's reader casts the self-contained attribute to it)."""
+    key = (opdef.name, a["name"])
+    found = _LAYOUTS_WITH_INTERFACE.get(key)
+    if found is None:
+        found = a
+        for d in opdef.attributes:
+            if d.name == a["name"] and d.kind == "attr-interface" and d.attr_class in _INTERFACES:
+                found = dict(a, interface=d.attr_class)
+        _LAYOUTS_WITH_INTERFACE[key] = found
+    return found
 
 
 def _check_invariants(module: Operation) -> None:
