@@ -49,6 +49,8 @@ for _p in _PUNCTS:  # longest spellings first for each leading character
     _PUNCT_BY_CHAR[_p[0]] = tuple(sorted(_PUNCT_BY_CHAR[_p[0]] + (_p,), key=len, reverse=True))
 _RE_DIGITS = re.compile(r"[0-9]+")
 #: One match per well-formed token (group name = token kind); anything else takes the slow path.
+#: (Strings are matched as ``"[^"\\\n]*(?:\\.[^"\\\n]*)*"``: a repeated single-character class
+#: costs ``re`` no backtracking state per character, where ``(?:a|b)*`` costs hundreds of bytes.)
 _RE_FAST = re.compile(
     r"(?>(?:[ \t\r\n]+|//[^\n]*)*)(?:"  # atomic: no backtracking into whitespace
     r"(?P<bare_identifier>[A-Za-z_][A-Za-z_0-9$.]*)"
@@ -58,8 +60,8 @@ _RE_FAST = re.compile(
     r"|(?P<caret_identifier>\^[A-Za-z_0-9$.\-]+)"
     r"|(?P<hash_identifier>\#(?:[A-Za-z_][A-Za-z_0-9$.]*|[0-9]+))"
     r"|(?P<exclamation_identifier>![A-Za-z_][A-Za-z_0-9$.]*)"
-    r"|(?P<at_identifier>@(?:[A-Za-z_][A-Za-z_0-9$.]*|\"(?:[^\"\\\n]|\\[^\n])*\"))"
-    r"|(?P<string>\"(?:[^\"\\\n]|\\[^\n])*\")"
+    r"|(?P<at_identifier>@(?:[A-Za-z_][A-Za-z_0-9$.]*|\"[^\"\\\n]*(?:\\[^\n][^\"\\\n]*)*\"))"
+    r"|(?P<string>\"[^\"\\\n]*(?:\\[^\n][^\"\\\n]*)*\")"
     r"|(?P<punct>->|\.\.\.|::|[,:()\[\]<>{}=?*+\-|])"
     r")"
 )
@@ -217,52 +219,38 @@ class Lexer:
 _SIGIL_WHAT = {"%": "SSA name", "^": "block name", "#": "attribute name", "!": "type identifier"}
 
 
+_RE_ESCAPE = re.compile(rb'\\(["\\nt]|[0-9A-Fa-f]{2})?')
+_SIMPLE_ESCAPES = {b'"': b'"', b"\\": b"\\", b"n": b"\n", b"t": b"\t"}
+
+
+def _unescape(m: "re.Match[bytes]") -> bytes:
+    e = m.group(1)
+    if e is None:  # a backslash before anything else stays as written
+        return b"\\"
+    return _SIMPLE_ESCAPES.get(e) or bytes([int(e, 16)])
+
+
 def decode_string(spelling: str) -> str:
     """Decode a quoted MLIR string literal (``"a\\n\\22"``) into its value."""
     body = spelling[1:-1]
     if "\\" not in body:
         return body
-    out = bytearray()
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c != "\\":
-            out += c.encode("utf-8")
-            i += 1
-            continue
-        nxt = body[i + 1 : i + 2]
-        if nxt in ('"', "\\"):
-            out += nxt.encode()
-            i += 2
-        elif nxt == "n":
-            out += b"\n"
-            i += 2
-        elif nxt == "t":
-            out += b"\t"
-            i += 2
-        else:
-            hexpair = body[i + 1 : i + 3]
-            try:
-                out.append(int(hexpair, 16))
-            except ValueError:
-                out += b"\\"
-                i += 1
-                continue
-            i += 3
-    return out.decode("utf-8", errors="surrogateescape")
+    raw = _RE_ESCAPE.sub(_unescape, body.encode("utf-8", errors="surrogateescape"))
+    return raw.decode("utf-8", errors="surrogateescape")
+
+
+_RE_UNPRINTABLE = re.compile(rb'[^\x20\x21\x23-\x5b\x5d-\x7e]')
+
+
+def _escape_byte(m: "re.Match[bytes]") -> bytes:
+    b = m.group(0)
+    return b"\\\\" if b == b"\\" else b"\\%02X" % b[0]
 
 
 def encode_string(value: str) -> str:
     """Quote ``value`` as llvm::printEscapedString does (printable ASCII kept, ``\\\\`` for a
     backslash, ``\\XX`` hex for ``"`` and everything else)."""
-    out = ['"']
-    for b in value.encode("utf-8", errors="surrogateescape"):
-        ch = chr(b)
-        if ch == "\\":
-            out.append("\\\\")
-        elif 0x20 <= b < 0x7F and ch != '"':
-            out.append(ch)
-        else:
-            out.append("\\%02X" % b)
-    out.append('"')
-    return "".join(out)
+    raw = value.encode("utf-8", errors="surrogateescape")
+    if _RE_UNPRINTABLE.search(raw) is None:
+        return '"' + value + '"'
+    return '"' + _RE_UNPRINTABLE.sub(_escape_byte, raw).decode("ascii") + '"'
