@@ -303,7 +303,7 @@ def nvidia_verdict(data: bytes, tool: str, workdir: str) -> tuple[bool, list[str
         )
     except subprocess.TimeoutExpired:
         return False, ["tileirdisasm: timeout"]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error")]
+    lines = [ln for ln in proc.stderr.splitlines() if "error: " in ln]
     return proc.returncode == 0, lines
 
 
@@ -371,6 +371,7 @@ def run_campaign(
     if differential:
         stats.update(nv_rejected=0, tg_also_rejected=0, missed=0, stricter=0, same_message=0)
     failures: list = []
+    stricter: list = []  # inputs tilegen rejects and NVIDIA accepts (up to 10)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="fuzz_bytecode_")
@@ -404,6 +405,9 @@ def run_campaign(
                         note = dict(note, nvidia=nv_errors[:2])
                 elif key != "ok":
                     stats["stricter"] += 1
+                    if len(stricter) < 10:
+                        _, tg_errors = tilegen_verdict(data)
+                        stricter.append(dict(note, tilegen=tg_errors[:1]))
             if kind is not None:
                 if len(failures) < 20:
                     failures.append((kind if kind != "crash" else result, data, note))
@@ -427,6 +431,7 @@ def run_campaign(
         n = stats["nv_rejected"]
         stats["agreement_on_nv_rejected"] = f"{100.0 * stats['tg_also_rejected'] / n:.2f}%" if n else "-"
     stats["failures"] = failures
+    stats["stricter_examples"] = stricter
     return stats
 
 
@@ -503,7 +508,10 @@ def main(argv=None) -> int:
         pool,
     )
     failures = stats.pop("failures")
+    stricter = stats.pop("stricter_examples")
     print(" ".join(f"{k}={v}" for k, v in stats.items()))
+    for note in stricter:
+        print("stricter", json.dumps(note, default=str), file=sys.stderr)
     for result, data, note in failures:
         print(result, json.dumps(note, default=str), file=sys.stderr)
     return 1 if failures else 0

@@ -34,21 +34,27 @@ class BytecodeWriteError(BytecodeError):
         self.remark_op = remark_op
 
 
-def context(message: str):
-    """Decorator-free helper: ``with context('failed to parse type section'): ...``."""
-    return _Context(message)
+def context(message: str, cursor=None):
+    """``with context('failed to parse type section'): ...`` adds ``message`` to a
+    :class:`BytecodeError` raised inside; with a ``cursor``, prefixed ``error at offset N: ``
+    where N is that cursor's position when the error passes (as NVIDIA reports it)."""
+    return _Context(message, cursor)
 
 
 class _Context:
-    __slots__ = ("message",)
+    __slots__ = ("message", "cursor")
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, cursor=None):
         self.message = message
+        self.cursor = cursor
 
     def __enter__(self):
         return self
 
     def __exit__(self, etype, exc, tb):
         if isinstance(exc, BytecodeError) and not isinstance(exc, BytecodeWriteError):
-            exc.add_context(self.message)
+            if self.cursor is None:
+                exc.add_context(self.message)
+            else:
+                exc.add_context(f"error at offset {self.cursor.pos}: {self.message}")
         return False

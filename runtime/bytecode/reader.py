@@ -104,11 +104,11 @@ class _Reader:
     # ------------------------------------------------------------------ framing
     def read(self) -> Operation:
         c = Cursor(self.data)
-        with context("failed to parse bytecode header"):
+        with context("failed to parse bytecode header", c):
             self._read_header(c)
         sections: dict[str, Cursor] = {}
         while True:
-            with context("failed to parse section header"):
+            with context("failed to parse section header", c):
                 if c.at_end():
                     raise c.fail("unexpected end of data while reading section header")
                 id_byte = c.u8("failed to read section ID and alignment flag")
@@ -121,33 +121,37 @@ class _Reader:
                 if name is None:
                     raise c.fail(f"unknown section ID: {sid}")
                 length = c.varint("failed to read section length")
+                # checked before the alignment is read and the padding skipped (NVIDIA)
+                if length > c.remaining:
+                    raise c.fail(
+                        f"section length {length} exceeds remaining data size {c.remaining}"
+                    )
                 alignment = 0
                 if aligned:
                     alignment = c.varint("failed to read section length")
                     if alignment == 0 or alignment & (alignment - 1) or alignment > 2**16:
                         raise c.fail(f"invalid alignment value: {alignment}")
                     c.skip_to_alignment(alignment, "failed to read section payload")
-                if length > c.remaining:
-                    raise c.fail(
-                        f"section length {length} exceeds remaining data size {c.remaining}"
-                    )
             required = L.T.SECTIONS[name]["alignment"]
             if required:
                 if not aligned:
-                    raise BytecodeError(
+                    raise c.fail(
                         f"section {sid} must have alignment that is a multiple of {required} "
                         "bytes, but has no alignment flag set"
                     )
                 if alignment % required:
-                    raise BytecodeError(
+                    raise c.fail(
                         f"section {sid} must have alignment that is a multiple of {required} "
                         f"bytes, but has alignment of {alignment}"
                     )
+            if length > c.remaining:  # the padding took what the length needed
+                raise c.fail(f"section length {length} exceeds remaining bytecode data. {c.remaining}")
             sections[name] = c.sub(length, "failed to read section payload")
         if not c.at_end():
             raise c.fail("end section is not the last section")
-        # NVIDIA builds functions after reading every section and reports their failures at the
-        # top-level cursor, i.e. at the end of the file
+        # NVIDIA decodes the sections and builds functions after framing the whole file and
+        # reports those failures at the top-level cursor, i.e. at the end of the file
+        self.top = c
         self._at = f"error at offset {c.pos}: "
         for name, info in L.T.SECTIONS.items():
             if info["mandatory"] and name not in sections:
@@ -169,14 +173,14 @@ class _Reader:
         version = L.vstr(major, minor)
         if version not in L.READ_VERSIONS:
             lo, hi = L.PRODUCTION_READ_VERSIONS[0], L.PRODUCTION_READ_VERSIONS[-1]
-            raise BytecodeError(
+            raise c.fail(
                 f"unsupported Tile version {major}.{minor}.{tag}, "
                 f"this reader supports versions [{lo} - {hi}]"
             )
         if tag & ~1:
-            raise BytecodeError(f"header has unrecognized version tag bits (0x{tag & ~1:X});")
+            raise c.fail(f"header has unrecognized version tag bits (0x{tag & ~1:X});")
         if tag:
-            raise BytecodeError(
+            raise c.fail(
                 f"public-preview bytecode at version {L.vstr(major, minor, tag)} is not readable; "
                 "tilegen does not enable preview features"
             )
@@ -189,28 +193,28 @@ class _Reader:
         self.functions: list = []
         self.debug = None
         empty = Cursor(b"")
-        with context("failed to parse string section"):
+        with context("failed to parse string section", self.top):
             self.strings = self._read_offset_table(sections["string"], "strings", 4, 4)
         if "producer" in sections:
-            with context("failed to parse producer section"):
+            with context("failed to parse producer section", self.top):
                 pc = sections["producer"]
                 idx = pc.varint("failed to read producer string index")
                 try:
                     self.producer = self.string(idx)
                 except BytecodeError:
                     raise BytecodeError(f"failed to get producer string at index {idx}") from None
-        with context("failed to parse type section"):
+        with context("failed to parse type section", self.top):
             self.types = self._read_offset_table(sections.get("type", empty), "types", 4, 4)
         if "constant" in sections:
-            with context("failed to parse constant section"):
+            with context("failed to parse constant section", self.top):
                 self.constants = self._read_constant_table(sections["constant"])
         if "global" in sections:
-            with context("failed to parse global section"):
+            with context("failed to parse global section", self.top):
                 self._read_globals(sections["global"])
-        with context("failed to parse function section"):
+        with context("failed to parse function section", self.top):
             self._read_functions(sections["func"])
         if "debug" in sections:
-            with context("failed to parse debug section"):
+            with context("failed to parse debug section", self.top):
                 self._read_debug(sections["debug"])
         module = Operation(
             "cuda_tile.module", attributes={"sym_name": StringAttr("kernels")}, regions=1
@@ -321,10 +325,9 @@ class _Reader:
                 if unified:
                     present = bool(flags >> optional.index(p) & 1)
                 else:
-                    byte = c.u8("failed to read presence byte for optional attribute")
-                    if byte > 1:
-                        raise BytecodeError(f"invalid presence byte for optional attribute: {byte}")
-                    present = bool(byte)
+                    # any non-zero byte means present (NVIDIA's reader; its range check on
+                    # this byte is never reached)
+                    present = bool(c.u8("failed to read presence byte for optional attribute"))
             if not present:
                 continue
             value = self._read_param(c, p)
@@ -923,11 +926,12 @@ class _Reader:
             return self.constant(c.varint("failed to read constant index"), t)
         if kind == "DivByAttr":
             divisor = c.varint("failed to read divisor for DivByAttr")
-            fl = c.u8("failed to read flags byte for DivByAttr")
-            if fl & ~3:
-                raise c.fail("unused bits set in optional parameter flags")
+            # a varint (NVIDIA), its unknown bits checked after the fields it announces
+            fl = c.varint("failed to read flags byte for DivByAttr")
             every = c.svarint("failed to read value for 'every' in DivByAttr") if fl & 1 else None
             along = c.svarint("failed to read value for 'along' in DivByAttr") if fl & 2 else None
+            if fl & ~3:
+                raise c.fail("unused bits set in optional parameter flags")
             return DivByAttr(divisor, every, along)
         if kind == "SameElementsAttr":
             vals = c.le_array("q", "failed to read DenseI64ArrayAttr for SameElementsAttr")
@@ -940,11 +944,11 @@ class _Reader:
         if kind == "OptimizationHintsAttr":
             return OptimizationHintsAttr(self._sc_dict_items(c, hints=True))
         if kind == "BoundedAttr":
-            fl = c.u8("failed to read flags byte for BoundedAttr")
-            if fl & ~3:
-                raise c.fail("unused bits set in optional parameter flags")
+            fl = c.varint("failed to read flags byte for BoundedAttr")  # as DivByAttr's
             lb = c.svarint("failed to read lower bound for BoundedAttr") if fl & 1 else None
             ub = c.svarint("failed to read upper bound for BoundedAttr") if fl & 2 else None
+            if fl & ~3:
+                raise c.fail("unused bits set in optional parameter flags")
             return BoundedAttr(lb, ub)
         if kind == "MultimemReductionKindAttr":
             return self._enum(c, "MultimemReductionKind")
