@@ -379,7 +379,9 @@ def run_campaign(
         os.makedirs(save, exist_ok=True)
     try:
         for data, note in inputs(mode, seed, pool):
-            if time.monotonic() - start >= seconds or (max_inputs and stats["inputs"] >= max_inputs):
+            if time.monotonic() - start >= seconds or (
+                max_inputs and stats["inputs"] >= max_inputs
+            ):
                 break
             t0 = time.monotonic()
             result = check(data, timeout, pipeline or differential)
@@ -395,8 +397,10 @@ def run_campaign(
                     if key != "ok":
                         stats["tg_also_rejected"] += 1
                         _, tg_errors = tilegen_verdict(data)
-                        if tg_errors and nv_errors and _message(tg_errors[0]) == _message(
-                            nv_errors[0]
+                        if (
+                            tg_errors
+                            and nv_errors
+                            and _message(tg_errors[0]) == _message(nv_errors[0])
                         ):
                             stats["same_message"] += 1
                     else:
@@ -429,7 +433,9 @@ def run_campaign(
     stats["rss_growth_mb"] = round((rss - rss0) / 1024, 1)
     if differential:
         n = stats["nv_rejected"]
-        stats["agreement_on_nv_rejected"] = f"{100.0 * stats['tg_also_rejected'] / n:.2f}%" if n else "-"
+        stats["agreement_on_nv_rejected"] = (
+            f"{100.0 * stats['tg_also_rejected'] / n:.2f}%" if n else "-"
+        )
     stats["failures"] = failures
     stats["stricter_examples"] = stricter
     return stats

@@ -74,7 +74,9 @@ def long_identifier(size: int) -> bytes:
 
 
 def big_integer(digits: int) -> bytes:
-    return (HEADER + "    %c = constant <i32: " + "9" * digits + "> : tile<i32>\n" + FOOTER).encode()
+    return (
+        HEADER + "    %c = constant <i32: " + "9" * digits + "> : tile<i32>\n" + FOOTER
+    ).encode()
 
 
 def random_blob(size: int, magic: bool) -> bytes:
@@ -195,7 +197,11 @@ def main(argv=None) -> int:
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
                 lines = proc.stdout.strip().splitlines()
-                row = json.loads(lines[-1]) if lines else {"case": name, "outcome": proc.stderr[-300:]}
+                row = (
+                    json.loads(lines[-1])
+                    if lines
+                    else {"case": name, "outcome": proc.stderr[-300:]}
+                )
             except subprocess.TimeoutExpired:
                 row = {"case": name, "outcome": f"timeout after {args.timeout:.0f} s"}
             os.remove(path)

@@ -239,7 +239,7 @@ def decode_string(spelling: str) -> str:
     return raw.decode("utf-8", errors="surrogateescape")
 
 
-_RE_UNPRINTABLE = re.compile(rb'[^\x20\x21\x23-\x5b\x5d-\x7e]')
+_RE_UNPRINTABLE = re.compile(rb"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 
 
 def _escape_byte(m: "re.Match[bytes]") -> bytes:

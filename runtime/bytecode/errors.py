@@ -10,14 +10,21 @@ class BytecodeError(Exception):
     enclosing context messages NVIDIA's tools print after it (``failed to parse operation 3 in
     block.``, ``failed to parse function section`` ...)."""
 
-    def __init__(self, message: str, offset: Optional[int] = None):
+    def __init__(self, message: str, offset: Optional[int] = None, silent: bool = False):
         text = f"error at offset {offset}: {message}" if offset is not None else message
         super().__init__(text)
-        self.messages: list[str] = [text]
+        #: ``silent``: NVIDIA fails here without a message of its own, so the first enclosing
+        #: context is the first message; ``text`` is used only if no context is added
+        self._messages: list[str] = [] if silent else [text]
+        self._fallback = text
 
     def add_context(self, message: str) -> "BytecodeError":
-        self.messages.append(message)
+        self._messages.append(message)
         return self
+
+    @property
+    def messages(self) -> list[str]:
+        return self._messages or [self._fallback]
 
     @property
     def message(self) -> str:

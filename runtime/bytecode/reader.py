@@ -85,7 +85,9 @@ class _Table:
         start = self.offsets[i]
         end = self.offsets[i + 1] if i + 1 < self.count else len(self.data)
         if not start <= end <= len(self.data):
-            raise BytecodeError(f"invalid {self.what} offsets for entry {i}")
+            if self.what == "strings":  # NVIDIA's string table yields an empty string
+                return self.data[0:0]
+            raise BytecodeError(f"invalid {self.what} offsets for entry {i}", silent=True)
         return self.data[start:end]
 
     def cursor(self, i: int) -> Cursor:
@@ -145,7 +147,9 @@ class _Reader:
                         f"bytes, but has alignment of {alignment}"
                     )
             if length > c.remaining:  # the padding took what the length needed
-                raise c.fail(f"section length {length} exceeds remaining bytecode data. {c.remaining}")
+                raise c.fail(
+                    f"section length {length} exceeds remaining bytecode data. {c.remaining}"
+                )
             sections[name] = c.sub(length, "failed to read section payload")
         if not c.at_end():
             raise c.fail("end section is not the last section")
@@ -278,8 +282,8 @@ class _Reader:
     # ------------------------------------------------------------------ types
     def type(self, idx: int, expect: Optional[str] = None) -> ty.Type:
         t = self.types
-        if idx >= t.count:
-            raise BytecodeError(f"type index {idx} out of bounds")
+        if idx >= t.count:  # NVIDIA reports only the caller's message
+            raise BytecodeError(f"type index {idx} out of bounds", silent=True)
         found = self._entry(
             t, idx, self._parse_type, f"cyclic or too deeply nested type at index {idx}"
         )
@@ -386,9 +390,11 @@ class _Reader:
         raise BytecodeError(f"unsupported type parameter encoding {enc}")  # pragma: no cover
 
     # ------------------------------------------------------------------ constants
-    def constant(self, idx: int, type_: ty.Type) -> DenseElementsAttr:
+    def constant(self, idx: int, type_: ty.Type, at: Optional[Cursor] = None) -> DenseElementsAttr:
+        """Constant ``idx`` as a ``type_`` dense attribute; ``at``: the cursor that read ``idx``
+        (an out-of-range index is reported at its position)."""
         if self.constants is None or idx >= self.constants.count:
-            raise BytecodeError(f"constant index {idx} out of bounds")
+            raise BytecodeError(f"constant index {idx} out of bounds", at.pos if at else None)
         key = (idx, type_)
         cache = self.constants.cache
         if key not in cache:
@@ -404,7 +410,10 @@ class _Reader:
             )
         size = c.varint("failed to read the size of the data buffer")
         raw = c.bytes(size, "failed to read the raw byte data")
-        return decode_dense(type_, raw)
+        try:
+            return decode_dense(type_, raw)
+        except BytecodeError as e:  # reported at the end of the payload, as NVIDIA does
+            raise BytecodeError(e.message, c.pos) from None
 
     # ------------------------------------------------------------------ globals
     def _read_globals(self, c: Cursor) -> None:
@@ -547,7 +556,11 @@ class _Reader:
                 f"can fit in the remaining payload of {c.remaining} bytes."
             )
         offsets = list(c.words("I", nattrs))
-        self.debug = (starts, indices, _Table(nattrs, offsets, c.data[c.pos : c.end], "debug info", c.base + c.pos))
+        self.debug = (
+            starts,
+            indices,
+            _Table(nattrs, offsets, c.data[c.pos : c.end], "debug info", c.base + c.pos),
+        )
 
     def _function_locs(self, op_index: int, name: str):
         """Iterator state over a function's debug indices (None: no locations stored)."""
@@ -557,17 +570,22 @@ class _Reader:
             raise BytecodeError(f"{self._at}failed to read function location for '{name}'")
         return [self.debug[0][op_index - 1]]
 
-    def _next_loc(self):
+    def _next_loc(self, c: Optional[Cursor] = None):
+        """The next op location of the current function; failures are reported as NVIDIA
+        does, ``failed to read operation location.`` at ``c`` (the op's cursor)."""
         if self.locs is None:
             return UNKNOWN_LOC
         starts, indices, _ = self.debug
         pos = self.locs[0]
         self.locs[0] += 1
-        if pos >= len(indices):
-            raise BytecodeError("failed to read operation location.")
-        loc = self.di(indices[pos])
-        if not isinstance(loc, (UnknownLoc, DILocAttr, CallSiteLoc)):
-            raise BytecodeError(f"debug info attribute {indices[pos]} is not a location")
+        with context("failed to read operation location.", c):
+            if pos >= len(indices):
+                raise BytecodeError(f"debug info index entry {pos} out of bounds", silent=True)
+            loc = self.di(indices[pos])
+            if not isinstance(loc, (UnknownLoc, DILocAttr, CallSiteLoc)):
+                raise BytecodeError(
+                    f"debug info attribute {indices[pos]} is not a location", silent=True
+                )
         return loc
 
     def di(self, idx: int):
@@ -575,8 +593,8 @@ class _Reader:
             return UNKNOWN_LOC
         table = self.debug[2]
         k = idx - 1
-        if k >= table.count:
-            raise BytecodeError(f"debug info index {idx} out of bounds")
+        if k >= table.count:  # NVIDIA reports only the caller's message
+            raise BytecodeError(f"debug info index {idx} out of bounds", silent=True)
         return self._entry(
             table, k, self._parse_di, f"cyclic or too deeply nested debug info attribute {idx}"
         )
@@ -604,29 +622,42 @@ class _Reader:
         def rd(field: str, cls: str):
             return c.varint(f"failed to read {field} when parsing {cls}")
 
+        def ref(field: str, cls):
+            """A debug-info reference of class ``cls``; anything else fails as NVIDIA's
+            reader does, with the message of the field that holds it."""
+            what = f"failed to read {field} when parsing {kind}"
+            idx = c.varint(what)
+            with context(what, c):
+                attr = self.di(idx)
+                if not isinstance(attr, cls):
+                    raise BytecodeError(
+                        f"debug info attribute {idx} has the wrong kind", silent=True
+                    )
+            return attr
+
         if kind == "DICompileUnitAttr":
-            return DICompileUnitAttr(self._di_as(rd("file attribute", kind), DIFileAttr))
+            return DICompileUnitAttr(ref("file attribute", DIFileAttr))
         if kind == "DIFileAttr":
             name = self.string(rd("file name attribute", kind))
             return DIFileAttr(name, self.string(rd("directory attribute", kind)))
         if kind == "DILexicalBlockAttr":
-            scope = self._di_as(rd("scope attribute", kind), _SCOPES)
-            file = self._di_as(rd("file attribute", kind), DIFileAttr)
+            scope = ref("scope attribute", _SCOPES)
+            file = ref("file attribute", DIFileAttr)
             line = rd("line number", kind)
             col = rd("column number", kind)
             return DILexicalBlockAttr(scope, file, line, col or None)
         if kind == "DILocAttr":
-            scope = self._di_as(rd("scope attribute", kind), _SCOPES)
+            scope = ref("scope attribute", _SCOPES)
             fname = self.string(rd("file name attribute", "FileLineColLoc"))
             line = rd("line number", "FileLineColLoc")
             col = rd("column number", "FileLineColLoc")
             return DILocAttr(FileLineColLoc(fname, line, col), scope)
         if kind == "DISubprogramAttr":
-            file = self._di_as(rd("file attribute", kind), DIFileAttr)
+            file = ref("file attribute", DIFileAttr)
             line = rd("line number", kind)
             name = self.string(rd("name attribute", kind))
             linkage = self.string(rd("linkage name attribute", kind))
-            cu = self._di_as(rd("compile unit attribute", kind), DICompileUnitAttr)
+            cu = ref("compile unit attribute", DICompileUnitAttr)
             scope_line = rd("scope line number", kind)
             flags = 0
             if self.vt >= L.vt(L.T.SUBPROGRAM_FLAGS_SINCE):
@@ -637,16 +668,9 @@ class _Reader:
                     )
             return DISubprogramAttr(file, line, name, linkage, cu, scope_line or None, flags)
         if kind == "CallSiteLoc":
-            callee = self._di_as(rd("callee attribute", kind), _LOCATIONS)
-            return CallSiteLoc(callee, self._di_as(rd("caller attribute", kind), _LOCATIONS))
+            callee = ref("callee attribute", _LOCATIONS)
+            return CallSiteLoc(callee, ref("caller attribute", _LOCATIONS))
         return UNKNOWN_LOC
-
-    def _di_as(self, idx: int, cls):
-        attr = self.di(idx)
-        if not isinstance(attr, cls):
-            names = " or ".join(k.__name__ for k in (cls if isinstance(cls, tuple) else (cls,)))
-            raise BytecodeError(f"debug info attribute {idx} is not a {names}")
-        return attr
 
     # ------------------------------------------------------------------ instructions
     def _parse_op(self, c: Cursor, values: list) -> Operation:
@@ -659,7 +683,7 @@ class _Reader:
         layout = L.OP_LAYOUTS[name]
         opdef = lookup_opdef(name)
         cls = _cpp_class(opdef)
-        loc = self._next_loc()
+        loc = self._next_loc(c)
         # results: counted or one per result available in the file's version
         present = [r for r in opdef.results if L.vt(r.since) <= self.vt]
         if layout["result_count"]:
@@ -711,7 +735,7 @@ class _Reader:
             if a["optional"] and not bit.get(a["name"]):
                 continue
             what = "optional attribute" if a["optional"] else "attribute"
-            with context(f"failed to parse {what} '{a['name']}'"):
+            with context(f"failed to parse {what} '{a['name']}'", c):
                 attrs[a["name"]] = self._inline_attr(c, _with_interface(a, opdef), result_types)
         # operands
         operands = self._read_operands(c, opdef, layout, bit, values, attrs)
@@ -793,8 +817,10 @@ class _Reader:
                 if nargs > c.remaining:
                     raise c.fail("failed to read block argument count.")
                 for i in range(nargs):
-                    t = self.type(c.varint(f"failed to read block argument type: {i}"))
-                    values.append(block.add_argument(t))
+                    what = f"failed to read block argument type: {i}"
+                    idx = c.varint(what)
+                    with context(what, c):
+                        values.append(block.add_argument(self.type(idx)))
                 nops = c.varint("failed to read block operation count.")
                 if nops > c.remaining:
                     raise c.fail("failed to read block operation count.")
@@ -853,7 +879,7 @@ class _Reader:
                 raise c.fail(
                     "parsed constant attribute is not the expected type derived from DenseElementsAttr"
                 )
-            return self.constant(c.varint("failed to read constant index"), result_types[0])
+            return self.constant(c.varint("failed to read constant index"), result_types[0], c)
         if enc == "attr_array":
             return self._sc_array(c)
         if enc == "dict_payload":
@@ -923,7 +949,7 @@ class _Reader:
             t = self.type(
                 c.varint("failed to read valid MLIR Type for self-contained DenseElementsAttr")
             )
-            return self.constant(c.varint("failed to read constant index"), t)
+            return self.constant(c.varint("failed to read constant index"), t, c)
         if kind == "DivByAttr":
             divisor = c.varint("failed to read divisor for DivByAttr")
             # a varint (NVIDIA), its unknown bits checked after the fields it announces
@@ -986,7 +1012,7 @@ class _Reader:
             raise c.fail(f"array size in bytecode ({n}) exceeds maximum supported capacity")
         items = []
         for i in range(n):
-            with context(f"failed to parse ArrayAttr element {i}"):
+            with context(f"failed to parse ArrayAttr element {i}", c):
                 items.append(self.sc_attr(c))
         return ArrayAttr(tuple(items))
 
@@ -1002,7 +1028,7 @@ class _Reader:
             if key in seen:
                 raise c.fail(f"failed to parse DictionaryAttr, duplicate key found: {key}")
             seen.add(key)
-            with context(f"failed to parse DictionaryAttr value for key {key}"):
+            with context(f"failed to parse DictionaryAttr value for key {key}", c):
                 value = self.sc_attr(c)
             if hints and not isinstance(value, DictAttr):
                 raise c.fail("failed to parse OptimizationHintsAttr")
