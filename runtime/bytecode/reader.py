@@ -294,6 +294,9 @@ class _Reader:
     def _parse_type(self, c: Cursor) -> ty.Type:
         # NVIDIA reads the tag as a varint but dispatches on (and reports) its low 8 bits only
         tag = c.varint("failed to read type tag") & 0xFF
+        # the parameters are read (and failures located) relative to the byte after the tag,
+        # and at the position after the last byte read
+        c = c.sub(c.remaining)
         name = L.ELEMENT_BY_TAG.get(tag)
         if name is not None:
             since = L.T.ELEMENT_TAGS[name][1]
@@ -334,26 +337,25 @@ class _Reader:
                     present = bool(c.u8("failed to read presence byte for optional attribute"))
             if not present:
                 continue
-            value = self._read_param(c, p)
+            value = self._read_param(c, p, name)
             if "field" not in p:
                 raise BytecodeError(f"type parameter '{p['name']}' is not supported by tilegen")
             kwargs[p["field"]] = value
-        if flags >> len(optional):  # checked after the parameters, at the last byte read (NVIDIA)
-            raise BytecodeError("unused bits set in optional parameter flags", c.pos - 1)
+        if flags >> len(optional):  # checked after the parameters (NVIDIA)
+            raise c.fail("unused bits set in optional parameter flags")
         t = L.type_class(info["class"])(**kwargs)
         # the text parser's checks (NVIDIA's reader builds types with getChecked): shapes,
-        # strides, element counts, partition tiles, dim maps, paddings; at the last byte read
+        # strides, element counts, partition tiles, dim maps, paddings
         msg = verify_type(t, explicit_dim_map=True)
         if msg:
-            raise BytecodeError(msg, c.pos - 1)
+            raise c.fail(msg)
         return t
 
-    def _read_param(self, c: Cursor, p: dict):
+    def _read_param(self, c: Cursor, p: dict, type_name: str = ""):
         enc, what = p["enc"], f"failed to read {p['name']}"
         if enc == "type":
-            at = c.pos  # NVIDIA reports where the type index starts
             idx = c.varint(f"failed to get {p['name']} type")
-            with context(f"error at offset {at}: failed to get {p['name']} type"):
+            with context(f"failed to get {p['name']} type", c):
                 return self.type(idx, p.get("type_class"))
         if enc == "type_list":
             n = c.varint(f"failed to read number of {p['name']}")
@@ -361,31 +363,32 @@ class _Reader:
                 raise c.fail(f"array size in bytecode ({n}) exceeds maximum supported capacity")
             out = []
             for _ in range(n):
-                at = c.pos
                 idx = c.varint(what)
-                with context(f"error at offset {at}: failed to get parameter type"):
+                with context("failed to get parameter type", c):
                     out.append(self.type(idx))
             return tuple(out)
-        if enc == "i64_array":
-            return tuple(c.le_array("q", what))
-        if enc == "i32_array":
-            return tuple(c.le_array("i", what))
+        if enc in ("i64_array", "i32_array"):
+            fmt = "q" if enc == "i64_array" else "i"
+            n = c.varint(what)
+            fit = c.remaining // struct.calcsize(fmt)
+            if n > fit:  # NVIDIA reads word by word: reported where the missing word starts
+                c.pos += fit * struct.calcsize(fmt)
+                raise c.fail(_ARRAY_READ_FAILURE.get((type_name, p["name"]), what))
+            return tuple(c.words(fmt, n))
         if enc == "u32":
             v = c.varint(what)
             if v > 2**32 - 1:
                 raise BytecodeError(f"{p['name']} value {v} exceeds uint32_t range")
             return v
         if enc == "enum":
-            at = c.pos
             v = c.varint("failed to read VarInt for enum attribute.")
             ed = lookup_enum(p["enum"])
             kw = ed.keyword(v) if ed else None
             if kw is None:
-                raise BytecodeError(f"invalid integer value for enum type: {v}", at)
+                raise c.fail(f"invalid integer value for enum type: {v}")
             case = next(k for k in ed.cases if k.value == v)  # per-case version (PtrAttr 13.5)
             if L.vt(case.since) > self.vt:
-                msg = f"enum value {v} is not available in bytecode version {self.version}"
-                raise BytecodeError(msg, at)
+                raise c.fail(f"enum value {v} is not available in bytecode version {self.version}")
             return kw
         raise BytecodeError(f"unsupported type parameter encoding {enc}")  # pragma: no cover
 
@@ -524,7 +527,8 @@ class _Reader:
         attrs = {"sym_name": StringAttr(name), "function_type": TypeAttr(sig)}
         if hints is not None:
             attrs["optimization_hints"] = hints
-        func = Operation("cuda_tile.entry", attributes=attrs, regions=1, loc=self._next_loc())
+        loc = self._next_loc(self.top, f"function location for '{name}'")
+        func = Operation("cuda_tile.entry", attributes=attrs, regions=1, loc=loc)
         block = func.regions[0].block
         values: list = []
         for t in sig.inputs:
@@ -570,7 +574,7 @@ class _Reader:
             raise BytecodeError(f"{self._at}failed to read function location for '{name}'")
         return [self.debug[0][op_index - 1]]
 
-    def _next_loc(self, c: Optional[Cursor] = None):
+    def _next_loc(self, c: Optional[Cursor] = None, what: str = "operation location."):
         """The next op location of the current function; failures are reported as NVIDIA
         does, ``failed to read operation location.`` at ``c`` (the op's cursor)."""
         if self.locs is None:
@@ -578,7 +582,7 @@ class _Reader:
         starts, indices, _ = self.debug
         pos = self.locs[0]
         self.locs[0] += 1
-        with context("failed to read operation location.", c):
+        with context(f"failed to read {what}", c):
             if pos >= len(indices):
                 raise BytecodeError(f"debug info index entry {pos} out of bounds", silent=True)
             loc = self.di(indices[pos])
@@ -686,23 +690,24 @@ class _Reader:
         loc = self._next_loc(c)
         # results: counted or one per result available in the file's version
         present = [r for r in opdef.results if L.vt(r.since) <= self.vt]
-        if layout["result_count"]:
-            n = c.varint(f"failed to read number of result types for {cls}")
-            if n > c.remaining:
-                raise c.fail(f"failed to read number of result types for {cls}")
+        # (a count is not checked against the bytes left: each type index takes one or more)
+        n = (
+            c.varint(f"failed to read number of result types for {cls}")
+            if layout["result_count"]
+            else len(present)
+        )
+        result_types = []
+        for i in range(n):
+            what = f"failed to get result type {i} for {cls}"
+            idx = c.varint(what)
+            with context(what, c):
+                result_types.append(self.type(idx))
+        if layout["result_count"]:  # checked once the types are read (NVIDIA)
             fixed = sum(1 for r in present if r.kind == "single")
             if n < fixed or (n != fixed and not any(r.kind != "single" for r in present)):
                 raise c.fail(
                     f"result count mismatch for {cls}: expected {fixed} compatible results but got {n}"
                 )
-        else:
-            n = len(present)
-        result_types = []
-        for i in range(n):
-            what = f"failed to get result type {i} for {cls}"
-            idx = c.varint(what)
-            with context(f"error at offset {c.pos}: {what}"):
-                result_types.append(self.type(idx))
         synthesized = [r for r in opdef.results if L.vt(r.since) > self.vt]
         for r in synthesized:
             if "Token" not in r.type:
@@ -711,9 +716,8 @@ class _Reader:
         # flags
         flags = 0
         if layout["flags"] and self.vt >= L.vt(layout["flags_since"]):
+            # bits beyond the layout's are ignored, as NVIDIA's reader ignores them
             flags = c.varint("failed to read flags field")
-            if flags >> len(layout["flags"]):
-                raise c.fail("unused bits set in flags field")
         bit = {f: bool(flags >> i & 1) for i, f in enumerate(layout["flags"])}
         # attributes
         attrs: dict = {}
@@ -1035,6 +1039,16 @@ class _Reader:
             items.append((key, value))
         return tuple(items)
 
+
+#: NVIDIA's messages for a type's array parameter that runs past its entry (default:
+#: ``failed to read NAME``)
+_ARRAY_READ_FAILURE = {
+    ("tile", "shape"): "failed to read concreteShapeCache",
+    ("partition_view", "tile_shape"): "failed to read tile_shape data",
+    ("strided_view", "tile_shape"): "failed to read tile_shape data",
+    ("strided_view", "traversal_strides"): "failed to read traversal_strides data",
+    ("gather_scatter_view", "tile_shape"): "failed to read tile_shape data",
+}
 
 #: attribute interfaces (``kind: attr-interface``, ``class: X``) -> the attributes implementing them
 _INTERFACES = {"AssumePredicate": (DivByAttr, SameElementsAttr, BoundedAttr)}
