@@ -280,15 +280,13 @@ class _Reader:
         return _Table(count, offsets, data, "constants", c.base + c.pos)
 
     # ------------------------------------------------------------------ types
-    def type(self, idx: int, expect: Optional[str] = None) -> ty.Type:
+    def type(self, idx: int) -> ty.Type:
         t = self.types
         if idx >= t.count:  # NVIDIA reports only the caller's message
             raise BytecodeError(f"type index {idx} out of bounds", silent=True)
         found = self._entry(
             t, idx, self._parse_type, f"cyclic or too deeply nested type at index {idx}"
         )
-        if expect is not None and type(found).__name__ != expect:
-            raise BytecodeError(f"expected ::mlir::cuda_tile::{expect} but got {_type_text(found)}")
         return found
 
     def _parse_type(self, c: Cursor) -> ty.Type:
@@ -356,7 +354,13 @@ class _Reader:
         if enc == "type":
             idx = c.varint(f"failed to get {p['name']} type")
             with context(f"failed to get {p['name']} type", c):
-                return self.type(idx, p.get("type_class"))
+                found = self.type(idx)
+                expect = p.get("type_class")
+                if expect is not None and type(found).__name__ != expect:
+                    raise c.fail(
+                        f"expected ::mlir::cuda_tile::{expect} but got '{_type_text(found)}'"
+                    )
+                return found
         if enc == "type_list":
             n = c.varint(f"failed to read number of {p['name']}")
             if n > c.remaining:
@@ -409,7 +413,7 @@ class _Reader:
             type_.element, (ty.IntegerType, ty.FloatType)
         ):
             raise BytecodeError(
-                f"expect Cuda Tile integer or float type but got: {_type_text(type_)}"
+                f"expect Cuda Tile integer or float type but got: '{_type_text(type_)}'", c.pos
             )
         size = c.varint("failed to read the size of the data buffer")
         raw = c.bytes(size, "failed to read the raw byte data")
@@ -511,14 +515,14 @@ class _Reader:
         name = self._function_name(name_idx)
         if sig_idx >= self.types.count:
             raise BytecodeError(
-                f"function signature index {sig_idx} out of bounds for function '{name}'"
+                f"{self._at}function signature index {sig_idx} out of bounds for function '{name}'"
             )
         # (sic: NVIDIA's message lacks the closing quote)
         with context(f"{self._at}failed to parse type at index {sig_idx} for function '{name}"):
             sig = self.type(sig_idx)
         if not isinstance(sig, ty.FunctionType):
             raise BytecodeError(
-                f"function signature index {sig_idx} does not refer to a function type for "
+                f"{self._at}function signature index {sig_idx} does not refer to a function type for "
                 f"function '{name}', got type: {_type_text(sig)}"
             )
         if not is_entry:
@@ -702,12 +706,6 @@ class _Reader:
             idx = c.varint(what)
             with context(what, c):
                 result_types.append(self.type(idx))
-        if layout["result_count"]:  # checked once the types are read (NVIDIA)
-            fixed = sum(1 for r in present if r.kind == "single")
-            if n < fixed or (n != fixed and not any(r.kind != "single" for r in present)):
-                raise c.fail(
-                    f"result count mismatch for {cls}: expected {fixed} compatible results but got {n}"
-                )
         synthesized = [r for r in opdef.results if L.vt(r.since) > self.vt]
         for r in synthesized:
             if "Token" not in r.type:
@@ -758,6 +756,12 @@ class _Reader:
                         regions.append(self._parse_region(c, values))
             finally:
                 self.depth -= 1
+        if layout["result_count"]:  # checked once the whole op is read (NVIDIA)
+            fixed = sum(1 for r in present if r.kind == "single")
+            if n < fixed or (n != fixed and not any(r.kind != "single" for r in present)):
+                raise c.fail(
+                    f"result count mismatch for {cls}: expected {fixed} compatible results but got {n}"
+                )
         op = Operation(name, operands, result_types, attrs, regions=regions, loc=loc, opdef=opdef)
         values.extend(op.results[: len(op.results) - len(synthesized)])
         return op
