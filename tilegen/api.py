@@ -335,7 +335,9 @@ def compile(  # noqa: A001 - the public name the issue asks for
             )
 
     try:
-        ptx, cubin, diagnostics = _run_pipeline(data, name, sm, opt_level, timings)
+        from tilegen.runtime.limits import deep_stack  # deeply nested IR: runtime/limits.py
+
+        ptx, cubin, diagnostics = deep_stack(_run_pipeline, data, name, sm, opt_level, timings)
     except CompileError:
         raise
     except RecursionError:

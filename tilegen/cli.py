@@ -38,7 +38,9 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
-        return importlib.import_module(args._module).run(args) or 0
+        from tilegen.runtime.limits import deep_stack  # deeply nested IR: runtime/limits.py
+
+        return deep_stack(importlib.import_module(args._module).run, args) or 0
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -29,9 +29,11 @@ def parse_module(
     """
     from tilegen.runtime.asm.parser import OpParser
 
+    from tilegen.runtime.limits import deep_stack
+
     p = OpParser(text, filename, allow_unregistered=allow_unregistered, verify_types=verify_types)
-    try:
-        return p.parse_top_level(no_implicit_module=no_implicit_module)
+    try:  # on a deep stack (runtime/limits.py): nesting is bounded by MAX_NESTING, not Python
+        return deep_stack(p.parse_top_level, no_implicit_module=no_implicit_module)
     except RecursionError:
         from tilegen.runtime.diagnostics import Diagnostic, DiagnosticError
 
@@ -53,9 +55,10 @@ def print_module(
     at top level too: together they reproduce ``tileirdisasm``'s layout. ``alias_mnemonics`` prints
     ops under their spec text alias (``pow`` as ``fpowf``), as ``tileirdisasm`` 13.5 does."""
     from tilegen.runtime.asm.printer import OpPrinter
+    from tilegen.runtime.limits import deep_stack
 
     pr = OpPrinter(generic=generic, debuginfo=debuginfo, alias_mnemonics=alias_mnemonics)
-    return pr.print_top(op, body_only=body_only, default_dialect=default_dialect)
+    return deep_stack(pr.print_top, op, body_only=body_only, default_dialect=default_dialect)
 
 
 __all__ = ["parse_module", "print_module"]

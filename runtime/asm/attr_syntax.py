@@ -68,7 +68,11 @@ def enum_by_mnemonic(mnemonic: str):
 
 
 def parse_attribute(p: "OpParser", type: Optional[Type] = None) -> Attribute:
-    a = parse_optional_attribute(p, type)
+    p.nest()  # bounded nesting (runtime/limits.py)
+    try:
+        a = parse_optional_attribute(p, type)
+    finally:
+        p.depth -= 1
     if a is None:
         p._fail("expected attribute value")
     return a

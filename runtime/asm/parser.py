@@ -22,6 +22,7 @@ from tilegen.runtime.attributes import (
 )
 from tilegen.runtime.diagnostics import Diagnostic, DiagnosticError
 from tilegen.runtime.ir import Block, Operation, Region, Value
+from tilegen.runtime.limits import MAX_NESTING
 from tilegen.runtime.opdef import OpDef, lookup_opdef
 from tilegen.runtime.records import dataclass, field
 from tilegen.runtime.types import FunctionType, Type
@@ -122,7 +123,20 @@ class OpParser:
         self._op_stack: list[OpState] = []
         self._deferred: list[tuple[object, _DeferredLoc]] = []
         self._blocks_stack: list[dict] = [{}]
+        #: regions, types and attributes being parsed, one inside the other (:meth:`nest`)
+        self.depth = 0
         self._check_lex_error()
+
+    def nest(self) -> None:
+        """Enter one more level of nesting (the caller decrements :attr:`depth` when it leaves);
+        deeper than :data:`~tilegen.runtime.limits.MAX_NESTING` is a located error."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            self.depth -= 1
+            self._fail(
+                f"nesting exceeds the supported depth of {MAX_NESTING} levels of regions, types "
+                "and attributes"
+            )
 
     # ================================================================ tokens
 
@@ -468,7 +482,11 @@ class OpParser:
         """A type if one starts here, else None."""
         from tilegen.runtime.asm.type_syntax import parse_optional_type
 
-        return parse_optional_type(self)
+        self.nest()
+        try:
+            return parse_optional_type(self)
+        finally:
+            self.depth -= 1
 
     def parse_type(self) -> Type:
         """Any type: builtin, ``!cuda_tile.X<..>``, short ``tile<..>``/``ptr<..>``/``token``..."""
@@ -627,6 +645,13 @@ class OpParser:
 
     def _parse_region(self, region, arguments, enable_name_shadowing, isolated) -> Region:
         self._expect("{", "expected '{' to begin a region")
+        self.nest()
+        try:
+            return self._parse_region_in(region, arguments, enable_name_shadowing, isolated)
+        finally:
+            self.depth -= 1
+
+    def _parse_region_in(self, region, arguments, enable_name_shadowing, isolated) -> Region:
         arguments = list(arguments or [])
         if arguments or not self.at_punct("}"):
             self._push_scope(isolated)

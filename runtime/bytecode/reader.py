@@ -45,21 +45,22 @@ from tilegen.runtime.bytecode import layouts as L
 from tilegen.runtime.bytecode.errors import BytecodeError, context
 from tilegen.runtime.bytecode.varint import Cursor, to_signed
 from tilegen.runtime.ir import Block, Operation, Region
+from tilegen.runtime.limits import MAX_NESTING, deep_stack
 from tilegen.runtime.opdef import lookup_enum, lookup_opdef
 from tilegen.runtime.verify.types import verify_type
 
 _SCOPES = (DISubprogramAttr, DILexicalBlockAttr)
 _LOCATIONS = (UnknownLoc, DILocAttr, CallSiteLoc)
-#: Nesting limits (regions, types, attributes): far beyond real IR, far below Python's stack.
-MAX_DEPTH = 200
+#: Nesting limit (regions, types, attributes), the text parser's (runtime/limits.py).
+MAX_DEPTH = MAX_NESTING
 INT32_EXTREMES = (2**31 - 1, -(2**31))
 INT64_EXTREMES = (2**63 - 1, -(2**63))
 
 
 def read_bytecode(data: bytes, filename: str = "<bytecode>") -> Operation:
     """Decode a whole file into a ``cuda_tile.module`` op; raises :class:`BytecodeError`."""
-    try:
-        return _Reader(bytes(data), filename).read()
+    try:  # on a deep stack (runtime/limits.py): nesting is bounded by MAX_NESTING, not Python
+        return deep_stack(_Reader(bytes(data), filename).read)
     except RecursionError:  # pragma: no cover - depth limits should make this unreachable
         raise BytecodeError("bytecode nesting exceeds the supported depth") from None
 

@@ -43,6 +43,7 @@ from tilegen.runtime.attributes import (
     UnitAttr,
     UnknownLoc,
 )
+from tilegen.runtime.limits import deep_stack
 from tilegen.runtime.bytecode import layouts as L
 from tilegen.runtime.bytecode.errors import BytecodeWriteError
 from tilegen.runtime.bytecode.varint import Writer
@@ -58,7 +59,7 @@ def write_bytecode(module: Operation, version: Optional[str] = None) -> bytes:
         raise BytecodeWriteError(
             f"unsupported version requested {version}, must be in range [{lo}, {hi}]", module
         )
-    return _Writer(version).write(_tile_module(module))
+    return deep_stack(_Writer(version).write, _tile_module(module))  # runtime/limits.py
 
 
 def _tile_module(op: Operation) -> Operation:

@@ -31,8 +31,10 @@ def verify_module(
     op: Operation, diag: DiagnosticEngine, options: Optional[VerifyOptions] = None
 ) -> bool:
     """Verify ``op`` and everything nested; return True when no error was emitted."""
+    from tilegen.runtime.limits import deep_stack  # deeply nested IR (runtime/limits.py)
+
     before = sum(1 for d in diag.diagnostics if d.severity == "error")
-    _Walker(diag, options or VerifyOptions()).verify_isolated(op)
+    deep_stack(_Walker(diag, options or VerifyOptions()).verify_isolated, op)
     after = sum(1 for d in diag.diagnostics if d.severity == "error")
     return after == before
 

@@ -571,7 +571,9 @@ def run_tool(
         if opts["version"]:
             print(f"{prog} (tilegen {_tilegen_version()}), compatible with cuda-tile's tools")
             return 0
-        return body(opts)
+        from tilegen.runtime.limits import deep_stack
+
+        return deep_stack(body, opts)  # deeply nested IR must not meet Python's limits
     except UsageError as e:
         print(str(e) if str(e).startswith(prog) else f"{prog}: {e}", file=sys.stderr)
         return 1

@@ -269,7 +269,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     start = time.perf_counter()
     try:
-        rc = run(argv)
+        from tilegen.runtime.limits import deep_stack  # deeply nested IR: runtime/limits.py
+
+        rc = deep_stack(run, argv)
     except KeyboardInterrupt:
         rc = 130
     except Exception as e:  # noqa: BLE001 - never a traceback (TILEGEN_TRACEBACK=1 shows it)

@@ -1,0 +1,88 @@
+"""The documented limits on input, and a deep stack to run the pipeline on (docs/limits.md).
+
+Python's own limits must never reach the user: the parser and the bytecode reader refuse input
+nested deeper than :data:`MAX_NESTING` with a located error, and :func:`deep_stack` runs a
+callable on a worker thread whose stack and recursion limit let every stage (parser, verifier,
+printer, passes, bytecode writer and reader, lowering, codegen) walk IR that deep recursively.
+:func:`clip` shortens the long identifiers and literals a message quotes.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Callable, TypeVar
+
+#: Regions, attributes and types nested deeper than this are refused (text and bytecode); real
+#: kernels nest a few levels, NVIDIA's tools accept well beyond 1,000.
+MAX_NESTING = 4096
+#: Stack of the worker thread :func:`deep_stack` runs on (address space; pages are committed
+#: only as the stack grows).
+STACK_BYTES = 1 << 30
+#: Python frames allowed on that thread: every stage recurses a few dozen frames per nesting
+#: level at most.
+RECURSION_LIMIT = 400_000
+#: A quoted identifier or literal longer than this is shortened in messages.
+MAX_QUOTED = 200
+
+T = TypeVar("T")
+
+_state = threading.local()
+_lock = threading.Lock()
+_active = 0
+_saved_limit = 0
+
+
+def on_deep_stack() -> bool:
+    """Whether this thread is a :func:`deep_stack` worker."""
+    return getattr(_state, "deep", False)
+
+
+def deep_stack(fn: Callable[..., T], *args, **kwargs) -> T:
+    """``fn(*args, **kwargs)`` on a thread with a :data:`STACK_BYTES` stack and the recursion
+    limit raised to :data:`RECURSION_LIMIT` (restored once no such call is running); results and
+    exceptions pass through. Calls made on such a thread run directly."""
+    if on_deep_stack():
+        return fn(*args, **kwargs)
+    global _active, _saved_limit
+    box: dict = {}
+
+    def work() -> None:
+        _state.deep = True
+        try:
+            box["result"] = fn(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+
+    with _lock:
+        if _active == 0:
+            _saved_limit = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
+        _active += 1
+        old_size = threading.stack_size()
+        try:
+            threading.stack_size(STACK_BYTES)
+            worker = threading.Thread(target=work, name="tilegen-deep-stack", daemon=True)
+            worker.start()
+        finally:
+            threading.stack_size(old_size)
+    try:
+        worker.join()
+    finally:
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                sys.setrecursionlimit(_saved_limit)
+    if "error" in box:
+        error = box.pop("error")
+        raise error.with_traceback(error.__traceback__)
+    return box["result"]
+
+
+def clip(text: str, limit: int = MAX_QUOTED) -> str:
+    """``text`` itself, or its start and end around ``... (N characters)`` when longer than
+    ``limit``."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}...{text[-keep // 2:]} ({len(text)} characters)"
