@@ -18,6 +18,7 @@ from tilegen.runtime.attributes import (
     NameLoc,
     UnknownLoc,
 )
+from tilegen.runtime.limits import MAX_QUOTED, clip_words
 from tilegen.runtime.records import dataclass, field
 
 
@@ -27,6 +28,10 @@ class Diagnostic:
     message: str
     loc: Optional[Location] = None
     notes: list["Diagnostic"] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.message) > MAX_QUOTED:  # a 1 MB identifier is not quoted whole
+            self.message = clip_words(self.message)
 
     def attach_note(self, message: str, loc: Optional[Location] = None) -> "Diagnostic":
         note = Diagnostic("note", message, loc)

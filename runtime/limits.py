@@ -22,8 +22,30 @@ STACK_BYTES = 1 << 30
 #: Python frames allowed on that thread: every stage recurses a few dozen frames per nesting
 #: level at most.
 RECURSION_LIMIT = 400_000
-#: A quoted identifier or literal longer than this is shortened in messages.
-MAX_QUOTED = 200
+#: A word (identifier, literal, type) longer than this is shortened in messages; mangled
+#: kernel names run to a few hundred characters.
+MAX_QUOTED = 1000
+#: Integer literals are refused (located at the literal) above this many bits: far beyond any
+#: type (cuda_tile's widest integer is i64), and small enough that every value prints.
+MAX_INTEGER_BITS = 12_000
+#: ... i.e. this many decimal digits, or hexadecimal digits after ``0x``
+MAX_DECIMAL_DIGITS = 3612  # floor(12000 * log10(2))
+MAX_HEX_DIGITS = MAX_INTEGER_BITS // 4
+
+
+def integer_literal_error(text: str) -> str | None:
+    """The message for an integer literal (``123``, ``0x7F``) over the limit, else None."""
+    if text[:2] in ("0x", "0X"):
+        if len(text) - 2 <= MAX_HEX_DIGITS:
+            return None
+        digits, limit = len(text) - 2, f"{MAX_HEX_DIGITS} hexadecimal digits"
+    else:
+        if len(text) <= MAX_DECIMAL_DIGITS:
+            return None
+        digits, limit = len(text), f"{MAX_DECIMAL_DIGITS} decimal digits"
+    return (
+        f"integer literal too large: {digits} digits (at most {limit}, {MAX_INTEGER_BITS} bits)"
+    )
 
 T = TypeVar("T")
 
@@ -80,9 +102,25 @@ def deep_stack(fn: Callable[..., T], *args, **kwargs) -> T:
 
 
 def clip(text: str, limit: int = MAX_QUOTED) -> str:
-    """``text`` itself, or its start and end around ``... (N characters)`` when longer than
+    """``text`` itself, or its start and end around ``...`` plus its length when longer than
     ``limit``."""
     if len(text) <= limit:
         return text
     keep = limit // 2
-    return f"{text[:keep]}...{text[-keep // 2:]} ({len(text)} characters)"
+    return f"{text[:keep]}...{text[-(keep // 4):]} ({len(text)} characters)"
+
+
+_LONG_WORDS: dict = {}
+
+
+def clip_words(message: str, limit: int = MAX_QUOTED) -> str:
+    """``message`` with every run of more than ``limit`` non-blank characters (an identifier,
+    a literal, a type) shortened by :func:`clip`."""
+    if len(message) <= limit:
+        return message
+    import re
+
+    pattern = _LONG_WORDS.get(limit)
+    if pattern is None:
+        pattern = _LONG_WORDS[limit] = re.compile(r"\S{%d,}" % (limit + 1))
+    return pattern.sub(lambda m: clip(m.group(0), limit), message)

@@ -6,6 +6,7 @@ import re
 from bisect import bisect_right as _bisect_right
 
 from tilegen.runtime.attributes import FileLineColLoc
+from tilegen.runtime.limits import integer_literal_error
 
 # Token kinds
 EOF_ = "eof"
@@ -68,6 +69,8 @@ _RE_FAST = re.compile(
 _RE_FAST_MATCH = _RE_FAST.match
 #: token kind by capturing-group index (the named groups are _RE_FAST's only captures)
 _KIND_OF_GROUP = {i: name for name, i in _RE_FAST.groupindex.items()}
+_INTEGER_GROUP = _RE_FAST.groupindex[INTEGER]
+_HASH_GROUP = _RE_FAST.groupindex[HASH]
 _RE_BARE = re.compile(r"[A-Za-z_][A-Za-z_0-9$.]*")
 _RE_SUFFIX = re.compile(r"[A-Za-z_0-9$.\-]+")
 _RE_NUM = re.compile(r"0x[0-9A-Fa-f]+|[0-9]+(\.[0-9]*([eE][+-]?[0-9]+)?)?")
@@ -142,8 +145,11 @@ class Lexer:
             i = m.lastindex
             if i is not None:
                 self.pos = m.end()
+                if i == _INTEGER_GROUP or i == _HASH_GROUP:  # bounded (runtime/limits.py)
+                    return _checked_number(Token(_KIND_OF_GROUP[i], m.group(i), m.start(i)))
                 return Token(_KIND_OF_GROUP[i], m.group(i), m.start(i))
-        return self._next_slow()
+        tok = self._next_slow()
+        return _checked_number(tok) if tok.kind in (INTEGER, HASH) else tok
 
     def _next_slow(self) -> Token:
         """Token scanning with MLIR's error messages for malformed input."""
@@ -214,6 +220,16 @@ class Lexer:
                 continue
             i += 1
         return -1
+
+
+def _checked_number(tok: Token) -> Token:
+    """``tok``, or an error token when it is an integer literal (``123``, ``0x1F``, the ``#N``
+    of a result number) over :data:`~tilegen.runtime.limits.MAX_INTEGER_BITS`."""
+    text = tok.text if tok.kind == INTEGER else tok.text[1:]
+    if len(text) <= 64 or (tok.kind == HASH and not text.isdigit()):
+        return tok
+    message = integer_literal_error(text)
+    return tok if message is None else Token(ERROR, message, tok.pos)
 
 
 _SIGIL_WHAT = {"%": "SSA name", "^": "block name", "#": "attribute name", "!": "type identifier"}

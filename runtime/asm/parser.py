@@ -291,7 +291,7 @@ class OpParser:
         if self.tok.kind == lx.FLOAT:
             v = float(self._advance().text)
         elif self.tok.kind == lx.INTEGER and not self.tok.text.startswith("0x"):
-            v = float(int(self._advance().text))
+            v = float(self._advance().text)  # (not float(int(..)): no OverflowError)
         else:
             self.restore(state)
             return None
@@ -394,6 +394,8 @@ class OpParser:
 
     def resolve_operand(self, u: UnresolvedOperand, type: Type) -> Value:
         """The value ``u`` names, checked against ``type`` (forward references allowed)."""
+        if u.number > len(self.lexer.text):  # no op in this text has that many results
+            self._fail("use of undeclared SSA value name", u.loc)
         key = "%" + u.name
         entries = self._scope().values.setdefault(key, [])
         if len(entries) > u.number and entries[u.number] is not None:

@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING, Optional
 
 from tilegen.runtime.asm import lexer as lx
+from tilegen.runtime.limits import integer_literal_error
 from tilegen.runtime.types import (
     DYNAMIC,
     FunctionType,
@@ -212,10 +213,19 @@ def _parse_dims(p: "OpParser") -> list[int]:
     m = _RE_DIMS.match(text, p.tok.pos)
     dims = []
     for d in re.split(r"[ \t\n]*x[ \t\n]*", m.group(1))[:-1] if m.group(1) else []:
+        _check_digits(p, d, m)
         dims.append(DYNAMIC if d.strip() == "?" else int(d))
     if m.group(1):
         _seek(p, m.end())
     return dims
+
+
+def _check_digits(p: "OpParser", digits: str, m: "re.Match") -> None:
+    """A shape dimension over the integer literal limit is a located error (runtime/limits.py)."""
+    if len(digits) > 64:
+        message = integer_literal_error(digits.strip())
+        if message:
+            p._fail(message, p.lexer.loc(m.string.index(digits, m.start())))
 
 
 def _parse_tile(p: "OpParser", loc) -> TileType:
@@ -332,6 +342,7 @@ def _parse_tile_shape(p: "OpParser") -> tuple[int, ...]:
         for i, d in enumerate(re.split(r"[ \t\n]*x[ \t\n]*", m.group(1))):
             if d == "?" or not d.isdigit():
                 p._fail("expected static shape")
+            _check_digits(p, d, m)
             v = int(d)
             if v < 1 or v > _I32_MAX:
                 p._fail(

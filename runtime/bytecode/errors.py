@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from tilegen.runtime.limits import clip_words
+
 
 class BytecodeError(Exception):
     """A reader or writer failure. ``messages`` holds the innermost message first, then the
@@ -12,6 +14,7 @@ class BytecodeError(Exception):
 
     def __init__(self, message: str, offset: Optional[int] = None, silent: bool = False):
         text = f"error at offset {offset}: {message}" if offset is not None else message
+        text = clip_words(text)  # names and strings from the file can be megabytes long
         super().__init__(text)
         #: ``silent``: NVIDIA fails here without a message of its own, so the first enclosing
         #: context is the first message; ``text`` is used only if no context is added
@@ -19,7 +22,7 @@ class BytecodeError(Exception):
         self._fallback = text
 
     def add_context(self, message: str) -> "BytecodeError":
-        self._messages.append(message)
+        self._messages.append(clip_words(message))
         return self
 
     @property

@@ -86,8 +86,9 @@ class _Table:
         start = self.offsets[i]
         end = self.offsets[i + 1] if i + 1 < self.count else len(self.data)
         if not start <= end <= len(self.data):
-            if self.what == "strings":  # NVIDIA's string table yields an empty string
-                return self.data[0:0]
+            if self.what == "strings":  # NVIDIA's StringRef::substr(start, end - start) clamps
+                size = len(self.data)
+                return self.data[min(start, size) : (min(end, size) if end >= start else size)]
             raise BytecodeError(f"invalid {self.what} offsets for entry {i}", silent=True)
         return self.data[start:end]
 

@@ -407,7 +407,8 @@ def _render_one(diag: Diagnostic, loc, source: Optional[Source], echo: bool) -> 
     text = f"{format_location(loc)}: {diag.severity}: {diag.message}"
     if echo and source is not None and flc is not None and flc.file == source.name:
         src = source.line(flc.line)
-        if src is not None and src.strip():
+        # as LLVM's SourceMgr: a line longer than 4096 characters is not echoed
+        if src is not None and src.strip() and len(src) <= 4096:
             caret = "".join(c if c == "\t" else " " for c in src[: max(flc.col - 1, 0)]) + "^"
             text += f"\n{src}\n{caret}"
     return text
