@@ -132,6 +132,8 @@ class Lexer:
         if loc is None:
             starts = self._line_starts
             i = _bisect_right(starts, pos) - 1
+            if len(self._locs) >= 64:  # recent tokens only: memory stays proportional to the IR
+                self._locs.clear()
             loc = self._locs[pos] = FileLineColLoc(self.filename, i + 1, pos - starts[i] + 1)
         return loc
 

@@ -11,6 +11,7 @@ machinery (types, attributes, SSA uses) are not.
 
 from __future__ import annotations
 
+import sys
 from typing import Callable, Optional
 
 from tilegen.runtime.asm import lexer as lx
@@ -78,10 +79,14 @@ class _ForwardRef(Value):
     __slots__ = ()
 
 
-@dataclass
 class _Entry:
-    value: Value
-    loc: FileLineColLoc
+    """A defined (or forward-referenced) SSA value and where it was named."""
+
+    __slots__ = ("value", "loc")
+
+    def __init__(self, value: Value, loc: FileLineColLoc) -> None:
+        self.value = value
+        self.loc = loc
 
 
 class _IsolatedScope:
@@ -796,7 +801,7 @@ class OpParser:
     def _resolve_op_name(self, name: str, loc) -> tuple[str, Optional[OpDef]]:
         opdef = lookup_opdef(name)
         if opdef is not None:
-            return opdef.name, opdef
+            return _op_name(opdef), opdef
         if "." not in name:
             if name == "module":
                 return "builtin.module", None
@@ -805,7 +810,7 @@ class OpParser:
                 full = f"{dd}.{name}"
                 opdef = lookup_opdef(full)
                 if opdef is not None:
-                    return opdef.name, opdef
+                    return _op_name(opdef), opdef
                 self._fail(f"custom op '{name}' is unknown (tried '{full}' as well)", loc)
         self._fail(f"custom op '{name}' is unknown", loc)
 
@@ -857,7 +862,8 @@ class OpParser:
             opdef=state.opdef,
             properties=state.properties,
         )
-        op.successors = list(state.successors)
+        if state.successors:  # (Operation starts with its own empty list)
+            op.successors = list(state.successors)
         if isinstance(loc, _DeferredLoc):
             self._deferred.append((op, loc))
         return op
@@ -870,7 +876,7 @@ class OpParser:
             self._fail("empty operation name is invalid", loc)
         opdef = lookup_opdef(name)
         if opdef is not None:
-            name = opdef.name
+            name = _op_name(opdef)
         elif not self.allow_unregistered and name != "builtin.module":
             dialect = name.split(".", 1)[0] if "." in name else ""
             if dialect in ("cuda_tile", "builtin"):
@@ -1030,6 +1036,17 @@ class OpParser:
                 self._fail(f"expected location, but found '{d.alias}'", d.at)
             target.loc = loc
         self._deferred.clear()
+
+
+_OP_NAMES: dict = {}
+
+
+def _op_name(opdef: OpDef) -> str:
+    """``opdef.name``, one string object per op kind (not one per parsed op)."""
+    name = _OP_NAMES.get(id(opdef))
+    if name is None:
+        name = _OP_NAMES[id(opdef)] = sys.intern(opdef.name)
+    return name
 
 
 def _int_value(text: str) -> int:
