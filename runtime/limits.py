@@ -43,9 +43,8 @@ def integer_literal_error(text: str) -> str | None:
         if len(text) <= MAX_DECIMAL_DIGITS:
             return None
         digits, limit = len(text), f"{MAX_DECIMAL_DIGITS} decimal digits"
-    return (
-        f"integer literal too large: {digits} digits (at most {limit}, {MAX_INTEGER_BITS} bits)"
-    )
+    return f"integer literal too large: {digits} digits (at most {limit}, {MAX_INTEGER_BITS} bits)"
+
 
 T = TypeVar("T")
 

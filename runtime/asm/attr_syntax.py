@@ -359,6 +359,11 @@ def _format_hint_dict(v, aliases) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
+_U32_MAX = 2**32 - 1
+#: struct parameters that are C++ ``unsigned`` (line and column numbers)
+_UNSIGNED_PARAMS = frozenset({"line", "column", "scopeLine"})
+
+
 def _parse_struct(p: "OpParser", required: list[str], optional: list[str]) -> dict:
     """MLIR ``struct(params)`` syntax: ``<k = v, ...>`` in any order, each at most once."""
     p._expect("<")
@@ -373,7 +378,11 @@ def _parse_struct(p: "OpParser", required: list[str], optional: list[str]) -> di
             if key is None or key not in allowed or key in vals:
                 p._fail(f"duplicate or unknown struct parameter name: {key or p.tok.text}", at)
             p._expect("=")
+            at = p.loc()
             vals[key] = parse_attribute(p)
+            if key in _UNSIGNED_PARAMS and isinstance(vals[key], IntegerAttr):
+                if not 0 <= vals[key].value <= _U32_MAX:  # MLIR's parseInteger<unsigned>
+                    p._fail("integer value too large", at)
             if not p.parse_optional_punct(","):
                 break
     end = p.loc()
@@ -480,6 +489,14 @@ def parse_location(p: "OpParser", allow_deferred: bool = True):
 
 
 def _parse_loc_instance(p: "OpParser") -> Location:
+    p.nest()  # callsite/name/fused locations nest: bounded (runtime/limits.py)
+    try:
+        return _parse_loc_instance_in(p)
+    finally:
+        p.depth -= 1
+
+
+def _parse_loc_instance_in(p: "OpParser") -> Location:
     tok = p.tok
     if tok.kind == lx.HASH:
         a = parse_attribute(p)
@@ -490,12 +507,12 @@ def _parse_loc_instance(p: "OpParser") -> Location:
         s = p.parse_optional_string()
         if p.parse_optional_punct(":"):
             line = p.parse_optional_integer(allow_negative=False)
-            if line is None:
+            if line is None or line > _U32_MAX:  # an `unsigned` in MLIR
                 p._fail("expected integer line number in FileLineColLoc")
             col = 0
             if p.parse_optional_punct(":"):
                 col = p.parse_optional_integer(allow_negative=False)
-                if col is None:
+                if col is None or col > _U32_MAX:
                     p._fail("expected integer column number in FileLineColLoc")
             return FileLineColLoc(s, line, col)
         if p.parse_optional_punct("("):

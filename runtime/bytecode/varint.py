@@ -63,9 +63,17 @@ class Writer:
         self.buf.append(v & 0xFF)
 
     def varint(self, v: int) -> None:
+        if not 0 <= v <= U64_MASK:  # a value the IR allows but the format cannot hold
+            from tilegen.runtime.bytecode.errors import BytecodeWriteError
+
+            raise BytecodeWriteError(f"value {v} does not fit in a 64-bit bytecode varint")
         self.buf += encode_varint(v)
 
     def svarint(self, v: int) -> None:
+        if not -(2**63) <= v < 2**63:
+            from tilegen.runtime.bytecode.errors import BytecodeWriteError
+
+            raise BytecodeWriteError(f"value {v} does not fit in a signed 64-bit bytecode varint")
         self.buf += encode_svarint(v)
 
     def fixed(self, fmt: str, v: int) -> None:
