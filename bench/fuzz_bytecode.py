@@ -130,9 +130,10 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return bytes(buf)
 
 
-def field_map(data: bytes) -> list[tuple[int, int, str]]:
-    """Every field the reader reads from ``data``: (file offset, byte length, kind), where kind
-    is ``varint``, ``u8`` or a struct format (``I``, ``Q``, ``i``, ``q``, ``H``)."""
+def field_map(data: bytes) -> list[tuple[int, int, str, str]]:
+    """Every field the reader reads from ``data``: (file offset, byte length, kind, what), where
+    kind is ``varint``, ``u8`` or a struct format (``I``, ``Q``, ``i``, ``q``, ``H``) and what
+    names the field (the reader's message should reading it fail)."""
     from tilegen.runtime.bytecode import BytecodeError, read_bytecode
     from tilegen.runtime.bytecode import varint as V
 
@@ -163,7 +164,7 @@ def sweep(data: bytes, rng: Optional[random.Random] = None) -> Iterator[tuple[by
     fields = field_map(data)
     if rng is not None:
         rng.shuffle(fields)
-    for off, length, kind in fields:
+    for off, length, kind, what in fields:
         if kind == "varint":
             values = sorted(set(HOSTILE_VARINTS) | {size, size + 1})
             encode = encode_varint
@@ -182,6 +183,7 @@ def sweep(data: bytes, rng: Optional[random.Random] = None) -> Iterator[tuple[by
                 "length": length,
                 "kind": kind,
                 "value": v,
+                "what": what,
             }
 
 

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-SHARED = Path(os.environ.get("TILEGEN_SHARED", "/work/shared"))
+REPO = Path(__file__).resolve().parent.parent
+#: ``$TILEGEN_SHARED``, else ``../shared`` beside the repository
+SHARED = Path(os.environ.get("TILEGEN_SHARED") or REPO.parent / "shared")
 CORPUS = SHARED / "corpus" / "cutile" / "out"
 BYTECODE_TESTS = SHARED / "conformance" / "cuda-tile" / "test" / "Bytecode"
 CORPUS_FILES = sorted(glob.glob(str(CORPUS / "*.tileirbc")))
@@ -63,3 +65,35 @@ def fingerprint(module) -> list:
         for r in op.results:
             vid(r)
     return out
+
+
+def nvidia_first_error(data: bytes, tmp_path) -> tuple[int, str]:
+    """(exit code, first ``error:`` line without the ``error: `` prefix) of NVIDIA's
+    ``tileirdisasm`` on ``data``; ``tmp_path`` is a directory for the file."""
+    path = Path(tmp_path) / "input.tileirbc"
+    path.write_bytes(data)
+    proc = subprocess.run(
+        [nvidia_tool("tileirdisasm"), str(path)], capture_output=True, text=True, errors="replace"
+    )
+    lines = [ln for ln in proc.stderr.splitlines() if "error: " in ln]
+    first = lines[0].split("error: ", 1)[1] if lines else ""
+    return proc.returncode, first
+
+
+def module_with_arg_type(arg_type, version: str = "13.4") -> bytes:
+    """Bytecode (written by tilegen, unverified) of ``entry @k(%arg0: ARG_TYPE) { return }``:
+    how the tests build files whose types NVIDIA's reader must refuse."""
+    from tilegen.runtime import types as ty
+    from tilegen.runtime.asm import parse_module
+    from tilegen.runtime.attributes import TypeAttr
+    from tilegen.runtime.bytecode import write_bytecode
+
+    module = parse_module(
+        "cuda_tile.module @kernels {\n  entry @k(%arg0: tile<i32>) {\n    return\n  }\n}\n",
+        "k.mlir",
+        no_implicit_module=True,
+    )
+    entry = module.regions[0].block.ops[0]
+    entry.attributes["function_type"] = TypeAttr(ty.FunctionType((arg_type,), ()))
+    entry.regions[0].block.args[0].type = arg_type
+    return write_bytecode(module, version)

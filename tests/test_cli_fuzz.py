@@ -53,3 +53,56 @@ def test_mutants_give_located_diagnostics(seed_file):
                 assert driver.file_line_col(d.loc) is not None, (d.message, text)
         if result.output is None:
             assert any(d.severity == "error" for d in result.diagnostics), text
+
+
+# --------------------------------------------------------------------------- bench/fuzz_text.py
+
+import importlib.util  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("fuzz_text", REPO / "bench" / "fuzz_text.py")
+fuzz_text = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fuzz_text)
+
+
+def test_text_campaign_has_no_crash_or_hang():
+    """A short, seeded run of the text campaign (the long one is ``bench/fuzz_text.py``):
+    every mutant is accepted or refused with located diagnostics, also through the bytecode
+    round trip and the canonicalizer."""
+    stats = fuzz_text.run_campaign(seconds=60.0, seed=11, max_inputs=400)
+    assert stats["inputs"] >= 100
+    assert stats["crash"] == 0 and stats["hang"] == 0, stats["failures"][:3]
+    assert stats["ok"] > 0 and stats["rejected"] > 0
+
+
+#: inputs the text campaign found (fixed here): (text, line, column, message)
+FOUND = [
+    (  # an i64 attribute of 2^64 was accepted, then wrapped to 0 by the bytecode round trip
+        "cuda_tile.module @kernels {\n  entry @k() {\n"
+        "    %0 = alloca num_elem = 64, alignment = 18446744073709551616 : tile<ptr<f32>>\n"
+        "    return\n  }\n}\n",
+        3,
+        44,
+        "integer constant out of range for attribute",
+    ),
+    (  # a 2^64 scopeLine reached the bytecode writer (ValueError: an internal error)
+        '#f = #cuda_tile.di_file<"a.py" in "/">\n#cu = #cuda_tile.di_compile_unit<file = #f>\n'
+        '#sp = #cuda_tile.di_subprogram<file = #f, line = 1, name = "k", linkageName = "k", '
+        "compileUnit = #cu, scopeLine = 18446744073709551616>\n",
+        3,
+        115,
+        "integer value too large",
+    ),
+]
+
+
+@pytest.mark.parametrize("text, line, col, message", FOUND)
+def test_found_inputs_are_located_errors(text, line, col, message):
+    assert fuzz_text.check(text) == "rejected"
+    source = driver.Source("m.mlir", text)
+    chunk = driver.Chunk(text, 1, text.count("\n") + 1)
+    options = opt.OptOptions(filename="m.mlir")
+    result = driver.run_chunk(
+        source, chunk, lambda t, e: opt.process_chunk(t, e, options), verify=False
+    )
+    d = result.diagnostics[0]
+    assert (d.loc.line, d.loc.col, d.message) == (line, col, message)

@@ -43,7 +43,7 @@ from tilegen.runtime.attributes import (
     UnitAttr,
     UnknownLoc,
 )
-from tilegen.runtime.types import FloatType, IntegerType, Type
+from tilegen.runtime.types import FloatType, IndexType, IntegerType, Type
 
 if TYPE_CHECKING:  # pragma: no cover
     from tilegen.runtime.asm.parser import OpParser
@@ -97,7 +97,13 @@ def _parse_number(p: "OpParser", type: Optional[Type]) -> Attribute:
         return FloatAttr(-v if neg else v, ftype)
     v = int(text, 16) if text.startswith("0x") else int(text)
     v = -v if neg else v
-    return IntegerAttr(v, type if type is not None else I64)
+    type = type if type is not None else I64
+    width = 64 if isinstance(type, IndexType) else getattr(type, "width", None)
+    if isinstance(type, (IntegerType, IndexType)) and width and not (
+        -(1 << (width - 1)) <= v < (1 << width)
+    ):  # MLIR's buildAttributeAPInt: a signless value fits its width as signed or unsigned
+        p._fail("integer constant out of range for attribute", p.loc_at(tok))
+    return IntegerAttr(v, type)
 
 
 def parse_optional_attribute(p: "OpParser", type: Optional[Type] = None) -> Optional[Attribute]:
@@ -379,10 +385,13 @@ def _parse_struct(p: "OpParser", required: list[str], optional: list[str]) -> di
                 p._fail(f"duplicate or unknown struct parameter name: {key or p.tok.text}", at)
             p._expect("=")
             at = p.loc()
-            vals[key] = parse_attribute(p)
-            if key in _UNSIGNED_PARAMS and isinstance(vals[key], IntegerAttr):
-                if not 0 <= vals[key].value <= _U32_MAX:  # MLIR's parseInteger<unsigned>
+            if key in _UNSIGNED_PARAMS and p.tok.kind == lx.INTEGER:
+                v = p.parse_integer()  # MLIR's parseInteger<unsigned>, not an attribute
+                if v > _U32_MAX:
                     p._fail("integer value too large", at)
+                vals[key] = IntegerAttr(v, I64)
+            else:
+                vals[key] = parse_attribute(p)
             if not p.parse_optional_punct(","):
                 break
     end = p.loc()

@@ -98,8 +98,9 @@ class Writer:
 # --------------------------------------------------------------------------- decoding
 
 
-#: When a list, every field read appends ``(file offset, byte length, kind)``: the map of a
-#: file's fields that ``bench/fuzz_bytecode.py`` sweeps with hostile values. None: no tracing.
+#: When a list, every field read appends ``(file offset, byte length, kind, what)`` (kind:
+#: ``varint``, ``u8`` or a struct format; what: the read's failure message, naming the field):
+#: the map of a file's fields that ``bench/fuzz_bytecode.py`` sweeps. None: no tracing.
 TRACE: Optional[list] = None
 
 
@@ -116,8 +117,8 @@ class Cursor:
         self.end = len(self.data) if end is None else end
         self.base = base
 
-    def _trace(self, start: int, kind: str) -> None:
-        TRACE.append((self.base + start, self.pos - start, kind))
+    def _trace(self, start: int, kind: str, what: str) -> None:
+        TRACE.append((self.base + start, self.pos - start, kind, what))
 
     @property
     def remaining(self) -> int:
@@ -135,7 +136,7 @@ class Cursor:
         v = self.data[self.pos]
         self.pos += 1
         if TRACE is not None:
-            self._trace(self.pos - 1, "u8")
+            self._trace(self.pos - 1, "u8", what)
         return v
 
     def varint(self, what: str = "unexpected end of data", maximum: Optional[int] = None) -> int:
@@ -153,7 +154,7 @@ class Cursor:
                 break
             shift += 7
         if TRACE is not None:
-            self._trace(start, "varint")
+            self._trace(start, "varint", what)
         if maximum is not None and result > maximum:
             raise self.fail(
                 "varint value exceeds maximum supported capacity. "
@@ -171,7 +172,7 @@ class Cursor:
         (v,) = struct.unpack_from("<" + fmt, self.data, self.pos)
         self.pos += size
         if TRACE is not None:
-            self._trace(self.pos - size, fmt)
+            self._trace(self.pos - size, fmt, what)
         return v
 
     def bytes(self, n: int, what: str = "unexpected end of data") -> bytes:
@@ -195,7 +196,7 @@ class Cursor:
         out = struct.unpack_from(f"<{n}{fmt}", self.data, self.pos)
         if TRACE is not None:
             for i in range(n):
-                TRACE.append((self.base + self.pos + i * size, size, fmt))
+                TRACE.append((self.base + self.pos + i * size, size, fmt, f"word {i}"))
         self.pos += n * size
         return out
 
