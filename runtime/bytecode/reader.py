@@ -57,10 +57,16 @@ INT32_EXTREMES = (2**31 - 1, -(2**31))
 INT64_EXTREMES = (2**63 - 1, -(2**63))
 
 
-def read_bytecode(data: bytes, filename: str = "<bytecode>") -> Operation:
-    """Decode a whole file into a ``cuda_tile.module`` op; raises :class:`BytecodeError`."""
+def read_bytecode(
+    data: bytes, filename: str = "<bytecode>", entry_invariants: bool = True
+) -> Operation:
+    """Decode a whole file into a ``cuda_tile.module`` op; raises :class:`BytecodeError`.
+    ``entry_invariants``: refuse entries whose arguments are not tiles, as NVIDIA's 13.5 reader
+    (tileirdisasm, tileiras) does; the open-source cuda-tile-translate reads them."""
+    reader = _Reader(bytes(data), filename)
+    reader.entry_invariants = entry_invariants
     try:  # on a deep stack (runtime/limits.py): nesting is bounded by MAX_NESTING, not Python
-        return deep_stack(_Reader(bytes(data), filename).read)
+        return deep_stack(reader.read)
     except RecursionError:  # pragma: no cover - depth limits should make this unreachable
         raise BytecodeError("bytecode nesting exceeds the supported depth") from None
 
@@ -104,6 +110,7 @@ class _Reader:
         self.vt = (13, 1)
         self.depth = 0
         self._at = ""  # "error at offset N: " for function failures, once sections are read
+        self.entry_invariants = True
 
     # ------------------------------------------------------------------ framing
     def read(self) -> Operation:
@@ -234,8 +241,9 @@ class _Reader:
         for record in self.functions:
             with context(f"{self._at}failed to create function from bytecode"):
                 body.append(self._build_function(*record))
-        with context("deserialized module does not conform to bytecode format invariants"):
-            _check_invariants(module)
+        if self.entry_invariants:
+            with context("deserialized module does not conform to bytecode format invariants"):
+                _check_invariants(module)
         return module
 
     # ------------------------------------------------------------------ tables

@@ -33,7 +33,9 @@ def disassemble(data: bytes, filename: str, debuginfo: bool = False, verify: boo
     if not data.startswith(L.MAGIC[:4]):
         return None, [f"{filename}:0:0: error: input does not correspond to Tile IR bytecode"]
     engine = DiagnosticEngine()
-    opts = TranslateOptions(filename=filename, version=L.DEFAULT_WRITE_VERSION, verify=verify)
+    opts = TranslateOptions(
+        filename=filename, version=L.DEFAULT_WRITE_VERSION, verify=verify, entry_invariants=True
+    )
     module = decode(data, opts, engine)
     errors = [driver.render(d, None) for d in engine.diagnostics]
     if module is None:

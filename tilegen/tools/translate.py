@@ -71,6 +71,9 @@ class TranslateOptions:
     debuginfo: bool = False
     generic: bool = False
     verify: bool = True
+    #: refuse entries with non-tile arguments (NVIDIA's 13.5 reader, ``tilegen disasm``); the
+    #: open-source cuda-tile-translate this tool stands in for reads them
+    entry_invariants: bool = False
 
 
 def check_version(text: Optional[str]) -> str:
@@ -150,7 +153,7 @@ def decode(data: bytes, opts: TranslateOptions, engine: DiagnosticEngine):
     from tilegen.runtime.bytecode import read_bytecode
 
     try:
-        module = read_bytecode(data, opts.filename)
+        module = read_bytecode(data, opts.filename, opts.entry_invariants)
     except BytecodeError as e:
         engine.diagnostics.extend(bytecode_diagnostics(e, opts.filename))
         return None
