@@ -72,8 +72,9 @@ def assemble(ptx: str, sm: int, verbose: bool = False) -> tuple[bytes, str]:
 
 
 def ptxas_version() -> str:
-    """``ptxas --version``'s last line (``Cuda compilation tools, release 13.0, V13.0.88``) and
-    the binary's path, size and mtime; "none" without ptxas. Memoised per process."""
+    """What ``ptxas --version`` says (``Cuda compilation tools, release 13.5, V13.5.37; Build
+    cuda_13.5.r13.5/compiler.39125733_0``) and the binary's path, size and mtime; "none"
+    without ptxas. Memoised per process."""
     global _PTXAS_VERSION
     if _PTXAS_VERSION is None:
         path = find_ptxas()
@@ -83,8 +84,9 @@ def ptxas_version() -> str:
             st = os.stat(path)
             try:
                 p = subprocess.run([path, "--version"], capture_output=True, text=True)
-                lines = [x for x in p.stdout.splitlines() if x.strip()]
-                text = lines[-1].strip() if lines else f"exit {p.returncode}"
+                lines = [x.strip() for x in p.stdout.splitlines()]
+                lines = [x for x in lines if x.startswith(("Cuda compilation tools", "Build "))]
+                text = "; ".join(lines) or f"exit {p.returncode}"
             except OSError as e:
                 text = f"unrunnable: {e.strerror}"
             _PTXAS_VERSION = f"{text} ({path}, {st.st_size}, {st.st_mtime_ns})"

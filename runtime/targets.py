@@ -71,4 +71,5 @@ def target_from_name(name) -> "Target | None":
 def bad_target_message(name) -> str:
     """The one-line error for a name outside :data:`TARGET_NAMES`."""
     shown = name if isinstance(name, str) and len(name) <= 40 else repr(name)[:40]
-    return f"unsupported GPU architecture '{shown}'; supported: {', '.join(TARGET_NAMES)}"
+    names = ", ".join(TARGET_NAMES)
+    return f"GPU architecture '{shown}' is not supported by tilegen; supported: {names}"
