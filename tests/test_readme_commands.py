@@ -138,9 +138,7 @@ def test_the_readme_has_commands():
         assert any(c.startswith(prefix) for lang, c in STEPS if lang == "sh"), prefix
 
 
-@pytest.mark.parametrize(
-    "index", range(len(STEPS)), ids=[c.splitlines()[0][:60] for _, c in STEPS]
-)
+@pytest.mark.parametrize("index", range(len(STEPS)), ids=[c.splitlines()[0][:60] for _, c in STEPS])
 def test_readme_command(index, results):
     lang, cmd = STEPS[index]
     why = _skip_reason(lang, cmd)

@@ -19,17 +19,8 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional, Union
 
-from tilegen.cache import cache_dir, cache_key
-from tilegen.version import (
-    build_fingerprint,
-    compiler_version,
-    newest_bytecode_version,
-    readable_bytecode_versions,
-    tilegen_version,
-)
 from tilegen.runtime.diagnostics import (
     EXIT_COMPILE,
     EXIT_CONFIG,
@@ -47,6 +38,27 @@ from tilegen.runtime.options import (  # noqa: F401 - re-exported
 )
 
 Source = Union[bytes, bytearray, memoryview, str, os.PathLike]
+
+#: names re-exported from tilegen/cache.py and tilegen/version.py, imported on first use (a
+#: ``tilegen-tileiras`` compile with the cache off needs neither)
+_LAZY = {
+    "cache_dir": "tilegen.cache",
+    "cache_key": "tilegen.cache",
+    "build_fingerprint": "tilegen.version",
+    "compiler_version": "tilegen.version",
+    "newest_bytecode_version": "tilegen.version",
+    "readable_bytecode_versions": "tilegen.version",
+    "tilegen_version": "tilegen.version",
+}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tilegen.api' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass
@@ -138,9 +150,10 @@ def compile(  # noqa: A001 - the public name
     key = directory = None
     if cache:
         from tilegen import cache as cache_mod
+        from tilegen.version import compiler_version
 
         start = time.perf_counter()
-        directory = cache_dir()
+        directory = cache_mod.cache_dir()
         key = cache_mod.key_for(options, data, compiler_version(), directory)
         hit = cache_mod.lookup(directory, key)
         timings["cache"] = time.perf_counter() - start
