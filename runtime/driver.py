@@ -313,10 +313,28 @@ def convert_passes(options: CompileOptions) -> list:
     return [PassRef("convert-cuda-tile-to-nv-tileaa", cc)]
 
 
-def layout_passes(options: CompileOptions) -> list:
-    from tilegen.runtime.passes.pipeline import PassRef
+#: CompileOptions field -> the layout pass option that carries it (where the pass declares it)
+LAYOUT_PASS_OPTIONS = {
+    "use_wgmma": "wgmma",
+    "use_cp_async": "cp-async",
+    "pipelining": "pipeline",
+    "num_stages": "num-stages",
+}
 
-    return [PassRef("nv-tileas-assign-layouts")]
+
+def layout_passes(options: CompileOptions) -> list:
+    """``nv-tileas-assign-layouts`` with the codegen choices as typed pass options, for every
+    option the pass declares (the emitter reads the rest from :func:`options.current`)."""
+    from tilegen.runtime.passes.pipeline import PassRef
+    from tilegen.runtime.passes.registry import load_passes
+
+    declared = load_passes()["nv-tileas-assign-layouts"].options
+    pass_options = {}
+    for field, key in LAYOUT_PASS_OPTIONS.items():
+        value = getattr(options, field)
+        if key in declared:
+            pass_options[key] = str(value).lower() if isinstance(value, bool) else str(value or 0)
+    return [PassRef("nv-tileas-assign-layouts", pass_options)]
 
 
 def _pass_stage(name: str):

@@ -142,7 +142,9 @@ def run(args) -> int:
             return fail([Diagnostic("error", "holds no expected__<name> arrays", FileLoc(source))])
         problems = compare_expected(result, expected, args.rtol, args.atol)
         for p in problems:
-            print(f"{args.file}: mismatch: {p}", file=sys.stderr)
+            print(
+                Diagnostic("error", f"mismatch: {p}", FileLoc(args.file)).format(), file=sys.stderr
+            )
         if problems:
             return 1
         print(f"{len(expected)} expected array(s) match")
