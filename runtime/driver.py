@@ -153,16 +153,15 @@ def decode_text(name: str, data: bytes) -> str:
 
     try:
         text = data.decode("utf-8")
-        bad, message = (
-            text.find("\0"),
-            "unexpected NUL character in source (is this a binary file?)",
-        )
-        prefix = text[:bad] if bad >= 0 else None
     except UnicodeDecodeError as e:
         prefix = data[: e.start].decode("utf-8", "replace")
         message = f"invalid UTF-8 byte 0x{data[e.start]:02x} in source"
-    if prefix is None:
-        return text
+    else:
+        nul = text.find("\0")
+        if nul < 0:
+            return text
+        prefix = text[:nul]
+        message = "unexpected NUL character in source (is this a binary file?)"
     line = prefix.count("\n") + 1
     col = len(prefix) - (prefix.rfind("\n") + 1) + 1
     raise DiagnosticError(Diagnostic("error", message, FileLineColLoc(name, line, col)))
