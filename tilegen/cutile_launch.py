@@ -60,7 +60,7 @@ def _diag_error(diagnostics, kernel: str, what: str) -> LaunchError:
     for d in diagnostics:
         lines.append(d.format() if file_line_col(d.loc) is not None else f"error: {d.message}")
     text = "\n".join(lines) or "error: (no diagnostic)"
-    return LaunchError(f"{what} kernel '{kernel}':\n{text}", diagnostics, kernel)
+    return LaunchError(f"kernel '{kernel}': {what}:\n{text}", diagnostics, kernel)
 
 
 # ----------------------------------------------------------------------------- arguments
@@ -188,9 +188,7 @@ def _array_constraint(arr: np.ndarray, ct_dtype, annotation, what: str):
         wanted = {d % nd for d in static_shapes}
         shape_constant = tuple(n if i in wanted else None for i, n in enumerate(shape))
     elements_16 = max(1, 16 // itemsize)
-    stride_div = tuple(
-        elements_16 if (s * itemsize) % 16 == 0 and s != 0 else 1 for s in strides
-    )
+    stride_div = tuple(elements_16 if (s * itemsize) % 16 == 0 and s != 0 else 1 for s in strides)
     shape_div = tuple(16 if _divisible_16(n) and n != 0 else 1 for n in shape)
     return ArrayConstraint(
         ct_dtype,
