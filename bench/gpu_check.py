@@ -143,16 +143,83 @@ def build_corpus(out: Path, corpus: Path, archs, only) -> dict:
     return {"kernels": kernels, "large": large_cases(manifest)}
 
 
+def gcd_variant(sig, args):
+    """``sig`` with the other plausible launcher rule for divisibility: the largest power of
+    two up to 16 dividing each shape and each stride in bytes (instead of 16-or-nothing).
+    Recorded too, so that either rule finds its cubins on the GPU."""
+    import dataclasses
+    import math
+
+    import numpy as np
+    from cuda.tile.compilation import ArrayConstraint, KernelSignature
+
+    arrays = iter(a for a in args if isinstance(a, np.ndarray))
+    params = []
+    for p in sig.parameters:
+        if isinstance(p, ArrayConstraint):
+            a = next(arrays)
+            shape = a.shape
+            strides = [int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape))]
+            size = a.dtype.itemsize
+            p = dataclasses.replace(
+                p,
+                shape_divisible_by=tuple(math.gcd(int(n), 16) or 16 for n in shape),
+                stride_divisible_by=tuple(max(1, math.gcd(s * size, 16) // size) for s in strides),
+            )
+        params.append(p)
+    return KernelSignature(params, sig.calling_convention)
+
+
+def record(out: Path, kernel, sig, stem: str, archs) -> tuple[dict, dict]:
+    """Both compilers' cubins of ``kernel`` for ``sig``, per arch: ({arch: {compiler: path}},
+    {arch: {compiler: error}})."""
+    from cuda.tile.compilation import export_kernel
+
+    import tilegen
+    from tilegen.cutile_launch import _bytecode_version
+
+    cubins_by_arch, errors_by_arch = {}, {}
+    for arch in archs:
+        cubins, errors = {}, {}
+        rel = f"cutile/{stem}.{arch}.tileiras.cubin"
+        buf = io.BytesIO()
+        try:
+            export_kernel(kernel, [sig], buf, gpu_code=arch, output_format="cubin")
+            (out / rel).write_bytes(buf.getvalue())
+            cubins["tileiras"] = rel
+        except Exception as e:  # noqa: BLE001 - recorded in the manifest
+            errors["tileiras"] = _short(e)
+        rel = f"cutile/{stem}.{arch}.tilegen.cubin"
+        buf = io.BytesIO()
+        try:
+            export_kernel(
+                kernel,
+                [sig],
+                buf,
+                gpu_code=arch,
+                output_format="tileir_bytecode",
+                bytecode_version=_bytecode_version(),
+            )
+            result = tilegen.compile(buf.getvalue(), gpu_name=arch)
+            (out / rel).write_bytes(result.cubin)
+            cubins["tilegen"] = rel
+        except Exception as e:  # noqa: BLE001 - recorded in the manifest
+            errors["tilegen"] = _short(e)
+        cubins_by_arch[arch] = cubins
+        if errors:
+            errors_by_arch[arch] = errors
+    return cubins_by_arch, errors_by_arch
+
+
 def build_cutile(out: Path, archs) -> dict:
     """Record both compilers' cubins for every launch case (see the module doc)."""
     try:
         import numpy as np
 
-        from cuda.tile.compilation import export_kernel
+        import cuda.tile  # noqa: F401
     except ImportError as e:
         return {"reason": f"cuda-tile is not installed on the build machine: {e}"}
-    import tilegen
-    from tilegen.cutile_launch import _bytecode_version, signature_for
+    from tilegen.cutile_launch import signature_for
 
     shutil.copy(ROOT / "tests" / "cutile_kernels.py", out / "cutile" / "cutile_kernels.py")
     sys.path.insert(0, str(ROOT / "tests"))
@@ -164,40 +231,18 @@ def build_cutile(out: Path, archs) -> dict:
         kernel = ks[lc.kernel].kernel
         _grid, args = lc.make(np.random.default_rng(0))
         sig = signature_for(kernel, args)
-        sig = sig.with_mangled_symbol(lc.kernel)
-        case = {"kernel": lc.kernel, "key": _signature_key(sig), "symbol": sig.symbol}
-        case["cubins"], case["errors"] = {}, {}
-        for arch in archs:
-            cubins, errors = {}, {}
-            rel = f"cutile/{lc.name}.{arch}.tileiras.cubin"
-            buf = io.BytesIO()
-            try:
-                export_kernel(kernel, [sig], buf, gpu_code=arch, output_format="cubin")
-                (out / rel).write_bytes(buf.getvalue())
-                cubins["tileiras"] = rel
-            except Exception as e:  # noqa: BLE001 - recorded in the manifest
-                errors["tileiras"] = _short(e)
-            rel = f"cutile/{lc.name}.{arch}.tilegen.cubin"
-            buf = io.BytesIO()
-            try:
-                export_kernel(
-                    kernel,
-                    [sig],
-                    buf,
-                    gpu_code=arch,
-                    output_format="tileir_bytecode",
-                    bytecode_version=_bytecode_version(),
-                )
-                result = tilegen.compile(buf.getvalue(), gpu_name=arch)
-                (out / rel).write_bytes(result.cubin)
-                cubins["tilegen"] = rel
-            except Exception as e:  # noqa: BLE001 - recorded in the manifest
-                errors["tilegen"] = _short(e)
-            case["cubins"][arch] = cubins
-            if errors:
-                case["errors"][arch] = errors
-        cases[lc.name] = case
-        failed = sorted({f"{c} {a}" for a, e in case["errors"].items() for c in e})
+        variants = [("launcher", sig)]
+        alt = gcd_variant(sig, args)
+        if _signature_key(alt) != _signature_key(sig):
+            variants.append(("gcd", alt))
+        recorded = []
+        for label, v in variants:
+            v = v.with_mangled_symbol(lc.kernel)
+            entry = {"variant": label, "key": _signature_key(v), "symbol": v.symbol}
+            entry["cubins"], entry["errors"] = record(out, kernel, v, f"{lc.name}.{label}", archs)
+            recorded.append(entry)
+        cases[lc.name] = {"kernel": lc.kernel, **recorded[0], "alternatives": recorded[1:]}
+        failed = sorted({f"{c} {a}" for a, e in recorded[0]["errors"].items() for c in e})
         print(f"  cuTile {lc.name}: " + (f"FAILED {', '.join(failed)}" if failed else "ok"))
     return {"kernels_py": "cutile/cutile_kernels.py", "cases": cases}
 

@@ -596,10 +596,13 @@ def install_recorded_compile(payload: Path, info: dict, arch: str, state: dict):
         key = _signature_key(signature)
         state["seen"].append(key)
         for case in info["cases"].values():
-            if case["key"] == key and case["kernel"] == self._pyfunc.__name__:
-                rel = case["cubins"].get(arch, {}).get(state["compiler"])
-                if rel:
-                    return (payload / rel).read_bytes(), case["symbol"], None, ()
+            if case["kernel"] != self._pyfunc.__name__:
+                continue
+            for variant in [case] + case.get("alternatives", []):
+                rel = variant["cubins"].get(arch, {}).get(state["compiler"])
+                if variant["key"] == key and rel:
+                    state.setdefault("variants", []).append(variant.get("variant", "launcher"))
+                    return (payload / rel).read_bytes(), variant["symbol"], None, ()
         raise RunnerError(f"no recorded {state['compiler']} cubin for signature {key}")
 
     kernel_cls._compile = recorded_compile
@@ -718,8 +721,14 @@ def run_cutile(payload: Path, manifest: dict, arch: str, repeat: int, dry: bool)
             rows.append(row)
     finally:
         kernel_cls._compile = original
-    unpredicted = sorted(set(state["seen"]) - {c["key"] for c in info["cases"].values()})
-    return {"status": "ran", "cases": rows, "unpredicted_signatures": unpredicted}
+    known = {v["key"] for c in info["cases"].values() for v in [c] + c.get("alternatives", [])}
+    unpredicted = sorted(set(state["seen"]) - known)
+    return {
+        "status": "ran",
+        "cases": rows,
+        "unpredicted_signatures": unpredicted,
+        "variants_used": sorted(set(state.get("variants", []))),
+    }
 
 
 # --- report -----------------------------------------------------------------------------------
@@ -855,6 +864,11 @@ def render_report(res: dict) -> str:
                 f"| {_us(r['tilegen'])} | {_us(r['tileiras'])} "
                 f"| {f'{ratio:.2f}' if ratio else '-'} | {_notes(r)} |"
             )
+        if cut.get("variants_used"):
+            out += [
+                "",
+                f"Recorded signature variants the launcher asked for: {cut['variants_used']}",
+            ]
         if cut.get("unpredicted_signatures"):
             out += ["", "Signatures cuTile's launcher asked for that were not recorded:", ""]
             out += [f"- `{s}`" for s in cut["unpredicted_signatures"]]

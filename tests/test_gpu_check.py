@@ -131,10 +131,18 @@ def test_recorded_compile_hands_cutile_the_cubin(payload):
         state["compiler"] = "tilegen"
         cubin, _, _, _ = kernel._compile(signature_for(kernel, args), default_tile_context)
         assert cubin == (out / cut["cases"]["softmax"]["cubins"]["sm_90"]["tilegen"]).read_bytes()
+        # the other divisibility rule finds its own recorded cubin
+        [alt] = cut["cases"]["softmax"]["alternatives"]
+        cubin, symbol, _, _ = kernel._compile(
+            gpu_check.gcd_variant(signature_for(kernel, args), args), default_tile_context
+        )
+        assert cubin == (out / alt["cubins"]["sm_90"]["tilegen"]).read_bytes()
+        assert symbol == alt["symbol"] != cut["cases"]["softmax"]["symbol"]
+        assert state["variants"] == ["launcher", "launcher", "gcd"]
         other = (np.zeros((10, 100), np.float64), np.zeros((10, 100), np.float64), 4, 128)
         with pytest.raises(gpu_runner.RunnerError, match="no recorded tilegen cubin"):
             kernel._compile(signature_for(kernel, other), default_tile_context)
-        assert len(state["seen"]) == 3
+        assert len(state["seen"]) == 4
     finally:
         from cuda.tile._execution import kernel as kernel_cls
 

@@ -271,7 +271,7 @@ def _prepare(kernel, args: Sequence) -> _Prepared:
                 raise LaunchError(f"{what}: a 0-d array; pass a Python or NumPy scalar instead")
             ct_dtype, carrier = _ct_dtype(value.dtype, what)
             for other, arr in seen:
-                if np.shares_memory(arr, value):
+                if np.may_share_memory(arr, value) and np.shares_memory(arr, value):
                     raise LaunchError(
                         f"{what}: shares memory with argument '{other}'; cuTile assumes array "
                         "arguments do not alias (pass each array once)"
