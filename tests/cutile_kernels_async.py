@@ -51,6 +51,8 @@ def kernels() -> dict[str, "KernelCase"]:
     from cuda.tile.compilation import ArrayConstraint
 
     def arr(dtype, ndim=1, index=ct.int32):
+        # strides known to be 16-byte multiples (what ct.launch infers for dense arrays): TMA
+        # needs them; without the assumption tileiras falls back to cp.async (docs/pipelines.md)
         return ArrayConstraint(
             dtype,
             ndim,
@@ -59,6 +61,7 @@ def kernels() -> dict[str, "KernelCase"]:
             alias_groups=(),
             may_alias_internally=False,
             stride_constant=(None,) * (ndim - 1) + (1,),
+            stride_divisible_by=(128 // dtype.bitwidth,) * (ndim - 1) + (1,),
             base_addr_divisible_by=16,
         )
 

@@ -11,15 +11,17 @@
 // checked: optional/default-valued attributes, integer widths and ranges, same_rank, tile shape
 // rules, terminators, custom verifiers.
 irdl.dialect @nv_tileas {
-  // `D = A x B + C` (nv_tileaa.dot's operands and attributes) issued asynchronously (wgmma / tcgen05.mma); `d` may be read only after an `async.wait` on `token`.
+  // `D = A x B + C` with nv_tileaa.dot's operands, attributes and checks, issued asynchronously (wgmma / tcgen05.mma); `d` may be read only after an `async.wait` on `token`.
   // no constraint in spec/types/constraints.yaml for: NvTileAA_Tile (unconstrained)
   irdl.operation @async.dot {
     %c0 = irdl.any
     %c1 = irdl.any
     %c2 = irdl.any
     %c3 = irdl.any
-    irdl.operands(a: %c0, b: %c1, c: %c2)
-    irdl.results(d: %c2, token: %c3)
+    %c4 = irdl.any
+    %c5 = irdl.any
+    irdl.operands(a: %c0, b: %c1, c: %c2, sfa: optional %c3, sfb: optional %c4)
+    irdl.results(d: %c2, token: %c5)
   }
   // One agent of an agent_switch - its body runs on `num_warps` warps (-1 inherits the warps the explicit agents leave) with `max_regs` registers per thread (setmaxnreg; absent inherits the kernel's).
   // no constraint in spec/types/constraints.yaml for: NvTileAA_Any (unconstrained)

@@ -14,13 +14,15 @@ ASYNC_DOT = register_op(OpDef(
     opcode=None,
     since='13.1',
     family='pipeline',
-    summary=("`D = A x B + C` (nv_tileaa.dot's operands and attributes) issued asynchronously (wgmma / "
-     'tcgen05.mma); `d` may be read only after an `async.wait` on `token`.'),
-    traits=(),
+    summary=("`D = A x B + C` with nv_tileaa.dot's operands, attributes and checks, issued asynchronously "
+     '(wgmma / tcgen05.mma); `d` may be read only after an `async.wait` on `token`.'),
+    traits=('AttrSizedOperandSegments',),
     operands=(
         OperandDef('a', 'NvTileAA_Tile', 'single', '13.1'),
         OperandDef('b', 'NvTileAA_Tile', 'single', '13.1'),
         OperandDef('c', 'NvTileAA_Tile', 'single', '13.1'),
+        OperandDef('sfa', 'NvTileAA_Tile', 'optional', '13.1'),
+        OperandDef('sfb', 'NvTileAA_Tile', 'optional', '13.1'),
     ),
     attributes=(
         AttrDef('signedness_a', 'i32-enum', constraint='OptionalAttr<NvTileAA_SignednessAttr>', enum='NvTileAA_Signedness', attr_class=None, default=None, optional=True, since='13.1'),
@@ -33,11 +35,11 @@ ASYNC_DOT = register_op(OpDef(
     ),
     regions=(
     ),
-    format='$a `,` $b `,` $c attr-dict `:` type($a) `,` type($b) `,` type($c)',
+    format='$a `,` $b `,` $c (`sfa` $sfa^)? (`sfb` $sfb^)? attr-dict `:` functional-type(operands, $d)',
     custom_format=None,
     verify=[{'same_type': ['c', 'd']},
-     {'require': {'then': {'rank': 'a', 'in': [2]},
-                  'message': 'operand A must have rank 2, but has rank {rank[a]}'}},
+     {'require': {'then': {'rank': 'a', 'in': [2, 3]},
+                  'message': 'operand A must have rank 2 or 3 (batched), but has rank {rank[a]}'}},
      {'custom': 'nv_tileaa_dot'}],
     bytecode={},
     semantics={'kind': 'interpreter'},
@@ -48,22 +50,30 @@ ASYNC_DOT = register_op(OpDef(
 
 
 class AsyncDotOp(OpView):
-    """``nv_tileas.async.dot``: `D = A x B + C` (nv_tileaa.dot's operands and attributes) issued asynchronously (wgmma / tcgen05.mma); `d` may be read only after an `async.wait` on `token`."""
+    """``nv_tileas.async.dot``: `D = A x B + C` with nv_tileaa.dot's operands, attributes and checks, issued asynchronously (wgmma / tcgen05.mma); `d` may be read only after an `async.wait` on `token`."""
 
     OPDEF = ASYNC_DOT
     __slots__ = ()
 
     @property
     def a(self) -> Value:
-        return self.op.operands[0]
+        return self._single_operand('a')
 
     @property
     def b(self) -> Value:
-        return self.op.operands[1]
+        return self._single_operand('b')
 
     @property
     def c(self) -> Value:
-        return self.op.operands[2]
+        return self._single_operand('c')
+
+    @property
+    def sfa(self) -> Optional[Value]:
+        return self._single_operand('sfa')
+
+    @property
+    def sfb(self) -> Optional[Value]:
+        return self._single_operand('sfb')
 
     @property
     def d(self) -> Value:
