@@ -118,7 +118,10 @@ def test_baseline_verifies_and_round_trips():
     again = print_module(parse_module(text, "t.mlir"))
     assert text == again
     assert f"{P}agent warps(4) regs(40) {{" in text
-    assert "!nv_tileas.async.pipeline.iterator<consumer, stages = 3, register, tile<64x32xf16>>" in text
+    assert (
+        "!nv_tileas.async.pipeline.iterator<consumer, stages = 3, register, tile<64x32xf16>>"
+        in text
+    )
     generic = print_module(parse_module(src, "t.mlir"), generic=True)
     assert print_module(parse_module(generic, "t.mlir")) == text
 
@@ -362,16 +365,14 @@ def test_stage_access_needs_the_matching_side():
 
 
 def test_rule3_if_yields_the_same_iterator():
-    src = source(
-        extra=f"""%b = arith.constant true
+    src = source(extra=f"""%b = arith.constant true
     %i0 = {P}create_iterator %p : !pipe -> !cit
     %i1 = {P}create_iterator %p : !pipe -> !cit2
     %sel = scf.if %b -> (!cit) {{
       scf.yield %i0 : !cit
     }} else {{
       scf.yield %i1 : !cit2
-    }}"""
-    )
+    }}""")
     src = src.replace(
         "module attributes",
         "!cit2 = !nv_tileas.async.pipeline.iterator<consumer, stages = 3, shared, "
@@ -390,8 +391,7 @@ def test_rule4_loops_carry_iterators_unchanged():
     src = source(prod_loop_yield="%other : !pit2")
     src = src.replace(
         f"%nx = {P}inc_iter %it : !pit\n",
-        f"%nx = {P}inc_iter %it : !pit\n"
-        f"          %other = \"test.iter\"() : () -> !pit2\n",
+        f"%nx = {P}inc_iter %it : !pit\n" f'          %other = "test.iter"() : () -> !pit2\n',
         1,
     )
     src = src.replace(
