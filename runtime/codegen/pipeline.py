@@ -512,7 +512,8 @@ def wgmma_descriptor(em, start, lbo: int, sbo: int, swizzle: int) -> str:
     lo = em.new("b32")
     em.ins(f"shr.u32 {lo}, {start}, 4")
     em.ins(f"and.b32 {lo}, {lo}, 16383")
-    em.ins(f"or.b32 {lo}, {lo}, {(lbo >> 4) << 16}")
+    if lbo:
+        em.ins(f"or.b32 {lo}, {lo}, {(lbo >> 4) << 16}")
     d = em.new("b64")
     em.ins(f"mov.b64 {d}, {{{lo}, {hi}}}")
     return d
