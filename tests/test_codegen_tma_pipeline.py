@@ -153,3 +153,20 @@ def test_tcgen05_instruction_descriptor_fields():
     assert (d >> 16) & 1 == 0
     with pytest.raises(ValueError):
         tcgen05.instruction_descriptor(32, 64)
+
+
+def test_device_maps_claim_and_free_a_slot_per_resident_cta():
+    from tilegen.runtime.codegen.pipeline import map_slots, smem_layout
+
+    # 197 KB of stages: one CTA per SM, one slot; a small tile: as many as fit (6 by shared
+    # memory), never more than 32 (one bitmap word)
+    assert map_slots(384, smem_layout(GemmConfig(stages=6))[-1]) == 1
+    assert map_slots(256, smem_layout(GemmConfig(bm=64, bn=64, stages=2))[-1]) == 6
+    assert map_slots(32, 0) == 32
+    ptx = ws_gemm_ptx(GemmConfig(maps="device", bm=64, bn=64, stages=2))
+    assert ".global .align 4 .b32 tilegen_ws_gemm_slots[256];" in ptx
+    assert "atom.global.cas.b32" in ptx and "atom.global.and.b32" in ptx
+    assert ptx.count("tensormap.cp_fenceproxy.global.shared::cta") == 2
+    assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 2
+    # the slot is freed after the consumer loop (every copy through the maps completed)
+    assert ptx.index("$L__consumed") < ptx.index("atom.global.and.b32")

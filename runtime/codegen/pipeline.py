@@ -26,8 +26,19 @@ from tilegen.runtime.records import dataclass
 
 #: the suspend-time hint of mbarrier.try_wait (ns); tileiras uses the same order of magnitude
 TRY_WAIT_HINT = 10000000
-#: tensor-map slots per SM for device-built maps (CTAs of one kernel resident on one SM)
-MAP_SLOTS = 4
+#: SMs the per-SM tensor-map slot arrays cover (%smid < 256 on every GPU tilegen targets)
+MAX_SMS = 256
+#: shared memory of one SM (sm_90/sm_100: 228 KB) and the 1 KB the driver reserves per CTA
+SM_SHARED = 233472
+CTA_RESERVED_SHARED = 1024
+
+
+def map_slots(threads: int, smem_bytes: int) -> int:
+    """Tensor-map slots per SM: the most CTAs of this kernel that can be resident on one SM
+    (by threads and shared memory; at most 32, one bit each in the SM's b32 bitmap word), so a
+    CTA always finds a free slot."""
+    by_smem = SM_SHARED // (smem_bytes + CTA_RESERVED_SHARED)
+    return max(1, min(32, 2048 // threads, by_smem))
 
 
 class PtxBuilder:
@@ -132,6 +143,23 @@ class Ring:
 # --------------------------------------------------------------------------- GEMM kernels
 
 
+def cfg_slots(cfg: "GemmConfig") -> int:
+    return map_slots(cfg.threads, smem_layout(cfg)[-1])
+
+
+def smem_layout(cfg: "GemmConfig") -> tuple[int, int, int, int]:
+    """(bytes per stage, barrier offset, tensor-map offset, total) of the kernel's shared memory:
+    1024-aligned stages, full/empty/done barriers and the TMEM address slot, then (device maps)
+    two 128-byte maps."""
+    align = 1024
+    stage_bytes = (cfg.stage_bytes + align - 1) // align * align
+    bar_off = cfg.stages * stage_bytes
+    extra = 8 * (2 * cfg.stages + 1) + 8
+    maps_off = (bar_off + extra + 8 + 127) // 128 * 128
+    total = maps_off + (2 * tma.TENSORMAP_BYTES if cfg.maps == "device" else 0)
+    return stage_bytes, bar_off, maps_off, total
+
+
 @dataclass(frozen=True)
 class GemmConfig:
     """A warp-specialized TMA GEMM tile: C[bm x bn] (f32) += A[bm x bk] @ B[bk x bn] over K."""
@@ -214,12 +242,8 @@ def ws_gemm_ptx(cfg: GemmConfig) -> str:
     em = PtxBuilder()
     n = cfg.name
     S = cfg.stages
-    align = 1024
-    stage_bytes = (cfg.stage_bytes + align - 1) // align * align
-    bar_off = S * stage_bytes
-    extra = 8 * (2 * S + 1) + 8  # full, empty, done barriers and the TMEM address slot
-    maps_off = (bar_off + extra + 127) // 128 * 128
-    smem_bytes = maps_off + (2 * tma.TENSORMAP_BYTES if cfg.maps == "device" else 0)
+    stage_bytes, bar_off, maps_off, smem_bytes = smem_layout(cfg)
+    slots = cfg_slots(cfg)
 
     def p(name):
         r = em.new("b32")
@@ -373,8 +397,8 @@ def ws_gemm_ptx(cfg: GemmConfig) -> str:
     ]
     if cfg.maps == "device":
         head += [
-            f".global .align 128 .b8 {n}_tmaps[{MAP_SLOTS * 2 * tma.TENSORMAP_BYTES * 256}];",
-            f".global .align 4 .b32 {n}_slots[256];",
+            f".global .align 128 .b8 {n}_tmaps[{slots * 2 * tma.TENSORMAP_BYTES * MAX_SMS}];",
+            f".global .align 4 .b32 {n}_slots[{MAX_SMS}];",
             "",
         ]
     params = ",\n\t".join(decl + hidden)
@@ -409,7 +433,7 @@ def _build_maps(em, cfg: GemmConfig, tid, maps_off: int) -> None:
     em.ins(f"setp.eq.u32 {l0}, {tid}, 0")
     built = em.new_label("built")
     em.ins(f"@!{l0} bra {built}")
-    slot = tma.claim_slot(em, f"{n}_slots", MAP_SLOTS)
+    slot = tma.claim_slot(em, f"{n}_slots", cfg_slots(cfg))
     em.ins(f"st.shared.u32 [{_map_slot_addr(cfg, maps_off)}], {slot}")
     for i, (x, sizes, tile) in enumerate(
         (
@@ -481,7 +505,7 @@ def release_map_slot(em, cfg: GemmConfig, tid, maps_off: int) -> None:
     em.ins(f"@!{l0} bra {skip}")
     slot = em.new("b32")
     em.ins(f"ld.shared.u32 {slot}, [{_map_slot_addr(cfg, maps_off)}]")
-    tma.release_slot(em, f"{cfg.name}_slots", slot, MAP_SLOTS)
+    tma.release_slot(em, f"{cfg.name}_slots", slot, cfg_slots(cfg))
     em.label(skip)
 
 
