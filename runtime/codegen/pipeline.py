@@ -19,7 +19,6 @@ The emitter protocol is Emitter's (runtime/codegen/core.py): ``ins``, ``new``, `
 
 from __future__ import annotations
 
-from typing import Optional
 
 from tilegen.runtime.codegen import tma
 from tilegen.runtime.records import dataclass
