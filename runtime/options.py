@@ -14,8 +14,8 @@ kernel needs ``sm_90a`` instructions (wgmma).
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Iterator, Optional
 
 from tilegen.runtime.diagnostics import EXIT_CONFIG, EXIT_USAGE, CompileError, Diagnostic
@@ -146,25 +146,31 @@ class CompileOptions:
 
 
 DEFAULT = CompileOptions()
-_CURRENT: ContextVar[CompileOptions] = ContextVar("tilegen_compile_options", default=DEFAULT)
+#: per thread, the options of the compiles in progress (innermost last); a thread-local, not a
+#: ContextVar, because compiles are synchronous and ``threading`` is loaded anyway (subprocess)
+_ACTIVE = threading.local()
 
 
 def current() -> CompileOptions:
-    """The options of the compile in progress (the defaults outside one)."""
-    return _CURRENT.get()
+    """The options of the compile in progress on this thread (the defaults outside one)."""
+    stack = getattr(_ACTIVE, "stack", None)
+    return stack[-1] if stack else DEFAULT
 
 
 @contextmanager
 def active(options: Optional[CompileOptions]) -> Iterator[CompileOptions]:
     """Make ``options`` :func:`current` inside the block (None: keep the current ones)."""
     if options is None:
-        yield _CURRENT.get()
+        yield current()
         return
-    token = _CURRENT.set(options)
+    stack = getattr(_ACTIVE, "stack", None)
+    if stack is None:
+        stack = _ACTIVE.stack = []
+    stack.append(options)
     try:
         yield options
     finally:
-        _CURRENT.reset(token)
+        stack.pop()
 
 
 __all__ = [

@@ -28,7 +28,7 @@ from typing import Optional
 EXIT_USAGE, EXIT_CONFIG, EXIT_INPUT, EXIT_COMPILE = 1, 2, 3, 5  # mirrored in tilegen.api
 DEFAULT_OUTPUT = "elf.o"  # tileiras's default when -o is absent
 
-from tilegen.targets import GPU_NAMES, TARGET_NAMES  # noqa: E402
+from tilegen.runtime.targets import GPU_NAMES, TARGET_NAMES  # noqa: E402
 
 REMARK_CATEGORIES = ("none", "all", "memory", "tensorcore")
 
