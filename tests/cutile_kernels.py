@@ -1,5 +1,5 @@
 """cuTile Python kernels (public ``cuda.tile`` API) covering the features of the corpus in
-/work/shared/corpus/cutile (vec add, softmax, layernorm, reductions, scans, casts, gather/scatter,
+../shared/corpus/cutile (vec add, softmax, layernorm, reductions, scans, casts, gather/scatter,
 atomics, control flow, math, mma ...). Each entry of :func:`kernels` is exported by
 tests/test_cutile_e2e.py through ``tilegen-tileiras`` (and through NVIDIA's tileiras, to prove it
 is valid cuTile). Every corpus kernel has a kernel of the same name reproducing its feature set
@@ -227,7 +227,7 @@ def kernels() -> dict[str, KernelCase]:
         ct.store(c, index=(i, j), tile=acc)
 
     # ---- the rest of the corpus's feature set: one kernel per corpus kernel (same parameters,
-    # tile sizes and ops as /work/shared/corpus/cutile/manifest.json + out/<k>.mlir); a ``_full``
+    # tile sizes and ops as ../shared/corpus/cutile/manifest.json + out/<k>.mlir); a ``_full``
     # suffix marks the full version of a corpus kernel whose simpler namesake is above
     f64, i8, i64, u8 = ct.float64, ct.int8, ct.int64, ct.uint8
     S = ct.compilation.ScalarConstraint

@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,7 @@ import tilegen
 from tilegen import api
 from test_codegen_corpus import SUPPORTED  # the one list of supported corpus kernels
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
 OUT = CORPUS / "out"
 needs_corpus = pytest.mark.skipif(not OUT.is_dir(), reason="cuTile corpus not present")
 ELF_MAGIC = b"\x7fELF"
