@@ -62,10 +62,15 @@ def _key_path(path) -> str:
 def load_spec(root: Path) -> Spec:
     import jsonschema
 
+    from referencing import Registry, Resource
+
     root = Path(root)
     schemas = {}
+    registry = Registry()
     for sf in sorted((root / "schema").glob("*.schema.json")):
-        schemas[sf.name[: -len(".schema.json")]] = json.loads(sf.read_text())
+        schema = json.loads(sf.read_text())
+        schemas[sf.name[: -len(".schema.json")]] = schema
+        registry = registry.with_resource(sf.name, Resource.from_contents(schema))
     spec = Spec(root)
     for path in sorted(root.rglob("*.yaml")):
         rel = str(path.relative_to(root.parent))
@@ -82,7 +87,7 @@ def load_spec(root: Path) -> Spec:
             raise SpecError(
                 f"{rel}: kind: unknown spec kind {kind!r} (no spec/schema/{kind}.schema.json)"
             )
-        validator = jsonschema.Draft202012Validator(schemas[kind])
+        validator = jsonschema.Draft202012Validator(schemas[kind], registry=registry)
         errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
         if errors:
             err = errors[0]

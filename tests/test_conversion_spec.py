@@ -48,7 +48,7 @@ def test_default_rule_renames_same_mnemonic_ops():
     from tilegen.runtime.conversion.declared import default_renames
 
     ctx = _ctx()
-    rows = {ctx.full(r["op"], "cuda_tile") for g in ctx.spec["groups"] for r in g["patterns"]}
+    rows = {ctx.full(r["root"], "cuda_tile") for g in ctx.spec["groups"] for r in g["patterns"]}
     renames = default_renames(ctx, rows)
     assert renames["cuda_tile.cat"] == "nv_tileaa.cat"
     assert renames["cuda_tile.assume"] == "nv_tileaa.assume"
