@@ -5,6 +5,8 @@
 * Safety net: with the shared directory present, any skip whose reason speaks of a shared input
   (corpus, conformance suite, seeds, reference) is reported as a failure.
 * ``TILEGEN_REQUIRE_SHARED=1`` (set by ``.ci/run``) makes a missing shared directory an error.
+* ``--full-sweeps``: random sweeps run at their full size (the ``sweep`` fixture scales sample
+  counts down by :data:`SWEEP_DIVISOR` otherwise; exhaustive and edge-case sets never shrink).
 """
 
 from __future__ import annotations
@@ -20,8 +22,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paths import ABSENT, SHARED  # noqa: E402
 
+#: random-sample sweeps run at 1/SWEEP_DIVISOR of their size unless ``--full-sweeps`` is given
+SWEEP_DIVISOR = 8
+
 #: skip reasons that mean "a shared input is missing"
 _SHARED_REASON = re.compile(r"\.\./shared|\bshared\b|corpus|conformance|\bseeds?\b|reference", re.I)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full-sweeps",
+        action="store_true",
+        help="run random-sample sweeps at their full size (default: 1/%d)" % SWEEP_DIVISOR,
+    )
+
+
+@pytest.fixture(scope="session")
+def sweep(pytestconfig: pytest.Config):
+    """``sweep(n)``: how many random samples a sweep of nominal size ``n`` draws in this run."""
+    full = pytestconfig.getoption("--full-sweeps")
+    return lambda n: n if full else max(1, n // SWEEP_DIVISOR)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tilegen.generator.checks import check_spec
+from tilegen.generator.spec_loader import SpecError, load_spec, replace_file
+
 REPO = Path(__file__).resolve().parents[1]
 ADDF_FORMAT = "format: $lhs `,` $rhs custom<IEEERoundingMode>"
 
@@ -172,10 +175,30 @@ def test_bad_spec_is_a_located_error(tmp_path, case):
     assert r.stderr.startswith("error: ") and expected in r.stderr, r.stderr
 
 
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(REPO / "spec")
+
+
 @pytest.mark.parametrize("case", sorted(NAMES))
-def test_a_name_that_resolves_to_nothing_fails_generation(tmp_path, case):
-    """Each kind of dangling name (generator/checks.py) names its file and key."""
+def test_a_name_that_resolves_to_nothing_fails_generation(spec, case):
+    """Each kind of dangling name (generator/checks.py) names its file and key. In process: the
+    repository's spec with one file replaced, through the checks ``main`` runs before rendering
+    (test_a_dangling_name_fails_the_generator_command runs the command itself)."""
     rel, old, new, expected = NAMES[case]
+    text = (REPO / rel).read_text()
+    assert old in text, f"fixture anchor {old!r} vanished from {rel}"
+    with pytest.raises(SpecError) as e:
+        check_spec(replace_file(spec, rel, text.replace(old, new, 1)))
+    assert re.match(expected, str(e.value)), str(e.value)
+
+
+def test_a_dangling_name_fails_the_generator_command(tmp_path):
+    rel, old, new, expected = NAMES["selection-op"]
     r = _generate(tmp_path, rel, old, new)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert re.match("error: " + expected, r.stderr), r.stderr
+
+
+def test_the_repository_spec_passes_every_check(spec):
+    check_spec(spec)
