@@ -169,3 +169,20 @@ def test_canonicalization_rows_account_for_attributes_too():
 def test_every_shipped_row_still_compiles():
     assert compile_groups(ConversionContext(load_spec(), 90))
     assert _row("load_ptr_tko")["drop"] == ["optimization_hints"]
+
+
+def test_the_default_rule_never_drops_an_attribute():
+    """Without part_b's rows, cuda_tile.global would fall to the same-mnemonic rule, but
+    nv_tileaa.global has no ``value``: the rule leaves it (the pass then names it) instead."""
+    from tilegen.runtime.conversion.declared import default_renames
+
+    ctx = ConversionContext(load_spec(), 90)
+    covered = {
+        ctx.full(r["root"], "cuda_tile")
+        for g in ctx.spec["groups"]
+        if g["name"] != "part_b"
+        for r in g["patterns"]
+    }
+    renames = default_renames(ctx, covered)
+    assert "cuda_tile.global" not in renames
+    assert renames["cuda_tile.cat"] == "nv_tileaa.cat"

@@ -273,7 +273,9 @@ def default_rows(
     rule: dict, scope: RowScope, index: OpIndex, source_ops: Iterable[str], covered: set
 ) -> dict[str, dict]:
     """The conversion's ``default_rule: {same_mnemonic: true}`` as rows: every source op without
-    a row whose mnemonic exists in the target dialect is renamed to it."""
+    a row whose mnemonic exists in the target dialect is renamed to it, when that rename is
+    faithful (same operand groups, every attribute carried); otherwise the op is left to the
+    pass's legality check (and the coverage test) instead of losing an attribute."""
     out: dict[str, dict] = {}
     if not rule.get("same_mnemonic"):
         return out
@@ -281,8 +283,14 @@ def default_rows(
         if name in covered:
             continue
         target = f"{scope.target}.{name.split('.', 1)[1]}"
-        if index.op(target) is not None:
-            out[name] = {"root": name, "build": {"op": target}}
+        if index.op(target) is None:
+            continue
+        row = {"root": name, "build": {"op": target}}
+        try:
+            check_row(row, scope, index, f"default_rule({name})")
+        except RowError:
+            continue
+        out[name] = row
     return out
 
 
