@@ -26,7 +26,11 @@ from paths import ABSENT, SHARED  # noqa: E402
 SWEEP_DIVISOR = 8
 
 #: skip reasons that mean "a shared input is missing"
-_SHARED_REASON = re.compile(r"\.\./shared|\bshared\b|corpus|conformance|\bseeds?\b|reference", re.I)
+_SHARED_REASON = re.compile(
+    r"\.\./shared|TILEGEN_SHARED|/shared\b|\bshared (corpus|conformance|suite|tests?|inputs?)"
+    r"|corpus|conformance|\bseeds\b",
+    re.I,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
