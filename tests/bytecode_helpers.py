@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from paths import SHARED_ROOT as SHARED  # ../shared or $TILEGEN_SHARED
+
 CORPUS = SHARED / "corpus" / "cutile" / "out"
 BYTECODE_TESTS = SHARED / "conformance" / "cuda-tile" / "test" / "Bytecode"
 CORPUS_FILES = sorted(glob.glob(str(CORPUS / "*.tileirbc")))

@@ -22,6 +22,7 @@ from tilegen.runtime.asm import parse_module, print_module
 from tilegen.runtime.diagnostics import DiagnosticError
 
 from paths import SHARED_ROOT as SHARED  # ../shared or $TILEGEN_SHARED
+
 DIALECT = SHARED / "conformance/cuda-tile/test/Dialect/CudaTile"
 CORPUS = SHARED / "corpus/cutile/out"
 needs_shared = pytest.mark.skipif(not DIALECT.is_dir(), reason="shared conformance tests absent")

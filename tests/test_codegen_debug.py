@@ -16,6 +16,7 @@ from tilegen.runtime.codegen.ptxsim import run_ptxsim
 from tilegen.runtime.interp.api import RunError, run_module
 
 from paths import CORPUS_OUT as OUT  # ../shared or $TILEGEN_SHARED
+
 needs_corpus = pytest.mark.skipif(not OUT.exists(), reason="cuTile corpus not present")
 
 

@@ -382,6 +382,7 @@ def test_bf16_atomic_add_needs_sm90(tmp_path):
 # ----------------------------------------------------------------------------- corpus kernels
 
 from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 #: kernel file stem -> npz stem (memory-heavy kernels: pointers, gathers, atomics, globals)
 KERNELS = {

@@ -17,6 +17,7 @@ from tilegen.generated.ptx.selection import ROWS
 from tilegen.runtime.layouts.attrs import BlockedLayout
 
 from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 needs_corpus = pytest.mark.skipif(not OUT.exists(), reason="cuTile corpus not present")
 PTXAS = find_ptxas()

@@ -22,6 +22,7 @@ from tilegen.runtime.codegen.driver import find_ptxas
 PTXAS = find_ptxas()
 SMS = ["sm_80", "sm_90", "sm_100", "sm_120"]
 from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 
 

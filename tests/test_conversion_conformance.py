@@ -13,6 +13,7 @@ from tilegen.runtime.diagnostics import DiagnosticEngine
 from tilegen.runtime.verify import verify_module
 
 from paths import CONFORMANCE as ROOT  # ../shared or $TILEGEN_SHARED
+
 FILES = sorted(p for p in ROOT.rglob("*.mlir") if "invalid" not in p.name) if ROOT.is_dir() else []
 REFUSED = ("bytecode_test_",)
 

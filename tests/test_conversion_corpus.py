@@ -11,6 +11,7 @@ from tilegen.runtime.diagnostics import DiagnosticEngine
 from tilegen.runtime.verify import verify_module
 
 from paths import CORPUS_OUT as CORPUS  # ../shared or $TILEGEN_SHARED
+
 FILES = sorted(CORPUS.glob("*.tileirbc")) if CORPUS.is_dir() else []
 #: the deliberate negative sample (the verifier rejects it before any lowering)
 REJECTED = {"uint_floordiv_bug"}

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 KERNELS = sorted(
     p for p in (CORPUS / "out").glob("*.tileirbc") if not p.name.startswith("uint_floordiv_bug")
 )

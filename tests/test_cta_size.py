@@ -16,6 +16,7 @@ from tilegen.runtime.passes.cta_size import choose_num_warps, tma_load_reason, u
 
 ROOT = Path(__file__).resolve().parents[1]
 from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
 NEGATIVE = {"uint_floordiv_bug"}  # a conforming compiler refuses it

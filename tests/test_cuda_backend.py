@@ -14,6 +14,7 @@ import pytest
 from tilegen import cuda_backend as cb
 
 from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 GPU_COUNT, NO_GPU_REASON = cb.probe()
 needs_gpu = pytest.mark.skipif(GPU_COUNT == 0, reason=f"no GPU: {NO_GPU_REASON}")

@@ -559,6 +559,7 @@ def test_compare_expected_reports_worst_element():
 
 def test_cli_check_against_corpus_expectations():
     from paths import CORPUS_OUT as c  # ../shared or $TILEGEN_SHARED
+
     if not c.exists():
         pytest.skip("corpus not available")
     base = [

@@ -1,7 +1,6 @@
 """The nv_tileas layout assignment pass (runtime/passes/layout_assignment.py) on hand-written
 nv_tileaa IR and on corpus kernels lowered by the cuda_tile -> nv_tileaa conversion."""
 
-
 import pytest
 
 from tilegen.runtime.asm import parse_module, print_module

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 from paths import SHARED_ROOT as SHARED  # ../shared or $TILEGEN_SHARED
+
 CONFORMANCE = SHARED / "conformance" / "cuda-tile" / "test" / "Dialect" / "CudaTile"
 POSITIVE_FILES = ["ops.mlir", "arith.mlir", "conversion.mlir", "memory_consistency_ops.mlir"]
 CORPUS = SHARED / "corpus" / "cutile" / "out"

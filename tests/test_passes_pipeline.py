@@ -22,6 +22,7 @@ from tilegen.runtime.passes.pipelines import PIPELINES
 
 REPO = Path(__file__).resolve().parent.parent
 from paths import CONFORMANCE as SUITE  # ../shared or $TILEGEN_SHARED
+
 BIN = Path(sys.executable).parent
 
 

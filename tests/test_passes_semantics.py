@@ -12,6 +12,7 @@ import pytest
 from tilegen.runtime.passes.pipeline import parse_pipeline, run_pipeline
 
 from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 MANIFEST = CORPUS / "manifest.json"
 PIPELINE = "canonicalize,cse,loop-split,canonicalize,fuse-fma"
 

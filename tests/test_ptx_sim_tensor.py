@@ -431,6 +431,7 @@ def test_mma_errors_are_sim_errors() -> None:
 
 
 from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 DATA = Path(__file__).parent / "data" / "tensor_ptx"
 
 

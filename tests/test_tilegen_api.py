@@ -13,6 +13,7 @@ from tilegen import api
 from test_codegen_corpus import SUPPORTED  # the one list of supported corpus kernels
 
 from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 needs_corpus = pytest.mark.skipif(not OUT.is_dir(), reason="cuTile corpus not present")
 ELF_MAGIC = b"\x7fELF"

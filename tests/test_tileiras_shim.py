@@ -15,6 +15,7 @@ from tilegen import api
 from tilegen.tools import tileiras as shim
 
 from paths import CORPUS_OUT as OUT  # ../shared or $TILEGEN_SHARED
+
 needs_corpus = pytest.mark.skipif(not OUT.is_dir(), reason="cuTile corpus not present")
 ELF_MAGIC = b"\x7fELF"
 
