@@ -4,7 +4,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test generate check-generated fmt conformance bench fuzz-bytecode fuzz-codegen clean
+.PHONY: setup demo test generate check-generated fmt conformance bench fuzz-bytecode fuzz-codegen gpu-check clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -26,8 +26,10 @@ check-generated: $(STAMP)
 	if diff -r -x __pycache__ $$tmp/generated generated >/dev/null; then echo "generated/ is in sync with spec/"; rm -rf $$tmp; \
 	else diff -r -u -x __pycache__ generated $$tmp/generated | head -50; echo "generated/ drifted from spec/: run 'make generate'"; rm -rf $$tmp; exit 1; fi
 
+# one worker per core; a test module stays on one worker (its module fixtures are built once)
+PYTEST_WORKERS ?= auto
 test: $(STAMP) check-generated
-	$(VPY) -m pytest -p no:cacheprovider -rs tests
+	$(VPY) -m pytest -p no:cacheprovider -rs -n $(PYTEST_WORKERS) --dist loadscope tests
 
 fmt: $(STAMP)
 	$(VPY) -m black runtime generator tilegen tests bench conformance
@@ -50,3 +52,7 @@ fuzz-codegen: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# Build the GPU check payload (build/gpu-check) and print the device-tool command that runs it
+gpu-check: $(STAMP)
+	$(VPY) bench/gpu_check.py

@@ -48,20 +48,20 @@ from typing import Iterator, Optional
 
 REPO = Path(__file__).resolve().parent.parent
 
+from tilegen.runtime.paths import conformance_tests, corpus_out, shared_path  # noqa: E402
+
 
 def shared_dir() -> Path:
-    """``$TILEGEN_SHARED``, else ``../shared`` beside the repository."""
-    env = os.environ.get("TILEGEN_SHARED")
-    return Path(env) if env else REPO.parent / "shared"
+    """``$TILEGEN_SHARED``, else ``../shared`` beside the repository (tilegen.runtime.paths)."""
+    return shared_path()
 
 
 def corpus_dir() -> Path:
-    return Path(os.environ.get("TILEGEN_CORPUS") or shared_dir() / "corpus" / "cutile" / "out")
+    return Path(os.environ.get("TILEGEN_CORPUS") or corpus_out())
 
 
 def fixtures_dir() -> Path:
-    return shared_dir() / "conformance" / "cuda-tile" / "test" / "Bytecode"
-
+    return Path(os.environ.get("TILEGEN_BYTECODE_FIXTURES") or conformance_tests() / "Bytecode")
 
 #: varint encodings that stress count/length checks
 BIG_VARINTS = [

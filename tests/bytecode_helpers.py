@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-#: ``$TILEGEN_SHARED``, else ``../shared`` beside the repository
-SHARED = Path(os.environ.get("TILEGEN_SHARED") or REPO.parent / "shared")
+from paths import REPO  # noqa: F401 - the repository root
+from paths import SHARED_ROOT as SHARED  # ../shared or $TILEGEN_SHARED
+
 CORPUS = SHARED / "corpus" / "cutile" / "out"
 BYTECODE_TESTS = SHARED / "conformance" / "cuda-tile" / "test" / "Bytecode"
 CORPUS_FILES = sorted(glob.glob(str(CORPUS / "*.tileirbc")))

@@ -77,7 +77,7 @@ def broadcast(em: Emitter, op) -> None:
     _same(em, op, src, w, r, _size(ss))
 
 
-@handles("nv_tileaa.view", "nv_tileaa.reshape", "nv_tileaa.expand_dims", "nv_tileas.convert_layout")
+@handles("nv_tileaa.view", "nv_tileaa.expand_dims", "nv_tileas.convert_layout")
 def view(em: Emitter, op) -> None:
     src, res = op.operands[0], op.results[0]
     if not is_tile(src.type) or not is_tile(res.type):
