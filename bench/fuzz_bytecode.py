@@ -35,6 +35,7 @@ import glob
 import json
 import os
 import random
+import re
 import resource
 import signal
 import struct
@@ -281,7 +282,7 @@ def tilegen_verdict(data: bytes, name: str = "fuzz.tileirbc") -> tuple[bool, lis
         text, errors = disassemble(data, name)
     except Exception as e:  # noqa: BLE001 - disassemble itself should never raise
         return False, [f"internal error: {type(e).__name__}: {e}"]
-    return text is not None, errors
+    return text is not None, [line for e in errors for line in e.split("\n")]  # notes: lines
 
 
 def nvidia_tool(name: str = "tileirdisasm") -> Optional[str]:
@@ -309,10 +310,22 @@ def nvidia_verdict(data: bytes, tool: str, workdir: str) -> tuple[bool, list[str
     return proc.returncode == 0, lines
 
 
+_TG_LINE = re.compile(r"^.*?: (?:error|note): (.*?)(?: \(at byte offset (\d+)\))?$", re.S)
+_NV_OFFSET = re.compile(r"^error at offset (\d+): (.*)$", re.S)
+
+
 def _message(line: str) -> str:
-    """An error line without its ``FILE:L:C: `` / ``error: `` prefix."""
+    """A diagnostic line of either tool as ``error at offset N: MESSAGE`` (or ``MESSAGE`` when
+    it has no offset): tilegen's ``FILE: error: MESSAGE (at byte offset N)`` and NVIDIA's
+    ``error: error at offset N: MESSAGE`` compare equal when they say the same thing."""
     i = line.find("error: ")
-    return line[i + len("error: ") :] if i >= 0 else line
+    if i < 0:
+        return line
+    if " (at byte offset " in line:
+        m = _TG_LINE.match(line)
+        if m and m.group(2) is not None:
+            return f"error at offset {m.group(2)}: {m.group(1)}"
+    return line[i + len("error: ") :]
 
 
 # --------------------------------------------------------------------------- campaigns

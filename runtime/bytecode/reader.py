@@ -177,9 +177,7 @@ class _Reader:
         for i, expected in enumerate(L.MAGIC):
             got = c.u8("invalid magic number: file too short")
             if got != expected:
-                raise BytecodeError(
-                    f"invalid magic number at position {i}, got {got} expected {expected}"
-                )
+                raise c.fail(f"invalid magic number at position {i}, got {got} expected {expected}")
         major = c.u8("failed to read bytecode version")
         minor = c.u8("failed to read bytecode version")
         tag = c.fixed("H", "failed to read bytecode version")
