@@ -7,7 +7,8 @@ reports the wall and CPU time of the work, the peak RSS above the RSS it had aft
 the outcome (exit code or exception class). ``--tracemalloc`` adds tracemalloc's peak (slower).
 
 Cases (see ``CASES``): string literals of 1/3/10 MB, 100,000 ops (about 4 MB of text), a 100 MB
-random blob given to ``tilegen.compile`` (as text and behind a bytecode header), a 1 MB
+random blob given to ``tilegen.compile`` (as text and behind a bytecode header), 100 MB of random
+printable text (to ``tilegen.compile`` and ``tilegen-opt``), a 1 MB
 identifier, a 5,000-digit integer literal, and 1,000 nested ``if``/``for`` through
 ``tilegen-opt`` and the ``tilegen-translate`` round trip. The targets (issue 17): memory growth
 at most 20x the input, 100,000 ops in a few seconds, messages of bounded size.
@@ -79,6 +80,13 @@ def big_integer(digits: int) -> bytes:
     ).encode()
 
 
+def random_text(size: int) -> bytes:
+    """Printable ASCII with newlines: valid UTF-8, so it reaches the lexer."""
+    rng = random.Random(17)
+    alphabet = bytes(range(32, 127)) + b"\n" * 4
+    return bytes(rng.choice(alphabet) for _ in range(size // 64)) * 64
+
+
 def random_blob(size: int, magic: bool) -> bytes:
     data = random.Random(17).randbytes(size)
     return (b"\x7fTileIR\x00\x0d\x04\x00\x00" + data[12:]) if magic else data
@@ -93,6 +101,8 @@ CASES = {
     "ops-100k-bytecode": (lambda: many_ops(100_000), "roundtrip"),
     "blob-100MB": (lambda: random_blob(100 * MB, False), "compile"),
     "blob-100MB-bytecode": (lambda: random_blob(100 * MB, True), "compile"),
+    "text-100MB": (lambda: random_text(100 * MB), "compile"),
+    "text-100MB-opt": (lambda: random_text(100 * MB), "opt"),
     "identifier-1MB": (lambda: long_identifier(1 * MB), "opt"),
     "integer-5000-digits": (lambda: big_integer(5000), "opt"),
     "if-1000": (lambda: nested("if", 1000), "opt"),

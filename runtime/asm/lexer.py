@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_right as _bisect_right
 
 from tilegen.runtime.attributes import FileLineColLoc
@@ -49,6 +50,7 @@ for _p in _PUNCTS:  # longest spellings first for each leading character
     _PUNCT_BY_CHAR.setdefault(_p[0], ())
     _PUNCT_BY_CHAR[_p[0]] = tuple(sorted(_PUNCT_BY_CHAR[_p[0]] + (_p,), key=len, reverse=True))
 _RE_DIGITS = re.compile(r"[0-9]+")
+_RE_NEWLINE = re.compile("\n")
 #: One match per well-formed token (group name = token kind); anything else takes the slow path.
 #: (Strings are matched as ``"[^"\\\n]*(?:\\.[^"\\\n]*)*"``: a repeated single-character class
 #: costs ``re`` no backtracking state per character, where ``(?:a|b)*`` costs hundreds of bytes.)
@@ -124,12 +126,24 @@ class Lexer:
         self.text = text
         self.filename = filename
         self.pos = 0
-        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        #: offsets of the line starts up to ``_scanned`` (found as locations are asked for: an
+        #: input refused at its first token does not pay for its line table)
+        self._line_starts = array("q", [0])
+        self._scanned = 0
         self._locs: dict[int, FileLineColLoc] = {}
+
+    def _scan_lines(self, pos: int) -> None:
+        """Extend the line table past ``pos`` (in steps of at least 64 KiB)."""
+        text, start = self.text, self._scanned
+        end = min(len(text), max(pos + 1, start + (1 << 16)))
+        self._line_starts.extend(m.end() for m in _RE_NEWLINE.finditer(text, start, end))
+        self._scanned = end
 
     def loc(self, pos: int) -> FileLineColLoc:
         loc = self._locs.get(pos)  # parsers ask for the same token's location repeatedly
         if loc is None:
+            if pos >= self._scanned and self._scanned < len(self.text):
+                self._scan_lines(pos)
             starts = self._line_starts
             i = _bisect_right(starts, pos) - 1
             if len(self._locs) >= 64:  # recent tokens only: memory stays proportional to the IR
