@@ -305,6 +305,9 @@ def _agent_switch(op: Operation, ctx: VerifyContext) -> None:
         )
         return
     budget = cta_num_warps(op)
+    if budget < 1:  # (an attribute's value: the register budget below divides by it)
+        ctx.error(f"the CTA must have at least one warp, but has {budget}")
+        return
     counts, why = resolved_warps(op, budget)
     if why:
         ctx.error(why)
