@@ -618,3 +618,17 @@ def test_tilegen_rejects_every_mutant_nvidia_rejects(tmp_path):
     assert nv_rejected > 300
     assert misses == []
     assert same >= 0.85 * nv_rejected, (same, nv_rejected)
+
+
+def test_function_flag_bits_are_checked_from_13_4_on():
+    """NVIDIA's reader ignores unknown function flag bits in 13.1-13.3 files."""
+    for version, refused in (("13.1", False), ("13.3", False), ("13.4", True)):
+        base = write_bytecode(
+            parse_module(VEC_ADD, "vec_add.mlir", no_implicit_module=True), version
+        )
+        off, _ = _field(base, "failed to read function flags")
+        data = base[:off] + bytes([base[off] | 0x08]) + base[off + 1 :]
+        if refused:
+            assert _first_error(data).endswith("function entry has unrecognized flag bits (0x8);")
+        else:
+            read_bytecode(data)

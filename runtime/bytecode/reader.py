@@ -488,7 +488,7 @@ class _Reader:
             flags = c.u8("failed to read function flags")
             loc_idx = c.varint("failed to read function location")
             unknown = flags & ~sum(flags_t.values())
-            if unknown:  # checked once the location is read, as NVIDIA does
+            if unknown and self.vt >= _FUNCTION_FLAGS_CHECKED_SINCE:  # once the location is read
                 raise c.fail(f"function entry has unrecognized flag bits (0x{unknown:X});")
             hints = None
             is_entry = bool(flags & flags_t["entry"])
@@ -1051,6 +1051,9 @@ class _Reader:
             items.append((key, value))
         return tuple(items)
 
+
+#: NVIDIA's reader refuses unknown function flag bits in files of this version and newer only
+_FUNCTION_FLAGS_CHECKED_SINCE = (13, 4)
 
 #: NVIDIA's messages for a type's array parameter that runs past its entry (default:
 #: ``failed to read NAME``)
