@@ -95,6 +95,27 @@ FOUND = [
 ]
 
 
+FOUND += [
+    (  # 2^64-1 is -1 as an i64 (MLIR's reading): refused as text, as after a bytecode round trip
+        "cuda_tile.module @kernels {\n  entry @k() {\n"
+        "    %0 = alloca num_elem = 64, alignment = 18446744073709551615 : tile<ptr<f32>>\n"
+        "    return\n  }\n}\n",
+        3,
+        10,
+        "'cuda_tile.alloca' op attribute 'alignment' failed to satisfy constraint: 64-bit "
+        "signless integer attribute whose minimum value is 0",
+    ),
+    (  # a negative line number reached the bytecode writer
+        '#f = #cuda_tile.di_file<"a.py" in "/">\n#cu = #cuda_tile.di_compile_unit<file = #f>\n'
+        '#sp = #cuda_tile.di_subprogram<file = #f, line = -1, name = "k", linkageName = "k", '
+        "compileUnit = #cu>\n",
+        3,
+        50,
+        "integer value too large",
+    ),
+]
+
+
 @pytest.mark.parametrize("text, line, col, message", FOUND)
 def test_found_inputs_are_located_errors(text, line, col, message):
     assert fuzz_text.check(text) == "rejected"

@@ -99,10 +99,12 @@ def _parse_number(p: "OpParser", type: Optional[Type]) -> Attribute:
     v = -v if neg else v
     type = type if type is not None else I64
     width = 64 if isinstance(type, IndexType) else getattr(type, "width", None)
-    if isinstance(type, (IntegerType, IndexType)) and width and not (
-        -(1 << (width - 1)) <= v < (1 << width)
-    ):  # MLIR's buildAttributeAPInt: a signless value fits its width as signed or unsigned
-        p._fail("integer constant out of range for attribute", p.loc_at(tok))
+    if isinstance(type, (IntegerType, IndexType)) and width:
+        if not -(1 << (width - 1)) <= v < (1 << width):
+            # MLIR's buildAttributeAPInt: a signless value fits its width signed or unsigned
+            p._fail("integer constant out of range for attribute", p.loc_at(tok))
+        if width > 1 and v >= 1 << (width - 1):  # the same bits, read as MLIR does (signed)
+            v -= 1 << width
     return IntegerAttr(v, type)
 
 
@@ -385,9 +387,9 @@ def _parse_struct(p: "OpParser", required: list[str], optional: list[str]) -> di
                 p._fail(f"duplicate or unknown struct parameter name: {key or p.tok.text}", at)
             p._expect("=")
             at = p.loc()
-            if key in _UNSIGNED_PARAMS and p.tok.kind == lx.INTEGER:
+            if key in _UNSIGNED_PARAMS and (p.tok.kind == lx.INTEGER or p.at_punct("-")):
                 v = p.parse_integer()  # MLIR's parseInteger<unsigned>, not an attribute
-                if v > _U32_MAX:
+                if not 0 <= v <= _U32_MAX:
                     p._fail("integer value too large", at)
                 vals[key] = IntegerAttr(v, I64)
             else:
