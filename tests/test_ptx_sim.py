@@ -10,11 +10,13 @@ from tilegen.runtime.ptx.launch import PtxSimError, run_ptx
 from tilegen.runtime.ptx.sim.declared import evaluate, match
 
 
-def kernel(body: str, ntid: int = 64, shared: str = "") -> str:
+def kernel(
+    body: str, ntid: int = 64, shared: str = "", version: str = "8.0", target: str = "sm_90"
+) -> str:
     """One-entry module: param 0 is an i32 output array (pointer, shape, stride)."""
     return f"""
-.version 8.0
-.target sm_90
+.version {version}
+.target {target}
 .address_size 64
 .visible .entry k(.param .u64 k_out, .param .u32 k_n, .param .u32 k_s)
 .reqntid {ntid}
@@ -34,8 +36,8 @@ def kernel(body: str, ntid: int = 64, shared: str = "") -> str:
 """
 
 
-def run(body: str, ntid: int = 64, shared: str = "", grid=(1, 1, 1)) -> np.ndarray:
-    return run_ptx(kernel(body, ntid, shared), [np.zeros(ntid, np.int32)], grid)[0]
+def run(body: str, ntid: int = 64, shared: str = "", grid=(1, 1, 1), **target) -> np.ndarray:
+    return run_ptx(kernel(body, ntid, shared, **target), [np.zeros(ntid, np.int32)], grid)[0]
 
 
 TID = np.arange(64)
@@ -167,7 +169,7 @@ def test_step_budget_stops_runaway_loop() -> None:
 
 
 def test_errors_are_located() -> None:
-    with pytest.raises(PtxSimError, match=r"<ptx>:16: error: frob.b32: unsupported"):
+    with pytest.raises(PtxSimError, match=r"<ptx>:16: error: frob.b32: unknown instruction"):
         run("    frob.b32 %r2, %r1;")
     with pytest.raises(PtxSimError, match=r"error: ld.global.b32: global access .* out of bounds"):
         run("    ld.global.b32 %r2, [%rd3+4096];")
@@ -220,26 +222,34 @@ def test_packed_pairs_compute_each_half() -> None:
 
 
 def test_packed_registers_round_trip_through_the_simulator() -> None:
-    out = run("""
+    out = run(
+        """
     cvt.rn.f32.u32 %r3, %r1;
     mov.b64 %rd5, {%r3, %r3};
     add.rn.f32x2 %rd6, %rd5, %rd5;
     mov.b64 {%r4, %r5}, %rd6;
     add.rn.f32 %r6, %r4, %r5;
     cvt.rzi.s32.f32 %r2, %r6;
-""")
+""",
+        version="8.6",
+        target="sm_100",
+    )
     np.testing.assert_array_equal(out, 4 * TID)
 
 
 def test_redux_sync_reduces_each_warp() -> None:
     out = run("    redux.sync.add.u32 %r2, %r1, -1;")
     np.testing.assert_array_equal(out, np.repeat([sum(range(32)), sum(range(32, 64))], 32))
-    out = run("""
+    out = run(
+        """
     cvt.rn.f32.u32 %r3, %r1;
     neg.f32 %r3, %r3;
     redux.sync.max.abs.f32 %r4, %r3, -1;
     cvt.rzi.s32.f32 %r2, %r4;
-""")
+""",
+        version="8.6",
+        target="sm_100a",
+    )
     np.testing.assert_array_equal(out, np.repeat([31, 63], 32))
 
 
@@ -301,7 +311,7 @@ def test_mbarrier_wait_that_never_completes_is_a_deadlock() -> None:
 
 
 TMA_KERNEL = """
-.version 8.0
+.version 8.8
 .target sm_90
 .address_size 64
 .visible .entry k(.param .u64 k_in, .param .u32 k_n, .param .u32 k_s,

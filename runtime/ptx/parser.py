@@ -26,6 +26,7 @@ class Imm:
     value: int | float
     is_float: bool = False
     bits: int | None = None  # raw bits of a 0f/0d hex float (kept exact for .b32/.b64 use)
+    hexw: int | None = field(default=None, compare=False)  # 32 for 0f..., 64 for 0d...
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class Instr:
     operands: list
     pred: tuple[str, bool] | None  # (predicate register, negated)
     line: int
+    bars: tuple = ()  # indices of operands joined to the previous one by `|` (d|p)
+    col: int = 1
 
     @property
     def parts(self) -> list[str]:
@@ -76,6 +79,7 @@ class Entry:
     name: str
     params: list[Var]
     regs: dict[str, str] = field(default_factory=dict)  # register name (or prefix) -> type
+    reg_counts: dict[str, int] = field(default_factory=dict)  # prefix of `%r<N>` -> N
     shared: list[Var] = field(default_factory=list)
     local: list[Var] = field(default_factory=list)
     call_params: list[Var] = field(default_factory=list)  # `.param` of call sequences
@@ -135,6 +139,20 @@ class _Parser:
     def __init__(self, text: str, file: str) -> None:
         self.toks, self.i, self.file = _lex(text, file), 0, file
         self.reg_names: set[str] = set()  # declared registers without a % (inline-asm `p`)
+        # nested `{ }` scopes (inline asm, call sequences): registers declared there shadow the
+        # entry's and are renamed NAME@SCOPE (one register file per entry in the simulator)
+        self.scopes: list[tuple[int, dict[str, str], dict[str, int]]] = []
+        self.nscopes = 0
+
+    def reg(self, name: str) -> str:
+        """The entry-wide name of register `name` as seen from the current scope."""
+        for sid, names, ranges in reversed(self.scopes):
+            if name in names:
+                return names[name]
+            m = re.fullmatch(r"(.*?)(\d+)", name)
+            if m and m.group(1) in ranges and int(m.group(2)) < ranges[m.group(1)]:
+                return f"{name}@{sid}"
+        return name
 
     def err(self, msg: str, tok: _Tok | None = None) -> PtxSyntaxError:
         tok = tok or self.peek() or (self.toks[-1] if self.toks else _Tok("", "", 1, 1))
@@ -284,18 +302,34 @@ class _Parser:
                 depth -= 1
                 if depth == 0:
                     return
+                self.scopes.pop()
             elif t == "{":
-                depth += 1  # nested scopes (e.g. call sequences) share the register namespace
+                depth += 1
+                self.nscopes += 1
+                self.scopes.append((self.nscopes, {}, {}))
             elif t == ".reg":
                 rtype = self.next().text.lstrip(".")
                 while True:
                     rname = self.next().text
+                    count = None
                     if self.accept("<"):
-                        self.int_tok()
+                        count = self.int_tok()
                         self.expect(">")
-                    entry.regs[rname] = rtype
                     if not rname.startswith("%"):
                         self.reg_names.add(rname)
+                    if self.scopes:
+                        sid, names, ranges = self.scopes[-1]
+                        if count is None:
+                            names[rname] = f"{rname}@{sid}"
+                            entry.regs[names[rname]] = rtype
+                        else:
+                            ranges[rname] = count
+                            for i in range(count):
+                                entry.regs[f"{rname}{i}@{sid}"] = rtype
+                    else:
+                        if count is not None:
+                            entry.reg_counts[rname] = count
+                        entry.regs[rname] = rtype
                     if not self.accept(","):
                         break
                 self.expect(";")
@@ -313,7 +347,7 @@ class _Parser:
             elif t == "@":
                 neg = self.accept("!")
                 preg = self.next()
-                entry.body.append(self.instr(self.next(), (preg.text, neg)))
+                entry.body.append(self.instr(self.next(), (self.reg(preg.text), neg)))
             elif tok.kind == "id":
                 entry.body.append(self.instr(tok, None))
             else:
@@ -322,15 +356,17 @@ class _Parser:
     def instr(self, op: _Tok, pred) -> Instr:
         if op.kind != "id" or op.text.startswith("%"):
             raise self.err(f"expected an opcode, got {op.text!r}", op)
-        operands = []
+        operands, bars = [], []
         if not self.accept(";"):
             while True:
                 operands.append(self.operand())
                 if self.accept(";"):
                     break
-                if not self.accept(",") and not self.accept("|"):
+                if self.accept("|"):
+                    bars.append(len(operands))
+                elif not self.accept(","):
                     raise self.err(f"expected ',' or ';' after operand, got {self.peek().text!r}")
-        return Instr(op.text, operands, pred, op.line)
+        return Instr(op.text, operands, pred, op.line, tuple(bars), op.col)
 
     def operand(self):
         tok = self.next()
@@ -346,7 +382,11 @@ class _Parser:
             tok2 = self.peek()
             if tok2.kind == "id":
                 self.next()
-                base = Reg(tok2.text) if tok2.text.startswith("%") else Sym(tok2.text)
+                base = (
+                    Reg(self.reg(tok2.text))
+                    if tok2.text.startswith("%") or tok2.text in self.reg_names
+                    else Sym(tok2.text)
+                )
                 if self.accept("+"):
                     off = self.int_tok()
                 elif self.peek().kind == "num" and self.peek().text.startswith("-"):
@@ -363,13 +403,13 @@ class _Parser:
         if tok.kind == "hexf":
             bits = int(t[2:], 16)
             if t[1] in "fF":
-                return Imm(struct.unpack("<f", struct.pack("<I", bits))[0], True, bits)
-            return Imm(struct.unpack("<d", struct.pack("<Q", bits))[0], True, bits)
+                return Imm(struct.unpack("<f", struct.pack("<I", bits))[0], True, bits, 32)
+            return Imm(struct.unpack("<d", struct.pack("<Q", bits))[0], True, bits, 64)
         if tok.kind == "num":
             s = t.rstrip("U")
             return Imm(float(s), True) if "." in s else Imm(int(s, 0))
         if tok.kind == "id":
-            return Reg(t) if t.startswith("%") or t in self.reg_names else Sym(t)
+            return Reg(self.reg(t)) if t.startswith("%") or t in self.reg_names else Sym(t)
         raise self.err(f"unexpected {t!r} as an operand", tok)
 
 

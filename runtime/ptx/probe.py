@@ -24,6 +24,8 @@ from functools import lru_cache
 from itertools import combinations
 from pathlib import Path
 
+from tilegen.runtime.ptx.assemble import find_ptxas
+
 # .target values probed, lowest first (all accepted by ptxas 13.x as PTX targets).
 SM_LADDER = [20, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90]
 SM_LADDER += [100, 103, 110, 120]
@@ -135,23 +137,6 @@ HANDWRITTEN_PROBES: dict[str, tuple] = {
         ),
     ),
 }
-
-
-def find_ptxas() -> str | None:
-    """The ptxas from the nvidia-cuda-nvcc wheel (or $PTXAS / PATH), or None."""
-    env = os.environ.get("PTXAS")
-    if env and Path(env).is_file():
-        return env
-    try:
-        import nvidia
-
-        for base in nvidia.__path__:
-            for cand in sorted(Path(base).glob("cu*/bin/ptxas"), reverse=True):
-                if os.access(cand, os.X_OK):
-                    return str(cand)
-    except ImportError:
-        pass
-    return shutil.which("ptxas")
 
 
 def isa_key(v: str) -> tuple[int, int]:

@@ -14,7 +14,7 @@ import numpy as np
 from tilegen.runtime.ptx.parser import Entry, Instr, Reg, Sym, Imm
 from tilegen.runtime.ptx.sim import handwritten
 from tilegen.runtime.ptx.sim.declared import evaluate, match
-from tilegen.runtime.ptx.sim.memory import Flat, Heap, MemoryFault
+from tilegen.runtime.ptx.sim.memory import Flat, Heap, MemoryFault, Shared
 from tilegen.runtime.ptx.sim.values import from_bits, imm_values, to_bits
 
 
@@ -38,9 +38,12 @@ class CtaState:
     trace: list | None = None
     globals: dict[str, int] = field(default_factory=dict)  # module .global name -> heap address
     printed: list = field(default_factory=list)  # vprintf output, one string per lane call
-    mbarriers: dict = field(default_factory=dict)  # shared address -> async_ops.MBarrier
+    strict_async: bool = False  # the strict async mode (runtime/ptx/sim/hazards.py)
     stall: np.ndarray | None = None  # lanes a failed mbarrier wait parks for a retry
     barrier: tuple[int, int | None] = (0, None)  # (id, thread count) of the last bar.sync
+    tmem: object = None  # tcgen05.Tmem, created on first use
+    cur_ins: Instr | None = None  # the instruction executing (for the strict mode's messages)
+    cur_mask: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         nx, ny, nz = self.ntid
@@ -52,7 +55,7 @@ class CtaState:
             top = (top + var.align - 1) // var.align * var.align
             self.symbols[var.name] = ("shared", top)
             top += var.size
-        self.shared = Flat(top, 0, "shared")
+        self.shared = Shared(top)
         ltop = 0
         for var in self.entry.local:
             ltop = (ltop + var.align - 1) // var.align * var.align
@@ -64,6 +67,10 @@ class CtaState:
             self.symbols[name] = ("param", addr)
         for name, addr in self.globals.items():
             self.symbols[name] = ("global", addr)
+        from tilegen.runtime.ptx.sim.asyncproxy import Engine
+
+        self.engine = Engine(self, self.strict_async)
+        self.shared.hooks = self.engine.hazards
 
     # -- operands --------------------------------------------------------------------------------
     def special(self, name: str) -> np.ndarray | None:
@@ -151,23 +158,43 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
     stalled = np.zeros(st.n, bool)
     progress = True
 
+    eng = st.engine
+
     def release() -> None:
         for b, count in list(need.items()):
             arrived = bar_of == b
             if arrived.sum() >= (count or int((~exited).sum())):
                 bar_of[arrived] = -1
                 del need[b]
+                if eng.hazards is not None:
+                    eng.hazards.bar_sync(np.nonzero(arrived)[0])
+
+    def finish() -> None:
+        from tilegen.runtime.ptx.sim import tcgen05
+
+        eng.flush()
+        tcgen05.at_exit(st)
 
     for _ in range(max_steps):
         runnable = ~exited & (bar_of < 0) & ~stalled
         if not runnable.any():
             if stalled.any():
                 if not progress:
-                    raise PtxSimError(f"{file}: error: deadlock: mbarrier waits can never complete")
+                    if eng.flush():  # operations in flight may complete the waited phases
+                        stalled[:] = False
+                        continue
+                    raise PtxSimError(
+                        f"{file}: error: deadlock: mbarrier waits can never complete: "
+                        + eng.stuck()
+                    )
                 stalled[:], progress = False, False
                 continue
             if (bar_of >= 0).any():
                 raise PtxSimError(f"{file}: error: deadlock: barrier {sorted(need)} never fills")
+            try:
+                finish()
+            except (PtxSimError, MemoryFault) as e:
+                raise PtxSimError(f"{file}: error: at exit: {e}") from None
             return
         at = int(pc[runnable].min())
         if at >= len(body):
@@ -181,8 +208,11 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
             p = st.bits(Reg(ins.pred[0])) != 0
             mask = here & (~p if ins.pred[1] else p)
         pc[here] += 1
+        st.cur_ins, st.cur_mask = ins, mask
         try:
             action = _step(st, ins, mask, pc, at) if mask.any() else None
+            if action == "exit":
+                eng.at_exit(np.nonzero(mask)[0])
         except (PtxSimError, MemoryFault) as e:
             raise PtxSimError(f"{file}:{ins.line}: error: {ins.opcode}: {e}") from None
         if action != "stall":
@@ -202,6 +232,7 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
         elif action == "trap":
             shown = "".join(st.printed)  # this CTA's printf output so far (assert messages)
             raise PtxSimError(
-                f"{file}:{ins.line}: error: trap executed" + (f"; printed: {shown}" if shown else "")
+                f"{file}:{ins.line}: error: trap executed"
+                + (f"; printed: {shown}" if shown else "")
             )
     raise PtxSimError(f"{file}: error: step budget of {max_steps} exhausted (runaway loop?)")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tilegen.runtime.ptx.parser import Addr, Imm, Instr, Reg, Sym, Vec
-from tilegen.runtime.ptx.sim import async_ops, tensor_ops
+from tilegen.runtime.ptx.sim import asyncproxy, tcgen05, tensor_ops
 from tilegen.runtime.ptx.sim.memory import LOCAL_WINDOW, SHARED_WINDOW
 from tilegen.runtime.ptx.sim.values import WIDTH, f32_to_bf16_bits, from_bits, to_bits
 
@@ -390,7 +390,52 @@ def do_call(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         st.printed.append("".join(pieces))
 
 
-_NOOPS = ("fence", "membar", "griddepcontrol", "prefetch", "setmaxnreg", "pmevent")
+def do_elect(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """elect.sync d|p, membermask: the lowest active lane of each warp is the leader."""
+    lane = np.arange(st.n) % 32
+    leader = np.zeros(st.n, np.uint64)
+    is_leader = np.zeros(st.n, bool)
+    warps = np.arange(st.n) // 32
+    for w in np.unique(warps[mask]):
+        first = int(np.nonzero((warps == w) & mask)[0][0])
+        leader[warps == w] = lane[first]
+        is_leader[first] = True
+    st.write_bits(ins.operands[0], leader, mask)
+    if len(ins.operands) > 2:
+        st.write_bits(ins.operands[1], is_leader.astype(np.uint64), mask)
+
+
+def do_fence(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """fence.proxy.async[.shared::cta|.global|...] orders the thread's generic-proxy accesses
+    before later async-proxy ones (the strict mode tracks it); other fences are no-ops in a
+    sequentially consistent simulator."""
+    hz = st.engine.hazards
+    if hz is not None and "proxy" in ins.parts and "async" in ins.parts:
+        if not any(p.startswith("global") for p in ins.parts):
+            hz.fence_proxy_async(np.nonzero(mask)[0])
+
+
+def do_setmaxnreg(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 N: whole warps execute it (warp-specialised code
+    reaches it on different paths per warp of a warpgroup); the per-thread register budget is
+    recorded per warp: dec must not raise it, inc must not lower it."""
+    n = int(st.read(ins.operands[0], "u32")[0])
+    inc = "inc" in ins.parts
+    budgets = getattr(st, "maxnreg", None)
+    if budgets is None:
+        budgets = st.maxnreg = {}
+    for w in np.unique(np.nonzero(mask)[0] // 32):
+        if not mask[w * 32 : w * 32 + 32].all():
+            raise _err(f"setmaxnreg is .sync.aligned: all 32 lanes of warp {w} must execute it")
+        cur = budgets.get(int(w))
+        if cur is not None and ((inc and n < cur) or (not inc and n > cur)):
+            raise _err(
+                f"setmaxnreg.{'inc' if inc else 'dec'} to {n} from {cur} registers per thread"
+            )
+        budgets[int(w)] = n
+
+
+_NOOPS = ("membar", "griddepcontrol", "prefetch", "pmevent")
 
 
 def execute(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
@@ -419,13 +464,27 @@ def execute(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray, at: in
         return None
     if op in _NOOPS:
         return None
+    if op == "fence":
+        do_fence(st, ins, mask)
+        return None
+    if op == "setmaxnreg":
+        do_setmaxnreg(st, ins, mask)
+        return None
     if op == "mbarrier":
-        return async_ops.do_mbarrier(st, ins, mask)
+        return asyncproxy.do_mbarrier(st, ins, mask, ins.line)
     if op == "elect":
-        async_ops.do_elect(st, ins, mask)
+        do_elect(st, ins, mask)
+        return None
+    if op == "tcgen05":
+        tcgen05.execute(st, ins, mask, ins.line)
         return None
     if op == "cp":
-        async_ops.do_cp_async(st, ins, mask)
+        if ins.parts[1:3] == ["async", "mbarrier"]:
+            asyncproxy.do_cp_async_mbarrier_arrive(st, ins, mask, ins.line)
+        elif ins.parts[1:3] == ["async", "bulk"] or ins.parts[1] == "reduce":
+            asyncproxy.do_bulk(st, ins, mask, ins.line)
+        else:
+            raise _err(f"unsupported async copy {ins.opcode!r}")
         return None
     if op == "call":
         do_call(st, ins, mask)

@@ -66,3 +66,29 @@ class Heap(Flat):
 
     def read(self, addr: int, nbytes: int) -> bytes:
         return self.data[addr - self.base : addr - self.base + nbytes].tobytes()
+
+
+class Shared(Flat):
+    """A CTA's shared memory. `load`/`store` are generic-proxy accesses, reported to the strict
+    async mode's checker (`hooks`, runtime/ptx/sim/hazards.py) when it is on; async-proxy
+    operations (copies, tensor cores) use `raw_load`/`raw_store`."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size, 0, "shared")
+        self.hooks = None
+
+    def load(self, addrs: np.ndarray, width: int) -> np.ndarray:
+        if self.hooks is not None:
+            self.hooks.generic_load(np.asarray(addrs), width)
+        return Flat.load(self, addrs, width)
+
+    def store(self, addrs: np.ndarray, width: int, bits: np.ndarray) -> None:
+        if self.hooks is not None:
+            self.hooks.generic_store(np.asarray(addrs), width)
+        Flat.store(self, addrs, width, bits)
+
+    def raw_load(self, addrs: np.ndarray, width: int) -> np.ndarray:
+        return Flat.load(self, addrs, width)
+
+    def raw_store(self, addrs: np.ndarray, width: int, bits: np.ndarray) -> None:
+        Flat.store(self, addrs, width, bits)

@@ -16,8 +16,6 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-import os
-
 import numpy as np
 
 from tilegen.runtime.ptx.parser import Addr, Instr, Reg, Vec
@@ -296,12 +294,12 @@ def _is_pred(st: "CtaState", op) -> bool:
     return False
 
 
-#: strict cp.async checking (``TILEGEN_SIM_STRICT_CP_ASYNC=1`` or set this flag): a copy's
+#: strict cp.async checking (part of ``run_ptx(strict_async=True)``, or set this flag): a copy's
 #: destination reads as poison (0xFF bytes) from issue until the first ``bar.sync`` after the
 #: ``wait_group`` that retired it (hardware makes it visible to *other* threads only then), and
 #: a copy into shared bytes some thread read since the last ``bar.sync`` is an error (a prefetch
 #: overwriting a buffer still being read). The lock-step scheduler would hide both otherwise.
-STRICT_CP_ASYNC = os.environ.get("TILEGEN_SIM_STRICT_CP_ASYNC", "") not in ("", "0")
+STRICT_CP_ASYNC = False
 
 
 class _Strict:
@@ -332,7 +330,7 @@ class _Strict:
 
 
 def _strict(st: "CtaState"):
-    if not STRICT_CP_ASYNC:
+    if not (STRICT_CP_ASYNC or st.strict_async):
         return None
     if getattr(st, "_strict_cp", None) is None:
         st._strict_cp = _Strict(st)
@@ -412,6 +410,18 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         groups[-1].append((d, raw))
 
 
+def retire_cp_async(st: "CtaState", lane: int) -> None:
+    """Land every cp.async of `lane` still in flight (cp.async.mbarrier.arrive's trigger)."""
+    pend = _pending(st)
+    groups = pend.get(int(lane))
+    if not groups:
+        return
+    for group in groups:
+        for dst, raw in group:
+            st.shared.store(np.arange(dst, dst + len(raw)), 1, raw)
+    pend[int(lane)] = [[]]
+
+
 # -- byte/bit shuffles ----------------------------------------------------------------------------
 def _prmt_byte(mode: str | None, sel: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
     """(source byte index 0..7, sign-replicate flag) of result byte `i`."""
@@ -478,66 +488,18 @@ def do_bfi(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 
 
 # -- shared-memory swizzle, N-D tensor copies (TMA) ------------------------------------------------
-def swizzle(addr: np.ndarray, span: int) -> np.ndarray:
+def swizzle(addr: np.ndarray, span: int, atom: int = 16) -> np.ndarray:
     """Physical shared address of `addr` under the `span`-byte swizzle (0, 32, 64, 128): the
-    16-byte chunk bits [4, 4+b) are XORed with bits [7, 7+b), b = log2(span / 16)."""
+    16-byte chunk bits [4, 4+b) are XORed with bits [7, 7+b), b = log2(span / 16). With
+    32-byte atoms (the 128-byte swizzle tcgen05 calls 128B_BASE32B, TMA 128B_ATOM_32B) the
+    32-byte chunk bits [5, 7) are XORed with bits [7, 9) (CuTe's Swizzle<2,5,2>)."""
     if span == 0:
         return addr
-    bits = {32: 1, 64: 2, 128: 3}[span]
     a = np.asarray(addr, np.int64)
+    if atom == 32:
+        return a ^ (((a >> 7) & 3) << 5)
+    bits = {32: 1, 64: 2, 128: 3}[span]
     return a ^ (((a >> 7) & ((1 << bits) - 1)) << 4)
-
-
-def do_tensor_copy(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
-    """cp.async.bulk.tensor.Nd.shared::cta.global.tile.mbarrier::complete_tx::bytes
-    [dst], [map, {c0, ..}], [mbar]{, policy}: the box at coordinates c (innermost first) lands
-    row-major (innermost fastest) at dst, swizzled; out-of-bounds elements read as zero."""
-    from tilegen.runtime.ptx.sim import async_ops, tensormap
-
-    parts = ins.parts
-    if "im2col" in parts or "multicast::cluster" in parts:
-        raise _err(f"{ins.opcode}: im2col and multicast tensor copies are not simulated")
-    if not parts[5].startswith("shared") or parts[6] != "global":
-        raise _err(f"{ins.opcode}: only global -> shared tensor copies are simulated")
-    dst, src, mbar = ins.operands[:3]
-    maps = {addr: raw for addr, raw in st.params.values()}
-    lanes = np.nonzero(mask)[0]
-    srcs = async_ops._addrs(st, src, mask)
-    first = tensormap.decode(maps.get(int(srcs[0]), b"")) if len(srcs) else None
-    if first is not None and not first.box:
-        if "1d" in parts:
-            async_ops._tensor_copy(st, ins, mask)
-            return
-        raise _err(
-            f"{ins.opcode}: the tensor map carries no box shape/swizzle (they live in the "
-            "host-encoded CUtensorMap): pass run_ptx(tensor_maps=[{array, box, swizzle}])"
-        )
-    coords = [st.read(c, "s32").astype(np.int64) for c in src.extra[0].items]
-    for lane, d, m, b in zip(
-        lanes, async_ops._addrs(st, dst, mask), srcs, async_ops._addrs(st, mbar, mask)
-    ):
-        tmap = tensormap.decode(maps.get(int(m), b""))
-        if tmap is None:
-            raise _err(f"no tensor map at param address 0x{int(m):x}")
-        rank = len(tmap.dims)
-        if len(coords) != rank:
-            raise _err(f"{len(coords)} coordinates for a rank-{rank} tensor map")
-        box = tmap.box
-        es = tmap.elem_size
-        if tmap.swizzle and box[0] * es > tmap.swizzle:
-            raise _err(f"box row of {box[0] * es} bytes exceeds the {tmap.swizzle}-byte swizzle")
-        idx = np.indices(box[::-1]).reshape(rank, -1)[::-1]  # [dim (innermost first), elem]
-        glob = idx + np.array([int(c[lane]) for c in coords])[:, None]
-        ok = np.all((glob >= 0) & (glob < np.array(tmap.dims)[:, None]), axis=0)
-        gaddr = tmap.address + (glob * np.array(tmap.strides)[:, None]).sum(axis=0)
-        data = np.zeros(idx.shape[1], np.uint64)
-        if ok.any():
-            data[ok] = st.heap.load(gaddr[ok], es)
-        saddr = int(d) + np.arange(idx.shape[1]) * es
-        st.shared.store(swizzle(saddr, tmap.swizzle), es, data)
-        bar = async_ops._barrier(st, b)
-        bar.tx -= idx.shape[1] * es
-        bar.settle()
 
 
 # -- wgmma ------------------------------------------------------------------------------------------
@@ -556,12 +518,20 @@ def decode_descriptor(desc: int) -> dict:
 
 
 def descriptor_addresses(desc: int, rows: int, cols: int, elem_bytes: int, mn_major: bool):
-    """Shared byte address [rows (M or N), cols (K)] of each element a descriptor describes
-    (canonical layouts of the PTX ISA / CUTLASS GMMA: K-major or MN-major, swizzle 0/32/64/128)."""
-    f = decode_descriptor(desc)
+    """Shared byte address [rows (M or N), cols (K)] of each element a wgmma descriptor
+    describes."""
+    return canonical_addresses(decode_descriptor(desc), rows, cols, elem_bytes, mn_major)
+
+
+def canonical_addresses(f: dict, rows: int, cols: int, elem_bytes: int, mn_major: bool):
+    """Shared byte address [rows (M or N), cols (K)] of each element of a matrix whose
+    descriptor fields (start, lbo, sbo, swizzle) are `f` (canonical layouts of the PTX ISA /
+    CUTLASS GMMA and UMMA: K-major or MN-major, swizzle 0/32/64/128)."""
     mn = np.arange(rows)[:, None]
     k = np.arange(cols)[None, :]
     s, lbo, sbo, start = f["swizzle"], f["lbo"], f["sbo"], f["start"]
+    atom = f.get("atom", 16)
+    krows = 8 if atom == 16 else 4  # K rows per MN-major swizzle atom
     t = 16 // elem_bytes  # elements per 16 bytes
     if not mn_major:
         if s == 0:  # 8x16B core matrices: along MN at SBO, along K at LBO
@@ -573,8 +543,8 @@ def descriptor_addresses(desc: int, rows: int, cols: int, elem_bytes: int, mn_ma
             addr = (mn // t) * sbo + (k // 8) * lbo + (k % 8) * 16 + (mn % t) * elem_bytes
         else:  # atoms of 8 (K) rows x `s` bytes (MN): along MN at LBO, along K at SBO
             w = s // elem_bytes
-            addr = (mn // w) * lbo + (k // 8) * sbo + (k % 8) * s + (mn % w) * elem_bytes
-    return swizzle(start + addr, s)
+            addr = (mn // w) * lbo + (k // krows) * sbo + (k % krows) * s + (mn % w) * elem_bytes
+    return swizzle(start + addr, s, atom)
 
 
 _WG_K = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
@@ -595,9 +565,26 @@ def _wg_acc_coords(n: int, per: int) -> np.ndarray:
 
 
 def _load_shared(st, addr: np.ndarray, t: str) -> np.ndarray:
+    """Operand elements read through the async proxy (no generic-access hooks)."""
     es = 8 if t == "f64" else max(1, BITS[t] // 8)
-    raw = st.shared.load(addr.reshape(-1), es).reshape(addr.shape)
+    raw = st.shared.raw_load(addr.reshape(-1), es).reshape(addr.shape)
     return decode(raw, t)
+
+
+def _wgmma_reads(st, lead: int, addrs: list, line: int) -> None:
+    """Record wgmma's shared-memory operand reads as an async-proxy operation of the warp,
+    in flight until the warp's wgmma.wait_group retires its group."""
+    from tilegen.runtime.ptx.sim.asyncproxy import AsyncOp
+
+    eng = st.engine
+    reads = [np.unique(a.reshape(-1)) for a in addrs]
+    op = AsyncOp("wgmma.mma_async", line, lead, lambda: None, reads=reads)
+    groups = getattr(eng, "wgmma_groups", None)
+    if groups is None:
+        groups = eng.wgmma_groups = {}
+    for w in range(lead // 32, lead // 32 + 4):
+        groups.setdefault(w, [[]])[0].append(op)
+    eng.issue(op)
 
 
 def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
@@ -605,7 +592,10 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     wgmma.mma_async.sync.aligned.m64nNkK[.satfinite].dtype.atype.btype with A from a shared
     descriptor or registers and B from a descriptor; scale-d, imm-scale-a/b, imm-trans-a/b."""
     parts = ins.parts
-    if parts[1] in ("fence", "commit_group", "wait_group"):
+    if parts[1] in ("commit_group", "wait_group"):
+        _wgmma_groups(st, ins, mask)
+        return
+    if parts[1] == "fence":
         return
     if parts[1] != "mma_async" or parts[2:4] != ["sync", "aligned"]:
         raise _err(f"unsupported wgmma form {ins.opcode!r}")
@@ -649,6 +639,7 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     for grp in groups:
         tids = np.arange(128 * grp, 128 * grp + 128)
         lead = int(tids[0])
+        smem = []
         if a_regs:
             frag = fragment(f"m16n8k{k}", "a", at)
             a = _gather(st, _items(ops[1]), frag, at, (16, k), np.arange(4 * grp, 4 * grp + 4))
@@ -656,9 +647,13 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         else:
             desc = int(st.bits(ops[1], "b64")[lead])
             addr = descriptor_addresses(desc, 64, k, ab_bytes, bool(trans_a))
-            a = _load_shared(st, addr, at)
+            smem.append(addr)
         bdesc = int(st.bits(ops[2], "b64")[lead])
         baddr = descriptor_addresses(bdesc, n, k, ab_bytes, bool(trans_b))
+        smem.append(baddr)
+        _wgmma_reads(st, lead, smem, ins.line)
+        if not a_regs:
+            a = _load_shared(st, addr, at)
         b = _load_shared(st, baddr, bt).T  # [k, n]
         a, b = a * scale_a, b * scale_b
         c = np.zeros((1, 64, n))
@@ -715,6 +710,30 @@ def do_ldmatrix_m16n16(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             st.write_bits(regs[2 * m + h], word, mask)
 
 
+def _wgmma_groups(st, ins: Instr, mask: np.ndarray) -> None:
+    """wgmma.commit_group closes each warp's open group of operand reads; wait_group N
+    completes all but the N most recent (results land at issue: only the reads are in
+    flight, for the strict mode's checks)."""
+    eng = st.engine
+    groups = getattr(eng, "wgmma_groups", None)
+    if groups is None:
+        groups = eng.wgmma_groups = {}
+    for w in np.unique(np.nonzero(mask)[0] // 32):
+        g = groups.setdefault(int(w), [[]])
+        if ins.parts[1] == "commit_group":
+            g.append(g[0])
+            g[0] = []
+            continue
+        keep = int(st.read(ins.operands[0], "u32")[int(w) * 32])
+        committed = g[1:]
+        done = committed[: max(len(committed) - keep, 0)]
+        for group in done:
+            for op in group:
+                eng.finish(op)
+        groups[int(w)] = [g[0]] + committed[len(done) :]
+    eng.pending = [op for op in eng.pending if not op.done]
+
+
 OPS = {"mma": do_mma, "prmt": do_prmt, "bfi": do_bfi, "wgmma": do_wgmma}
 
 
@@ -722,7 +741,7 @@ def handles(ins: Instr) -> bool:
     """Whether this module executes `ins` (the dispatcher in handwritten.py asks first)."""
     p = ins.parts
     if p[0] == "cp" and len(p) > 2 and p[1] == "async":
-        return "bulk" not in p or "tensor" in p
+        return "bulk" not in p and p[2] != "mbarrier"
     if p[0] in ("ldmatrix", "stmatrix"):  # m8n8 .b16 stays in handwritten.do_matrix
         return "m8n8" not in p or p[-1] != "b16"
     return p[0] in OPS
@@ -733,10 +752,7 @@ def execute(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     if getattr(st, "_strict_cp", None) is not None:
         st._strict_cp.tick()
     if p[0] == "cp":
-        if "tensor" in p:
-            do_tensor_copy(st, ins, mask)
-        else:
-            do_cp_async(st, ins, mask)
+        do_cp_async(st, ins, mask)
     elif p[0] == "ldmatrix" and "m16n16" in p:
         do_ldmatrix_m16n16(st, ins, mask)
     elif p[0] in ("ldmatrix", "stmatrix"):
