@@ -229,17 +229,17 @@ class _Checker:
         hk, hb = TYPES.get(have, ("?", 0))
         if wk == "p" or hk == "p":
             return None if wk == hk else "operand-type"
-        if relaxed and want not in EXACT:
-            if hb < wb or (hk == "f" and hb != wb):
-                return "operand-width"
-        elif hb != wb:
-            return "operand-width"
         if wk in "us" and hk not in "bus":
             return "operand-type"
         if wk == "f" and hk != "b" and have != want:
             return "operand-type"
         if wk == "x" and hk != "b":
             return "operand-type"
+        if relaxed and want not in EXACT:
+            if hb < wb or (hk == "f" and hb != wb):
+                return "operand-width"
+        elif hb != wb:
+            return "operand-width"
         return None
 
     def check_reg(self, ins, k, op: Reg, want: str | None, relaxed: bool, special_ok: bool):
@@ -282,13 +282,10 @@ class _Checker:
         if want is None or want not in TYPES:
             return
         kind, bits = TYPES[want]
-        ok = False
-        if not op.is_float:
+        if not op.is_float:  # integer literals: bit, integer and predicate types
             ok = kind in "busp"
-        elif kind == "f" and want in ("f32", "f64"):
-            ok = True
-        elif kind == "b" and op.hexw is not None:
-            ok = op.hexw == bits
+        else:  # float literals: decimal and 0d are 64-bit, 0f 32-bit; .bN takes its own width
+            ok = want in ("f32", "f64") or want == ("b32" if op.hexw == 32 else "b64")
         if not ok:
             lit = "floating-point" if op.is_float else "integer"
             raise self.fail(
@@ -299,6 +296,8 @@ class _Checker:
         base = op.base
         if isinstance(base, Reg) and space == "tmem":
             self.check_reg(ins, k, base, "b32", False, False)
+        elif isinstance(base, Reg) and space == "tmap":  # ptxas takes any 32/64-bit register
+            self.check_reg(ins, k, base, None, False, False)
         elif isinstance(base, Reg):
             have = self.reg_type(base.name)
             if have is None:
@@ -327,7 +326,7 @@ class _Checker:
             sp = self.symbols.get(base.name)
             if sp is None:
                 raise self.fail(ins, f"operand {k}: unknown symbol {base.name}", "unknown-symbol")
-            if space in ("tmem", "any"):
+            if space in ("tmem", "any") or (space == "tmap" and sp != "kparam"):
                 pass
             elif sp == "kparam":
                 if space != "param":
@@ -343,7 +342,7 @@ class _Checker:
                     f"operand {k}: .{sp} variable {base.name} in a .{space} access",
                     "state-space",
                 )
-        elif base is None and space not in ("local", "tmem", "any"):
+        elif base is None and space not in ("local", "tmem", "any", "tmap"):
             raise self.fail(
                 ins,
                 f"operand {k}: immediate addresses are allowed only for .local",
@@ -362,24 +361,42 @@ class _Checker:
                 f"operand {k}: vector of {len(items)} elements where {arity} are needed",
                 "vector-arity",
             )
-        widths = set()
+        widths, kinds, imms = set(), set(), []
+        sinks = [x for x in items if isinstance(x, Sym) and x.name == "_"]
+        if sinks and (k != 1 or len(sinks) == len(items)):
+            raise self.fail(
+                ins,
+                f"operand {k}: the sink _ is allowed only beside registers in a destination",
+                "sink",
+            )
         for item in items:
             if isinstance(item, Sym) and item.name == "_":
                 continue
             if isinstance(item, Imm):
-                if packed or relaxed:
+                if k == 1:  # the destination
                     raise self.fail(
-                        ins, f"operand {k}: immediates are not allowed in this vector", "immediate"
+                        ins, f"operand {k}: an immediate in a destination vector", "immediate"
                     )
-                self.check_imm(ins, k, item, want)
+                if not packed:
+                    self.check_imm(ins, k, item, want)
+                imms.append(item)
                 continue
             if not isinstance(item, Reg):
                 raise self.fail(ins, f"operand {k}: vector element {item!r}", "operand-kind")
+            if relaxed and self.reg_type(item.name) == "pred" and TYPES.get(want, "?")[0] == "b":
+                continue  # ptxas takes .pred elements in a .bN load vector
             if packed:
                 self.check_reg(ins, k, item, None, False, False)
             else:
                 self.check_reg(ins, k, item, want, relaxed, False)
-            widths.add(TYPES.get(self.reg_type(item.name) or "", ("?", 0))[1])
+            kind, bits = TYPES.get(self.reg_type(item.name) or "", ("?", 0))
+            widths.add(bits)
+            kinds.add(kind)
+        for imm in imms:  # an immediate must be of the same kind as the registers beside it
+            if ("f" in kinds and not imm.is_float) or (kinds & set("us") and imm.is_float):
+                raise self.fail(
+                    ins, f"operand {k}: vector elements of different types", "vector-elements"
+                )
         if len(widths) > 1:
             raise self.fail(
                 ins, f"operand {k}: vector elements of different widths", "vector-elements"

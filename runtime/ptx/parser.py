@@ -183,7 +183,7 @@ class _Parser:
 
     def int_tok(self) -> int:
         tok = self.next()
-        if tok.kind != "num":
+        if tok.kind != "num" or "." in tok.text:
             raise self.err(f"expected an integer, got {tok.text!r}", tok)
         return int(tok.text.rstrip("U"), 0)
 
@@ -375,6 +375,8 @@ class _Parser:
             items = [self.operand()]
             while self.accept(","):
                 items.append(self.operand())
+            if any(isinstance(x, Vec) for x in items):
+                raise self.err("vectors do not nest", tok)
             self.expect("}" if t == "{" else ")")
             return Vec(tuple(items))
         if t == "[":
