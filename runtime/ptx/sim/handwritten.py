@@ -142,6 +142,9 @@ def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     parts = ins.parts
     dt, at = parts[-2], parts[-1]
     mods = set(parts[1:-2])
+    if dt in _FP8X2 or at in _FP8X2:
+        _cvt_fp8x2(st, ins, mask, dt, at, mods)
+        return
     if dt in ("f16x2", "bf16x2"):  # d = {cvt(a) in the high half, cvt(b) in the low half}
         hi, lo = (st.read(op, at).astype(np.float32) for op in ins.operands[1:3])
         conv = (lambda x: to_bits(x, "f16", st.n)) if dt == "f16x2" else f32_to_bf16_bits
@@ -190,6 +193,40 @@ def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             )
             return
         st.write(ins.operands[0], vals, dt, mask)
+
+
+_FP8X2 = {"e4m3x2": "e4m3", "e5m2x2": "e5m2"}
+
+
+def _cvt_fp8x2(st: "CtaState", ins: Instr, mask: np.ndarray, dt: str, at: str, mods) -> None:
+    """Packed 8-bit floats: `.e4m3x2/.e5m2x2.f32 d, a, b` (a in the high byte),
+    `.e4m3x2/.e5m2x2.f16x2 d, a` (a's halves byte by byte), and `.f16x2.e4m3x2/.e5m2x2 d, a`
+    (each byte to an f16, the high byte to the high half); round to nearest even."""
+    from tilegen.runtime.ptx.sim.tensor_ops import fp8_encode, fp8_table
+
+    relu = "relu" in mods
+    if at in _FP8X2:  # widen to f16x2
+        if dt != "f16x2":
+            raise _err(f"{ins.opcode}: packed 8-bit floats widen to .f16x2 only")
+        a = st.bits(ins.operands[1], "b16") & np.uint64(0xFFFF)
+        table = fp8_table(_FP8X2[at])
+        halves = [table[((a >> np.uint64(8 * i)) & np.uint64(0xFF)).astype(np.int64)] for i in (0, 1)]
+        if relu:
+            halves = [np.where(h < 0, 0.0, h) for h in halves]
+        lo, hi = (to_bits(h.astype(np.float16), "f16", st.n) for h in halves)
+        st.write_bits(ins.operands[0], (hi << np.uint64(16)) | lo, mask)
+        return
+    kind = _FP8X2[dt]
+    sat = "satfinite" in mods
+    if at == "f32":
+        hi, lo = (st.read(op, "f32").astype(np.float64) for op in ins.operands[1:3])
+    elif at == "f16x2":
+        pair = st.read(ins.operands[1], "f16x2").astype(np.float64)  # [lanes, (low, high)]
+        lo, hi = pair[:, 0], pair[:, 1]
+    else:
+        raise _err(f"{ins.opcode}: packed 8-bit floats from .f32 or .f16x2 only")
+    bits = (fp8_encode(hi, kind, sat, relu) << np.uint64(8)) | fp8_encode(lo, kind, sat, relu)
+    st.write_bits(ins.operands[0], bits, mask)
 
 
 def _int_range(t: str) -> tuple[int, int]:

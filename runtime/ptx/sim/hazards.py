@@ -115,9 +115,8 @@ class Hazards:
         self.vc[warps, warps] += 1
 
     # -- messages -------------------------------------------------------------------------------
-    def _what(self) -> str:
-        ins = self.st.cur_ins
-        return f"{ins.opcode} (line {ins.line})" if ins is not None else "an access"
+    def _line(self) -> int:
+        return self.st.cur_ins.line if self.st.cur_ins is not None else 0
 
     def _op(self, op_id: int) -> str:
         op = self.ops.get(int(op_id))
@@ -142,9 +141,9 @@ class Hazards:
         if pend.any():
             i = int(b[np.argmax(pend)])
             raise _err(
-                f"{what} reads shared byte 0x{i:x}, which {self._op(self.aw_op[i])} is still "
-                "writing: the mbarrier phase that completes the copy has not completed "
-                "(read before the wait?)"
+                f"{what} shared byte 0x{i:x} while {self._op(self.aw_op[i])} is "
+                "still writing it: the mbarrier phase that completes the copy has not completed "
+                "(a read before the wait?)"
             )
         agent = self.aw_agent[b]
         has = agent >= 0
@@ -154,15 +153,15 @@ class Hazards:
             if bad.any():
                 i = int(b[np.argmax(bad)])
                 raise _err(
-                    f"{what} (warp {w}) reads shared byte 0x{i:x}, written by the async copy at "
-                    f"line {self.aw_line[i]}, without waiting for the mbarrier phase that "
+                    f"{what} shared byte 0x{i:x}, written by the async copy at line "
+                    f"{self.aw_line[i]}, without having waited for the mbarrier phase that "
                     "completes it"
                 )
 
     def generic_load(self, addrs: np.ndarray, width: int) -> None:
         line = self.st.cur_ins.line if self.st.cur_ins is not None else 0
         for w, b in self._by_warp(addrs, width):
-            self.check_observed(w, b, self._what())
+            self.check_observed(w, b, f"warp {w} reads")
             self.rd_clock[b, w] = self.vc[w, w]
             self.rd_line[b, w] = line
 
@@ -172,13 +171,13 @@ class Hazards:
             if (self.aw_op[b] != 0).any():
                 i = int(b[np.argmax(self.aw_op[b] != 0)])
                 raise _err(
-                    f"{self._what()} writes shared byte 0x{i:x} while "
+                    f"warp {w} writes shared byte 0x{i:x} while "
                     f"{self._op(self.aw_op[i])} is still writing it"
                 )
             if (self.ar_op[b] != 0).any():
                 i = int(b[np.argmax(self.ar_op[b] != 0)])
                 raise _err(
-                    f"{self._what()} overwrites shared byte 0x{i:x}, which "
+                    f"warp {w} overwrites shared byte 0x{i:x}, which "
                     f"{self._op(self.ar_op[i])} may still be reading (wait for it first: "
                     "cp.async.bulk.wait_group.read, wgmma.wait_group, or the tcgen05.commit "
                     "mbarrier)"
@@ -203,8 +202,8 @@ class Hazards:
         if unfenced.any():
             i = int(b[np.argmax(unfenced)])
             raise _err(
-                f"{what} reads shared byte 0x{i:x} through the async proxy, but the generic "
-                f"write at line {self.gw_line[i]} (warp {self.gw_warp[i]}) was not followed by "
+                f"{what} shared byte 0x{i:x} through the async proxy, but the generic write "
+                f"at line {self.gw_line[i]} (warp {self.gw_warp[i]}) was not followed by "
                 "fence.proxy.async"
             )
         if written.any():
@@ -213,8 +212,8 @@ class Hazards:
             if bad.any():
                 i = int(b[np.argmax(bad)])
                 raise _err(
-                    f"{what} (warp {w}) reads shared byte 0x{i:x} written at line "
-                    f"{self.gw_line[i]} by warp {self.gw_warp[i]} with no barrier in between"
+                    f"{what} shared byte 0x{i:x}, written at line {self.gw_line[i]} by warp "
+                    f"{self.gw_warp[i]} with no barrier in between"
                 )
         self.rd_clock[b, w] = self.vc[w, w]
         self.rd_line[b, w] = self.st.cur_ins.line if self.st.cur_ins is not None else 0
@@ -224,7 +223,8 @@ class Hazards:
     def async_issue(self, op: "AsyncOp") -> None:
         self.ops[op.id] = op
         w = op.lane // 32
-        what = f"{op.kind} (line {op.line})"
+        what = f"warp {w} reads" if op.line == self._line() else f"{op.kind} (line {op.line})"
+        what = what if what.endswith("reads") else what + " reads"
         for entry in op.reads:
             self.async_read(w, _bytes(entry), what, op.id)
         for entry in op.writes:
@@ -232,23 +232,23 @@ class Hazards:
             if (self.aw_op[b] != 0).any():
                 i = int(b[np.argmax(self.aw_op[b] != 0)])
                 raise _err(
-                    f"{what} writes shared byte 0x{i:x} that {self._op(self.aw_op[i])} is still "
-                    "writing"
+                    f"the copy writes shared byte 0x{i:x} while {self._op(self.aw_op[i])} is "
+                    "still writing it"
                 )
             if (self.ar_op[b] != 0).any():
                 i = int(b[np.argmax(self.ar_op[b] != 0)])
                 raise _err(
-                    f"{what} overwrites shared byte 0x{i:x} while {self._op(self.ar_op[i])} may "
-                    "still be reading it (a stage reused before its reader completed)"
+                    f"the copy overwrites shared byte 0x{i:x} while {self._op(self.ar_op[i])} "
+                    "may still be reading it (a stage reused before its reader completed)"
                 )
             last = self.rd_clock[b]  # [bytes, warps]
             late = last > self.vc[w][None, : self.W]
             if late.any():
                 bi, u = np.argwhere(late)[0]
                 raise _err(
-                    f"{what} overwrites shared byte 0x{int(b[bi]):x}, which warp {u} read at "
-                    f"line {self.rd_line[b[bi], u]}, but nothing orders that read before this "
-                    "copy (the stage was refilled before its consumers released it)"
+                    f"the copy overwrites shared byte 0x{int(b[bi]):x}, which warp {u} read at "
+                    f"line {self.rd_line[b[bi], u]}, but nothing orders that read before the "
+                    "copy (a stage refilled before its consumers released it)"
                 )
             self.aw_op[b] = op.id
             self.aw_line[b] = op.line
@@ -290,13 +290,13 @@ class Hazards:
             op.observers.append((bar.agent, bar.phase + 1))
 
     def tmem_access(self, w: int, rows: np.ndarray, c0: int, c1: int, store: bool) -> None:
-        what = self._what()
         pend = self.tm_op[rows, c0:c1]
         if (pend != 0).any():
             op = int(pend[pend != 0][0])
             raise _err(
-                f"{what} {'writes' if store else 'reads'} tensor memory that {self._op(op)} "
-                "is still writing (wait for its tcgen05.commit mbarrier phase first)"
+                f"warp {w} {'writes' if store else 'reads'} tensor memory while "
+                f"{self._op(op)} is still writing it (wait for its tcgen05.commit mbarrier "
+                "phase first)"
             )
         writers = self.tm_writer[rows, c0:c1]
         if store:
@@ -311,7 +311,7 @@ class Hazards:
                 continue
             if not any(self.vc[w, agent] >= clock for agent, clock in op.observers):
                 raise _err(
-                    f"{what} (warp {w}) reads tensor memory written by {op.kind} (line "
-                    f"{op.line}) without waiting for an mbarrier phase that a tcgen05.commit "
+                    f"warp {w} reads tensor memory written by {op.kind} (line {op.line}) "
+                    "without having waited for an mbarrier phase that a tcgen05.commit "
                     "tracking it completes"
                 )
