@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,7 @@ exec "$TILEGEN_REAL_PTXAS" "$@"
 """
 
 
+@lru_cache(maxsize=None)
 def manifest() -> dict | None:
     path = CORPUS / "manifest.json"
     return json.loads(path.read_text()) if path.exists() else None
@@ -62,6 +64,7 @@ def tileiras_refuses(kernel: dict, arch: str) -> bool:
     return info is not None and not info.get("ok", True)
 
 
+@lru_cache(maxsize=None)
 def wheel_bin() -> Path | None:
     """The NVIDIA cu13 wheel's bin/ directory (tileiras, ptxas) of this interpreter's venv."""
     for base in {sys.prefix, sys.exec_prefix}:
@@ -71,6 +74,7 @@ def wheel_bin() -> Path | None:
     return None
 
 
+@lru_cache(maxsize=None)
 def _version(tileiras: Path) -> str:
     out = subprocess.run([str(tileiras), "--version"], capture_output=True, text=True).stdout
     return hashlib.sha256(out.encode()).hexdigest()[:12]

@@ -512,9 +512,7 @@ def test_cp_async_mbarrier_arrive(noinc) -> None:
     # every thread copies its word and arrives once its copies land; a neighbour's word is read
     # after the phase completes. With .noinc the 64 arrivals are the init count; without it the
     # arrivals do not count, so the count is met by plain arrives instead
-    src = CP_ASYNC_ARRIVE.replace("{noinc}", ".noinc" if noinc else "").replace(
-        "{count}", "64"
-    )
+    src = CP_ASYNC_ARRIVE.replace("{noinc}", ".noinc" if noinc else "").replace("{count}", "64")
     extra = "" if noinc else "    mbarrier.arrive.shared.b64 _, [buf+256];\n"
     src = src.replace("{extra}", extra)
     data = np.arange(100, 164, dtype=np.int32)

@@ -28,7 +28,11 @@ class PtxasRefused(PtxSimError):
 
 def find_ptxas() -> str | None:
     """`$PTXAS`, else the NVIDIA cu13 wheel of this interpreter, else `ptxas` on PATH."""
-    env = os.environ.get("PTXAS")
+    return _find_ptxas(os.environ.get("PTXAS"))
+
+
+@lru_cache(maxsize=8)
+def _find_ptxas(env: str | None) -> str | None:
     if env and Path(env).is_file():
         return env
     for base in {sys.prefix, sys.exec_prefix}:

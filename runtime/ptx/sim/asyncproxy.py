@@ -246,9 +246,28 @@ def do_mbarrier(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> str 
         expect = "expect_tx" in ins.parts
         tx = st.read(rest[0], "u32") if (expect or kind == "complete_tx") else None
         rest = rest[1:] if tx is not None else rest
-        counts = st.read(rest[0], "u32") if rest else np.ones(st.n, np.uint32)
+        counts = st.read(rest[0], "u32") if rest else None
         tokens = np.zeros(st.n, np.uint64)
-        for lane, a in zip(lanes, shared_addrs(st, addr, mask)):
+        addrs_ = shared_addrs(st, addr, mask)
+        if kind == "arrive" and not expect and counts is None:  # plain arrivals, vectorised
+            for a in np.unique(addrs_):
+                bar = eng.barrier(a)
+                todo = lanes[addrs_ == a]
+                while todo.size:
+                    k = max(1, min(bar.pending, todo.size))
+                    now, todo = todo[:k], todo[k:]
+                    tokens[now] = bar.phase
+                    if hz is not None:
+                        for lane in now:
+                            hz.arrive(int(lane), bar)
+                    bar.pending -= k
+                    eng.settle(bar)
+            if isinstance(dest, Reg):
+                st.write_bits(dest, tokens, mask)
+            return None
+        if counts is None:
+            counts = np.ones(st.n, np.uint32)
+        for lane, a in zip(lanes, addrs_):
             bar = eng.barrier(a)
             tokens[lane] = bar.phase
             if kind == "complete_tx":
@@ -273,16 +292,20 @@ def do_mbarrier(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> str 
     if kind in ("try_wait", "test_wait"):
         pred, addr, arg = ins.operands[0], ins.operands[1], ins.operands[2]
         parity = "parity" in ins.parts
-        want = st.read(arg, "u32" if parity else "u64").astype(np.int64)
+        want = st.read(arg, "u32" if parity else "u64").astype(np.int64)[lanes]
+        addrs_ = shared_addrs(st, addr, mask)
         done = np.zeros(st.n, bool)
-        for lane, a in zip(lanes, shared_addrs(st, addr, mask)):
+        for a in np.unique(addrs_):
+            sel = addrs_ == a
             bar = eng.barrier(a)
-            ok = _phase_done(bar, int(want[lane]), parity)
-            if not ok and eng.strict and eng.flush_barrier(bar.addr):
-                ok = _phase_done(bar, int(want[lane]), parity)
-            done[lane] = ok
-            if ok and hz is not None:
-                hz.acquire(int(lane), bar)
+            ok = _phases_done(bar, want[sel], parity)
+            if not ok.all() and eng.strict and eng.flush_barrier(bar.addr):
+                ok = _phases_done(bar, want[sel], parity)
+            got = lanes[sel][ok]
+            done[got] = True
+            if hz is not None:
+                for w in np.unique(got // 32):
+                    hz.acquire(int(w) * 32, bar)
         st.write_bits(pred, done.astype(np.uint64), mask)
         st.stall = mask & ~done
         return "stall" if st.stall.any() else None
@@ -293,7 +316,7 @@ def do_mbarrier(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> str 
     raise _err(f"unsupported mbarrier operation {ins.opcode!r}")
 
 
-def _phase_done(bar: MBarrier, want: int, parity: bool) -> bool:
+def _phases_done(bar: MBarrier, want: np.ndarray, parity: bool) -> np.ndarray:
     if parity:  # the phase of parity `want` completed: the current phase has the other parity
         return (bar.phase & 1) != (want & 1)
     return bar.phase != want

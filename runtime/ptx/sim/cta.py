@@ -15,7 +15,7 @@ from tilegen.runtime.ptx.parser import Entry, Instr, Reg, Sym, Imm
 from tilegen.runtime.ptx.sim import handwritten
 from tilegen.runtime.ptx.sim.declared import evaluate, match
 from tilegen.runtime.ptx.sim.memory import Flat, Heap, MemoryFault, Shared
-from tilegen.runtime.ptx.sim.values import from_bits, imm_values, to_bits
+from tilegen.runtime.ptx.sim.values import from_bits, imm_values, to_bits, to_bits_fast
 
 
 class PtxSimError(Exception):
@@ -44,6 +44,7 @@ class CtaState:
     tmem: object = None  # tcgen05.Tmem, created on first use
     cur_ins: Instr | None = None  # the instruction executing (for the strict mode's messages)
     cur_mask: np.ndarray | None = None
+    cur_full: bool = False  # cur_mask covers every lane
 
     def __post_init__(self) -> None:
         nx, ny, nz = self.ntid
@@ -74,6 +75,14 @@ class CtaState:
 
     # -- operands --------------------------------------------------------------------------------
     def special(self, name: str) -> np.ndarray | None:
+        """A special register's value per lane (constant within the CTA; cached)."""
+        cache = self.__dict__.setdefault("_specials", {})
+        if name in cache:
+            return cache[name]
+        val = cache[name] = self._special(name)
+        return val
+
+    def _special(self, name: str) -> np.ndarray | None:
         base, _, axis = name.partition(".")
         k = "xyz".index(axis) if axis in ("x", "y", "z") else 0
         full = lambda v: np.full(self.n, v, np.uint64)  # noqa: E731
@@ -111,7 +120,10 @@ class CtaState:
         if isinstance(op, Imm):
             return to_bits(self.read(op, t), t, self.n)
         if isinstance(op, Sym) and op.name in self.symbols:
-            return np.full(self.n, self.symbols[op.name][1], np.uint64)
+            cache = self.__dict__.setdefault("_symbol_bits", {})
+            if op.name not in cache:
+                cache[op.name] = np.full(self.n, self.symbols[op.name][1], np.uint64)
+            return cache[op.name]
         raise PtxSimError(f"cannot read operand {op!r}")
 
     def read(self, op, t: str) -> np.ndarray:
@@ -126,6 +138,9 @@ class CtaState:
             return
         if not isinstance(op, Reg):
             raise PtxSimError(f"destination {op!r} is not a register")
+        if mask is self.cur_mask and self.cur_full:
+            self.regs[op.name] = np.ascontiguousarray(bits, np.uint64)
+            return
         old = self.regs.get(op.name)
         if old is None:
             old = np.zeros(self.n, np.uint64)
@@ -135,30 +150,94 @@ class CtaState:
         self.write_bits(op, to_bits(vals, t, self.n), mask)
 
 
-def _step(st: CtaState, ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
+_HANDWRITTEN = object()
+_MOV = object()
+
+
+def _plan(ins: Instr, n: int):
+    """How to execute `ins` for `n` lanes, built once: hand-written, or a declared row's
+    function with its source readers (immediates converted once) and destination type."""
     form = match(ins.opcode)
     if form is None:
         raise PtxSimError(f"unsupported instruction {ins.opcode!r}")
+    parts = ins.parts
+    if parts[0] == "mov" and len(ins.operands) == 2 and isinstance(ins.operands[0], Reg):
+        src = ins.operands[1]
+        if isinstance(src, Imm):  # the immediate's bits, converted once
+            t = parts[-1]
+            if src.bits is not None and t[0] in "bsu":
+                val = from_bits(np.full(n, src.bits, np.uint64), t)
+            else:
+                val = imm_values(src.value, t, n)
+            return (_MOV, ins.operands[0], to_bits(val, t, n))
+        if isinstance(src, (Reg, Sym)):
+            return (_MOV, ins.operands[0], src)
     if form.handwritten:
-        return handwritten.execute(st, ins, mask, pc, at)
+        return _HANDWRITTEN
     if len(ins.operands) < len(form.row["operands"]):
         raise PtxSimError(f"{ins.opcode}: expected {len(form.row['operands'])} operands")
-    args = [st.read(op, t) for op, t in zip(ins.operands[1:], form.operand_types[1:])]
-    st.write(ins.operands[0], evaluate(form, args), form.operand_types[0], mask)
+    readers = []
+    for op, t in zip(ins.operands[1:], form.operand_types[1:]):
+        if isinstance(op, Imm):
+            const = imm_values(op.value, t, n) if op.bits is None or t[0] not in "bsu" else None
+            if const is None:
+                const = from_bits(np.full(n, op.bits, np.uint64), t)
+            readers.append((None, const))
+        else:
+            readers.append((op, t))
+    return form, readers, ins.operands[0], form.operand_types[0]
+
+
+def _step(st: CtaState, ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
+    try:
+        plans = ins._plans
+    except AttributeError:
+        plans = ins._plans = {}
+    plan = plans.get(st.n)
+    if plan is None:
+        plan = plans[st.n] = _plan(ins, st.n)
+    if plan is _HANDWRITTEN:
+        return handwritten.execute(st, ins, mask, pc, at)
+    if plan[0] is _MOV:  # register copies: raw bits
+        src = plan[2]
+        st.write_bits(plan[1], src if isinstance(src, np.ndarray) else st.bits(src), mask)
+        return None
+    form, readers, dest, dtype = plan
+    args = [t if op is None else from_bits(st.bits(op), t) for op, t in readers]
+    out = form.fn(*args) if form.fn is not None else evaluate(form, args)
+    st.write_bits(dest, to_bits_fast(out, dtype, st.n), mask)
     return None
 
 
 def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> None:
-    """Execute the CTA to completion; raises `PtxSimError` located at the failing line."""
+    """Execute the CTA to completion; raises `PtxSimError` located at the failing line.
+
+    Runnable lanes are kept in groups by PC (usually one or two), so a step costs one
+    instruction over one lane mask instead of a scan of every lane's PC."""
     body = st.entry.body
+    nbody = len(body)
     pc = np.zeros(st.n, np.int64)
     exited = np.zeros(st.n, bool)
     bar_of = np.full(st.n, -1)  # named barrier each lane waits at, -1 when none
     need: dict[int, int | None] = {}  # barrier id -> expected threads (None: all live ones)
     stalled = np.zeros(st.n, bool)
+    groups: dict[int, np.ndarray] = {0: np.ones(st.n, bool)}  # pc -> runnable lanes there
     progress = True
-
     eng = st.engine
+
+    def add(lanes: np.ndarray) -> None:
+        """Regroup `lanes` (runnable) by their PCs."""
+        sel = np.nonzero(lanes)[0]
+        if not sel.size:
+            return
+        pcs = pc[sel]
+        first = int(pcs[0])
+        targets = (first,) if (pcs == first).all() else np.unique(pcs)
+        for t in targets:
+            t = int(t)
+            m = lanes if len(targets) == 1 else lanes & (pc == t)
+            g = groups.get(t)
+            groups[t] = m if g is None else (g | m)
 
     def release() -> None:
         for b, count in list(need.items()):
@@ -168,6 +247,7 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
                 del need[b]
                 if eng.hazards is not None:
                     eng.hazards.bar_sync(np.nonzero(arrived)[0])
+                add(arrived)
 
     def finish() -> None:
         from tilegen.runtime.ptx.sim import tcgen05
@@ -175,19 +255,58 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
         eng.flush()
         tcgen05.at_exit(st)
 
+    with np.errstate(all="ignore"):
+        _loop(
+            st,
+            body,
+            pc,
+            exited,
+            bar_of,
+            need,
+            stalled,
+            groups,
+            add,
+            release,
+            finish,
+            eng,
+            max_steps,
+            file,
+        )
+
+
+def _meta(entry: Entry) -> list:
+    """Per instruction: (is a branch, guard register or None, guard negated), built once."""
+    meta = getattr(entry, "_meta", None)
+    if meta is None:
+        meta = entry._meta = [
+            (
+                ins.opcode.split(".")[0] == "bra",
+                Reg(ins.pred[0]) if ins.pred is not None else None,
+                bool(ins.pred and ins.pred[1]),
+            )
+            for ins in entry.body
+        ]
+    return meta
+
+
+def _loop(
+    st, body, pc, exited, bar_of, need, stalled, groups, add, release, finish, eng, max_steps, file
+) -> None:
+    nbody = len(body)
+    meta = _meta(st.entry)
+    progress = True
     for _ in range(max_steps):
-        runnable = ~exited & (bar_of < 0) & ~stalled
-        if not runnable.any():
+        if not groups:
             if stalled.any():
                 if not progress:
-                    if eng.flush():  # operations in flight may complete the waited phases
-                        stalled[:] = False
-                        continue
-                    raise PtxSimError(
-                        f"{file}: error: deadlock: mbarrier waits can never complete: "
-                        + eng.stuck()
-                    )
+                    if not eng.flush():  # operations in flight may complete the waited phases
+                        raise PtxSimError(
+                            f"{file}: error: deadlock: mbarrier waits can never complete: "
+                            + eng.stuck()
+                        )
+                retry = stalled.copy()
                 stalled[:], progress = False, False
+                add(retry)
                 continue
             if (bar_of >= 0).any():
                 raise PtxSimError(f"{file}: error: deadlock: barrier {sorted(need)} never fills")
@@ -196,39 +315,55 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
             except (PtxSimError, MemoryFault) as e:
                 raise PtxSimError(f"{file}: error: at exit: {e}") from None
             return
-        at = int(pc[runnable].min())
-        if at >= len(body):
-            exited |= runnable & (pc >= len(body))
+        at = min(groups)
+        here = groups.pop(at)
+        if at >= nbody:
+            exited |= here
             release()
             continue
-        here = runnable & (pc == at)
         ins = body[at]
+        branch, guard, negated = meta[at]
         mask = here
-        if ins.pred is not None:
-            p = st.bits(Reg(ins.pred[0])) != 0
-            mask = here & (~p if ins.pred[1] else p)
-        pc[here] += 1
+        if guard is not None:
+            p = st.bits(guard) != 0
+            mask = here & (~p if negated else p)
+        if branch:
+            pc[here] = at + 1
         st.cur_ins, st.cur_mask = ins, mask
+        st.cur_full = bool(mask.all())
         try:
-            action = _step(st, ins, mask, pc, at) if mask.any() else None
+            action = _step(st, ins, mask, pc, at) if st.cur_full or mask.any() else None
             if action == "exit":
                 eng.at_exit(np.nonzero(mask)[0])
         except (PtxSimError, MemoryFault) as e:
             raise PtxSimError(f"{file}:{ins.line}: error: {ins.opcode}: {e}") from None
-        if action != "stall":
+        if action is None:
+            if branch:
+                add(here)
+            else:
+                g = groups.get(at + 1)
+                groups[at + 1] = here if g is None else (g | here)
             progress = True
+            continue
+        pc[here] = at + 1  # lanes in groups carry stale PCs until they are regrouped
         if action == "exit":
             exited |= mask
+            add(here & ~mask)
             release()
+            progress = True
         elif action == "barrier":
             bar_id, count = st.barrier
             bar_of[mask] = bar_id
             need[bar_id] = count
+            add(here & ~mask)
             release()
+            progress = True
         elif action == "stall":
             pc[st.stall] = at
             stalled |= st.stall
+            rest = here & ~st.stall
             progress |= bool((mask & ~st.stall).any())
+            add(rest)
         elif action == "trap":
             shown = "".join(st.printed)  # this CTA's printf output so far (assert messages)
             raise PtxSimError(

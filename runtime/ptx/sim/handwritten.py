@@ -210,7 +210,9 @@ def _cvt_fp8x2(st: "CtaState", ins: Instr, mask: np.ndarray, dt: str, at: str, m
             raise _err(f"{ins.opcode}: packed 8-bit floats widen to .f16x2 only")
         a = st.bits(ins.operands[1], "b16") & np.uint64(0xFFFF)
         table = fp8_table(_FP8X2[at])
-        halves = [table[((a >> np.uint64(8 * i)) & np.uint64(0xFF)).astype(np.int64)] for i in (0, 1)]
+        halves = [
+            table[((a >> np.uint64(8 * i)) & np.uint64(0xFF)).astype(np.int64)] for i in (0, 1)
+        ]
         if relu:
             halves = [np.where(h < 0, 0.0, h) for h in halves]
         lo, hi = (to_bits(h.astype(np.float16), "f16", st.n) for h in halves)

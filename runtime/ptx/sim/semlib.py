@@ -151,7 +151,13 @@ def bit_reverse(a):
     return np.array(vals, dtype=a.dtype.str.replace("i", "u")).view(a.dtype)
 
 
+def to_f32(a):
+    """Half-precision values as f32 (exact)."""
+    return np.asarray(a, np.float32)
+
+
 VOCABULARY = {
+    "to_f32": to_f32,
     "widen": widen,
     "mulhi": mulhi,
     "idiv": idiv,

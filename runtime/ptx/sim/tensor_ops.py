@@ -358,7 +358,7 @@ class _Strict:
         if self.st.barrier is not self.seen:  # a bar.sync happened: publish retired copies
             self.seen, self.epoch = self.st.barrier, self.epoch + 1
             for ep, dst, raw in self.retired:
-                self.st.shared.store(np.arange(dst, dst + len(raw)), 1, raw)
+                self.st.shared.store(dst, 1, raw)
             self.retired = []
 
 
@@ -386,6 +386,7 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         return
     if parts[2] in ("wait_group", "wait_all"):
         keep = int(st.read(ins.operands[0], "u32")[lanes[0]]) if parts[2] == "wait_group" else 0
+        landing = []
         for lane in lanes:
             groups = pend.get(int(lane))
             if not groups:
@@ -395,12 +396,9 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
                 committed, open_ = committed + [open_], []
             done = committed[: max(len(committed) - keep, 0)]
             for group in done:
-                for dst, raw in group:
-                    if strict is not None:
-                        strict.retired.append((strict.epoch, dst, raw))
-                        continue
-                    st.shared.store(np.arange(dst, dst + len(raw)), 1, raw)
+                landing += group
             pend[int(lane)] = committed[len(done) :] + [open_]
+        _land(st, landing, strict)
         return
     if parts[2] not in ("ca", "cg") or not parts[3].startswith("shared"):
         raise _err(f"unsupported async copy {ins.opcode!r}")
@@ -421,26 +419,43 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             fill = st.read(extra, "u32")
     dbase = np.zeros(st.n, np.int64) if dst.base is None else st.bits(dst.base).astype(np.int64)
     sbase = np.zeros(st.n, np.int64) if src.base is None else st.bits(src.base).astype(np.int64)
-    for lane in lanes:
-        n = int(cp_size[lane])
-        if n not in (4, 8, 16) or ("cg" in parts and n != 16):
-            raise _err(f"{ins.opcode}: cp-size {n} is not allowed")
-        keep = n if fill is None else min(int(fill[lane]), n)
-        raw = np.zeros(n, np.uint64)
-        if keep > 0:
-            s = int(sbase[lane]) + src.offset
-            raw[:keep] = st.heap.load(np.arange(s, s + keep), 1)
-        groups = pend.setdefault(int(lane), [[]])
-        d = int(dbase[lane]) + dst.offset
+    sizes = cp_size[lanes].astype(np.int64)
+    n = int(sizes[0]) if len(sizes) else 0
+    if len(sizes) and ((sizes != n).any() or n not in (4, 8, 16) or ("cg" in parts and n != 16)):
+        raise _err(f"{ins.opcode}: cp-size {n} is not allowed")
+    keep = np.full(len(lanes), n) if fill is None else np.minimum(fill[lanes].astype(np.int64), n)
+    col = np.arange(n)
+    srcs = (sbase[lanes] + src.offset)[:, None] + col  # [lanes, n] byte addresses
+    dsts = (dbase[lanes] + dst.offset)[:, None] + col
+    live = col[None, :] < keep[:, None]
+    raw = np.zeros((len(lanes), n), np.uint64)
+    if live.any():
+        raw[live] = st.heap.load(srcs[live], 1)
+    if strict is not None:
+        span = dsts.reshape(-1)
+        if np.any(strict.read[span - st.shared.base] == strict.epoch):
+            d = int(span[np.argmax(strict.read[span - st.shared.base] == strict.epoch)])
+            raise _err(
+                f"{ins.opcode}: overwrites shared bytes at 0x{d:x} that were read since the "
+                "last bar.sync (missing barrier before the copy)"
+            )
+        st.shared.store(span, 1, np.full(span.size, 0xFF, np.uint64))
+    rec = (dsts, raw)
+    for row, lane in enumerate(lanes):
+        pend.setdefault(int(lane), [[]])[-1].append((rec, row))
+
+
+def _land(st: "CtaState", entries, strict=None) -> None:
+    """Store copies (entries of (record, row)), one vectorised store per issuing record."""
+    by_rec: dict = {}
+    for rec, row in entries:
+        by_rec.setdefault(id(rec), (rec, []))[1].append(row)
+    for rec, rows in by_rec.values():
+        dsts, raw = rec[0][rows].reshape(-1), rec[1][rows].reshape(-1)
         if strict is not None:
-            span = np.arange(d, d + n)
-            if np.any(strict.read[span - st.shared.base] == strict.epoch):
-                raise _err(
-                    f"{ins.opcode}: overwrites shared bytes at 0x{d:x} that were read since the "
-                    "last bar.sync (missing barrier before the copy)"
-                )
-            st.shared.store(span, 1, np.full(n, 0xFF, np.uint64))
-        groups[-1].append((d, raw))
+            strict.retired.append((strict.epoch, dsts, raw))
+        else:
+            st.shared.store(dsts, 1, raw)
 
 
 def retire_cp_async(st: "CtaState", lane: int) -> None:
@@ -449,9 +464,7 @@ def retire_cp_async(st: "CtaState", lane: int) -> None:
     groups = pend.get(int(lane))
     if not groups:
         return
-    for group in groups:
-        for dst, raw in group:
-            st.shared.store(np.arange(dst, dst + len(raw)), 1, raw)
+    _land(st, [e for group in groups for e in group])
     pend[int(lane)] = [[]]
 
 
@@ -583,6 +596,7 @@ def canonical_addresses(f: dict, rows: int, cols: int, elem_bytes: int, mn_major
 _WG_K = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
 
 
+@lru_cache(maxsize=None)
 def _wg_acc_coords(n: int, per: int) -> np.ndarray:
     """[128 threads, regs, per, 2] (row, col) of the m64nN accumulator fragment."""
     out = np.zeros((128, n // 8 * 4 // per, per, 2), np.int64)

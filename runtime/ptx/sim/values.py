@@ -100,3 +100,22 @@ def imm_values(value, t: str, n: int) -> np.ndarray:
     w = WIDTH[t]
     bits = np.full(n, int(value) & ((1 << w) - 1), dtype=np.uint64)
     return from_bits(bits, t)
+
+
+def to_bits_fast(vals, t: str, n: int) -> np.ndarray:
+    """`to_bits` for the common case: an (n,) array already of the type's kind."""
+    a = vals if isinstance(vals, np.ndarray) else np.asarray(vals)
+    if a.shape != (n,) or t in _PACKED or t == "bf16":
+        return to_bits(vals, t, n)
+    if t == "f32":
+        return a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    if t == "f64":
+        return a.astype(np.float64).view(np.uint64)
+    if t == "pred":
+        return a.astype(bool).astype(np.uint64)
+    if t == "f16":
+        return a.astype(np.float16).view(np.uint16).astype(np.uint64)
+    if a.dtype.kind not in "iub":
+        return to_bits(vals, t, n)
+    w = WIDTH[t]
+    return a.astype(_INT[w][0]).astype(np.uint64) if w < 64 else a.astype(np.uint64)
