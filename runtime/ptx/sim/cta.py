@@ -15,7 +15,13 @@ from tilegen.runtime.ptx.parser import Entry, Instr, Reg, Sym, Imm
 from tilegen.runtime.ptx.sim import handwritten
 from tilegen.runtime.ptx.sim.declared import evaluate, match
 from tilegen.runtime.ptx.sim.memory import Flat, Heap, MemoryFault, Shared
-from tilegen.runtime.ptx.sim.values import from_bits, imm_values, to_bits, to_bits_fast
+from tilegen.runtime.ptx.sim.values import (
+    from_bits,
+    from_bits_fn,
+    imm_values,
+    to_bits,
+    to_bits_fn,
+)
 
 
 class PtxSimError(Exception):
@@ -152,6 +158,7 @@ class CtaState:
 
 _HANDWRITTEN = object()
 _MOV = object()
+_DECLARED = object()
 
 
 def _plan(ins: Instr, n: int):
@@ -173,19 +180,24 @@ def _plan(ins: Instr, n: int):
         if isinstance(src, (Reg, Sym)):
             return (_MOV, ins.operands[0], src)
     if form.handwritten:
-        return _HANDWRITTEN
+        return (_HANDWRITTEN, handwritten.handler(ins))
     if len(ins.operands) < len(form.row["operands"]):
         raise PtxSimError(f"{ins.opcode}: expected {len(form.row['operands'])} operands")
-    readers = []
+    srcs = []
     for op, t in zip(ins.operands[1:], form.operand_types[1:]):
         if isinstance(op, Imm):
             const = imm_values(op.value, t, n) if op.bits is None or t[0] not in "bsu" else None
             if const is None:
                 const = from_bits(np.full(n, op.bits, np.uint64), t)
-            readers.append((None, const))
+            srcs.append((None, const, None, op))
+        elif isinstance(op, Reg):
+            srcs.append((op.name, None, from_bits_fn(t), op))
         else:
-            readers.append((op, t))
-    return form, readers, ins.operands[0], form.operand_types[0]
+            srcs.append((None, None, from_bits_fn(t), op))
+    fn = form.fn if form.fn is not None else (lambda *args, form=form: evaluate(form, list(args)))
+    dest = ins.operands[0]
+    to = to_bits_fn(form.operand_types[0], n)
+    return (_DECLARED, fn, srcs, dest, to)
 
 
 def _step(st: CtaState, ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
@@ -196,16 +208,23 @@ def _step(st: CtaState, ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -
     plan = plans.get(st.n)
     if plan is None:
         plan = plans[st.n] = _plan(ins, st.n)
-    if plan is _HANDWRITTEN:
-        return handwritten.execute(st, ins, mask, pc, at)
-    if plan[0] is _MOV:  # register copies: raw bits
-        src = plan[2]
-        st.write_bits(plan[1], src if isinstance(src, np.ndarray) else st.bits(src), mask)
+    kind = plan[0]
+    if kind is _DECLARED:
+        _, fn, srcs, dest, to = plan
+        regs = st.regs
+        args = []
+        for name, const, conv, op in srcs:
+            if const is not None:
+                args.append(const)
+                continue
+            b = regs.get(name) if name is not None else None
+            args.append(conv(st.bits(op) if b is None else b))
+        st.write_bits(dest, to(fn(*args)), mask)
         return None
-    form, readers, dest, dtype = plan
-    args = [t if op is None else from_bits(st.bits(op), t) for op, t in readers]
-    out = form.fn(*args) if form.fn is not None else evaluate(form, args)
-    st.write_bits(dest, to_bits_fast(out, dtype, st.n), mask)
+    if kind is _HANDWRITTEN:
+        return plan[1](st, ins, mask, pc, at)
+    src = plan[2]  # _MOV: register copies, raw bits
+    st.write_bits(plan[1], src if isinstance(src, np.ndarray) else st.bits(src), mask)
     return None
 
 
@@ -221,7 +240,9 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
     bar_of = np.full(st.n, -1)  # named barrier each lane waits at, -1 when none
     need: dict[int, int | None] = {}  # barrier id -> expected threads (None: all live ones)
     stalled = np.zeros(st.n, bool)
-    groups: dict[int, np.ndarray] = {0: np.ones(st.n, bool)}  # pc -> runnable lanes there
+    full = np.ones(st.n, bool)  # the all-lanes mask: `is full` spares a reduction per step
+    st.full_mask = full
+    groups: dict[int, np.ndarray] = {0: full}  # pc -> runnable lanes there
     progress = True
     eng = st.engine
 
@@ -237,7 +258,8 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
             t = int(t)
             m = lanes if len(targets) == 1 else lanes & (pc == t)
             g = groups.get(t)
-            groups[t] = m if g is None else (g | m)
+            m = m if g is None else (g | m)
+            groups[t] = full if m is not full and m.all() else m
 
     def release() -> None:
         for b, count in list(need.items()):
@@ -330,9 +352,11 @@ def _loop(
         if branch:
             pc[here] = at + 1
         st.cur_ins, st.cur_mask = ins, mask
-        st.cur_full = bool(mask.all())
+        st.cur_full = mask is st.full_mask
         try:
-            action = _step(st, ins, mask, pc, at) if st.cur_full or mask.any() else None
+            action = (
+                _step(st, ins, mask, pc, at) if st.cur_full or guard is None or mask.any() else None
+            )
             if action == "exit":
                 eng.at_exit(np.nonzero(mask)[0])
         except (PtxSimError, MemoryFault) as e:
@@ -342,7 +366,11 @@ def _loop(
                 add(here)
             else:
                 g = groups.get(at + 1)
-                groups[at + 1] = here if g is None else (g | here)
+                if g is not None:
+                    here = g | here
+                    if here.all():
+                        here = st.full_mask
+                groups[at + 1] = here
             progress = True
             continue
         pc[here] = at + 1  # lanes in groups carry stale PCs until they are regrouped

@@ -72,15 +72,30 @@ def do_ld(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     t, vec, space = _vtype(ins.parts)
     width = WIDTH[t] // 8
     dests, addr = _regs(ins.operands[0]), ins.operands[1]
+    if space == "param":
+        cache = st.__dict__.setdefault("_param_bits", {})
+        for i, d in enumerate(dests):
+            key = (addr.base, addr.offset + i * width, width, t)
+            bits = cache.get(key)
+            if bits is None:
+                raw = _param_load(st, Addr(addr.base, addr.offset + i * width), width)
+                bits = np.full(st.n, raw, np.uint64)
+                if t[0] == "s":
+                    bits = to_bits(from_bits(bits, t).astype(np.int64), "s64", st.n)
+                cache[key] = bits
+            st.write_bits(d, bits, mask)
+        return
+    mem, a = _memory(st, space, _address(st, addr, mask), mask)
+    if vec > 1:
+        a = (a[None, :] + (np.arange(vec) * width)[:, None]).reshape(-1)
+    vals = mem.load(a, width).reshape(vec, -1)
+    full = mask is st.cur_mask and st.cur_full
     for i, d in enumerate(dests):
-        if space == "param":
-            bits = np.full(
-                st.n, _param_load(st, Addr(addr.base, addr.offset + i * width), width), np.uint64
-            )
+        if full:
+            bits = vals[i]
         else:
-            mem, a = _memory(st, space, _address(st, addr, mask) + i * width, mask)
             bits = np.zeros(st.n, np.uint64)
-            bits[mask] = mem.load(a, width)
+            bits[mask] = vals[i]
         if t[0] == "s" and isinstance(d, Reg):  # sign-extend into a wider register
             bits = to_bits(from_bits(bits, t).astype(np.int64), "s64", st.n)
         st.write_bits(d, bits, mask)
@@ -100,9 +115,14 @@ def do_st(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         return
     width = WIDTH[t] // 8
     addr, srcs = ins.operands[0], _regs(ins.operands[1])
-    for i, s in enumerate(srcs):
-        mem, a = _memory(st, space, _address(st, addr, mask) + i * width, mask)
-        mem.store(a, width, st.bits(s, t)[mask] & np.uint64((1 << (8 * width)) - 1))
+    mem, a = _memory(st, space, _address(st, addr, mask), mask)
+    keep = np.uint64((1 << (8 * width)) - 1) if width < 8 else None
+    vals = np.stack([st.bits(x, t)[mask] for x in srcs])  # [element, lane]
+    if keep is not None:
+        vals = vals & keep
+    if len(srcs) > 1:
+        a = (a[None, :] + (np.arange(len(srcs)) * width)[:, None]).reshape(-1)
+    mem.store(a, width, vals.reshape(-1))
 
 
 def do_mov(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
@@ -318,15 +338,58 @@ def do_atom(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     lanes = np.nonzero(mask)[0]
     mem, addrs = _memory(st, space, _address(st, addr, mask), mask)
     old_out = np.zeros(st.n, np.uint64)
-    for k, lane in enumerate(lanes):  # lane order is one valid serialisation
-        a = addrs[k : k + 1]
+    fn = _ATOM_VEC[op]
+    uniq, inverse, counts = np.unique(addrs, return_inverse=True, return_counts=True)
+    if op in _ATOM_SCAN and len(uniq) <= counts.max():  # contended: one scan per address
+        for k, a in enumerate(uniq):
+            sel = np.nonzero(inverse == k)[0]  # in lane order
+            ln = lanes[sel]
+            cur_bits = mem.load(np.array([a]), width)
+            cur = from_bits(cur_bits, t)
+            seq = np.concatenate([cur, bvals[ln].astype(cur.dtype)])
+            run = _ATOM_SCAN[op](seq)  # the value after each lane's update, in lane order
+            olds = run[:-1]
+            mem.store(np.array([a]), width, to_bits(run[-1:], t, 1))
+            old_out[ln] = to_bits(olds, t, len(ln))
+        if isinstance(d, Reg):
+            st.write_bits(d, old_out, mask)
+        return
+    todo = np.arange(len(lanes))
+    while todo.size:  # rounds: the first remaining lane of each address, in lane order
+        first = np.unique(addrs[todo], return_index=True)[1]
+        now = todo[np.sort(first)]
+        a = addrs[now]
         old_bits = mem.load(a, width)
-        old = from_bits(old_bits, t)[0]
-        new = _ATOM[op](old, bvals[lane], cvals[lane])
-        mem.store(a, width, to_bits(np.array([new], dtype=old.dtype), t, 1))
-        old_out[lane] = old_bits[0]
+        old = from_bits(old_bits, t)
+        ln = lanes[now]
+        new = fn(old, bvals[ln], cvals[ln])
+        mem.store(a, width, to_bits(np.asarray(new).astype(old.dtype), t, len(now)))
+        old_out[ln] = old_bits
+        todo = np.setdiff1d(todo, now, assume_unique=True)
     if isinstance(d, Reg):
         st.write_bits(d, old_out, mask)
+
+
+_ATOM_SCAN = {  # sequential updates as an accumulation over [memory, b0, b1, ...]
+    "add": lambda x: np.add.accumulate(x, dtype=x.dtype),
+    "min": np.minimum.accumulate,
+    "max": np.maximum.accumulate,
+    "and": np.bitwise_and.accumulate,
+    "or": np.bitwise_or.accumulate,
+    "xor": np.bitwise_xor.accumulate,
+    "exch": lambda x: x,
+}
+_ATOM_VEC = {
+    "add": lambda o, b, c: o + b,
+    "min": lambda o, b, c: np.minimum(o, b),
+    "max": lambda o, b, c: np.maximum(o, b),
+    "and": lambda o, b, c: o & b,
+    "or": lambda o, b, c: o | b,
+    "xor": lambda o, b, c: o ^ b,
+    "exch": lambda o, b, c: b,
+    "cas": lambda o, b, c: np.where(o == b, c, o),
+    "inc": lambda o, b, c: np.where(o >= b, 0, o + 1),
+}
 
 
 def do_matrix(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
@@ -342,25 +405,26 @@ def do_matrix(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     mem, _ = _memory(st, "shared", rows[:1], full)
     lane = np.arange(st.n) % 32
     warp_base = np.arange(st.n) - lane
-    for m in range(count):
-        out = st.bits(regs[m], "b32").copy()
-        for half in range(2):
-            if trans:
-                r, c = (lane % 4) * 2 + half, lane // 4
-            else:
-                r, c = lane // 4, (lane % 4) * 2 + half
-            a = rows[warp_base + m * 8 + r] + 2 * c
-            sel = mask
-            if load:
-                val = mem.load(a[sel], 2)
-                out[sel] = (out[sel] & ~np.uint64(0xFFFF << (16 * half))) | (
-                    val << np.uint64(16 * half)
-                )
-            else:
-                val = (st.bits(regs[m], "b32")[sel] >> np.uint64(16 * half)) & np.uint64(0xFFFF)
-                mem.store(a[sel], 2, val)
-        if load:
-            st.write_bits(regs[m], out, mask)
+    half = np.arange(2)[:, None]
+    if trans:
+        r, c = (lane % 4) * 2 + half, np.broadcast_to(lane // 4, (2, st.n))
+    else:
+        r, c = np.broadcast_to(lane // 4, (2, st.n)), (lane % 4) * 2 + half
+    m = np.arange(count)[:, None, None]
+    addrs = rows[warp_base + m * 8 + r] + 2 * c  # [matrix, half, lane]
+    sel = np.nonzero(mask)[0]
+    a = addrs[:, :, sel]
+    if load:
+        vals = mem.load(a.reshape(-1), 2).reshape(count, 2, len(sel))
+        words = vals[:, 0] | (vals[:, 1] << np.uint64(16))
+        for k in range(count):
+            out = np.zeros(st.n, np.uint64)
+            out[sel] = words[k]
+            st.write_bits(regs[k], out, mask)
+        return
+    src = np.stack([st.bits(regs[k], "b32")[sel] for k in range(count)])  # [matrix, lane]
+    vals = np.stack([src & np.uint64(0xFFFF), (src >> np.uint64(16)) & np.uint64(0xFFFF)], 1)
+    mem.store(a.reshape(-1), 2, vals.reshape(-1))
 
 
 _REDUX = {
@@ -477,71 +541,80 @@ def do_setmaxnreg(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 _NOOPS = ("membar", "griddepcontrol", "prefetch", "pmevent")
 
 
-def execute(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
-    """Run a hand-written instruction; returns 'exit', 'barrier', 'trap' or None."""
-    op = ins.parts[0]
-    if tensor_ops.handles(ins):  # mma/wgmma, cp.async (non-bulk), prmt, bfi
-        tensor_ops.execute(st, ins, mask)
+def _bar(st: "CtaState", ins: Instr, mask: np.ndarray, pc, at) -> str | None:
+    if "warp" in ins.parts:
         return None
-    if op in ("ret", "exit"):
-        return "exit"
-    if op == "trap":
-        return "trap"
-    if op in ("bar", "barrier"):
-        if "warp" in ins.parts:
-            return None
-        if "arrive" in ins.parts:
-            raise _err("bar.arrive (producer/consumer barriers) is not supported")
-        ids = st.read(ins.operands[0], "u32")[mask]
-        counts = st.read(ins.operands[1], "u32")[mask] if len(ins.operands) > 1 else None
-        if len(set(ids.tolist())) != 1:
-            raise _err("lanes at one bar.sync name different barriers")
-        st.barrier = (int(ids[0]), None if counts is None else int(counts[0]))
-        return "barrier"
-    if op == "bra":
-        do_bra(st, ins, mask, pc)
-        return None
-    if op in _NOOPS:
-        return None
-    if op == "fence":
-        do_fence(st, ins, mask)
-        return None
-    if op == "setmaxnreg":
-        do_setmaxnreg(st, ins, mask)
-        return None
-    if op == "mbarrier":
-        return asyncproxy.do_mbarrier(st, ins, mask, ins.line)
-    if op == "elect":
-        do_elect(st, ins, mask)
-        return None
-    if op == "tcgen05":
-        tcgen05.execute(st, ins, mask, ins.line)
-        return None
-    if op == "cp":
-        if ins.parts[1:3] == ["async", "mbarrier"]:
-            asyncproxy.do_cp_async_mbarrier_arrive(st, ins, mask, ins.line)
-        elif ins.parts[1:3] == ["async", "bulk"] or ins.parts[1] == "reduce":
-            asyncproxy.do_bulk(st, ins, mask, ins.line)
-        else:
-            raise _err(f"unsupported async copy {ins.opcode!r}")
-        return None
-    if op == "call":
-        do_call(st, ins, mask)
-        return None
-    handler = {
-        "ld": do_ld,
-        "st": do_st,
-        "mov": do_mov,
-        "cvta": do_cvta,
-        "cvt": do_cvt,
-        "shfl": do_shfl,
-        "vote": do_vote,
-        "atom": do_atom,
-        "ldmatrix": do_matrix,
-        "redux": do_redux,
-        "stmatrix": do_matrix,
-    }.get(op)
-    if handler is None:
-        raise _err(f"unsupported instruction {ins.opcode!r}")
-    handler(st, ins, mask)
+    if "arrive" in ins.parts:
+        raise _err("bar.arrive (producer/consumer barriers) is not supported")
+    ids = st.read(ins.operands[0], "u32")[mask]
+    counts = st.read(ins.operands[1], "u32")[mask] if len(ins.operands) > 1 else None
+    if len(set(ids.tolist())) != 1:
+        raise _err("lanes at one bar.sync name different barriers")
+    st.barrier = (int(ids[0]), None if counts is None else int(counts[0]))
+    return "barrier"
+
+
+def _cp(st: "CtaState", ins: Instr, mask: np.ndarray, pc, at) -> None:
+    if ins.parts[1:3] == ["async", "mbarrier"]:
+        asyncproxy.do_cp_async_mbarrier_arrive(st, ins, mask, ins.line)
+    elif ins.parts[1:3] == ["async", "bulk"] or ins.parts[1] == "reduce":
+        asyncproxy.do_bulk(st, ins, mask, ins.line)
+    else:
+        raise _err(f"unsupported async copy {ins.opcode!r}")
     return None
+
+
+def _simple(fn):
+    """A handler (st, ins, mask) as (st, ins, mask, pc, at) -> no action."""
+
+    def run(st, ins, mask, pc, at):
+        fn(st, ins, mask)
+        return None
+
+    return run
+
+
+_HANDLERS = {
+    "ret": lambda st, ins, mask, pc, at: "exit",
+    "exit": lambda st, ins, mask, pc, at: "exit",
+    "trap": lambda st, ins, mask, pc, at: "trap",
+    "bar": _bar,
+    "barrier": _bar,
+    "bra": lambda st, ins, mask, pc, at: do_bra(st, ins, mask, pc),
+    "fence": _simple(do_fence),
+    "setmaxnreg": _simple(do_setmaxnreg),
+    "mbarrier": lambda st, ins, mask, pc, at: asyncproxy.do_mbarrier(st, ins, mask, ins.line),
+    "elect": _simple(do_elect),
+    "tcgen05": lambda st, ins, mask, pc, at: tcgen05.execute(st, ins, mask, ins.line),
+    "cp": _cp,
+    "call": _simple(do_call),
+    "ld": _simple(do_ld),
+    "st": _simple(do_st),
+    "mov": _simple(do_mov),
+    "cvta": _simple(do_cvta),
+    "cvt": _simple(do_cvt),
+    "shfl": _simple(do_shfl),
+    "vote": _simple(do_vote),
+    "atom": _simple(do_atom),
+    "ldmatrix": _simple(do_matrix),
+    "redux": _simple(do_redux),
+    "stmatrix": _simple(do_matrix),
+}
+for _op in _NOOPS:
+    _HANDLERS[_op] = lambda st, ins, mask, pc, at: None
+
+
+def handler(ins: Instr):
+    """The function (st, ins, mask, pc, at) -> action that executes a hand-written
+    instruction (looked up once per instruction)."""
+    if tensor_ops.handles(ins):  # mma/wgmma, cp.async (non-bulk), prmt, bfi, ldmatrix forms
+        return _simple(tensor_ops.execute)
+    fn = _HANDLERS.get(ins.parts[0])
+    if fn is None:
+        raise _err(f"unsupported instruction {ins.opcode!r}")
+    return fn
+
+
+def execute(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
+    """Run a hand-written instruction; returns 'exit', 'barrier', 'stall', 'trap' or None."""
+    return handler(ins)(st, ins, mask, pc, at)

@@ -52,7 +52,7 @@ class Flat:
         """Store in lane order: where lanes collide, the later one wins (one serialisation)."""
         off = self._offsets(addrs, width)
         vals = np.asarray(bits).astype(_UINT[width]).view(np.uint8).reshape(-1, width)
-        if off.size > 1:
+        if off.size > 1 and not (off[1:] > off[:-1]).all():
             last = np.unique(off[::-1], return_index=True)[1]
             if last.size < off.size:  # colliding lanes: keep each address's last writer
                 keep = off.size - 1 - last

@@ -236,16 +236,17 @@ def _gather(st, regs: list, frag: np.ndarray, t: str, shape: tuple, warps) -> np
     if len(regs) != nregs:
         raise _err(f"expected {nregs} registers for a fragment, got {len(regs)}")
     bits = BITS[t] if per > 1 else (64 if t == "f64" else 32)
-    out = np.zeros((len(warps),) + shape)
-    out = out.astype(np.int64) if t in ("s8", "u8", "s32") else out
+    nw = len(warps)
     lanes = (warps[:, None] * 32 + np.arange(32)[None, :]).reshape(-1)
-    for r, op in enumerate(regs):
-        word = st.bits(op, "b64")[lanes].reshape(len(warps), 32)
-        for e in range(per):
-            raw = (word >> np.uint64(e * bits)) & np.uint64((1 << bits) - 1)
-            vals = decode(raw, t)
-            rows, cols = frag[:, r, e, 0], frag[:, r, e, 1]
-            out[:, rows, cols] = vals
+    words = np.stack([st.bits(op, "b64")[lanes] for op in regs]).reshape(nregs, nw, 32)
+    if per > 1:
+        shifts = (np.arange(per, dtype=np.uint64) * np.uint64(bits))[:, None, None, None]
+        raw = (words[None] >> shifts) & np.uint64((1 << bits) - 1)  # [per, regs, w, lane]
+    else:
+        raw = (words & np.uint64((1 << bits) - 1) if bits < 64 else words)[None]
+    vals = decode(raw.reshape(-1), t).reshape(per, nregs, nw, 32)
+    out = np.zeros((nw,) + shape, np.int64 if t in ("s8", "u8", "s32") else np.float64)
+    out[:, frag[..., 0], frag[..., 1]] = vals.transpose(2, 3, 1, 0)  # [w, lane, reg, per]
     return out
 
 
@@ -254,14 +255,15 @@ def _scatter(st, regs: list, frag, t: str, mat: np.ndarray, warps, mask) -> None
     if len(regs) != nregs:
         raise _err(f"expected {nregs} destination registers, got {len(regs)}")
     bits = 32 // per if per > 1 else (64 if t == "f64" else 32)
+    nw = len(warps)
     lanes = (warps[:, None] * 32 + np.arange(32)[None, :]).reshape(-1)
+    vals = mat[:, frag[..., 0], frag[..., 1]]  # [w, lane, reg, per]
+    enc = encode(vals.reshape(-1), t).reshape(nw, 32, nregs, per)
+    shifts = np.arange(per, dtype=np.uint64) * np.uint64(bits)
+    words = np.bitwise_or.reduce(enc << shifts, axis=3)  # [w, lane, reg]
     for r, op in enumerate(regs):
-        word = np.zeros((len(warps), 32), np.uint64)
-        for e in range(per):
-            vals = mat[:, frag[:, r, e, 0], frag[:, r, e, 1]]
-            word |= encode(vals.reshape(-1), t).reshape(word.shape) << np.uint64(e * bits)
         full = np.zeros(st.n, np.uint64)
-        full[lanes] = word.reshape(-1)
+        full[lanes] = words[:, :, r].reshape(-1)
         st.write_bits(op, full, mask)
 
 
@@ -310,10 +312,19 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 
 
 # -- cp.async (non-bulk) -------------------------------------------------------------------------
-def _pending(st: "CtaState") -> dict:
-    """Per-thread async-copy groups: lane -> [open list, committed lists oldest first]."""
+class _CpAsync:
+    """Per-CTA cp.async state: commit_group counts per lane and issued copies. A copy issued
+    while a lane had made g commits belongs to its group g; `wait_group N` completes groups
+    g < commits - N, `wait_all` every copy."""
+
+    def __init__(self, n: int) -> None:
+        self.commits = np.zeros(n, np.int64)
+        self.records: list = []  # [lanes, group per row, dsts [rows, n], raw, landed rows]
+
+
+def _pending(st: "CtaState") -> _CpAsync:
     if not hasattr(st, "cp_async"):
-        st.cp_async = {}
+        st.cp_async = _CpAsync(st.n)
     return st.cp_async
 
 
@@ -380,25 +391,17 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     lanes = np.nonzero(mask)[0]
     strict = _strict(st)
     if parts[2] == "commit_group":
-        for lane in lanes:
-            groups = pend.setdefault(int(lane), [[]])
-            groups.append([])
+        pend.commits[lanes] += 1
         return
     if parts[2] in ("wait_group", "wait_all"):
-        keep = int(st.read(ins.operands[0], "u32")[lanes[0]]) if parts[2] == "wait_group" else 0
-        landing = []
-        for lane in lanes:
-            groups = pend.get(int(lane))
-            if not groups:
-                continue
-            committed, open_ = groups[:-1], groups[-1]
-            if parts[2] == "wait_all":  # also retires the uncommitted copies
-                committed, open_ = committed + [open_], []
-            done = committed[: max(len(committed) - keep, 0)]
-            for group in done:
-                landing += group
-            pend[int(lane)] = committed[len(done) :] + [open_]
-        _land(st, landing, strict)
+        if parts[2] == "wait_group":
+            keep = int(st.read(ins.operands[0], "u32")[lanes[0]])
+            limit = pend.commits - keep  # groups below this are complete
+        else:  # also retires the uncommitted copies
+            limit = pend.commits + 1
+        waiting = np.zeros(st.n, bool)
+        waiting[lanes] = True
+        _land(st, lambda rl, g: waiting[rl] & (g < limit[rl]), strict)
         return
     if parts[2] not in ("ca", "cg") or not parts[3].startswith("shared"):
         raise _err(f"unsupported async copy {ins.opcode!r}")
@@ -440,32 +443,30 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
                 "last bar.sync (missing barrier before the copy)"
             )
         st.shared.store(span, 1, np.full(span.size, 0xFF, np.uint64))
-    rec = (dsts, raw)
-    for row, lane in enumerate(lanes):
-        pend.setdefault(int(lane), [[]])[-1].append((rec, row))
+    pend.records.append([lanes, pend.commits[lanes].copy(), dsts, raw, np.zeros(len(lanes), bool)])
 
 
-def _land(st: "CtaState", entries, strict=None) -> None:
-    """Store copies (entries of (record, row)), one vectorised store per issuing record."""
-    by_rec: dict = {}
-    for rec, row in entries:
-        by_rec.setdefault(id(rec), (rec, []))[1].append(row)
-    for rec, rows in by_rec.values():
-        dsts, raw = rec[0][rows].reshape(-1), rec[1][rows].reshape(-1)
+def _land(st: "CtaState", due, strict=None) -> None:
+    """Store the copies whose rows `due(lanes, groups)` selects, oldest first; forget records
+    whose rows have all landed."""
+    pend = _pending(st)
+    for rec in pend.records:
+        rl, groups, dsts, raw, landed = rec
+        now = due(rl, groups) & ~landed
+        if not now.any():
+            continue
+        landed |= now
+        d, r = dsts[now].reshape(-1), raw[now].reshape(-1)
         if strict is not None:
-            strict.retired.append((strict.epoch, dsts, raw))
+            strict.retired.append((strict.epoch, d, r))
         else:
-            st.shared.store(dsts, 1, raw)
+            st.shared.store(d, 1, r)
+    pend.records = [rec for rec in pend.records if not rec[4].all()]
 
 
 def retire_cp_async(st: "CtaState", lane: int) -> None:
     """Land every cp.async of `lane` still in flight (cp.async.mbarrier.arrive's trigger)."""
-    pend = _pending(st)
-    groups = pend.get(int(lane))
-    if not groups:
-        return
-    _land(st, [e for group in groups for e in group])
-    pend[int(lane)] = [[]]
+    _land(st, lambda rl, g: rl == lane)
 
 
 # -- byte/bit shuffles ----------------------------------------------------------------------------
@@ -520,16 +521,14 @@ def do_bfi(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     av, bv = st.bits(a, t), st.bits(b, t)
     pos = st.read(c, "u32").astype(np.int64) & 0xFF
     ln = st.read(d, "u32").astype(np.int64) & 0xFF
-    out = np.empty(st.n, np.uint64)
-    full = (1 << w) - 1
-    for i in range(st.n):
-        p, n = int(pos[i]), int(ln[i])
-        if n == 0 or p >= w:
-            out[i] = int(bv[i]) & full
-            continue
-        n = min(n, w - p)
-        fm = ((1 << n) - 1) << p
-        out[i] = ((int(bv[i]) & ~fm) | ((int(av[i]) << p) & fm)) & full
+    n = np.minimum(ln, np.maximum(w - pos, 0))  # bits inserted (0 when pos >= w)
+    ones = np.where(
+        n >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << n.astype(np.uint64)) - np.uint64(1)
+    )
+    p = np.minimum(pos, 63).astype(np.uint64)
+    fm = np.where(n > 0, ones << p, np.uint64(0))
+    full = np.uint64((1 << w) - 1)
+    out = ((bv & ~fm) | ((av << p) & fm)) & full
     st.write_bits(f, out, mask)
 
 
