@@ -421,3 +421,79 @@ def test_tcgen05_ld_fragments(shape) -> None:
         "16x32bx2": (t % 16, np.where(t < 16, 0, 32)),
     }[shape]
     np.testing.assert_array_equal(out[:, 0], first[0] * 1000 + first[1])
+
+
+TMA_2D = """.version 8.8
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 k_in, .param .u32 k_r, .param .u32 k_c, .param .u32 k_rs,
+                  .param .u32 k_cs,
+                  .param .u64 k_out, .param .u32 k_or, .param .u32 k_oc, .param .u32 k_ors,
+                  .param .u32 k_ocs,
+                  .hidden .param .align 64 .b8 k_min[128], .hidden .param .align 64 .b8 k_mout[128])
+.reqntid 32
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<8>;
+    .shared .align 1024 .b8 smem[1032];
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra $DONE;
+    mbarrier.init.shared.b64 [smem+1024], 1;
+    mov.b64 %rd1, k_min;
+    cvta.param.u64 %rd2, %rd1;
+    mov.b64 %rd3, k_mout;
+    cvta.param.u64 %rd4, %rd3;
+    mov.b32 %r2, 16;
+    mov.b32 %r3, -2;
+    mbarrier.arrive.expect_tx.shared.b64 _, [smem+1024], 1024;
+    cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes [smem], [%rd2, {%r2, %r3}], [smem+1024];
+$WAIT:
+    mbarrier.try_wait.parity.shared.b64 %p2, [smem+1024], 0;
+    @!%p2 bra $WAIT;
+    mov.b32 %r4, 12;
+    mov.b32 %r5, 14;
+    cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd4, {%r4, %r5}], [smem];
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group.read 0;
+$DONE:
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("swizzle,atom", [(128, 16), (128, 32), (0, 16)])
+def test_tma_2d_load_nan_fill_and_store_clipping(strict, swizzle, atom) -> None:
+    # load the 8 x 32 f32 box at (row -2, col 16) of a 20 x 40 tensor (NaN outside it), store
+    # it at (row 14, col 12) of another: elements outside the destination are not written
+    src = np.arange(20 * 40, dtype=np.float32).reshape(20, 40)
+    maps = [
+        {"array": 0, "box": [8, 32], "swizzle": swizzle, "swizzle_atom": atom, "oob": "nan"},
+        {"array": 1, "box": [8, 32], "swizzle": swizzle, "swizzle_atom": atom},
+    ]
+    out = run_ptx(
+        TMA_2D,
+        [src, np.full((20, 40), -1.0, np.float32)],
+        (1, 1, 1),
+        tensor_maps=maps,
+        strict_async=strict,
+    )[1]
+    box = np.full((8, 32), np.nan, np.float32)
+    box[2:, :24] = src[0:6, 16:40]
+    want = np.full((20, 40), -1.0, np.float32)
+    want[14:20, 12:40] = box[:6, :28]
+    np.testing.assert_array_equal(out, want)
+
+
+def test_swizzle_functions() -> None:
+    from tilegen.runtime.ptx.sim.tensor_ops import swizzle
+
+    a = np.arange(0, 1024, 16)
+    # 128B: chunk (bits 4-6) ^= row (bits 7-9); 32-byte atoms: bits 5-6 ^= bits 7-8
+    np.testing.assert_array_equal(swizzle(a, 128) >> 4 & 7, (a >> 4 & 7) ^ (a >> 7 & 7))
+    s32 = swizzle(a, 128, 32)
+    np.testing.assert_array_equal(s32 >> 5 & 3, (a >> 5 & 3) ^ (a >> 7 & 3))
+    np.testing.assert_array_equal(s32 & 16, a & 16)
+    np.testing.assert_array_equal(swizzle(a, 32) >> 4 & 1, (a >> 4 & 1) ^ (a >> 7 & 1))

@@ -44,3 +44,28 @@ def test_tileiras_ptx_matches_expected(tileiras_ptx, kernel: dict, arch: str) ->
     if kernel.get("expected_stdout") is not None:
         assert printed.getvalue() == kernel["expected_stdout"]
     ptx_corpus.check_outputs(kernel, names, args, outs, data)
+
+
+STRICT = ["matmul_f16.sm_90", "layernorm.sm_90", "matmul_f16.sm_100", "flash_attention.sm_100"]
+
+
+@pytest.mark.parametrize("case", STRICT)
+def test_strict_async_mode_accepts_tileiras_pipelines(
+    tileiras_ptx, case: str
+) -> None:  # noqa: F811
+    # NVIDIA's TMA / mbarrier / wgmma / tcgen05 pipelines are correctly synchronised: the
+    # strict mode (operations in flight until forced, every access checked) must agree
+    name, arch = case.split(".")
+    kernel = next(k for k in ptx_corpus.kernels() if k["name"] == name)
+    ptx, info = ptx_corpus.captured(name, arch)
+    args, names, data = ptx_corpus.arguments(kernel)
+    outs = run_ptx(
+        ptx.read_text(),
+        args,
+        data["grid"],
+        file=ptx.name,
+        tensor_maps=info.get("tensor_maps"),
+        ptxas_flags=tuple(info.get("ptxas_flags", ())),
+        strict_async=True,
+    )
+    ptx_corpus.check_outputs(kernel, names, args, outs, data)
