@@ -141,6 +141,7 @@ class _Parser:
         # entry's and are renamed NAME@SCOPE (one register file per entry in the simulator)
         self.scopes: list[tuple[int, dict[str, str], dict[str, int]]] = []
         self.nscopes = 0
+        self.names: dict = {}  # interned operands by name (outside nested scopes)
 
     def reg(self, name: str) -> str:
         """The entry-wide name of register `name` as seen from the current scope."""
@@ -356,21 +357,39 @@ class _Parser:
         if op[0] != "id" or op[1].startswith("%"):
             raise self.err(f"expected an opcode, got {op[1]!r}", op)
         operands, bars = [], []
+        toks = self.toks
         if not self.accept(";"):
             while True:
                 operands.append(self.operand())
-                if self.accept(";"):
+                sep = toks[self.i][1] if self.i < len(toks) else ""
+                if sep == ";":
+                    self.i += 1
                     break
-                if self.accept("|"):
+                if sep == "|":
+                    self.i += 1
                     bars.append(len(operands))
-                elif not self.accept(","):
-                    raise self.err(f"expected ',' or ';' after operand, got {self.peek()[1]!r}")
+                elif sep == ",":
+                    self.i += 1
+                else:
+                    raise self.err(f"expected ',' or ';' after operand, got {sep!r}")
         line, col = self.src.loc(op[2])
         return Instr(op[1], operands, pred, line, tuple(bars), col)
+
+    def _name(self, t: str):
+        """A register (interned; scoped names resolved) or a symbol."""
+        cached = None if self.scopes else self.names.get(t)
+        if cached is not None:
+            return cached
+        obj = Reg(self.reg(t)) if t.startswith("%") or t in self.reg_names else Sym(t)
+        if not self.scopes:  # outside nested scopes a name always means the same thing
+            self.names[t] = obj
+        return obj
 
     def operand(self):
         tok = self.next()
         t = tok[1]
+        if tok[0] == "id":
+            return self._name(t)
         if t in "{(" and tok[0] == "punct":
             items = [self.operand()]
             while self.accept(","):
@@ -410,8 +429,6 @@ class _Parser:
         if tok[0] == "num":
             s = t.rstrip("U")
             return Imm(float(s), True) if "." in s else Imm(int(s, 0))
-        if tok[0] == "id":
-            return Reg(self.reg(t)) if t.startswith("%") or t in self.reg_names else Sym(t)
         raise self.err(f"unexpected {t!r} as an operand", tok)
 
 
