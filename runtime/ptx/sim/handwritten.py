@@ -263,15 +263,9 @@ def do_bra(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray) -> None
     pc[mask] = st.entry.labels[target.name]
 
 
-def do_shfl(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
-    mode = next(p for p in ins.parts if p in ("up", "down", "bfly", "idx"))
-    ops = ins.operands
-    dp = ops[1] if len(ops) == 6 else None  # d|p form
-    a, b, c = ops[2:5] if dp is not None else ops[1:4]
-    src = st.bits(a, "b32")
-    bval = st.read(b, "u32").astype(np.int64) & 31
-    cval = st.read(c, "u32").astype(np.int64)
-    lane = np.arange(st.n) % 32
+def _shfl_plan(mode: str, bval: np.ndarray, cval: np.ndarray, n: int):
+    """(source lane of each lane, the predicate) of a shuffle."""
+    lane = np.arange(n) % 32
     seg = (cval >> 8) & 31
     max_lane = (lane & seg) | (cval & 31 & ~seg)
     min_lane = lane & seg
@@ -287,11 +281,34 @@ def do_shfl(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     if ok is None:
         ok = j <= max_lane
     j = np.where(ok, j, lane)
-    warp_base = np.arange(st.n) - lane
-    idx = np.minimum(warp_base + j, st.n - 1)
+    warp_base = np.arange(n) - lane
+    return np.minimum(warp_base + j, n - 1), ok.astype(np.uint64)
+
+
+_SHFL_CONST: dict = {}
+
+
+def do_shfl(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    mode = next(p for p in ins.parts if p in ("up", "down", "bfly", "idx"))
+    ops = ins.operands
+    dp = ops[1] if len(ops) == 6 else None  # d|p form
+    a, b, c = ops[2:5] if dp is not None else ops[1:4]
+    src = st.bits(a, "b32")
+    if isinstance(b, Imm) and isinstance(c, Imm):  # the common case: one plan per (b, c)
+        key = (mode, b.value, c.value, st.n)
+        plan = _SHFL_CONST.get(key)
+        if plan is None:
+            bval = np.full(st.n, int(b.value) & 31, np.int64)
+            cval = np.full(st.n, int(c.value) & 0xFFFFFFFF, np.int64)
+            plan = _SHFL_CONST[key] = _shfl_plan(mode, bval, cval, st.n)
+    else:
+        bval = st.read(b, "u32").astype(np.int64) & 31
+        cval = st.read(c, "u32").astype(np.int64)
+        plan = _shfl_plan(mode, bval, cval, st.n)
+    idx, ok = plan
     st.write_bits(ops[0], src[idx], mask)
     if dp is not None:
-        st.write_bits(dp, ok.astype(np.uint64), mask)
+        st.write_bits(dp, ok, mask)
 
 
 def do_vote(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
