@@ -145,6 +145,27 @@ def load(ptx: str, file: str = "<ptx>", check: bool = True) -> Module:
     return module
 
 
+#: at most this many lanes (threads of all CTAs simulated side by side)
+BATCH_LANES = 4096
+
+
+def _batch(entry: Entry, block: tuple, strict_async: bool) -> int:
+    """How many CTAs to simulate side by side. CTAs are independent, so running several as one
+    wider SIMT state (each with its own shared memory, barriers, tensor memory) is one valid
+    interleaving, and costs about one CTA's interpreter overhead. One at a time where order is
+    observable or tracked: printf output (ordered per CTA), the strict modes, and CTAs that are
+    not whole warpgroups."""
+    from tilegen.runtime.ptx.sim import tensor_ops
+
+    threads = block[0] * block[1] * block[2]
+    if strict_async or tensor_ops.STRICT_CP_ASYNC or threads % 128:
+        return 1
+    if any(ins.opcode.startswith("call") for ins in entry.body):
+        return 1
+    shared = sum(v.size + v.align for v in entry.shared) + 1024
+    return max(1, min(BATCH_LANES // threads, (64 << 20) // shared))
+
+
 def run_ptx(
     ptx: str,
     args: list,
@@ -206,22 +227,24 @@ def run_ptx(
         heap.write(gvars[var.name], raw[: var.size])
     grid = tuple((list(int(g) for g in grid) + [1, 1])[:3])
     block = _block(entry)
-    for z in range(grid[2]):
-        for y in range(grid[1]):
-            for x in range(grid[0]):
-                st = CtaState(
-                    entry,
-                    heap,
-                    params,
-                    block,
-                    (x, y, z),
-                    grid,
-                    globals=gvars,
-                    strict_async=strict_async,
-                )
-                run_cta(st, max_steps, file)
-                for text in st.printed:
-                    print(text, end="", file=stdout or sys.stdout)
+    coords = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+    per = _batch(entry, block, strict_async)
+    for i in range(0, len(coords), per):
+        group = coords[i : i + per]
+        st = CtaState(
+            entry,
+            heap,
+            params,
+            block,
+            group[0],
+            grid,
+            globals=gvars,
+            strict_async=strict_async,
+            more_ctas=tuple(group[1:]),
+        )
+        run_cta(st, max_steps, file)
+        for text in st.printed:
+            print(text, end="", file=stdout or sys.stdout)
     out = []
     for addr, arr in arrays:
         out.append(np.frombuffer(heap.read(addr, arr.nbytes), arr.dtype).reshape(arr.shape))

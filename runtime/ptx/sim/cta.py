@@ -51,18 +51,31 @@ class CtaState:
     cur_ins: Instr | None = None  # the instruction executing (for the strict mode's messages)
     cur_mask: np.ndarray | None = None
     cur_full: bool = False  # cur_mask covers every lane
+    # further CTAs simulated side by side with `ctaid` (launch.run_ptx batches independent
+    # CTAs: lanes [k T, (k + 1) T) are CTA k's; each has its own slice of shared memory)
+    more_ctas: tuple = ()
 
     def __post_init__(self) -> None:
         nx, ny, nz = self.ntid
-        self.n = nx * ny * nz
-        lin = np.arange(self.n)
+        self.threads = nx * ny * nz
+        ctas = (tuple(self.ctaid),) + tuple(tuple(c) for c in self.more_ctas)
+        self.n = self.threads * len(ctas)
+        lin = np.arange(self.n) % self.threads
+        self.cta_of = np.arange(self.n) // self.threads
         self.tid = (lin % nx, (lin // nx) % ny, lin // (nx * ny))
+        self.ctaid_lanes = tuple(
+            np.array([c[k] for c in ctas], np.uint64)[self.cta_of] for k in range(3)
+        )
         top = 0
         for var in self.entry.shared:
             top = (top + var.align - 1) // var.align * var.align
             self.symbols[var.name] = ("shared", top)
             top += var.size
-        self.shared = Shared(top)
+        # one slice of shared memory per CTA at 256 KiB steps: matrix descriptors (wgmma,
+        # tcgen05) hold 18-bit shared addresses, relative to the issuing CTA's slice
+        self.shared_stride = (top + (1 << 18) - 1) >> 18 << 18 if len(ctas) > 1 else top
+        self.shared_base = (self.cta_of * self.shared_stride).astype(np.uint64)
+        self.shared = Shared(self.shared_stride * len(ctas))
         ltop = 0
         for var in self.entry.local:
             ltop = (ltop + var.align - 1) // var.align * var.align
@@ -93,11 +106,12 @@ class CtaState:
         k = "xyz".index(axis) if axis in ("x", "y", "z") else 0
         full = lambda v: np.full(self.n, v, np.uint64)  # noqa: E731
         lane = np.arange(self.n) % 32
+        warp = (np.arange(self.n) % self.threads) // 32
         table = {
             "%tid": lambda: self.tid[k].astype(np.uint64),
             "%ntid": lambda: full(self.ntid[k]),
-            "%ctaid": lambda: full(self.ctaid[k]),
-            "%clusterid": lambda: full(self.ctaid[k]),
+            "%ctaid": lambda: self.ctaid_lanes[k],
+            "%clusterid": lambda: self.ctaid_lanes[k],
             "%nctaid": lambda: full(self.nctaid[k]),
             "%nclusterid": lambda: full(self.nctaid[k]),
             "%cluster_ctaid": lambda: full(0),
@@ -105,8 +119,8 @@ class CtaState:
             "%cluster_ctarank": lambda: full(0),
             "%cluster_nctarank": lambda: full(1),
             "%laneid": lambda: lane.astype(np.uint64),
-            "%warpid": lambda: (np.arange(self.n) // 32).astype(np.uint64),
-            "%nwarpid": lambda: full((self.n + 31) // 32),
+            "%warpid": lambda: warp.astype(np.uint64),
+            "%nwarpid": lambda: full((self.threads + 31) // 32),
             "%lanemask_lt": lambda: ((1 << lane) - 1).astype(np.uint64),
             "%lanemask_le": lambda: ((2 << lane) - 1).astype(np.uint64),
             "%lanemask_eq": lambda: (1 << lane).astype(np.uint64),
@@ -128,7 +142,11 @@ class CtaState:
         if isinstance(op, Sym) and op.name in self.symbols:
             cache = self.__dict__.setdefault("_symbol_bits", {})
             if op.name not in cache:
-                cache[op.name] = np.full(self.n, self.symbols[op.name][1], np.uint64)
+                space, addr = self.symbols[op.name]
+                bits = np.full(self.n, addr, np.uint64)
+                if space == "shared":  # each CTA's own slice
+                    bits = bits + self.shared_base
+                cache[op.name] = bits
             return cache[op.name]
         raise PtxSimError(f"cannot read operand {op!r}")
 
@@ -262,9 +280,10 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
             groups[t] = full if m is not full and m.all() else m
 
     def release() -> None:
-        for b, count in list(need.items()):
+        for b, count in list(need.items()):  # keys: cta * 65536 + barrier id
             arrived = bar_of == b
-            if arrived.sum() >= (count or int((~exited).sum())):
+            live = count or int((~exited & (st.cta_of == b // 65536)).sum())
+            if arrived.sum() >= live:
                 bar_of[arrived] = -1
                 del need[b]
                 if eng.hazards is not None:
@@ -331,7 +350,8 @@ def _loop(
                 add(retry)
                 continue
             if (bar_of >= 0).any():
-                raise PtxSimError(f"{file}: error: deadlock: barrier {sorted(need)} never fills")
+                ids = sorted({b % 65536 for b in need})
+                raise PtxSimError(f"{file}: error: deadlock: barrier {ids} never fills")
             try:
                 finish()
             except (PtxSimError, MemoryFault) as e:
@@ -381,8 +401,10 @@ def _loop(
             progress = True
         elif action == "barrier":
             bar_id, count = st.barrier
-            bar_of[mask] = bar_id
-            need[bar_id] = count
+            key = st.cta_of * 65536 + bar_id
+            bar_of[mask] = key[mask]
+            for k in np.unique(key[mask]):
+                need[int(k)] = count
             add(here & ~mask)
             release()
             progress = True

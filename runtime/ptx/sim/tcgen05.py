@@ -75,10 +75,14 @@ class Tmem:
             raise _err(f"{what} uses tensor memory columns [{c0}, {c1}) outside any allocation")
 
 
-def tmem(st: "CtaState") -> Tmem:
+def tmem(st: "CtaState", lane: int) -> Tmem:
+    """The tensor memory of the CTA `lane` belongs to (CTAs may be simulated side by side)."""
     if st.tmem is None:
-        st.tmem = Tmem()
-    return st.tmem
+        st.tmem = {}
+    cta = int(lane) // st.threads
+    if cta not in st.tmem:
+        st.tmem[cta] = Tmem()
+    return st.tmem[cta]
 
 
 def _warps_full(mask: np.ndarray, what: str) -> np.ndarray:
@@ -104,13 +108,12 @@ def _tmem_addr(st: "CtaState", op, mask: np.ndarray) -> np.ndarray:
 
 # -- alloc / dealloc ------------------------------------------------------------------------------
 def do_alloc(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
-    tm = tmem(st)
     parts = ins.parts
     if "cta_group::2" in parts:
         raise _err(f"{ins.opcode}: cta_group::2 needs a CTA pair; the simulator runs one CTA")
     if parts[1] == "relinquish_alloc_permit":
-        _warps_full(mask, ins.opcode)
-        tm.relinquished = True
+        for w in _warps_full(mask, ins.opcode):
+            tmem(st, w * 32).relinquished = True
         return
     if parts[1] == "alloc":
         for w in _warps_full(mask, ins.opcode):
@@ -118,7 +121,7 @@ def do_alloc(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             sel[w * 32 : w * 32 + 32] = True
             ncols = _uniform(st.read(ins.operands[1], "u32")[sel], ins.opcode)
             dst = _uniform(shared_addrs(st, ins.operands[0], sel), ins.opcode)
-            col = tm.alloc(ncols)
+            col = tmem(st, w * 32).alloc(ncols)
             st.shared.store(np.array([dst]), 4, np.array([col], np.uint64))
         return
     if parts[1] == "dealloc":
@@ -127,7 +130,7 @@ def do_alloc(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             sel[w * 32 : w * 32 + 32] = True
             addr = _uniform(st.read(ins.operands[0], "u32")[sel], ins.opcode)
             ncols = _uniform(st.read(ins.operands[1], "u32")[sel], ins.opcode)
-            tm.dealloc(addr, ncols)
+            tmem(st, w * 32).dealloc(addr, ncols)
         return
     raise _err(f"unsupported {ins.opcode!r}")
 
@@ -223,7 +226,6 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
         raise _err(f"{ins.opcode}: kind::{kind} is not simulated")
     ops = ins.operands
     eng = st.engine
-    tm = tmem(st)
     d_addr = _tmem_addr(st, ops[0], mask)
     a_tmem = isinstance(ops[1], Addr)
     a_vals = _tmem_addr(st, ops[1], mask) if a_tmem else st.bits(ops[1], "b64")[mask]
@@ -238,6 +240,8 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
     if len(rest) > 1:
         raise _err(f"{ins.opcode}: scale-input-d is not simulated")
     for k, lane in enumerate(np.nonzero(mask)[0]):
+        tm = tmem(st, lane)
+        base = int(st.shared_base[lane])  # descriptors address the issuing CTA's shared memory
         f = decode_idesc(int(idescs[k]), kind)
         m, n, kk = f["m"], f["n"], f["k"]
         dcol = int(d_addr[k]) & 0xFFFF
@@ -253,11 +257,11 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
             a_src = ("tmem", acol, per, row_lanes(m, int(a_vals[k]) >> 16))
         else:
             fa = decode_smem_descriptor(int(a_vals[k]))
-            a_addr = canonical_addresses(fa, m, kk, es_a, bool(f["trans_a"]))
+            a_addr = base + canonical_addresses(fa, m, kk, es_a, bool(f["trans_a"]))
             reads.append(np.unique(a_addr))
             a_src = ("smem", a_addr)
         fb = decode_smem_descriptor(int(b_vals[k]))
-        b_addr = canonical_addresses(fb, n, kk, es_b, bool(f["trans_b"]))
+        b_addr = base + canonical_addresses(fb, n, kk, es_b, bool(f["trans_b"]))
         reads.append(np.unique(b_addr))
         keep = np.ones(LANES, bool)
         if disable is not None:
@@ -368,15 +372,15 @@ def do_ld_st(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     frag = fragment(shape, num, half)
     if len(regs) != frag.shape[1]:
         raise _err(f"{ins.opcode}: {len(regs)} registers where {frag.shape[1]} are needed")
-    tm = tmem(st)
     hz = st.engine.hazards
     addrs = _tmem_addr(st, addr_op, mask)
     lanes_active = np.nonzero(mask)[0]
     for w in _warps_full(mask, ins.opcode):
+        tm = tmem(st, w * 32)
         sel = (lanes_active // 32) == w
         taddr = _uniform(addrs[sel], ins.opcode)
         lane0, col0 = taddr >> 16, taddr & 0xFFFF
-        quarter = 32 * (w % 4)
+        quarter = 32 * (((w * 32) % st.threads) // 32 % 4)
         nl = _SHAPES[shape][0]
         if not (quarter <= lane0 and lane0 + nl <= quarter + 32):
             raise _err(
@@ -420,6 +424,9 @@ def execute(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
 
 
 def at_exit(st: "CtaState") -> None:
-    if st.tmem is not None and st.tmem.allocs:
-        cols = ", ".join(f"{n} at column {c}" for c, n in sorted(st.tmem.allocs.items()))
-        raise _err(f"the CTA exits with tensor memory still allocated ({cols}): tcgen05.dealloc")
+    for tm in (st.tmem or {}).values():
+        if tm.allocs:
+            cols = ", ".join(f"{n} at column {c}" for c, n in sorted(tm.allocs.items()))
+            raise _err(
+                f"the CTA exits with tensor memory still allocated ({cols}): tcgen05.dealloc"
+            )

@@ -686,16 +686,17 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         tids = np.arange(128 * grp, 128 * grp + 128)
         lead = int(tids[0])
         smem = []
+        base = int(st.shared_base[lead])  # descriptors address the issuing CTA's shared memory
         if a_regs:
             frag = fragment(f"m16n8k{k}", "a", at)
             a = _gather(st, _items(ops[1]), frag, at, (16, k), np.arange(4 * grp, 4 * grp + 4))
             a = a.reshape(64, k)
         else:
             desc = int(st.bits(ops[1], "b64")[lead])
-            addr = descriptor_addresses(desc, 64, k, ab_bytes, bool(trans_a))
+            addr = base + descriptor_addresses(desc, 64, k, ab_bytes, bool(trans_a))
             smem.append(addr)
         bdesc = int(st.bits(ops[2], "b64")[lead])
-        baddr = descriptor_addresses(bdesc, n, k, ab_bytes, bool(trans_b))
+        baddr = base + descriptor_addresses(bdesc, n, k, ab_bytes, bool(trans_b))
         smem.append(baddr)
         _wgmma_reads(st, lead, smem, ins.line)
         if not a_regs:
