@@ -26,6 +26,7 @@ from tilegen.runtime.codegen.core import (
 from tilegen.runtime.codegen.selection import attr_keyword, has_rows, keys, render, select
 
 _HALF = ("f16", "bf16")
+_FLOATS = ("f16", "bf16", "f32", "f64")
 
 
 def _f16_bits(v: float) -> int:
@@ -165,6 +166,8 @@ def apply(em: Emitter, op, row: dict, src: str, res: str, args: list[str], akeys
         return narrow(em, r, r2, res) if r2 != res and res in up else r
     if row.get("sm", 0) > em.sm:
         fail(op, f"PTX backend does not support '{op.name}' on {src} for sm_{em.sm} yet")
+    if "ptx_isa" in row:
+        em.need_isa(row["ptx_isa"])
     if row.get("unsigned"):
         zext = []
         for a, k in zip(args, akeys):
@@ -178,7 +181,7 @@ def apply(em: Emitter, op, row: dict, src: str, res: str, args: list[str], akeys
         fn = mathlib.SEQUENCES.get(row["sequence"])
         if fn is None:
             fail(op, f"PTX backend: unknown math sequence {row['sequence']!r}")
-        return fn(em, op, src, args)
+        return fn(em, op, src if src in _FLOATS else res, args)
     d = em.new(ELEMENTS[res][0])
     render(em, op, row, src, res, d, args)
     if res == "i8" and not row.get("in_range"):
