@@ -15,7 +15,7 @@ import re
 from tilegen.runtime.records import dataclass
 
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail, handles, load_reg
-from tilegen.runtime.codegen.exchange import row_major
+from tilegen.runtime.codegen.exchange import Form, row_major
 
 SMEM_LIMIT = 48 * 1024
 
@@ -186,6 +186,73 @@ def _lane_addresses(em, lane, warp, M, N, K, esz, csz, row, wn, use_ldm):
     return em.smem_addr(rA, esz), em.smem_addr(rB, esz), aC
 
 
+def _zero_fill(em: Emitter, rows: int, pitch: int, k0: int, esz: int, base: int) -> None:
+    """Zero columns ``k0 .. pitch - 1`` of ``rows`` rows (``pitch`` elements each) of the
+    scratch at byte ``base``: the K padding of a dot operand, spread over the CTA's threads."""
+    tid, _, _ = em.tid()
+    st = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}[esz]
+    width = pitch - k0
+    total = rows * width
+    T = em.num_threads
+    for i0 in range(0, total, T):
+        idx = em.lincomb(i0, [(1, tid)])
+        r, c = em.new("b32"), em.new("b32")
+        em.ins(f"div.u32 {r}, {idx}, {width}")
+        em.ins(f"rem.u32 {c}, {idx}, {width}")
+        flat = em.lincomb(k0, [(pitch, r), (1, c)])
+        addr = em.smem_addr(flat, esz)
+        guard = ""
+        if i0 + T > total:
+            p = em.new("pred")
+            em.ins(f"setp.lt.u32 {p}, {idx}, {total}")
+            guard = f"@{p} "
+        em.ins(f"{guard}st.shared.{st} [{addr}+{base}], 0")
+
+
+def _pad_guards(em: Emitter, lane, warp, row, wn: int, M0: int, N0: int, M: int, N: int):
+    """For a padded dot: ``keep(m, n)`` -> the predicate guard ("@%p " or "") under which a
+    lane stores its D fragment element at static offset (m, n) (its row g + warp row + m,
+    column 2t + warp column + n), or None when no lane holds a real element there."""
+    tm, tn, _ = row.shape
+    g, t = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {g}, {lane}, 2")
+    em.ins(f"and.b32 {t}, {lane}, 3")
+    wmi, wni = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {wmi}, {warp}, {wn.bit_length() - 1}")
+    em.ins(f"and.b32 {wni}, {warp}, {wn - 1}")
+    rrow = em.lincomb(0, [(tm, wmi), (1, g)])
+    rcol = em.lincomb(0, [(tn, wni), (2, t)])
+    preds: dict = {}
+
+    def lt(reg, n, hi):
+        """Predicate reg < n ("" when always true, None when never)."""
+        if n <= 0:
+            return None
+        if n >= hi:
+            return ""
+        k = (reg, n)
+        if k not in preds:
+            p = em.new("pred")
+            em.ins(f"setp.lt.u32 {p}, {reg}, {n}")
+            preds[k] = p
+        return preds[k]
+
+    def keep(m, n):
+        pr, pc = lt(rrow, M0 - m, M - m), lt(rcol, N0 - n, N - n)
+        if pr is None or pc is None:
+            return None
+        if not pr or not pc:
+            return f"@{pr or pc} " if (pr or pc) else ""
+        k = ("and", pr, pc)
+        if k not in preds:
+            q = em.new("pred")
+            em.ins(f"and.pred {q}, {pr}, {pc}")
+            preds[k] = q
+        return f"@{preds[k]} "
+
+    return keep
+
+
 def _staged(em: Emitter, v):
     from tilegen.runtime.codegen.memory import Staged
 
@@ -254,7 +321,9 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
     if row is None:
         return None
     esz = ELEMENTS[elem_key(a)][1] if not convert else 4
-    tk = row.shape[2]
+    tm, tn, tk = row.shape
+    if M % tm or N % tn or K % tk:  # padded to the instruction shape: the register path
+        return None
     if idx == 0:
         if transposed:
             return None
@@ -314,10 +383,24 @@ def cp_async_commit_wait(em: Emitter) -> None:
     em.ins("cp.async.wait_group 0")
 
 
+#: K up to which the fma dot's K loop is unrolled (each step: two ld.shared and an fma a
+#: register, immediates instead of address arithmetic)
+FMA_UNROLL_K = 16
+
+
+def _dims(op):
+    """(batch, M, N, K) of a rank-2 or rank-3 (batched) dot."""
+    a, b = op.operands[0].type, op.operands[1].type
+    if a.rank == 3:
+        return a.shape[0], a.shape[1], b.shape[2], a.shape[2]
+    return 1, a.shape[0], b.shape[1], a.shape[1]
+
+
 def fma_dot(em: Emitter, op) -> None:
-    """A dot without tensor cores (f32 x f32, as tileiras does it): A row-major and B
-    transposed in shared memory, then each thread runs a K loop of ``fma.rn`` for its own result
-    registers (addresses: a per-thread base plus each register's constant offset)."""
+    """A dot without tensor cores (f32 x f32, as tileiras does it; also rank-3 batched dots):
+    A row-major and B transposed (per batch) in shared memory, then each thread runs the K
+    reduction of ``fma.rn`` for its own result registers (addresses: a per-thread base plus
+    each register's constant offset), unrolled for K <= FMA_UNROLL_K."""
     from tilegen.runtime.codegen.exchange import Form
 
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
@@ -327,12 +410,11 @@ def fma_dot(em: Emitter, op) -> None:
     key = elem_key(res.type)
     if key not in ("f32", "f64") or elem_key(a.type) != key or elem_key(b.type) != key:
         fail(op, f"PTX backend does not support this dot without tensor cores yet")
-    M, K = a.type.shape
-    N = b.type.shape[1]
+    nb, M, N, K = _dims(op)
     esz = ELEMENTS[key][1]
     cls = ELEMENTS[key][0]
-    off_b = _align(M * K * esz)
-    total = off_b + N * K * esz
+    off_b = _align(nb * M * K * esz)
+    total = off_b + nb * N * K * esz
     if total > SMEM_LIMIT:
         fail(
             op,
@@ -341,9 +423,11 @@ def fma_dot(em: Emitter, op) -> None:
     em.need_smem(total)
     st = "f64" if esz == 8 else "b32"
     da, db, dr = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, res.type)
+    batch = (M * K,) if a.type.rank == 3 else ()
+    bbatch = (N * K,) if a.type.rank == 3 else ()
     em.barrier()
-    _write(em, em.tile(op, a), da, row_major((M, K)).mults, 0, esz, st)
-    _write(em, em.tile(op, b), db, (1, K), off_b, esz, st)
+    _write(em, em.tile(op, a), da, row_major(a.type.shape).mults, 0, esz, st)
+    _write(em, em.tile(op, b), db, bbatch + (1, K), off_b, esz, st)  # B[.., k, n]: n K + k
     em.barrier()
     c_in = em.tile(op, c)
     accs = []
@@ -351,10 +435,20 @@ def fma_dot(em: Emitter, op) -> None:
         r = em.new(cls)
         em.ins(f"mov.{cls} {r}, {c_in[k]}")
         accs.append(r)
-    # row m of A starts at m * K; row n of B^T at off_b + n * K (elements)
-    fa, fb = Form(0, (K, 0)), Form(0, (0, K))
+    # result (.., m, n): A row at (batch) + m K, B^T row at off_b + (batch) + n K (elements)
+    fa, fb = Form(0, batch + (K, 0)), Form(0, bbatch + (0, K))
     refs_a = [em.smem_ref(dr, fa, k, esz) for k in range(dr.nregs)]
     refs_b = [em.smem_ref(dr, fb, k, esz, off_b) for k in range(dr.nregs)]
+    if K <= FMA_UNROLL_K:
+        for kk in range(K):
+            for k in range(dr.nregs):
+                (ba, ia), (bb, ib) = (ref[1:-1].split("+") for ref in (refs_a[k], refs_b[k]))
+                x, y = em.new(cls), em.new(cls)
+                em.ins(f"ld.shared.{st} {x}, [{ba}+{int(ia) + kk * esz}]")
+                em.ins(f"ld.shared.{st} {y}, [{bb}+{int(ib) + kk * esz}]")
+                em.ins(f"fma.rn.{cls} {accs[k]}, {x}, {y}, {accs[k]}")
+        em.set(res, accs)
+        return
     kk = em.new("b32")
     em.ins(f"mov.u32 {kk}, 0")
     loop = em.new_label("fma_dot")
@@ -948,8 +1042,8 @@ def dot(em: Emitter, op) -> None:
     res = op.results[0]
     if len(op.operands) > 3:
         fail(op, "PTX backend does not support block-scaled dot yet")
-    if a.type.rank != 2:
-        fail(op, "PTX backend does not support batched dot yet")
+    if a.type.rank not in (2, 3):
+        fail(op, f"PTX backend does not support a rank-{a.type.rank} dot yet")
     plan = wgmma_plan(op, em.num_warps, em.sm)
     if plan is not None:
         return wgmma_dot(em, op, plan)
@@ -968,11 +1062,12 @@ def dot(em: Emitter, op) -> None:
     if a_st is not None or b_st is not None:
         return _mma_sync_staged(em, op, row, a_st, b_st)
     em.need_isa(row.ptx_isa)
-    M, K = a.type.shape
-    N = b.type.shape[1]
+    nb, M0, N0, K0 = _dims(op)
     tm, tn, tk = row.shape
-    if M % tm or N % tn or K % tk:
-        fail(op, f"PTX backend does not support a {M}x{N}x{K} dot with {row.ptx.split('.')[3]} yet")
+    # shapes below (or not a multiple of) the instruction's are padded: rows of A past M and
+    # columns of B past N only feed rows / columns of D that are never stored, so their
+    # shared memory is left as it is; K padding is zero-filled (it feeds every result)
+    M, N, K = -(-M0 // tm) * tm, -(-N0 // tn) * tn, -(-K0 // tk) * tk
     esz = ELEMENTS[ka][1]
     csz = ELEMENTS[kc][1]
     W = em.num_warps
@@ -982,9 +1077,10 @@ def dot(em: Emitter, op) -> None:
 
     # accumulator in registers when the layout stage gave C and D the MMA fragment layout
     in_regs = dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)
-    off_b = _align(M * K * esz)
-    off_c = _align(off_b + N * K * esz)
-    total = off_c if in_regs else off_c + M * N * csz
+    # a batched (rank-3) dot: batch slices one after the other in each buffer
+    off_b = _align(nb * M * K * esz)
+    off_c = _align(off_b + nb * N * K * esz)
+    total = off_c if in_regs else off_c + nb * M * N * csz
     if total > SMEM_LIMIT:
         fail(
             op,
@@ -993,11 +1089,16 @@ def dot(em: Emitter, op) -> None:
     em.need_smem(total)
     st_ab = {1: "b8", 2: "b16", 4: "b32", 8: "f64"}[esz]
     st_c = {"f32": "f32", "b32": "b32", "f64": "f64"}[row.c_cls]
+    rank3 = a.type.rank == 3
+    abatch, bbatch, cbatch = ((M * K,), (N * K,), (M * N,)) if rank3 else ((), (), ())
     em.barrier()
-    _write(em, em.tile(op, a), da, row_major((M, K)).mults, 0, esz, st_ab)
-    _write(em, em.tile(op, b), db, (1, K), off_b, esz, st_ab)  # B[k, n] at n * K + k
+    _write(em, em.tile(op, a), da, abatch + (K, 1), 0, esz, st_ab)
+    _write(em, em.tile(op, b), db, bbatch + (1, K), off_b, esz, st_ab)  # B[.., k, n] at n K + k
+    if K != K0:
+        _zero_fill(em, nb * M, K, K0, esz, 0)
+        _zero_fill(em, nb * N, K, K0, esz, off_b)
     if not in_regs:
-        _write(em, em.tile(op, c), dc, row_major((M, N)).mults, off_c, csz, st_c)
+        _write(em, em.tile(op, c), dc, cbatch + (N, 1), off_c, csz, st_c)
     em.barrier()
     kmap = {dc.raw[k]: k for k in range(dc.nregs)} if in_regs else None
     c_in = em.tile(op, c)
@@ -1028,62 +1129,70 @@ def dot(em: Emitter, op) -> None:
     aA, aB, aC = em._smem_refs[key]
     fld = "f64" if row.frag_cls == "f64" else "b32"
     ksteps = K // tk
-    for ra in range(reps_m):
-        m0 = ra * wm * tm
-        afr = []
-        for s in range(ksteps):
-            regs = [em.new(row.frag_cls) for _ in row.a_regs]
-            if use_ldm:
-                off = (m0 * K + s * tk) * esz
-                em.ins(
-                    f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, [{aA}+{off}]"
-                )
-            else:
-                for r, (dm, dk) in zip(regs, row.a_regs):
-                    off = ((m0 + dm) * K + s * tk + dk) * esz
-                    em.ins(f"ld.shared.{fld} {r}, [{aA}+{off}]")
-            afr.append(regs)
-        for rb in range(reps_n):
-            n0 = rb * wn * tn
-            cregs = []
-            for dm, dn in row.c_regs:
-                if in_regs:
-                    cregs.append(c_in[kmap[(m0 + dm, n0 + dn)]])
-                    continue
-                r = em.new(row.c_cls)
-                off = off_c + ((m0 + dm) * N + n0 + dn) * csz
-                em.ins(f"ld.shared.{st_c} {r}, [{aC}+{off}]")
-                cregs.append(r)
+    keep = _pad_guards(em, lane, warp, row, wn, M0, N0, M, N) if (M, N) != (M0, N0) else None
+    for bi in range(nb):
+        oa, ob, oc = bi * M * K * esz, off_b + bi * N * K * esz, off_c + bi * M * N * csz
+        for ra in range(reps_m):
+            m0 = ra * wm * tm
+            afr = []
             for s in range(ksteps):
-                bregs = [em.new(row.frag_cls) for _ in row.b_regs]
+                regs = [em.new(row.frag_cls) for _ in row.a_regs]
                 if use_ldm:
-                    off = off_b + (n0 * K + s * tk) * esz
+                    off = oa + (m0 * K + s * tk) * esz
                     em.ins(
-                        f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, [{aB}+{off}]"
+                        f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, "
+                        f"[{aA}+{off}]"
                     )
                 else:
-                    for r, dk in zip(bregs, row.b_regs):
-                        off = off_b + (n0 * K + s * tk + dk) * esz
-                        em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
-                dregs = [em.new(row.c_cls) for _ in cregs]
-                em.ins(
-                    f"{row.ptx} {{{', '.join(dregs)}}}, {{{', '.join(afr[s])}}}, "
-                    f"{{{', '.join(bregs)}}}, {{{', '.join(cregs)}}}"
-                )
-                cregs = dregs
-            for (dm, dn), r in zip(row.c_regs, cregs):
-                if in_regs:
-                    out[kmap[(m0 + dm, n0 + dn)]] = r
-                    continue
-                off = off_c + ((m0 + dm) * N + n0 + dn) * csz
-                em.ins(f"st.shared.{st_c} [{aC}+{off}], {r}")
+                    for r, (dm, dk) in zip(regs, row.a_regs):
+                        off = oa + ((m0 + dm) * K + s * tk + dk) * esz
+                        em.ins(f"ld.shared.{fld} {r}, [{aA}+{off}]")
+                afr.append(regs)
+            for rb in range(reps_n):
+                n0 = rb * wn * tn
+                cregs = []
+                for dm, dn in row.c_regs:
+                    if in_regs:
+                        cregs.append(c_in[kmap[(m0 + dm, n0 + dn)]])
+                        continue
+                    r = em.new(row.c_cls)
+                    off = oc + ((m0 + dm) * N + n0 + dn) * csz
+                    em.ins(f"ld.shared.{st_c} {r}, [{aC}+{off}]")
+                    cregs.append(r)
+                for s in range(ksteps):
+                    bregs = [em.new(row.frag_cls) for _ in row.b_regs]
+                    if use_ldm:
+                        off = ob + (n0 * K + s * tk) * esz
+                        em.ins(
+                            f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, "
+                            f"[{aB}+{off}]"
+                        )
+                    else:
+                        for r, dk in zip(bregs, row.b_regs):
+                            off = ob + (n0 * K + s * tk + dk) * esz
+                            em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
+                    dregs = [em.new(row.c_cls) for _ in cregs]
+                    em.ins(
+                        f"{row.ptx} {{{', '.join(dregs)}}}, {{{', '.join(afr[s])}}}, "
+                        f"{{{', '.join(bregs)}}}, {{{', '.join(cregs)}}}"
+                    )
+                    cregs = dregs
+                for (dm, dn), r in zip(row.c_regs, cregs):
+                    if in_regs:
+                        out[kmap[(m0 + dm, n0 + dn)]] = r
+                        continue
+                    guard = keep(m0 + dm, n0 + dn) if keep is not None else ""
+                    if guard is None:  # a padding row or column in every lane
+                        continue
+                    off = oc + ((m0 + dm) * N + n0 + dn) * csz
+                    em.ins(f"{guard}st.shared.{st_c} [{aC}+{off}], {r}")
     if skip is not None:
         em.label(skip)
     if in_regs:
         em.set(res, out)
         return
     em.barrier()
-    form = row_major((M, N))
+    form = Form(0, cbatch + (N, 1))
     cls = ELEMENTS[kc][0]
     for k in range(dr.nregs):
         r = em.new(cls)
