@@ -10,8 +10,10 @@ public ``cuda.tile`` API and exported to Tile IR bytecode through cuTile's own c
 | ``fp8_group_quant`` | per-token-group FP8 quantisation (group 128) | absmax, scale, clamp, f32 -> f8E4M3FN ``ftof`` |
 | ``fp8_block_dequant`` | FP8 weight dequantisation with per-128x128-block scales | f8E4M3FN -> f32 ``ftof``, f32 -> bf16 |
 | ``fp8_e5m2_roundtrip`` | FP8 gradient (e5m2) casts | f16 -> f8E5M2 -> f32 |
-| ``fp8_block_gemm`` | block-scaled FP8 GEMM (per-token-group A scales, per-block B scales) | e4m3 dots, scale tiles applied every K step, bf16 out |
+| ``fp8_block_gemm`` | block-scaled FP8 GEMM (DeepSeek-style: per-token 128-K-group A scales, per-128x128-block B scales), 128 x 64 x 128 tiles | e4m3 dots, scales applied every K step, bf16 out |
 | ``decode_splitkv`` | split-KV flash decoding, one query row per head | ``ct.mma`` of 1 x 64 by 64 x 64 (M below the instruction shape), online softmax |
+| ``decode_gqa`` | the same for grouped-query attention (8 query heads per KV head) | 8 x 64 by 64 x 64 dots (M below the instruction shape) |
+| ``bmm_rank3`` | a batched matmul written on rank-3 tiles | rank-3 ``ct.matmul`` on tensor cores (f16) |
 | ``decode_combine`` | its combine step | log-sum-exp weighted sum over the splits |
 
 Each :class:`LibCase` carries its export signature, an input generator and a NumPy reference, so
@@ -243,7 +245,7 @@ def _gemm_args(rng):
         ("sa", sa),
         ("sb", sb),
         ("c", np.zeros((M, N), np.uint16)),
-    ], (M // 128, N // 128, 1)
+    ], (M // 128, N // 64, 1)
 
 
 def _gemm_ref(a):
@@ -296,6 +298,49 @@ def _decode_ref(a):
     return {"o_part": o, "lse": lse}
 
 
+def _gqa_args(rng):
+    KVH, G, S, D, splits = 2, 8, 256, 64, 2
+    q = (rng.standard_normal((KVH, G, D)) * 0.5).astype(np.float16)
+    k = (rng.standard_normal((KVH, S, D)) * 0.5).astype(np.float16)
+    v = rng.standard_normal((KVH, S, D)).astype(np.float16)
+    return [
+        ("q", q),
+        ("k", k),
+        ("v", v),
+        ("o_part", np.zeros((KVH, splits, G, D), np.float32)),
+        ("lse", np.zeros((KVH, splits, G), np.float32)),
+        ("qk_scale", np.array(1 / math.sqrt(D), np.float32)),
+    ], (KVH, splits, 1)
+
+
+def _gqa_ref(a):
+    q, k, v = (a[n].astype(np.float64) for n in "qkv")
+    KVH, S, D = k.shape
+    splits = a["lse"].shape[1]
+    L = S // splits
+    o = np.zeros(a["o_part"].shape)
+    lse = np.zeros(a["lse"].shape)
+    for h in range(KVH):
+        for s in range(splits):
+            sc = q[h] @ k[h, s * L : (s + 1) * L].T * float(a["qk_scale"])  # G x L
+            m = sc.max(axis=1, keepdims=True)
+            p = np.exp(sc - m)
+            o[h, s] = p @ v[h, s * L : (s + 1) * L] / p.sum(axis=1, keepdims=True)
+            lse[h, s] = (m + np.log(p.sum(axis=1, keepdims=True)))[:, 0]
+    return {"o_part": o, "lse": lse}
+
+
+def _bmm_args(rng):
+    B, M, N, K = 4, 64, 32, 64
+    a = (rng.standard_normal((B, M, K)) * 0.5).astype(np.float16)
+    b = (rng.standard_normal((B, K, N)) * 0.5).astype(np.float16)
+    return [("a", a), ("b", b), ("c", np.zeros((B, M, N), np.float32))], (B // 2, 1, 1)
+
+
+def _bmm_ref(a):
+    return {"c": a["a"].astype(np.float64) @ a["b"].astype(np.float64)}
+
+
 def _combine_args(rng):
     H, splits, D = 8, 4, 64
     o = rng.standard_normal((H, splits, D)).astype(np.float32)
@@ -315,19 +360,12 @@ def _combine_ref(a):
 # ----------------------------------------------------------------------------- kernels
 def cases() -> dict[str, LibCase]:
     import cuda.tile as ct
-    from cuda.tile.compilation import ArrayConstraint, ScalarConstraint
+    from cuda.tile.compilation import ScalarConstraint
 
-    def arr(dtype, ndim=1, index=ct.int32):
-        return ArrayConstraint(
-            dtype,
-            ndim,
-            index_dtype=index,
-            stride_lower_bound_incl=0,
-            alias_groups=(),
-            may_alias_internally=False,
-            stride_constant=(None,) * (ndim - 1) + (1,),
-            base_addr_divisible_by=16,
-        )
+    def arr(dtype, ndim=1):
+        """An array parameter; its constraints come from the example argument (see
+        :func:`signature_params`)."""
+        return ArraySpec(dtype, ndim)
 
     F32, F16, BF16 = ct.float32, ct.float16, ct.bfloat16
     E4M3, E5M2 = ct.float8_e4m3fn, ct.float8_e5m2
@@ -541,7 +579,7 @@ def cases() -> dict[str, LibCase]:
         arr(F32, 2),
         arr(BF16, 2),
         128,
-        128,
+        64,
         128,
         fp8=True,
         rtol=1e-2,
@@ -555,7 +593,7 @@ def cases() -> dict[str, LibCase]:
             x = ct.load(a, index=(i, k), shape=(TM, TK), padding_mode=ZERO)
             w = ct.load(b, index=(k, j), shape=(TK, TN), padding_mode=ZERO)
             s_a = ct.load(sa, index=(i, k), shape=(TM, 1))
-            s_b = ct.load(sb, index=(j, k), shape=(1, 1))
+            s_b = ct.load(sb, index=(j * TN // 128, k), shape=(1, 1))
             acc = acc + ct.mma(x, w, ct.full((TM, TN), 0.0, F32)) * (s_a * s_b)
         ct.store(c, index=(i, j), tile=ct.astype(acc, BF16))
 
@@ -599,6 +637,65 @@ def cases() -> dict[str, LibCase]:
         ct.store(lse, index=(h, s), tile=lse_v)
 
     @case(
+        "GQA split-KV decode: 8 query heads share a KV head (8 x 64 by 64 x 64 dots)",
+        _gqa_args,
+        _gqa_ref,
+        arr(F16, 3),
+        arr(F16, 3),
+        arr(F16, 3),
+        arr(F32, 4),
+        arr(F32, 3),
+        ScalarConstraint(F32),
+        8,
+        64,
+        64,
+        rtol=2e-3,
+        atol=2e-3,
+    )
+    def decode_gqa(q, k, v, o_part, lse, qk_scale, G: C, D: C, TN: C):
+        h, s = ct.bid(0), ct.bid(1)
+        nsplit = ct.num_blocks(1)
+        per = ct.num_tiles(k, axis=1, shape=(1, TN, D)) // nsplit
+        qt = ct.reshape(ct.load(q, index=(h, 0, 0), shape=(1, G, D)), (G, D))
+        m_i = ct.full((G, 1), NEG_INF, F32)
+        l_i = ct.full((G, 1), 0.0, F32)
+        acc = ct.full((G, D), 0.0, F32)
+        scale = qk_scale * 1.4426950408889634
+        for t in range(s * per, (s + 1) * per):
+            kt = ct.reshape(ct.load(k, index=(h, t, 0), shape=(1, TN, D)), (TN, D))
+            qk = ct.mma(qt, ct.permute(kt, (1, 0)), ct.full((G, TN), 0.0, F32))
+            m_new = ct.maximum(m_i, ct.max(qk, axis=1, keepdims=True) * scale)
+            p = ct.exp2(qk * scale - m_new)
+            alpha = ct.exp2(m_i - m_new)
+            l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+            vt = ct.reshape(ct.load(v, index=(h, t, 0), shape=(1, TN, D)), (TN, D))
+            acc = ct.mma(ct.astype(p, F16), vt, acc * alpha)
+            m_i = m_new
+        ct.store(o_part, index=(h, s, 0, 0), tile=ct.reshape(acc / l_i, (1, 1, G, D)))
+        lse_v = ct.reshape((m_i + ct.log2(l_i)) * 0.6931471805599453, (1, 1, G))
+        ct.store(lse, index=(h, s, 0), tile=lse_v)
+
+    @case(
+        "batched f16 matmul on rank-3 tiles (two batch items a block, tensor cores)",
+        _bmm_args,
+        _bmm_ref,
+        arr(F16, 3),
+        arr(F16, 3),
+        arr(F32, 3),
+        2,
+        64,
+        32,
+        64,
+        rtol=1e-3,
+        atol=1e-3,
+    )
+    def bmm_rank3(a, b, c, BB: C, TM: C, TN: C, TK: C):
+        bid = ct.bid(0)
+        x = ct.load(a, index=(bid, 0, 0), shape=(BB, TM, TK))
+        y = ct.load(b, index=(bid, 0, 0), shape=(BB, TK, TN))
+        ct.store(c, index=(bid, 0, 0), tile=ct.mma(x, y, ct.full((BB, TM, TN), 0.0, F32)))
+
+    @case(
         "split-KV decode combine: log-sum-exp weights over the splits",
         _combine_args,
         _combine_ref,
@@ -622,12 +719,60 @@ def cases() -> dict[str, LibCase]:
     return {c.name: c for c in out}
 
 
+@dataclass(frozen=True)
+class ArraySpec:
+    """An array parameter of a :class:`LibCase`: element type and rank; the rest of its
+    ``ArrayConstraint`` is derived from the example argument as cuTile's launch derives it."""
+
+    dtype: object
+    ndim: int
+
+
+def array_constraint(spec: ArraySpec, a: np.ndarray, index=None):
+    """The ``ArrayConstraint`` cuTile's launch would give array ``a``: 16-byte aligned base,
+    extents and (element) strides marked divisible by 16 where they are, unit inner stride."""
+    import cuda.tile as ct
+    from cuda.tile.compilation import ArrayConstraint
+
+    strides = [st // a.itemsize for st in a.strides]
+    return ArrayConstraint(
+        spec.dtype,
+        spec.ndim,
+        index_dtype=index or ct.int32,
+        stride_lower_bound_incl=0,
+        alias_groups=(),
+        may_alias_internally=False,
+        stride_constant=(None,) * (spec.ndim - 1) + (1,),
+        stride_divisible_by=tuple(16 if st % 16 == 0 and st != 1 else 1 for st in strides[:-1])
+        + (1,),
+        shape_divisible_by=tuple(16 if d % 16 == 0 else 1 for d in a.shape),
+        base_addr_divisible_by=16,
+    )
+
+
+def signature_params(case: LibCase, args) -> list:
+    """``case.params`` with every :class:`ArraySpec` replaced by the constraint of the example
+    argument at its position (``args``: the runtime parameters, in order)."""
+    out, it = [], iter(args)
+    for p in case.params:
+        if isinstance(p, ArraySpec):
+            out.append(array_constraint(p, np.asarray(next(it)[1])))
+        elif isinstance(p, (int, float)):
+            out.append(p)
+        else:
+            next(it)
+            out.append(p)
+    return out
+
+
 def export_bytecode(case: LibCase, version: str = "13.4") -> bytes:
-    """The Tile IR bytecode cuTile writes for ``case`` (architecture independent)."""
+    """The Tile IR bytecode cuTile writes for ``case`` (architecture independent), for the
+    signature of its example arguments (seed 0)."""
     from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
 
     buf = io.BytesIO()
-    sig = KernelSignature(case.params, CallingConvention.cutile_python_v1())
+    args, _ = case.make_args(np.random.default_rng(0))
+    sig = KernelSignature(signature_params(case, args), CallingConvention.cutile_python_v1())
     export_kernel(
         case.kernel,
         [sig],

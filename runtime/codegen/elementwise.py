@@ -23,6 +23,7 @@ from tilegen.runtime.codegen.core import (
     handles_family,
     is_tile,
 )
+from tilegen.runtime.codegen.epilogue import done
 from tilegen.runtime.codegen.selection import attr_keyword, has_rows, keys, render, select
 
 _HALF = ("f16", "bf16")
@@ -99,6 +100,8 @@ def _scalar_const(em: Emitter, cls: str, text: str) -> str:
 
 @handles("arith.constant")
 def constant(em: Emitter, op) -> None:
+    if done(em, op):  # emitted by a fused dot epilogue
+        return
     res = op.results[0]
     attr = op.attributes["value"]
     cls, _, _ = elem_info(op, res.type)
@@ -204,6 +207,8 @@ def _is_elementwise(op) -> bool:
 
 @handles_family(_is_elementwise)
 def elementwise(em: Emitter, op) -> None:
+    if done(em, op):  # emitted by a fused dot epilogue
+        return
     res = op.results[0]
     src, rkey = keys(op)
     row = select(op, sm=em.sm)

@@ -186,6 +186,70 @@ def _lane_addresses(em, lane, warp, M, N, K, esz, csz, row, wn, use_ldm):
     return em.smem_addr(rA, esz), em.smem_addr(rB, esz), aC
 
 
+def _transpose_bytes(em: Emitter, src: str, pitch: int, R: int, C: int, fr, fc, dst: str) -> None:
+    """Move the R x C byte matrix at shared ``src`` (row pitch ``pitch``) to the transposed
+    layout at shared ``dst``: element (r, c) lands at ``dst + F_c(c) + F_r(r)`` (bit-field
+    sums as :func:`_write_fields`). Each thread loads 4-byte words of a row (``ld.shared.b32``)
+    and stores their bytes (``st.shared.b8``): 8-bit B operands, copied row-major by cp.async,
+    become the K-major / N x K layouts the tensor-core paths read (there is no transposing
+    load for 8-bit elements before sm_100's ``ldmatrix .b8``)."""
+    tid, _, _ = em.tid()
+    T = em.num_threads
+    words = C // 4
+    if words <= T:
+        lg = words.bit_length() - 1
+        rows_per = T // words
+        steps = [(i * rows_per, 0) for i in range(-(-R // rows_per))]
+        limit_r = min(rows_per, R)
+    else:
+        lg = None
+        steps = [((i * T) // words, (i * T) % words * 4) for i in range(R * words // T)]
+        limit_r = 1
+    tr, tc = 0, em.new("b32")
+    if lg is not None:
+        tr = em.new("b32")
+        em.ins(f"shr.u32 {tr}, {tid}, {lg}")
+        em.ins(f"and.b32 {tc}, {tid}, {words - 1}")
+        em.ins(f"shl.b32 {tc}, {tc}, 2")
+    else:
+        em.ins(f"shl.b32 {tc}, {tid}, 2")
+    s_thr = em.lincomb(0, [(pitch, tr), (1, tc)])
+    d_thr = em.lincomb(
+        0, [(1, _fields_emit(em, tr, fr, limit_r)), (1, _fields_emit(em, tc, fc, C))]
+    )
+    sa = em.new("b32")
+    em.ins(
+        f"add.s32 {sa}, {src}, {s_thr}"
+        if not isinstance(s_thr, int) or s_thr
+        else f"mov.b32 {sa}, {src}"
+    )
+    da = em.new("b32")
+    em.ins(
+        f"add.s32 {da}, {dst}, {d_thr}"
+        if not isinstance(d_thr, int) or d_thr
+        else f"mov.b32 {da}, {dst}"
+    )
+    guard = ""
+    if lg is not None and R * words < T:
+        p = em.new("pred")
+        em.ins(f"setp.lt.u32 {p}, {tid}, {R * words}")
+        guard = f"@{p} "
+    for r0, c0 in steps:
+        if lg is not None and r0 + rows_per > R and not guard:  # a last, partial step
+            p = em.new("pred")
+            em.ins(f"setp.lt.u32 {p}, {tr}, {R - r0}")
+            guard = f"@{p} "
+        w = em.new("b32")
+        em.ins(f"{guard}ld.shared.b32 {w}, [{sa}+{r0 * pitch + c0}]")
+        for j in range(4):
+            b = w
+            if j:
+                b = em.new("b32")
+                em.ins(f"shr.u32 {b}, {w}, {8 * j}")
+            off = _fields_static(r0, fr) + _fields_static(c0 + j, fc)
+            em.ins(f"{guard}st.shared.b8 [{da}+{off}], {b}")
+
+
 def _zero_fill(em: Emitter, rows: int, pitch: int, k0: int, esz: int, base: int) -> None:
     """Zero columns ``k0 .. pitch - 1`` of ``rows`` rows (``pitch`` elements each) of the
     scratch at byte ``base``: the K padding of a dot operand, spread over the CTA's threads."""
@@ -297,6 +361,9 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
     N = b.shape[1]
     plan = wgmma_plan(op, num_warps, sm)
     if plan is not None:
+        if idx == 1 and not transposed and not convert and plan.esz == 1:
+            pb = _pitch(N, 1)  # copied as is, transposed into B's K-major layout by the dot
+            return ((0, None, pb),), ((0, None, 1),), K * pb
         if convert or transposed != (idx == 1):
             return None
         esz, G = plan.esz, plan.groups
@@ -332,9 +399,9 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
     if transposed:  # B^T rows n, K contiguous
         pb = _pitch(K, esz)
         return ((0, None, pb),), ((0, None, esz),), N * pb
-    if esz == 1 or (esz == 2 and tk * esz != 32):
+    if esz == 2 and tk * esz != 32:
         return None
-    pb = _pitch(N, esz)
+    pb = _pitch(N, esz)  # 8-bit: copied as is, transposed in shared memory by the dot
     return ((0, None, pb),), ((0, None, esz),), K * pb
 
 
@@ -686,7 +753,15 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     from tilegen.runtime.codegen.exchange import row_major
     from tilegen.runtime.passes.layout_assignment import wgmma_accumulator_layout
 
+    from tilegen.runtime.codegen import epilogue
+
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
+    lay0 = wgmma_accumulator_layout(em.num_warps)
+    ep = None
+    if em.dist_of(op, c.type).layout == em.dist_of(op, op.results[0].type).layout == lay0:
+        ep = epilogue.plan(em, op)  # applied per wgmma instance as it completes
+        if ep:
+            epilogue.begin(em, ep)
     for v, i in ((a, 0), (b, 1)):  # what does not copy into the K-major layouts
         st = _staged(em, v)
         if (
@@ -714,6 +789,16 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     off_b = M // 8 * sbo
     off_c = _align(off_b + N // 8 * sbo)
     total = off_c if in_regs else off_c + M * N * csz
+    # 8-bit B row-major: copied as is (raw), then transposed into the K-major layout
+    b8 = b_st is not None and not b_st.transposed
+    praw = _pitch(N, 1)
+    off_raw = _align(total)
+    if b8 and b_st.pipe_buf is None and off_raw + K * praw > SMEM_LIMIT:
+        _unstage(em, b)  # no room for the raw copy: B through registers
+        b_st, b8 = None, False
+        db = em.dist_of(op, b.type)
+    if b8 and b_st.pipe_buf is None:
+        total = off_raw + K * praw
     if total > SMEM_LIMIT:
         fail(
             op,
@@ -740,6 +825,10 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         cp_async_tile(em, a_st, a_rows, kf, em.smem_base())
     if b_st is None:
         _write_fields(em, em.tile(op, b), db, (kf, b_rows), 0, off_b, esz)  # B[k, n]: row n
+    elif b8 and b_st.pipe_buf is None:
+        from tilegen.runtime.codegen.memory import cp_async_tile
+
+        cp_async_tile(em, b_st, ((0, None, praw),), ((0, None, 1),), em.smem_base(), off_raw)
     elif b_st.pipe_buf is None:  # B^T loaded as such (a permuted tile): rows n, K-major
         from tilegen.runtime.codegen.memory import cp_async_tile
 
@@ -751,6 +840,11 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         _write(em, em.tile(op, c), dc, cform.mults, off_c, csz, st_c)
     if copies:
         cp_async_commit_wait(em)
+    if b8:  # raw K x N bytes -> B's K-major layout (rows n)
+        if b_st.pipe_buf is None:
+            em.barrier()
+        raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_raw)
+        _transpose_bytes(em, raw, praw, K, N, kf, b_rows, _plus(em, em.smem_base(), off_b))
     # generic-proxy writes -> async-proxy (wgmma) reads: proxy fence, then the CTA barrier
     em.ins("fence.proxy.async.shared::cta")
     em.barrier()
@@ -797,11 +891,14 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             em.ins(f"shr.u32 {wg}, {warp}, 2")
             wgo = em.lincomb(0, [(8 * sbo, wg)])
         desc_a = _descriptor(em, _plus(em, a_st.pipe_buf, wgo), sbo)
-    if b_st is not None and b_st.pipe_buf is not None:
+    if b_st is not None and b_st.pipe_buf is not None and not b8:
         desc_b = _descriptor(em, b_st.pipe_buf, sbo)
+    fused = bool(ep) and in_regs
     em.ins("wgmma.fence.sync.aligned")
     for q in range(nq):
         for ci, (n0, n) in enumerate(plan.chunks):
+            if fused and (q, ci) != (0, 0):
+                em.ins("wgmma.fence.sync.aligned")
             dregs = ", ".join(acc[(q, ci)])
             for s in range(K // tk):
                 step = s * tk * esz // 16 * _LBO
@@ -809,10 +906,18 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
                 em.ins(f"add.s64 {ra}, {desc_a}, {(q * G * 8 * sbo + step) >> 4}")
                 em.ins(f"add.s64 {rb}, {desc_b}, {(n0 // 8 * sbo + step) >> 4}")
                 em.ins(f"{row.opcode(n)} {{{dregs}}}, {ra}, {rb}, {scale_d}{plan.imms}")
-    em.ins("wgmma.commit_group.sync.aligned")
-    em.ins("wgmma.wait_group.sync.aligned 0")
+            if fused:  # this instance's partial result, consumed before the next one starts
+                em.ins("wgmma.commit_group.sync.aligned")
+                em.ins("wgmma.wait_group.sync.aligned 0")
+                regs = {k: acc[w[:2]][w[2]] for k, w in enumerate(where) if w[:2] == (q, ci)}
+                epilogue.chunk(em, ep, regs)
+    if not fused:
+        em.ins("wgmma.commit_group.sync.aligned")
+        em.ins("wgmma.wait_group.sync.aligned 0")
     if in_regs:
         em.set(res, [acc[(q, ci)][idx] for q, ci, idx in where])
+        if fused:
+            epilogue.finish(em, ep, len(where))
         return
     for k, (q, ci, idx) in enumerate(where):
         em.ins(f"st.shared.{st_c} {em.smem_ref(dl, cform, k, csz, off_c)}, {acc[(q, ci)][idx]}")
@@ -836,9 +941,17 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     from tilegen.runtime.codegen.memory import cp_async_tile
     from tilegen.runtime.passes.layout_assignment import mma_sync_accumulator_layout
 
+    from tilegen.runtime.codegen import epilogue
+
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
     res = op.results[0]
     ka, kc = elem_key(a.type), elem_key(c.type)
+    ep = None
+    acc_layout = mma_sync_accumulator_layout(op, em.num_warps)
+    if em.dist_of(op, c.type).layout == em.dist_of(op, res.type).layout == acc_layout:
+        ep = epilogue.plan(em, op)  # applied per MMA tile as its K steps complete
+        if ep:
+            epilogue.begin(em, ep)
     em.need_isa(row.ptx_isa)
     M, K = a.type.shape
     N = b.type.shape[1]
@@ -852,13 +965,30 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     in_regs = dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)
     pa = _pitch(K, esz) if a_st is not None else K * esz
     b_kn = b_st is not None and not b_st.transposed  # else B^T (N x K)
+    # 8-bit B row-major: copied as is (raw), then transposed into B^T (N x K) in the scratch
+    b8 = b_kn and esz == 1
+    if b8 and b_st.pipe_buf is None:
+        need = (0 if a_st is not None and a_st.pipe_buf is not None else M * pa) + 32
+        need += N * _pitch(K, 1) + K * _pitch(N, 1) + (0 if in_regs else M * N * csz)
+        if need > SMEM_LIMIT:  # no room for the raw copy: B through registers
+            _unstage(em, b)
+            if a_st is None:
+                return dot(em, op)
+            b_st, b_kn, b8 = None, False, False
+    praw = _pitch(N, 1)
+    size_raw = K * praw if b8 and b_st.pipe_buf is None else 0
+    if b8:
+        b_kn = False
     pbk = _pitch(N, esz) if b_kn else _pitch(K, esz) if b_st is not None else K * esz
     # scratch: operands not in a pipeline stage buffer, then C if it is not in registers
     size_a = 0 if a_st is not None and a_st.pipe_buf is not None else M * pa
-    size_b = 0 if b_st is not None and b_st.pipe_buf is not None else (K if b_kn else N) * pbk
+    b_in_pipe = b_st is not None and b_st.pipe_buf is not None and not b8
+    size_b = 0 if b_in_pipe else (K if b_kn else N) * pbk
     off_b = _align(size_a)
     off_c = _align(off_b + size_b)
     total = off_c if in_regs else off_c + M * N * csz
+    off_raw = _align(total)
+    total = off_raw + size_raw
     if total > SMEM_LIMIT and all(x is None or x.pipe_buf is None for x in (a_st, b_st)):
         _unstage(em, a)  # the padded layouts do not fit: the register path's might
         _unstage(em, b)
@@ -884,12 +1014,17 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         _write(em, em.tile(op, b), em.dist_of(op, b.type), (1, K), off_b, esz, st_ab)
     elif b_st.pipe_buf is None:
         f = staged_layout(op, 1, W, em.sm, b_st.transposed, b_st.convert)
-        cp_async_tile(em, b_st, f[0], f[1], em.smem_base(), off_b)
+        cp_async_tile(em, b_st, f[0], f[1], em.smem_base(), off_raw if b8 else off_b)
     if not in_regs:
         _write(em, em.tile(op, c), dc, row_major((M, N)).mults, off_c, csz, st_c)
     if copies:
         cp_async_commit_wait(em)
     if writes or copies:
+        em.barrier()
+    if b8:  # raw K x N bytes -> B^T rows n (pitch pbk)
+        raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_raw)
+        dst = _plus(em, em.smem_base(), off_b)
+        _transpose_bytes(em, raw, praw, K, N, ((0, None, 1),), ((0, None, pbk),), dst)
         em.barrier()
     kmap = {dc.raw[k]: k for k in range(dc.nregs)} if in_regs else None
     c_in = em.tile(op, c)
@@ -944,7 +1079,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         aA, oA = _plus(em, a_st.pipe_buf, rA), 0
     else:
         aA, oA = scratch_addr("A", rA), 0
-    if b_st is not None and b_st.pipe_buf is not None:
+    if b_in_pipe:
         aB, oB = _plus(em, b_st.pipe_buf, rB), 0
     else:
         aB, oB = scratch_addr("B", rB), off_b
@@ -1015,6 +1150,10 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
                     f"{{{', '.join(bregs)}}}, {{{', '.join(cregs)}}}"
                 )
                 cregs = dregs
+            if in_regs and ep:
+                epilogue.chunk(
+                    em, ep, {kmap[(m0 + dm, n0 + dn)]: r for (dm, dn), r in zip(row.c_regs, cregs)}
+                )
             for (dm, dn), r in zip(row.c_regs, cregs):
                 if in_regs:
                     out[kmap[(m0 + dm, n0 + dn)]] = r
@@ -1025,6 +1164,8 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         em.label(skip)
     if in_regs:
         em.set(res, out)
+        if ep:
+            epilogue.finish(em, ep, dr.nregs)
         return
     em.barrier()
     form = row_major((M, N))
@@ -1061,6 +1202,15 @@ def dot(em: Emitter, op) -> None:
     a_st, b_st = _staged(em, a), _staged(em, b)
     if a_st is not None or b_st is not None:
         return _mma_sync_staged(em, op, row, a_st, b_st)
+    from tilegen.runtime.codegen import epilogue
+    from tilegen.runtime.passes.layout_assignment import mma_sync_accumulator_layout
+
+    ep = None
+    acc_layout = mma_sync_accumulator_layout(op, em.num_warps)
+    if em.dist_of(op, c.type).layout == em.dist_of(op, res.type).layout == acc_layout:
+        ep = epilogue.plan(em, op)  # applied per MMA tile as its K steps complete
+        if ep:
+            epilogue.begin(em, ep)
     em.need_isa(row.ptx_isa)
     nb, M0, N0, K0 = _dims(op)
     tm, tn, tk = row.shape
@@ -1177,6 +1327,12 @@ def dot(em: Emitter, op) -> None:
                         f"{{{', '.join(bregs)}}}, {{{', '.join(cregs)}}}"
                     )
                     cregs = dregs
+                if in_regs and ep:
+                    epilogue.chunk(
+                        em,
+                        ep,
+                        {kmap[(m0 + dm, n0 + dn)]: r for (dm, dn), r in zip(row.c_regs, cregs)},
+                    )
                 for (dm, dn), r in zip(row.c_regs, cregs):
                     if in_regs:
                         out[kmap[(m0 + dm, n0 + dn)]] = r
@@ -1190,6 +1346,8 @@ def dot(em: Emitter, op) -> None:
         em.label(skip)
     if in_regs:
         em.set(res, out)
+        if ep:
+            epilogue.finish(em, ep, dr.nregs)
         return
     em.barrier()
     form = Form(0, cbatch + (N, 1))

@@ -173,6 +173,8 @@ def round_to_format(
         if not fmt.has_zero:
             r = np.where(r == 0, fmt.min_subnormal if fmt.mbits == 0 else 0.0, r)
             r = np.where(np.abs(r) < 2.0**fmt.emin, 2.0**fmt.emin, r)
+        if fmt.storage_bits == 8:  # the one NaN an 8-bit float code decodes to
+            r = np.where(np.isnan(r), F8_NAN_VALUE, r)
         return r
 
 
