@@ -204,6 +204,25 @@ def _cvt_f8(st: "CtaState", ins: Instr, mask: np.ndarray, dt: str, at: str) -> N
     st.write_bits(ins.operands[0], halves[0] | (halves[1] << np.uint64(16)), mask)
 
 
+def _round_directed(x: np.ndarray, dtype, mode: str) -> np.ndarray:
+    """float64 values narrowed to ``dtype`` toward zero (rz), -inf (rm) or +inf (rp): the
+    nearest-even result stepped back one ulp where it lies on the wrong side of ``x``
+    (returned as float64, exactly representable in ``dtype``)."""
+    with np.errstate(all="ignore"):
+        r = x.astype(dtype)
+        r64 = r.astype(np.float64)
+        if mode == "rz":
+            back = np.abs(r64) > np.abs(x)
+            toward = np.zeros_like(r)
+        elif mode == "rm":
+            back, toward = r64 > x, np.full_like(r, -np.inf)
+        else:
+            back, toward = r64 < x, np.full_like(r, np.inf)
+        back &= np.isfinite(x)
+        r = np.where(back, np.nextafter(r, toward), r)
+    return r.astype(np.float64)
+
+
 def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     parts = ins.parts
     dt, at = parts[-2], parts[-1]
@@ -236,6 +255,9 @@ def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
                 if rnd:
                     x = _ROUND_INT[rnd](x)
             out = x.astype(np.float64)
+            directed = next((m for m in mods if m in ("rz", "rm", "rp")), None)
+            if directed and dt in ("f32", "f16") and x.dtype.itemsize > WIDTH[dt] // 8:
+                out = _round_directed(out, np.float32 if dt == "f32" else np.float16, directed)
             if "sat" in mods:
                 out = np.where(np.isnan(out), 0.0, np.clip(out, 0.0, 1.0))
             if "ftz" in mods and dt == "f32":
