@@ -34,6 +34,9 @@ class MmaRow:
     c_cls: str  # register class of C/D
     min_sm: int = 80
     ptx_isa: str = "7.0"
+    #: "e4m3" / "e5m2": issue as two m16n8k16 f16 MMAs on unpacked fragments (spec/ptx/mma.yaml
+    #: ``unpack_sm``: no 8-bit-float mma.sync in this target's hardware)
+    unpack: str = ""
 
 
 _A16 = ((0, 0), (8, 0), (0, 8), (8, 8))
@@ -131,6 +134,9 @@ def select_row(op, a: str, b: str, c: str, sm: int) -> MmaRow:
     geo = GEOMETRY.get((spec.shape, epr)) if spec.family == "mma.sync" and mnk else None
     if geo is None or c not in C_CLASS:
         fail(op, f"PTX backend does not support dot of {a} x {b} -> {c} ({spec.family}) yet")
+    unpack = ""
+    if sm in spec.unpack_sm:
+        unpack = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}[a]
     return MmaRow(
         mnk,
         spec.opcode(),
@@ -142,7 +148,46 @@ def select_row(op, a: str, b: str, c: str, sm: int) -> MmaRow:
         C_CLASS[c],
         spec.sm_min,
         spec.ptx_isa,
+        unpack,
     )
+
+
+def _halves(em: Emitter, kind: str, reg: str, cache: dict) -> tuple[str, str]:
+    """The f16x2 values of an 8-bit-float fragment register: (bytes 0-1, bytes 2-3)."""
+    if reg not in cache:
+        lo, hi = em.new("b16"), em.new("b16")
+        em.ins(f"mov.b32 {{{lo}, {hi}}}, {reg}")
+        out = []
+        for h in (lo, hi):
+            r = em.new("b32")
+            em.ins(f"cvt.rn.f16x2.{kind}x2 {r}, {h}")
+            out.append(r)
+        cache[reg] = tuple(out)
+    return cache[reg]
+
+
+def issue_mma(em: Emitter, row: MmaRow, d, a, b, c, cache: dict) -> None:
+    """One ``row`` MMA: d = a b + c. Rows with ``unpack``: m16n8k32 on 8-bit floats as two
+    m16n8k16 f16 MMAs. Relabelling k within a step consistently for A and B keeps the sum:
+    f16 positions (2t, 2t+1, 2t+8, 2t+9) take 8-bit k (4t, 4t+1, 4t+2, 4t+3) of the first
+    16 (registers a0, a1, b0), then of the next 16 (a2, a3, b1)."""
+    if not row.unpack:
+        em.ins(
+            f"{row.ptx} {{{', '.join(d)}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, "
+            f"{{{', '.join(c)}}}"
+        )
+        return
+    ha = [_halves(em, row.unpack, r, cache) for r in a]
+    hb = [_halves(em, row.unpack, r, cache) for r in b]
+    f16 = f"mma.sync.aligned.m16n8k16.row.col.{row.c_cls}.f16.f16.{row.c_cls}"
+    mid = [em.new(row.c_cls) for _ in c]
+    for dst, acc, (i, j), kb in ((mid, c, (0, 1), 0), (d, mid, (2, 3), 1)):
+        aa = [ha[i][0], ha[j][0], ha[i][1], ha[j][1]]
+        bb = [hb[kb][0], hb[kb][1]]
+        em.ins(
+            f"{f16} {{{', '.join(dst)}}}, {{{', '.join(aa)}}}, {{{', '.join(bb)}}}, "
+            f"{{{', '.join(acc)}}}"
+        )
 
 
 def _align(n: int, a: int = 16) -> int:
@@ -1085,6 +1130,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         aB, oB = scratch_addr("B", rB), off_b
     fld = "f64" if row.frag_cls == "f64" else "b32"
     ksteps = K // tk
+    unpacked: dict = {}  # fragment register -> its f16x2 halves (row.unpack)
 
     def converted(regs, st):
         """Fragments of an operand staged before its f32 -> tf32 conversion, converted."""
@@ -1145,10 +1191,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
                         em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
                 bregs = converted(bregs, b_st)
                 dregs = [em.new(row.c_cls) for _ in cregs]
-                em.ins(
-                    f"{row.ptx} {{{', '.join(dregs)}}}, {{{', '.join(afr[s])}}}, "
-                    f"{{{', '.join(bregs)}}}, {{{', '.join(cregs)}}}"
-                )
+                issue_mma(em, row, dregs, afr[s], bregs, cregs, unpacked)
                 cregs = dregs
             if in_regs and ep:
                 epilogue.chunk(
@@ -1279,6 +1322,7 @@ def dot(em: Emitter, op) -> None:
     aA, aB, aC = em._smem_refs[key]
     fld = "f64" if row.frag_cls == "f64" else "b32"
     ksteps = K // tk
+    unpacked: dict = {}  # fragment register -> its f16x2 halves (row.unpack)
     keep = _pad_guards(em, lane, warp, row, wn, M0, N0, M, N) if (M, N) != (M0, N0) else None
     for bi in range(nb):
         oa, ob, oc = bi * M * K * esz, off_b + bi * N * K * esz, off_c + bi * M * N * csz
@@ -1322,10 +1366,7 @@ def dot(em: Emitter, op) -> None:
                             off = ob + (n0 * K + s * tk + dk) * esz
                             em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
                     dregs = [em.new(row.c_cls) for _ in cregs]
-                    em.ins(
-                        f"{row.ptx} {{{', '.join(dregs)}}}, {{{', '.join(afr[s])}}}, "
-                        f"{{{', '.join(bregs)}}}, {{{', '.join(cregs)}}}"
-                    )
+                    issue_mma(em, row, dregs, afr[s], bregs, cregs, unpacked)
                     cregs = dregs
                 if in_regs and ep:
                     epilogue.chunk(
