@@ -434,13 +434,13 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
         return None
     esz = ELEMENTS[elem_key(a)][1] if not convert else 4
     tm, tn, tk = row.shape
-    if M % tm or N % tn or K % tk:  # padded to the instruction shape: the register path
+    if N % tn or K % tk:  # padded along N or K: the register path
         return None
-    if idx == 0:
+    if idx == 0:  # rows past M (padding to the instruction's M) are left unwritten
         if transposed:
             return None
         pa = _pitch(K, esz)
-        return ((0, None, pa),), ((0, None, esz),), M * pa
+        return ((0, None, pa),), ((0, None, esz),), -(-M // tm) * tm * pa
     if transposed:  # B^T rows n, K contiguous
         pb = _pitch(K, esz)
         return ((0, None, pb),), ((0, None, esz),), N * pb
@@ -998,11 +998,14 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         if ep:
             epilogue.begin(em, ep)
     em.need_isa(row.ptx_isa)
-    M, K = a.type.shape
+    M0, K = a.type.shape
     N = b.type.shape[1]
     tm, tn, tk = row.shape
-    if M % tm or N % tn or K % tk:
-        fail(op, f"PTX backend does not support a {M}x{N}x{K} dot with {row.ptx.split('.')[3]} yet")
+    if N % tn or K % tk:
+        fail(
+            op, f"PTX backend does not support a {M0}x{N}x{K} dot with {row.ptx.split('.')[3]} yet"
+        )
+    M = -(-M0 // tm) * tm  # rows past M0: padding whose results are never stored
     esz = ELEMENTS[ka][1]
     csz = ELEMENTS[kc][1]
     W = em.num_warps
@@ -1131,6 +1134,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     fld = "f64" if row.frag_cls == "f64" else "b32"
     ksteps = K // tk
     unpacked: dict = {}  # fragment register -> its f16x2 halves (row.unpack)
+    keep = _pad_guards(em, lane, warp, row, wn, M0, N, M, N) if M != M0 else None
 
     def converted(regs, st):
         """Fragments of an operand staged before its f32 -> tf32 conversion, converted."""
@@ -1201,8 +1205,11 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
                 if in_regs:
                     out[kmap[(m0 + dm, n0 + dn)]] = r
                     continue
+                guard = keep(m0 + dm, n0 + dn) if keep is not None else ""
+                if guard is None:  # a padding row in every lane
+                    continue
                 off = off_c + ((m0 + dm) * N + n0 + dn) * csz
-                em.ins(f"st.shared.{st_c} [{aC}+{off}], {r}")
+                em.ins(f"{guard}st.shared.{st_c} [{aC}+{off}], {r}")
     if skip is not None:
         em.label(skip)
     if in_regs:
