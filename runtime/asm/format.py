@@ -809,7 +809,9 @@ def buildable_type(constraint: str) -> Optional[Type]:
         width = m.group(2)
         elem = IntegerType(int(width)) if m.group(1) == "Int" else FloatType("f" + width)
         return TileType((), elem)
-    return None
+    from tilegen.runtime.verify.constraints import buildable_type as spec_buildable
+
+    return spec_buildable(constraint)  # parameterless spec kinds (nv_tileas tokens)
 
 
 def _infer_result(ctx: _ParseCtx, rdef, known) -> Optional[list[Type]]:

@@ -7,7 +7,8 @@ predicate language (documented in spec/schema/constraints.schema.json) is:
 * ``kind``: tile | ptr | token | tensor_view | partition_view | strided_view |
   gather_scatter_view | tile_view | number | cuda_tile | function | any; for nv_tileaa also
   nv_ptr | nv_memref | mem_token | nv_queue | index | scalar (a builtin int/float/index scalar,
-  which is its own ``element``)
+  which is its own ``element``); for nv_tileas nv_pipeline | nv_pipeline_iterator |
+  nv_producer_token | nv_consumer_token | nv_async_token
 * ``element``: element names or group names (``BaseFloat``, ``ptr`` for any pointer)
 * ``rank`` / ``min_rank``: rank bounds of a tile
 * ``any_of``: a list of predicates, one of which must hold
@@ -48,6 +49,11 @@ from tilegen.runtime.types import (
     NvMemRefType,
     NvPointerType,
     NvQueueType,
+    AsyncTokenType,
+    PipelineConsumerTokenType,
+    PipelineIteratorType,
+    PipelineProducerTokenType,
+    PipelineType,
     GatherScatterViewType,
     IntegerType,
     PartitionViewType,
@@ -126,7 +132,31 @@ _KINDS = {
     "index": IndexType,
     "scalar": (IntegerType, FloatType, IndexType),
     # --- end nv_tileaa ---
+    "nv_pipeline": PipelineType,
+    "nv_pipeline_iterator": PipelineIteratorType,
+    "nv_producer_token": PipelineProducerTokenType,
+    "nv_consumer_token": PipelineConsumerTokenType,
+    "nv_async_token": AsyncTokenType,
 }
+#: kinds with exactly one type: a constraint ``{kind: K}`` of one of these is buildable (the
+#: parser infers the type, as ODS does for buildable types)
+_PARAMETERLESS = {
+    "token": TokenType,
+    "mem_token": MemTokenType,
+    "nv_producer_token": PipelineProducerTokenType,
+    "nv_consumer_token": PipelineConsumerTokenType,
+    "nv_async_token": AsyncTokenType,
+}
+
+
+def buildable_type(name: str) -> Optional[Type]:
+    """The single type constraint ``name`` admits when its predicate is just a parameterless
+    ``kind`` (token types), else None."""
+    c = type_constraint(name)
+    if c is None or set(c["match"]) != {"kind"}:
+        return None
+    cls = _PARAMETERLESS.get(c["match"]["kind"])
+    return cls() if cls is not None else None
 _DIALECT_TYPES = (
     TileType,
     PointerType,
