@@ -231,10 +231,51 @@ def _lane_addresses(em, lane, warp, M, N, K, esz, csz, row, wn, use_ldm):
     return em.smem_addr(rA, esz), em.smem_addr(rB, esz), aC
 
 
-def _transpose_bytes(em: Emitter, src: str, pitch: int, R: int, C: int, fr, fc, dst: str) -> None:
+def _raw_rows(base: int, K: int, pitch: int) -> int:
+    """Rows of an 8-bit B's raw copy that fit the shared memory from byte ``base``: all K, else
+    the largest power of two dividing K (the copy is then made and transposed in chunks), or 0
+    when not even 8 rows fit."""
+    kc = K
+    while kc >= 8 and (K % kc or _align(base) + kc * pitch > SMEM_LIMIT):
+        kc //= 2
+    return kc if kc >= 8 else 0
+
+
+def _stage_b8_chunks(
+    em: Emitter, st, kc: int, K: int, N: int, pitch: int, fr, fc, raw_off: int, dst: str
+) -> None:
+    """Copy 8-bit B (K x N, row-major in memory) ``kc`` rows at a time into the raw buffer at
+    scratch byte ``raw_off`` and transpose each chunk into its place at ``dst`` (the caller has
+    waited for and fenced its other copies; each chunk: cp.async, commit, wait, barrier,
+    transpose, and a barrier before the next chunk overwrites the buffer)."""
+    import copy
+
+    from tilegen.runtime.codegen.memory import cp_async_tile
+
+    lead = len(st.starts) - 2
+    raw = _plus(em, em.smem_base(), raw_off)
+    for k0 in range(0, K, kc):
+        if k0:
+            em.barrier()
+        sub = copy.copy(st)
+        sub.shape = (kc, N)
+        starts = list(st.starts)
+        x = starts[lead]
+        starts[lead] = x + k0 if isinstance(x, int) else em.lincomb(k0, [(1, x)])
+        sub.starts = starts
+        cp_async_tile(em, sub, ((0, None, pitch),), ((0, None, 1),), em.smem_base(), raw_off)
+        cp_async_commit_wait(em)
+        em.barrier()
+        _transpose_bytes(em, raw, pitch, kc, N, fr, fc, dst, k0)
+
+
+def _transpose_bytes(
+    em: Emitter, src: str, pitch: int, R: int, C: int, fr, fc, dst: str, row_off: int = 0
+) -> None:
     """Move the R x C byte matrix at shared ``src`` (row pitch ``pitch``) to the transposed
     layout at shared ``dst``: element (r, c) lands at ``dst + F_c(c) + F_r(r)`` (bit-field
-    sums as :func:`_write_fields`). Each thread loads 4-byte words of a row (``ld.shared.b32``)
+    sums as :func:`_write_fields`; rows numbered from ``row_off``, a multiple of a power of
+    two above R). Each thread loads 4-byte words of a row (``ld.shared.b32``)
     and stores their bytes (``st.shared.b8``): 8-bit B operands, copied row-major by cp.async,
     become the K-major / N x K layouts the tensor-core paths read (there is no transposing
     load for 8-bit elements before sm_100's ``ldmatrix .b8``)."""
@@ -291,7 +332,7 @@ def _transpose_bytes(em: Emitter, src: str, pitch: int, R: int, C: int, fr, fc, 
             if j:
                 b = em.new("b32")
                 em.ins(f"shr.u32 {b}, {w}, {8 * j}")
-            off = _fields_static(r0, fr) + _fields_static(c0 + j, fc)
+            off = _fields_static(r0 + row_off, fr) + _fields_static(c0 + j, fc)
             em.ins(f"{guard}st.shared.b8 [{da}+{off}], {b}")
 
 
@@ -838,12 +879,13 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     b8 = b_st is not None and not b_st.transposed
     praw = _pitch(N, 1)
     off_raw = _align(total)
-    if b8 and b_st.pipe_buf is None and off_raw + K * praw > SMEM_LIMIT:
-        _unstage(em, b)  # no room for the raw copy: B through registers
+    kc = _raw_rows(off_raw, K, praw) if b8 and b_st.pipe_buf is None else K
+    if b8 and not kc:
+        _unstage(em, b)  # no room for even a chunk of the raw copy: B through registers
         b_st, b8 = None, False
         db = em.dist_of(op, b.type)
     if b8 and b_st.pipe_buf is None:
-        total = off_raw + K * praw
+        total = off_raw + kc * praw
     if total > SMEM_LIMIT:
         fail(
             op,
@@ -871,21 +913,27 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     if b_st is None:
         _write_fields(em, em.tile(op, b), db, (kf, b_rows), 0, off_b, esz)  # B[k, n]: row n
     elif b8 and b_st.pipe_buf is None:
-        from tilegen.runtime.codegen.memory import cp_async_tile
+        if kc == K:  # else copied in chunks below
+            from tilegen.runtime.codegen.memory import cp_async_tile
 
-        cp_async_tile(em, b_st, ((0, None, praw),), ((0, None, 1),), em.smem_base(), off_raw)
+            cp_async_tile(em, b_st, ((0, None, praw),), ((0, None, 1),), em.smem_base(), off_raw)
     elif b_st.pipe_buf is None:  # B^T loaded as such (a permuted tile): rows n, K-major
         from tilegen.runtime.codegen.memory import cp_async_tile
 
         cp_async_tile(em, b_st, b_rows, kf, em.smem_base(), off_b)
     copies = any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
+    if b8 and kc != K:
+        copies = a_st is not None and a_st.pipe_buf is None
     dl = dist(lay, (M, N))
     cform = row_major((M, N))
     if not in_regs:
         _write(em, em.tile(op, c), dc, cform.mults, off_c, csz, st_c)
     if copies:
         cp_async_commit_wait(em)
-    if b8:  # raw K x N bytes -> B's K-major layout (rows n)
+    if b8 and kc != K:  # raw K x N bytes in chunks -> B's K-major layout (rows n)
+        dst = _plus(em, em.smem_base(), off_b)
+        _stage_b8_chunks(em, b_st, kc, K, N, praw, kf, b_rows, off_raw, dst)
+    elif b8:  # raw K x N bytes -> B's K-major layout (rows n)
         if b_st.pipe_buf is None:
             em.barrier()
         raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_raw)
@@ -1015,16 +1063,18 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     b_kn = b_st is not None and not b_st.transposed  # else B^T (N x K)
     # 8-bit B row-major: copied as is (raw), then transposed into B^T (N x K) in the scratch
     b8 = b_kn and esz == 1
+    praw = _pitch(N, 1)
+    kc = K
     if b8 and b_st.pipe_buf is None:
-        need = (0 if a_st is not None and a_st.pipe_buf is not None else M * pa) + 32
-        need += N * _pitch(K, 1) + K * _pitch(N, 1) + (0 if in_regs else M * N * csz)
-        if need > SMEM_LIMIT:  # no room for the raw copy: B through registers
+        before = (0 if a_st is not None and a_st.pipe_buf is not None else M * pa) + 32
+        before += N * _pitch(K, 1) + (0 if in_regs else M * N * csz)
+        kc = _raw_rows(before, K, praw)
+        if not kc:  # no room for even a chunk of the raw copy: B through registers
             _unstage(em, b)
             if a_st is None:
                 return dot(em, op)
             b_st, b_kn, b8 = None, False, False
-    praw = _pitch(N, 1)
-    size_raw = K * praw if b8 and b_st.pipe_buf is None else 0
+    size_raw = kc * praw if b8 and b_st.pipe_buf is None else 0
     if b8:
         b_kn = False
     pbk = _pitch(N, esz) if b_kn else _pitch(K, esz) if b_st is not None else K * esz
@@ -1060,7 +1110,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         cp_async_tile(em, a_st, f[0], f[1], em.smem_base(), 0)
     if b_st is None:
         _write(em, em.tile(op, b), em.dist_of(op, b.type), (1, K), off_b, esz, st_ab)
-    elif b_st.pipe_buf is None:
+    elif b_st.pipe_buf is None and kc == K:  # (8-bit B in chunks: below)
         f = staged_layout(op, 1, W, em.sm, b_st.transposed, b_st.convert)
         cp_async_tile(em, b_st, f[0], f[1], em.smem_base(), off_raw if b8 else off_b)
     if not in_regs:
@@ -1069,7 +1119,12 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         cp_async_commit_wait(em)
     if writes or copies:
         em.barrier()
-    if b8:  # raw K x N bytes -> B^T rows n (pitch pbk)
+    if b8 and kc != K:  # raw K x N bytes in chunks -> B^T rows n (pitch pbk)
+        dst = _plus(em, em.smem_base(), off_b)
+        fr, fc = ((0, None, 1),), ((0, None, pbk),)
+        _stage_b8_chunks(em, b_st, kc, K, N, praw, fr, fc, off_raw, dst)
+        em.barrier()
+    elif b8:  # raw K x N bytes -> B^T rows n (pitch pbk)
         raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_raw)
         dst = _plus(em, em.smem_base(), off_b)
         _transpose_bytes(em, raw, praw, K, N, ((0, None, 1),), ((0, None, pbk),), dst)
