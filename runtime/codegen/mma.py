@@ -879,13 +879,13 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     b8 = b_st is not None and not b_st.transposed
     praw = _pitch(N, 1)
     off_raw = _align(total)
-    kc = _raw_rows(off_raw, K, praw) if b8 and b_st.pipe_buf is None else K
-    if b8 and not kc:
+    kchunk = _raw_rows(off_raw, K, praw) if b8 and b_st.pipe_buf is None else K
+    if b8 and not kchunk:
         _unstage(em, b)  # no room for even a chunk of the raw copy: B through registers
         b_st, b8 = None, False
         db = em.dist_of(op, b.type)
     if b8 and b_st.pipe_buf is None:
-        total = off_raw + kc * praw
+        total = off_raw + kchunk * praw
     if total > SMEM_LIMIT:
         fail(
             op,
@@ -913,7 +913,7 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     if b_st is None:
         _write_fields(em, em.tile(op, b), db, (kf, b_rows), 0, off_b, esz)  # B[k, n]: row n
     elif b8 and b_st.pipe_buf is None:
-        if kc == K:  # else copied in chunks below
+        if kchunk == K:  # else copied in chunks below
             from tilegen.runtime.codegen.memory import cp_async_tile
 
             cp_async_tile(em, b_st, ((0, None, praw),), ((0, None, 1),), em.smem_base(), off_raw)
@@ -922,7 +922,7 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
 
         cp_async_tile(em, b_st, b_rows, kf, em.smem_base(), off_b)
     copies = any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
-    if b8 and kc != K:
+    if b8 and kchunk != K:
         copies = a_st is not None and a_st.pipe_buf is None
     dl = dist(lay, (M, N))
     cform = row_major((M, N))
@@ -930,9 +930,9 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         _write(em, em.tile(op, c), dc, cform.mults, off_c, csz, st_c)
     if copies:
         cp_async_commit_wait(em)
-    if b8 and kc != K:  # raw K x N bytes in chunks -> B's K-major layout (rows n)
+    if b8 and kchunk != K:  # raw K x N bytes in chunks -> B's K-major layout (rows n)
         dst = _plus(em, em.smem_base(), off_b)
-        _stage_b8_chunks(em, b_st, kc, K, N, praw, kf, b_rows, off_raw, dst)
+        _stage_b8_chunks(em, b_st, kchunk, K, N, praw, kf, b_rows, off_raw, dst)
     elif b8:  # raw K x N bytes -> B's K-major layout (rows n)
         if b_st.pipe_buf is None:
             em.barrier()
@@ -1064,17 +1064,17 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     # 8-bit B row-major: copied as is (raw), then transposed into B^T (N x K) in the scratch
     b8 = b_kn and esz == 1
     praw = _pitch(N, 1)
-    kc = K
+    kchunk = K
     if b8 and b_st.pipe_buf is None:
         before = (0 if a_st is not None and a_st.pipe_buf is not None else M * pa) + 32
         before += N * _pitch(K, 1) + (0 if in_regs else M * N * csz)
-        kc = _raw_rows(before, K, praw)
-        if not kc:  # no room for even a chunk of the raw copy: B through registers
+        kchunk = _raw_rows(before, K, praw)
+        if not kchunk:  # no room for even a chunk of the raw copy: B through registers
             _unstage(em, b)
             if a_st is None:
                 return dot(em, op)
             b_st, b_kn, b8 = None, False, False
-    size_raw = kc * praw if b8 and b_st.pipe_buf is None else 0
+    size_raw = kchunk * praw if b8 and b_st.pipe_buf is None else 0
     if b8:
         b_kn = False
     pbk = _pitch(N, esz) if b_kn else _pitch(K, esz) if b_st is not None else K * esz
@@ -1110,7 +1110,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         cp_async_tile(em, a_st, f[0], f[1], em.smem_base(), 0)
     if b_st is None:
         _write(em, em.tile(op, b), em.dist_of(op, b.type), (1, K), off_b, esz, st_ab)
-    elif b_st.pipe_buf is None and kc == K:  # (8-bit B in chunks: below)
+    elif b_st.pipe_buf is None and kchunk == K:  # (8-bit B in chunks: below)
         f = staged_layout(op, 1, W, em.sm, b_st.transposed, b_st.convert)
         cp_async_tile(em, b_st, f[0], f[1], em.smem_base(), off_raw if b8 else off_b)
     if not in_regs:
@@ -1119,10 +1119,10 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         cp_async_commit_wait(em)
     if writes or copies:
         em.barrier()
-    if b8 and kc != K:  # raw K x N bytes in chunks -> B^T rows n (pitch pbk)
+    if b8 and kchunk != K:  # raw K x N bytes in chunks -> B^T rows n (pitch pbk)
         dst = _plus(em, em.smem_base(), off_b)
         fr, fc = ((0, None, 1),), ((0, None, pbk),)
-        _stage_b8_chunks(em, b_st, kc, K, N, praw, fr, fc, off_raw, dst)
+        _stage_b8_chunks(em, b_st, kchunk, K, N, praw, fr, fc, off_raw, dst)
         em.barrier()
     elif b8:  # raw K x N bytes -> B^T rows n (pitch pbk)
         raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_raw)
