@@ -600,3 +600,27 @@ def test_fpowi_matches_tileiras_ptx(tileiras_capture, s, i):
     theirs = _sim_ptx(tileiras_capture(src), args, 128)[2]
     _, ours = _run_both(src, args, 128)
     _assert_same_bits(ours["y"], theirs, x, f"fpowi {s}, {i} (tilegen vs tileiras)")
+
+
+@needs_cutile
+@pytest.mark.parametrize("arch", ["sm_90", "sm_120"])
+def test_fused_epilogue_per_chunk_matches_numpy(bytecode, monkeypatch, arch):
+    """The per-chunk dot epilogue (runtime/codegen/epilogue.py) forced on for the block-scaled
+    GEMM (by default it only runs for results above epilogue.MIN_REGS registers a thread, and
+    not on wgmma): still exact against NumPy, and the chain really is applied per MMA tile /
+    wgmma instance (several commit/wait pairs on sm_90)."""
+    from tilegen.runtime.codegen import epilogue, mma
+    from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+    from tilegen.runtime.interp.api import load_module
+
+    monkeypatch.setattr(epilogue, "MIN_REGS", 0)
+    monkeypatch.setattr(mma, "WGMMA_FUSED_EPILOGUE", True)
+    case = CASES["fp8_block_gemm"]
+    ptx = compile_to_ptx(load_module(bytecode["fp8_block_gemm"]), arch)
+    if arch == "sm_90":
+        assert ptx.count("wgmma.wait_group.sync.aligned 0") == 2  # one per m64 instance
+    regs, st, ld = _ptxas(ptx, arch)
+    assert (st, ld) == (0, 0)
+    args, grid, expected = _example(case)
+    out = run_ptxsim(load_module(bytecode["fp8_block_gemm"]), args, grid, arch)
+    assert case.mismatches(out, expected) == []
