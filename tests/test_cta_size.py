@@ -15,7 +15,8 @@ import pytest
 from tilegen.runtime.passes.cta_size import choose_num_warps, tma_load_reason, uses_tma
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
 NEGATIVE = {"uint_floordiv_bug"}  # a conforming compiler refuses it
@@ -36,11 +37,12 @@ def _func(kernel: str, arch: str):
     """The kernel's nv_tileaa.func for ``arch`` (tilegen's conversion)."""
     key = (kernel, arch)
     if key not in _FUNCS:
-        from tilegen.commands.compile import compile_module
+        from tilegen.runtime.driver import compile_module, options_for
         from tilegen.runtime.interp.api import load_module
 
         module = load_module(OUT / f"{kernel}.tileirbc")
-        root = compile_module(module, "nv_tileaa", arch[3:], verify=False)
+        options = options_for(arch, opt_level=0, verify=False)
+        root = compile_module(module, options, "convert").module
         funcs = [op for op in root.walk() if op.name == "nv_tileaa.func"]
         assert len(funcs) == 1, funcs
         _FUNCS[key] = funcs[0]

@@ -1,8 +1,6 @@
 """The nv_tileas layout assignment pass (runtime/passes/layout_assignment.py) on hand-written
 nv_tileaa IR and on corpus kernels lowered by the cuda_tile -> nv_tileaa conversion."""
 
-from pathlib import Path
-
 import pytest
 
 from tilegen.runtime.asm import parse_module, print_module
@@ -234,14 +232,15 @@ def test_pass_is_registered_with_options():
 
 # ----------------------------------------------------------------------------- corpus
 
-CORPUS = Path("/work/shared/corpus/cutile/out")
+from paths import CORPUS_OUT as CORPUS  # ../shared or $TILEGEN_SHARED
 
 
 def _lower(name: str):
-    from tilegen.commands.compile import compile_module
     from tilegen.runtime.asm import parse_module as pm
+    from tilegen.runtime.driver import compile_module, options_for
 
-    return compile_module(pm((CORPUS / f"{name}.mlir").read_text()), "nv_tileaa", "sm_90")
+    module = pm((CORPUS / f"{name}.mlir").read_text())
+    return compile_module(module, options_for("sm_90", opt_level=0), "convert").module
 
 
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="corpus not available")

@@ -95,11 +95,11 @@ def _bind(em: Emitter, values, slots) -> None:
 
 
 # ----------------------------------------------------------------------------- K-loop pipelining
-#: ``TILEGEN_NO_PIPELINE=1``: no prefetching of dot operands across scf.for iterations
+#: ``CompileOptions.pipelining=False``: no prefetching of dot operands across scf.for iterations
 def _pipeline_disabled() -> bool:
-    import os
+    from tilegen.runtime.options import current
 
-    return os.environ.get("TILEGEN_NO_PIPELINE", "") not in ("", "0")
+    return not current().pipelining
 
 
 _PURE = (
@@ -124,6 +124,10 @@ class _PipeLoad:
 
 def _num_stages(em: Emitter) -> int:
     from tilegen.runtime.attributes import DictAttr, IntegerAttr
+    from tilegen.runtime.options import current
+
+    if current().num_stages is not None:  # CompileOptions.num_stages overrides the kernel's
+        return current().num_stages
 
     spec = em.func.attributes.get("nv_tileaa.kernel_spec")
     for k, v in getattr(spec, "items", ()) if isinstance(spec, DictAttr) else ():

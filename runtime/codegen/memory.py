@@ -827,11 +827,11 @@ def get_global(em: Emitter, op) -> None:
 
 
 # ----------------------------------------------------------------------------- cp.async staging
-#: ``TILEGEN_NO_CP_ASYNC=1``: dot operands always travel through registers (no cp.async)
+#: ``CompileOptions.use_cp_async=False``: dot operands always travel through registers
 def cp_async_disabled() -> bool:
-    import os
+    from tilegen.runtime.options import current
 
-    return os.environ.get("TILEGEN_NO_CP_ASYNC", "") not in ("", "0")
+    return not current().use_cp_async
 
 
 class Staged:

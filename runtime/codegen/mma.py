@@ -10,7 +10,6 @@ target is a row of :data:`MMA_ROWS`.
 
 from __future__ import annotations
 
-import os
 import re
 from tilegen.runtime.records import dataclass
 
@@ -645,7 +644,9 @@ class WgmmaPlan:
 
 
 def _wgmma_disabled() -> bool:
-    return os.environ.get("TILEGEN_NO_WGMMA", "") not in ("", "0")
+    from tilegen.runtime.options import current
+
+    return not current().use_wgmma
 
 
 def wgmma_plan(op, num_warps: int, sm) -> "WgmmaPlan | None":
@@ -653,7 +654,7 @@ def wgmma_plan(op, num_warps: int, sm) -> "WgmmaPlan | None":
     ``mma.sync`` / fma instead: wgmma only on sm_90 (sm_90a), for f16/bf16/tf32/s8 x s8/fp8
     with f32 (s32) accumulators, num_warps a multiple of 4, M a multiple of 64 per warpgroup,
     N a multiple of 8, K a multiple of the instruction K, A and B within the shared budget.
-    ``TILEGEN_NO_WGMMA=1`` forces mma.sync. The layout stage asks the same question
+    ``CompileOptions.use_wgmma=False`` forces mma.sync. The layout stage asks the same question
     (``layout_assignment.mma_accumulator_layout``), so both agree on the accumulator layout."""
     from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
 

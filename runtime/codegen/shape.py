@@ -82,7 +82,7 @@ def broadcast(em: Emitter, op) -> None:
     _same(em, op, src, w, r, _size(ss))
 
 
-@handles("nv_tileaa.view", "nv_tileaa.reshape", "nv_tileaa.expand_dims", "nv_tileas.convert_layout")
+@handles("nv_tileaa.view", "nv_tileaa.expand_dims", "nv_tileas.convert_layout")
 def view(em: Emitter, op) -> None:
     if done(em, op):  # emitted ahead of a fused dot epilogue
         return
