@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("TILEGEN_SHARED", ROOT.parent / "shared"))
-CORPUS = SHARED / "corpus" / "cutile"
+from paths import ABSENT, CORPUS, REPO, SHARED  # noqa: E402  (../shared or $TILEGEN_SHARED)
+
+ROOT = REPO
 TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120")
 #: further targets for kernels tileiras refuses on sm_80 (fp8 needs sm_89)
 EXTRA = {"matmul_fp8": ("sm_89",)}
@@ -171,9 +171,14 @@ def capture_all(targets=TARGETS) -> Path | None:
 @pytest.fixture(scope="session")
 def tileiras_ptx() -> Path:
     """The capture directory, filled for every kernel and target (skips without the tools)."""
+    if SHARED is None:
+        pytest.skip(ABSENT)
+    if wheel_bin() is None:
+        pytest.skip("the NVIDIA tileiras wheel (nvidia-cuda-tileiras) is not installed")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler (cc) to run tileiras's host objects for their tensor maps")
     out = capture_all()
-    if out is None:
-        pytest.skip("needs the cuTile corpus (../shared), the tileiras wheel and a C compiler")
+    assert out is not None, f"{CORPUS / 'manifest.json'} is missing"
     return out
 
 

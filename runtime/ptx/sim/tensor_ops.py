@@ -66,39 +66,6 @@ def fp8_table(kind: str) -> np.ndarray:
     return out
 
 
-_FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
-
-
-def fp8_encode(x: np.ndarray, kind: str, satfinite: bool, relu: bool = False) -> np.ndarray:
-    """Bits (uint64) of float values rounded to nearest-even in `e4m3`/`e5m2`: with
-    `satfinite` values beyond the largest finite one (and infinities) saturate to it, NaN stays
-    NaN (0x7F); `relu` clamps negatives to +0 first."""
-    x = np.asarray(x, np.float64)
-    table = fp8_table(kind)
-    codes = np.arange(128)
-    vals = table[:128]
-    ok = np.isfinite(vals)
-    codes, vals = codes[ok], vals[ok]  # ascending with the code
-    nan = np.isnan(x)
-    if relu:
-        x = np.where(x < 0, 0.0, x)
-    mag = np.abs(x)
-    big = _FP8_MAX[kind]
-    over = mag > big
-    m = np.where(over | nan, 0.0, mag)
-    i = np.clip(np.searchsorted(vals, m), 1, len(vals) - 1)
-    lo, hi = vals[i - 1], vals[i]
-    pick_hi = (m - lo > hi - m) | ((m - lo == hi - m) & (codes[i] % 2 == 0))
-    code = np.where(pick_hi, codes[i], codes[i - 1])
-    if kind == "e5m2" and not satfinite:
-        code = np.where(over | np.isinf(x), 0x7C, code)  # infinity
-    else:
-        code = np.where(over, codes[-1], code)
-    sign = np.signbit(x) & ~nan
-    out = code | np.where(sign, 0x80, 0)
-    return np.where(nan, 0x7F, out).astype(np.uint64)
-
-
 def decode(raw: np.ndarray, t: str) -> np.ndarray:
     """Element values (float64 or int64) of raw element bits (uint64) of type `t`."""
     raw = raw.astype(np.uint64)
