@@ -46,7 +46,7 @@ def test_tileiras_ptx_matches_expected(tileiras_ptx, kernel: dict, arch: str) ->
     ptx_corpus.check_outputs(kernel, names, args, outs, data)
 
 
-STRICT = ["matmul_f16.sm_90", "layernorm.sm_90", "matmul_f16.sm_100", "flash_attention.sm_100"]
+STRICT = ["matmul_f16.sm_90", "flash_attention.sm_100"]  # wgmma + TMA; tcgen05 + TMEM
 
 
 @pytest.mark.parametrize("case", STRICT)

@@ -298,7 +298,9 @@ class _Parser:
         while True:
             tok = self.next()
             t = tok[1]
-            if t == "}":
+            if tok[0] == "id" and t[0] not in ".%" and t[-1] != ":":  # most tokens: an opcode
+                entry.body.append(self.instr(tok, None))
+            elif t == "}":
                 depth -= 1
                 if depth == 0:
                     return
