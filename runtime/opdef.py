@@ -8,10 +8,14 @@ what they need from these records. Nothing in this module is specific to any one
 from __future__ import annotations
 
 import importlib
-from typing import Any, Optional
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Optional
 
-from tilegen.runtime.ir import Operation, Value
 from tilegen.runtime.records import dataclass, field
+
+if TYPE_CHECKING:  # pragma: no cover - the IR sits above its op definitions
+    from tilegen.runtime.ir import Operation, Value
 
 
 def version_tuple(v: Optional[str]) -> tuple[int, ...]:
@@ -288,6 +292,46 @@ def all_ops() -> list[OpDef]:
 def all_enums() -> list[EnumDef]:
     load_dialects()
     return list(_ENUMS.values())
+
+
+# --------------------------------------------------------------------------- constraint records
+
+_WRAPPERS = re.compile(
+    r"^(?:DefaultValuedAttr|OptionalAttr|DefaultValuedOptionalAttr)<(.*?)(?:,.*)?>$"
+)
+
+
+@lru_cache(maxsize=None)
+def constraint_tables() -> tuple[dict, dict, dict, dict]:
+    """(type, attribute, region constraints, element groups) of spec/types/constraints.yaml, from
+    each dialect's generated ``constraints`` module (runtime/verify/constraints.py evaluates
+    them)."""
+    types: dict = {}
+    attrs: dict = {}
+    regions: dict = {}
+    groups: dict = {}
+    for mod_name in DIALECT_MODULES:
+        try:
+            mod = importlib.import_module(mod_name + ".constraints")
+        except ModuleNotFoundError:
+            continue
+        types.update(getattr(mod, "TYPES", {}))
+        attrs.update(getattr(mod, "ATTRIBUTES", {}))
+        regions.update(getattr(mod, "REGIONS", {}))
+        groups.update(getattr(mod, "ELEMENT_GROUPS", {}))
+    return types, attrs, regions, groups
+
+
+def attr_constraint(constraint: str) -> Optional[dict]:
+    """The record of attribute constraint ``constraint`` (ODS wrappers such as
+    ``DefaultValuedAttr<X, ..>`` looked through), or None."""
+    table = constraint_tables()[1]
+    if constraint in table:
+        return table[constraint]
+    m = _WRAPPERS.match(constraint)
+    if m:
+        return attr_constraint(m.group(1).strip())
+    return None
 
 
 class OpView:

@@ -229,7 +229,7 @@ def _parse_hash_attr(p: "OpParser") -> Attribute:
 
 #: dialect -> module with ``parse_<dialect>_attr(p, mnemonic, loc)`` and
 #: ``format_<dialect>_attr(a) -> str | None``: the extension point for dialect attributes
-DIALECT_ATTR_MODULES = {"nv_tileas": "tilegen.runtime.layouts.syntax"}
+DIALECT_ATTR_MODULES = {"nv_tileas": "tilegen.runtime.asm.nv_tileas_attrs"}
 
 
 def dialect_attr_hook(dialect: str):

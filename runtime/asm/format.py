@@ -25,6 +25,7 @@ from tilegen.runtime.attributes import (
     IntegerAttr,
     UnitAttr,
 )
+from tilegen.runtime.opdef import attr_constraint, lookup_enum
 from tilegen.runtime.types import I32, I64, IntegerType, Type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -502,8 +503,6 @@ def _attr_type(adef) -> Optional[Type]:
 
 def _enum_width(adef) -> int:
     """Storage width of an integer enum attribute: 64 when its constraint says so (arith)."""
-    from tilegen.runtime.verify.constraints import attr_constraint
-
     c = attr_constraint(adef.constraint) if adef.constraint else None
     return (c or {}).get("match", {}).get("width", 32)
 
@@ -513,8 +512,6 @@ def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Option
     p = ctx.p
     adef = ctx.opdef.attr(name)
     kind = adef.kind if adef is not None else ""
-    from tilegen.runtime.opdef import lookup_enum
-
     if kind == "i32-enum" or (kind == "enum" and adef.enum and _enum_storage(adef) == "i32"):
         enum = lookup_enum(adef.enum)
         at = p.loc()
@@ -607,8 +604,6 @@ def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Option
 
 
 def _enum_storage(adef) -> str:
-    from tilegen.runtime.opdef import lookup_enum
-
     e = lookup_enum(adef.enum)
     return e.storage if e is not None else "enum"
 
@@ -864,8 +859,6 @@ def print_with_format(pr: "OpPrinter", op: "Operation") -> None:
 
 
 def _equals_default(attr: Attribute, adef) -> bool:
-    from tilegen.runtime.opdef import lookup_enum
-
     d = adef.default
     if isinstance(attr, EnumAttr):
         e = lookup_enum(attr.enum)
@@ -1023,7 +1016,6 @@ def _print_attr_var(pr, op, name) -> None:
         StringAttr,
         SymbolRefAttr,
     )
-    from tilegen.runtime.opdef import lookup_enum
 
     if isinstance(a, EnumAttr):
         e = lookup_enum(a.enum)

@@ -38,6 +38,9 @@ from tilegen.runtime.codegen.core import (
     handles,
     is_tile,
 )
+from tilegen.runtime.layouts.access import element_bytes
+from tilegen.runtime.layouts.decisions import cp_async_width, vector_width
+from tilegen.runtime.layouts.staging import chain_to_dot
 from tilegen.runtime.types import DYNAMIC, MemTokenType, NvMemRefType, NvPointerType, TileType
 
 # ----------------------------------------------------------------------------- elements
@@ -413,10 +416,8 @@ class Access:
 
 
 def _proven_width(op) -> int:
-    from tilegen.runtime.passes.layout_assignment import analyze_memref_access
-
-    info = analyze_memref_access(op)
-    return info.vec if info is not None else 1
+    """The vector width the layout stage proved for this access (``nv_tileas.vector_width``)."""
+    return vector_width(op)
 
 
 def _tiled_operands(em: Emitter, op):
@@ -603,8 +604,6 @@ def _pointee_bytes(op, t) -> int:
     key = pointee_key(t)
     if key in ELEMENTS:
         return ELEMENTS[key][1]
-    from tilegen.runtime.passes.layout_assignment import element_bytes
-
     return element_bytes((t.element if isinstance(t, TileType) else t).pointee)
 
 
@@ -827,11 +826,6 @@ def get_global(em: Emitter, op) -> None:
 
 
 # ----------------------------------------------------------------------------- cp.async staging
-#: ``TILEGEN_NO_CP_ASYNC=1``: dot operands always travel through registers (no cp.async)
-def cp_async_disabled() -> bool:
-    import os
-
-    return os.environ.get("TILEGEN_NO_CP_ASYNC", "") not in ("", "0")
 
 
 class Staged:
@@ -871,114 +865,18 @@ class StagePlan:
         self.transposed, self.convert = transposed, convert
 
 
-def _is_zero_splat(v) -> bool:
-    import math
-
-    op = getattr(v, "op", None)
-    if op is None or op.name != "nv_tileaa.splat":
-        return False
-    c = getattr(op.operands[0], "op", None)
-    if c is None or c.name != "arith.constant":
-        return False
-    a = c.attributes.get("value")
-    x = getattr(a, "value", None)
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return False
-    return x == 0 and math.copysign(1.0, x) > 0 if isinstance(x, float) else x == 0
-
-
-_SIDE_EFFECTS = ("store", "atomic", "scatter", "print", "assert", "call", "barrier")
-
-
-def _chain_to_dot(res, lead: int):
-    """Follow single uses of the loaded tile through a view dropping its ``lead`` leading unit
-    dims, a permute swapping the last two dims, an f32 -> tf32 ``fp_to_fp``, to a dot operand:
-    (chain ops, dot, operand index, transposed, conversion) or None."""
-    chain, transposed, convert, v = [], False, None, res
-    while True:
-        if len(v.uses) != 1:
-            return None
-        user, idx = v.uses[0]
-        if user.name == "nv_tileaa.dot":
-            if idx not in (0, 1) or len(user.operands) != 3 or v.type.rank != 2:
-                return None
-            return chain, user, idx, transposed, convert
-        out = user.results[0] if user.results else None
-        if out is None or len(user.results) != 1:
-            return None
-        if user.name in ("nv_tileaa.view", "nv_tileaa.reshape"):
-            if tuple(out.type.shape) != tuple(v.type.shape)[-2:] or any(
-                d != 1 for d in tuple(v.type.shape)[:-2]
-            ):
-                return None
-        elif user.name == "nv_tileaa.permute":
-            perm = [int(x) for x in user.attributes["permutation"].values]
-            r = len(perm)
-            if r < 2 or perm != list(range(r - 2)) + [r - 1, r - 2] or convert:
-                return None
-            transposed = not transposed
-        elif user.name == "nv_tileaa.fp_to_fp":
-            if (elem_key(v.type), elem_key(out.type)) != ("f32", "tf32") or convert:
-                return None
-            convert = "cvt.rna.tf32.f32"
-        else:
-            return None
-        chain.append(user)
-        v = out
-
-
 def stage_plan(op) -> Optional[StagePlan]:
-    """How ``tiled_load`` ``op`` can be staged for its dot (None if not): a weak load through a
-    global memref whose last dim has unit stride, leading tile dims of extent 1, no mask, zero
-    (or no) padding, its tile used only by a dot later in the same block (through
-    :func:`_chain_to_dot`) with no memory writes in between, 4 to 16 bytes per thread chunk
-    proven aligned by ``analyze_memref_access`` (a chunk straddling the end of the last dim is
-    fine: src-size copies its in-bounds part and zero-fills the rest), power-of-two tile dims."""
-    from tilegen.runtime.passes.layout_assignment import analyze_memref_access
-
-    if cp_async_disabled() or op.name != "nv_tileaa.tiled_load":
+    """How ``tiled_load`` ``op`` reaches its dot when the layout stage staged it for cp.async
+    (``nv_tileas.cp_async``, runtime/layouts/staging.py), else None: the recorded width and the
+    ops between the load and the dot (:func:`chain_to_dot`)."""
+    vec = cp_async_width(op)
+    if not vec:
         return None
     res = op.results[0]
-    t = res.type
-    if not is_tile(t) or t.rank < 2 or any(d != 1 for d in t.shape[:-2]):
-        return None
-    found = _chain_to_dot(res, t.rank - 2)
+    found = chain_to_dot(res, res.type.rank - 2)
     if found is None:
-        return None
+        fail(op, "PTX backend: a load staged for its dot no longer reaches the dot")
     chain, user, idx, transposed, convert = found
-    if user.parent is not op.parent or op.parent is None:
-        return None
-    if any(c.parent is not op.parent for c in chain):
-        return None
-    if _enum(op, "mem_semantic") != 0 or "volatile" in op.attributes or _group(op, "mask"):
-        return None
-    other = _group(op, "other")
-    if other and not _is_zero_splat(other[0]):
-        return None
-    base = _group(op, "base")[0]
-    mt = base.type
-    if not isinstance(mt, NvMemRefType) or getattr(mt, "address_space", 1) != 1:
-        return None
-    key = elem_key(mt.element)
-    if key not in ELEMENTS or ELEMENTS[key][0] == "pred" or mt.stride_values[-1] != 1:
-        return None
-    if mt.rank != t.rank or any(s & (s - 1) for s in t.shape):
-        return None
-    ops = op.parent.ops
-    i, j = ops.index(op), ops.index(user)
-    for mid in ops[i + 1 : j]:
-        if mid.regions or any(w in mid.name for w in _SIDE_EFFECTS):
-            return None
-    info = analyze_memref_access(op)
-    if info is None or info.order[0] != t.rank - 1:
-        return None
-    esz = ELEMENTS[key][1]
-    lim = [v for k, v in info.limits.items() if not k.startswith("extent of dim")]
-    vec = 1
-    while vec * 2 <= min(lim + [16 // esz, t.shape[-1]]):
-        vec *= 2
-    if vec * esz < 4:
-        return None
     return StagePlan(vec, chain, user, idx, transposed, convert)
 
 

@@ -72,12 +72,12 @@ def load_passes() -> dict[str, PassInfo]:
     """Import every pass module (registration is a side effect) and return the registry."""
     from tilegen.runtime.passes import (  # noqa: F401
         canonicalize,
+        convert_to_nv_tileaa,
         cse,
         debuginfo,
         fuse_fma,
         layout_assignment,
         loop_split,
     )
-    from tilegen.runtime.conversion import pass_registration  # noqa: F401
 
     return PASSES

@@ -18,9 +18,6 @@ A constraint name the spec does not define accepts every type (and is reported b
 
 from __future__ import annotations
 
-import importlib
-import re
-from functools import lru_cache
 from typing import Optional
 
 from tilegen.runtime.attributes import (
@@ -39,7 +36,7 @@ from tilegen.runtime.attributes import (
     UnitAttr,
 )
 from tilegen.runtime.ir import Region
-from tilegen.runtime.opdef import DIALECT_MODULES, AttrDef, lookup_enum
+from tilegen.runtime.opdef import AttrDef, attr_constraint, constraint_tables, lookup_enum
 from tilegen.runtime.types import (
     FloatType,
     FunctionType,
@@ -61,27 +58,7 @@ from tilegen.runtime.types import (
 )
 from tilegen.runtime.verify.types import is_number_type
 
-_WRAPPERS = re.compile(
-    r"^(?:DefaultValuedAttr|OptionalAttr|DefaultValuedOptionalAttr)<(.*?)(?:,.*)?>$"
-)
-
-
-@lru_cache(maxsize=None)
-def _tables() -> tuple[dict, dict, dict, dict]:
-    types: dict = {}
-    attrs: dict = {}
-    regions: dict = {}
-    groups: dict = {}
-    for mod_name in DIALECT_MODULES:
-        try:
-            mod = importlib.import_module(mod_name + ".constraints")
-        except ModuleNotFoundError:
-            continue
-        types.update(getattr(mod, "TYPES", {}))
-        attrs.update(getattr(mod, "ATTRIBUTES", {}))
-        regions.update(getattr(mod, "REGIONS", {}))
-        groups.update(getattr(mod, "ELEMENT_GROUPS", {}))
-    return types, attrs, regions, groups
+_tables = constraint_tables
 
 
 def type_constraint(name: str) -> Optional[dict]:
@@ -180,16 +157,6 @@ def element_in(elem: Type, names) -> bool:
 
 
 # --------------------------------------------------------------------------- attributes
-
-
-def attr_constraint(constraint: str) -> Optional[dict]:
-    table = _tables()[1]
-    if constraint in table:
-        return table[constraint]
-    m = _WRAPPERS.match(constraint)
-    if m:
-        return attr_constraint(m.group(1).strip())
-    return None
 
 
 def check_attribute(a: AttrDef, value: Attribute) -> Optional[str]:

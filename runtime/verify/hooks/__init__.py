@@ -54,4 +54,4 @@ from tilegen.runtime.verify.hooks import structure  # noqa: E402,F401
 from tilegen.runtime.verify.hooks import token  # noqa: E402,F401
 from tilegen.runtime.verify.hooks import views  # noqa: E402,F401
 from tilegen.runtime.verify.hooks import nv_tileaa  # noqa: E402,F401
-from tilegen.runtime.layouts import verify_hook  # noqa: E402,F401
+from tilegen.runtime.verify.hooks import nv_tileas  # noqa: E402,F401

@@ -1,4 +1,4 @@
-"""Verifier hook of ``nv_tileas.convert_layout`` (registered from runtime/verify/hooks)."""
+"""Verifier hooks of the nv_tileas ops: ``nv_tileas.convert_layout`` (layouts: runtime/layouts)."""
 
 from __future__ import annotations
 
