@@ -146,10 +146,11 @@ def test_wgmma_dot_matches_numpy_in_ptxsim(et, m, n, k, warps):
 
 def test_wgmma_accumulator_staged_through_shared_memory(monkeypatch):
     """C/D without the wgmma accumulator layout: staged through shared memory."""
+    from tilegen.runtime.layouts.mma_choice import mma_sync_accumulator_layout
     from tilegen.runtime.passes import layout_assignment as la
 
     monkeypatch.setattr(
-        la, "mma_accumulator_layout", lambda op, w, sm=None: la.mma_sync_accumulator_layout(op, w)
+        la, "accumulator_layout", lambda op, w, family: mma_sync_accumulator_layout(op, w)
     )
     ptx = _run("f16", 64, 32, 32)
     assert "wgmma.mma_async" in ptx

@@ -254,7 +254,8 @@ def get_dim_size(em: Emitter, op) -> None:
         size = src.type.shape[dim]
     else:
         fail(op, "PTX backend does not support this 'nv_tileaa.get_dim_size' operand yet")
-    em.set(op.results[0], reg(em, "b32", size))
+    cls = _int_cls(op, op.results[0].type)
+    em.set(op.results[0], reg(em, cls, em.as_index(size, cls)))
 
 
 def cache_suffix(op) -> str:
@@ -287,8 +288,8 @@ class Access:
         return self._tb[i]
 
     def _mul_wide(self, x, stride) -> str:
-        """b64 register x * stride * esize (x: int or b32 register; stride: int or register)."""
-        return scaled_offset(self.em, x, "b32", stride, self.esize)
+        """b64 register x * stride * esize (x, stride: ints or index registers)."""
+        return scaled_offset(self.em, x, None, stride, self.esize)
 
     def base_addr(self) -> str:
         if self._base_addr is None:
@@ -321,12 +322,7 @@ class Access:
             rd = self.d.kept[i]
             key = (i, self.d.raw[k][rd], self.d.wraps(rd, k), k if self.d.wraps(rd, k) else -1)
             if key not in self._pred:
-                x = self.index(i, k)
-                p = em.new("pred")
-                if isinstance(x, int):
-                    x = em.mov("b32", x)
-                em.ins(f"setp.lt.u32 {p}, {x}, {self.mem.sizes[i]}")
-                self._pred[key] = p
+                self._pred[key] = em.lt_u(self.index(i, k), self.mem.sizes[i])
             conds.append(self._pred[key])
         if not conds:
             return None
@@ -526,23 +522,29 @@ def tiled_store(em: Emitter, op) -> None:
 # ----------------------------------------------------------------------------- pointers
 
 
-def scaled_offset(em: Emitter, x, xcls: str, stride, esize: int) -> str:
-    """b64 register ``x * stride * esize``; x: int or a b32 (signed) / b64 register; stride: int
-    or a b32 register."""
+def scaled_offset(em: Emitter, x, xcls, stride, esize: int) -> str:
+    """b64 register ``x * stride * esize``; x and stride: ints or index registers (b32: signed
+    i32, b64: i64; ``xcls`` is ignored, the registers say their class). Two 32-bit operands
+    multiply with ``mul.wide.s32``; where a 64-bit one takes part, both are widened first."""
     t = em.new("b64")
-    if isinstance(x, int):
-        if isinstance(stride, int):
-            em.ins(f"mov.u64 {t}, {x * stride * esize}")
-            return t
-        x, xcls = em.mov("b32", x), "b32"
-    if xcls == "b64":
+    if isinstance(x, int) and isinstance(stride, int):
+        em.ins(f"mov.u64 {t}, {x * stride * esize}")
+        return t
+    if em.index_class(x, stride) == "b64":
+        x, stride = em.as_index(x, "b64"), em.as_index(stride, "b64")
+        if isinstance(x, int):
+            x, stride = stride, x
         if isinstance(stride, int):
             em.ins(f"mul.lo.s64 {t}, {x}, {stride * esize}")
             return t
-        s = em.new("b64")
-        em.ins(f"mul.wide.s32 {s}, {stride}, {esize}")
-        em.ins(f"mul.lo.s64 {t}, {x}, {s}")
+        em.ins(f"mul.lo.s64 {t}, {x}, {stride}")
+        if esize != 1:
+            n = em.new("b64")
+            em.ins(f"mul.lo.s64 {n}, {t}, {esize}")
+            t = n
         return t
+    if isinstance(x, int):
+        x = em.mov("b32", x)
     if isinstance(stride, int):
         em.ins(f"mul.wide.s32 {t}, {x}, {stride * esize}")
         return t
@@ -693,19 +695,9 @@ class Elements:
         self.kt = mem_types(op, self.key)
 
     def _in_range(self, x, cls: str, size):
-        em = self.em
         if isinstance(x, int) and isinstance(size, int):
             return None if 0 <= x < size else "0"
-        p = em.new("pred")
-        if cls == "b64":
-            if not isinstance(size, int):
-                s = em.new("b64")
-                em.ins(f"cvt.u64.u32 {s}, {size}")
-                size = s
-            em.ins(f"setp.lt.u64 {p}, {reg(em, 'b64', x)}, {size}")
-        else:
-            em.ins(f"setp.lt.u32 {p}, {reg(em, 'b32', x)}, {size}")
-        return p
+        return self.em.lt_u(x, size)
 
 
 def element_access(em: Emitter, op, load: bool) -> None:
@@ -958,15 +950,13 @@ def cp_async_tile(
     for x, s in terms + [(r0, mem.strides[lead]), (c0, 1)]:
         if isinstance(x, int) and x == 0:
             continue
-        t = scaled_offset(em, x, "b32", s, esz)
+        t = scaled_offset(em, x, None, s, esz)
         n = em.new("b64")
         em.ins(f"add.s64 {n}, {addr}, {t}")
         addr = n
     for i in range(lead):  # the leading (extent 1) dims: the whole tile is in or out
         if not st.in_bounds[i]:
-            p = em.new("pred")
-            em.ins(f"setp.lt.u32 {p}, {reg(em, 'b32', st.starts[i])}, {mem.sizes[i]}")
-            active = _and(em, active, p)
+            active = _and(em, active, em.lt_u(st.starts[i], mem.sizes[i]))
     # chunks a thread copies per row: more than one when a row has more chunks than the CTA
     # has threads (thread tid then copies chunks tid + q T, q < cpt)
     cpt = max(1, cpr // T)
@@ -975,12 +965,17 @@ def cp_async_tile(
         """In-bounds bytes of this thread's chunk at column offset ``cq`` (None: all)."""
         if st.in_bounds[lead + 1]:
             return None
-        left = em.new("b32")
-        em.ins(f"sub.s32 {left}, {reg(em, 'b32', mem.sizes[lead + 1])}, {reg(em, 'b32', c0)}")
+        size = mem.sizes[lead + 1]
+        cls = em.index_class(size, c0)  # the clamped count fits 32 bits: narrowed after
+        s = "s64" if cls == "b64" else "s32"
+        left = em.new(cls)
+        size, col = reg(em, cls, em.as_index(size, cls)), reg(em, cls, em.as_index(c0, cls))
+        em.ins(f"sub.{s} {left}, {size}, {col}")
         if cq:
-            em.ins(f"sub.s32 {left}, {left}, {cq}")
-        em.ins(f"max.s32 {left}, {left}, 0")
-        em.ins(f"min.s32 {left}, {left}, {vec}")
+            em.ins(f"sub.{s} {left}, {left}, {cq}")
+        em.ins(f"max.{s} {left}, {left}, 0")
+        em.ins(f"min.{s} {left}, {left}, {vec}")
+        left = em.as_index(left, "b32")
         if esz == 1:
             return left
         colb = em.new("b32")
@@ -991,7 +986,7 @@ def cp_async_tile(
     rstride = mem.strides[lead]
     step = None
     if passes > 1 and not isinstance(rstride, int):
-        step = scaled_offset(em, rpp, "b32", rstride, esz)
+        step = scaled_offset(em, rpp, None, rstride, esz)
     dst = em.new("b32")
     em.ins(f"add.s32 {dst}, {buf}, {so}")
     opc = "cp.async.cg.shared.global" if cp == 16 else "cp.async.ca.shared.global"
@@ -1007,9 +1002,7 @@ def cp_async_tile(
                 imm0 = p * rpp * rstride * esz
         rp = None
         if not st.in_bounds[lead]:
-            rp = em.new("pred")
-            rr = reg(em, "b32", em.lincomb(p * rpp, [(1, r0)]))
-            em.ins(f"setp.lt.u32 {rp}, {rr}, {mem.sizes[lead]}")
+            rp = em.lt_u(em.lincomb(p * rpp, [(1, r0)]), mem.sizes[lead])
         for q in range(cpt):
             cq = q * T * vec
             imm = imm0 + cq * esz
