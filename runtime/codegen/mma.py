@@ -23,6 +23,7 @@ from tilegen.runtime.layouts.mma_choice import (  # noqa: F401 (SMEM_LIMIT: used
     wgmma_instruction,
 )
 from tilegen.runtime.layouts.mma_choice import wgmma_sbo as _wgmma_sbo
+from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,6 @@ def select_row(op, a: str, b: str, c: str, sm: int) -> MmaRow:
     """The instruction for this dot on ``sm``: the ``mma.sync`` row of spec/ptx/mma.yaml
     (runtime/layouts/mma_select.py) with its fragment geometry; tileiras's diagnostics for
     unsupported combinations."""
-    from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
-
     signed = None
     if a == "i8":
         sa, sb = op.attributes.get("signedness_a"), op.attributes.get("signedness_b")
