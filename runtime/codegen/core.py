@@ -417,17 +417,24 @@ class Emitter:
         return "b64" if any(self.regs.class_of(x) == "b64" for x in xs) else "b32"
 
     def as_index(self, x, cls: str):
-        """Index ``x`` (an int, a b32 or b64 register) in class ``cls``: ints unchanged, a b32
-        register sign-extended (``cvt.s64.s32``), a b64 one truncated (``cvt.u32.u64``)."""
+        """Index ``x`` (an int, a b16, b32 or b64 register) in class ``cls``: ints unchanged, a
+        narrower register sign-extended (``cvt.s64.s32``, ...), a b64 one truncated
+        (``cvt.u32.u64``)."""
         have = self.regs.class_of(x)
         if have is None or have == cls:
             return x
-        if (have, cls) not in (("b32", "b64"), ("b64", "b32")):
+        cvt = {
+            ("b32", "b64"): "cvt.s64.s32",
+            ("b64", "b32"): "cvt.u32.u64",
+            ("b16", "b32"): "cvt.s32.s16",  # an i8 / i16 index
+            ("b16", "b64"): "cvt.s64.s16",
+        }.get((have, cls))
+        if cvt is None:
             raise CodegenError(
                 [Diagnostic("error", f"PTX backend: internal error: {x} ({have}) as a {cls} index")]
             )
         r = self.new(cls)
-        self.ins(f"cvt.s64.s32 {r}, {x}" if cls == "b64" else f"cvt.u32.u64 {r}, {x}")
+        self.ins(f"{cvt} {r}, {x}")
         return r
 
     def lincomb(self, const: int, terms, cls: Optional[str] = None) -> object:
