@@ -13,6 +13,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Optional
 
 from tilegen.runtime.records import dataclass, field
+from tilegen.runtime.types import (
+    AsyncTokenType,
+    MemTokenType,
+    PipelineConsumerTokenType,
+    PipelineProducerTokenType,
+    TokenType,
+    Type,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - the IR sits above its op definitions
     from tilegen.runtime.ir import Operation, Value
@@ -360,3 +368,24 @@ class OpView:
 
     def _attr(self, name: str):
         return self.op.attributes.get(name)
+
+
+#: kinds with exactly one type: a constraint ``{kind: K}`` of one of these is buildable (the
+#: parser infers the type, as ODS does for buildable types)
+_PARAMETERLESS = {
+    "token": TokenType,
+    "mem_token": MemTokenType,
+    "nv_producer_token": PipelineProducerTokenType,
+    "nv_consumer_token": PipelineConsumerTokenType,
+    "nv_async_token": AsyncTokenType,
+}
+
+
+def buildable_type(name: str) -> Optional[Type]:
+    """The single type constraint ``name`` admits when its predicate is just a parameterless
+    ``kind`` (token types), else None."""
+    c = constraint_tables()[0].get(name)
+    if c is None or set(c["match"]) != {"kind"}:
+        return None
+    cls = _PARAMETERLESS.get(c["match"]["kind"])
+    return cls() if cls is not None else None

@@ -283,3 +283,50 @@ class NvQueueType(Type):
     """``!nv_tileaa.queue<T, ...>``: a producer/consumer queue carrying values of types T."""
 
     payload: tuple[Type, ...]
+
+
+# --------------------------------------------------------------------------- nv_tileas types
+# (seed 001's async pipeline types; syntax in runtime/asm/nv_tileas_types.py, verifier in
+# runtime/verify/hooks/nv_tileas.py, docs/pipelines.md)
+
+
+@dataclass(frozen=True)
+class PipelineType(Type):
+    """``!nv_tileas.async.pipeline<stages = S, SPACE, T0, T1, ...>``: a ring of ``stages`` stage
+    buffers in memory space ``space`` (``shared``, ``tensor`` or ``register``), each holding one
+    value of every payload type T."""
+
+    stages: int
+    space: str
+    payload: tuple[Type, ...]
+
+
+@dataclass(frozen=True)
+class PipelineIteratorType(Type):
+    """``!nv_tileas.async.pipeline.iterator<KIND, stages = S[, stride = K], SPACE, T0, ...>``: a
+    rotating stage position of a pipeline, for the ``producer`` or the ``consumer`` side. Seed
+    001's four fields: ``payload`` (the element type), ``count`` (stages), ``stride`` (the
+    advance of ``inc_iter``, 1 in current TileAS) and ``space``."""
+
+    kind: str
+    count: int
+    space: str
+    payload: tuple[Type, ...]
+    stride: int = 1
+
+
+@dataclass(frozen=True)
+class PipelineProducerTokenType(Type):
+    """``!nv_tileas.async.pipeline.producer_token``: a stage acquired for writing, consumed by
+    ``producer_commit``."""
+
+
+@dataclass(frozen=True)
+class PipelineConsumerTokenType(Type):
+    """``!nv_tileas.async.pipeline.consumer_token``: a stage waited for, consumed by
+    ``consumer_release``."""
+
+
+@dataclass(frozen=True)
+class AsyncTokenType(Type):
+    """``!nv_tileas.async.token``: completion of asynchronous work (async copies, async dots)."""

@@ -11,6 +11,198 @@
 // checked: optional/default-valued attributes, integer widths and ranges, same_rank, tile shape
 // rules, terminators, custom verifiers.
 irdl.dialect @nv_tileas {
+  // `D = A x B + C` with nv_tileaa.dot's operands, attributes and checks, issued asynchronously (wgmma / tcgen05.mma); `d` may be read only after an `async.wait` on `token`.
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_Tile (unconstrained)
+  irdl.operation @async.dot {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    %c3 = irdl.any
+    %c4 = irdl.any
+    %c5 = irdl.any
+    irdl.operands(a: %c0, b: %c1, c: %c2, sfa: optional %c3, sfb: optional %c4)
+    irdl.results(d: %c2, token: %c5)
+  }
+  // One agent of an agent_switch - its body runs on `num_warps` warps (-1 inherits the warps the explicit agents leave) with `max_regs` registers per thread (setmaxnreg; absent inherits the kernel's).
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_Any (unconstrained)
+  irdl.operation @async.pipeline.agent {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    %c3 = irdl.any
+    %c4 = irdl.any
+    %c5 = irdl.any
+    %c6 = irdl.any
+    %c7 = irdl.any
+    %c8 = irdl.any
+    %c9 = irdl.any
+    %c10 = irdl.any
+    %c11 = irdl.any
+    %c12 = irdl.any
+    %c13 = irdl.any
+    %c14 = irdl.any
+    %c15 = irdl.any
+    %c16 = irdl.base "#builtin.integer"
+    %c17 = irdl.region
+    irdl.results(results_0: optional %c0, results_1: optional %c1, results_2: optional %c2, results_3: optional %c3, results_4: optional %c4, results_5: optional %c5, results_6: optional %c6, results_7: optional %c7, results_8: optional %c8, results_9: optional %c9, results_10: optional %c10, results_11: optional %c11, results_12: optional %c12, results_13: optional %c13, results_14: optional %c14, results_15: optional %c15)
+    irdl.attributes {"num_warps" = %c16}
+    irdl.regions(body: %c17)
+  }
+  // Warp specialization - its region holds one `agent` op per logical agent, each run by its own warps; the results are what the region yields.
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_Any (unconstrained)
+  irdl.operation @async.pipeline.agent_switch {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    %c3 = irdl.any
+    %c4 = irdl.any
+    %c5 = irdl.any
+    %c6 = irdl.any
+    %c7 = irdl.any
+    %c8 = irdl.any
+    %c9 = irdl.any
+    %c10 = irdl.any
+    %c11 = irdl.any
+    %c12 = irdl.any
+    %c13 = irdl.any
+    %c14 = irdl.any
+    %c15 = irdl.any
+    %c16 = irdl.region
+    irdl.results(results_0: optional %c0, results_1: optional %c1, results_2: optional %c2, results_3: optional %c3, results_4: optional %c4, results_5: optional %c5, results_6: optional %c6, results_7: optional %c7, results_8: optional %c8, results_9: optional %c9, results_10: optional %c10, results_11: optional %c11, results_12: optional %c12, results_13: optional %c13, results_14: optional %c14, results_15: optional %c15)
+    irdl.regions(body: %c16)
+  }
+  // The payload of the waited-for stage (in the iterator's memory space; results may carry other layouts than the stage buffers).
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_Tile (unconstrained)
+  irdl.operation @async.pipeline.consumer_read {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    %c3 = irdl.any
+    %c4 = irdl.any
+    %c5 = irdl.any
+    %c6 = irdl.any
+    %c7 = irdl.any
+    %c8 = irdl.any
+    %c9 = irdl.any
+    %c10 = irdl.any
+    %c11 = irdl.any
+    %c12 = irdl.any
+    %c13 = irdl.any
+    %c14 = irdl.any
+    %c15 = irdl.any
+    %c16 = irdl.any
+    %c17 = irdl.any
+    %c18 = irdl.any
+    irdl.operands(pipeline: %c0, iterator: %c1, token: %c2)
+    irdl.results(values_0: optional %c3, values_1: optional %c4, values_2: optional %c5, values_3: optional %c6, values_4: optional %c7, values_5: optional %c8, values_6: optional %c9, values_7: optional %c10, values_8: optional %c11, values_9: optional %c12, values_10: optional %c13, values_11: optional %c14, values_12: optional %c15, values_13: optional %c16, values_14: optional %c17, values_15: optional %c18)
+  }
+  // Hands the stage back to the producer (arrives on its empty barrier).
+  irdl.operation @async.pipeline.consumer_release {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    irdl.operands(pipeline: %c0, iterator: %c1, token: %c2)
+  }
+  // Waits until the iterator's stage is full (its full barrier completed the current phase: every expected byte landed).
+  irdl.operation @async.pipeline.consumer_wait {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    irdl.operands(pipeline: %c0, iterator: %c1)
+    irdl.results(token: %c2)
+  }
+  // The producer or consumer iterator of `pipeline`, at stage 0, phase 0.
+  irdl.operation @async.pipeline.create_iterator {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    irdl.operands(pipeline: %c0)
+    irdl.results(result: %c1)
+  }
+  // Creates a pipeline of the result type's `stages` stage buffers in its memory space, with one full and one empty barrier per stage.
+  irdl.operation @async.pipeline.create_pipeline {
+    %c0 = irdl.any
+    irdl.results(result: %c0)
+  }
+  // Advances an iterator by its stride; wrapping past the last stage flips the barrier phase.
+  irdl.operation @async.pipeline.inc_iter {
+    %c0 = irdl.any
+    irdl.operands(iterator: %c0)
+    irdl.results(result: %c0)
+  }
+  // Waits until the iterator's stage is empty (its empty barrier completed the current phase) and takes it for writing.
+  irdl.operation @async.pipeline.producer_acquire {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    irdl.operands(pipeline: %c0, iterator: %c1)
+    irdl.results(token: %c2)
+  }
+  // Publishes the written stage to the consumers (arrives on its full barrier).
+  irdl.operation @async.pipeline.producer_commit {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    irdl.operands(pipeline: %c0, iterator: %c1, token: %c2)
+  }
+  // Runs its region, whose yield is the payload written into the acquired stage (one value per payload type).
+  irdl.operation @async.pipeline.producer_write {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    %c3 = irdl.region
+    irdl.operands(pipeline: %c0, iterator: %c1, token: %c2)
+    irdl.regions(body: %c3)
+  }
+  // The iterator of a consumer that reduces `factor` consecutive stages at a time (seed 001 rule 2: the stage count is divided by the reduction factor).
+  irdl.operation @async.pipeline.reduce_stages {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.base "#builtin.integer"
+    irdl.operands(iterator: %c0)
+    irdl.results(result: %c1)
+    irdl.attributes {"factor" = %c2}
+  }
+  // Terminator of producer_write (the payload), agent and agent_switch (their results).
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_Any (unconstrained)
+  irdl.operation @async.pipeline.yield {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    %c3 = irdl.any
+    %c4 = irdl.any
+    %c5 = irdl.any
+    %c6 = irdl.any
+    %c7 = irdl.any
+    %c8 = irdl.any
+    %c9 = irdl.any
+    %c10 = irdl.any
+    %c11 = irdl.any
+    %c12 = irdl.any
+    %c13 = irdl.any
+    %c14 = irdl.any
+    %c15 = irdl.any
+    irdl.operands(values_0: optional %c0, values_1: optional %c1, values_2: optional %c2, values_3: optional %c3, values_4: optional %c4, values_5: optional %c5, values_6: optional %c6, values_7: optional %c7, values_8: optional %c8, values_9: optional %c9, values_10: optional %c10, values_11: optional %c11, values_12: optional %c12, values_13: optional %c13, values_14: optional %c14, values_15: optional %c15)
+  }
+  // Waits until at most `num_pending` of the asynchronous operations behind `tokens` are still in flight (0 - all done).
+  irdl.operation @async.wait {
+    %c0 = irdl.any
+    %c1 = irdl.any
+    %c2 = irdl.any
+    %c3 = irdl.any
+    %c4 = irdl.any
+    %c5 = irdl.any
+    %c6 = irdl.any
+    %c7 = irdl.any
+    %c8 = irdl.any
+    %c9 = irdl.any
+    %c10 = irdl.any
+    %c11 = irdl.any
+    %c12 = irdl.any
+    %c13 = irdl.any
+    %c14 = irdl.any
+    %c15 = irdl.any
+    irdl.operands(tokens_0: optional %c0, tokens_1: optional %c1, tokens_2: optional %c2, tokens_3: optional %c3, tokens_4: optional %c4, tokens_5: optional %c5, tokens_6: optional %c6, tokens_7: optional %c7, tokens_8: optional %c8, tokens_9: optional %c9, tokens_10: optional %c10, tokens_11: optional %c11, tokens_12: optional %c12, tokens_13: optional %c13, tokens_14: optional %c14, tokens_15: optional %c15)
+  }
   // Redistributes `source` over the CTA from its layout to the result's layout; the elements are unchanged.
   // no constraint in spec/types/constraints.yaml for: NvTileAA_Tile (unconstrained)
   irdl.operation @convert_layout {

@@ -8,6 +8,786 @@ from typing import Optional
 from tilegen.runtime.ir import Value
 from tilegen.runtime.opdef import AttrDef, OperandDef, OpDef, OpView, RegionDef, register_op
 
+ASYNC_DOT = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.dot',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary=("`D = A x B + C` with nv_tileaa.dot's operands, attributes and checks, issued asynchronously "
+     '(wgmma / tcgen05.mma); `d` may be read only after an `async.wait` on `token`.'),
+    traits=('AttrSizedOperandSegments',),
+    operands=(
+        OperandDef('a', 'NvTileAA_Tile', 'single', '13.1'),
+        OperandDef('b', 'NvTileAA_Tile', 'single', '13.1'),
+        OperandDef('c', 'NvTileAA_Tile', 'single', '13.1'),
+        OperandDef('sfa', 'NvTileAA_Tile', 'optional', '13.1'),
+        OperandDef('sfb', 'NvTileAA_Tile', 'optional', '13.1'),
+    ),
+    attributes=(
+        AttrDef('signedness_a', 'i32-enum', constraint='OptionalAttr<NvTileAA_SignednessAttr>', enum='NvTileAA_Signedness', attr_class=None, default=None, optional=True, since='13.1'),
+        AttrDef('signedness_b', 'i32-enum', constraint='OptionalAttr<NvTileAA_SignednessAttr>', enum='NvTileAA_Signedness', attr_class=None, default=None, optional=True, since='13.1'),
+        AttrDef('propagate_nan', 'unit', constraint='UnitAttr', enum=None, attr_class=None, default=None, optional=True, since='13.1'),
+    ),
+    results=(
+        OperandDef('d', 'NvTileAA_Tile', 'single', '13.1'),
+        OperandDef('token', 'NvTileAS_AsyncToken', 'single', '13.1'),
+    ),
+    regions=(
+    ),
+    format='$a `,` $b `,` $c (`sfa` $sfa^)? (`sfb` $sfb^)? attr-dict `:` functional-type(operands, $d)',
+    custom_format=None,
+    verify=[{'same_type': ['c', 'd']},
+     {'require': {'then': {'rank': 'a', 'in': [2, 3]},
+                  'message': 'operand A must have rank 2 or 3 (batched), but has rank {rank[a]}'}},
+     {'custom': 'nv_tileaa_dot'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class AsyncDotOp(OpView):
+    """``nv_tileas.async.dot``: `D = A x B + C` with nv_tileaa.dot's operands, attributes and checks, issued asynchronously (wgmma / tcgen05.mma); `d` may be read only after an `async.wait` on `token`."""
+
+    OPDEF = ASYNC_DOT
+    __slots__ = ()
+
+    @property
+    def a(self) -> Value:
+        return self._single_operand('a')
+
+    @property
+    def b(self) -> Value:
+        return self._single_operand('b')
+
+    @property
+    def c(self) -> Value:
+        return self._single_operand('c')
+
+    @property
+    def sfa(self) -> Optional[Value]:
+        return self._single_operand('sfa')
+
+    @property
+    def sfb(self) -> Optional[Value]:
+        return self._single_operand('sfb')
+
+    @property
+    def d(self) -> Value:
+        return self.op.results[0]
+
+    @property
+    def token(self) -> Value:
+        return self.op.results[1]
+
+    @property
+    def signedness_a(self):
+        return self._attr('signedness_a')
+
+    @property
+    def signedness_b(self):
+        return self._attr('signedness_b')
+
+    @property
+    def propagate_nan(self):
+        return self._attr('propagate_nan')
+
+
+ASYNC_PIPELINE_AGENT = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.agent',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary=('One agent of an agent_switch - its body runs on `num_warps` warps (-1 inherits the warps the '
+     'explicit agents leave) with `max_regs` registers per thread (setmaxnreg; absent inherits the '
+     "kernel's)."),
+    traits=('HasParent(PipelineAgentSwitchOp)',),
+    operands=(
+    ),
+    attributes=(
+        AttrDef('num_warps', 'i32', constraint='NvTileAA_I32Attr', enum=None, attr_class=None, default=None, optional=False, since='13.1'),
+        AttrDef('max_regs', 'i32', constraint='OptionalAttr<NvTileAA_I32Attr>', enum=None, attr_class=None, default=None, optional=True, since='13.1'),
+    ),
+    results=(
+        OperandDef('results', 'NvTileAA_Any', 'variadic', '13.1'),
+    ),
+    regions=(
+        RegionDef('body', 'SizedRegion<1>'),
+    ),
+    format=('`warps` `(` $num_warps `)` (`regs` `(` $max_regs^ `)`)? (`->` type($results)^)? '
+ 'attr-dict-with-keyword $body'),
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_agent'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class PipelineAgentOp(OpView):
+    """``nv_tileas.async.pipeline.agent``: One agent of an agent_switch - its body runs on `num_warps` warps (-1 inherits the warps the explicit agents leave) with `max_regs` registers per thread (setmaxnreg; absent inherits the kernel's)."""
+
+    OPDEF = ASYNC_PIPELINE_AGENT
+    __slots__ = ()
+
+    @property
+    def results(self) -> list[Value]:
+        return self._result_group('results')
+
+    @property
+    def num_warps(self):
+        return self._attr('num_warps')
+
+    @property
+    def max_regs(self):
+        return self._attr('max_regs')
+
+    @property
+    def body(self):
+        return self.op.regions[0]
+
+
+ASYNC_PIPELINE_AGENT_SWITCH = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.agent_switch',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary=('Warp specialization - its region holds one `agent` op per logical agent, each run by its own '
+     'warps; the results are what the region yields.'),
+    traits=(),
+    operands=(
+    ),
+    attributes=(
+        AttrDef('num_agents_per_group', 'dense-i32-array', constraint='OptionalAttr<DenseI32ArrayAttr>', enum=None, attr_class=None, default=None, optional=True, since='13.1'),
+    ),
+    results=(
+        OperandDef('results', 'NvTileAA_Any', 'variadic', '13.1'),
+    ),
+    regions=(
+        RegionDef('body', 'SizedRegion<1>'),
+    ),
+    format='(`->` type($results)^)? attr-dict-with-keyword $body',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_agent_switch'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class PipelineAgentSwitchOp(OpView):
+    """``nv_tileas.async.pipeline.agent_switch``: Warp specialization - its region holds one `agent` op per logical agent, each run by its own warps; the results are what the region yields."""
+
+    OPDEF = ASYNC_PIPELINE_AGENT_SWITCH
+    __slots__ = ()
+
+    @property
+    def results(self) -> list[Value]:
+        return self._result_group('results')
+
+    @property
+    def num_agents_per_group(self):
+        return self._attr('num_agents_per_group')
+
+    @property
+    def body(self):
+        return self.op.regions[0]
+
+
+ASYNC_PIPELINE_CONSUMER_READ = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.consumer_read',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary=("The payload of the waited-for stage (in the iterator's memory space; results may carry other "
+     'layouts than the stage buffers).'),
+    traits=(),
+    operands=(
+        OperandDef('pipeline', 'NvTileAS_Pipeline', 'single', '13.1'),
+        OperandDef('iterator', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+        OperandDef('token', 'NvTileAS_ConsumerToken', 'single', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+        OperandDef('values', 'NvTileAA_Tile', 'variadic', '13.1'),
+    ),
+    regions=(
+    ),
+    format=('$pipeline `[` $iterator `]` `,` $token attr-dict `:` type($pipeline) `,` type($iterator) '
+ '`->` type($values)'),
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_stage_access', 'side': 'consumer'},
+     {'custom': 'nv_tileas_consumer_read'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class ConsumerReadOp(OpView):
+    """``nv_tileas.async.pipeline.consumer_read``: The payload of the waited-for stage (in the iterator's memory space; results may carry other layouts than the stage buffers)."""
+
+    OPDEF = ASYNC_PIPELINE_CONSUMER_READ
+    __slots__ = ()
+
+    @property
+    def pipeline(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def iterator(self) -> Value:
+        return self.op.operands[1]
+
+    @property
+    def token(self) -> Value:
+        return self.op.operands[2]
+
+    @property
+    def values(self) -> list[Value]:
+        return self._result_group('values')
+
+
+ASYNC_PIPELINE_CONSUMER_RELEASE = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.consumer_release',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary='Hands the stage back to the producer (arrives on its empty barrier).',
+    traits=(),
+    operands=(
+        OperandDef('pipeline', 'NvTileAS_Pipeline', 'single', '13.1'),
+        OperandDef('iterator', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+        OperandDef('token', 'NvTileAS_ConsumerToken', 'single', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+    ),
+    regions=(
+    ),
+    format='$pipeline `[` $iterator `]` `,` $token attr-dict `:` type($pipeline) `,` type($iterator)',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_stage_access', 'side': 'consumer'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class ConsumerReleaseOp(OpView):
+    """``nv_tileas.async.pipeline.consumer_release``: Hands the stage back to the producer (arrives on its empty barrier)."""
+
+    OPDEF = ASYNC_PIPELINE_CONSUMER_RELEASE
+    __slots__ = ()
+
+    @property
+    def pipeline(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def iterator(self) -> Value:
+        return self.op.operands[1]
+
+    @property
+    def token(self) -> Value:
+        return self.op.operands[2]
+
+
+ASYNC_PIPELINE_CONSUMER_WAIT = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.consumer_wait',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary=("Waits until the iterator's stage is full (its full barrier completed the current phase: "
+     'every expected byte landed).'),
+    traits=(),
+    operands=(
+        OperandDef('pipeline', 'NvTileAS_Pipeline', 'single', '13.1'),
+        OperandDef('iterator', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+        OperandDef('token', 'NvTileAS_ConsumerToken', 'single', '13.1'),
+    ),
+    regions=(
+    ),
+    format='$pipeline `[` $iterator `]` attr-dict `:` type($pipeline) `,` type($iterator)',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_stage_access', 'side': 'consumer'},
+     {'custom': 'nv_tileas_token_once', 'by': 'nv_tileas.async.pipeline.consumer_release'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class ConsumerWaitOp(OpView):
+    """``nv_tileas.async.pipeline.consumer_wait``: Waits until the iterator's stage is full (its full barrier completed the current phase: every expected byte landed)."""
+
+    OPDEF = ASYNC_PIPELINE_CONSUMER_WAIT
+    __slots__ = ()
+
+    @property
+    def pipeline(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def iterator(self) -> Value:
+        return self.op.operands[1]
+
+    @property
+    def token(self) -> Value:
+        return self.op.results[0]
+
+
+ASYNC_PIPELINE_CREATE_ITERATOR = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.create_iterator',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary='The producer or consumer iterator of `pipeline`, at stage 0, phase 0.',
+    traits=('Pure',),
+    operands=(
+        OperandDef('pipeline', 'NvTileAS_Pipeline', 'single', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+        OperandDef('result', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+    ),
+    regions=(
+    ),
+    format='$pipeline attr-dict `:` type($pipeline) `->` type($result)',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_create_iterator'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class CreateIteratorOp(OpView):
+    """``nv_tileas.async.pipeline.create_iterator``: The producer or consumer iterator of `pipeline`, at stage 0, phase 0."""
+
+    OPDEF = ASYNC_PIPELINE_CREATE_ITERATOR
+    __slots__ = ()
+
+    @property
+    def pipeline(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def result(self) -> Value:
+        return self.op.results[0]
+
+
+ASYNC_PIPELINE_CREATE_PIPELINE = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.create_pipeline',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary=("Creates a pipeline of the result type's `stages` stage buffers in its memory space, with one "
+     'full and one empty barrier per stage.'),
+    traits=(),
+    operands=(
+    ),
+    attributes=(
+        AttrDef('producer_arrivals', 'i32', constraint='OptionalAttr<NvTileAA_I32Attr>', enum=None, attr_class=None, default=None, optional=True, since='13.1'),
+        AttrDef('consumer_arrivals', 'i32', constraint='OptionalAttr<NvTileAA_I32Attr>', enum=None, attr_class=None, default=None, optional=True, since='13.1'),
+    ),
+    results=(
+        OperandDef('result', 'NvTileAS_Pipeline', 'single', '13.1'),
+    ),
+    regions=(
+    ),
+    format='attr-dict `:` type($result)',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_create_pipeline'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class CreatePipelineOp(OpView):
+    """``nv_tileas.async.pipeline.create_pipeline``: Creates a pipeline of the result type's `stages` stage buffers in its memory space, with one full and one empty barrier per stage."""
+
+    OPDEF = ASYNC_PIPELINE_CREATE_PIPELINE
+    __slots__ = ()
+
+    @property
+    def result(self) -> Value:
+        return self.op.results[0]
+
+    @property
+    def producer_arrivals(self):
+        return self._attr('producer_arrivals')
+
+    @property
+    def consumer_arrivals(self):
+        return self._attr('consumer_arrivals')
+
+
+ASYNC_PIPELINE_INC_ITER = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.inc_iter',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary='Advances an iterator by its stride; wrapping past the last stage flips the barrier phase.',
+    traits=('Pure',),
+    operands=(
+        OperandDef('iterator', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+        OperandDef('result', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+    ),
+    regions=(
+    ),
+    format='$iterator attr-dict `:` type($iterator)',
+    custom_format=None,
+    verify=[{'same_type': ['iterator', 'result']}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class IncIterOp(OpView):
+    """``nv_tileas.async.pipeline.inc_iter``: Advances an iterator by its stride; wrapping past the last stage flips the barrier phase."""
+
+    OPDEF = ASYNC_PIPELINE_INC_ITER
+    __slots__ = ()
+
+    @property
+    def iterator(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def result(self) -> Value:
+        return self.op.results[0]
+
+
+ASYNC_PIPELINE_PRODUCER_ACQUIRE = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.producer_acquire',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary=("Waits until the iterator's stage is empty (its empty barrier completed the current phase) "
+     'and takes it for writing.'),
+    traits=(),
+    operands=(
+        OperandDef('pipeline', 'NvTileAS_Pipeline', 'single', '13.1'),
+        OperandDef('iterator', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+        OperandDef('token', 'NvTileAS_ProducerToken', 'single', '13.1'),
+    ),
+    regions=(
+    ),
+    format='$pipeline `[` $iterator `]` attr-dict `:` type($pipeline) `,` type($iterator)',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_stage_access', 'side': 'producer'},
+     {'custom': 'nv_tileas_token_once', 'by': 'nv_tileas.async.pipeline.producer_commit'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class ProducerAcquireOp(OpView):
+    """``nv_tileas.async.pipeline.producer_acquire``: Waits until the iterator's stage is empty (its empty barrier completed the current phase) and takes it for writing."""
+
+    OPDEF = ASYNC_PIPELINE_PRODUCER_ACQUIRE
+    __slots__ = ()
+
+    @property
+    def pipeline(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def iterator(self) -> Value:
+        return self.op.operands[1]
+
+    @property
+    def token(self) -> Value:
+        return self.op.results[0]
+
+
+ASYNC_PIPELINE_PRODUCER_COMMIT = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.producer_commit',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary='Publishes the written stage to the consumers (arrives on its full barrier).',
+    traits=(),
+    operands=(
+        OperandDef('pipeline', 'NvTileAS_Pipeline', 'single', '13.1'),
+        OperandDef('iterator', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+        OperandDef('token', 'NvTileAS_ProducerToken', 'single', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+    ),
+    regions=(
+    ),
+    format='$pipeline `[` $iterator `]` `,` $token attr-dict `:` type($pipeline) `,` type($iterator)',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_stage_access', 'side': 'producer'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class ProducerCommitOp(OpView):
+    """``nv_tileas.async.pipeline.producer_commit``: Publishes the written stage to the consumers (arrives on its full barrier)."""
+
+    OPDEF = ASYNC_PIPELINE_PRODUCER_COMMIT
+    __slots__ = ()
+
+    @property
+    def pipeline(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def iterator(self) -> Value:
+        return self.op.operands[1]
+
+    @property
+    def token(self) -> Value:
+        return self.op.operands[2]
+
+
+ASYNC_PIPELINE_PRODUCER_WRITE = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.producer_write',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary=('Runs its region, whose yield is the payload written into the acquired stage (one value per '
+     'payload type).'),
+    traits=(),
+    operands=(
+        OperandDef('pipeline', 'NvTileAS_Pipeline', 'single', '13.1'),
+        OperandDef('iterator', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+        OperandDef('token', 'NvTileAS_ProducerToken', 'single', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+    ),
+    regions=(
+        RegionDef('body', 'SizedRegion<1>'),
+    ),
+    format='$pipeline `[` $iterator `]` `,` $token attr-dict `:` type($pipeline) `,` type($iterator) $body',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_stage_access', 'side': 'producer'},
+     {'custom': 'nv_tileas_producer_write'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class ProducerWriteOp(OpView):
+    """``nv_tileas.async.pipeline.producer_write``: Runs its region, whose yield is the payload written into the acquired stage (one value per payload type)."""
+
+    OPDEF = ASYNC_PIPELINE_PRODUCER_WRITE
+    __slots__ = ()
+
+    @property
+    def pipeline(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def iterator(self) -> Value:
+        return self.op.operands[1]
+
+    @property
+    def token(self) -> Value:
+        return self.op.operands[2]
+
+    @property
+    def body(self):
+        return self.op.regions[0]
+
+
+ASYNC_PIPELINE_REDUCE_STAGES = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.reduce_stages',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary=('The iterator of a consumer that reduces `factor` consecutive stages at a time (seed 001 rule '
+     '2: the stage count is divided by the reduction factor).'),
+    traits=('Pure',),
+    operands=(
+        OperandDef('iterator', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+    ),
+    attributes=(
+        AttrDef('factor', 'i32', constraint='NvTileAA_I32Attr', enum=None, attr_class=None, default=None, optional=False, since='13.1'),
+    ),
+    results=(
+        OperandDef('result', 'NvTileAS_PipelineIterator', 'single', '13.1'),
+    ),
+    regions=(
+    ),
+    format='$iterator `by` $factor attr-dict `:` type($iterator) `->` type($result)',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_reduce_stages'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class ReduceStagesOp(OpView):
+    """``nv_tileas.async.pipeline.reduce_stages``: The iterator of a consumer that reduces `factor` consecutive stages at a time (seed 001 rule 2: the stage count is divided by the reduction factor)."""
+
+    OPDEF = ASYNC_PIPELINE_REDUCE_STAGES
+    __slots__ = ()
+
+    @property
+    def iterator(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def result(self) -> Value:
+        return self.op.results[0]
+
+    @property
+    def factor(self):
+        return self._attr('factor')
+
+
+ASYNC_PIPELINE_YIELD = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.pipeline.yield',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary='Terminator of producer_write (the payload), agent and agent_switch (their results).',
+    traits=('Pure', 'ReturnLike', 'Terminator', 'ParentOneOf(ProducerWriteOp,PipelineAgentOp,PipelineAgentSwitchOp)',),
+    operands=(
+        OperandDef('values', 'NvTileAA_Any', 'variadic', '13.1'),
+    ),
+    attributes=(
+    ),
+    results=(
+    ),
+    regions=(
+    ),
+    format='attr-dict ($values^ `:` type($values))?',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_yield'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class PipelineYieldOp(OpView):
+    """``nv_tileas.async.pipeline.yield``: Terminator of producer_write (the payload), agent and agent_switch (their results)."""
+
+    OPDEF = ASYNC_PIPELINE_YIELD
+    __slots__ = ()
+
+    @property
+    def values(self) -> list[Value]:
+        return self._operand_group('values')
+
+
+ASYNC_WAIT = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='async.wait',
+    opcode=None,
+    since='13.1',
+    family='pipeline',
+    summary=('Waits until at most `num_pending` of the asynchronous operations behind `tokens` are still '
+     'in flight (0 - all done).'),
+    traits=(),
+    operands=(
+        OperandDef('tokens', 'NvTileAS_AsyncToken', 'variadic', '13.1'),
+    ),
+    attributes=(
+        AttrDef('num_pending', 'i32', constraint='OptionalAttr<NvTileAA_I32Attr>', enum=None, attr_class=None, default=None, optional=True, since='13.1'),
+    ),
+    results=(
+    ),
+    regions=(
+    ),
+    format='$tokens (`pending` `(` $num_pending^ `)`)? attr-dict',
+    custom_format=None,
+    verify=[{'custom': 'nv_tileas_async_wait'}],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
+class AsyncWaitOp(OpView):
+    """``nv_tileas.async.wait``: Waits until at most `num_pending` of the asynchronous operations behind `tokens` are still in flight (0 - all done)."""
+
+    OPDEF = ASYNC_WAIT
+    __slots__ = ()
+
+    @property
+    def tokens(self) -> list[Value]:
+        return self._operand_group('tokens')
+
+    @property
+    def num_pending(self):
+        return self._attr('num_pending')
+
+
 CONVERT_LAYOUT = register_op(OpDef(
     dialect='nv_tileas',
     mnemonic='convert_layout',
@@ -55,5 +835,20 @@ class ConvertLayoutOp(OpView):
 
 #: op name -> typed class
 OP_CLASSES = {
+    'nv_tileas.async.dot': AsyncDotOp,
+    'nv_tileas.async.pipeline.agent': PipelineAgentOp,
+    'nv_tileas.async.pipeline.agent_switch': PipelineAgentSwitchOp,
+    'nv_tileas.async.pipeline.consumer_read': ConsumerReadOp,
+    'nv_tileas.async.pipeline.consumer_release': ConsumerReleaseOp,
+    'nv_tileas.async.pipeline.consumer_wait': ConsumerWaitOp,
+    'nv_tileas.async.pipeline.create_iterator': CreateIteratorOp,
+    'nv_tileas.async.pipeline.create_pipeline': CreatePipelineOp,
+    'nv_tileas.async.pipeline.inc_iter': IncIterOp,
+    'nv_tileas.async.pipeline.producer_acquire': ProducerAcquireOp,
+    'nv_tileas.async.pipeline.producer_commit': ProducerCommitOp,
+    'nv_tileas.async.pipeline.producer_write': ProducerWriteOp,
+    'nv_tileas.async.pipeline.reduce_stages': ReduceStagesOp,
+    'nv_tileas.async.pipeline.yield': PipelineYieldOp,
+    'nv_tileas.async.wait': AsyncWaitOp,
     'nv_tileas.convert_layout': ConvertLayoutOp,
 }

@@ -31,6 +31,7 @@ from tilegen.runtime.attributes import (
 )
 from tilegen.runtime.ir import Region
 from tilegen.runtime.opdef import attr_constraint, lookup_enum
+from tilegen.runtime.opdef import buildable_type as spec_buildable
 from tilegen.runtime.types import (
     I32,
     I64,
@@ -802,7 +803,7 @@ def buildable_type(constraint: str) -> Optional[Type]:
         width = m.group(2)
         elem = IntegerType(int(width)) if m.group(1) == "Int" else FloatType("f" + width)
         return TileType((), elem)
-    return None
+    return spec_buildable(constraint)  # parameterless spec kinds (nv_tileas tokens)
 
 
 def _infer_result(ctx: _ParseCtx, rdef, known) -> Optional[list[Type]]:

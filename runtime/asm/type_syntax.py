@@ -130,6 +130,10 @@ def parse_optional_type(p: "OpParser") -> Optional[Type]:
 
             return parse_nv_tileaa_type(p)
         # --- end nv_tileaa ---
+        if spelling.startswith("nv_tileas.async."):  # runtime/asm/nv_tileas_types.py
+            from tilegen.runtime.asm.nv_tileas_types import parse_nv_tileas_type
+
+            return parse_nv_tileas_type(p)
         if "." not in spelling:
             alias = p.type_aliases.get(spelling)
             if alias is None:
@@ -513,6 +517,11 @@ def format_type(t: Type, short: bool = False, aliases=None) -> str:
     if nv is not None:
         return nv
     # --- end nv_tileaa ---
+    from tilegen.runtime.asm.nv_tileas_types import format_nv_tileas_type
+
+    nv = format_nv_tileas_type(t, lambda x: format_type(x, short=True, aliases=aliases))
+    if nv is not None:
+        return nv
     if isinstance(t, IndexType):
         return "index"
     if isinstance(t, NoneType):

@@ -178,4 +178,5 @@ def run_kernel(
 # Handlers live in ops_*.py; importing them registers them (they import this module's names).
 from tilegen.runtime.interp import ops_core, ops_memory, ops_regions  # noqa: E402,F401
 from tilegen.runtime.interp import ops_nv_tileaa, ops_std  # noqa: E402,F401
+from tilegen.runtime.interp import ops_nv_tileas  # noqa: E402,F401
 from tilegen.runtime.interp.ops_core import allocate_globals, format_printf  # noqa: E402,F401

@@ -76,6 +76,7 @@ def load_passes() -> dict[str, PassInfo]:
         cse,
         debuginfo,
         fuse_fma,
+        k_loop_pipelining,
         layout_assignment,
         loop_split,
     )

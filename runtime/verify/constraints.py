@@ -7,7 +7,8 @@ predicate language (documented in spec/schema/constraints.schema.json) is:
 * ``kind``: tile | ptr | token | tensor_view | partition_view | strided_view |
   gather_scatter_view | tile_view | number | cuda_tile | function | any; for nv_tileaa also
   nv_ptr | nv_memref | mem_token | nv_queue | index | scalar (a builtin int/float/index scalar,
-  which is its own ``element``)
+  which is its own ``element``); for nv_tileas nv_pipeline | nv_pipeline_iterator |
+  nv_producer_token | nv_consumer_token | nv_async_token
 * ``element``: element names or group names (``BaseFloat``, ``ptr`` for any pointer)
 * ``rank`` / ``min_rank``: rank bounds of a tile
 * ``any_of``: a list of predicates, one of which must hold
@@ -36,7 +37,13 @@ from tilegen.runtime.attributes import (
     UnitAttr,
 )
 from tilegen.runtime.ir import Region
-from tilegen.runtime.opdef import AttrDef, attr_constraint, constraint_tables, lookup_enum
+from tilegen.runtime.opdef import (  # noqa: F401 (buildable_type: API)
+    AttrDef,
+    attr_constraint,
+    buildable_type,
+    constraint_tables,
+    lookup_enum,
+)
 from tilegen.runtime.types import (
     FloatType,
     FunctionType,
@@ -45,6 +52,11 @@ from tilegen.runtime.types import (
     NvMemRefType,
     NvPointerType,
     NvQueueType,
+    AsyncTokenType,
+    PipelineConsumerTokenType,
+    PipelineIteratorType,
+    PipelineProducerTokenType,
+    PipelineType,
     GatherScatterViewType,
     IntegerType,
     PartitionViewType,
@@ -103,6 +115,11 @@ _KINDS = {
     "index": IndexType,
     "scalar": (IntegerType, FloatType, IndexType),
     # --- end nv_tileaa ---
+    "nv_pipeline": PipelineType,
+    "nv_pipeline_iterator": PipelineIteratorType,
+    "nv_producer_token": PipelineProducerTokenType,
+    "nv_consumer_token": PipelineConsumerTokenType,
+    "nv_async_token": AsyncTokenType,
 }
 _DIALECT_TYPES = (
     TileType,

@@ -1,0 +1,279 @@
+"""cuTile Python kernels (public ``cuda.tile`` API) for the TMA / warp-specialized pipeline work
+(issue 14, docs/pipelines.md): the GEMM and attention shapes the corpus lacks. Same pattern as
+tests/cutile_kernels.py: :func:`kernels` builds :class:`KernelCase` s on demand (so a test file
+can skip cleanly when ``cuda-tile`` is missing); :func:`export_bytecode` writes each kernel's
+Tile IR bytecode (architecture independent), which tests and ``bench/tileiras_pipelines.py``
+compile with tilegen and with NVIDIA's tileiras.
+
+| kernel | what |
+|---|---|
+| ``gemm_f16_128x128x64`` | f16 x f16 -> f32, 128 x 128 output tile, K tile 64, long K loop, 8 warps |
+| ``gemm_fp8_blockscaled`` | e4m3 x e4m3 -> f32 per 128-wide K tile, scaled by per-128-block f32 scales of A (per row) and B (per column), DeepSeek-style |
+| ``attention_causal_fwd`` | causal flash attention forward, 128-row Q tile, 64-row K/V tiles, head dim 64 |
+
+``python tests/cutile_kernels_async.py OUT_DIR`` exports every kernel's ``.tileirbc`` and an
+``inputs.npz`` per kernel (``arg__*``, ``expected__*``, ``grid``; NumPy references).
+"""
+
+# (no `from __future__ import annotations`: cuTile evaluates the kernels' annotations)
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+try:  # run as a module of tests/ (pytest puts tests/ on sys.path) or as a script
+    from cutile_kernels import KernelCase
+except ImportError:  # pragma: no cover
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from cutile_kernels import KernelCase
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Problem:
+    """A launch of a kernel on concrete inputs: ``args`` in parameter order (arrays and scalar
+    runtime parameters; constants are baked into the kernel), ``expected`` the outputs NumPy
+    computes, ``grid``, and the tolerance the outputs are compared with."""
+
+    args: dict
+    expected: dict
+    grid: tuple[int, int, int]
+    rtol: float = 1e-3
+    atol: float = 1e-3
+
+
+def kernels() -> dict[str, "KernelCase"]:
+    import cuda.tile as ct
+    from cuda.tile.compilation import ArrayConstraint
+
+    def arr(dtype, ndim=1, index=ct.int32):
+        # strides known to be 16-byte multiples (what ct.launch infers for dense arrays): TMA
+        # needs them; without the assumption tileiras falls back to cp.async (docs/pipelines.md)
+        return ArrayConstraint(
+            dtype,
+            ndim,
+            index_dtype=index,
+            stride_lower_bound_incl=0,
+            alias_groups=(),
+            may_alias_internally=False,
+            stride_constant=(None,) * (ndim - 1) + (1,),
+            stride_divisible_by=(128 // dtype.bitwidth,) * (ndim - 1) + (1,),
+            base_addr_divisible_by=16,
+        )
+
+    f32, f16, fp8 = ct.float32, ct.float16, ct.float8_e4m3fn
+    S = ct.compilation.ScalarConstraint
+    ZERO = ct.PaddingMode.ZERO
+    cases: list[KernelCase] = []
+
+    def case(feature, *params, **kernel_options):
+        def wrap(fn):
+            k = ct.kernel(fn, **kernel_options)
+            cases.append(KernelCase(fn.__name__, k, list(params), feature))
+            return k
+
+        return wrap
+
+    @case(
+        "f16 GEMM, 128x128x64 tiles, long K loop, 8 warps",
+        arr(f16, 2),
+        arr(f16, 2),
+        arr(f32, 2),
+        128,
+        128,
+        64,
+        num_ctas=1,
+    )
+    def gemm_f16_128x128x64(
+        A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]
+    ):
+        i, j = ct.bid(0), ct.bid(1)
+        acc = ct.full((TM, TN), 0.0, f32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=ZERO)
+            b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=ZERO)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(i, j), tile=acc)
+
+    @case(
+        "fp8 e4m3 GEMM with per-128-block f32 scales (A per row, B per column), f32 acc",
+        arr(fp8, 2),
+        arr(fp8, 2),
+        arr(f32, 2),
+        arr(f32, 2),
+        arr(f32, 2),
+        128,
+        128,
+        128,
+    )
+    def gemm_fp8_blockscaled(
+        A, B, SA, SB, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]
+    ):
+        # SA: M x (K / TK) scales of A's 1 x TK row blocks; SB: (K / TK) x N of B's column blocks
+        i, j = ct.bid(0), ct.bid(1)
+        acc = ct.full((TM, TN), 0.0, f32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=ZERO)
+            b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=ZERO)
+            sa = ct.load(SA, index=(i, k), shape=(TM, 1), padding_mode=ZERO)
+            sb = ct.load(SB, index=(k, j), shape=(1, TN), padding_mode=ZERO)
+            part = ct.mma(a, b, ct.full((TM, TN), 0.0, f32))
+            acc = acc + part * sa * sb
+        ct.store(C, index=(i, j), tile=acc)
+
+    @case(
+        "causal flash attention forward, 128-row Q tile, 64-row K/V tiles, head dim 64",
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f16, 3),
+        S(f32),
+        128,
+        64,
+        64,
+    )
+    def attention_causal_fwd(
+        Q, K, V, Out, qk_scale, TM: ct.Constant[int], TN: ct.Constant[int], D: ct.Constant[int]
+    ):
+        i, h = ct.bid(0), ct.bid(1)
+        q = ct.reshape(ct.load(Q, index=(h, i, 0), shape=(1, TM, D)), (TM, D))
+        m_i = ct.full((TM, 1), NEG_INF, f32)
+        l_i = ct.full((TM, 1), 0.0, f32)
+        acc = ct.full((TM, D), 0.0, f32)
+        scale = qk_scale * 1.4426950408889634
+        rows = i * TM + ct.arange(TM, dtype=ct.int32)
+        # K/V tiles up to and including the diagonal of this Q tile
+        for j in range((i + 1) * (TM // TN)):
+            k = ct.reshape(ct.load(K, index=(h, 0, j), shape=(1, D, TN)), (D, TN))
+            qk = ct.mma(q, k, ct.full((TM, TN), 0.0, f32))
+            cols = j * TN + ct.arange(TN, dtype=ct.int32)
+            causal = ct.reshape(rows, (TM, 1)) >= ct.reshape(cols, (1, TN))
+            qk = ct.where(causal, qk * scale, NEG_INF)
+            m_new = ct.maximum(m_i, ct.max(qk, axis=1, keepdims=True))
+            p = ct.exp2(qk - m_new)
+            alpha = ct.exp2(m_i - m_new)
+            l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+            v = ct.reshape(ct.load(V, index=(h, j, 0), shape=(1, TN, D)), (TN, D))
+            acc = ct.mma(ct.astype(p, f16), v, acc * alpha)
+            m_i = m_new
+        ct.store(Out, index=(h, i, 0), tile=ct.reshape(ct.astype(acc / l_i, f16), (1, TM, D)))
+
+    return {c.name: c for c in cases}
+
+
+# --------------------------------------------------------------------------- inputs, references
+
+
+def _fp8_e4m3(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Values exactly representable in e4m3 (small integers times powers of two) and their bits."""
+    from tilegen.runtime.interp import floats
+
+    bits = floats.encode(x.astype(np.float64), "f8E4M3FN")
+    return floats.decode(bits, "f8E4M3FN").astype(np.float64), bits
+
+
+def problems(seed: int = 0, small: bool = True) -> dict[str, Problem]:
+    """One launch per kernel. ``small`` keeps the interpreter and simulator runs short (K loops
+    of a few iterations); the large sizes are for the GPU."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, Problem] = {}
+
+    m, n, k = (128, 256, 256) if small else (4096, 4096, 4096)
+    a = rng.integers(-3, 4, size=(m, k)).astype(np.float16)
+    b = rng.integers(-3, 4, size=(k, n)).astype(np.float16)
+    c = np.zeros((m, n), np.float32)
+    out["gemm_f16_128x128x64"] = Problem(
+        {"A": a, "B": b, "C": c},
+        {"C": a.astype(np.float32) @ b.astype(np.float32)},
+        (m // 128, n // 128, 1),
+    )
+
+    m, n, k = (128, 128, 256) if small else (4096, 4096, 4096)
+    av, abits = _fp8_e4m3(rng.integers(-4, 5, size=(m, k)) * 0.5)
+    bv, bbits = _fp8_e4m3(rng.integers(-4, 5, size=(k, n)) * 0.5)
+    sa = (2.0 ** rng.integers(-2, 3, size=(m, k // 128))).astype(np.float32)
+    sb = (2.0 ** rng.integers(-2, 3, size=(k // 128, n))).astype(np.float32)
+    ref = np.zeros((m, n), np.float64)
+    for kk in range(k // 128):
+        part = av[:, kk * 128 : (kk + 1) * 128] @ bv[kk * 128 : (kk + 1) * 128, :]
+        ref += part * sa[:, kk : kk + 1] * sb[kk : kk + 1, :]
+    out["gemm_fp8_blockscaled"] = Problem(
+        {"A": abits, "B": bbits, "SA": sa, "SB": sb, "C": np.zeros((m, n), np.float32)},
+        {"C": ref.astype(np.float32)},
+        (m // 128, n // 128, 1),
+    )
+
+    heads, seq, d = (1, 256, 64) if small else (16, 4096, 64)
+    q = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
+    kt = (rng.standard_normal((heads, d, seq)) * 0.5).astype(np.float16)
+    v = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
+    scale = np.float32(1.0 / math.sqrt(d))
+    s = np.einsum("hsd,hdt->hst", q.astype(np.float64), kt.astype(np.float64)) * float(scale)
+    mask = np.tril(np.ones((seq, seq), bool))
+    s = np.where(mask[None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    o = np.einsum("hst,htd->hsd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+    out["attention_causal_fwd"] = Problem(
+        {"Q": q, "K": kt, "V": v, "Out": np.zeros_like(q), "qk_scale": scale},
+        {"Out": o.astype(np.float16)},
+        (seq // 128, heads, 1),
+        rtol=2e-2,
+        atol=2e-2,
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- export
+
+
+def export_bytecode(out_dir, names=None) -> dict[str, str]:
+    """Write ``<name>.tileirbc`` for every kernel (or ``names``); {name: path}."""
+    import os
+
+    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
+
+    paths = {}
+    for name, c in kernels().items():
+        if names is not None and name not in names:
+            continue
+        sig = KernelSignature(c.params, getattr(CallingConvention, c.calling_convention)())
+        path = os.path.join(out_dir, name + ".tileirbc")
+        export_kernel(c.kernel, [sig], path, output_format="tileir_bytecode")
+        paths[name] = path
+    return paths
+
+
+def write_inputs(out_dir, small: bool = True) -> dict[str, str]:
+    """``<name>.npz`` per kernel in the corpus's layout (``arg__*``, ``expected__*``, ``grid``)."""
+    import os
+
+    paths = {}
+    for name, pr in problems(small=small).items():
+        arrays = {f"arg__{k}": np.asarray(v) for k, v in pr.args.items()}
+        arrays.update({f"expected__{k}": np.asarray(v) for k, v in pr.expected.items()})
+        arrays["grid"] = np.array(pr.grid, np.int64)
+        path = os.path.join(out_dir, name + ".npz")
+        np.savez(path, **arrays)
+        paths[name] = path
+    return paths
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("out_dir")
+    p.add_argument("--large", action="store_true", help="GPU-sized inputs")
+    args = p.parse_args(argv)
+    for name, path in export_bytecode(args.out_dir).items():
+        print(name, path)
+    write_inputs(args.out_dir, small=not args.large)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
