@@ -4,7 +4,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test generate check-generated fmt conformance bench fuzz-bytecode fuzz-codegen clean
+.PHONY: setup demo test generate check-generated fmt conformance bench fuzz-bytecode fuzz-codegen gpu-check clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -50,3 +50,7 @@ fuzz-codegen: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# Build the GPU check payload (build/gpu-check) and print the device-tool command that runs it
+gpu-check: $(STAMP)
+	$(VPY) bench/gpu_check.py

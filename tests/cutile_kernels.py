@@ -1,5 +1,5 @@
 """cuTile Python kernels (public ``cuda.tile`` API) covering the features of the corpus in
-/work/shared/corpus/cutile (vec add, softmax, layernorm, reductions, scans, casts, gather/scatter,
+../shared/corpus/cutile (vec add, softmax, layernorm, reductions, scans, casts, gather/scatter,
 atomics, control flow, math, mma ...). Each entry of :func:`kernels` is exported by
 tests/test_cutile_e2e.py through ``tilegen-tileiras`` (and through NVIDIA's tileiras, to prove it
 is valid cuTile). Every corpus kernel has a kernel of the same name reproducing its feature set
@@ -13,6 +13,8 @@ test file can skip cleanly when the package is missing.
 """
 
 from dataclasses import dataclass
+
+import numpy as np
 
 NEG_INF = float("-inf")
 
@@ -227,7 +229,7 @@ def kernels() -> dict[str, KernelCase]:
         ct.store(c, index=(i, j), tile=acc)
 
     # ---- the rest of the corpus's feature set: one kernel per corpus kernel (same parameters,
-    # tile sizes and ops as /work/shared/corpus/cutile/manifest.json + out/<k>.mlir); a ``_full``
+    # tile sizes and ops as ../shared/corpus/cutile/manifest.json + out/<k>.mlir); a ``_full``
     # suffix marks the full version of a corpus kernel whose simpler namesake is above
     f64, i8, i64, u8 = ct.float64, ct.int8, ct.int64, ct.uint8
     S = ct.compilation.ScalarConstraint
@@ -780,6 +782,159 @@ def kernels() -> dict[str, KernelCase]:
         ct.store(out, index=(bid,), tile=x // y)
 
     return {c.name: c for c in cases}
+
+
+@dataclass
+class LaunchCase:
+    """Arguments and a NumPy reference for launching kernel ``kernel`` of :func:`kernels`
+    (``tilegen.cutile.launch`` on the CPU, ``ct.launch`` on a GPU: bench/gpu_check.py)."""
+
+    name: str  # a unique case name
+    kernel: str  # a key of kernels()
+    make: object  # rng -> (grid, args tuple incl. constants); arrays are NumPy
+    expect: object  # args (before the launch) -> {argument index: expected array after it}
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    stdout: tuple = ()  # substrings the kernel's printf output must contain
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _layernorm(x):
+    x = x.astype(np.float32)
+    d = x - x.mean(axis=1, keepdims=True)
+    return (d / np.sqrt((d * d).mean(axis=1, keepdims=True) + 1e-5)).astype(np.float16)
+
+
+def launch_cases() -> list[LaunchCase]:
+    """Fifteen launches of twelve kernels of :func:`kernels` with inputs and NumPy references:
+    tail tiles, 2-D grids, scalars, in-place updates, reductions, scans, gathers, atomics,
+    control flow, an mma loop and printf."""
+    f32, f16, i32 = np.float32, np.float16, np.int32
+
+    def rnd(rng, shape, dtype=f32):
+        return rng.standard_normal(shape).astype(dtype)
+
+    def vec_add(rng):
+        n = 1000  # four 256-wide tiles, the last one partial
+        return (4,), (rnd(rng, n), rnd(rng, n), np.zeros(n, f32), 256)
+
+    def vec_add_i32(rng):
+        a, b = (rng.integers(-(2**30), 2**30, 512).astype(i32) for _ in range(2))
+        return (2,), (a, b, np.zeros(512, i32), 256)
+
+    def add2d(rng):
+        return (2, 2), (rnd(rng, (32, 64)), rnd(rng, (32, 64)), np.zeros((32, 64), f32), 16, 32)
+
+    def axpy(rng):
+        return (2,), (rnd(rng, 512), rnd(rng, 512), 1.5, 256)
+
+    def softmax(rng):
+        return (3,), (rnd(rng, (10, 100)), np.zeros((10, 100), f32), 4, 128)
+
+    def layernorm(rng):
+        return (3,), (rnd(rng, (6, 256), f16), np.zeros((6, 256), f16), 2, 256)
+
+    def reduce_rows(rng):
+        return (3,), (rnd(rng, (40, 64)), np.zeros(40, f32), np.zeros(40, f32), 16, 64)
+
+    def scan_cumsum(rng):
+        return (2,), (rnd(rng, (16, 64)), np.zeros((16, 64), f32), 8, 64)
+
+    def transpose2d(rng):
+        return (2, 3), (rnd(rng, (64, 96)), np.zeros((96, 64), f32), 32, 32)
+
+    def control_if(flag):
+        def make(rng):
+            return (2,), (rnd(rng, 256), np.zeros(256, f32), flag, 128)
+
+        return make
+
+    def reduce_cols_loop(rng):
+        return (2,), (rnd(rng, (50, 128)), np.zeros(128, f32), 16, 64)
+
+    def gather_scatter(rng):
+        idx = rng.permutation(256).astype(i32)
+        idx[::7] = -1  # masked off in the scatter
+        return (2,), (rnd(rng, 256), idx, np.full(256, 9.0, f32), 128)
+
+    def atomics(rng):
+        return (2,), (rng.integers(0, 16, 256).astype(i32), np.zeros(16, i32), 128)
+
+    def matmul_f16(rng):
+        a, b = rnd(rng, (128, 64), f16), rnd(rng, (64, 128), f16)
+        return (2, 2), (a, b, np.zeros((128, 128), f32), 64, 64, 32)
+
+    def print_kernel(rng):
+        return (1,), (np.array([1, 2, 3, 4], i32), np.zeros(4, i32))
+
+    def gather_expect(a):
+        out = a[2].copy()
+        keep = a[1] >= 0
+        out[a[1][keep]] = a[0][a[1][keep]] * 2.0
+        return {2: out}
+
+    def control_expect(a):
+        if a[2] > 0:
+            return {1: a[0] * 2.0}
+        return {1: np.concatenate([a[0][:128] + 1.0, a[0][128:]])}
+
+    c = LaunchCase
+    return [
+        c("vec_add", "vec_add", vec_add, lambda a: {2: a[0] + a[1]}),
+        c("vec_add_i32", "vec_add_i32", vec_add_i32, lambda a: {2: a[0] + a[1]}),
+        c("add2d", "add2d", add2d, lambda a: {2: a[0] + a[1]}),
+        c("axpy", "axpy", axpy, lambda a: {1: a[0] * np.float32(a[2]) + a[1]}),
+        c("softmax", "softmax", softmax, lambda a: {1: _softmax(a[0])}, 1e-5, 1e-7),
+        c("layernorm", "layernorm", layernorm, lambda a: {1: _layernorm(a[0])}, 2e-3, 2e-3),
+        c(
+            "reduce_rows",
+            "reduce_rows",
+            reduce_rows,
+            lambda a: {1: a[0].sum(axis=1), 2: a[0].max(axis=1)},
+            1e-5,
+            1e-5,
+        ),
+        c(
+            "scan_cumsum",
+            "scan_cumsum",
+            scan_cumsum,
+            lambda a: {1: a[0].cumsum(axis=1)},
+            1e-5,
+            1e-5,
+        ),
+        c("transpose2d", "transpose2d", transpose2d, lambda a: {1: a[0].T}),
+        c("control_if_on", "control_if", control_if(1), control_expect),
+        c("control_if_off", "control_if", control_if(0), control_expect),
+        c(
+            "reduce_cols_loop",
+            "reduce_cols_loop",
+            reduce_cols_loop,
+            lambda a: {1: a[0].sum(axis=0)},
+            1e-5,
+            1e-5,
+        ),
+        c("gather_scatter", "gather_scatter", gather_scatter, gather_expect),
+        c("atomics", "atomics", atomics, lambda a: {1: np.bincount(a[0], minlength=16)}),
+        c(
+            "matmul_f16",
+            "matmul_f16",
+            matmul_f16,
+            lambda a: {2: a[0].astype(f32) @ a[1].astype(f32)},
+            1e-3,
+            1e-3,
+        ),
+        c(
+            "print_kernel",
+            "print_kernel",
+            print_kernel,
+            lambda a: {1: a[0] * 2},
+            stdout=("sum=10", "first=1 last=4"),
+        ),
+    ]
 
 
 def export_all(out_dir, names=None) -> dict:

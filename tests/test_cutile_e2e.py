@@ -13,7 +13,7 @@ tests/cutile_kernels.py with ``export_kernel(..., output_format="cubin", gpu_cod
 A second subprocess exports the same kernels with NVIDIA's tileiras (when installed) to prove that
 each kernel is valid cuTile, so a failure above is a tilegen gap and not a broken test kernel.
 
-Corpus coverage. /work/shared/corpus/cutile holds the Tile IR cuTile produced from NVIDIA's
+Corpus coverage. ../shared/corpus/cutile holds the Tile IR cuTile produced from NVIDIA's
 kernels.py (source not public); the kernels of tests/cutile_kernels.py reproduce each corpus
 kernel's feature set with the public cuTile API (same parameters, dtypes, tile sizes, calling
 convention and hints). ``test_corpus_features_covered`` disassembles the bytecode cuTile wrote for
@@ -143,7 +143,7 @@ INVALID = sorted(n for n, c in KERNELS.items() if c.invalid is not None)
 VALID = sorted(n for n in ALL if n not in INVALID)
 ELF_MAGIC = b"\x7fELF"
 
-CORPUS = Path("/work/shared/corpus/cutile")
+CORPUS = Path(os.environ.get("TILEGEN_SHARED") or HERE.parent.parent / "shared") / "corpus/cutile"
 
 
 def _coverage_table() -> dict[str, list[str]]:

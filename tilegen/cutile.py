@@ -14,6 +14,10 @@ wheel is not installed. Where it is (this repository's ``oracles`` extra install
 look-ups. It is a documented monkeypatch of one private cuTile function, checked by
 :func:`cutile_compiler_path`; nothing on disk changes, the NVIDIA wheel stays usable by other
 processes.
+
+:func:`launch` runs a ``@ct.kernel`` on the CPU (tilegen's interpreter or its PTX in the SIMT
+simulator) with ``ct.launch``'s call shape minus the stream; see :mod:`tilegen.cutile_launch`
+and docs/cutile_launch.md.
 """
 
 from __future__ import annotations
@@ -52,6 +56,22 @@ def use_tilegen(shim_dir, hide_nvidia_wheel: bool = True) -> Path:
     if found is None or Path(found).resolve() != launcher.resolve():
         raise RuntimeError(f"cuTile picks tileiras at {found}, not the tilegen shim {launcher}")
     return launcher
+
+
+def launch(grid, kernel, args, *, backend: str = "interp", gpu_name: str = "sm_90", stdout=None):
+    """``ct.launch(stream, grid, kernel, args)`` without the stream, on the CPU: see
+    :func:`tilegen.cutile_launch.launch`."""
+    from tilegen.cutile_launch import launch as _launch
+
+    return _launch(grid, kernel, args, backend=backend, gpu_name=gpu_name, stdout=stdout)
+
+
+def __getattr__(name):
+    if name in ("LaunchError", "signature_for", "cache_info", "clear_cache"):
+        import tilegen.cutile_launch as cl
+
+        return getattr(cl, name)
+    raise AttributeError(f"module 'tilegen.cutile' has no attribute {name!r}")
 
 
 def cutile_compiler_path() -> Optional[str]:

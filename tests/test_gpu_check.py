@@ -1,0 +1,360 @@
+"""``make gpu-check`` (bench/gpu_check.py + bench/gpu_runner.py), issue 12.
+
+On this CPU machine: the payload is built for every corpus kernel (both compilers, sm_90 and
+sm_100) and checked (contents, size, every cubin's parameter list against its npz), the runner's
+dry run writes the report, the report is rendered from hand-made results, the ``ct.launch`` hook
+hands cuTile the recorded cubins, and the runner's ctypes CUDA calls run against a stand-in
+``libcuda.so.1`` compiled here. With a GPU, the payload runs for real.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import gpu_check  # noqa: E402
+import gpu_runner  # noqa: E402
+
+CORPUS = gpu_check.shared_dir() / "corpus" / "cutile"
+needs_corpus = pytest.mark.skipif(
+    not (CORPUS / "manifest.json").exists(), reason="cuTile corpus (../shared) not present"
+)
+
+
+def _valid_corpus_kernels() -> list[str]:
+    manifest = json.loads((CORPUS / "manifest.json").read_text())
+    return sorted(k["name"] for k in manifest["kernels"] if not k.get("expect_tileiras_fail"))
+
+
+@pytest.fixture(scope="module")
+def payload(tmp_path_factory):
+    if not (CORPUS / "manifest.json").exists():
+        pytest.skip("cuTile corpus (../shared) not present")
+    if gpu_check.nvidia_tool("tileiras") is None:
+        pytest.skip("NVIDIA tileiras is not installed: the payload holds its cubins too")
+    out = tmp_path_factory.mktemp("gpu-check") / "payload"
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--out", str(out), "--offline"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    return out, p.stdout
+
+
+@needs_corpus
+def test_every_corpus_kernel_in_the_payload(payload):
+    out, _ = payload
+    manifest = json.loads((out / "manifest.json").read_text())
+    kernels = _valid_corpus_kernels()
+    assert len(kernels) == 33 and sorted(manifest["kernels"]) == kernels
+    assert manifest["archs"] == ["sm_90", "sm_100"]
+    for name in kernels:
+        k = manifest["kernels"][name]
+        assert (out / k["npz"]).is_file()
+        for arch in manifest["archs"]:
+            assert set(k["cubins"][arch]) == {"tilegen", "tileiras"}, (name, arch, k["errors"])
+            for rel in k["cubins"][arch].values():
+                meta = gpu_runner.cubin_kernel((out / rel).read_bytes())
+                assert meta["block"][0] >= 32 and meta["sizes"], (rel, meta)
+    for case in manifest["large"]:
+        assert case["kernel"] in manifest["kernels"]
+    assert (out / "runner.py").read_text() == (ROOT / "bench" / "gpu_runner.py").read_text()
+    assert "runner.py" in (out / "run.sh").read_text()
+    assert subprocess.run(["bash", "-n", str(out / "run.sh")]).returncode == 0
+
+
+@needs_corpus
+def test_payload_fits_the_device_tool(payload):
+    out, stdout = payload
+    size = gpu_check.payload_size(out) + gpu_check.tracked_size()
+    assert size < gpu_check.LIMIT, size
+    assert "MiB of the 64 MiB the device tool carries" in stdout
+    assert "33 corpus kernels, 132 corpus cubins" in stdout
+    assert 'run(command="bash ' in stdout and "run.sh" in stdout and "carry=[" in stdout
+
+
+@needs_corpus
+def test_cutile_cases_recorded(payload):
+    pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
+    out, _ = payload
+    sys.path.insert(0, str(ROOT / "tests"))
+    from cutile_kernels import launch_cases
+
+    cut = json.loads((out / "manifest.json").read_text())["cutile"]
+    assert sorted(cut["cases"]) == sorted(c.name for c in launch_cases())
+    assert (out / cut["kernels_py"]).read_text() == (ROOT / "tests/cutile_kernels.py").read_text()
+    known = {("atomics", "tilegen")}  # the layout bug of test_cutile_launch.KNOWN_BUGS
+    for name, case in cut["cases"].items():
+        for arch in ("sm_90", "sm_100"):
+            for compiler in ("tilegen", "tileiras"):
+                rel = case["cubins"][arch].get(compiler)
+                if (name, compiler) in known:
+                    assert rel is None and "atomic_rmw" in case["errors"][arch][compiler]
+                    continue
+                assert rel and (out / rel).read_bytes()[:4] == b"\x7fELF", (name, arch, case)
+                meta = gpu_runner.cubin_kernel((out / rel).read_bytes())
+                assert meta["name"] == case["symbol"]
+
+
+@needs_corpus
+def test_recorded_compile_hands_cutile_the_cubin(payload):
+    """The hook the runner installs at ``kernel._compile``: cuTile's launcher gets the cubin
+    recorded for the signature it derived (here: tilegen.cutile.signature_for's)."""
+    pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
+    from cuda.tile._cext import default_tile_context
+
+    from tilegen.cutile import signature_for
+
+    out, _ = payload
+    sys.path.insert(0, str(ROOT / "tests"))
+    from cutile_kernels import kernels, launch_cases
+
+    cut = json.loads((out / "manifest.json").read_text())["cutile"]
+    case = next(c for c in launch_cases() if c.name == "softmax")
+    kernel = kernels()["softmax"].kernel
+    _, args = case.make(np.random.default_rng(0))
+    state = {"compiler": "tileiras", "seen": []}
+    original = gpu_runner.install_recorded_compile(out, cut, "sm_90", state)
+    try:
+        cubin, symbol, _, _ = kernel._compile(signature_for(kernel, args), default_tile_context)
+        assert cubin == (out / cut["cases"]["softmax"]["cubins"]["sm_90"]["tileiras"]).read_bytes()
+        assert symbol == cut["cases"]["softmax"]["symbol"]
+        state["compiler"] = "tilegen"
+        cubin, _, _, _ = kernel._compile(signature_for(kernel, args), default_tile_context)
+        assert cubin == (out / cut["cases"]["softmax"]["cubins"]["sm_90"]["tilegen"]).read_bytes()
+        # the other divisibility rule finds its own recorded cubin
+        [alt] = cut["cases"]["softmax"]["alternatives"]
+        cubin, symbol, _, _ = kernel._compile(
+            gpu_check.gcd_variant(signature_for(kernel, args), args), default_tile_context
+        )
+        assert cubin == (out / alt["cubins"]["sm_90"]["tilegen"]).read_bytes()
+        assert symbol == alt["symbol"] != cut["cases"]["softmax"]["symbol"]
+        assert state["variants"] == ["launcher", "launcher", "gcd"]
+        other = (np.zeros((10, 100), np.float64), np.zeros((10, 100), np.float64), 4, 128)
+        with pytest.raises(gpu_runner.RunnerError, match="no recorded tilegen cubin"):
+            kernel._compile(signature_for(kernel, other), default_tile_context)
+        assert len(state["seen"]) == 4
+    finally:
+        from cuda.tile._execution import kernel as kernel_cls
+
+        kernel_cls._compile = original
+
+
+@needs_corpus
+def test_dry_run_report(payload, tmp_path):
+    out, _ = payload
+    p = subprocess.run(
+        [sys.executable, str(out / "runner.py"), str(out), "--dry-run", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    report = (tmp_path / "gpu_results.md").read_text()
+    res = json.loads((tmp_path / "results.json").read_text())
+    # every cubin parsed and every npz flattened to its cubin's parameter list
+    assert {r[c]["status"] for r in res["corpus"] for c in ("tilegen", "tileiras")} == {"ok"}
+    assert "corpus kernels correct on hardware: tilegen 33/33, tileiras 33/33" in report
+    for name in _valid_corpus_kernels():
+        assert f"\n| {name} | yes | yes |" in report
+    for section in ("## Summary", "## Corpus kernels", "## Bandwidth and throughput", "cuTile"):
+        assert section in report
+    assert report in p.stdout
+
+
+def _row(kernel, a, b, status_a="ok", status_b="ok"):
+    return {
+        "kernel": kernel,
+        "tilegen": {
+            "status": status_a,
+            "ms": a,
+            "detail": "" if status_a == "ok" else "x: 3 differ",
+        },
+        "tileiras": {"status": status_b, "ms": b, "detail": ""},
+    }
+
+
+def test_report_format():
+    """The report from hand-made results: ratios, slower kernels, % of the measured peaks."""
+    res = {
+        "device": {"name": "NVIDIA H100 80GB HBM3", "sm": 90, "sms": 132, "driver_api": "13.0"},
+        "arch": "sm_90",
+        "repeat": 20,
+        "date": "2026-11-25 01:00 UTC",
+        "elapsed_s": 95.0,
+        "manifest": {
+            "built": "2026-11-25",
+            "commit": "abc1234",
+            "tileiras_version": "release 13.5",
+            "archs": ["sm_90", "sm_100"],
+        },
+        "peaks": {
+            "copy_gbs": 3000.0,
+            "matmul_tflops": 700.0,
+            "matmul_what": "torch",
+            "matmul_size": 8192,
+            "large_matmul_tflops": 600.0,
+        },
+        "corpus": [_row("vec_add", 0.010, 0.008), _row("softmax", 0.010, 0.020, "mismatch")],
+        "large": [
+            {
+                "case": "vec_add 2^26",
+                "kernel": "vec_add",
+                "size": "67108864",
+                "bytes": 805306368,
+                "flops": None,
+                **{k: v for k, v in _row("", 0.2980, 0.2800).items() if k != "kernel"},
+            },
+            {
+                "case": "matmul_f16 4096^3",
+                "kernel": "matmul_f16",
+                "size": "4096 x 4096",
+                "bytes": 0,
+                "flops": 2 * 4096**3,
+                **{k: v for k, v in _row("", 0.458, 0.229).items() if k != "kernel"},
+            },
+        ],
+        "cutile": {"status": "ran", "cases": [{"case": "axpy", **_row("axpy", 0.005, 0.004)}]},
+    }
+    report = gpu_runner.render_report(res)
+    assert report.startswith("# tilegen on NVIDIA H100 80GB HBM3 (sm_90)\n")
+    assert "device-to-device copy 3000 GB/s" in report and "cuBLAS f16 matmul 700 TFLOP/s" in report
+    assert "corpus kernels correct on hardware: tilegen 1/2, tileiras 2/2" in report
+    assert "slower than tileiras (ratio > 1.05): vec_add" in report
+    assert "| vec_add | yes | yes | 10.0 | 8.0 | 1.25 |  |" in report
+    assert "| softmax | **NO** | yes | 10.0 | 20.0 | - | tilegen: x: 3 differ |" in report
+    # 805306368 B in 0.2980 ms = 2702 GB/s = 90.1% of 3000
+    assert "vec_add bandwidth: 90% of the copy bandwidth (goal >= 90%: met)" in report
+    assert "2702 GB/s (90% of copy)" in report
+    assert "300.1 TFLOP/s (50% of cuBLAS)" in report  # 2*4096^3 in 0.458 ms, cuBLAS 600
+    assert "through cuTile (ct.launch, ran): tilegen 1/1 correct, tileiras 1/1" in report
+    assert "| axpy | axpy | yes | yes | 5.0 | 4.0 | 1.25 |" in report
+
+
+def test_pick_arch():
+    assert gpu_runner.pick_arch(90, ["sm_90", "sm_100"]) == "sm_90"
+    assert gpu_runner.pick_arch(100, ["sm_90", "sm_100"]) == "sm_100"
+    assert gpu_runner.pick_arch(103, ["sm_90", "sm_100"]) == "sm_100"
+    with pytest.raises(gpu_runner.RunnerError, match="not for sm_120"):
+        gpu_runner.pick_arch(120, ["sm_90", "sm_100"])
+
+
+FAKE_LIBCUDA = r"""
+/* A stand-in libcuda.so.1 for the runner's ctypes calls: host memory, no kernel runs. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+typedef int R;
+static FILE *lg(void) { static FILE *f; const char *p = getenv("FAKE_CUDA_LOG");
+  if (!f && p) f = fopen(p, "a"); return f; }
+R cuInit(unsigned f) { return f != 0; }
+R cuDeviceGetCount(int *n) { *n = 1; return 0; }
+R cuDeviceGet(int *d, int o) { *d = o; return o ? 101 : 0; }
+R cuDevicePrimaryCtxRetain(void **c, int d) { *c = (void *)0x1234; return 0; }
+R cuCtxSetCurrent(void *c) { return c == 0; }
+R cuDeviceGetName(char *s, int n, int d) { snprintf(s, n, "fake GPU"); return 0; }
+R cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+R cuDeviceGetAttribute(int *v, int a, int d) {
+  *v = a == 75 ? 9 : a == 76 ? 0 : a == 16 ? 132 : -1; return *v < 0; }
+R cuGetErrorName(R e, const char **s) { *s = "CUDA_ERROR_FAKE"; return 0; }
+R cuMemAlloc_v2(uint64_t *p, size_t n) { *p = (uint64_t)(uintptr_t)calloc(1, n); return !*p; }
+R cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); return 0; }
+R cuMemcpyHtoD_v2(uint64_t d, const void *h, size_t n) { memcpy((void *)(uintptr_t)d, h, n); return 0; }
+R cuMemcpyDtoH_v2(void *h, uint64_t d, size_t n) { memcpy(h, (void *)(uintptr_t)d, n); return 0; }
+R cuMemcpyDtoD_v2(uint64_t d, uint64_t s, size_t n) {
+  memcpy((void *)(uintptr_t)d, (void *)(uintptr_t)s, n); return 0; }
+R cuMemsetD8_v2(uint64_t d, unsigned char v, size_t n) { memset((void *)(uintptr_t)d, v, n); return 0; }
+R cuLibraryLoadData(void **l, const void *code, void *a, void *b, unsigned n, void *c, void *d,
+                    unsigned m) { if (memcmp(code, "\x7f" "ELF", 4)) return 200; *l = malloc(1); return 0; }
+R cuLibraryGetKernel(void **k, void *l, const char *name) {
+  if (!l || !name || !*name) return 500; *k = strdup(name); return 0; }
+R cuKernelGetFunction(void **f, void *k) { *f = k; return 0; }
+R cuLibraryUnload(void *l) { free(l); return 0; }
+R cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                 unsigned bz, unsigned smem, void *stream, void **params, void **extra) {
+  if (!f || !gx || !gy || !gz || !bx || !by || !bz || !params || extra) return 1;
+  if (lg()) { fprintf(lg(), "%s %u %u %u %u\n", (char *)f, gx, gy, gz, bx); fflush(lg()); }
+  return 0; }
+R cuCtxSynchronize(void) { return 0; }
+R cuEventCreate(void **e, unsigned f) { *e = malloc(8); return 0; }
+R cuEventRecord(void *e, void *s) { return e == 0; }
+R cuEventSynchronize(void *e) { return 0; }
+R cuEventElapsedTime(float *ms, void *a, void *b) { *ms = 0.010f; return 0; }
+R cuEventDestroy_v2(void *e) { free(e); return 0; }
+"""
+
+
+@needs_corpus
+def test_runner_driver_calls_against_a_stand_in_libcuda(payload, tmp_path):
+    """The runner's ctypes calls (load, params, launch, events, copies) against a stand-in
+    libcuda: every launch reaches the driver with the cubin's kernel name and block size; the
+    outputs are not computed (no kernel runs), so they read as mismatches, never as errors."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in libcuda.so.1")
+    (tmp_path / "fake.c").write_text(FAKE_LIBCUDA)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-o", str(lib / "libcuda.so.1"), str(tmp_path / "fake.c")],
+        check=True,
+    )
+    out, _ = payload
+    env = dict(os.environ, LD_LIBRARY_PATH=str(lib), FAKE_CUDA_LOG=str(tmp_path / "log"))
+    cmd = [sys.executable, str(out / "runner.py"), str(out), "--out", str(tmp_path / "res")]
+    cmd += ["--kernel", "vec_add", "--kernel", "matmul_f16", "--repeat", "2", "--scale", "1e-4"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.loads((tmp_path / "res" / "results.json").read_text())
+    assert res["device"] == {"name": "fake GPU", "sm": 90, "sms": 132, "driver_api": "13.0"}
+    rows = res["corpus"] + res["large"]
+    assert {r[c]["status"] for r in rows for c in ("tilegen", "tileiras")} == {"mismatch"}
+    assert all(r[c]["ms"] == pytest.approx(0.010) for r in rows for c in ("tilegen", "tileiras"))
+    log = (tmp_path / "log").read_text().splitlines()
+    manifest = json.loads((out / "manifest.json").read_text())
+    grid = gpu_runner.load_npz(out / manifest["kernels"]["vec_add"]["npz"])[2]
+    keys = []
+    for compiler in ("tilegen", "tileiras"):
+        meta = gpu_runner.cubin_kernel(
+            (out / manifest["kernels"]["vec_add"]["cubins"]["sm_90"][compiler]).read_bytes()
+        )
+        keys.append(f"{meta['name']} {' '.join(map(str, grid))} {meta['block'][0]}")
+    # per compiler: the corpus launch + a warm-up + 2 timed, with the corpus grid and the block
+    for key in set(keys):
+        assert log.count(key) == 4 * keys.count(key), key
+
+
+def test_gpu_run(tmp_path):
+    """The whole check on a real GPU (skipped without one)."""
+    try:
+        gpu_runner.Driver()
+    except gpu_runner.RunnerError as e:
+        pytest.skip(f"no GPU: {e}")
+    if not (CORPUS / "manifest.json").exists():
+        pytest.skip("cuTile corpus (../shared) not present")
+    out = tmp_path / "payload"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--out", str(out), "--offline"],
+        check=True,
+        timeout=1800,
+    )
+    p = subprocess.run(
+        [sys.executable, str(out / "runner.py"), str(out), "--out", str(tmp_path / "res")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.loads((tmp_path / "res" / "results.json").read_text())
+    bad = {r["kernel"]: r["tilegen"] for r in res["corpus"] if r["tilegen"]["status"] != "ok"}
+    assert not bad, bad
