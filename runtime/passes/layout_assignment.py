@@ -15,9 +15,13 @@
    their first consumer's layout.
 3. *Conversions*: where a consumer needs another layout than its producer gave,
    ``nv_tileas.convert_layout`` is inserted before the consumer.
+4. *Decisions* recorded for code generation (runtime/layouts/decisions.py; docs/layouts.md,
+   "The layout stage's decisions"): the CTA size, each memref access's vector width, each dot's
+   MMA family, which dot operands are staged by cp.async and which K loops prefetch them.
 
 The CTA size is ``num_warps`` from the pass option, else ``nv_tileaa.kernel_spec`` (which carries
-``tt.num_warps``), else 4 (seed 002's default).
+``tt.num_warps``), else 4 (seed 002's default). The analyses live in runtime/layouts/ (shared
+with code generation, which never imports this module).
 """
 
 from __future__ import annotations
@@ -460,17 +464,13 @@ def unassigned_tiles(root: Operation) -> list[Value]:
     return out
 
 
-def _tristate(text: str) -> Optional[bool]:
-    return parse_bool(text)
-
-
 @register(
     "nv-tileas-assign-layouts",
     options={
         "num-warps": (int, 0),
-        "wgmma": (_tristate, None),
-        "cp-async": (_tristate, None),
-        "pipeline": (_tristate, None),
+        "wgmma": (parse_bool, None),  # None: on (LayoutOptions)
+        "cp-async": (parse_bool, None),
+        "pipeline": (parse_bool, None),
         "num-stages": (int, 0),
     },
     summary="assign nv_tileas layouts to the tile values of nv_tileaa functions and record the "

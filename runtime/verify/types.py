@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from tilegen.runtime.types import (
     DYNAMIC,
     FloatType,
@@ -14,7 +12,6 @@ from tilegen.runtime.types import (
     IndexType,
     IntegerType,
     NoneType,
-    NvPointerType,
     OpaqueType,
     PartitionViewType,
     PointerType,
@@ -26,7 +23,7 @@ from tilegen.runtime.types import (
 )
 
 # The type invariants live beside the parser, which checks them as it builds each type.
-from tilegen.runtime.asm.type_verify import (  # noqa: E402,F401
+from tilegen.runtime.asm.type_verify import (  # noqa: F401
     MAX_TILE_ELEMENTS,
     NUMBER_TYPE_LIST,
     is_number_type,
