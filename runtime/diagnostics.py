@@ -1,7 +1,17 @@
-"""Diagnostics: located errors, warnings, notes and remarks, printed as MLIR prints them.
+"""Diagnostics: located errors, warnings, notes and remarks, and the one error type of a compile.
 
-``FILE:LINE:COL: error: 'cuda_tile.addf' op <message>``. A :class:`DiagnosticEngine` collects
-them; tools either print them or (``--verify-diagnostics``) match them against expectations.
+One format for every tool (:meth:`Diagnostic.format`):
+
+* text input: ``FILE:LINE:COL: error: MESSAGE`` (MLIR's form; op diagnostics are prefixed
+  ``'cuda_tile.addf' op``);
+* bytecode input: ``FILE: error: MESSAGE (at byte offset N)`` (:class:`ByteOffsetLoc`, the
+  offsets NVIDIA's ``tileiras`` / ``tileirdisasm`` report);
+* a whole file (unreadable, empty, not bytecode): ``FILE: error: MESSAGE`` (:class:`FileLoc`);
+* no input involved (a bad option or target): ``error: MESSAGE``.
+
+A :class:`DiagnosticEngine` collects diagnostics; tools either print them or
+(``--verify-diagnostics``) match them against expectations. :class:`CompileError` carries the
+diagnostics of a failed compile with tileiras's exit class and the stage that failed.
 """
 
 from __future__ import annotations
@@ -34,10 +44,46 @@ class Diagnostic:
         return note
 
     def format(self) -> str:
-        lines = [f"{format_location(self.loc)}: {self.severity}: {self.message}"]
+        lines = [format_head(self.loc, self.severity, self.message)]
         for n in self.notes:
-            lines.append(f"{format_location(n.loc or self.loc)}: {n.severity}: {n.message}")
+            lines.append(format_head(n.loc or self.loc, n.severity, n.message))
         return "\n".join(lines)
+
+
+class FileLoc:
+    """A diagnostic about a whole input file (no line or byte position)."""
+
+    __slots__ = ("file",)
+
+    def __init__(self, file: str):
+        self.file = file
+
+    def __repr__(self) -> str:
+        return f"FileLoc({self.file!r})"
+
+
+class ByteOffsetLoc:
+    """A position in a bytecode file: the byte offset NVIDIA's reader reports."""
+
+    __slots__ = ("file", "offset")
+
+    def __init__(self, file: str, offset: int):
+        self.file, self.offset = file, offset
+
+    def __repr__(self) -> str:
+        return f"ByteOffsetLoc({self.file!r}, {self.offset})"
+
+
+def format_head(loc, severity: str, message: str) -> str:
+    """One diagnostic line in the format of the module docstring."""
+    if isinstance(loc, ByteOffsetLoc):
+        return f"{loc.file}: {severity}: {message} (at byte offset {loc.offset})"
+    if isinstance(loc, FileLoc):
+        return f"{loc.file}: {severity}: {message}"
+    flc = file_line_col(loc)
+    if flc is None:
+        return f"{severity}: {message}"
+    return f"{flc.file}:{flc.line}:{flc.col}: {severity}: {message}"
 
 
 def file_line_col(loc: Optional[Location]) -> Optional[FileLineColLoc]:
@@ -66,6 +112,25 @@ def format_location(loc: Optional[Location]) -> str:
     if flc is None:
         return "loc(unknown)" if isinstance(loc, UnknownLoc) or loc is None else "<unknown>"
     return f"{flc.file}:{flc.line}:{flc.col}"
+
+
+#: tileiras's exit codes, the exit class of every :class:`CompileError` (docs/tileiras_shim.md)
+EXIT_USAGE = 1  # bad command line or arguments, unreadable input file
+EXIT_CONFIG = 2  # missing/unsupported target, invalid option value, unwritable output
+EXIT_INPUT = 3  # not Tile IR (bad bytecode, unparsable text) or fails verification
+EXIT_COMPILE = 5  # a valid module the compiler cannot compile
+
+
+class CompileError(Exception):
+    """A compile failed. ``diagnostics``: the errors (``.format()`` each); ``exit_code``: one of
+    the ``EXIT_*`` classes; ``stage``: the driver stage that failed (``options``, ``target``,
+    ``read``, ``verify``, a pass stage, ``ptx``, ``ptxas``, ``internal``)."""
+
+    def __init__(self, diagnostics, exit_code: int = EXIT_COMPILE, stage: str = "internal"):
+        self.diagnostics = list(diagnostics)
+        self.exit_code = exit_code
+        self.stage = stage
+        super().__init__("\n".join(d.format() for d in self.diagnostics))
 
 
 class DiagnosticError(Exception):

@@ -34,7 +34,7 @@ def test_disasm_rejects_what_nvidia_rejects(path):
 def test_disasm_of_non_bytecode():
     text, errors = disassemble(b"// not bytecode", "x.mlir")
     assert text is None and errors == [
-        "x.mlir:0:0: error: input does not correspond to Tile IR bytecode"
+        "x.mlir: error: input does not correspond to Tile IR bytecode"
     ]
 
 

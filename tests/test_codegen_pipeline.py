@@ -5,7 +5,7 @@ Small generated matmul kernels with 1..5 K iterations (and a K tail that is part
 bounds) run in the SIMT simulator in its strict cp.async mode (a copy's destination reads as
 poison until a ``bar.sync`` after the ``wait_group`` that retired it; a copy into bytes read
 since the last ``bar.sync`` is an error), compared exactly with NumPy, with every combination of
-``TILEGEN_NO_PIPELINE`` / ``TILEGEN_NO_CP_ASYNC``. The PTX is checked for where the copies,
+``CompileOptions(pipelining=False)`` / ``CompileOptions(use_cp_async=False)``. The PTX is checked for where the copies,
 commits, waits and barriers sit, and mutated PTX (a wait or a barrier removed) must fail."""
 
 from __future__ import annotations
@@ -108,10 +108,10 @@ def _operands(et, ct, m, n, ktot, seed, bt=False):
 
 def _compile(monkeypatch, et, ct, m, n, k, sm, pipe=True, cp=True, bt=False):
     from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.options import CompileOptions
 
-    monkeypatch.setenv("TILEGEN_NO_PIPELINE", "" if pipe else "1")
-    monkeypatch.setenv("TILEGEN_NO_CP_ASYNC", "" if cp else "1")
-    return compile_to_ptx(_module(et, ct, m, n, k, bt), sm)
+    options = CompileOptions(pipelining=pipe, use_cp_async=cp)
+    return compile_to_ptx(_module(et, ct, m, n, k, bt), sm, options=options)
 
 
 def _launch(ptx, a, b, c, nk, ktot):

@@ -1,7 +1,8 @@
 """runtime/codegen/mma.py on sm_90: ``wgmma.mma_async`` with shared-memory descriptors (A rows
 permuted so the accumulator fragment is a blocked layout, kept in registers), run in the SIMT
 simulator against NumPy exactly, assembled by ptxas for sm_90a (0 spills, HGMMA-class SASS), and
-the mma.sync fallbacks (shapes wgmma does not take, other targets, ``TILEGEN_NO_WGMMA=1``)."""
+the mma.sync fallbacks (shapes wgmma does not take, other targets, ``CompileOptions(use_wgmma=False)``).
+"""
 
 from __future__ import annotations
 
@@ -102,13 +103,14 @@ def _operands(et, m, n, k, seed):
     return _fp8_bits(a, e5), _fp8_bits(b, e5), c.astype(np.float32), a, b, c
 
 
-def _run(et, m, n, k, warps=None, sm="sm_90"):
+def _run(et, m, n, k, warps=None, sm="sm_90", options=None):
     from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
 
     src = _src(et, m, n, k, warps)
-    ptx = compile_to_ptx(parse_module(src, "mm.mlir"), sm)
+    ptx = compile_to_ptx(parse_module(src, "mm.mlir"), sm, options=options)
     a, b, c, ra, rb, rc = _operands(et, m, n, k, m * 7 + n * 3 + k)
-    out = run_ptxsim(parse_module(src, "mm.mlir"), [("a", a), ("b", b), ("c", c)], (1, 1, 1), sm)
+    args = [("a", a), ("b", b), ("c", c)]
+    out = run_ptxsim(parse_module(src, "mm.mlir"), args, (1, 1, 1), sm, options=options)
     ref = ra.astype(np.float64) @ rb.astype(np.float64) + rc
     np.testing.assert_array_equal(out["c"].astype(np.float64), ref)
     return ptx
@@ -171,9 +173,10 @@ def test_mma_sync_fallback(et, m, n, k, sm):
     assert f".target {sm}\n" in ptx
 
 
-def test_no_wgmma_env_forces_mma_sync(monkeypatch):
-    monkeypatch.setenv("TILEGEN_NO_WGMMA", "1")
-    ptx = _run("f16", 64, 64, 32)
+def test_no_wgmma_option_forces_mma_sync(monkeypatch):
+    from tilegen.runtime.options import CompileOptions
+
+    ptx = _run("f16", 64, 64, 32, options=CompileOptions(use_wgmma=False))
     assert "wgmma" not in ptx and "mma.sync.aligned" in ptx and ".target sm_90\n" in ptx
 
 
@@ -231,19 +234,24 @@ def _aligned_src(et, m, n, k):
 @pytest.mark.parametrize("et", ["f16", "bf16", "tf32", "i8", "f8E4M3FN"])
 def test_wgmma_vectorized_operand_stores(et, monkeypatch):
     from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+    from tilegen.runtime.options import CompileOptions
 
     # the register path (A is otherwise cp.async-staged: tests/test_codegen_pipeline.py)
-    monkeypatch.setenv("TILEGEN_NO_CP_ASYNC", "1")
+    options = CompileOptions(use_cp_async=False)
     m, n, k = 64, 32, 64
     src = _aligned_src(et, m, n, k)
-    ptx = compile_to_ptx(parse_module(src, "mm.mlir"), "sm_90")
+    ptx = compile_to_ptx(parse_module(src, "mm.mlir"), "sm_90", options=options)
     assert "st.shared.v4.b32" in ptx and "wgmma.mma_async" in ptx
     if PTXAS is not None:
         _, log = assemble(ptx, 90, verbose=True)
         assert "0 bytes spill stores, 0 bytes spill loads" in log, log
     a, b, c, ra, rb, rc = _operands(et, m, n, k, 5)
     out = run_ptxsim(
-        parse_module(src, "mm.mlir"), [("a", a), ("b", b), ("c", c)], (1, 1, 1), "sm_90"
+        parse_module(src, "mm.mlir"),
+        [("a", a), ("b", b), ("c", c)],
+        (1, 1, 1),
+        "sm_90",
+        options=options,
     )
     np.testing.assert_array_equal(out["c"].astype(np.float64), ra.astype(np.float64) @ rb + rc)
 

@@ -85,8 +85,8 @@ def test_compile_command(tmp_path: Path, capsys):
     parse_module(text, "k.nv.mlir", allow_unregistered=True)  # the output parses back
     assert main(["compile", str(src), "--emit=cuda_tile"]) == 0
     assert "entry @k" in capsys.readouterr().out
-    assert main(["compile", str(src), "--gpu-name=sm_x"]) == 1
-    assert "invalid or missing --compute-capability option" in capsys.readouterr().err
+    assert main(["compile", str(src), "--gpu-name=sm_x"]) == 2  # the one target rule
+    assert "GPU architecture 'sm_x' is not supported by tilegen" in capsys.readouterr().err
 
 
 def test_module_target_short_circuits_the_option():

@@ -36,8 +36,13 @@ from tilegen.runtime.conversion.declared import (  # noqa: E402
 )
 from tilegen.runtime.diagnostics import DiagnosticEngine  # noqa: E402
 from tilegen.runtime.interp import run_module  # noqa: E402
+from tilegen.runtime.targets import Target  # noqa: E402
 from tilegen.runtime.ptx.sim.declared import evaluate, match  # noqa: E402
 from tilegen.runtime.verify import verify_module  # noqa: E402
+
+#: targets below tilegen's floor (sm_80), built directly to probe the selection rows that name
+#: them (a user-facing name such as "sm_70" is refused by the target rule)
+SM70, SM75 = Target(70), Target(75)
 
 F32 = f"tile<{N}xf32>"
 TINY = np.float32(1e-39)  # an f32 subnormal
@@ -114,9 +119,9 @@ def test_ptx_selects_the_approx_instructions():
     assert "tanh.approx.f32" in ptx_of(f"%r = tanh %x0 rounding<approx> : {F32}")
     assert "tanh.approx" not in ptx_of(f"%r = tanh %x0 : {F32}")
     # tanh.approx needs sm_75: sm_70 falls back to the accurate row (the same as rounding<full>)
-    old = ptx_of(f"%r = tanh %x0 rounding<approx> : {F32}", sm="sm_70")
+    old = ptx_of(f"%r = tanh %x0 rounding<approx> : {F32}", sm=SM70)
     assert "tanh.approx" not in old
-    assert old == ptx_of(f"%r = tanh %x0 : {F32}", sm="sm_70")
+    assert old == ptx_of(f"%r = tanh %x0 : {F32}", sm=SM70)
     assert "div.approx.f32" in ptx_of(f"%r = divf %x0, %x1 rounding<approx> : {F32}", 2)
     assert "div.full.f32" in ptx_of(f"%r = divf %x0, %x1 rounding<full> : {F32}", 2)
     assert "sqrt.approx.f32" in ptx_of(f"%r = sqrt %x0 rounding<approx> : {F32}")
@@ -127,7 +132,7 @@ def test_approx_results_in_the_simulator():
     want = np.exp(x.astype(np.float64))
     got = run(f"%r = exp %x0 rounding<approx> : {F32}", [x], np.float32)
     assert np.max(np.abs(got / want - 1)) < 2e-6
-    for sm in ("sm_70", "sm_90"):
+    for sm in (SM70, "sm_90"):
         got = run(f"%r = tanh %x0 rounding<approx> : {F32}", [x], np.float32, sm)
         assert np.max(np.abs(got - np.tanh(x.astype(np.float64)))) < 2.0**-10.987
     a = np.linspace(-5, 5, N).astype(np.float32)
@@ -388,6 +393,6 @@ def test_ptxas_accepts_the_approx_and_ftz_forms():
             if "propagate_nan" in body and sm < 80:
                 continue  # min.NaN needs sm_80
             try:
-                assemble(ptx_of(body, nin, f"sm_{sm}"), sm)
+                assemble(ptx_of(body, nin, Target(sm)), sm)
             except PtxasError as e:  # pragma: no cover - the failure message is the point
                 pytest.fail(f"sm_{sm}: {body}: {e}")

@@ -36,11 +36,12 @@ def _func(kernel: str, arch: str):
     """The kernel's nv_tileaa.func for ``arch`` (tilegen's conversion)."""
     key = (kernel, arch)
     if key not in _FUNCS:
-        from tilegen.commands.compile import compile_module
+        from tilegen.runtime.driver import compile_module, options_for
         from tilegen.runtime.interp.api import load_module
 
         module = load_module(OUT / f"{kernel}.tileirbc")
-        root = compile_module(module, "nv_tileaa", arch[3:], verify=False)
+        options = options_for(arch, opt_level=0, verify=False)
+        root = compile_module(module, options, "convert").module
         funcs = [op for op in root.walk() if op.name == "nv_tileaa.func"]
         assert len(funcs) == 1, funcs
         _FUNCS[key] = funcs[0]

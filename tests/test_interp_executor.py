@@ -356,7 +356,7 @@ def test_cli_run_roundtrip_and_errors(tmp_path):
         cmd[:4] + [str(bad), "--args", str(tmp_path / "in.npz")], capture_output=True, text=True
     )
     assert (
-        r.returncode == 1
+        r.returncode == 3  # input that is not valid Tile IR (tileiras's class)
         and "bad.mlir:4:3: error: expected SSA operand" in r.stderr
         and "Traceback" not in r.stderr
     )

@@ -247,10 +247,11 @@ CORPUS = Path("/work/shared/corpus/cutile/out")
 
 
 def _lower(name: str):
-    from tilegen.commands.compile import compile_module
     from tilegen.runtime.asm import parse_module as pm
+    from tilegen.runtime.driver import compile_module, options_for
 
-    return compile_module(pm((CORPUS / f"{name}.mlir").read_text()), "nv_tileaa", "sm_90")
+    module = pm((CORPUS / f"{name}.mlir").read_text())
+    return compile_module(module, options_for("sm_90", opt_level=0), "convert").module
 
 
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="corpus not available")

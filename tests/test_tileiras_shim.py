@@ -14,7 +14,10 @@ import pytest
 from tilegen import api
 from tilegen.tools import tileiras as shim
 
-OUT = Path("/work/shared/corpus/cutile/out")
+SHARED = Path(
+    os.environ.get("TILEGEN_SHARED") or Path(__file__).resolve().parents[1].parent / "shared"
+)
+OUT = SHARED / "corpus" / "cutile" / "out"
 needs_corpus = pytest.mark.skipif(not OUT.is_dir(), reason="cuTile corpus not present")
 ELF_MAGIC = b"\x7fELF"
 
@@ -33,6 +36,8 @@ NVIDIA = _nvidia_tileiras()
 def _cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.tileirbc").write_bytes(b"garbage\n")
+    (tmp_path / "empty.tileirbc").write_bytes(b"")
+    (tmp_path / "adir").mkdir()
     if OUT.is_dir():
         (tmp_path / "trunc.tileirbc").write_bytes((OUT / "vec_add.tileirbc").read_bytes()[:100])
 
@@ -64,8 +69,9 @@ CASES = [
     (["--gpu-name=sm_90", "--preview=foo", V], 1, r"unknown preview feature 'foo'"),
     (["--gpu-name=sm_90"], 1, r"error: no input file provided"),
     (["--gpu-name=sm_90", V, V], 1, r"Too many positional arguments"),
-    (["--gpu-name=sm_90", "missing.tileirbc"], 1, r"unable to read input file 'missing"),
-    (["--gpu-name=sm_90", "-", "-o", "a.cubin"], 1, r"unable to read input file '-'"),
+    (["--gpu-name=sm_90", "missing.tileirbc"], 1, r"^missing.tileirbc: error: unable to read input file: No such file or directory$"),
+    (["--gpu-name=sm_90", "-", "-o", "a.cubin"], 1, r"^-: error: unable to read input file: No such file"),
+    (["--gpu-name=sm_90", "adir", "-o", "a.cubin"], 1, r"^adir: error: unable to read input file: Is a directory$"),
     ([V], 2, r"^error: .*--gpu-name"),
     (["--gpu-name=sm_90", "-O5", V], 2, r"error: invalid optimization level: 5"),
     (["--gpu-name=sm_90", "-O-1", V], 2, r"error: invalid optimization level: -1"),
@@ -73,8 +79,9 @@ CASES = [
     (["--gpu-name=sm_90", V, "-o", "/nonexistent/dir/a.cubin"], 2, r"cannot open output file"),
     (["--gpu-name=sm_90", "--sanitize=memcheck", V, "-o", "a.cubin"], 2, r"not supported by tilegen"),
     (["--gpu-name=sm_90", "--preview=simt", V, "-o", "a.cubin"], 2, r"not supported by tilegen"),
-    (["--gpu-name=sm_90", "bad.tileirbc", "-o", "a.cubin"], 3, r"^error: bad.tileirbc: .*magic"),
-    (["--gpu-name=sm_90", "trunc.tileirbc", "-o", "a.cubin"], 3, r"^error: trunc.tileirbc: "),
+    (["--gpu-name=sm_90", "bad.tileirbc", "-o", "a.cubin"], 3, r"^bad.tileirbc: error: .*magic"),
+    (["--gpu-name=sm_90", "trunc.tileirbc", "-o", "a.cubin"], 3, r"^trunc.tileirbc: error: section length 137 exceeds remaining data size 85 \(at byte offset 15\)$"),
+    (["--gpu-name=sm_90", "empty.tileirbc", "-o", "a.cubin"], 3, r"^empty.tileirbc: error: input does not correspond to Tile IR bytecode$"),
     (["--gpu-name=sm_90", INVALID, "-o", "a.cubin"], 3, r"^kernels.py:\d+:\d+: error: 'cuda_tile.divi'"),
     (["--gpu-name=sm_80", FP8, "-o", "a.cubin"], 5, r"^kernels.py:\d+:\d+: error: .*\nerror: failed to compile"),
 ]  # fmt: skip
@@ -196,3 +203,44 @@ def test_install_shim_and_console_script(tmp_path):
     if script.exists():  # the console script (pip install -e . after pyproject changes)
         p = subprocess.run([str(script), "--bogus"], capture_output=True, text=True)
         assert p.returncode == 1 and "tilegen-tileiras: Unknown command line argument" in p.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_fifo_is_refused_without_blocking(tmp_path):
+    """tileiras blocks on a FIFO; tilegen refuses every file that is not a regular file."""
+    os.mkfifo(tmp_path / "fifo")
+    p = subprocess.run(
+        [sys.executable, "-m", "tilegen.tools.tileiras", "--gpu-name=sm_90", "fifo"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert p.returncode == 1
+    assert p.stderr == "fifo: error: unable to read input file: not a regular file\n"
+
+
+@needs_corpus
+def test_variant_targets_are_accepted(capsys, tmp_path):
+    """Deviation: tileiras has no a/f names; tilegen's one target rule accepts them."""
+    rc, _, err = _run(["--gpu-name=sm_90a", V, "-o", "a.cubin"], capsys)
+    assert rc == 0, err
+    rc, _, err = _run(["--gpu-name=sm_75", V, "-o", "a.cubin"], capsys)
+    assert rc == 1 and "Cannot find option named 'sm_75'! (accepted: sm_80, " in err
+    assert err.count("\n") == 1
+
+
+def test_empty_module_compiles_like_tileiras(capsys, tmp_path):
+    from tilegen.runtime.asm import parse_module
+    from tilegen.runtime.bytecode import write_bytecode
+
+    data = write_bytecode(parse_module("cuda_tile.module @m {}", no_implicit_module=True), "13.4")
+    (tmp_path / "e.tileirbc").write_bytes(data)
+    rc, _, err = _run(["--gpu-name=sm_90", "e.tileirbc", "-o", "e.cubin"], capsys)
+    assert rc == 0, err
+    assert (tmp_path / "e.cubin").read_bytes()[:4] == ELF_MAGIC
+    if NVIDIA is not None:
+        p = subprocess.run(
+            [NVIDIA, "--gpu-name=sm_90", "e.tileirbc", "-o", "n.cubin"], cwd=tmp_path
+        )
+        assert p.returncode == 0

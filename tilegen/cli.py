@@ -1,7 +1,10 @@
 """``tilegen``: the umbrella command (``tilegen ops --json``, ``tilegen disasm``, ``tilegen run`` ...).
 
 Subcommands are registered in :data:`COMMANDS` and import their implementation lazily, so
-``tilegen --help`` stays fast.
+``tilegen --help`` stays fast. Exit codes are tileiras's classes (runtime/diagnostics.py): 1 a
+bad command line or unreadable file, 2 a bad configuration (target, option value), 3 input that
+is not valid Tile IR, 5 a valid module tilegen cannot compile; 70 an internal error outside the
+compile pipeline (a bug in a command).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ COMMANDS = {
     "ops": ("tilegen.commands.ops", "list the ops in the spec"),
     "disasm": ("tilegen.commands.disasm", "print Tile IR bytecode as tileirdisasm does"),
     "run": ("tilegen.commands.run", "run a kernel on the CPU reference interpreter"),
-    "compile": ("tilegen.commands.compile", "lower a kernel (cuda_tile -> nv_tileaa ...)"),
+    "compile": ("tilegen.commands.compile", "compile a kernel (cuda_tile ... PTX, cubin)"),
     "install-shim": (
         "tilegen.commands.install_shim",
         "write a 'tileiras' launcher for tilegen-tileiras into DIR",
@@ -24,11 +27,17 @@ COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with tileiras's exit class for a bad command line (1, not argparse's 2)."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="tilegen", description="spec-driven CUDA Tile IR compiler"
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = _Parser(prog="tilegen", description="spec-driven CUDA Tile IR compiler")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)
         p.set_defaults(_module=module)
@@ -36,7 +45,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
-        return 2
+        return 1
     try:
         return importlib.import_module(args._module).run(args) or 0
     except KeyboardInterrupt:

@@ -216,10 +216,15 @@ def launch_cubin(
         driver.cuDevicePrimaryCtxRelease(dev)
 
 
-def run_cuda(module, kernel_args, grid, gpu_name: Optional[str], verify: bool = True) -> dict:
+def run_cuda(
+    module, kernel_args, grid, gpu_name: Optional[str], verify: bool = True, options=None
+) -> dict:
     """``tilegen run --backend cuda``: like runtime/codegen/ptxsim.run_ptxsim, on a GPU.
-    ``gpu_name`` None targets the device's own architecture."""
+    ``gpu_name`` None targets the device's own architecture; ``options``
+    (runtime/options.CompileOptions) supply the rest."""
     from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.options import parse_target
+    from tilegen.runtime.ptxas import PtxasError, assemble
 
     driver = _driver()  # fail early, before compiling, when cuda-python is missing
     del driver
@@ -228,12 +233,9 @@ def run_cuda(module, kernel_args, grid, gpu_name: Optional[str], verify: bool = 
         raise _error(f"--backend cuda: no CUDA device ({why})")
     if gpu_name is None:
         gpu_name = f"sm_{device_sm()}"
-    ptx = compile_to_ptx(module, gpu_name, verify)
-    from tilegen.runtime.codegen.driver import PtxasError, assemble
-
-    sm = int(re.sub(r"\D", "", gpu_name) or 0)
+    ptx = compile_to_ptx(module, gpu_name, verify, options)
     try:
-        cubin, _log = assemble(ptx, sm)
+        cubin, _log = assemble(ptx, parse_target(gpu_name).sm)
     except PtxasError as e:
         raise _error(str(e).splitlines()[-1] if str(e) else "ptxas failed") from None
     values = [np.asarray(a) for _, a in kernel_args]

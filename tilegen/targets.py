@@ -1,17 +1,7 @@
-"""The targets tilegen accepts: tileiras's ``--gpu-name`` choices (``tileiras --help``, CUDA
-13.5). A leaf module, so the CLI's ``--help`` imports nothing of the compiler."""
+"""The targets tilegen accepts (runtime/targets.py, the one rule): tileiras 13.5's ``--gpu-name``
+choices and their ``a``/``f`` variants. A leaf module, so the CLI's ``--help`` imports nothing of
+the compiler."""
 
-GPU_NAMES = (
-    "sm_80",
-    "sm_86",
-    "sm_87",
-    "sm_88",
-    "sm_89",
-    "sm_90",
-    "sm_100",
-    "sm_103",
-    "sm_107",
-    "sm_110",
-    "sm_120",
-    "sm_121",
-)
+from tilegen.runtime.targets import GPU_NAMES, TARGET_NAMES, Target, target_from_name
+
+__all__ = ["GPU_NAMES", "TARGET_NAMES", "Target", "target_from_name"]

@@ -116,6 +116,11 @@ class _Reader:
                 if name is None:
                     raise c.fail(f"unknown section ID: {sid}")
                 length = c.varint("failed to read section length")
+                # NVIDIA checks the length twice: here, then after the alignment padding
+                if length > c.remaining:
+                    raise c.fail(
+                        f"section length {length} exceeds remaining data size {c.remaining}"
+                    )
                 alignment = 0
                 if aligned:
                     alignment = c.varint("failed to read section length")
@@ -124,7 +129,7 @@ class _Reader:
                     c.skip_to_alignment(alignment, "failed to read section payload")
                 if length > c.remaining:
                     raise c.fail(
-                        f"section length {length} exceeds remaining data size {c.remaining}"
+                        f"section length {length} exceeds remaining bytecode data. {c.remaining}"
                     )
             required = L.T.SECTIONS[name]["alignment"]
             if required:

@@ -13,12 +13,7 @@ from typing import Optional, Sequence, TextIO, Union
 
 import numpy as np
 
-from tilegen.runtime.diagnostics import (
-    Diagnostic,
-    DiagnosticEngine,
-    DiagnosticError,
-    op_error_prefix,
-)
+from tilegen.runtime.diagnostics import CompileError, Diagnostic, op_error_prefix
 from tilegen.runtime.interp.calling import entry_name, flatten_args, param_types, read_back
 from tilegen.runtime.interp.executor import Machine, allocate_globals, run_kernel
 from tilegen.runtime.interp.memory import Heap
@@ -28,58 +23,33 @@ from tilegen.runtime.ir import Operation
 ArgList = Union[dict, Sequence[tuple]]
 
 
-class RunError(Exception):
-    """A kernel could not be loaded, verified or run; ``diagnostics`` say where and why."""
+class RunError(CompileError):
+    """A kernel could not be loaded, verified, compiled or run; ``diagnostics`` say where and
+    why. The driver's :class:`CompileError`, with exit class 1 (and stage ``run``) for failures
+    while running."""
 
-    def __init__(self, diagnostics: list[Diagnostic]):
-        super().__init__("\n".join(d.format() for d in diagnostics))
-        self.diagnostics = diagnostics
+    def __init__(self, diagnostics: list[Diagnostic], exit_code: int = 1, stage: str = "run"):
+        super().__init__(diagnostics, exit_code, stage)
 
 
 def load_module(path: Union[str, Path], verify: bool = True) -> Operation:
-    """Parse ``.tileirbc`` bytecode or MLIR text (``tileirdisasm`` output included)."""
-    path = Path(path)
-    data = path.read_bytes()
-    try:
-        if data[:4] == b"\x7fTil" or path.suffix == ".tileirbc":
-            from tilegen.runtime.bytecode import BytecodeError, read_bytecode
-
-            try:
-                module = read_bytecode(data, str(path))
-            except BytecodeError as e:
-                raise RunError([Diagnostic("error", str(e), None)]) from None
-        else:
-            module = _parse_text(data.decode("utf-8"), str(path))
-    except DiagnosticError as e:
-        raise RunError([e.diag]) from None
-    if verify:
-        verify_or_raise(module)
-    return module
-
-
-def _parse_text(text: str, filename: str) -> Operation:
-    from tilegen.runtime.asm import parse_module
+    """Read ``.tileirbc`` bytecode or MLIR text (``tileirdisasm`` output included) with the
+    driver's ``read`` (and ``verify``) stages; failures are :class:`RunError`."""
+    from tilegen.runtime.driver import load
 
     try:
-        return parse_module(text, filename)
-    except DiagnosticError:
-        # tileirdisasm prints a module's body without the wrapper or the dialect prefix
-        stripped = text.lstrip()
-        if stripped.startswith(("cuda_tile.module", "module")):
-            raise
-        try:
-            return parse_module("cuda_tile.module @m {\n" + text + "\n}", filename)
-        except DiagnosticError:
-            pass
-        raise
+        return load(Path(path), verify_input=verify)
+    except CompileError as e:
+        raise RunError(e.diagnostics, e.exit_code, e.stage) from None
 
 
 def verify_or_raise(module: Operation) -> None:
-    from tilegen.runtime.verify import verify_module
+    from tilegen.runtime.driver import verify
 
-    diag = DiagnosticEngine()
-    if not verify_module(module, diag) or diag.has_errors:
-        raise RunError([d for d in diag.diagnostics if d.severity == "error"] or diag.diagnostics)
+    try:
+        verify(module, "<module>")
+    except CompileError as e:
+        raise RunError(e.diagnostics, e.exit_code, e.stage) from None
 
 
 def find_entries(module: Operation) -> list[Operation]:
@@ -140,12 +110,14 @@ def run_module(
     trace: Optional[TextIO] = None,
     lower_to: Optional[str] = None,
     gpu_name: str = "sm_90",
+    options=None,
 ) -> dict[str, np.ndarray]:
     """Run ``module``'s entry over ``grid`` on ``args`` (name -> array, in parameter order).
 
     ``module`` may also be a path (``.mlir`` or ``.tileirbc``), loaded and verified first.
-    ``lower_to="nv_tileaa"`` converts it (in place) for ``gpu_name`` first and runs the
-    nv_tileaa module (:func:`tilegen.runtime.interp.lowered.lower_module`).
+    ``lower_to="nv_tileaa"`` converts it (in place) for ``gpu_name`` first, with ``options``
+    (runtime/options.CompileOptions; the opt level chiefly), and runs the nv_tileaa module
+    (:func:`tilegen.runtime.interp.lowered.lower_module`).
     Returns every argument's value after the run (scalars unchanged).
     """
     if not isinstance(module, Operation):
@@ -153,7 +125,7 @@ def run_module(
     if lower_to is not None:
         from tilegen.runtime.interp.lowered import lower_module
 
-        module = lower_module(module, lower_to, gpu_name)
+        module = lower_module(module, lower_to, gpu_name, options)
     ent = find_entry(module, entry) if module.name != "cuda_tile.entry" else module
     items = list(args.items()) if isinstance(args, dict) else list(args)
     g = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))

@@ -1,37 +1,44 @@
-"""``tilegen run --lower-to nv_tileaa``: convert a verified cuda_tile module, verify the result.
-
-The conversion is :mod:`tilegen.runtime.conversion` (its spec-driven pipeline); its diagnostics
-and the nv_tileaa verifier's come back as :class:`RunError` with their locations.
+"""``tilegen run --lower-to nv_tileaa``: a verified cuda_tile module through the driver's
+``optimize`` and ``convert`` stages (runtime/driver.py), verified; failures come back as
+:class:`RunError` with their locations and exit class.
 """
 
 from __future__ import annotations
 
-from tilegen.runtime.diagnostics import Diagnostic
-from tilegen.runtime.interp.api import RunError, verify_or_raise
+from typing import Optional
+
+from tilegen.runtime.diagnostics import EXIT_USAGE, CompileError, Diagnostic
+from tilegen.runtime.interp.api import RunError
 from tilegen.runtime.ir import Operation
+from tilegen.runtime.options import CompileOptions
 
 #: dialects ``--lower-to`` accepts
 LOWER_TARGETS = ("nv_tileaa",)
 
 
-def lower_module(module: Operation, to: str = "nv_tileaa", gpu_name: str = "sm_90") -> Operation:
-    """``module`` converted to ``to`` for ``gpu_name`` (e.g. ``sm_90``), verified.
+def lower_module(
+    module: Operation,
+    to: str = "nv_tileaa",
+    gpu_name: str = "sm_90",
+    options: Optional[CompileOptions] = None,
+) -> Operation:
+    """``module`` taken through the driver's stages up to ``to`` (``optimize`` at the options'
+    opt level, then ``convert``) for ``gpu_name`` (e.g. ``sm_90``), verified.
 
-    The conversion rewrites ``module`` in place and returns the enclosing ``builtin.module``.
+    The module is rewritten in place; returns the enclosing ``builtin.module``.
     """
+    from tilegen.runtime.driver import compile_module
+    from tilegen.runtime.options import parse_target
+    from tilegen.runtime.records import replace
+
     if to not in LOWER_TARGETS:
         raise RunError(
-            [Diagnostic("error", f"cannot lower to '{to}' (expected one of {LOWER_TARGETS})")]
+            [Diagnostic("error", f"cannot lower to '{to}' (expected one of {LOWER_TARGETS})")],
+            EXIT_USAGE,
+            "options",
         )
     try:
-        from tilegen.runtime.conversion import ConversionError, convert_module, parse_target
-    except ImportError as e:
-        raise RunError(
-            [Diagnostic("error", f"the cuda_tile -> nv_tileaa conversion is not available: {e}")]
-        ) from None
-    try:
-        lowered = convert_module(module, parse_target(gpu_name))
-    except ConversionError as e:
-        raise RunError(list(getattr(e, "diagnostics", None) or [Diagnostic("error", str(e))]))
-    verify_or_raise(lowered if lowered is not None else module)
-    return lowered if lowered is not None else module
+        options = replace(options or CompileOptions(), target=parse_target(gpu_name), verify=True)
+        return compile_module(module, options, "convert").module
+    except CompileError as e:
+        raise RunError(e.diagnostics, e.exit_code, e.stage) from None

@@ -26,7 +26,6 @@ with code generation, which never imports this module).
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 from tilegen.runtime.ir import Block, Operation, OpResult, Value
@@ -51,6 +50,7 @@ from tilegen.runtime.layouts.kernel import (  # noqa: F401 (DEFAULT_NUM_WARPS: A
 )
 from tilegen.runtime.layouts.mma_choice import accumulator_layout, choose_dot_family
 from tilegen.runtime.layouts.staging import cp_async_width, pipeline_loads
+from tilegen.runtime.options import current
 from tilegen.runtime.passes.registry import parse_bool, register
 from tilegen.runtime.rewrite import ir_utils as U
 from tilegen.runtime.types import TileType
@@ -82,7 +82,9 @@ def permute_layout(layout: BlockedLayout, perm: tuple[int, ...]) -> BlockedLayou
 class LayoutOptions:
     """The choices of ``nv-tileas-assign-layouts`` (its pass options): CTA size (0: what the
     kernel asks for), whether dots may use wgmma, whether dot operands may be staged by
-    cp.async, whether K loops may be pipelined, and the stage count (0: the kernel's)."""
+    cp.async, whether K loops may be pipelined, and the stage count (0: the kernel's). A choice
+    left unset (None, 0) is the compile's (runtime/options.py :func:`current`: the driver's
+    CompileOptions while it runs the stage, the defaults elsewhere)."""
 
     def __init__(
         self,
@@ -92,20 +94,14 @@ class LayoutOptions:
         pipeline: Optional[bool] = None,
         num_stages: int = 0,
     ):
+        compile_options = current()
         self.num_warps = num_warps
-        self.wgmma = _allowed(wgmma, "TILEGEN_NO_WGMMA")
-        self.cp_async = _allowed(cp_async, "TILEGEN_NO_CP_ASYNC")
-        self.pipeline = self.cp_async and _allowed(pipeline, "TILEGEN_NO_PIPELINE")
-        self.num_stages = num_stages
-
-
-def _allowed(choice: Optional[bool], env: str) -> bool:
-    """An option left unset defaults to on, unless the legacy switch ``env`` is set: the one
-    place those variables are still read, until the compile driver passes CompileOptions
-    through the pass options (they are then to go)."""
-    if choice is not None:
-        return choice
-    return os.environ.get(env, "") in ("", "0")
+        self.wgmma = compile_options.use_wgmma if wgmma is None else wgmma
+        self.cp_async = compile_options.use_cp_async if cp_async is None else cp_async
+        self.pipeline = self.cp_async and (
+            compile_options.pipelining if pipeline is None else pipeline
+        )
+        self.num_stages = num_stages or compile_options.num_stages or 0
 
 
 class LayoutAssigner:

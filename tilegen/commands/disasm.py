@@ -23,22 +23,24 @@ def add_arguments(p) -> None:
 
 
 def disassemble(data: bytes, filename: str, debuginfo: bool = False, verify: bool = True):
-    """(text, diagnostics): the tileirdisasm printout, or None and the error lines."""
+    """(text, error lines): the tileirdisasm printout, or None and the diagnostics (the
+    driver's read and verify stages, in the one diagnostic format)."""
+    from tilegen.runtime import driver
     from tilegen.runtime.asm import print_module
-    from tilegen.runtime.bytecode import layouts as L
-    from tilegen.runtime.diagnostics import DiagnosticEngine
-    from tilegen.tools import driver
-    from tilegen.tools.translate import TranslateOptions, decode
+    from tilegen.runtime.diagnostics import CompileError, Diagnostic, FileLoc
 
-    if not data.startswith(L.MAGIC[:4]):
-        return None, [f"{filename}:0:0: error: input does not correspond to Tile IR bytecode"]
-    engine = DiagnosticEngine()
-    opts = TranslateOptions(filename=filename, version=L.DEFAULT_WRITE_VERSION, verify=verify)
-    module = decode(data, opts, engine)
-    errors = [driver.render(d, None) for d in engine.diagnostics]
-    if module is None:
-        errors.append(f"{filename}:0:0: error: failed to read provided Tile IR bytecode")
-        return None, errors
+    def failed(diags) -> tuple[None, list[str]]:
+        trailer = Diagnostic("error", "failed to read provided Tile IR bytecode", FileLoc(filename))
+        return None, [d.format() for d in diags] + [trailer.format()]
+
+    if not data.startswith(driver.BYTECODE_MAGIC[:4]):
+        return None, [Diagnostic("error", driver.NOT_BYTECODE, FileLoc(filename)).format()]
+    try:
+        module = driver.read_module(data, filename)
+        if verify:
+            driver.verify(module, filename)
+    except CompileError as e:
+        return failed(e.diagnostics)
     text = print_module(
         module,
         debuginfo=debuginfo,
@@ -46,22 +48,27 @@ def disassemble(data: bytes, filename: str, debuginfo: bool = False, verify: boo
         default_dialect="cuda_tile",
         alias_mnemonics=True,
     )
-    return text, errors
+    return text, []
 
 
 def run(args) -> int:
-    from tilegen.tools import driver
+    from tilegen.runtime.diagnostics import CompileError, FileLoc
+    from tilegen.runtime.driver import read_input
+    from tilegen.tools import driver as tool
 
+    name = "<stdin>" if args.file == "-" else args.file
     try:
-        data = driver.read_input_bytes(args.file)
-    except driver.UsageError as e:
-        print(f"tilegen disasm: {e}", file=sys.stderr)
-        return 1
-    name = driver.display_name(args.file)
-    try:
+        data = read_input(args.file)
         text, errors = disassemble(data, name, args.debuginfo, not args.no_verify)
+    except CompileError as e:
+        text, errors = None, [d.format() for d in e.diagnostics]
+        if e.exit_code == 1:
+            print("\n".join(errors), file=sys.stderr)
+            return 1
     except Exception as e:  # noqa: BLE001 - never show a traceback
-        text, errors = None, [driver.render(driver.internal_error(e, name, 0), None)]
+        d = tool.internal_error(e, name, 0)
+        d.loc = FileLoc(name)
+        text, errors = None, [d.format()]
     for line in errors:
         print(line, file=sys.stderr)
     if text is None:

@@ -13,6 +13,13 @@ import re
 import sys
 import time
 
+from tilegen.commands.options import (
+    add_codegen_arguments,
+    add_target_arguments,
+    compile_options,
+    report,
+)
+
 
 def _grid(text: str) -> tuple[int, ...]:
     parts = re.split(r"[,x]", text.strip())
@@ -38,10 +45,8 @@ def add_arguments(p) -> None:
         choices=["nv_tileaa"],
         help="lower the kernel to this dialect first (verified), then interpret that",
     )
-    p.add_argument(
-        "--gpu-name",
-        metavar="sm_XX",
-        help="target of --lower-to / ptxsim (default sm_90) / cuda (default: the device's)",
+    add_target_arguments(
+        p, "target of --lower-to / ptxsim (default sm_90) / cuda (default: the device's)"
     )
     p.add_argument("--no-verify", action="store_true", help="skip the verifier")
     p.add_argument("--time", action="store_true", help="report the run time on stderr")
@@ -56,36 +61,33 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--rtol", type=float, default=0.0, help="relative tolerance for --check")
     p.add_argument("--atol", type=float, default=0.0, help="absolute tolerance for --check")
+    add_codegen_arguments(p)
 
 
 def run(args) -> int:
     import numpy as np
 
-    from tilegen.runtime.diagnostics import Diagnostic
+    from tilegen.runtime.diagnostics import CompileError, Diagnostic, FileLoc
     from tilegen.runtime.interp.api import RunError, load_module, load_npz_args, run_module
 
-    def fail(diags) -> int:
-        for d in diags:
-            text = d.format()
-            if d.loc is None:  # not located in the kernel: name the file the run was about
-                text = f"{args.file}: {d.severity}: {d.message}"
-            print(text, file=sys.stderr)
-        return 1
+    def fail(diags, exit_code: int = 1) -> int:
+        return report(RunError(diags, exit_code))
 
     try:
         grid = _grid(args.grid) if args.grid else None
     except ValueError as e:
         return fail([Diagnostic("error", f"bad --grid '{args.grid}': {e}")])
     try:
+        # the target rule and the options are checked before anything is read
+        default = None if args.backend == "cuda" else "sm_90"
+        options = compile_options(args, args.gpu_name or default)
         module = load_module(args.file, verify=not args.no_verify)
-    except OSError as e:
-        return fail([Diagnostic("error", f"cannot read '{args.file}': {e.strerror}")])
-    except RunError as e:
-        return fail(e.diagnostics)
+    except CompileError as e:
+        return report(e)
     try:
         kernel_args, npz_grid = load_npz_args(args.args)
     except Exception as e:  # not an npz, pickled objects, a bad zip ...: say so, no traceback
-        return fail([Diagnostic("error", f"cannot read arguments '{args.args}': {e}")])
+        return fail([Diagnostic("error", f"cannot read arguments: {e}", FileLoc(args.args))])
     t0 = time.perf_counter()
     try:
         if args.backend == "ptxsim":  # runtime/codegen's PTX in the SIMT simulator
@@ -95,8 +97,9 @@ def run(args) -> int:
                 module,
                 kernel_args,
                 grid or npz_grid or (1, 1, 1),
-                args.gpu_name or "sm_90",
-                not args.no_verify,
+                options.target.name,
+                options.verify,
+                options=options,
             )
         elif args.backend == "cuda":  # the cubin on a real GPU (tilegen/cuda_backend.py)
             from tilegen.cuda_backend import run_cuda
@@ -106,7 +109,8 @@ def run(args) -> int:
                 kernel_args,
                 grid or npz_grid or (1, 1, 1),
                 args.gpu_name,
-                not args.no_verify,
+                options.verify,
+                options=options,
             )
         else:
             result = run_module(
@@ -117,10 +121,11 @@ def run(args) -> int:
                 max_ops=args.max_ops,
                 trace=sys.stderr if args.trace else None,
                 lower_to=args.lower_to,
-                gpu_name=args.gpu_name or "sm_90",
+                gpu_name=options.target.name,
+                options=options,
             )
-    except RunError as e:
-        return fail(e.diagnostics)
+    except CompileError as e:
+        return report(e)
     if args.time:
         print(f"run time: {time.perf_counter() - t0:.3f}s", file=sys.stderr)
     if args.out:
@@ -132,12 +137,14 @@ def run(args) -> int:
         try:
             expected = load_npz_expected(source)
         except Exception as e:
-            return fail([Diagnostic("error", f"cannot read expected arrays '{source}': {e}")])
+            return fail([Diagnostic("error", f"cannot read expected arrays: {e}", FileLoc(source))])
         if not expected:
-            return fail([Diagnostic("error", f"'{source}' holds no expected__<name> arrays")])
+            return fail([Diagnostic("error", "holds no expected__<name> arrays", FileLoc(source))])
         problems = compare_expected(result, expected, args.rtol, args.atol)
         for p in problems:
-            print(f"{args.file}: mismatch: {p}", file=sys.stderr)
+            print(
+                Diagnostic("error", f"mismatch: {p}", FileLoc(args.file)).format(), file=sys.stderr
+            )
         if problems:
             return 1
         print(f"{len(expected)} expected array(s) match")

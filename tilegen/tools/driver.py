@@ -181,26 +181,11 @@ def display_name(path: str) -> str:
 
 
 def decode_source(name: str, data: bytes) -> Source:
-    """Decode UTF-8 text; a bad byte or a NUL becomes a located DiagnosticError."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        bad = e.start
-        _raise_at(
-            name,
-            data[:bad].decode("utf-8", "replace"),
-            f"invalid UTF-8 byte 0x{data[bad]:02x} in source",
-        )
-    nul = text.find("\0")
-    if nul >= 0:
-        _raise_at(name, text[:nul], "unexpected NUL character in source (is this a binary file?)")
-    return Source(name, text)
+    """Decode UTF-8 text; a bad byte or a NUL becomes a located DiagnosticError (the driver's
+    rule, runtime/driver.decode_text)."""
+    from tilegen.runtime.driver import decode_text
 
-
-def _raise_at(name: str, prefix: str, message: str) -> None:
-    line = prefix.count("\n") + 1
-    col = len(prefix) - (prefix.rfind("\n") + 1) + 1
-    raise DiagnosticError(Diagnostic("error", message, FileLineColLoc(name, line, col)))
+    return Source(name, decode_text(name, data))
 
 
 @dataclass

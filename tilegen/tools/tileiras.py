@@ -28,7 +28,7 @@ from typing import Optional
 EXIT_USAGE, EXIT_CONFIG, EXIT_INPUT, EXIT_COMPILE = 1, 2, 3, 5  # mirrored in tilegen.api
 DEFAULT_OUTPUT = "elf.o"  # tileiras's default when -o is absent
 
-from tilegen.targets import GPU_NAMES  # noqa: E402
+from tilegen.runtime.targets import GPU_NAMES, TARGET_NAMES  # noqa: E402
 
 REMARK_CATEGORIES = ("none", "all", "memory", "tensorcore")
 
@@ -37,11 +37,11 @@ OPTIONS: dict[str, tuple[tuple[str, ...], bool, Optional[tuple[str, ...]], str]]
     "help": (("help-list", "help-hidden", "help-list-hidden"), False, None, "display options"),
     "version": ((), False, None, "display the version of this program"),
     "list-versions": ((), False, None, "list all supported bytecode versions and exit"),
-    "gpu-name": (("arch",), True, GPU_NAMES, "name of the NVIDIA GPU to generate code for"),
+    "gpu-name": (("arch",), True, TARGET_NAMES, "name of the NVIDIA GPU to generate code for"),
     "opt-level": (("O",), True, None, "optimization level 0-3 (default 3)"),
     "output-file": (("o",), True, None, "name of the output file (default elf.o)"),
-    "lineinfo": ((), False, None, "accepted; tilegen emits no line tables yet"),
-    "device-debug": (("g",), False, None, "accepted at -O0 only; tilegen emits no debug info"),
+    "lineinfo": ((), False, None, "accepted (reaches the emitter); no line tables yet"),
+    "device-debug": (("g",), False, None, "accepted at -O0 only; no debug info emitted yet"),
     "host-arch": ((), True, ("x86_64", "aarch64"), "accepted and ignored (no host code)"),
     "host-os": ((), True, ("linux", "windows"), "accepted and ignored (no host code)"),
     "remark-format": ((), True, ("command-line", "yaml"), "accepted; tilegen has no remarks"),
@@ -53,13 +53,12 @@ OPTIONS: dict[str, tuple[tuple[str, ...], bool, Optional[tuple[str, ...]], str]]
     "remarks-output-file": ((), True, None, "YAML remarks file (written empty)"),
     "preview": ((), True, None, "refused: tilegen has no preview features (exit 2)"),
     "l": ((), True, None, "refused: tile libraries need the SIMT preview (exit 2)"),
-    "sanitize": ((), True, ("memcheck",), "refused: no sanitizer instrumentation (exit 2)"),
+    "sanitize": ((), True, ("memcheck",), "refused until the emitter instruments it (exit 2)"),
     "apply-controls": ((), True, None, "refused: no libNVVM/ptxas control files (exit 2)"),
 }
 #: options whose value must be glued on (``-O3``), as in tileiras
 PREFIX_ONLY = {"O"}
 REFUSED = {
-    "sanitize": "compiler instrumentation for sanitizers (--sanitize) is not supported by tilegen",
     "apply-controls": "--apply-controls (ACF files for libNVVM/ptxas) is not supported by tilegen",
     "l": "tile libraries (-l) need the SIMT preview, which tilegen does not support",
 }
@@ -111,7 +110,8 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
             value = argv[i]
             i += 1
         if choices is not None and value not in choices:
-            raise UsageError(f"for the {dashed} option: Cannot find option named '{value}'!")
+            known = f" (accepted: {', '.join(choices)})" if name == "gpu-name" else ""
+            raise UsageError(f"for the {dashed} option: Cannot find option named '{value}'!{known}")
         if name == "opt-level":
             try:
                 value = int(value, 0)
@@ -188,12 +188,12 @@ def run(argv: list[str]) -> int:
         sys.stdout.write(help_text())
         return 0
     if opts.get("version"):
-        from tilegen.api import compiler_version
+        from tilegen.version import compiler_version
 
         sys.stdout.write(compiler_version())
         return 0
     if opts.get("list-versions"):
-        from tilegen.api import readable_bytecode_versions
+        from tilegen.version import readable_bytecode_versions
 
         sys.stdout.write("".join(v + "\n" for v in readable_bytecode_versions()))
         return 0
@@ -216,44 +216,42 @@ def run(argv: list[str]) -> int:
         return EXIT_CONFIG
 
     from tilegen import api
+    from tilegen.runtime.driver import read_input
 
-    opt_level = opts.get("opt-level", 3)
-    if opt_level not in api.OPT_LEVELS:
-        _err(f"invalid optimization level: {opt_level}")
-        return EXIT_CONFIG
     path = positionals[0]
+    fields = dict(
+        opt_level=opts.get("opt-level", api.DEFAULT_OPT_LEVEL),
+        lineinfo=bool(opts.get("lineinfo")),
+        device_debug=bool(opts.get("device-debug")),
+        sanitize=opts.get("sanitize"),
+    )
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        _err(f"unable to read input file '{path}': {e.strerror or e}")
-        return EXIT_USAGE
-    gpu_name = opts.get("gpu-name")
-    if gpu_name is None:
-        _err(
-            "no GPU architecture given: pass --gpu-name=sm_XX (one of " + ", ".join(GPU_NAMES) + ")"
-        )
-        return EXIT_CONFIG
-    try:
+        api.CompileOptions(**fields)  # -O and -g are checked before the input is read
+        data = read_input(path, allow_stdin=False)
+        gpu_name = opts.get("gpu-name")
+        if gpu_name is None:
+            _err(
+                "no GPU architecture given: pass --gpu-name=sm_XX (one of "
+                + ", ".join(GPU_NAMES)
+                + ")"
+            )
+            return EXIT_CONFIG
         result = api.compile(
             data,
-            gpu_name,
-            opt_level,
-            lineinfo=bool(opts.get("lineinfo")),
-            device_debug=bool(opts.get("device-debug")),
+            options=api.CompileOptions(target=gpu_name, **fields),
             cache=os.environ.get("TILEGEN_TILEIRAS_CACHE", "0") not in ("0", ""),
             name=path,
         )
     except api.CompileError as e:
         for d in e.diagnostics:
-            print(api.format_diagnostic(d), file=sys.stderr)
+            print(d.format(), file=sys.stderr)
         if e.exit_code == EXIT_COMPILE:
             _err("failed to compile Tile IR program")
         elif e.stage == "verify":
             _err("verification failed for the cuda_tile module")
         return e.exit_code
     for d in result.diagnostics:
-        print(api.format_diagnostic(d), file=sys.stderr)
+        print(d.format(), file=sys.stderr)
     output = opts.get("output-file", DEFAULT_OUTPUT)
     try:
         with open(output, "wb") as f:

@@ -1,0 +1,268 @@
+"""runtime/driver.py: the stage table, the options reaching every stage, the one error type,
+input rules, and the import boundary between runtime/ and the CLI."""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+from tilegen.runtime import driver
+from tilegen.runtime.diagnostics import CompileError
+from tilegen.runtime.options import TARGET_NAMES, CompileOptions, current
+from tilegen.runtime.ptxas import find_ptxas
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("TILEGEN_SHARED") or ROOT.parent / "shared")
+OUT = SHARED / "corpus" / "cutile" / "out"
+needs_corpus = pytest.mark.skipif(not OUT.is_dir(), reason="cuTile corpus not present")
+needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="no ptxas")
+VEC_ADD = (ROOT / "examples" / "vec_add.mlir").read_text()
+
+
+def test_stage_table():
+    assert driver.STAGE_NAMES == (
+        "read",
+        "verify",
+        "optimize",
+        "convert",
+        "layouts",
+        "ptx",
+        "ptxas",
+    )
+    assert [driver.STAGE_BY_NAME[s].exit_code for s in driver.STAGE_NAMES] == [3, 3] + [5] * 5
+    assert set(driver.EMIT.values()) <= set(driver.STAGE_NAMES)
+    # the conversion's target is a typed pass option built from the options, not spliced text
+    (ref,) = driver.convert_passes(CompileOptions(target="sm_100a"))
+    assert (ref.name, ref.options) == (
+        "convert-cuda-tile-to-nv-tileaa",
+        {"compute-capability": "100"},
+    )
+    names = [r.name for r in driver.optimize_passes(CompileOptions(opt_level=3))]
+    assert names == ["canonicalize", "cse", "loop-split", "canonicalize"]
+    assert driver.optimize_passes(CompileOptions(opt_level=0)) == []
+
+
+@needs_ptxas
+def test_every_stage_gives_its_artifact_and_timings():
+    seen = []
+    c = driver.compile_source(
+        VEC_ADD,
+        CompileOptions(target="sm_90"),
+        "vec_add.mlir",
+        after_pass=lambda name, root, s: seen.append((name, root.name)),
+    )
+    assert c.stages == list(driver.STAGE_NAMES)
+    assert c.artifact("layouts").name == "builtin.module"
+    assert c.artifact("ptx").startswith("//") and ".entry " in c.artifact("ptx")
+    assert c.artifact("ptxas")[:4] == b"\x7fELF"
+    assert [n for n, _ in seen] == [
+        "canonicalize",
+        "cse",
+        "loop-split",
+        "canonicalize",
+        "convert-cuda-tile-to-nv-tileaa",
+        "nv-tileas-assign-layouts",
+    ]
+    keys = list(c.timings)
+    for k in ("read", "verify", "pass:canonicalize", "verify:optimize", "verify:convert", "ptx"):
+        assert k in keys, keys
+    assert keys.index("read") < keys.index("verify") < keys.index("ptx") < keys.index("ptxas")
+
+
+def test_stop_after_a_stage_and_start_from_a_module():
+    c = driver.compile_source(VEC_ADD, CompileOptions(), "v.mlir", until="optimize")
+    assert c.stages == ["read", "verify", "optimize"] and c.ptx is None
+    module = driver.load(VEC_ADD, "v.mlir")
+    c = driver.compile_module(module, CompileOptions(target="sm_80"), "convert")
+    assert c.stages == ["optimize", "convert"]
+    assert any(op.name == "nv_tileaa.func" for op in c.module.walk())
+
+
+def test_a_target_is_needed_from_convert_on():
+    with pytest.raises(CompileError) as ei:
+        driver.compile_source(VEC_ADD, CompileOptions(), "v.mlir", until="convert")
+    assert (ei.value.exit_code, ei.value.stage) == (2, "target")
+    assert str(ei.value).startswith("error: no GPU architecture given")
+
+
+def test_options_reach_the_emitter(monkeypatch):
+    """The emitter sees the compile's options (lineinfo, device_debug, sanitize included)."""
+    from tilegen.runtime.codegen import emit
+
+    seen = []
+    original = emit.emit_kernel
+
+    def spy(*args, **kwargs):
+        seen.append(current())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(emit, "emit_kernel", spy)
+    options = CompileOptions(target="sm_90", opt_level=0, lineinfo=True, device_debug=True)
+    driver.compile_source(VEC_ADD, options, "v.mlir", until="ptx")
+    assert seen == [options]
+    assert current() != options  # only during the compile
+
+
+def test_codegen_switches_are_options_not_environment(monkeypatch):
+    from test_codegen_pipeline import _module  # a K loop of dots, cp.async-staged and pipelined
+
+    def ptx(**fields):
+        options = CompileOptions(target="sm_90", **fields)
+        return driver.compile_module(_module("f16", "f32", 64, 64, 32), options, "ptx").ptx
+
+    default = ptx()
+    assert "wgmma.mma_async" in default and ".target sm_90a" in default
+    assert "cp.async.c" in default and "__tilegen_pipe" in default
+    for var in ("TILEGEN_NO_WGMMA", "TILEGEN_NO_CP_ASYNC", "TILEGEN_NO_PIPELINE"):
+        monkeypatch.setenv(var, "1")
+    assert ptx() == default  # no environment variable changes generated code
+    no_wgmma = ptx(use_wgmma=False)
+    assert "wgmma" not in no_wgmma and "mma.sync.aligned" in no_wgmma
+    assert ".target sm_90\n" in no_wgmma
+    assert "cp.async.c" not in ptx(use_cp_async=False)
+    no_pipe = ptx(pipelining=False)
+    assert "cp.async.c" in no_pipe and "__tilegen_pipe" not in no_pipe
+    assert ptx(num_stages=1) == no_pipe  # one stage: nothing to prefetch
+    assert ptx(num_stages=3) != default  # the override reaches the emitter
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", TARGET_NAMES)
+def test_every_accepted_target_assembles(name):
+    """The one target rule promises every name it accepts: each gives ``.target <name>``
+    (wgmma-free code) and a cubin ptxas accepts."""
+    c = driver.compile_source(VEC_ADD, CompileOptions(target=name), "v.mlir")
+    assert f".target {name}\n" in c.ptx
+    assert c.cubin[:4] == b"\x7fELF"
+
+
+def test_sanitizer_is_refused_until_emitted():
+    options = CompileOptions(target="sm_90", sanitize="memcheck")
+    c = driver.compile_source(VEC_ADD, options, "v.mlir", until="layouts")  # not needed before ptx
+    assert c.stages[-1] == "layouts"
+    with pytest.raises(CompileError) as ei:
+        driver.compile_source(VEC_ADD, options, "v.mlir", until="ptx")
+    assert (ei.value.exit_code, ei.value.stage) == (2, "options")
+    assert "--sanitize=memcheck is not supported by tilegen yet" in str(ei.value)
+
+
+def test_failures_carry_stage_and_exit_class(monkeypatch):
+    bad = "cuda_tile.module @m {\n  entry @k() {\n    %x = bogus\n  }\n}\n"
+    with pytest.raises(CompileError) as ei:
+        driver.compile_source(bad, CompileOptions(target="sm_90"), "bad.mlir")
+    assert (ei.value.exit_code, ei.value.stage) == (3, "read")
+    assert str(ei.value).startswith("bad.mlir:3:")
+    from tilegen.runtime import ptxas
+
+    def broken(ptx, sm, verbose=False):
+        raise ptxas.PtxasError("ptxas failed:\nptxas fatal   : pretend")
+
+    monkeypatch.setattr(ptxas, "assemble", broken)
+    with pytest.raises(CompileError) as ei:
+        driver.compile_source(VEC_ADD, CompileOptions(target="sm_90"), "v.mlir")
+    assert (ei.value.exit_code, ei.value.stage) == (5, "ptxas")
+    assert str(ei.value).startswith("v.mlir: error: ptxas failed:")
+
+
+def test_a_crash_in_a_stage_is_an_internal_error(monkeypatch):
+    from tilegen.runtime.codegen import emit
+
+    def boom(*args, **kwargs):
+        raise KeyError("no handler")
+
+    monkeypatch.setattr(emit, "emit_kernel", boom)
+    monkeypatch.delenv("TILEGEN_TRACEBACK", raising=False)
+    with pytest.raises(CompileError) as ei:
+        driver.compile_source(VEC_ADD, CompileOptions(target="sm_90"), "v.mlir", until="ptx")
+    assert (ei.value.exit_code, ei.value.stage) == (5, "internal")
+    assert str(ei.value) == (
+        "v.mlir: error: internal compiler error in stage 'ptx': KeyError: 'no handler'"
+    )
+
+
+@needs_corpus
+def test_verifier_failure_is_input_class_and_names_the_file():
+    name = str(OUT / "uint_floordiv_bug.tileirbc")
+    with pytest.raises(CompileError) as ei:
+        driver.compile_source(Path(name), CompileOptions(target="sm_90"))
+    assert (ei.value.exit_code, ei.value.stage) == (3, "verify")
+    assert "'cuda_tile.divi' op rounding mode" in str(ei.value)
+    assert str(ei.value).startswith("kernels.py:")  # the bytecode's debug location
+
+
+@needs_corpus
+def test_bytecode_errors_give_nvidia_offsets():
+    data = (OUT / "vec_add.tileirbc").read_bytes()[:40]
+    with pytest.raises(CompileError) as ei:
+        driver.read_module(data, "t.tileirbc")
+    d = ei.value.diagnostics[0]
+    assert d.format().splitlines() == [
+        "t.tileirbc: error: section length 137 exceeds remaining data size 25 (at byte offset 15)",
+        "t.tileirbc: note: failed to parse section header",
+    ]
+
+
+def test_text_input_rules():
+    with pytest.raises(CompileError) as ei:
+        driver.read_module(b"cuda_tile.module @m {\n  \xfe\n}\n", "g.mlir")
+    assert str(ei.value) == "g.mlir:2:3: error: invalid UTF-8 byte 0xfe in source"
+    with pytest.raises(CompileError) as ei:
+        driver.read_module(b"cuda_tile.module @m {\0}", "n.mlir")
+    assert str(ei.value).startswith("n.mlir:1:22: error: unexpected NUL character")
+    with pytest.raises(CompileError) as ei:
+        driver.read_module(b"", "e.mlir")
+    assert str(ei.value) == "e.mlir: error: input does not correspond to Tile IR bytecode"
+    with pytest.raises(CompileError) as ei:
+        driver.read_module(b"\n\n", "w.mlir")
+    assert ei.value.exit_code == 3 and "input holds no module" in str(ei.value)
+    # tileirdisasm output: an entry without its module wrapper
+    body = VEC_ADD.split("{", 1)[1].rsplit("}", 1)[0]
+    assert driver.read_module(body.encode(), "d.mlir").name == "builtin.module"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
+def test_read_input_refuses_non_regular_files(tmp_path):
+    os.mkfifo(tmp_path / "f")
+    for path, why in [
+        (tmp_path / "f", "not a regular file"),
+        (tmp_path, "Is a directory"),
+        (tmp_path / "missing", "No such file or directory"),
+    ]:
+        with pytest.raises(CompileError) as ei:
+            driver.read_input(str(path))
+        assert ei.value.exit_code == 1
+        assert str(ei.value) == f"{path}: error: unable to read input file: {why}"
+
+
+def test_the_interpreter_error_is_the_compile_error():
+    from tilegen.runtime.interp.api import RunError
+
+    assert issubclass(RunError, CompileError)
+    import tilegen
+
+    assert tilegen.CompileError is CompileError is driver.CompileError
+
+
+def _imported_modules(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def test_runtime_does_not_import_the_cli():
+    """runtime/ is the compiler; the CLI and API sit on top of it (function-level imports
+    included)."""
+    cli = ("tilegen.commands", "tilegen.api", "tilegen.cli", "tilegen.tools", "tilegen.cache")
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(m for m in _imported_modules(p) if m.startswith(cli))
+        for p in (ROOT / "runtime").rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}

@@ -1,0 +1,93 @@
+"""The command-line flags of the compile options (runtime/options.CompileOptions), shared by
+``tilegen compile`` and ``tilegen run``, and how the commands print a failed compile."""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_target_arguments(p, gpu_help: str) -> None:
+    p.add_argument("--gpu-name", metavar="sm_XX", help=gpu_help)
+    p.add_argument(
+        "-O",
+        "--opt-level",
+        dest="opt_level",
+        type=_opt_level,
+        default=None,
+        metavar="N",
+        help="optimization level 0-3 (tile-optimize-O<N>; default 3, as tileiras)",
+    )
+
+
+def add_codegen_arguments(p) -> None:
+    """The code generator's switches (each a CompileOptions field; all on by default)."""
+    g = p.add_argument_group("code generation (docs/driver.md)")
+    g.add_argument("--no-wgmma", action="store_true", help="sm_90 dots on mma.sync, not wgmma")
+    g.add_argument(
+        "--no-cp-async", action="store_true", help="dot operands through registers, no cp.async"
+    )
+    g.add_argument(
+        "--no-pipeline", action="store_true", help="no K-loop prefetching of dot operands"
+    )
+    g.add_argument(
+        "--num-stages",
+        type=_num_stages,
+        metavar="N",
+        help="K-loop pipeline depth for every kernel (default: each kernel's num_stages, else 2)",
+    )
+    g.add_argument("--lineinfo", action="store_true", help="line info (accepted; none emitted yet)")
+    g.add_argument(
+        "-g",
+        "--device-debug",
+        action="store_true",
+        help="debug info; needs -O0, as tileiras (accepted; none emitted yet)",
+    )
+    g.add_argument(
+        "--sanitize",
+        choices=["memcheck"],
+        help="sanitizer instrumentation (refused until the emitter implements it)",
+    )
+
+
+def _opt_level(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"'{text}' value invalid for integer argument") from None
+
+
+def _num_stages(text: str) -> int:
+    return _opt_level(text)
+
+
+def compile_options(args, gpu_name, **overrides):
+    """The CompileOptions of parsed ``args`` for ``gpu_name`` (None: no target); raises
+    CompileError for bad values."""
+    from tilegen.runtime.options import DEFAULT_OPT_LEVEL, CompileOptions
+
+    opt_level = getattr(args, "opt_level", None)
+    if opt_level is None:
+        opt_level = DEFAULT_OPT_LEVEL
+    fields = dict(
+        target=gpu_name,
+        opt_level=opt_level,
+        num_stages=getattr(args, "num_stages", None),
+        use_wgmma=not getattr(args, "no_wgmma", False),
+        use_cp_async=not getattr(args, "no_cp_async", False),
+        pipelining=not getattr(args, "no_pipeline", False),
+        lineinfo=getattr(args, "lineinfo", False),
+        device_debug=getattr(args, "device_debug", False),
+        sanitize=getattr(args, "sanitize", None),
+        verify=not getattr(args, "no_verify", False),
+    )
+    fields.update(overrides)
+    return CompileOptions(**fields)
+
+
+def report(error) -> int:
+    """Print a CompileError's diagnostics (the one format) on stderr; return its exit code."""
+    for d in error.diagnostics:
+        print(d.format(), file=sys.stderr)
+    return error.exit_code
