@@ -934,7 +934,7 @@ def compare(
 def run_kernel(seed: int, skip=(), max_steps=None, check_ptxas=None, timeout=60.0):
     """('ok'|'invalid'|'mismatch'|'ptxas'|'crash'|'hang', detail, kernel)."""
     from tilegen.runtime.asm import parse_module
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+    from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
     from tilegen.runtime.interp.api import run_module
 
     g = Gen(seed, skip, max_steps)

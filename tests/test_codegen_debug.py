@@ -13,7 +13,7 @@ import pytest
 from kernelgen import PTXAS, inputs, kernel, ptx_of, ptxas, run_both, ty
 from tilegen.cli import main
 from tilegen.runtime.asm import parse_module
-from tilegen.runtime.codegen.ptxsim import run_ptxsim
+from tilegen.runtime.ptxsim import run_ptxsim
 from tilegen.runtime.interp.api import RunError, run_module
 
 OUT = Path("/work/shared/corpus/cutile/out")

@@ -92,7 +92,7 @@ def _module(name: str):
 
 
 def _ptx(name: str, sm: str) -> str:
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
 
     return compile_to_ptx(_module(name), sm)
 
@@ -149,7 +149,7 @@ def test_index64_kernels_match_numpy(name, backend):
 
         out = run_module(_module(name), args, grid)
     else:
-        from tilegen.runtime.codegen.ptxsim import run_ptxsim
+        from tilegen.runtime.ptxsim import run_ptxsim
 
         out = run_ptxsim(_module(name), args, grid, "sm_90")
     for k, v in want.items():

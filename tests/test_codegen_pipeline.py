@@ -107,7 +107,7 @@ def _operands(et, ct, m, n, ktot, seed, bt=False):
 
 
 def _compile(monkeypatch, et, ct, m, n, k, sm, pipe=True, cp=True, bt=False):
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
     from tilegen.runtime.options import CompileOptions
 
     options = CompileOptions(pipelining=pipe, use_cp_async=cp)
