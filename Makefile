@@ -26,8 +26,10 @@ check-generated: $(STAMP)
 	if diff -r -x __pycache__ $$tmp/generated generated >/dev/null; then echo "generated/ is in sync with spec/"; rm -rf $$tmp; \
 	else diff -r -u -x __pycache__ generated $$tmp/generated | head -50; echo "generated/ drifted from spec/: run 'make generate'"; rm -rf $$tmp; exit 1; fi
 
+# one worker per core; a test module stays on one worker (its module fixtures are built once)
+PYTEST_WORKERS ?= auto
 test: $(STAMP) check-generated
-	$(VPY) -m pytest -p no:cacheprovider -rs tests
+	$(VPY) -m pytest -p no:cacheprovider -rs -n $(PYTEST_WORKERS) --dist loadscope tests
 
 fmt: $(STAMP)
 	$(VPY) -m black runtime generator tilegen tests bench conformance

@@ -23,7 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from tilegen.runtime.paths import corpus_dir  # noqa: E402  (../shared or $TILEGEN_SHARED)
+
+CORPUS = corpus_dir()
 OUT = CORPUS / "out"
 ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
 SIM_ARCH = "sm_90"

@@ -29,7 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-CORPUS = Path(os.environ.get("TILEGEN_CORPUS", "/work/shared/corpus/cutile/out"))
+from tilegen.runtime.paths import corpus_out  # noqa: E402  (../shared or $TILEGEN_SHARED)
+
+CORPUS = Path(os.environ.get("TILEGEN_CORPUS") or corpus_out())
 
 
 def find_tileiras() -> str | None:

@@ -22,10 +22,10 @@ import sys
 import time
 import traceback
 
-CORPUS = os.environ.get("TILEGEN_CORPUS", "/work/shared/corpus/cutile/out")
-FIXTURES = os.environ.get(
-    "TILEGEN_BYTECODE_FIXTURES", "/work/shared/conformance/cuda-tile/test/Bytecode"
-)
+from tilegen.runtime.paths import conformance_tests, corpus_out  # noqa: E402
+
+CORPUS = os.environ.get("TILEGEN_CORPUS") or str(corpus_out())
+FIXTURES = os.environ.get("TILEGEN_BYTECODE_FIXTURES", str(conformance_tests() / "Bytecode"))
 
 #: varint encodings that stress count/length checks
 BIG_VARINTS = [

@@ -22,7 +22,9 @@ from tilegen.runtime.interp.calling import flatten_args, param_types, read_back
 from tilegen.runtime.interp.executor import Machine, allocate_globals, run_kernel
 from tilegen.runtime.interp.memory import Heap
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from tilegen.runtime.paths import corpus_dir  # noqa: E402  (../shared or $TILEGEN_SHARED)
+
+CORPUS = corpus_dir()
 DEFAULT = ["softmax", "layernorm", "matmul_f16"]
 
 

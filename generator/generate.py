@@ -21,6 +21,7 @@ import jinja2
 from tilegen.generator.spec_loader import Spec, SpecError, load_spec
 from tilegen.generator.irdl import irdl_context
 from tilegen.generator.bytecode_tables import bytecode_context
+from tilegen.generator.checks import check_spec
 
 REPO = Path(__file__).resolve().parent.parent
 #: Files written by older generators that are no longer produced are removed on regeneration.
@@ -246,6 +247,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         spec = load_spec(Path(args.spec))
+        check_spec(spec)
         files = render_all(spec)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)

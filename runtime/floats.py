@@ -173,6 +173,8 @@ def round_to_format(
         if not fmt.has_zero:
             r = np.where(r == 0, fmt.min_subnormal if fmt.mbits == 0 else 0.0, r)
             r = np.where(np.abs(r) < 2.0**fmt.emin, 2.0**fmt.emin, r)
+        if fmt.storage_bits == 8:  # the one NaN an 8-bit float code decodes to
+            r = np.where(np.isnan(r), F8_NAN_VALUE, r)
         return r
 
 
@@ -214,7 +216,22 @@ def _table(name: str) -> np.ndarray:
         val = np.where((exp == (1 << ebits) - 1) & (man == (1 << mbits) - 1), np.nan, val)
     elif fmt.nan == "fnu":
         val = np.where(codes == n - 1, np.nan, val)
-    return val
+    return np.where(np.isnan(val), F8_NAN_VALUE, val)
+
+
+#: the NaN an 8-bit float NaN widens to on the GPU: ``cvt.rn.f16x2.e4m3x2`` / ``.e5m2x2`` give
+#: the canonical f16 NaN 0x7FFF for every NaN code (sign dropped), which widens to f32
+#: 0x7FFFE000 and f64 0x7FFFFC0000000000; decoding to it keeps the interpreter's conversions of
+#: fp8 NaNs bit-identical to the PTX path's
+F8_NAN_VALUE = np.array(0x7FFFFC0000000000, dtype=np.uint64).view(np.float64)
+
+
+def nan_code(name: str) -> int:
+    """The code a NaN encodes to in a <= 8-bit format: the positive all-ones pattern (0x7F for
+    f8E4M3FN and f8E5M2, as ``cvt.rn.satfinite.e4m3x2/e5m2x2`` produce; 0xFF for the unsigned
+    f8E8M0FNU)."""
+    fmt = FORMATS[name]
+    return (1 << fmt.storage_bits) - 1 if not fmt.signed else (1 << (fmt.storage_bits - 1)) - 1
 
 
 def decode(bits, name: str) -> np.ndarray:
@@ -269,9 +286,8 @@ def encode(values, name: str) -> np.ndarray:
         sign_bit = 1 << (fmt.ebits + fmt.mbits)
         got = np.where(zero, np.where(neg, sign_bit, 0), got)
     out[fin] = got
-    nan_codes = codes[~ok]
-    if len(nan_codes):
-        out[~fin] = nan_codes[-1] if fmt.nan != "fn" else (len(table) - 1)
+    if (~ok).any():
+        out[~fin] = nan_code(name)
     return out
 
 

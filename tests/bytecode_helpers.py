@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-SHARED = Path(os.environ.get("TILEGEN_SHARED", "/work/shared"))
+from paths import SHARED_ROOT as SHARED  # ../shared or $TILEGEN_SHARED
+
 CORPUS = SHARED / "corpus" / "cutile" / "out"
 BYTECODE_TESTS = SHARED / "conformance" / "cuda-tile" / "test" / "Bytecode"
 CORPUS_FILES = sorted(glob.glob(str(CORPUS / "*.tileirbc")))

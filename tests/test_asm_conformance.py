@@ -21,7 +21,8 @@ import pytest
 from tilegen.runtime.asm import parse_module, print_module
 from tilegen.runtime.diagnostics import DiagnosticError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from paths import SHARED_ROOT as SHARED  # ../shared or $TILEGEN_SHARED
+
 DIALECT = SHARED / "conformance/cuda-tile/test/Dialect/CudaTile"
 CORPUS = SHARED / "corpus/cutile/out"
 needs_shared = pytest.mark.skipif(not DIALECT.is_dir(), reason="shared conformance tests absent")

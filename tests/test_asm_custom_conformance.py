@@ -17,7 +17,8 @@ import pytest
 
 from tilegen.runtime.asm import parse_module, print_module
 
-SHARED = Path("/work/shared")
+from paths import SHARED_ROOT as SHARED  # ../shared or $TILEGEN_SHARED
+
 DIALECT = SHARED / "conformance/cuda-tile/test/Dialect/CudaTile"
 CORPUS = SHARED / "corpus/cutile/out"
 BIN = Path(sys.executable).parent

@@ -47,10 +47,13 @@ def test_printout_matches_tileirdisasm(name, tmp_path):
     )
 
 
-CONFORMANCE = Path("/work/shared/conformance/cuda-tile/test")
+from paths import CONFORMANCE  # ../shared or $TILEGEN_SHARED
 
 
-@pytest.mark.skipif(not DISASM.exists() or not CONFORMANCE.is_dir(), reason="needs tileirdisasm")
+@pytest.mark.skipif(
+    not DISASM.exists() or not CONFORMANCE.is_dir(),
+    reason="needs tileirdisasm and the conformance suite",
+)
 def test_conformance_modules_print_like_tileirdisasm(tmp_path):
     """Every conformance positive our writer can encode prints as NVIDIA prints it (modulo
     tileirdisasm's producer comment and its 13.5 spelling ``fpowf`` of ``pow``)."""

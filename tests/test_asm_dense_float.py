@@ -108,7 +108,7 @@ def test_small_formats_tables():
 DISASM = (
     Path(sys.executable).parent.parent / "lib/python3.11/site-packages/nvidia/cu13/bin/tileirdisasm"
 )
-CORPUS = Path("/work/shared/corpus/cutile/out")
+from paths import CORPUS_OUT as CORPUS  # ../shared or $TILEGEN_SHARED
 
 
 @pytest.mark.skipif(

@@ -94,10 +94,10 @@ def test_all_16bit_patterns(name):
 
 
 @pytest.mark.parametrize("name", ["f32", "f64"])
-def test_random_and_edge_bit_patterns_format(name):
+def test_random_and_edge_bit_patterns_format(name, sweep):
     sem = SEMANTICS[name]
     rng = random.Random(name)
-    pats = [rng.getrandbits(sem.bits) for _ in range(100_000)]
+    pats = [rng.getrandbits(sem.bits) for _ in range(sweep(100_000))]
     # edges: zeros, subnormal/normal boundaries, max finite, inf, NaNs (quiet/signalling/payload)
     top = (1 << (sem.bits - 1)) - 1
     man = (1 << sem.man_bits) - 1
@@ -119,34 +119,34 @@ def test_random_and_edge_bit_patterns_format(name):
         assert format_float(None, name, b) == format_float_slow(None, name, b), hex(b)
 
 
-def test_encode_random_and_edge_doubles():
-    xs = _random_doubles(100_000, 1) + _edge_doubles()
+def test_encode_random_and_edge_doubles(sweep):
+    xs = _random_doubles(sweep(100_000), 1) + _edge_doubles()
     # random doubles in the ranges of the narrow formats (the interesting rounding happens there)
     rng = random.Random(2)
-    for _ in range(50_000):
+    for _ in range(sweep(50_000)):
         xs.append(rng.uniform(-1, 1) * 2.0 ** rng.randint(-160, 140))
     for name in ("f16", "bf16", "f32"):
-        xs += _near_format(name, 20_000, name)
+        xs += _near_format(name, sweep(20_000), name)
     for name in FAST:
         sem = SEMANTICS[name]
         for x in xs:
             assert sem.from_float(x) == sem.from_float_slow(x), (name, x.hex())
 
 
-def test_format_from_value_matches():
-    xs = _random_doubles(20_000, 3) + _edge_doubles()
+def test_format_from_value_matches(sweep):
+    xs = _random_doubles(sweep(20_000), 3) + _edge_doubles()
     for name in FAST:
         for x in xs:
             assert format_float(x, name) == format_float_slow(x, name), (name, x.hex())
 
 
-def test_decimal_midpoints_fall_back():
+def test_decimal_midpoints_fall_back(sweep):
     """Decimals that round (as doubles) onto a midpoint of the narrow format must not be decided
     by double rounding."""
     cases = []
     for name in ("f16", "bf16", "f32"):
         sem = SEMANTICS[name]
-        for x in _near_format(name, 5_000, "d" + name):
+        for x in _near_format(name, sweep(5_000), "d" + name):
             for text in (repr(x), "%.6e" % x, "%.9e" % x, "%.17e" % x, "%.25e" % x):
                 cases.append((name, text))
         # a decimal a hair above an exact midpoint, closer than a double ulp: the double is the
@@ -184,14 +184,14 @@ def _same_float(a: float, b: float) -> bool:
     return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
-def test_to_float_matches():
+def test_to_float_matches(sweep):
     for name in FAST:
         sem = SEMANTICS[name]
         rng = random.Random("to" + name)
         if sem.bits == 16:
             pats = range(1 << 16)
         else:
-            pats = [rng.getrandbits(sem.bits) for _ in range(50_000)]
+            pats = [rng.getrandbits(sem.bits) for _ in range(sweep(50_000))]
         for b in pats:
             assert _same_float(sem.to_float(b), sem.to_float_slow(b)), (name, hex(b))
         # out-of-range bits are masked the same way

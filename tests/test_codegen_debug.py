@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +15,8 @@ from tilegen.runtime.asm import parse_module
 from tilegen.runtime.ptxsim import run_ptxsim
 from tilegen.runtime.interp.api import RunError, run_module
 
-OUT = Path("/work/shared/corpus/cutile/out")
+from paths import CORPUS_OUT as OUT  # ../shared or $TILEGEN_SHARED
+
 needs_corpus = pytest.mark.skipif(not OUT.exists(), reason="cuTile corpus not present")
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -382,7 +381,8 @@ def test_bf16_atomic_add_needs_sm90(tmp_path):
 
 # ----------------------------------------------------------------------------- corpus kernels
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 #: kernel file stem -> npz stem (memory-heavy kernels: pointers, gathers, atomics, globals)
 KERNELS = {

@@ -16,7 +16,8 @@ from tilegen.runtime.codegen.driver import find_ptxas
 from tilegen.generated.ptx.selection import ROWS
 from tilegen.runtime.layouts.attrs import BlockedLayout
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 needs_corpus = pytest.mark.skipif(not OUT.exists(), reason="cuTile corpus not present")
 PTXAS = find_ptxas()

@@ -21,7 +21,8 @@ from tilegen.runtime.codegen.driver import find_ptxas
 
 PTXAS = find_ptxas()
 SMS = ["sm_80", "sm_90", "sm_100", "sm_120"]
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 
 

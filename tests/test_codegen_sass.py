@@ -12,7 +12,8 @@ import pytest
 
 from tilegen.runtime.codegen.driver import find_ptxas
 
-OUT = Path("/work/shared/corpus/cutile/out")
+from paths import CORPUS_OUT as OUT  # ../shared or $TILEGEN_SHARED
+
 PTXAS = find_ptxas()
 CUOBJDUMP = str(Path(PTXAS).with_name("cuobjdump")) if PTXAS else shutil.which("cuobjdump")
 

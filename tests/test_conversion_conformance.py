@@ -12,7 +12,8 @@ from tilegen.runtime.conversion import convert_module
 from tilegen.runtime.diagnostics import DiagnosticEngine
 from tilegen.runtime.verify import verify_module
 
-ROOT = Path("/work/shared/conformance/cuda-tile/test")
+from paths import CONFORMANCE as ROOT  # ../shared or $TILEGEN_SHARED
+
 FILES = sorted(p for p in ROOT.rglob("*.mlir") if "invalid" not in p.name) if ROOT.is_dir() else []
 REFUSED = ("bytecode_test_",)
 

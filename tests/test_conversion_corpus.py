@@ -10,7 +10,8 @@ from tilegen.runtime.conversion import convert_module
 from tilegen.runtime.diagnostics import DiagnosticEngine
 from tilegen.runtime.verify import verify_module
 
-CORPUS = Path("/work/shared/corpus/cutile/out")
+from paths import CORPUS_OUT as CORPUS  # ../shared or $TILEGEN_SHARED
+
 FILES = sorted(CORPUS.glob("*.tileirbc")) if CORPUS.is_dir() else []
 #: the deliberate negative sample (the verifier rejects it before any lowering)
 REJECTED = {"uint_floordiv_bug"}

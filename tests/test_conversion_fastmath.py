@@ -104,12 +104,19 @@ def test_fastmath_rows_are_checked():
     from tilegen.generated.lowerings.cuda_tile_to_nv_tileaa import SPEC
 
     ctx = ConversionContext(SPEC, 90)
-    row = {"op": "exp", "to": "math.exp", "fastmath": {"from": "rounding_mode", "cases": {}}}
-    _check_row(row, ctx)
+
+    def row(fastmath: dict) -> dict:
+        return {
+            "root": "exp",
+            "drop": ["rounding_mode"],
+            "build": {"op": "math.exp", "fastmath": fastmath},
+        }
+
+    _check_row(row({"from": "rounding_mode", "cases": {}}), ctx)
     with pytest.raises(ConversionSpecError, match="unknown fastmath flag"):
-        _check_row(dict(row, fastmath={"from": "rounding_mode", "cases": {"approx": "quick"}}), ctx)
+        _check_row(row({"from": "rounding_mode", "cases": {"approx": "quick"}}), ctx)
     with pytest.raises(ConversionSpecError, match="not an attribute"):
-        _check_row(dict(row, fastmath={"from": "signedness", "cases": {}}), ctx)
+        _check_row(row({"from": "signedness", "cases": {}}), ctx)
 
 
 def test_ptx_selects_the_approx_instructions():
@@ -365,7 +372,8 @@ def test_alloca_runs_on_the_interpreter_and_is_refused_by_the_conversion(tmp_pat
 
 def test_seed_mentions_no_alloca_lowering():
     """The refusal rests on the seeds: no tileiras lowering of alloca is described."""
-    seeds = Path("/work/shared/seeds")
+    from paths import SEEDS as seeds  # ../shared or $TILEGEN_SHARED
+
     if not seeds.exists():
         pytest.skip("seeds not available")
     for f in seeds.glob("*.txt"):

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 KERNELS = sorted(
     p for p in (CORPUS / "out").glob("*.tileirbc") if not p.name.startswith("uint_floordiv_bug")
 )

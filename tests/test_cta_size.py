@@ -15,7 +15,8 @@ import pytest
 from tilegen.runtime.passes.cta_size import choose_num_warps, tma_load_reason, uses_tma
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
 NEGATIVE = {"uint_floordiv_bug"}  # a conforming compiler refuses it

@@ -7,14 +7,14 @@ from __future__ import annotations
 import ctypes
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tilegen import cuda_backend as cb
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 GPU_COUNT, NO_GPU_REASON = cb.probe()
 needs_gpu = pytest.mark.skipif(GPU_COUNT == 0, reason=f"no GPU: {NO_GPU_REASON}")

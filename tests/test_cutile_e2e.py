@@ -143,7 +143,7 @@ INVALID = sorted(n for n, c in KERNELS.items() if c.invalid is not None)
 VALID = sorted(n for n in ALL if n not in INVALID)
 ELF_MAGIC = b"\x7fELF"
 
-CORPUS = Path(os.environ.get("TILEGEN_SHARED") or HERE.parent.parent / "shared") / "corpus/cutile"
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
 
 
 def _coverage_table() -> dict[str, list[str]]:

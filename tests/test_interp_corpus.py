@@ -11,7 +11,8 @@ import pytest
 
 from tilegen.runtime.interp.api import RunError, load_module, load_npz_args, run_module
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 MANIFEST = CORPUS / "manifest.json"
 
 pytestmark = pytest.mark.skipif(not MANIFEST.exists(), reason="cuTile corpus not available")

@@ -558,7 +558,8 @@ def test_compare_expected_reports_worst_element():
 
 
 def test_cli_check_against_corpus_expectations():
-    c = Path("/work/shared/corpus/cutile/out")
+    from paths import CORPUS_OUT as c  # ../shared or $TILEGEN_SHARED
+
     if not c.exists():
         pytest.skip("corpus not available")
     base = [

@@ -1,8 +1,6 @@
 """The nv_tileas layout assignment pass (runtime/passes/layout_assignment.py) on hand-written
 nv_tileaa IR and on corpus kernels lowered by the cuda_tile -> nv_tileaa conversion."""
 
-from pathlib import Path
-
 import pytest
 
 from tilegen.runtime.asm import parse_module, print_module
@@ -243,7 +241,7 @@ def test_pass_is_registered_with_options():
 
 # ----------------------------------------------------------------------------- corpus
 
-CORPUS = Path("/work/shared/corpus/cutile/out")
+from paths import CORPUS_OUT as CORPUS  # ../shared or $TILEGEN_SHARED
 
 
 def _lower(name: str):

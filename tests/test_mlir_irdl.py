@@ -7,7 +7,6 @@ See ``tilegen/mlir_check.py`` for the rewrite into the IRDL check form and what 
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -21,7 +20,8 @@ pytestmark = pytest.mark.skipif(
     reason=f"MLIR Python bindings unavailable (pip install -e '.[mlir]'): {_MISSING}",
 )
 
-SHARED = Path(os.environ.get("TILEGEN_SHARED", "/work/shared"))
+from paths import SHARED_ROOT as SHARED  # ../shared or $TILEGEN_SHARED
+
 CONFORMANCE = SHARED / "conformance" / "cuda-tile" / "test" / "Dialect" / "CudaTile"
 POSITIVE_FILES = ["ops.mlir", "arith.mlir", "conversion.mlir", "memory_consistency_ops.mlir"]
 CORPUS = SHARED / "corpus" / "cutile" / "out"

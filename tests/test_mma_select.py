@@ -21,7 +21,7 @@ from tilegen.runtime.ptx.sim.declared import match
 from tilegen.runtime.ptx.sim.tensor_ops import SHAPES
 
 TILEIRAS = Path(sys.prefix) / "lib/python3.11/site-packages/nvidia/cu13/bin/tileiras"
-CORPUS = Path("/work/shared/corpus/cutile/out")
+from paths import CORPUS_OUT as CORPUS  # ../shared or $TILEGEN_SHARED
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,18 @@
-"""Adding an elementwise op is a YAML-only change.
+"""Adding an elementwise op is a YAML-only change, from text to a simulated cubin.
 
-The test copies spec/, appends one op entry (``copysignf``, a new opcode in a new bytecode version
-row), regenerates into a temporary ``generated/`` and, in a fresh interpreter whose
-``tilegen.generated`` package points there, checks that parse, print, generic print, verify,
-bytecode write/read, version gating and interpretation all follow with no Python change.
+The test copies spec/ and adds ``copysignf`` there, in YAML only: the cuda_tile op entry (with its
+opcode in a new bytecode version row and its semantics), its nv_tileaa twin (the conversion's
+default rule renames same-mnemonic ops, so no conversion row is needed) and one
+spec/ptx/selection.yaml row. It regenerates into a temporary ``generated/`` and, in a fresh
+interpreter whose ``tilegen.generated`` package points there, checks parse, print, generic print,
+verify, bytecode write/read, version gating, interpretation, lowering to nv_tileaa (verified and
+interpreted), PTX, ptxas and the PTX simulator, with no Python change; only the four YAML files
+differ from the repository's spec/.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import shutil
 import subprocess
@@ -36,6 +41,38 @@ NEW_OP = """
 """
 
 NEW_VERSION_ROW = "- {version: '13.6', opcode_ceiling: 0x7E}\n"
+
+#: nv_tileaa's twin (the lowering target; same semantics, nv_tileaa's elementwise verifier)
+NEW_NV_OP = """
+- name: copysignf
+  opcode: null
+  since: '13.1'
+  semantics: {kind: elementwise, expr: 'np.copysign(lhs, rhs)'}
+  summary: Elementwise magnitude of lhs with the sign of rhs.
+  traits: [Pure, Elementwise]
+  operands:
+  - {name: lhs, type: NvTileAA_FloatLike}
+  - {name: rhs, type: NvTileAA_FloatLike}
+  results:
+  - {name: result, type: NvTileAA_FloatLike}
+  format: $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  verify:
+  - {custom: nv_tileaa_elementwise}
+"""
+
+#: PTX ``copysign.f32 d, a, b`` is ``b`` with the sign of ``a`` (spec/ptx/instructions.yaml)
+NEW_SELECTION_ROW = (
+    "- {op: nv_tileaa.copysignf, element: [f32, f64], ptx: 'copysign.{ft} {d}, {b}, {a}',\n"
+    "   instruction: copysign}\n"
+)
+
+#: every file the op touches, and nothing else
+TOUCHED = {
+    "ops/cuda_tile/math.yaml",
+    "ops/nv_tileaa/math.yaml",
+    "types/bytecode.yaml",
+    "ptx/selection.yaml",
+}
 
 KERNEL = """\
 cuda_tile.module @m {
@@ -95,8 +132,73 @@ bad_m = parse_module(bad, "bad.mlir")
 bdiag = DiagnosticEngine()
 out["bad_verifies"] = verify_module(bad_m, bdiag)
 out["bad_messages"] = [d.format() for d in bdiag.diagnostics]
+
+# --- through the middle and back end: a kernel that loads a and b, stores copysignf(a, b)
+import tilegen
+from tilegen.runtime.codegen.ptxsim import run_ptxsim
+from tilegen.runtime.conversion import convert_module
+from tilegen.runtime.interp import run_module
+
+vec = open(sys.argv[4]).read()
+x = np.array([1.5, -2.0, 3.0, -4.0, 0.0, -0.0, np.inf, 7.0] * 2, np.float32)
+y = np.array([-1.0, 1.0, -0.0, 0.0, -3.0, 2.0, -1.0, np.nan] * 2, np.float32)
+out["want"] = [repr(float(v)) for v in np.copysign(x, y)]
+args = lambda: [("a", x.copy()), ("b", y.copy()), ("o", np.zeros_like(x))]
+lowered = convert_module(parse_module(vec, "v.mlir"), "sm_90")
+ldiag = DiagnosticEngine()
+out["lowered_verifies"] = verify_module(lowered, ldiag)
+out["lowered_ops"] = sorted({op.name for op in lowered.walk() if "copysign" in op.name})
+res = run_module(parse_module(vec, "v.mlir"), args(), (2, 1, 1), lower_to="nv_tileaa")
+out["lowered_interp"] = [repr(float(v)) for v in res["o"]]
+out["ptx"] = {}
+for sm in ("sm_80", "sm_90"):
+    r = tilegen.compile(vec, sm, cache=False)
+    out["ptx"][sm] = {
+        "copysign": [l.strip() for l in r.ptx.splitlines() if "copysign" in l],
+        "elf": r.cubin[:4] == b"\x7fELF",
+    }
+res = run_ptxsim(parse_module(vec, "v.mlir"), args(), (2, 1, 1), "sm_90")
+out["ptxsim"] = [repr(float(v)) for v in res["o"]]
 print(json.dumps(out))
 """
+
+#: one 8-wide tile per block: o = copysignf(a, b)
+VEC_KERNEL = """\
+cuda_tile.module @m {
+ entry @k(%pa: tile<ptr<f32>>, %sa: tile<i32>, %ta: tile<i32>, %pb: tile<ptr<f32>>,
+          %sb: tile<i32>, %tb: tile<i32>, %po: tile<ptr<f32>>, %so: tile<i32>, %to: tile<i32>) {
+  %tok = make_token : token
+  %bx, %by, %bz = get_tile_block_id : tile<i32>
+  %va = make_tensor_view %pa, shape = [%sa], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+  %wa = make_partition_view %va : partition_view<tile=(8), tensor_view<?xf32, strides=[1]>>
+  %vb = make_tensor_view %pb, shape = [%sb], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+  %wb = make_partition_view %vb : partition_view<tile=(8), tensor_view<?xf32, strides=[1]>>
+  %vo = make_tensor_view %po, shape = [%so], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+  %wo = make_partition_view %vo : partition_view<tile=(8), tensor_view<?xf32, strides=[1]>>
+  %a, %t1 = load_view_tko weak %wa[%bx] token = %tok : partition_view<tile=(8), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<8xf32>, token
+  %b, %t2 = load_view_tko weak %wb[%bx] token = %tok : partition_view<tile=(8), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<8xf32>, token
+  %c = copysignf %a, %b : tile<8xf32>
+  %t3 = store_view_tko weak %c, %wo[%bx] token = %tok : tile<8xf32>, partition_view<tile=(8), tensor_view<?xf32, strides=[1]>>, tile<i32> -> token
+  return
+ }
+}
+"""
+
+
+def _added_lines(spec: Path) -> dict[str, list[str]]:
+    """Relative path -> lines added, for every spec file that differs from the repository's."""
+    out = {}
+    for path in sorted(spec.rglob("*")):
+        if not path.is_file():
+            continue
+        rel = str(path.relative_to(spec))
+        orig = REPO / "spec" / rel
+        old = orig.read_text().splitlines() if orig.exists() else []
+        new = path.read_text().splitlines()
+        if old != new:
+            diff = difflib.unified_diff(old, new, lineterm="", n=0)
+            out[rel] = [l[1:] for l in diff if l.startswith("+") and not l.startswith("+++")]
+    return out
 
 
 def test_new_elementwise_op_needs_only_yaml(tmp_path):
@@ -104,11 +206,18 @@ def test_new_elementwise_op_needs_only_yaml(tmp_path):
     shutil.copytree(REPO / "spec", spec)
     with open(spec / "ops" / "cuda_tile" / "math.yaml", "a") as f:
         f.write(NEW_OP)
+    with open(spec / "ops" / "nv_tileaa" / "math.yaml", "a") as f:
+        f.write(NEW_NV_OP)
+    with open(spec / "ptx" / "selection.yaml", "a") as f:
+        f.write(NEW_SELECTION_ROW)
     bc = spec / "types" / "bytecode.yaml"
     text = bc.read_text()
     anchor = "- {version: '250.0'"
     assert anchor in text
     bc.write_text(text.replace(anchor, NEW_VERSION_ROW + anchor, 1))
+    added = _added_lines(spec)
+    assert set(added) == TOUCHED  # YAML only, and only these four files
+    print("lines added per file:", {k: len(v) for k, v in added.items()})
     gen = tmp_path / "generated"
     r = subprocess.run(
         [sys.executable, "-m", "tilegen.generator", "--spec", str(spec), "--out", str(gen)],
@@ -123,6 +232,7 @@ def test_new_elementwise_op_needs_only_yaml(tmp_path):
 
     (tmp_path / "k.mlir").write_text(KERNEL)
     (tmp_path / "bad.mlir").write_text(BAD_KERNEL)
+    (tmp_path / "vec.mlir").write_text(VEC_KERNEL)
     (tmp_path / "check.py").write_text(textwrap.dedent(CHECKER))
     r = subprocess.run(
         [
@@ -131,6 +241,7 @@ def test_new_elementwise_op_needs_only_yaml(tmp_path):
             str(gen),
             str(tmp_path / "k.mlir"),
             str(tmp_path / "bad.mlir"),
+            str(tmp_path / "vec.mlir"),
         ],
         capture_output=True,
         text=True,
@@ -151,3 +262,12 @@ def test_new_elementwise_op_needs_only_yaml(tmp_path):
         "'cuda_tile.copysignf' op operand #0 must be tile of f16 or bf16 or f32 or f64 values" in m
         for m in out["bad_messages"]
     ), out["bad_messages"]
+    # lowering: the default rule renames it to the nv_tileaa twin, which verifies and interprets
+    assert out["lowered_verifies"]
+    assert out["lowered_ops"] == ["nv_tileaa.copysignf"]
+    assert out["lowered_interp"] == out["want"]
+    # PTX from the selection row, assembled by ptxas, run in the simulator
+    for sm, got in out["ptx"].items():
+        assert got["copysign"] and all(l.startswith("copysign.f32") for l in got["copysign"]), got
+        assert got["elf"], sm
+    assert out["ptxsim"] == out["want"]

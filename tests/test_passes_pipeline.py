@@ -21,7 +21,8 @@ from tilegen.runtime.passes.pipeline import (
 from tilegen.runtime.passes.pipelines import PIPELINES
 
 REPO = Path(__file__).resolve().parent.parent
-SUITE = REPO.parent / "shared" / "conformance" / "cuda-tile" / "test"
+from paths import CONFORMANCE as SUITE  # ../shared or $TILEGEN_SHARED
+
 BIN = Path(sys.executable).parent
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tilegen.runtime.passes.pipeline import parse_pipeline, run_pipeline
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 MANIFEST = CORPUS / "manifest.json"
 PIPELINE = "canonicalize,cse,loop-split,canonicalize,fuse-fma"
 

@@ -430,7 +430,8 @@ def test_mma_errors_are_sim_errors() -> None:
         run_ptx(wrong, [np.zeros(288, np.uint64), np.zeros(128, np.uint64)], (1, 1, 1))
 
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 DATA = Path(__file__).parent / "data" / "tensor_ptx"
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from tilegen.runtime.ptx.launch import run_ptx
 
-CORPUS = Path("/work/shared/corpus/cutile")
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 # Hidden CUtensorMap params of the sm_90 PTX: box and swizzle come from tileiras's host object
 # (runtime/ptx/nv_host.py), recorded in tests/data/tensor_ptx/sm_90_tensor_maps.json.
 MAPS_FILE = Path(__file__).parent / "data" / "tensor_ptx" / "sm_90_tensor_maps.json"

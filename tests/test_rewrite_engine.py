@@ -214,11 +214,12 @@ def test_patterns_schema_rejects_malformed_rows(tmp_path):
 
     repo = __import__("pathlib").Path(__file__).resolve().parent.parent
     (tmp_path / "spec" / "schema").mkdir(parents=True)
-    shutil.copy(repo / "spec/schema/patterns.schema.json", tmp_path / "spec" / "schema")
+    for name in ("patterns", "rows"):  # rows.schema.json: the row language patterns use
+        shutil.copy(repo / f"spec/schema/{name}.schema.json", tmp_path / "spec" / "schema")
     bad = tmp_path / "spec" / "bad.yaml"
     bad.write_text(
         "kind: patterns\nname: bad\ndialect: cuda_tile\n"
-        "groups:\n- name: g\n  patterns:\n  - {name: X, root: addf, build: {op: fma}}\n"
+        "groups:\n- name: g\n  patterns:\n  - {name: X, root: addf, build: {operands: [lhs]}}\n"
     )
     with pytest.raises(SpecError, match=r"spec/bad.yaml: groups\[0\].patterns\[0\]"):
         load_spec(tmp_path / "spec")

@@ -1,13 +1,12 @@
 """The spec covers every public op of NVIDIA's reference inventory with matching names and opcodes."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from tilegen.runtime.opdef import all_ops, lookup_opdef
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
+from paths import REFERENCE as SHARED  # ../shared or $TILEGEN_SHARED
 
 
 def _reference_ops():
@@ -16,12 +15,13 @@ def _reference_ops():
     return ops
 
 
-pytestmark = pytest.mark.skipif(not SHARED.exists(), reason="../shared/reference not present")
+needs_reference = pytest.mark.skipif(not SHARED.exists(), reason="../shared/reference not present")
 
 
+@needs_reference
 def test_every_reference_op_is_in_the_spec():
     ref = _reference_ops()
-    assert len(ref) == 108
+    assert ref and len({r["op_name"] for r in ref}) == len(ref)  # no duplicates
     for r in ref:
         d = lookup_opdef(r["op_name"])
         assert d is not None, r["op_name"]
@@ -36,6 +36,7 @@ def test_every_reference_op_is_in_the_spec():
         }, r["mnemonic"]
 
 
+@needs_reference
 def test_13_4_attribute_additions_are_versioned():
     changed = json.loads((SHARED / "ops_13_4.json").read_text())["changed_ops"]
     for c in changed:

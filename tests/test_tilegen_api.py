@@ -17,10 +17,8 @@ from tilegen import version as tversion
 from tilegen.runtime.options import CompileOptions
 from test_codegen_corpus import SUPPORTED  # the one list of supported corpus kernels
 
-SHARED = Path(
-    os.environ.get("TILEGEN_SHARED") or Path(__file__).resolve().parents[1].parent / "shared"
-)
-CORPUS = SHARED / "corpus" / "cutile"
+from paths import CORPUS  # ../shared or $TILEGEN_SHARED
+
 OUT = CORPUS / "out"
 needs_corpus = pytest.mark.skipif(not OUT.is_dir(), reason="cuTile corpus not present")
 ELF_MAGIC = b"\x7fELF"

@@ -14,10 +14,8 @@ import pytest
 from tilegen import api
 from tilegen.tools import tileiras as shim
 
-SHARED = Path(
-    os.environ.get("TILEGEN_SHARED") or Path(__file__).resolve().parents[1].parent / "shared"
-)
-OUT = SHARED / "corpus" / "cutile" / "out"
+from paths import CORPUS_OUT as OUT  # ../shared or $TILEGEN_SHARED
+
 needs_corpus = pytest.mark.skipif(not OUT.is_dir(), reason="cuTile corpus not present")
 ELF_MAGIC = b"\x7fELF"
 

@@ -10,7 +10,8 @@ import pytest
 from tilegen.runtime.diagnostics import DiagnosticEngine
 from tilegen.runtime.verify import verify_module
 
-CORPUS = Path("/work/shared/corpus/cutile/out")
+from paths import CORPUS_OUT as CORPUS  # ../shared or $TILEGEN_SHARED
+
 FILES = sorted(CORPUS.glob("*.tileirbc")) if CORPUS.is_dir() else []
 #: tileiras: "error: 'cuda_tile.divi' op rounding mode 'negative_inf' is not allowed with
 #: 'unsigned' flag" (corpus README: a conforming compiler must refuse the kernel).

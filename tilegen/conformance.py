@@ -35,9 +35,12 @@ DIALECT_DIR = "Dialect/CudaTile"
 
 def tests_root() -> Optional[Path]:
     """The shared cuda-tile ``test`` directory (``$TILEGEN_CONFORMANCE_TESTS``, else
-    ``../shared/conformance/cuda-tile/test`` beside the repo), or None when it is absent."""
+    ``conformance/cuda-tile/test`` under ``$TILEGEN_SHARED`` or ``../shared``), or None when it
+    is absent."""
+    from tilegen.runtime.paths import conformance_tests
+
     env = os.environ.get("TILEGEN_CONFORMANCE_TESTS")
-    root = Path(env) if env else REPO.parent / "shared" / "conformance" / "cuda-tile" / "test"
+    root = Path(env) if env else conformance_tests()
     return root.resolve() if (root / DIALECT_DIR).is_dir() else None
 
 

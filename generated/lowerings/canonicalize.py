@@ -7,6 +7,7 @@ Groups run in this order; rows within a group are tried in order.
 """
 
 NAME = 'canonicalize'
+FILE = 'spec/lowerings/canonicalize.yaml'
 DIALECT = 'cuda_tile'
 
 #: (group name, rows) in the declared order; runtime/rewrite/declared.py compiles the rows

@@ -7,6 +7,7 @@ the LHS operand, have exactly one use and the same rounding mode and flush_to_ze
 """
 
 NAME = 'fuse_fma'
+FILE = 'spec/lowerings/fuse_fma.yaml'
 DIALECT = 'cuda_tile'
 
 #: (group name, rows) in the declared order; runtime/rewrite/declared.py compiles the rows

@@ -109,7 +109,10 @@ def launch_directives(func, threads: int, sm: int) -> list[str]:
 def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], list[str]]:
     """(module-level declarations, lines of the ``.entry``, least PTX ISA) for one kernel;
     ``info["target_suffix"]`` is set to what the kernel needs after ``sm_XX`` ("" or "a")."""
+    from tilegen.runtime.codegen.selection import check_target_types
+
     load_handlers()
+    check_target_types(func, sm)
     block = func.regions[0].blocks[0]
     budget = None  # bytes for K-loop stage buffers (control.py); 0: no pipelining
     for attempt in range(3):

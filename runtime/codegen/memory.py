@@ -7,8 +7,8 @@ is computed once per access; each register adds its constant offset ``raw_d * st
 immediate (``[addr+imm]``) where strides are static, or one cached product per distinct offset
 where they are not. Registers whose coordinates can wrap (replicated layouts) take the general
 path. Vector width: the layout's contiguous elements per thread along the unit-stride dim,
-capped by what ``analyze_memref_access`` proves about alignment and mask uniformity (the same
-analysis that chose the layout); a bounds predicate then covers a whole vector. 8 x 16-bit
+capped by what the layout stage proved about alignment and mask uniformity
+(``nv_tileas.vector_width``, recorded by the analysis that chose the layout); a bounds predicate then covers a whole vector. 8 x 16-bit
 vectors travel as 4 packed b32 registers (``ld.v4.b32`` + ``mov.b32 {lo, hi}``).
 
 Element-wise accesses compute one address (and bounds predicate, for memref coordinates) per

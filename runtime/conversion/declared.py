@@ -1,10 +1,13 @@
 """Compile the conversion spec's rows into rewrite patterns.
 
-A declared row renames its op: operand groups are taken in the listed order, attributes are
-carried by name (or the row's ``attributes`` map), enum attributes are re-encoded by keyword into
-the target's enum, result types go through the type converter. ``custom:`` rows resolve to
-functions of :mod:`custom_patterns`; ``unsupported:`` rows match nothing (the op stays and the
-conversion fails, naming it).
+Conversion rows are rewrite rows (runtime/rewrite/row_check.py, spec/schema/rows.schema.json):
+``root`` in the source dialect, a ``build`` tree whose bare op names are in the target dialect,
+result types through the type converter, enum attributes re-encoded by keyword into the target's
+enum, the target contract's discardable attributes (``nv_tileaa.*``, ``tt.*``, ``nvvm.*``)
+carried as they are. ``custom:`` rows resolve to functions of :mod:`custom_patterns` (called with
+the :class:`ConversionContext`); ``unsupported:`` rows match nothing (the op stays and the
+conversion fails, naming it). An op with no row is renamed by ``default_rule`` when its mnemonic
+exists in the target dialect.
 """
 
 from __future__ import annotations
@@ -12,25 +15,29 @@ from __future__ import annotations
 from functools import partial
 from typing import Optional, Sequence
 
-from tilegen.runtime.attributes import (
-    Attribute,
-    DenseArrayAttr,
-    EnumAttr,
-    IntegerAttr,
-    UnitAttr,
-    fastmath_attr,
-    fastmath_flags,
-)
+from tilegen.runtime.attributes import Attribute
+from tilegen.runtime.conversion.types import convert_types
 from tilegen.runtime.ir import Operation, Value
-from tilegen.runtime.opdef import AttrDef, OpDef, lookup_enum, lookup_opdef
+from tilegen.runtime.opdef import OpDef, all_ops, lookup_opdef
 from tilegen.runtime.records import dataclass, field
 from tilegen.runtime.rewrite import Pattern, PatternRewriter, PatternSet
-from tilegen.runtime.conversion.types import convert_types
-from tilegen.runtime.types import IntegerType, MemTokenType
+from tilegen.runtime.rewrite.row_check import RowError, RowScope, check_row, default_rows, full
+from tilegen.runtime.rewrite.rows import (  # noqa: F401  (re-exported for custom_patterns)
+    RUNTIME_INDEX,
+    RowLanguage,
+    build_attributes,
+    compile_row,
+    convert_attr,
+    enum_attr,
+    enum_keyword,
+    segment_attr,
+)
+from tilegen.runtime.types import MemTokenType
 
-
-class ConversionSpecError(Exception):
-    """A conversion row names an op, operand, attribute or pattern that does not exist."""
+#: a conversion row names an op, operand, attribute or pattern that does not exist
+ConversionSpecError = RowError
+#: discardable attributes of the target contract that travel unchanged
+CARRIED_PREFIXES = ("nv_tileaa.", "tt.", "nvvm.")
 
 
 @dataclass
@@ -52,96 +59,29 @@ class ConversionContext:
     def target(self) -> str:
         return self.spec["target"]
 
+    @property
+    def file(self) -> str:
+        return f"spec/lowerings/{self.spec['name']}.yaml"
+
     def full(self, name: str, dialect: Optional[str] = None) -> str:
-        return name if "." in name else f"{dialect or self.target}.{name}"
-
-
-# --------------------------------------------------------------------------- attributes
-
-
-def enum_keyword(attr: Attribute, adef: Optional[AttrDef]) -> Optional[str]:
-    """The keyword of an enum attribute (EnumAttr, or an i32 IntegerAttr of ``adef``'s enum)."""
-    if isinstance(attr, EnumAttr):
-        enum = lookup_enum(attr.enum)
-        return enum.keyword(attr.value) if enum else None
-    if isinstance(attr, IntegerAttr) and adef is not None and adef.enum:
-        enum = lookup_enum(adef.enum)
-        return enum.keyword(attr.value) if enum else None
-    return None
-
-
-def enum_attr(enum_name: str, keyword: str) -> Optional[Attribute]:
-    """``keyword`` of ``enum_name`` in that enum's storage (i32 IntegerAttr or EnumAttr)."""
-    enum = lookup_enum(enum_name)
-    value = enum.value(keyword) if enum else None
-    if value is None:
-        return None
-    return (
-        IntegerAttr(value, IntegerType(32)) if enum.storage == "i32" else EnumAttr(enum_name, value)
-    )
-
-
-def convert_attr(
-    attr: Attribute, src: Optional[AttrDef], dst: Optional[AttrDef], cases: Optional[dict] = None
-) -> Optional[Attribute]:
-    """``attr`` (of source attribute ``src``) as the target attribute ``dst`` expects it."""
-    if dst is not None and dst.kind in ("i32", "i64") and isinstance(attr, IntegerAttr):
-        return IntegerAttr(attr.value, IntegerType(int(dst.kind[1:])))
-    if dst is None or not dst.enum:
-        return attr
-    kw = enum_keyword(attr, src)
-    if kw is None:
-        return attr
-    return enum_attr(dst.enum, (cases or {}).get(kw, kw))
-
-
-def carried_attributes(op: Operation, tgt: OpDef, row: Optional[dict] = None) -> dict:
-    """The target's attributes for a rename of ``op``: the row's map first, then same names."""
-    row = row or {}
-    src = op.opdef
-    out: dict[str, Attribute] = {}
-    mapped = row.get("attributes", {})
-    used = set(row.get("drop", ()))
-    for name, how in mapped.items():
-        origin, cases = (how, None) if isinstance(how, str) else (how["from"], how.get("cases"))
-        used.add(origin)
-        if origin in op.attributes:
-            src_def = src.attr(origin) if src else None
-            value = convert_attr(op.attributes[origin], src_def, tgt.attr(name), cases)
-            if value is not None:
-                out[name] = value
-    for name, value in op.attributes.items():
-        if name in used or name in out or name == "operandSegmentSizes":
-            continue
-        if tgt.attr(name) is not None:
-            converted = convert_attr(value, src.attr(name) if src else None, tgt.attr(name))
-            if converted is not None:
-                out[name] = converted
-        elif name.startswith(("nv_tileaa.", "tt.", "nvvm.")):
-            out[name] = value  # discardable attributes of the target contract travel unchanged
-    for name, default in row.get("defaults", {}).items():
-        if name not in out:
-            adef = tgt.attr(name)
-            if adef is not None and adef.enum:
-                out[name] = enum_attr(adef.enum, default)
-            elif isinstance(default, bool):
-                if default:
-                    out[name] = UnitAttr()
-            else:
-                out[name] = IntegerAttr(int(default), IntegerType(32))
-    return out
+        return full(name, dialect or self.target)
 
 
 # --------------------------------------------------------------------------- building
 
 
-def segment_attr(tgt: Optional[OpDef], groups: Sequence[Sequence[Value]]) -> dict:
-    """``operandSegmentSizes`` for a target with AttrSizedOperandSegments (the trailing token
-    group of TrailingTokenOperand ops is not counted)."""
-    if tgt is None or not tgt.has_attr_sized_segments:
-        return {}
-    sizes = [len(g) for g in groups[: len(tgt.segmented_operands)]]
-    return {"operandSegmentSizes": DenseArrayAttr(IntegerType(32), tuple(sizes))}
+def carried_attributes(op: Operation, tgt: OpDef, row: Optional[dict] = None) -> dict:
+    """The target's attributes for ``op`` under ``row`` (``attributes`` map, ``drop`` and
+    ``defaults`` keys, as in a build): mapped ones, then same-named and contract ones."""
+    row = row or {}
+    return build_attributes(
+        op,
+        tgt,
+        row.get("attributes"),
+        row.get("drop", ()),
+        row.get("defaults"),
+        prefixes=CARRIED_PREFIXES,
+    )
 
 
 def build(
@@ -166,50 +106,14 @@ def build(
     return new
 
 
-def source_groups(op: Operation, names: Optional[list]) -> list[list[Value]]:
-    """The operand groups ``names`` of ``op`` (None -> an empty group); default: every operand
-    group in order."""
-    opdef = op.opdef
-    if names is None:
-        if opdef is None:
-            return [[v] for v in op.operands]
-        return [list(opdef.operand_group(op, o.name)) for o in opdef.operands]
-    return [[] if n is None else list(opdef.operand_group(op, n)) for n in names]
-
-
-def target_name(op: Operation, row: dict, ctx: ConversionContext) -> Optional[str]:
-    to = row["to"]
-    if isinstance(to, str):
-        return ctx.full(to)
-    attr = op.attributes.get(to["by"])
-    if attr is None:
-        key = "absent"
-    elif isinstance(attr, UnitAttr):
-        key = "present"
-    else:
-        key = enum_keyword(attr, op.opdef.attr(to["by"]) if op.opdef else None) or "present"
-    chosen = to["cases"].get(key, to.get("default"))
-    return ctx.full(chosen) if chosen else None
-
-
-def rename(op: Operation, rw: PatternRewriter, row: dict, ctx: ConversionContext) -> bool:
-    name = target_name(op, row, ctx)
-    if name is None:
-        return False
+def _replace(
+    rw: PatternRewriter, op: Operation, name: str, groups: list, attrs: dict, types: list
+) -> list[Value]:
+    """The op replacing a converted root: name hints kept; a TrailingTokenOperand target given
+    no token operand has no result token either, so a fresh token stands in for the root's."""
     tgt = lookup_opdef(name)
-    groups = source_groups(op, row.get("operands"))
-    if tgt is not None:
-        attrs = carried_attributes(op, tgt, row)
-    else:
-        attrs = _foreign_attrs(op, row)
-        if isinstance(row["to"], dict):  # the attribute that chose the op is spent
-            attrs.pop(row["to"]["by"], None)
-    fm = row_fastmath(op, row, attrs)
-    if fm is not None:
-        attrs["fastmath"] = fm
-    types = convert_types(r.type for r in op.results)
     unmirrored = tgt is not None and tgt.has_trait("TrailingTokenOperand") and not groups[-1]
-    if unmirrored:  # no token operand: no result token either; a fresh token stands in
+    if unmirrored:
         types = [t for t in types if not isinstance(t, MemTokenType)]
     new = build(rw, op, name, groups, attrs, types)
     values = list(new.results)
@@ -217,129 +121,109 @@ def rename(op: Operation, rw: PatternRewriter, row: dict, ctx: ConversionContext
         rw.set_insertion_point_after(new)
         token = rw.create("nv_tileaa.create_mem_token", [], [MemTokenType()], {}, op.loc)
         values.append(token.results[0])
-    rw.replace_op(op, values)
-    return True
+    return values
 
 
-def row_fastmath(op: Operation, row: dict, attrs: dict) -> Optional[Attribute]:
-    """The target's ``fastmath`` for a row with ``fastmath: {from: A, cases: {kw: flags}}``: the
-    flags the keyword of source attribute A maps to (e.g. rounding_mode approx -> afn), joined
-    with any fastmath the op already carries (seed 003: fastmath travels verbatim). None when
-    the row has no such key and nothing is carried."""
-    how = row.get("fastmath")
-    carried = fastmath_flags(attrs.get("fastmath") or op.attributes.get("fastmath"))
-    if how is None:
-        return None
-    src = op.opdef.attr(how["from"]) if op.opdef else None
-    attr = op.attributes.get(how["from"])
-    kw = None if attr is None else enum_keyword(attr, src)
-    if kw is None and src is not None and src.default is not None:
-        kw = str(src.default)
-    extra = how["cases"].get(kw or "absent", "")
-    flags = set(carried) | {f for f in extra.split(",") if f}
-    return fastmath_attr(flags)
+def language(ctx: ConversionContext) -> RowLanguage:
+    from tilegen.runtime.conversion import custom_patterns
 
+    def custom(name: str):
+        fn = getattr(custom_patterns, name, None)
+        return partial(fn, ctx=ctx) if callable(fn) and not name.startswith("_") else None
 
-def _foreign_attrs(op: Operation, row: dict) -> dict:
-    """Attributes of an arith/math op (no spec here): everything the row does not drop."""
-    drop = set(row.get("drop", ())) | {"operandSegmentSizes"}
-    return {k: v for k, v in op.attributes.items() if k not in drop}
+    return RowLanguage(
+        RowScope(ctx.file, ctx.source, ctx.target),
+        custom,
+        convert_types=lambda types: list(convert_types(types)),
+        carry_prefixes=CARRIED_PREFIXES,
+        create=_replace,
+    )
 
 
 # --------------------------------------------------------------------------- checking
 
 
-def _check_row(row: dict, ctx: ConversionContext) -> None:
-    where = f"{ctx.spec['name']}: row '{row['op']}'"
-    src = lookup_opdef(ctx.full(row["op"], ctx.source))
-    if src is None:
-        raise ConversionSpecError(f"{where}: unknown {ctx.source} op")
-    if "to" not in row:
-        return
-    to = row["to"]
-    names = [to] if isinstance(to, str) else list(to["cases"].values())
-    from tilegen.runtime.opdef import all_ops
+def _check_row(row: dict, ctx: ConversionContext, key: str = "row") -> None:
+    """Check one row against the registered OpDefs (:class:`ConversionSpecError`)."""
+    check_row(row, RowScope(ctx.file, ctx.source, ctx.target), RUNTIME_INDEX, key)
 
-    registered = {od.dialect for od in all_ops()}
-    for n in names:
-        full = ctx.full(n)
-        if full.split(".", 1)[0] in registered and lookup_opdef(full) is None:
-            raise ConversionSpecError(f"{where}: unknown target op '{full}'")
-    operands = {o.name for o in src.operands}
-    for n in row.get("operands") or ():
-        if n is not None and n not in operands:
-            raise ConversionSpecError(f"{where}: '{n}' is not an operand of '{src.name}'")
-    attrs = src.attr_names
-    origins = [
-        how if isinstance(how, str) else how["from"] for how in row.get("attributes", {}).values()
-    ]
-    if "fastmath" in row:
-        origins.append(row["fastmath"]["from"])
-        from tilegen.runtime.attributes import FASTMATH_FLAGS
 
-        for flags in row["fastmath"]["cases"].values():
-            bad = [f for f in flags.split(",") if f and f not in FASTMATH_FLAGS + ("fast",)]
-            if bad:
-                raise ConversionSpecError(f"{where}: unknown fastmath flag(s) {bad}")
-    for origin in origins:
-        if origin not in attrs:
-            raise ConversionSpecError(f"{where}: '{origin}' is not an attribute of '{src.name}'")
+#: spec documents whose rows were checked already (the generator checks them too)
+_CHECKED: list = []
 
 
 def compile_groups(ctx: ConversionContext) -> list[tuple[str, PatternSet]]:
     """One pattern set per declared group, in order; the default rule joins its group."""
-    from tilegen.runtime.conversion import custom_patterns
-
+    lang = language(ctx)
+    check = not any(spec is ctx.spec for spec in _CHECKED)
     out: list[tuple[str, PatternSet]] = []
     covered: set[str] = set()
-    for group in ctx.spec["groups"]:
+    for gi, group in enumerate(ctx.spec["groups"]):
         ps = PatternSet()
-        for row in group["patterns"]:
-            _check_row(row, ctx)
-            root = ctx.full(row["op"], ctx.source)
+        for ri, row in enumerate(group["patterns"]):
+            pattern = compile_row(row, lang, f"groups[{gi}].patterns[{ri}]", check)
+            root = _canonical(ctx.full(row["root"], ctx.source))
             covered.add(root)
             if "unsupported" in row:
                 ctx.unsupported[root] = row["unsupported"]
-                continue
-            if "custom" in row:
-                fn = getattr(custom_patterns, row["custom"], None)
-                if fn is None:
-                    raise ConversionSpecError(
-                        f"{ctx.spec['name']}: custom pattern '{row['custom']}' is not defined in "
-                        "runtime/conversion/custom_patterns.py"
-                    )
-                ps.add(Pattern(row["custom"], root, partial(fn, ctx=ctx)))
-            else:
-                fn = partial(rename, row=row, ctx=ctx)
-                ps.add(Pattern(f"{row['op']}->{row['to']}", root, fn))
+            elif pattern is not None:
+                ps.add(pattern)
         out.append((group["name"], ps))
     rule = ctx.spec.get("default_rule", {})
     if rule.get("same_mnemonic"):
         target = dict(out)[rule.get("group", out[0][0])]
-        for root, tgt in default_renames(ctx, covered).items():
-            target.add(Pattern(f"default:{root}", root, partial(rename, row={"to": tgt}, ctx=ctx)))
+        for root, row in _default_rows(ctx, covered).items():
+            target.add(compile_row(row, lang, f"default_rule({root})", check))
+    if check:
+        _CHECKED.append(ctx.spec)
     return out
+
+
+def _canonical(name: str) -> str:
+    od = lookup_opdef(name)
+    return od.name if od is not None else name
+
+
+def _source_ops(ctx: ConversionContext) -> list[str]:
+    return [od.name for od in all_ops() if od.dialect == ctx.source]
+
+
+def _default_rows(ctx: ConversionContext, covered: set) -> dict[str, dict]:
+    scope = RowScope(ctx.file, ctx.source, ctx.target)
+    rule = ctx.spec.get("default_rule", {})
+    return default_rows(rule, scope, RUNTIME_INDEX, _source_ops(ctx), covered)
 
 
 def default_renames(ctx: ConversionContext, covered: set) -> dict[str, str]:
     """Source op -> same-mnemonic target op, for every source op without a row."""
-    from tilegen.runtime.opdef import all_ops
-
-    out = {}
-    for od in all_ops():
-        if od.dialect != ctx.source or od.name in covered:
-            continue
-        tgt = lookup_opdef(f"{ctx.target}.{od.mnemonic}")
-        if tgt is not None:
-            out[od.name] = tgt.name
-    return out
+    rule = {"same_mnemonic": True}
+    scope = RowScope(ctx.file, ctx.source, ctx.target)
+    rows = default_rows(rule, scope, RUNTIME_INDEX, _source_ops(ctx), covered)
+    return {root: row["build"]["op"] for root, row in rows.items()}
 
 
 def coverage(ctx: ConversionContext) -> tuple[set[str], set[str]]:
     """(source ops with a row or the default rule, source ops with neither)."""
-    from tilegen.runtime.opdef import all_ops
-
-    rows = {ctx.full(r["op"], ctx.source) for g in ctx.spec["groups"] for r in g["patterns"]}
+    rows = {
+        _canonical(ctx.full(r["root"], ctx.source))
+        for g in ctx.spec["groups"]
+        for r in g["patterns"]
+    }
     rows |= set(default_renames(ctx, rows))
-    every = {od.name for od in all_ops() if od.dialect == ctx.source}
+    every = set(_source_ops(ctx))
     return rows & every, every - rows
+
+
+__all__ = [
+    "Attribute",
+    "ConversionContext",
+    "ConversionSpecError",
+    "build",
+    "carried_attributes",
+    "compile_groups",
+    "convert_attr",
+    "coverage",
+    "default_renames",
+    "enum_attr",
+    "enum_keyword",
+]

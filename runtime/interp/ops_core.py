@@ -99,7 +99,7 @@ def format_printf(fmt: str, args: list, types: list) -> str:
     return _CONV.sub(repl, fmt)
 
 
-@handler("print_tko", "print")
+@handler("print_tko")
 def _print(f: Frame, op):
     args = group(op, "args")
     text = format_printf(attr(op, "str"), [f.get(v) for v in args], [v.type for v in args])

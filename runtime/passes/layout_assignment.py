@@ -104,6 +104,24 @@ class LayoutOptions:
         self.num_stages = num_stages or compile_options.num_stages or 0
 
 
+def _accumulated_dot(y: Value, depth: int = 0) -> Optional[Operation]:
+    """The ``dot`` whose result reaches the loop-carried value ``y`` through same-shape
+    elementwise ops (``acc + dot(a, b, 0) * scale``: block-scaled GEMMs), or None."""
+    op = y.op if isinstance(y, OpResult) else None
+    if op is None or depth > 8 or not _is_tile(y.type):
+        return None
+    if op.name == "nv_tileaa.dot":
+        return op
+    if op.regions or not (U.has_trait(op, "Elementwise") or op.dialect in ("arith", "math")):
+        return None
+    for v in op.operands:
+        if _is_tile(v.type) and v.type.shape == y.type.shape:
+            d = _accumulated_dot(v, depth + 1)
+            if d is not None:
+                return d
+    return None
+
+
 class LayoutAssigner:
     def __init__(self, func: Operation, num_warps: int, options: Optional[LayoutOptions] = None):
         self.func = func
@@ -388,8 +406,9 @@ class LayoutAssigner:
         for k, i in enumerate(inits):
             v = op.operands[i]
             y = term.operands[k] if term is not None and k < len(term.operands) else None
-            acc = self.mma_accumulator(y.op) if isinstance(y, OpResult) else None
-            if acc is not None and y.op.name == "nv_tileaa.dot" and _is_tile(v.type):
+            dot = _accumulated_dot(y) if isinstance(y, OpResult) else None
+            acc = self.mma_accumulator(dot) if dot is not None else None
+            if acc is not None and _is_tile(v.type):
                 # an MMA accumulator carried by the loop keeps the MMA layout throughout
                 self.require(op, i, acc)
                 layout = acc

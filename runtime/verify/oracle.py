@@ -24,9 +24,10 @@ from typing import Callable, Optional
 
 from tilegen.runtime.attributes import DenseElementsAttr
 from tilegen.runtime.ir import Operation, Value
+from tilegen.runtime.paths import corpus_out
 from tilegen.runtime.types import IntegerType, TileType
 
-CORPUS = Path("/work/shared/corpus/cutile/out")
+CORPUS = corpus_out()  # ../shared or $TILEGEN_SHARED
 TILEIRAS = Path(sys.prefix) / "lib/python3.11/site-packages/nvidia/cu13/bin/tileiras"
 #: kernels NVIDIA rejects as they are (see the corpus README)
 _SKIP = ("uint_floordiv_bug",)

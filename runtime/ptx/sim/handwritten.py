@@ -138,9 +138,96 @@ def do_cvta(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 _ROUND_INT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 
 
+#: 8-bit float formats of cvt: (exponent bits, mantissa bits, largest finite code)
+_F8 = {"e4m3x2": (4, 3, 0x7E), "e5m2x2": (5, 2, 0x7B)}
+
+
+def _f8_value(code: np.ndarray, kind: str) -> np.ndarray:
+    """float64 value of each fp8 code (NaN for e4m3 S.1111.111 and e5m2 S.11111.xx != 0)."""
+    eb, mb, _ = _F8[kind]
+    code = code.astype(np.int64) & 0xFF
+    e, m = (code >> mb) & ((1 << eb) - 1), code & ((1 << mb) - 1)
+    bias = (1 << (eb - 1)) - 1
+    mag = np.where(e == 0, m * 2.0 ** (1 - bias - mb), (1 + m / 2.0**mb) * 2.0 ** (e - bias))
+    if kind == "e5m2x2":
+        mag = np.where(e == 31, np.where(m == 0, np.inf, np.nan), mag)
+    else:
+        mag = np.where((e == 15) & (m == 7), np.nan, mag)
+    return np.where(code & 0x80, -mag, mag)
+
+
+def _f8_code(x: np.ndarray, kind: str) -> np.ndarray:
+    """cvt.rn.satfinite to an fp8 code: round to nearest even on the format's grid; magnitudes
+    above the largest finite value (infinities too) give it with their sign; NaN gives 0x7F."""
+    eb, mb, top = _F8[kind]
+    bias = (1 << (eb - 1)) - 1
+    x = x.astype(np.float64)
+    ax = np.where(np.isfinite(x), np.abs(x), 0.0)
+    emin = 1 - bias
+    e = np.maximum(np.frexp(np.where(ax > 0, ax, 1.0))[1] - 1, emin).astype(np.float64)
+    q = np.rint(ax / 2.0 ** (e - mb))  # exact: a power-of-two scaling; rint ties to even
+    biased = np.where(q >= 2.0 ** (mb + 1), e + 1 + bias, np.where(q >= 2.0**mb, e + bias, 0))
+    q = np.where(q >= 2.0 ** (mb + 1), q / 2, q)  # rounded up into the next binade
+    code = np.where(biased > 0, biased * 2**mb + (q - 2**mb), q).astype(np.int64)
+    code = np.where((code > top) | np.isinf(x), top, code)
+    code = code | np.where(np.signbit(x), 0x80, 0)
+    return np.where(np.isnan(x), 0x7F, code).astype(np.uint64)
+
+
+def _cvt_f8(st: "CtaState", ins: Instr, mask: np.ndarray, dt: str, at: str) -> None:
+    """``cvt.rn.satfinite.{e4m3x2,e5m2x2}.{f32,f16x2}`` and ``cvt.rn.f16x2.{e4m3x2,e5m2x2}``
+    (sm_89+): two elements a register; f32 operands ``a``, ``b`` give the high and low byte."""
+    mods = set(ins.parts[1:-2])
+    if "relu" in mods or "rn" not in mods:
+        raise _err(f"{ins.opcode}: only .rn conversions without .relu are simulated")
+    if dt in _F8:
+        if "satfinite" not in mods:
+            raise _err(f"{ins.opcode}: .satfinite is required for {dt} results")
+        if at == "f32":
+            hi, lo = (st.read(op, "f32").astype(np.float64) for op in ins.operands[1:3])
+        elif at == "f16x2":
+            w = st.bits(ins.operands[1], "b32")
+            lo, hi = (from_bits((w >> np.uint64(s)) & np.uint64(0xFFFF), "f16") for s in (0, 16))
+        else:
+            raise _err(f"{ins.opcode}: unsupported source type {at}")
+        out = (_f8_code(hi, dt) << np.uint64(8)) | _f8_code(lo, dt)
+        st.write_bits(ins.operands[0], out, mask)
+        return
+    if dt != "f16x2":
+        raise _err(f"{ins.opcode}: unsupported conversion")
+    b = st.bits(ins.operands[1], "b16")
+    halves = []
+    for s in (0, 8):
+        v = _f8_value((b >> np.uint64(s)) & np.uint64(0xFF), at)
+        h = to_bits(v.astype(np.float16), "f16", st.n)  # exact: every fp8 value is an f16
+        halves.append(np.where(np.isnan(v), np.uint64(0x7FFF), h))  # canonical NaN, no sign
+    st.write_bits(ins.operands[0], halves[0] | (halves[1] << np.uint64(16)), mask)
+
+
+def _round_directed(x: np.ndarray, dtype, mode: str) -> np.ndarray:
+    """float64 values narrowed to ``dtype`` toward zero (rz), -inf (rm) or +inf (rp): the
+    nearest-even result stepped back one ulp where it lies on the wrong side of ``x``
+    (returned as float64, exactly representable in ``dtype``)."""
+    with np.errstate(all="ignore"):
+        r = x.astype(dtype)
+        r64 = r.astype(np.float64)
+        if mode == "rz":
+            back = np.abs(r64) > np.abs(x)
+            toward = np.zeros_like(r)
+        elif mode == "rm":
+            back, toward = r64 > x, np.full_like(r, -np.inf)
+        else:
+            back, toward = r64 < x, np.full_like(r, np.inf)
+        back &= np.isfinite(x)
+        r = np.where(back, np.nextafter(r, toward), r)
+    return r.astype(np.float64)
+
+
 def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     parts = ins.parts
     dt, at = parts[-2], parts[-1]
+    if dt in _F8 or at in _F8:
+        return _cvt_f8(st, ins, mask, dt, at)
     mods = set(parts[1:-2])
     if dt in ("f16x2", "bf16x2"):  # d = {cvt(a) in the high half, cvt(b) in the low half}
         hi, lo = (st.read(op, at).astype(np.float32) for op in ins.operands[1:3])
@@ -168,6 +255,9 @@ def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
                 if rnd:
                     x = _ROUND_INT[rnd](x)
             out = x.astype(np.float64)
+            directed = next((m for m in mods if m in ("rz", "rm", "rp")), None)
+            if directed and dt in ("f32", "f16") and x.dtype.itemsize > WIDTH[dt] // 8:
+                out = _round_directed(out, np.float32 if dt == "f32" else np.float16, directed)
             if "sat" in mods:
                 out = np.where(np.isnan(out), 0.0, np.clip(out, 0.0, 1.0))
             if "ftz" in mods and dt == "f32":
