@@ -2,7 +2,7 @@
 below the instruction shape, and register pressure, checked three ways:
 
 * unit kernels written in Tile IR text (no cuTile needed): every fp8 conversion, interpreter
-  (runtime/interp/floats.py) and PTX (simulated ``cvt``) bit for bit over all 256 fp8 codes and
+  (runtime/floats.py) and PTX (simulated ``cvt``) bit for bit over all 256 fp8 codes and
   every f16 / bf16 code plus a dense f32 / f64 sample with each rounding boundary; ``fpowi``
   bit for bit, variable and constant exponents; small and batched dots exactly against NumPy;
 * the kernels of tests/cutile_kernels_lib.py (cuTile Python, exported to bytecode through
@@ -26,7 +26,7 @@ import pytest
 
 from tilegen.runtime.asm import parse_module
 from tilegen.runtime.codegen.driver import find_ptxas
-from tilegen.runtime.interp.floats import decode, encode
+from tilegen.runtime.floats import decode, encode
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
