@@ -57,7 +57,7 @@ def export(case, params=None) -> bytes:
 
 def tilegen_row(path: Path, arch: str) -> dict:
     from tilegen.runtime.codegen.driver import PtxasError, assemble
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
     from tilegen.runtime.interp.api import RunError, load_module
 
     try:

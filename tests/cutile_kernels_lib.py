@@ -82,20 +82,20 @@ class LibCase:
 
 # ----------------------------------------------------------------------------- number formats
 def bf16_bits(x) -> np.ndarray:
-    from tilegen.runtime.interp.floats import encode
+    from tilegen.runtime.floats import encode
 
     return encode(np.asarray(x, np.float64), "bf16")
 
 
 def from_bits(bits, name: str) -> np.ndarray:
-    from tilegen.runtime.interp.floats import decode
+    from tilegen.runtime.floats import decode
 
     return np.asarray(decode(np.asarray(bits), name), np.float64)
 
 
 def to_bits(x, name: str) -> np.ndarray:
     """Round float64 values to ``name`` (nearest even, saturating for fp8) and encode them."""
-    from tilegen.runtime.interp.floats import encode, round_to_format
+    from tilegen.runtime.floats import encode, round_to_format
 
     return encode(round_to_format(np.asarray(x, np.float64), name), name)
 

@@ -2,7 +2,7 @@
 below the instruction shape, and register pressure, checked three ways:
 
 * unit kernels written in Tile IR text (no cuTile needed): every fp8 conversion, interpreter
-  (runtime/interp/floats.py) and PTX (simulated ``cvt``) bit for bit over all 256 fp8 codes and
+  (runtime/floats.py) and PTX (simulated ``cvt``) bit for bit over all 256 fp8 codes and
   every f16 / bf16 code plus a dense f32 / f64 sample with each rounding boundary; ``fpowi``
   bit for bit, variable and constant exponents; small and batched dots exactly against NumPy;
 * the kernels of tests/cutile_kernels_lib.py (cuTile Python, exported to bytecode through
@@ -26,7 +26,7 @@ import pytest
 
 from tilegen.runtime.asm import parse_module
 from tilegen.runtime.codegen.driver import find_ptxas
-from tilegen.runtime.interp.floats import decode, encode
+from tilegen.runtime.floats import decode, encode
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -93,7 +93,7 @@ def _powi_src(s: str, i: str, t: int = 128, const=None) -> str:
 
 def _run_both(src: str, args: list, tile: int, sm: str = "sm_90") -> tuple[dict, dict]:
     """(interpreter, PTX in the simulator) results of a 1-D kernel over ``args``."""
-    from tilegen.runtime.codegen.ptxsim import run_ptxsim
+    from tilegen.runtime.ptxsim import run_ptxsim
     from tilegen.runtime.interp.api import run_module
 
     n = len(args[0][1])
@@ -192,7 +192,7 @@ def test_fp8_anchor_values():
 
 @pytest.mark.parametrize("src,dst", [("f32", "f8E4M3FN"), ("f8E5M2", "bf16")])
 def test_fp8_conversion_refused_on_sm80_like_tileiras(src, dst):
-    from tilegen.runtime.codegen.ptxsim import PtxSimRunError, compile_to_ptx
+    from tilegen.runtime.ptxsim import PtxSimRunError, compile_to_ptx
 
     with pytest.raises(PtxSimRunError) as e:
         compile_to_ptx(parse_module(_ftof_src(src, dst), "k.mlir"), "sm_80")
@@ -246,7 +246,7 @@ def test_fpowi_interpreter_and_ptx_agree_bitwise(s, i):
 @pytest.mark.parametrize("c", [2, -3, 7, 0, -1, 127])
 def test_fpowi_constant_exponent_unrolled(c):
     """A constant exponent (cuTile's ``x ** 2``) is unrolled: no loop in the PTX, same bits."""
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
 
     src = _powi_src("f32", "i32", const=c)
     ptx = compile_to_ptx(parse_module(src, "k.mlir"), "sm_90")
@@ -342,7 +342,7 @@ DOTS = [
     ids=[f"{e}-{'x'.join(map(str, a))}-{'x'.join(map(str, b))}" for e, _, a, b in DOTS],
 )
 def test_small_and_batched_dots_match_numpy(sm, et, ct, a, b):
-    from tilegen.runtime.codegen.ptxsim import run_ptxsim
+    from tilegen.runtime.ptxsim import run_ptxsim
 
     if et in FP8 and sm == "sm_80":
         pytest.skip("fp8 needs sm_89+ (refusal tested separately)")
@@ -379,7 +379,7 @@ def _ptxas(ptx: str, sm: str) -> tuple:
     ids=[f"{e}-{'x'.join(map(str, a))}-{'x'.join(map(str, b))}" for e, _, a, b in DOTS],
 )
 def test_small_and_batched_dots_ptxas_clean(sm, et, ct, a, b):
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
 
     if et in FP8 and sm == "sm_80":
         pytest.skip("fp8 needs sm_89+")
@@ -430,7 +430,7 @@ def _example(case):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_library_kernel_compiles_spill_free(bytecode, name, arch):
-    from tilegen.runtime.codegen.ptxsim import PtxSimRunError, compile_to_ptx
+    from tilegen.runtime.ptxsim import PtxSimRunError, compile_to_ptx
     from tilegen.runtime.interp.api import load_module
 
     case = CASES[name]
@@ -451,7 +451,7 @@ def test_library_kernel_compiles_spill_free(bytecode, name, arch):
 @pytest.mark.parametrize("arch", SIM_ARCHS)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_library_kernel_matches_numpy_in_ptxsim(bytecode, name, arch):
-    from tilegen.runtime.codegen.ptxsim import run_ptxsim
+    from tilegen.runtime.ptxsim import run_ptxsim
     from tilegen.runtime.interp.api import load_module
 
     case = CASES[name]
@@ -569,7 +569,7 @@ def test_fp8_conversion_matches_tileiras_ptx(tileiras_capture, src, dst):
     """tileiras's own PTX for the conversion (cvt.rn.satfinite e4m3x2/e5m2x2, cvt.rn.f16x2 from
     fp8, cvt.rz.f32.f64 with the sticky bit for f64), run in the simulator: the same bits as
     tilegen's PTX."""
-    from tilegen.runtime.codegen.ptxsim import run_ptxsim
+    from tilegen.runtime.ptxsim import run_ptxsim
 
     tile = 1024
     src_text = _ftof_src(src, dst, tile)
@@ -610,7 +610,7 @@ def test_fused_epilogue_per_chunk_matches_numpy(bytecode, monkeypatch, arch):
     not on wgmma): still exact against NumPy, and the chain really is applied per MMA tile /
     wgmma instance (several commit/wait pairs on sm_90)."""
     from tilegen.runtime.codegen import epilogue, mma
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+    from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
     from tilegen.runtime.interp.api import load_module
 
     monkeypatch.setattr(epilogue, "MIN_REGS", 0)

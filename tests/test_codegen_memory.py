@@ -15,7 +15,7 @@ import pytest
 
 from tilegen.runtime.codegen.driver import find_ptxas
 from tilegen.runtime.codegen.emit import MIN_ISA, PTX_VERSION
-from tilegen.runtime.codegen.ptxsim import PtxSimRunError, compile_to_ptx, run_ptxsim
+from tilegen.runtime.ptxsim import PtxSimRunError, compile_to_ptx, run_ptxsim
 from tilegen.runtime.interp.api import load_module, run_module
 
 PTXAS = find_ptxas()

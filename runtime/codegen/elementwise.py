@@ -73,7 +73,7 @@ def literal(op, t, value, bits=None) -> str:
         b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 if v == v else 0x7FC0  # round to nearest even
         return "0x%04X" % (b & 0xFFFF)
     if key in ("f8E4M3FN", "f8E5M2", "tf32"):
-        from tilegen.runtime.interp.floats import encode
+        from tilegen.runtime.floats import encode
 
         if bits is None:
             import numpy as np  # lazy: numpy costs ~100 ms of start-up, rarely needed here

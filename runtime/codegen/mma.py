@@ -10,13 +10,20 @@ target is a row of :data:`MMA_ROWS`.
 
 from __future__ import annotations
 
-import re
 from tilegen.runtime.records import dataclass
 
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail, handles, load_reg
 from tilegen.runtime.codegen.exchange import Form, row_major
-
-SMEM_LIMIT = 48 * 1024
+from tilegen.runtime.layouts.decisions import mma_family
+from tilegen.runtime.layouts.mma_choice import (  # noqa: F401 (SMEM_LIMIT: used by control.py)
+    LBO as _LBO,
+    SMEM_LIMIT,
+    mma_sync_accumulator_layout,
+    wgmma_accumulator_layout,
+    wgmma_instruction,
+)
+from tilegen.runtime.layouts.mma_choice import wgmma_sbo as _wgmma_sbo
+from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
 
 
 @dataclass(frozen=True)
@@ -116,8 +123,6 @@ def select_row(op, a: str, b: str, c: str, sm: int) -> MmaRow:
     """The instruction for this dot on ``sm``: the ``mma.sync`` row of spec/ptx/mma.yaml
     (runtime/layouts/mma_select.py) with its fragment geometry; tileiras's diagnostics for
     unsupported combinations."""
-    from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
-
     signed = None
     if a == "i8":
         sa, sb = op.attributes.get("signedness_a"), op.attributes.get("signedness_b")
@@ -622,10 +627,8 @@ def fma_dot(em: Emitter, op) -> None:
 
 
 # ----------------------------------------------------------------------------- wgmma (sm_90a)
-#: byte distance between core matrices adjacent along K (the descriptor's LBO): 128 bytes of
-#: core matrix plus 16 of padding, so that a warp storing one row's K elements (lanes along K)
-#: spreads its core matrices over different banks
-_LBO = 144
+#: _LBO: byte distance between core matrices adjacent along K (the descriptor's LBO; see
+#: runtime/layouts/mma_choice.py)
 _WG_IMMS = {"f16": ", 1, 1, 0, 0", "bf16": ", 1, 1, 0, 0", "tf32": ", 1, 1"}
 
 
@@ -643,57 +646,23 @@ class WgmmaPlan:
     c_cls: str
 
 
-def _wgmma_disabled() -> bool:
-    from tilegen.runtime.options import current
-
-    return not current().use_wgmma
-
-
 def wgmma_plan(op, num_warps: int, sm) -> "WgmmaPlan | None":
-    """The wgmma plan for ``dot`` ``op`` on ``sm`` with ``num_warps``, or None when it runs on
-    ``mma.sync`` / fma instead: wgmma only on sm_90 (sm_90a), for f16/bf16/tf32/s8 x s8/fp8
-    with f32 (s32) accumulators, num_warps a multiple of 4, M a multiple of 64 per warpgroup,
-    N a multiple of 8, K a multiple of the instruction K, A and B within the shared budget.
-    ``CompileOptions.use_wgmma=False`` forces mma.sync. The layout stage asks the same question
-    (``layout_assignment.mma_accumulator_layout``), so both agree on the accumulator layout."""
-    from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
-
-    if sm != 90 or _wgmma_disabled() or op.name != "nv_tileaa.dot" or len(op.operands) != 3:
+    """How ``dot`` ``op`` runs on wgmma when the layout stage chose that (``nv_tileas.mma`` =
+    ``"wgmma"``; runtime/layouts/mma_choice.py ``wgmma_instruction`` says when it can), else
+    None (``mma.sync`` / fma). The accumulator layout the stage gave is the wgmma fragment."""
+    if mma_family(op) != "wgmma":
         return None
+    found = wgmma_instruction(op, num_warps, sm)
+    if found is None:
+        fail(op, f"PTX backend: this dot was laid out for wgmma, which sm_{sm} cannot run here")
+    row, tk = found
     a, b, c = (v.type for v in op.operands)
-    if any(getattr(t, "rank", 0) != 2 for t in (a, b, c)):
-        return None
-    ka, kb, kc = elem_key(a), elem_key(b), elem_key(c)
-    if kc not in ("f32", "i32") or ka not in ELEMENTS:
-        return None
-    signed = None
-    if ka == "i8":
-        sa, sb = op.attributes.get("signedness_a"), op.attributes.get("signedness_b")
-        signed = (sa is None or sa.value == 0, sb is None or sb.value == 0)
-    try:
-        row = select_mma(ka, kb, kc, 90, signed=signed, family="wgmma")
-    except MmaSelectError:
-        return None
-    m = re.fullmatch(r"m64nNk(\d+)", row.shape)
-    if m is None or num_warps % 4 or num_warps < 4:
-        return None
-    tk, groups = int(m.group(1)), num_warps // 4
-    M, K = a.shape
+    ka, kc = elem_key(a), elem_key(c)
     N = b.shape[1]
-    esz = ELEMENTS[ka][1]
-    if M % (64 * groups) or N % 8 or K % tk or tk * esz != 32:
-        return None
-    if (M + N) // 8 * _wgmma_sbo(K, esz) > SMEM_LIMIT:
-        return None
     chunks = tuple((n0, min(256, N - n0)) for n0 in range(0, N, 256))
     imms = _WG_IMMS.get(ka, "" if ka == "i8" else ", 1, 1")
-    return WgmmaPlan(row, tk, groups, chunks, imms, esz, ELEMENTS[kc][1], C_CLASS[kc])
-
-
-def _wgmma_sbo(K: int, esz: int) -> int:
-    """Byte distance between 8-row groups of a K-major operand (the descriptor's SBO): the
-    group's K / (16 / esz) core matrices, LBO apart."""
-    return K * esz // 16 * _LBO
+    esz = ELEMENTS[ka][1]
+    return WgmmaPlan(row, tk, num_warps // 4, chunks, imms, esz, ELEMENTS[kc][1], C_CLASS[kc])
 
 
 def _fields_static(x: int, fields) -> int:
@@ -845,7 +814,6 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     ``wait_group 0``."""
     from tilegen.runtime.codegen.dist import dist
     from tilegen.runtime.codegen.exchange import row_major
-    from tilegen.runtime.passes.layout_assignment import wgmma_accumulator_layout
 
     from tilegen.runtime.codegen import epilogue
 
@@ -1051,7 +1019,6 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     in that loop's stage buffer (``Staged.pipe_buf``; control.py issued the copies and the
     barrier). Register operands keep the old layouts (A row-major, B^T N x K)."""
     from tilegen.runtime.codegen.memory import cp_async_tile
-    from tilegen.runtime.passes.layout_assignment import mma_sync_accumulator_layout
 
     from tilegen.runtime.codegen import epilogue
 
@@ -1327,7 +1294,6 @@ def dot(em: Emitter, op) -> None:
     if a_st is not None or b_st is not None:
         return _mma_sync_staged(em, op, row, a_st, b_st)
     from tilegen.runtime.codegen import epilogue
-    from tilegen.runtime.passes.layout_assignment import mma_sync_accumulator_layout
 
     ep = None
     acc_layout = mma_sync_accumulator_layout(op, em.num_warps)
@@ -1347,7 +1313,6 @@ def dot(em: Emitter, op) -> None:
     W = em.num_warps
     da, db, dc = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, c.type)
     dr = em.dist_of(op, res.type)
-    from tilegen.runtime.passes.layout_assignment import mma_sync_accumulator_layout
 
     # accumulator in registers when the layout stage gave C and D the MMA fragment layout
     in_regs = dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)

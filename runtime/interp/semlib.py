@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from tilegen.runtime.interp import floats
+from tilegen.runtime import floats
 from tilegen.runtime.interp.values import (
     InterpError,
     from_literal,
