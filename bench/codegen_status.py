@@ -116,7 +116,7 @@ def _first_error(diags) -> str:
 
 def compile_ptx(kernel: str, arch: str) -> str:
     """tilegen's PTX for a corpus kernel; raises RunError (with diagnostics)."""
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
     from tilegen.runtime.interp.api import load_module
 
     return compile_to_ptx(load_module(OUT / f"{kernel}.tileirbc"), arch)
@@ -162,7 +162,7 @@ def measure(kernel: str, arch: str, sim: bool = True, info: Optional[dict] = Non
     st.ptxas_s = time.perf_counter() - t0
     if not (sim and arch == SIM_ARCH and st.ptxas_ok):
         return st
-    from tilegen.runtime.codegen.ptxsim import run_ptxsim
+    from tilegen.runtime.ptxsim import run_ptxsim
 
     rtol, atol = info.get("tolerance_rtol_atol") or (1e-5, 1e-6)
     args, grid = load_npz_args(OUT / f"{kernel}.npz")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Differential fuzzer for the PTX backend: random well-typed cuda_tile kernels, run through the
-reference interpreter and through the PTX SIMT simulator (``--backend ptxsim``), compared; a
-sample is also assembled with ptxas (must succeed with 0 bytes of spills).
+reference interpreter and through the PTX SIMT simulator (``--backend ptxsim``), compared; every
+kernel the backend compiles is also assembled with ptxas (must succeed with 0 bytes of spills).
 
 A kernel is fully determined by ``(seed, skip)``: ``skip`` is a set of generation steps whose ops
 are left out (the random draws still happen), which is what the shrinker edits. Kernels load
@@ -9,7 +9,12 @@ are left out (the random draws still happen), which is what the shrinker edits. 
 random sizes (masked partial tiles with random padding values), run a random chain of ops
 (elementwise arith/math, casts, compare + select, broadcast/reshape/permute/extract/cat, reduce
 and scan with add/max/min, for loops with loop-carried tiles, ifs, small dots) and store one
-tile through a possibly partial (masked) view. Results are compared exactly for integers and
+tile through a possibly partial (masked) view. Index math (a separate random stream, so a seed
+keeps its ops): a grid of 1-3 blocks; view indices computed in i32 or i64 from the block id
+(``exti``, ``muli``, ``addi``, an i64 offset of 2^33 added and taken away again) and from
+integer scalar parameters; rank-1 inputs loaded through pointer tiles with i32 or i64 offsets
+(``iota``, ``offset``, a bounds mask, ``load_ptr_tko``); scalar parameters (i16/i32/i64 and
+f32/f64) anywhere in the signature, used in the arithmetic. Results are compared exactly for integers and
 exactly-rounded float chains, with a tolerance where a value depends on approximate math, float
 sums in a backend-chosen order (reduce/scan/dot) or ops that do not promise bitwise results.
 
@@ -101,6 +106,8 @@ class Kernel:
     warps: int
     ptxas: bool
     notes: list = field(default_factory=list)
+    grid: tuple = (1, 1, 1)
+    assembled: bool = False  # ptxas accepted this kernel's PTX (0 spills)
 
 
 class Gen:
@@ -110,6 +117,8 @@ class Gen:
         self.rng = random.Random(seed)
         # draws for features added later, so older seeds keep their main stream
         self.rng2 = random.Random(seed * 7919 + 1)
+        # index math, scalar parameters, pointer loads, the grid (added later again)
+        self.rng3 = random.Random(seed * 104729 + 3)
         self.nprng = np.random.RandomState(seed & 0xFFFFFFFF)
         self.skip = set(skip)
         self.max_steps = max_steps
@@ -291,6 +300,10 @@ class Gen:
         op = self.rng.choice(exact + approx)
         if op in ("floor", "ceil", "exp", "exp2", "sin", "cos") and a.tol:
             op = "negf"  # discontinuous, or turns an approximate input's relative error absolute
+        if op in ("sqrt", "rsqrt", "log", "log2") and a.tol:
+            # near 0 an approximate input (a float sum that cancelled) has no relative error
+            # bound, and these turn its absolute error into an unbounded relative one
+            op = "negf"
         src = a.name
         if op in ("sqrt", "log", "rsqrt", "log2"):
             src = self.fresh()
@@ -598,6 +611,125 @@ class Gen:
         ]
         self.add(Val(name, a.shape, a.e, max(a.tol, b.tol)))
 
+    # ------------------------------------------------------------------ index math
+    def cast_int(self, name: str, frm: str, to: str, lines: list) -> str:
+        """Scalar ``name`` of int type ``frm`` as ``to`` (exti signed / trunci)."""
+        if frm == to:
+            return name
+        out = self.fresh("ix")
+        if BITS[to] > BITS[frm]:
+            lines.append(f"{out} = exti {name} signed : tile<{frm}> -> tile<{to}>")
+        else:
+            lines.append(f"{out} = trunci {name} : tile<{frm}> -> tile<{to}>")
+        return out
+
+    def iconst(self, t: str, value: int, lines: list) -> str:
+        name = self.fresh("ic")
+        lines.append(f"{name} = constant <{t}: {value}> : tile<{t}>")
+        return name
+
+    def index_value(self, t: str, lines: list, mult=None) -> str:
+        """A non-negative scalar tile index of type ``t`` (i32 / i64) from the block id:
+        ``bx * m + c`` with ``c`` a constant or a small integer scalar parameter, computed in a
+        mix of i32 and i64."""
+        r = self.rng3
+        bx = self.cast_int("%bx", "i32", t, lines) if r.random() < 0.8 else None
+        if bx is None:  # through the other width first
+            other = "i64" if t == "i32" else "i32"
+            bx = self.cast_int(self.cast_int("%bx", "i32", other, lines), other, t, lines)
+        m = mult if mult is not None else r.choice([0, 1, 1, 2])
+        acc = bx
+        if m != 1:
+            acc = self.fresh("ix")
+            lines.append(f"{acc} = muli {bx}, {self.iconst(t, m, lines)} : tile<{t}>")
+        ints = [s for s in self.scalars if s[1] in ("i16", "i32", "i64")]
+        if ints and r.random() < 0.5:
+            sname, st, _ = r.choice(ints)
+            c = self.cast_int(sname, st, t, lines)
+        else:
+            c = self.iconst(t, r.choice([0, 0, 1]), lines)
+        out = self.fresh("ix")
+        lines.append(f"{out} = addi {acc}, {c} : tile<{t}>")
+        if t == "i64" and r.random() < 0.4:  # 64-bit intermediate values
+            big = self.iconst(t, 1 << 33, lines)
+            hi, lo = self.fresh("ix"), self.fresh("ix")
+            lines.append(f"{hi} = addi {out}, {big} : tile<{t}>")
+            lines.append(f"{lo} = subi {hi}, {big} : tile<{t}>")
+            out = lo
+        return out
+
+    def view_indices(self, rank: int, lines: list, mult=None) -> tuple[str, str]:
+        """(``[i0, 0, ...]`` text, index type) of a view access: dim 0 from the block id."""
+        t = self.rng3.choice(["i32", "i64"])
+        first = self.index_value(t, lines, mult)
+        zero = "%c0" if t == "i32" else "%c0l"
+        return ", ".join([first] + [zero] * (rank - 1)), t
+
+    def pointer_load(self, nm: str, n: int, e: str, lines: list) -> str:
+        """A rank-1 load of ``n`` elements through a tile of pointers with i32 or i64 offsets,
+        masked by the array size (parameter ``%{nm}s0``), zero where masked."""
+        r = self.rng3
+        t = r.choice(["i32", "i64", "i64"])
+        lines.append(f"%pb{nm} = reshape %{nm} : tile<ptr<{e}>> -> tile<1xptr<{e}>>")
+        lines.append(f"%pbb{nm} = broadcast %pb{nm} : tile<1xptr<{e}>> -> tile<{n}xptr<{e}>>")
+        lines.append(f"%io{nm} = iota : tile<{n}xi32>")
+        io = f"%io{nm}"
+        if t == "i64":
+            io = self.fresh("ix")
+            lines.append(f"{io} = exti %io{nm} signed : tile<{n}xi32> -> tile<{n}xi64>")
+        base = self.index_value(t, lines)
+        start = self.fresh("ix")
+        lines.append(f"{start} = muli {base}, {self.iconst(t, n, lines)} : tile<{t}>")
+        sizes = self.cast_int(f"%{nm}s0", "i32", t, lines)
+        b1, bb, s1, sb = (self.fresh("ix") for _ in range(4))
+        lines.append(f"{b1} = reshape {start} : tile<{t}> -> tile<1x{t}>")
+        lines.append(f"{bb} = broadcast {b1} : tile<1x{t}> -> tile<{n}x{t}>")
+        lines.append(f"{s1} = reshape {sizes} : tile<{t}> -> tile<1x{t}>")
+        lines.append(f"{sb} = broadcast {s1} : tile<1x{t}> -> tile<{n}x{t}>")
+        off, mask, ptrs, pad = (self.fresh("ix") for _ in range(4))
+        lines.append(f"{off} = addi {bb}, {io} : tile<{n}x{t}>")
+        lines.append(f"{mask} = cmpi less_than {off}, {sb}, signed : tile<{n}x{t}> -> tile<{n}xi1>")
+        lines.append(
+            f"{ptrs} = offset %pbb{nm}, {off} : tile<{n}xptr<{e}>>, tile<{n}x{t}> -> tile<{n}xptr<{e}>>"
+        )
+        zero = "0.000000e+00" if isf(e) else "0"
+        lines.append(f"{pad} = constant <{e}: {zero}> : tile<{n}x{e}>")
+        val = self.fresh("t")
+        lines.append(
+            f"{val}, {self.fresh('tk')} = load_ptr_tko weak {ptrs}, {mask}, {pad} token=%tok :"
+            f" tile<{n}xptr<{e}>>, tile<{n}xi1>, tile<{n}x{e}> -> tile<{n}x{e}>, token"
+        )
+        return val
+
+    def scalar_params(self) -> list:
+        """0-3 scalar parameters (name, element type, value)."""
+        r = self.rng3
+        out = []
+        for i in range(r.choice([0, 0, 1, 1, 2, 3])):
+            e = r.choice(["i32", "i64", "i16", "f32", "f64"])
+            if isf(e):
+                v = NP[e](r.choice([0.5, -1.5, 2.0, 0.25, -3.0]))
+            else:
+                v = NP[e](r.choice([0, 1, 2]))
+            out.append((f"%s{i}", e, np.asarray(v, NP[e])))
+        return out
+
+    def op_scalar(self, lines: list):
+        """Combine a scalar parameter, broadcast, with a pool value of its type."""
+        if not self.scalars:
+            return
+        sname, e, _ = self.rng3.choice(self.scalars)
+        a = self.pick(lambda v: v.e == e and v.shape)
+        if a is None:
+            return
+        one = (1,) * len(a.shape)
+        r1, rb, name = self.fresh(), self.fresh(), self.fresh()
+        lines.append(f"{r1} = reshape {sname} : tile<{e}> -> {ty(one, e)}")
+        lines.append(f"{rb} = broadcast {r1} : {ty(one, e)} -> {ty(a.shape, e)}")
+        op = self.rng3.choice(["mulf", "addf"] if isf(e) else ["addi", "muli", "xori"])
+        lines.append(f"{name} = {op} {a.name}, {rb} : {ty(a.shape, e)}")
+        self.add(Val(name, a.shape, e, a.tol))
+
     # ------------------------------------------------------------------ kernels
     def generate(self) -> Kernel:
         rng = self.rng
@@ -624,7 +756,12 @@ class Gen:
             for i in range(nin):
                 ei = e if i == 0 or rng.random() < 0.6 else rng.choice(FLOATS + INTS)
                 inputs.append((f"x{i}", shape, ei, None, None))
+        r3 = self.rng3
+        self.scalars = self.scalar_params()
+        grid = r3.choice([1, 1, 2, 3])
+        index_math = r3.random() < 0.7
         args, frame, loads, arrays = [], [], [], []
+        groups = []  # per parameter group: (args, [(name, array)])
         for nm, sh, ei, _, _ in inputs:
             ash = self.arr_shape(sh)
             masked = any(a < s for a, s in zip(ash, sh))
@@ -633,14 +770,20 @@ class Gen:
                 pads = ["zero"] + (["neg_zero", "nan", "pos_inf", "neg_inf"] if isf(ei) else [])
                 pad = rng.choice(pads)
             a, l, pv = self.view(nm, sh, ei, ash, pad)
-            args += a
             frame += l
+            if index_math and grid > 1:  # the blocks read further along dim 0 too
+                ash = (ash[0] * r3.choice([1, grid]),) + tuple(ash[1:])
             arr = self.array(ash, ei)
-            arrays.append((nm, arr))
+            groups.append((a, [(nm, arr)]))
+            if len(sh) == 1 and not dot and r3.random() < 0.3:
+                self.add(Val(self.pointer_load(nm, sh[0], ei, loads), sh, ei))
+                continue
             t = self.fresh("t")
-            z = ", ".join(["%c0"] * len(sh))
+            z, it = ", ".join(["%c0"] * len(sh)), "i32"
+            if index_math:
+                z, it = self.view_indices(len(sh), loads)
             loads.append(
-                f"{t}, {self.fresh('tk')} = load_view_tko weak %pv{nm}[{z}] token = %tok : {pv}, tile<i32> -> {ty(sh, ei)}, token"
+                f"{t}, {self.fresh('tk')} = load_view_tko weak %pv{nm}[{z}] token = %tok : {pv}, tile<{it}> -> {ty(sh, ei)}, token"
             )
             self.add(Val(t, sh, ei))
         if dot:
@@ -688,6 +831,8 @@ class Gen:
             if i in self.skip or (self.max_steps is not None and i >= self.max_steps):
                 del self.lines[mark[0] :]
                 del self.pool[mark[1] :]
+        if self.scalars and r3.random() < 0.7:
+            self.op_scalar(self.lines)
         out = self.pool[-1] if rng.random() < 0.7 else rng.choice(self.pool)
         if not out.shape:
             out = self.pool[-1]
@@ -705,26 +850,46 @@ class Gen:
                 out = Val(nm, out.shape, "i8")
         ysh = self.arr_shape(out.shape) if rng.random() < 0.5 else out.shape
         ya, yl, ypv = self.view("y", out.shape, out.e, ysh, None)
-        zo = ", ".join(["%c0"] * len(out.shape))
+        zo, it = ", ".join(["%c0"] * len(out.shape)), "i32"
+        store_idx: list[str] = []
+        if grid > 1 or index_math:  # each block stores its own tile: y is grid tiles long
+            zo, it = self.view_indices(len(out.shape), store_idx, mult=1)
+            ysh = (ysh[0] * (grid + 2),) + tuple(ysh[1:])
+        groups.append((ya, [("y", np.zeros(ysh, NP[out.e]))]))
+        for sname, e, v in self.scalars:  # scalar parameters anywhere in the signature
+            groups.insert(r3.randint(0, len(groups)), ([f"{sname}: tile<{e}>"], [(sname[1:], v)]))
+        for a, arrs in groups:
+            args += a
+            arrays += arrs
         hints = f" optimization_hints=<{sm} = {{num_warps = {warps}}}>"
         lines = [
-            f"cuda_tile.module @m {{ entry @k({', '.join(args + ya)}){hints} {{",
+            f"cuda_tile.module @m {{ entry @k({', '.join(args)}){hints} {{",
             "%tok = make_token : token",
             "%c0 = constant <i32: 0> : tile<i32>",
+            "%c0l = constant <i64: 0> : tile<i64>",
             "%bx, %by, %bz = get_tile_block_id : tile<i32>",
             *frame,
             *yl,
             *loads,
             *self.lines,
+            *store_idx,
             f"%st = store_view_tko weak {out.name}, %pvy[{zo}] token = %tok : {ty(out.shape, out.e)}, {ypv},"
-            " tile<i32> -> token",
+            f" tile<{it}> -> token",
             "return",
             "} }",
         ]
-        arrays.append(("y", np.zeros(ysh, NP[out.e])))
         self.out_tol = out.tol
         self.nsteps = nsteps
-        return Kernel("\n".join(lines), arrays, "y", sm, warps, rng.random() < 0.3, self.notes)
+        return Kernel(
+            "\n".join(lines),
+            arrays,
+            "y",
+            sm,
+            warps,
+            rng.random() < 0.3,
+            self.notes,
+            (grid, 1, 1),
+        )
 
 
 # ---------------------------------------------------------------------- running and comparing
@@ -773,7 +938,7 @@ def compare(
 def run_kernel(seed: int, skip=(), max_steps=None, check_ptxas=None, timeout=60.0):
     """('ok'|'invalid'|'mismatch'|'ptxas'|'crash'|'hang', detail, kernel)."""
     from tilegen.runtime.asm import parse_module
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+    from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
     from tilegen.runtime.interp.api import run_module
 
     g = Gen(seed, skip, max_steps)
@@ -785,9 +950,9 @@ def run_kernel(seed: int, skip=(), max_steps=None, check_ptxas=None, timeout=60.
         try:
             mod = parse_module(k.text, "k.mlir")
             stage = "interp"
-            ref = run_module(
-                mod, [(n, a.copy()) for n, a in k.args], (1, 1, 1), stdout=io.StringIO()
-            )[k.out]
+            ref = run_module(mod, [(n, a.copy()) for n, a in k.args], k.grid, stdout=io.StringIO())[
+                k.out
+            ]
         except Timeout:
             raise
         except Exception as ex:  # the generator made something the front end rejects
@@ -797,7 +962,7 @@ def run_kernel(seed: int, skip=(), max_steps=None, check_ptxas=None, timeout=60.
             got = run_ptxsim(
                 parse_module(k.text, "k.mlir"),
                 [(n, a.copy()) for n, a in k.args],
-                (1, 1, 1),
+                k.grid,
                 k.sm,
                 stdout=io.StringIO(),
             )[k.out]
@@ -812,7 +977,7 @@ def run_kernel(seed: int, skip=(), max_steps=None, check_ptxas=None, timeout=60.
             diff = compare(np.asarray(ref), np.asarray(got), g.out_tol, g.nan_amb, g.zero_amb)
         if diff:
             return "mismatch", diff, k
-        if check_ptxas if check_ptxas is not None else k.ptxas:
+        if check_ptxas if check_ptxas is not None else _have_ptxas():
             stage = "ptxas"
             ptx = compile_to_ptx(parse_module(k.text, "k.mlir"), k.sm)
             err = _ptxas(ptx, k.sm)
@@ -822,12 +987,19 @@ def run_kernel(seed: int, skip=(), max_steps=None, check_ptxas=None, timeout=60.
                 err = None
             if err:
                 return "ptxas", err, k
+            k.assembled = True
         return "ok", "", k
     except Timeout:
         return "hang", f"timeout after {timeout}s in {stage}", k
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def _have_ptxas() -> bool:
+    from tilegen.runtime.codegen.driver import find_ptxas
+
+    return find_ptxas() is not None
 
 
 def _ptxas(ptx: str, sm: str):
@@ -903,13 +1075,15 @@ def main(argv=None) -> int:
     ap.add_argument("--max-steps", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=60.0, help="per-kernel seconds")
     ap.add_argument("--shrink", action="store_true", help="minimize failures")
-    ap.add_argument("--ptxas", action="store_true", help="assemble every kernel")
+    ap.add_argument(
+        "--no-ptxas", action="store_true", help="do not assemble (default: every kernel)"
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     warnings.simplefilter("ignore", RuntimeWarning)  # inf/NaN arithmetic in the references
     if a.seed is not None:
         skip = {int(x) for x in a.skip.split(",") if x and x != "-"}
-        st, de, k = run_kernel(a.seed, skip, a.max_steps, True if a.ptxas else None, a.timeout)
+        st, de, k = run_kernel(a.seed, skip, a.max_steps, False if a.no_ptxas else None, a.timeout)
         if a.verbose or st != "ok":
             report(a.seed, st, de, k)
         if st not in ("ok", "invalid", "unsupported") and a.shrink:
@@ -921,9 +1095,11 @@ def main(argv=None) -> int:
     t0 = time.time()
     counts: dict[str, int] = {}
     fails = []
+    assembled = 0
     while time.time() - t0 < a.seconds:
-        st, de, k = run_kernel(seed, (), None, True if a.ptxas else None, a.timeout)
+        st, de, k = run_kernel(seed, (), None, False if a.no_ptxas else None, a.timeout)
         counts[st] = counts.get(st, 0) + 1
+        assembled += k.assembled
         if st not in ("ok", "invalid", "unsupported"):
             fails.append(seed)
             if a.shrink:
@@ -935,7 +1111,10 @@ def main(argv=None) -> int:
             print(f"--- seed {seed}: invalid: {de.splitlines()[0][:200]}")
         seed += 1
     dt = time.time() - t0
-    print(f"{sum(counts.values())} kernels in {dt:.0f}s: {counts}; failing seeds {fails}")
+    print(
+        f"{sum(counts.values())} kernels in {dt:.0f}s (seeds {seed - sum(counts.values())}.."
+        f"{seed - 1}): {counts}; assembled by ptxas: {assembled}; failing seeds {fails}"
+    )
     return 1 if fails else 0
 
 

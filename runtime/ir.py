@@ -11,13 +11,11 @@ Mirrors MLIR's structure closely enough that the printer and verifier can reprod
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import Iterator, Optional
 
 from tilegen.runtime.attributes import UNKNOWN_LOC, Attribute, Location
+from tilegen.runtime.opdef import OpDef, lookup_opdef
 from tilegen.runtime.types import Type
-
-if TYPE_CHECKING:  # pragma: no cover
-    from tilegen.runtime.opdef import OpDef
 
 
 class Value:
@@ -135,8 +133,6 @@ class Operation:
         self.parent: Optional[Block] = None
         self.successors: list[Block] = []
         if opdef is None:
-            from tilegen.runtime.opdef import lookup_opdef
-
             opdef = lookup_opdef(name)
         self.opdef = opdef
 

@@ -8,10 +8,22 @@ what they need from these records. Nothing in this module is specific to any one
 from __future__ import annotations
 
 import importlib
-from typing import Any, Optional
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Optional
 
-from tilegen.runtime.ir import Operation, Value
 from tilegen.runtime.records import dataclass, field
+from tilegen.runtime.types import (
+    AsyncTokenType,
+    MemTokenType,
+    PipelineConsumerTokenType,
+    PipelineProducerTokenType,
+    TokenType,
+    Type,
+)
+
+if TYPE_CHECKING:  # pragma: no cover - the IR sits above its op definitions
+    from tilegen.runtime.ir import Operation, Value
 
 
 def version_tuple(v: Optional[str]) -> tuple[int, ...]:
@@ -290,6 +302,46 @@ def all_enums() -> list[EnumDef]:
     return list(_ENUMS.values())
 
 
+# --------------------------------------------------------------------------- constraint records
+
+_WRAPPERS = re.compile(
+    r"^(?:DefaultValuedAttr|OptionalAttr|DefaultValuedOptionalAttr)<(.*?)(?:,.*)?>$"
+)
+
+
+@lru_cache(maxsize=None)
+def constraint_tables() -> tuple[dict, dict, dict, dict]:
+    """(type, attribute, region constraints, element groups) of spec/types/constraints.yaml, from
+    each dialect's generated ``constraints`` module (runtime/verify/constraints.py evaluates
+    them)."""
+    types: dict = {}
+    attrs: dict = {}
+    regions: dict = {}
+    groups: dict = {}
+    for mod_name in DIALECT_MODULES:
+        try:
+            mod = importlib.import_module(mod_name + ".constraints")
+        except ModuleNotFoundError:
+            continue
+        types.update(getattr(mod, "TYPES", {}))
+        attrs.update(getattr(mod, "ATTRIBUTES", {}))
+        regions.update(getattr(mod, "REGIONS", {}))
+        groups.update(getattr(mod, "ELEMENT_GROUPS", {}))
+    return types, attrs, regions, groups
+
+
+def attr_constraint(constraint: str) -> Optional[dict]:
+    """The record of attribute constraint ``constraint`` (ODS wrappers such as
+    ``DefaultValuedAttr<X, ..>`` looked through), or None."""
+    table = constraint_tables()[1]
+    if constraint in table:
+        return table[constraint]
+    m = _WRAPPERS.match(constraint)
+    if m:
+        return attr_constraint(m.group(1).strip())
+    return None
+
+
 class OpView:
     """Base of generated op classes: typed accessors over a generic :class:`Operation`."""
 
@@ -316,3 +368,24 @@ class OpView:
 
     def _attr(self, name: str):
         return self.op.attributes.get(name)
+
+
+#: kinds with exactly one type: a constraint ``{kind: K}`` of one of these is buildable (the
+#: parser infers the type, as ODS does for buildable types)
+_PARAMETERLESS = {
+    "token": TokenType,
+    "mem_token": MemTokenType,
+    "nv_producer_token": PipelineProducerTokenType,
+    "nv_consumer_token": PipelineConsumerTokenType,
+    "nv_async_token": AsyncTokenType,
+}
+
+
+def buildable_type(name: str) -> Optional[Type]:
+    """The single type constraint ``name`` admits when its predicate is just a parameterless
+    ``kind`` (token types), else None."""
+    c = constraint_tables()[0].get(name)
+    if c is None or set(c["match"]) != {"kind"}:
+        return None
+    cls = _PARAMETERLESS.get(c["match"]["kind"])
+    return cls() if cls is not None else None

@@ -170,7 +170,7 @@ def kernels() -> dict[str, "KernelCase"]:
 
 def _fp8_e4m3(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Values exactly representable in e4m3 (small integers times powers of two) and their bits."""
-    from tilegen.runtime.interp import floats
+    from tilegen.runtime import floats
 
     bits = floats.encode(x.astype(np.float64), "f8E4M3FN")
     return floats.decode(bits, "f8E4M3FN").astype(np.float64), bits

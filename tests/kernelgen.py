@@ -12,7 +12,7 @@ import numpy as np
 
 from tilegen.runtime.asm import parse_module
 from tilegen.runtime.codegen.driver import find_ptxas
-from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
 from tilegen.runtime.interp.api import run_module
 
 PTXAS = find_ptxas()

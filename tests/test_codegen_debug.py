@@ -12,7 +12,7 @@ import pytest
 from kernelgen import PTXAS, inputs, kernel, ptx_of, ptxas, run_both, ty
 from tilegen.cli import main
 from tilegen.runtime.asm import parse_module
-from tilegen.runtime.codegen.ptxsim import run_ptxsim
+from tilegen.runtime.ptxsim import run_ptxsim
 from tilegen.runtime.interp.api import RunError, run_module
 
 from paths import CORPUS_OUT as OUT  # ../shared or $TILEGEN_SHARED

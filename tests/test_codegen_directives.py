@@ -11,7 +11,7 @@ import pytest
 
 from tilegen.runtime.asm import parse_module
 from tilegen.runtime.codegen.driver import find_ptxas
-from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+from tilegen.runtime.ptxsim import compile_to_ptx
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "vec_add.mlir"
 

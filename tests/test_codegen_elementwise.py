@@ -14,7 +14,7 @@ from tilegen.generated.ptx.selection import ROWS
 from tilegen.runtime.asm import parse_module
 from tilegen.runtime.codegen import mathlib
 from tilegen.runtime.codegen.driver import find_ptxas
-from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
 
 N = 128
 PTXAS = find_ptxas()

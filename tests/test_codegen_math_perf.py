@@ -23,7 +23,7 @@ import pytest
 
 from tilegen.runtime.asm import parse_module
 from tilegen.runtime.codegen import mathlib
-from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
 
 TILE = 4096
 SAMPLES = int(os.environ.get("TILEGEN_MATH_SAMPLES", 1 << 16))

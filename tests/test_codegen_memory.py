@@ -15,7 +15,7 @@ import pytest
 
 from tilegen.runtime.codegen.driver import find_ptxas
 from tilegen.runtime.codegen.emit import MIN_ISA, PTX_VERSION
-from tilegen.runtime.codegen.ptxsim import PtxSimRunError, compile_to_ptx, run_ptxsim
+from tilegen.runtime.ptxsim import PtxSimRunError, compile_to_ptx, run_ptxsim
 from tilegen.runtime.interp.api import load_module, run_module
 
 PTXAS = find_ptxas()
@@ -137,7 +137,8 @@ def test_tiled_copy(tmp_path, et, tile, aligned, ld, st):
     a = _data(et, n, rng)
     f = _module(tmp_path, _copy_kernel(et, tile, aligned))
     if et == "bf16" or et.startswith("f8"):  # bit stand-ins: check the bits against numpy
-        ptx = {sm: compile_to_ptx(load_module(f), sm) for sm in ("sm_80", "sm_90")}
+        sms = ("sm_89", "sm_90") if et.startswith("f8") else ("sm_80", "sm_90")  # fp8: sm_89+
+        ptx = {sm: compile_to_ptx(load_module(f), sm) for sm in sms}
         for sm in ptx if PTXAS is not None else ():
             _ptxas_clean(tmp_path, ptx[sm], sm)
         got = _run_bits(ptx["sm_90"], a)

@@ -62,7 +62,7 @@ CASES = [
 @pytest.mark.parametrize("sm", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("et,ct,m,n,k", CASES)
 def test_dot_matches_numpy_in_ptxsim(sm, et, ct, m, n, k):
-    from tilegen.runtime.codegen.ptxsim import run_ptxsim
+    from tilegen.runtime.ptxsim import run_ptxsim
 
     rs = np.random.RandomState(m * n + k)
     a = rs.randint(-4, 5, (m, k)).astype(NP[et])
@@ -82,7 +82,7 @@ def test_dot_matches_numpy_in_ptxsim(sm, et, ct, m, n, k):
 @pytest.mark.parametrize("sm", ["sm_80", "sm_90", "sm_100", "sm_120"])
 @pytest.mark.parametrize("et,ct", [("f16", "f32"), ("i8", "i32"), ("f64", "f64")])
 def test_dot_ptxas_clean_with_mma(tmp_path, sm, et, ct):
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
 
     ptx = compile_to_ptx(parse_module(_src(et, ct, 64, 32, 32), "mm.mlir"), sm)
     if sm == "sm_90" and et != "f64":  # wgmma (tests/test_codegen_wgmma.py), sm_90a
@@ -103,7 +103,7 @@ def test_dot_ptxas_clean_with_mma(tmp_path, sm, et, ct):
 
 
 def test_fp8_dot_on_sm80_is_tileiras_diagnostic():
-    from tilegen.runtime.codegen.ptxsim import PtxSimRunError, compile_to_ptx
+    from tilegen.runtime.ptxsim import PtxSimRunError, compile_to_ptx
 
     src = _src("f8E4M3FN", "f32", 16, 8, 32)
     with pytest.raises(PtxSimRunError) as e:
@@ -119,7 +119,7 @@ def test_staged_rows_with_more_chunks_than_threads(monkeypatch, sm, m, n, k, ash
     """bench/fuzz_codegen.py seed 201002: an f64 dot on one warp whose rows are 64 elements with
     8-byte cp.async chunks (alignment of the dynamic row stride not proven) has 64 chunks a row
     for 32 threads; cp_async_tile copied only chunks 0..31 of each row."""
-    from tilegen.runtime.codegen.ptxsim import run_ptxsim
+    from tilegen.runtime.ptxsim import run_ptxsim
     from tilegen.runtime.ptx.sim import tensor_ops
 
     monkeypatch.setattr(tensor_ops, "STRICT_CP_ASYNC", True)

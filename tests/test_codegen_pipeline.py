@@ -107,7 +107,7 @@ def _operands(et, ct, m, n, ktot, seed, bt=False):
 
 
 def _compile(monkeypatch, et, ct, m, n, k, sm, pipe=True, cp=True, bt=False):
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
     from tilegen.runtime.options import CompileOptions
 
     options = CompileOptions(pipelining=pipe, use_cp_async=cp)
@@ -208,9 +208,9 @@ def test_pipeline_ptx_structure(monkeypatch, sm):
 
 def test_num_stages_hint(monkeypatch, strict):
     """``num_stages`` in the kernel spec gives S buffers: S - 1 prologue groups, wait_group S-2."""
-    from tilegen.runtime.codegen import control
+    from tilegen.runtime.passes import layout_assignment
 
-    monkeypatch.setattr(control, "_num_stages", lambda em: 3)
+    monkeypatch.setattr(layout_assignment, "kernel_num_stages", lambda func: 3)
     ptx = _pipelined_ptx(monkeypatch)
     lines = [l.strip() for l in ptx.splitlines()]
     top = next(i for i, l in enumerate(lines) if re.match(r"\$L__for_body_\d+:", l))
@@ -257,7 +257,7 @@ def test_strict_sim_catches_missing_wait_or_barrier(monkeypatch, strict, what):
 
 def test_nonzero_padding_keeps_the_register_path(monkeypatch):
     """A load whose padding is not zero cannot be a zero-filling cp.async."""
-    from tilegen.runtime.codegen.memory import _is_zero_splat
+    from tilegen.runtime.layouts.staging import is_zero_splat as _is_zero_splat
 
     class V:
         def __init__(self, op):

@@ -103,7 +103,7 @@ def test_vec_add_runs_in_ptxsim(capsys, variant, sm):
 @needs_corpus
 @pytest.mark.parametrize("n,grid", [(1000, 4), (700, 3), (256, 1), (1, 1)])
 def test_vec_add_ptxsim_exact(n, grid):
-    from tilegen.runtime.codegen.ptxsim import run_ptxsim
+    from tilegen.runtime.ptxsim import run_ptxsim
     from tilegen.runtime.interp.api import load_module
 
     module = load_module(OUT / "vec_add.tileirbc")
@@ -139,7 +139,7 @@ entry @add2d(%arg0: tile<ptr<f32>>, %arg1: tile<i32>, %arg2: tile<i32>, %arg3: t
 def test_2d_tile_with_tails_ptxas_and_ptxsim(tmp_path, sm):
     """A rank-2 blocked layout (warps split over both dims), dynamic row stride, masked tails."""
     from tilegen.runtime.asm import parse_module
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+    from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
 
     module = parse_module(ADD2D, "add2d.mlir")
     x = np.random.RandomState(0).randn(37, 100).astype(np.float32)

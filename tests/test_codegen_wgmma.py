@@ -104,7 +104,7 @@ def _operands(et, m, n, k, seed):
 
 
 def _run(et, m, n, k, warps=None, sm="sm_90", options=None):
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+    from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
 
     src = _src(et, m, n, k, warps)
     ptx = compile_to_ptx(parse_module(src, "mm.mlir"), sm, options=options)
@@ -148,10 +148,11 @@ def test_wgmma_dot_matches_numpy_in_ptxsim(et, m, n, k, warps):
 
 def test_wgmma_accumulator_staged_through_shared_memory(monkeypatch):
     """C/D without the wgmma accumulator layout: staged through shared memory."""
+    from tilegen.runtime.layouts.mma_choice import mma_sync_accumulator_layout
     from tilegen.runtime.passes import layout_assignment as la
 
     monkeypatch.setattr(
-        la, "mma_accumulator_layout", lambda op, w, sm=None: la.mma_sync_accumulator_layout(op, w)
+        la, "accumulator_layout", lambda op, w, family: mma_sync_accumulator_layout(op, w)
     )
     ptx = _run("f16", 64, 32, 32)
     assert "wgmma.mma_async" in ptx
@@ -191,7 +192,7 @@ def test_no_wgmma_option_forces_mma_sync(monkeypatch):
     ],
 )
 def test_wgmma_ptxas_clean_and_sass(tmp_path, et, m, n, k, warps, sass):
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
 
     ptx = compile_to_ptx(parse_module(_src(et, m, n, k, warps), "mm.mlir"), "sm_90")
     cubin, log = assemble(ptx, 90, verbose=True)
@@ -232,7 +233,7 @@ def _aligned_src(et, m, n, k):
 
 @pytest.mark.parametrize("et", ["f16", "bf16", "tf32", "i8", "f8E4M3FN"])
 def test_wgmma_vectorized_operand_stores(et, monkeypatch):
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+    from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
     from tilegen.runtime.options import CompileOptions
 
     # the register path (A is otherwise cp.async-staged: tests/test_codegen_pipeline.py)

@@ -26,7 +26,7 @@ from tilegen.runtime.attributes import (  # noqa: E402
     fastmath_attr,
     fastmath_flags,
 )
-from tilegen.runtime.codegen.ptxsim import compile_to_ptx  # noqa: E402
+from tilegen.runtime.ptxsim import compile_to_ptx  # noqa: E402
 from tilegen.runtime.conversion import convert_module  # noqa: E402
 from tilegen.runtime.conversion.driver import ConversionError  # noqa: E402
 from tilegen.runtime.conversion.declared import (  # noqa: E402
@@ -326,7 +326,7 @@ def test_ptr_attr_is_carried_on_arguments_and_memrefs():
     assert print_module(parse_module(text, allow_unregistered=True)) == text
     # the PTX backend ignores the (discardable) facts and runs the kernel
     x = np.arange(16, dtype=np.float32)
-    from tilegen.runtime.codegen.ptxsim import run_ptxsim
+    from tilegen.runtime.ptxsim import run_ptxsim
 
     args = [("a", x), ("o", np.zeros(16, np.float32)), ("i", np.int32(0))]
     np.testing.assert_array_equal(

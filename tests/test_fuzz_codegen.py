@@ -1,9 +1,12 @@
 """A short fixed run of bench/fuzz_codegen.py (the PTX backend's differential fuzzer): random
-cuda_tile kernels, interpreter vs the PTX simulator, and ptxas (no spills) on each.
+cuda_tile kernels, interpreter vs the PTX simulator, and ptxas (no spills) on every one.
 
 The seeds cover every generated feature (dots mma/fma, loops, ifs, reduce/scan, masked loads and
 stores with padding, shape ops, casts, compare + select, directed rounding, math, 1-8 warps,
-sm_80) plus the seeds of the bugs the fuzzer found (see the seed comments)."""
+sm_80; grids of several blocks, view indices computed in i32 and i64 from the block id and
+scalar parameters, i64 offsets of 2^33, pointer-tile loads with i64 offsets, scalar parameters
+of every type anywhere in the signature) plus the seeds of the bugs the fuzzer found (see the
+seed comments)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,9 @@ from kernelgen import PTXAS  # noqa: E402
 
 COVER = [0, 1, 2, 18, 23, 24, 27, 32, 55, 85, 93, 102, 110, 112, 129, 133, 153, 164, 165]
 COVER += [241, 259, 305, 311]
+# index math and scalar parameters: i16/f64 scalars (3), i32/i64/f32 scalars on 2 blocks (4),
+# a dot with i64/f64 scalars (39), pointer loads with i64 offsets and i32/i64 scalars (40)
+COVER += [3, 4, 39, 40]
 FOUND = {
     104: "f64 fma rounding<negative_inf>: the simulator rounded f64 directed modes to nearest",
     827: "f32 x - x under rounding<negative_inf> must be -0 (simulator gave +0)",
@@ -34,15 +40,54 @@ FOUND = {
     208260: "maxf scan over -0/+0 (maxnum may return either zero: compared sign-agnostic)",
     1035: "maxf scan over NaN padding: identity placement unspecified (compared NaN-agnostic)",
     363: "minf scan over NaN padding (same)",
+    # before the index-width fix (runtime/codegen/core.py, "index values") 417 of the first 628
+    # seeds of the index-math generator failed ptxas (add/mul.wide/setp "Arguments mismatch")
+    0: "i64 view index: add.s32 of a b32 and a b64 register (ptxas)",
+    1: "i64 pointer offsets and a 2^33 intermediate (ptxas)",
+    116: "i64 view indices: setp.lt.u32 against a b64 bound, mul.wide.s32 of a b64 (ptxas)",
 }
 
 
-@pytest.mark.parametrize("seed", COVER + sorted(FOUND))
+@pytest.mark.parametrize("seed", sorted(set(COVER) | set(FOUND)))
 def test_fuzz_seed(seed):
     status, detail, kernel = fuzz_codegen.run_kernel(
         seed, check_ptxas=PTXAS is not None, timeout=30
     )
     assert status == "ok", f"seed {seed}: {status}\n{detail}\n{kernel.text}"
+
+
+def _features(text: str, grid) -> set:
+    sig = text.split("(", 1)[1].split(")")[0].split(", ")
+    out = {f"scalar {a.split('<')[1][:-1]}" for a in sig if a.startswith("%s")}
+    if sig[0].startswith("%s"):
+        out.add("scalar first")
+    if "load_ptr_tko" in text and "xi64>" in text:
+        out.add("pointer load, i64 offsets")
+    if "8589934592" in text:
+        out.add("i64 offset 2^33")
+    if "tile<i64> -> tile<" in text and "load_view_tko" in text:
+        out.add("i64 view index")
+    if grid[0] > 1:
+        out.add("grid")
+    return out
+
+
+def test_generator_covers_index_math_and_scalar_parameters():
+    """The coverage the seeds above rely on is what the generator makes (first 60 seeds)."""
+    seen = set()
+    for seed in range(60):
+        g = fuzz_codegen.Gen(seed)
+        k = g.generate()
+        seen |= _features(k.text, k.grid)
+    want = {f"scalar {e}" for e in ("i16", "i32", "i64", "f32", "f64")}
+    want |= {"scalar first", "pointer load, i64 offsets", "i64 offset 2^33", "i64 view index"}
+    assert want | {"grid"} <= seen, sorted(want | {"grid"} - seen)
+
+
+def test_a_seed_keeps_its_ops_under_index_math():
+    """Index math draws from its own stream: seed 104's ops (a FOUND bug) are still generated."""
+    k = fuzz_codegen.Gen(104).generate()
+    assert "fma" in k.text and "rounding<negative_inf>" in k.text
 
 
 def test_compare_tolerances():

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tilegen.runtime.interp import floats
+from tilegen.runtime import floats
 from tilegen.runtime.interp.api import RunError, load_module, run_module
 
 

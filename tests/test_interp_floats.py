@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from tilegen.runtime.interp import floats as F
+from tilegen.runtime import floats as F
 
 
 def test_f16_all_patterns_round_trip_like_numpy():

@@ -225,9 +225,18 @@ def test_splat_other_takes_the_load_layout_and_num_warps_from_kernel_spec():
 
 def test_pass_is_registered_with_options():
     info = load_passes()["nv-tileas-assign-layouts"]
-    assert info.parse_options({"num-warps": "8"}) == {"num-warps": 8}
+    opts = info.parse_options({"num-warps": "8", "wgmma": "false", "num-stages": "3"})
+    assert opts == {
+        "num-warps": 8,
+        "wgmma": False,
+        "cp-async": None,  # unset: on (runtime/passes/layout_assignment.LayoutOptions)
+        "pipeline": None,
+        "num-stages": 3,
+    }
     with pytest.raises(ValueError, match="bad value"):
         info.parse_options({"num-warps": "eight"})
+    with pytest.raises(ValueError, match="bad value"):
+        info.parse_options({"cp-async": "maybe"})
 
 
 # ----------------------------------------------------------------------------- corpus

@@ -135,7 +135,7 @@ out["bad_messages"] = [d.format() for d in bdiag.diagnostics]
 
 # --- through the middle and back end: a kernel that loads a and b, stores copysignf(a, b)
 import tilegen
-from tilegen.runtime.codegen.ptxsim import run_ptxsim
+from tilegen.runtime.ptxsim import run_ptxsim
 from tilegen.runtime.conversion import convert_module
 from tilegen.runtime.interp import run_module
 

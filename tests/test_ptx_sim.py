@@ -10,11 +10,13 @@ from tilegen.runtime.ptx.launch import PtxSimError, run_ptx
 from tilegen.runtime.ptx.sim.declared import evaluate, match
 
 
-def kernel(body: str, ntid: int = 64, shared: str = "") -> str:
+def kernel(
+    body: str, ntid: int = 64, shared: str = "", version: str = "8.0", target: str = "sm_90"
+) -> str:
     """One-entry module: param 0 is an i32 output array (pointer, shape, stride)."""
     return f"""
-.version 8.0
-.target sm_90
+.version {version}
+.target {target}
 .address_size 64
 .visible .entry k(.param .u64 k_out, .param .u32 k_n, .param .u32 k_s)
 .reqntid {ntid}
@@ -34,8 +36,8 @@ def kernel(body: str, ntid: int = 64, shared: str = "") -> str:
 """
 
 
-def run(body: str, ntid: int = 64, shared: str = "", grid=(1, 1, 1)) -> np.ndarray:
-    return run_ptx(kernel(body, ntid, shared), [np.zeros(ntid, np.int32)], grid)[0]
+def run(body: str, ntid: int = 64, shared: str = "", grid=(1, 1, 1), **target) -> np.ndarray:
+    return run_ptx(kernel(body, ntid, shared, **target), [np.zeros(ntid, np.int32)], grid)[0]
 
 
 TID = np.arange(64)
@@ -167,7 +169,7 @@ def test_step_budget_stops_runaway_loop() -> None:
 
 
 def test_errors_are_located() -> None:
-    with pytest.raises(PtxSimError, match=r"<ptx>:16: error: frob.b32: unsupported"):
+    with pytest.raises(PtxSimError, match=r"<ptx>:16: error: frob.b32: unknown instruction"):
         run("    frob.b32 %r2, %r1;")
     with pytest.raises(PtxSimError, match=r"error: ld.global.b32: global access .* out of bounds"):
         run("    ld.global.b32 %r2, [%rd3+4096];")
@@ -220,26 +222,34 @@ def test_packed_pairs_compute_each_half() -> None:
 
 
 def test_packed_registers_round_trip_through_the_simulator() -> None:
-    out = run("""
+    out = run(
+        """
     cvt.rn.f32.u32 %r3, %r1;
     mov.b64 %rd5, {%r3, %r3};
     add.rn.f32x2 %rd6, %rd5, %rd5;
     mov.b64 {%r4, %r5}, %rd6;
     add.rn.f32 %r6, %r4, %r5;
     cvt.rzi.s32.f32 %r2, %r6;
-""")
+""",
+        version="8.6",
+        target="sm_100",
+    )
     np.testing.assert_array_equal(out, 4 * TID)
 
 
 def test_redux_sync_reduces_each_warp() -> None:
     out = run("    redux.sync.add.u32 %r2, %r1, -1;")
     np.testing.assert_array_equal(out, np.repeat([sum(range(32)), sum(range(32, 64))], 32))
-    out = run("""
+    out = run(
+        """
     cvt.rn.f32.u32 %r3, %r1;
     neg.f32 %r3, %r3;
     redux.sync.max.abs.f32 %r4, %r3, -1;
     cvt.rzi.s32.f32 %r2, %r4;
-""")
+""",
+        version="8.6",
+        target="sm_100a",
+    )
     np.testing.assert_array_equal(out, np.repeat([31, 63], 32))
 
 
@@ -301,7 +311,7 @@ def test_mbarrier_wait_that_never_completes_is_a_deadlock() -> None:
 
 
 TMA_KERNEL = """
-.version 8.0
+.version 8.8
 .target sm_90
 .address_size 64
 .visible .entry k(.param .u64 k_in, .param .u32 k_n, .param .u32 k_s,
@@ -389,3 +399,123 @@ def test_vprintf_formats_per_lane(capsys) -> None:
 """
     run_ptx(src, [np.zeros(2, np.int32)], (1, 1, 1))
     assert capsys.readouterr().out == "t=0 x=0.0\nt=1 x=1.0\n"
+
+
+FP8_KERNEL = """
+.version 8.6
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 k_in, .param .u32 k_n, .param .u32 k_s,
+                  .param .u64 k_out, .param .u32 k_m, .param .u32 k_t)
+.reqntid 8
+{
+    .reg .pred %p<4>;
+    .reg .b16 %h<8>;
+    .reg .b32 %r<16>;
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<8>;
+    ld.param.b64 %rd1, [k_in];
+    ld.param.b64 %rd2, [k_out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 8;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.v2.f32 {%f1, %f2}, [%rd4];
+    cvt.rn.satfinite.e4m3x2.f32 %h1, %f1, %f2;
+    cvt.rn.satfinite.e5m2x2.f32 %h2, %f1, %f2;
+    cvt.rn.f16x2.e4m3x2 %r3, %h1;
+    mov.b32 {%h3, %h4}, %r3;
+    setp.eq.f16 %p1, %h3, %h4;
+    selp.b32 %r4, 1, 0, %p1;
+    mul.wide.u32 %rd5, %r1, 16;
+    add.s64 %rd6, %rd2, %rd5;
+    cvt.u32.u16 %r5, %h1;
+    cvt.u32.u16 %r6, %h2;
+    st.global.v4.b32 [%rd6], {%r5, %r6, %r3, %r4};
+    ret;
+}
+"""
+
+
+def test_packed_fp8_conversions_and_half_compare() -> None:
+    # the issue's instructions: cvt.rn.satfinite.e4m3x2/e5m2x2.f32 (a in the high byte, round to
+    # nearest even, saturate), cvt.rn.f16x2.e4m3x2 back, setp.eq.f16 on the halves
+    pairs = np.array(
+        [
+            [1.0, 1.0],  # e4m3 0x38, e5m2 0x3C
+            [1.0625, 1.1875],  # ties to even: e4m3 0x38 / 0x3A
+            [448.0, 500.0],  # e4m3 max 0x7E, saturated 0x7E
+            [-np.inf, np.nan],  # e4m3 -max 0xFE; NaN 0x7F
+            [2.0**-9, -(2.0**-9)],  # e4m3's smallest subnormal 0x01 / 0x81
+            [0.0, -0.0],
+            [57344.0, 1e6],  # e5m2 max 0x7B, saturated
+            [3.0, 3.0],
+        ],
+        np.float32,
+    )
+    args = [pairs.reshape(-1), np.zeros(32, np.uint32)]
+    out = run_ptx(FP8_KERNEL, args, (1, 1, 1))[1].reshape(8, 4)
+    e4m3 = [(0x38, 0x38), (0x38, 0x3A), (0x7E, 0x7E), (0xFE, 0x7F), (0x01, 0x81), (0, 0x80)]
+    e4m3 += [(0x7E, 0x7E), (0x44, 0x44)]
+    e5m2 = [(0x3C, 0x3C), (0x3C, 0x3D), (0x5F, 0x60), (0xFB, 0x7F), (0x18, 0x98), (0, 0x80)]
+    e5m2 += [(0x7B, 0x7B), (0x42, 0x42)]
+    assert [(int(v) >> 8, int(v) & 0xFF) for v in out[:, 0]] == e4m3
+    assert [(int(v) >> 8, int(v) & 0xFF) for v in out[:, 1]] == e5m2
+    halves = np.ascontiguousarray(out[:, 2]).view(np.float16).reshape(8, 2)  # (b, a)
+    np.testing.assert_array_equal(halves[0], [1.0, 1.0])
+    np.testing.assert_array_equal(halves[2], [448.0, 448.0])
+    assert np.isnan(halves[3, 0]) and halves[3, 1] == -448.0
+    np.testing.assert_array_equal(out[:, 3], [1, 0, 1, 0, 0, 1, 1, 1])  # -0 == 0, NaN != x
+
+
+CP_ASYNC_ARRIVE = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 k_in, .param .u32 k_n, .param .u32 k_s,
+                  .param .u64 k_out, .param .u32 k_m, .param .u32 k_t)
+.reqntid 64
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<8>;
+    .shared .align 16 .b8 buf[264];
+    ld.param.b64 %rd1, [k_in];
+    ld.param.b64 %rd2, [k_out];
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra $INIT;
+    mbarrier.init.shared.b64 [buf+256], {count};
+$INIT:
+    bar.sync 0;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    mov.u32 %r2, buf;
+    shl.b32 %r3, %r1, 2;
+    add.s32 %r4, %r2, %r3;
+    cp.async.ca.shared.global [%r4], [%rd4], 4;
+    cp.async.mbarrier.arrive{noinc}.shared.b64 [buf+256];
+{extra}$WAIT:
+    mbarrier.try_wait.parity.shared.b64 %p2, [buf+256], 0;
+    @!%p2 bra $WAIT;
+    xor.b32 %r5, %r3, 4;
+    add.s32 %r6, %r2, %r5;
+    ld.shared.b32 %r7, [%r6];
+    add.s64 %rd5, %rd2, %rd3;
+    st.global.b32 [%rd5], %r7;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("noinc", [True, False])
+def test_cp_async_mbarrier_arrive(noinc) -> None:
+    # every thread copies its word and arrives once its copies land; a neighbour's word is read
+    # after the phase completes. With .noinc the 64 arrivals are the init count; without it the
+    # arrivals do not count, so the count is met by plain arrives instead
+    src = CP_ASYNC_ARRIVE.replace("{noinc}", ".noinc" if noinc else "").replace("{count}", "64")
+    extra = "" if noinc else "    mbarrier.arrive.shared.b64 _, [buf+256];\n"
+    src = src.replace("{extra}", extra)
+    data = np.arange(100, 164, dtype=np.int32)
+    for strict in (False, True):
+        out = run_ptx(src, [data, np.zeros(64, np.int32)], (1, 1, 1), strict_async=strict)[1]
+        np.testing.assert_array_equal(out, data[np.arange(64) ^ 1])

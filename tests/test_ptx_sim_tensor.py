@@ -1,17 +1,18 @@
 """Tensor-core instructions in the SIMT simulator: mma.sync per shape/type against NumPy on
 random fragments laid out by the PTX ISA fragment tables, ldmatrix, cp.async zero-fill and
-group retirement, prmt/bfi, error paths, and tileiras's own sm_80/sm_89 PTX for the corpus's
-tensor-core kernels (captured from its ptxas call, tests/data/tensor_ptx)."""
+group retirement, prmt/bfi, wgmma and TMA, error paths (the simulator's own, behind the ptxas
+gate), and the tensor maps read from tileiras's host objects."""
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import ptx_corpus
+from ptx_corpus import tileiras_ptx  # noqa: F401  (fixture)
 from tilegen.runtime.ptx.launch import PtxSimError, run_ptx
 from tilegen.runtime.ptx.sim.tensor_ops import fp8_table, fragment, parse_shape
 
@@ -323,12 +324,13 @@ def test_cp_async_bad_size_is_an_error() -> None:
     mov.u32 %r2, buf;
     cp.async.cg.shared.global [%r2], [%rd1], 8;
 """
+    src = _simple(body, shared=".shared .align 16 .b8 buf[16];")
+    args = [np.zeros(4, np.uint32), np.zeros(32, np.uint32)]
+    with pytest.raises(PtxSimError, match="ptxas refuses .* expected to be 16"):
+        run_ptx(src, args, (1, 1, 1))
+    # the simulator's own rule, should a form slip past the gate
     with pytest.raises(PtxSimError, match="cp-size 8 is not allowed"):
-        run_ptx(
-            _simple(body, shared=".shared .align 16 .b8 buf[16];"),
-            [np.zeros(4, np.uint32), np.zeros(32, np.uint32)],
-            (1, 1, 1),
-        )
+        run_ptx(src, args, (1, 1, 1), assemble=False)
 
 
 def _prmt_ref(a: int, b: int, c: int) -> int:
@@ -421,54 +423,23 @@ def test_mma_errors_are_sim_errors() -> None:
     bad = mma_kernel(
         "mma.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32", 4, 2, 4, (False, False, False), 32
     )
-    with pytest.raises(PtxSimError, match="not a PTX mma.sync form"):
+    # ptxas refuses both; the simulator's own checks say why, should one slip past the gate
+    with pytest.raises(PtxSimError, match="ptxas refuses .* vector size mismatch"):
         run_ptx(bad, args, (1, 1, 1))
+    with pytest.raises(PtxSimError, match="not a PTX mma.sync form"):
+        run_ptx(bad, args, (1, 1, 1), assemble=False)
     wrong = mma_kernel(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 3, 2, 4, (False, False, False), 32
     )
+    wargs = [np.zeros(288, np.uint64), np.zeros(128, np.uint64)]
+    with pytest.raises(PtxSimError, match="ptxas refuses .* vector size mismatch"):
+        run_ptx(wrong, wargs, (1, 1, 1))
     with pytest.raises(PtxSimError, match="expected 4 registers"):
-        run_ptx(wrong, [np.zeros(288, np.uint64), np.zeros(128, np.uint64)], (1, 1, 1))
-
-
-from paths import CORPUS  # ../shared or $TILEGEN_SHARED
-
-DATA = Path(__file__).parent / "data" / "tensor_ptx"
-
-
-def _captured() -> list:
-    return [pytest.param(p, id=p.name[: -len(".ptx.gz")]) for p in sorted(DATA.glob("*.ptx.gz"))]
-
-
-@pytest.mark.skipif(not (CORPUS / "manifest.json").exists(), reason="cuTile corpus not present")
-@pytest.mark.parametrize("path", _captured())
-def test_tileiras_mma_sync_ptx_matches_expected(path: Path) -> None:
-    # sm_80/sm_89: mma.sync + ldmatrix + cp.async; sm_120: mma.sync + ldmatrix (incl. the
-    # m16n16 .b8 form for fp8) fed by 2-D/3-D TMA with the maps read from the host object
-    name = path.name.split(".")[0]
-    manifest = json.loads((CORPUS / "manifest.json").read_text())
-    kernel = next(k for k in manifest["kernels"] if k["name"] == name)
-    data = np.load(CORPUS / kernel["samples"])
-    names = [p["name"] for p in kernel["params"] if p["kind"] != "constant"]
-    args = [data[f"arg__{n}"] for n in names]
-    ptx = gzip.decompress(path.read_bytes()).decode()
-    assert "mma.sync.aligned" in ptx
-    maps = {}
-    for f in DATA.glob("*_tensor_maps.json"):
-        maps.update(json.loads(f.read_text())["maps"])
-    key = path.name[: -len(".ptx.gz")]
-    outs = run_ptx(ptx, args, data["grid"], file=path.name[:-3], tensor_maps=maps.get(key))
-    arrays = [n for n, a in zip(names, args) if np.asarray(a).ndim > 0]
-    rtol, atol = kernel["tolerance_rtol_atol"]
-    for out in kernel["outputs"]:
-        got, want = outs[arrays.index(out)], data[f"expected__{out}"]
-        if got.dtype.kind == "f":
-            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=out)
-        else:
-            np.testing.assert_array_equal(got, want, err_msg=out)
+        run_ptx(wrong, wargs, (1, 1, 1), assemble=False)
 
 
 WGMMA_KERNEL = """
-.version 8.0
+.version 8.8
 .target sm_90a
 .address_size 64
 .visible .entry k(.param .u64 k_a, .param .u32 k_a0, .param .u32 k_a1, .param .u32 k_a2,
@@ -622,29 +593,29 @@ def test_wgmma_and_tma_errors() -> None:
         run_ptx(src, args, (1, 1, 1), tensor_maps=[{"array": 0}])
     maps = [{"array": 0, "box": [64, 64], "swizzle": 128}] * 2
     bad = src.replace("m64n64k16.f32.f16.f16", "m64n64k8.f32.f16.f16")
-    with pytest.raises(PtxSimError, match="not a wgmma shape"):
+    with pytest.raises(PtxSimError, match="ptxas refuses .* with shape '.m64n64k8'"):
         run_ptx(bad, args, (1, 1, 1), tensor_maps=maps)
+    with pytest.raises(PtxSimError, match="not a wgmma shape"):
+        run_ptx(bad, args, (1, 1, 1), tensor_maps=maps, assemble=False)
     part = src.replace(".reqntid 128", ".reqntid 160")
     with pytest.raises(PtxSimError, match="all 4 warps of warpgroup 1"):
         run_ptx(part, args, (1, 1, 1), tensor_maps=maps)
 
 
-@pytest.mark.skipif(not (CORPUS / "manifest.json").exists(), reason="cuTile corpus not present")
-@pytest.mark.parametrize("name", ["matmul_f16.sm_90", "layernorm.sm_90"])
-def test_tensor_maps_read_from_tileiras_host_object(name) -> None:
-    import shutil
+DATA = Path(__file__).parent / "data" / "tensor_ptx"
 
+
+@pytest.mark.parametrize("name", ["matmul_f16.sm_90", "layernorm.sm_90"])
+def test_tensor_maps_read_from_tileiras_host_object(tileiras_ptx, name) -> None:
+    # the host object comes from tests/ptx_corpus.py's capture; the maps recorded in
+    # tests/data/tensor_ptx (box, swizzle per hidden param) must come out of it again
     from tilegen.runtime.ptx.nv_host import tensor_maps
 
-    if shutil.which("cc") is None:
-        pytest.skip("needs a C compiler to link the host object")
-    kernel = json.loads((CORPUS / "manifest.json").read_text())
-    kernel = next(k for k in kernel["kernels"] if k["name"] == name.split(".")[0])
-    data = np.load(CORPUS / kernel["samples"])
-    names = [p["name"] for p in kernel["params"] if p["kind"] != "constant"]
-    ranks = [np.asarray(data[f"arg__{n}"]).ndim for n in names]
-    ptx = (CORPUS / "out" / "ptx" / f"{name}.ptx").read_text()
-    got = tensor_maps(DATA / f"{name}.host.o", ptx, ranks)
+    kernel, arch = name.split(".")
+    k = next(k for k in ptx_corpus.kernels() if k["name"] == kernel)
+    ptx, _info = ptx_corpus.captured(kernel, arch)
+    ranks = [np.asarray(a).ndim for a in ptx_corpus.arguments(k)[0]]
+    got = tensor_maps(ptx_corpus.host_object(kernel, arch), ptx.read_text(), ranks)
     want = json.loads((DATA / "sm_90_tensor_maps.json").read_text())["maps"][name]
     assert got == want
     assert got[0]["swizzle"] in (0, 32, 64, 128) and len(got[0]["box"]) == ranks[got[0]["array"]]
@@ -655,13 +626,14 @@ def test_unsupported_ldmatrix_forms_are_errors_not_silent() -> None:
     mov.u32 %r2, buf;
     ldmatrix.sync.aligned.m8n16.x1.shared.b8x16.b6x16_p32 {%r3}, [%r2];
 """
-    src = _simple(body, shared=".shared .align 16 .b8 buf[512];")
+    sm100a = (".version 8.0\n.target sm_90", ".version 8.6\n.target sm_100a")
+    src = _simple(body, shared=".shared .align 16 .b8 buf[512];").replace(*sm100a)
+    args = [np.zeros(4, np.uint32), np.zeros(32, np.uint32)]
     with pytest.raises(PtxSimError, match="only .m8n8 .b16 and ldmatrix .m16n16"):
-        run_ptx(src, [np.zeros(4, np.uint32), np.zeros(32, np.uint32)], (1, 1, 1))
-    body = body.replace(".m8n16.x1.shared.b8x16.b6x16_p32", ".m16n16.x1.shared.b8")
+        run_ptx(src, args, (1, 1, 1))
+    body = body.replace(
+        ".m8n16.x1.shared.b8x16.b6x16_p32", ".m16n16.x1.trans.shared.b8x16.b6x16_p32"
+    ).replace("{%r3}", "{%r3, %r4}")
+    src = _simple(body, shared=".shared .align 16 .b8 buf[512];").replace(*sm100a)
     with pytest.raises(PtxSimError, match="only the .trans .b8 form"):
-        run_ptx(
-            _simple(body, shared=".shared .align 16 .b8 buf[512];"),
-            [np.zeros(4, np.uint32), np.zeros(32, np.uint32)],
-            (1, 1, 1),
-        )
+        run_ptx(src, args, (1, 1, 1))

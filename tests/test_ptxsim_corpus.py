@@ -1,64 +1,71 @@
-"""tileiras's own PTX for the cuTile corpus kernels, run in the SIMT simulator, must reproduce
-the corpus's expected outputs."""
+"""tileiras's own PTX for every cuTile corpus kernel and every captured target (sm_80, sm_90,
+sm_100, sm_120; sm_89 for fp8), run in the SIMT simulator, must reproduce the corpus's expected
+outputs. The PTX is captured from tileiras by tests/ptx_corpus.py (never committed); ptxas
+assembles each text for its target first (with the options tileiras gave it) and the
+simulator's load-time checks accept it, so nothing runs that ptxas refuses. Tensor maps (box,
+swizzle) come from each capture's host object."""
 
 from __future__ import annotations
 
 import io
-import json
-from pathlib import Path
 
-import numpy as np
 import pytest
 
+import ptx_corpus
+from ptx_corpus import tileiras_ptx  # noqa: F401  (fixture)
 from tilegen.runtime.ptx.launch import run_ptx
 
-from paths import CORPUS  # ../shared or $TILEGEN_SHARED
 
-# Hidden CUtensorMap params of the sm_90 PTX: box and swizzle come from tileiras's host object
-# (runtime/ptx/nv_host.py), recorded in tests/data/tensor_ptx/sm_90_tensor_maps.json.
-MAPS_FILE = Path(__file__).parent / "data" / "tensor_ptx" / "sm_90_tensor_maps.json"
-TENSOR_MAPS = json.loads(MAPS_FILE.read_text())["maps"] if MAPS_FILE.exists() else {}
-# kernel.arch -> what the simulator still lacks for it
-BLOCKED = {
-    "matmul_f16.sm_100": "tcgen05 (sm_100 tensor-memory MMA) is not simulated",
-}
+def _cases() -> list:
+    return [
+        pytest.param(k, arch, id=f"{k['name']}.{arch}")
+        for k in ptx_corpus.kernels()
+        for arch in (*ptx_corpus.TARGETS, *ptx_corpus.EXTRA.get(k["name"], ()))
+        if not ptx_corpus.tileiras_refuses(k, arch)
+    ]
 
 
-def _kernels() -> list:
-    if not (CORPUS / "manifest.json").exists():
-        return []
-    manifest = json.loads((CORPUS / "manifest.json").read_text())
-    out = []
-    for k in manifest["kernels"]:
-        name = k["name"]
-        for ptx in sorted((CORPUS / "out" / "ptx").glob(f"{name}.sm_*.ptx")):
-            arch = ptx.name.split(".")[1]
-            marks = []
-            if BLOCKED.get(f"{name}.{arch}"):
-                marks.append(pytest.mark.skip(reason=BLOCKED[f"{name}.{arch}"]))
-            out.append(pytest.param(k, ptx, id=f"{name}.{arch}", marks=marks))
-    return out
-
-
-@pytest.mark.skipif(not CORPUS.exists(), reason="cuTile corpus not present")
-@pytest.mark.parametrize("kernel,ptx", _kernels())
-def test_tileiras_ptx_matches_expected(kernel: dict, ptx: Path) -> None:
-    data = np.load(CORPUS / kernel["samples"])
-    names = [p["name"] for p in kernel["params"] if p["kind"] != "constant"]
-    args = [data[f"arg__{n}"] for n in names]
+@pytest.mark.parametrize("kernel,arch", _cases())
+def test_tileiras_ptx_matches_expected(tileiras_ptx, kernel: dict, arch: str) -> None:  # noqa: F811
+    ptx, info = ptx_corpus.captured(kernel["name"], arch)
+    assert ptx is not None, f"tileiras did not compile it: {info['stderr']}"
+    args, names, data = ptx_corpus.arguments(kernel)
     printed = io.StringIO()
-    maps = TENSOR_MAPS.get(ptx.name.removesuffix(".ptx"))
     outs = run_ptx(
-        ptx.read_text(), args, data["grid"], file=ptx.name, stdout=printed, tensor_maps=maps
+        ptx.read_text(),
+        args,
+        data["grid"],
+        file=ptx.name,
+        stdout=printed,
+        tensor_maps=info.get("tensor_maps"),
+        assemble=True,
+        ptxas_flags=tuple(info.get("ptxas_flags", ())),
     )
     if kernel.get("expected_stdout") is not None:
         assert printed.getvalue() == kernel["expected_stdout"]
-    arrays = [n for n, a in zip(names, args) if np.asarray(a).ndim > 0]
-    rtol, atol = kernel.get("tolerance_rtol_atol") or (1e-5, 1e-6)
-    for name in kernel["outputs"]:
-        got = outs[arrays.index(name)]
-        want = data[f"expected__{name}"]
-        if got.dtype.kind == "f":
-            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=name)
-        else:
-            np.testing.assert_array_equal(got, want, err_msg=name)
+    ptx_corpus.check_outputs(kernel, names, args, outs, data)
+
+
+STRICT = ["matmul_f16.sm_90", "flash_attention.sm_100"]  # wgmma + TMA; tcgen05 + TMEM
+
+
+@pytest.mark.parametrize("case", STRICT)
+def test_strict_async_mode_accepts_tileiras_pipelines(
+    tileiras_ptx, case: str
+) -> None:  # noqa: F811
+    # NVIDIA's TMA / mbarrier / wgmma / tcgen05 pipelines are correctly synchronised: the
+    # strict mode (operations in flight until forced, every access checked) must agree
+    name, arch = case.split(".")
+    kernel = next(k for k in ptx_corpus.kernels() if k["name"] == name)
+    ptx, info = ptx_corpus.captured(name, arch)
+    args, names, data = ptx_corpus.arguments(kernel)
+    outs = run_ptx(
+        ptx.read_text(),
+        args,
+        data["grid"],
+        file=ptx.name,
+        tensor_maps=info.get("tensor_maps"),
+        ptxas_flags=tuple(info.get("ptxas_flags", ())),
+        strict_async=True,
+    )
+    ptx_corpus.check_outputs(kernel, names, args, outs, data)

@@ -219,10 +219,10 @@ def launch_cubin(
 def run_cuda(
     module, kernel_args, grid, gpu_name: Optional[str], verify: bool = True, options=None
 ) -> dict:
-    """``tilegen run --backend cuda``: like runtime/codegen/ptxsim.run_ptxsim, on a GPU.
+    """``tilegen run --backend cuda``: like runtime/ptxsim.run_ptxsim, on a GPU.
     ``gpu_name`` None targets the device's own architecture; ``options``
     (runtime/options.CompileOptions) supply the rest."""
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
     from tilegen.runtime.options import parse_target
     from tilegen.runtime.ptxas import PtxasError, assemble
 

@@ -395,7 +395,7 @@ def _load(bytecode: bytes, name: str):
 
 def _compile_ptx(module, gpu_name: str, name: str) -> str:
     """tilegen's PTX for ``module``: the one call into the compiler pipeline."""
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
     from tilegen.runtime.interp.api import RunError
 
     try:

@@ -214,7 +214,7 @@ def stage_ptx() -> bool:
     banner("7. compile to PTX + cubin (ptxas) and run the PTX in the SIMT simulator")
     from tilegen.runtime.asm import parse_module
     from tilegen.runtime.codegen.driver import PtxasError, assemble, find_ptxas
-    from tilegen.runtime.codegen.ptxsim import compile_to_ptx, run_ptxsim
+    from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
     from tilegen.runtime.interp.api import compare_expected, load_npz_args, load_npz_expected
 
     ptx = compile_to_ptx(parse_module(KERNEL.read_text(), shown(KERNEL)), "sm_90")

@@ -43,6 +43,7 @@ from tilegen.runtime.attributes import (
     UnitAttr,
     UnknownLoc,
 )
+from tilegen.runtime.opdef import all_enums, lookup_enum
 from tilegen.runtime.types import FloatType, IndexType, IntegerType, Type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,8 +57,6 @@ _RE_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z_0-9$.\-]*$")
 
 def enum_by_mnemonic(mnemonic: str):
     """The EnumDef whose attribute mnemonic is ``mnemonic`` (``rounding`` -> RoundingMode)."""
-    from tilegen.runtime.opdef import all_enums
-
     for e in all_enums():
         if e.mnemonic == mnemonic:
             return e
@@ -241,7 +240,7 @@ def _parse_hash_attr(p: "OpParser") -> Attribute:
 
 #: dialect -> module with ``parse_<dialect>_attr(p, mnemonic, loc)`` and
 #: ``format_<dialect>_attr(a) -> str | None``: the extension point for dialect attributes
-DIALECT_ATTR_MODULES = {"nv_tileas": "tilegen.runtime.layouts.syntax"}
+DIALECT_ATTR_MODULES = {"nv_tileas": "tilegen.runtime.asm.nv_tileas_attrs"}
 
 
 def dialect_attr_hook(dialect: str):
@@ -671,8 +670,6 @@ def format_attribute(
 def format_cuda_tile_attr_body(a: Attribute, aliases=None) -> Optional[str]:
     """``div_by<32>``, ``rounding<zero>``... (no ``#cuda_tile.`` prefix); None if not cuda_tile."""
     if isinstance(a, EnumAttr):
-        from tilegen.runtime.opdef import lookup_enum
-
         e = lookup_enum(a.enum)
         kw = e.keyword(a.value) if e is not None else None
         mnemonic = e.mnemonic if e is not None else a.enum

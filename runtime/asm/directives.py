@@ -8,8 +8,9 @@ each print function gets the printer, the op and the same refs. Messages are cud
 
 from __future__ import annotations
 
-from tilegen.runtime.attributes import EnumAttr, UnitAttr
+from tilegen.runtime.attributes import BoundedAttr, DivByAttr, EnumAttr, SameElementsAttr, UnitAttr
 from tilegen.runtime.ir import Block, Operation, Region
+from tilegen.runtime.opdef import lookup_enum
 
 _IEEE = ("nearest_even", "zero", "negative_inf", "positive_inf")
 
@@ -27,8 +28,6 @@ def _type_ref(args):
 
 
 def _enum(name: str):
-    from tilegen.runtime.opdef import lookup_enum
-
     return lookup_enum(name)
 
 
@@ -191,8 +190,6 @@ def _parse_assume_predicate(ctx, args) -> None:
     at = p.loc()
     if not p.at_keyword():
         a = p.parse_attribute()
-        from tilegen.runtime.attributes import BoundedAttr, DivByAttr, SameElementsAttr
-
         if not isinstance(a, (DivByAttr, SameElementsAttr, BoundedAttr)):
             p.error("expected assume predicate attribute", at)
         ctx.attrs[name] = a

@@ -23,9 +23,25 @@ from tilegen.runtime.attributes import (
     DenseArrayAttr,
     EnumAttr,
     IntegerAttr,
+    OptimizationHintsAttr,
+    StringAttr,
+    SymbolRefAttr,
+    TypeAttr,
     UnitAttr,
 )
-from tilegen.runtime.types import I32, I64, IntegerType, Type
+from tilegen.runtime.ir import Region
+from tilegen.runtime.opdef import attr_constraint, lookup_enum
+from tilegen.runtime.opdef import buildable_type as spec_buildable
+from tilegen.runtime.types import (
+    I32,
+    I64,
+    TOKEN,
+    FloatType,
+    IntegerType,
+    MemTokenType,
+    TileType,
+    Type,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tilegen.runtime.asm.parser import OpParser, OpState
@@ -371,8 +387,6 @@ def _parse_element(ctx: _ParseCtx, el) -> None:
     elif kind == "attr":
         ctx.attrs[el[1]] = _parse_attr_var(ctx, el[1])
     elif kind == "region":
-        from tilegen.runtime.ir import Region
-
         region = Region()
         p.parse_region(region)
         ctx.regions[el[1]] = region
@@ -502,8 +516,6 @@ def _attr_type(adef) -> Optional[Type]:
 
 def _enum_width(adef) -> int:
     """Storage width of an integer enum attribute: 64 when its constraint says so (arith)."""
-    from tilegen.runtime.verify.constraints import attr_constraint
-
     c = attr_constraint(adef.constraint) if adef.constraint else None
     return (c or {}).get("match", {}).get("width", 32)
 
@@ -513,8 +525,6 @@ def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Option
     p = ctx.p
     adef = ctx.opdef.attr(name)
     kind = adef.kind if adef is not None else ""
-    from tilegen.runtime.opdef import lookup_enum
-
     if kind == "i32-enum" or (kind == "enum" and adef.enum and _enum_storage(adef) == "i32"):
         enum = lookup_enum(adef.enum)
         at = p.loc()
@@ -575,14 +585,10 @@ def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Option
     if kind in ("symbol-name",):
         if optional and p.tok.kind != "at_identifier":
             return None
-        from tilegen.runtime.attributes import StringAttr
-
         return StringAttr(p.parse_symbol_name())
     if kind == "flat-symbol-ref":
         if optional and p.tok.kind != "at_identifier":
             return None
-        from tilegen.runtime.attributes import SymbolRefAttr
-
         return SymbolRefAttr(p.parse_symbol_name())
     if kind == "string":
         if optional:
@@ -594,12 +600,8 @@ def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Option
             s = p.parse_optional_string()
             if s is None:
                 p._fail("expected attribute value", at)
-        from tilegen.runtime.attributes import StringAttr
-
         return StringAttr(s)
     if kind == "type(function)":
-        from tilegen.runtime.attributes import TypeAttr
-
         return TypeAttr(p.parse_type())
     if optional:
         return p.parse_optional_attribute(_attr_type(adef))
@@ -607,8 +609,6 @@ def _parse_attr_var(ctx: _ParseCtx, name: str, optional: bool = False) -> Option
 
 
 def _enum_storage(adef) -> str:
-    from tilegen.runtime.opdef import lookup_enum
-
     e = lookup_enum(adef.enum)
     return e.storage if e is not None else "enum"
 
@@ -706,8 +706,6 @@ def _finish(ctx: _ParseCtx) -> None:
     for r in opdef.regions:
         region = ctx.regions.get(r.name)
         if region is None:
-            from tilegen.runtime.ir import Region
-
             region = Region()
         state.regions.append(region)
 
@@ -794,30 +792,22 @@ _RE_SCALAR_OF = re.compile(r"CudaTile_ScalarTileOf<CudaTile_(Int|Float)(\d+)>$")
 
 def buildable_type(constraint: str) -> Optional[Type]:
     """The one type a constraint admits (ODS's buildable types), e.g. token, ``tile<i1>``."""
-    from tilegen.runtime.types import TOKEN, FloatType, TileType
-
     if constraint in ("CudaTile_TokenType", "Token"):
         return TOKEN
     if constraint == "Scf_I1":  # scf.if / scf.condition (MLIR's I1)
         return IntegerType(1)
     if constraint == "NvTileAA_MemToken":
-        from tilegen.runtime.types import MemTokenType
-
         return MemTokenType()
     m = _RE_SCALAR_OF.match(constraint)
     if m:
         width = m.group(2)
         elem = IntegerType(int(width)) if m.group(1) == "Int" else FloatType("f" + width)
         return TileType((), elem)
-    from tilegen.runtime.verify.constraints import buildable_type as spec_buildable
-
     return spec_buildable(constraint)  # parameterless spec kinds (nv_tileas tokens)
 
 
 def _infer_result(ctx: _ParseCtx, rdef, known) -> Optional[list[Type]]:
     """Results with fixed (buildable) types or derived by TypesMatchWith traits."""
-    from tilegen.runtime.types import TileType
-
     t = buildable_type(rdef.type)
     if t is not None and rdef.kind != "optional":
         return [t]
@@ -866,8 +856,6 @@ def print_with_format(pr: "OpPrinter", op: "Operation") -> None:
 
 
 def _equals_default(attr: Attribute, adef) -> bool:
-    from tilegen.runtime.opdef import lookup_enum
-
     d = adef.default
     if isinstance(attr, EnumAttr):
         e = lookup_enum(attr.enum)
@@ -1020,13 +1008,6 @@ def _print_attr_var(pr, op, name) -> None:
     if a is None:
         return
     adef = op.opdef.attr(name)
-    from tilegen.runtime.attributes import (
-        OptimizationHintsAttr,
-        StringAttr,
-        SymbolRefAttr,
-    )
-    from tilegen.runtime.opdef import lookup_enum
-
     if isinstance(a, EnumAttr):
         e = lookup_enum(a.enum)
         pr.write(f"<{e.keyword(a.value)}>")

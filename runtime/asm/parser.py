@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 from tilegen.runtime.asm import lexer as lx
 from tilegen.runtime.asm.lexer import Lexer, Token
+from tilegen.runtime.asm.type_verify import verify_type
 from tilegen.runtime.attributes import (
     Attribute,
     FileLineColLoc,
@@ -561,12 +562,8 @@ class OpParser:
         return t
 
     def verify_type(self, t: Type, loc: FileLineColLoc) -> None:
-        """Run the dialect type verifier (runtime.verify.types) if present; error at ``loc``."""
+        """Run the dialect type verifier (runtime/asm/type_verify.py); error at ``loc``."""
         if not self.verify_types:
-            return
-        try:
-            from tilegen.runtime.verify.types import verify_type
-        except ImportError:
             return
         msg = verify_type(t)
         if msg:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 from tilegen.runtime.asm import lexer as lx
 from tilegen.runtime.limits import integer_literal_error
+from tilegen.runtime.opdef import lookup_enum
 from tilegen.runtime.types import (
     DYNAMIC,
     FunctionType,
@@ -256,8 +257,6 @@ def _parse_element(p: "OpParser") -> Type:
 
 
 def _parse_ptr_attr_keyword(p: "OpParser") -> str:
-    from tilegen.runtime.opdef import lookup_enum
-
     enum = lookup_enum("PtrAttr")
     at = p.loc()
     kw = p.parse_optional_keyword()

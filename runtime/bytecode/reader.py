@@ -47,7 +47,7 @@ from tilegen.runtime.bytecode.varint import Cursor, to_signed
 from tilegen.runtime.ir import Block, Operation, Region
 from tilegen.runtime.limits import MAX_NESTING, deep_stack
 from tilegen.runtime.opdef import lookup_enum, lookup_opdef
-from tilegen.runtime.verify.types import verify_type
+from tilegen.runtime.asm.type_verify import verify_type
 
 _SCOPES = (DISubprogramAttr, DILexicalBlockAttr)
 _LOCATIONS = (UnknownLoc, DILocAttr, CallSiteLoc)

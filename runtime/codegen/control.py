@@ -15,6 +15,8 @@ import re
 from tilegen.runtime.codegen.core import Emitter, Memref, elem_info, fail, handles, is_tile
 from tilegen.runtime.codegen.reduce import run_region
 from tilegen.runtime.codegen.regs import PREFIX
+from tilegen.runtime.layouts.decisions import num_stages, prefetched
+from tilegen.runtime.layouts.staging import index_slice
 from tilegen.runtime.types import MemTokenType, TokenType
 
 
@@ -95,21 +97,6 @@ def _bind(em: Emitter, values, slots) -> None:
 
 
 # ----------------------------------------------------------------------------- K-loop pipelining
-#: ``CompileOptions.pipelining=False``: no prefetching of dot operands across scf.for iterations
-def _pipeline_disabled() -> bool:
-    from tilegen.runtime.options import current
-
-    return not current().pipelining
-
-
-_PURE = (
-    "arith.",
-    "nv_tileaa.assume",
-    "nv_tileaa.get_dim_size",
-    "nv_tileaa.get_program_id",
-    "nv_tileaa.get_num_programs",
-)
-_WRITES = ("store", "atomic", "scatter", "print", "assert", "call", "barrier")
 
 
 class _PipeLoad:
@@ -122,81 +109,36 @@ class _PipeLoad:
         self.off = off
 
 
-def _num_stages(em: Emitter) -> int:
-    from tilegen.runtime.attributes import DictAttr, IntegerAttr
-    from tilegen.runtime.options import current
-
-    if current().num_stages is not None:  # CompileOptions.num_stages overrides the kernel's
-        return current().num_stages
-
-    spec = em.func.attributes.get("nv_tileaa.kernel_spec")
-    for k, v in getattr(spec, "items", ()) if isinstance(spec, DictAttr) else ():
-        if k == "num_stages" and isinstance(v, IntegerAttr):
-            return v.value
-    p = em.func
-    while p is not None:
-        a = p.attributes.get("tt.num_stages")
-        if isinstance(a, IntegerAttr):
-            return a.value
-        p = p.parent_op
-    return 2
-
-
 def _pipeline_plan(em: Emitter, op):
-    """(loads, stages, stage bytes, wgmma?) when scf.for ``op`` can prefetch the next
-    iterations' dot operands (else None): its body loads, straight into a dot's shared layout
-    (``memory.stage_plan`` / ``mma.staged_layout``), tiles whose indices depend only on the
-    induction variable and loop-invariant values through pure ops, and writes no memory.
-    Stages: ``num_stages`` (kernel spec or ``tt.num_stages``; 2 by default, 1 = off), fewer
-    while they do not fit 48 KB beside the estimated scratch (or emit.py's retry budget)."""
-    from tilegen.runtime.codegen.memory import cp_async_disabled, stage_plan
+    """(loads, stages, stage bytes, wgmma?) when the layout stage pipelined scf.for ``op``
+    (``nv_tileas.num_stages``, its loads marked ``nv_tileas.prefetch``; runtime/layouts/
+    staging.py says which), else None. Here only what shared memory holds is settled: loads
+    whose dot path has no cp.async layout (``mma.staged_layout``) stay per-iteration, and the
+    stages are lowered while they do not fit 48 KB beside the estimated scratch (or emit.py's
+    retry budget)."""
+    from tilegen.runtime.codegen.memory import stage_plan
     from tilegen.runtime.codegen.mma import SMEM_LIMIT, staged_layout, wgmma_plan
 
-    if (
-        _pipeline_disabled()
-        or cp_async_disabled()
-        or getattr(em, "pipe_budget", None) == 0
-        or getattr(em, "_pipelining", False)
-    ):
+    stages = num_stages(op)
+    if stages < 2 or getattr(em, "pipe_budget", None) == 0 or getattr(em, "_pipelining", False):
         return None
     body = op.regions[0].blocks[0]
-    iv = body.args[0]
-    for o in op.walk():
-        if o is not op and any(w in o.name for w in _WRITES):
-            return None
-    inner = {r for o in op.walk() if o is not op for r in o.results}
-    inner.update(body.args)
     loads, off, wg = [], 0, False
     budget = getattr(em, "pipe_budget", None)
     for ld in body.ops:
-        sp = stage_plan(ld) if ld.name == "nv_tileaa.tiled_load" else None
+        sp = stage_plan(ld) if prefetched(ld) else None
         if sp is None:
             continue
         dot = sp.dot
         lay = staged_layout(dot, sp.idx, em.num_warps, em.sm, sp.transposed, sp.convert)
         if lay is None:
             continue
-        base = ld.opdef.operand_group(ld, "base")[0]
-        if base in inner:
-            continue
-        need = list(ld.opdef.operand_group(ld, "indices"))
-        seen, ok = set(), True
-        while need:
-            v = need.pop()
-            if v is iv or v not in inner or v in seen:
-                continue
-            seen.add(v)
-            d = getattr(v, "op", None)
-            if d is None or d.parent is not body or d.regions or not d.name.startswith(_PURE):
-                ok = False
-                break
-            need += list(d.operands)
-        if not ok:
+        slice_ops = index_slice(ld, op)
+        if slice_ops is None:
             continue
         size = (lay[2] + 127) // 128 * 128
         if budget is not None and 2 * (off + size) > budget:
             continue  # (emit.py's retry) the two-stage buffers must fit the budget
-        slice_ops = [o for o in body.ops if any(r in seen for r in o.results)]
         loads.append(_PipeLoad(ld, sp, slice_ops, lay, off))
         off += size
         wg = wg or wgmma_plan(dot, em.num_warps, em.sm) is not None
@@ -215,9 +157,6 @@ def _pipeline_plan(em: Emitter, op):
             row = max(K * esz + 16, K * esz * 9 // 8)
             rows = (M if (o, 0) not in planned else 0) + (N if (o, 1) not in planned else 0)
             reserve = max(reserve, rows * row + 256)
-    stages = _num_stages(em)
-    if stages < 2:  # num_stages = 1: no pipelining asked for
-        return None
     limit = SMEM_LIMIT - reserve if budget is None else budget
     while stages >= 2 and stages * off > limit:
         stages -= 1

@@ -9,7 +9,15 @@ predicate handlers (for families such as "any elementwise op"), else reports a l
 Value representation (``Emitter.values``): a scalar is one register name (or a PTX immediate);
 a rank>=1 tile is a list of register names, one per register of its layout (see
 :mod:`tilegen.runtime.codegen.dist`); a rank-0 tile is a scalar; a memref is a
-:class:`Memref`; tokens map to ``None``.
+:class:`Memref`; tokens map to ``None``. A register's class is its value's element type's
+(:data:`ELEMENTS`: i32 -> b32, i64 -> b64, ...); :meth:`Emitter.set` checks it.
+
+Index values (offsets, sizes, strides, coordinates) are ints or registers of class ``b32`` (a
+signed i32) or ``b64`` (a signed i64). Index arithmetic is done in the widest class among its
+operands: :meth:`Emitter.lincomb` and :meth:`Emitter.lt_u` widen an i32 operand explicitly
+(``cvt.s64.s32``) where it meets an i64 one, and never mix widths in one instruction. Shared
+memory addresses are 32-bit: :meth:`Emitter.smem_addr` narrows a 64-bit index explicitly
+(``cvt.u32.u64``; tiles and scratch buffers are far below 2^31 elements).
 """
 
 from __future__ import annotations
@@ -132,6 +140,17 @@ def is_tile(t) -> bool:
     return isinstance(t, TileType) and t.rank >= 1
 
 
+def _value_class(v) -> Optional[str]:
+    """The register class an integer or pointer value (or tile of them) must live in."""
+    t = getattr(v, "type", None)
+    if isinstance(t, TileType):
+        t = t.element
+    if not isinstance(t, (IntegerType, NvPointerType)):
+        return None
+    key = elem_key(t)
+    return ELEMENTS[key][0] if key in ELEMENTS else None
+
+
 # ----------------------------------------------------------------------------- emitter
 class Emitter:
     def __init__(self, func, num_warps: int, sm: int):
@@ -206,6 +225,17 @@ class Emitter:
         return self.values[v]
 
     def set(self, v, x) -> None:
+        cls = _value_class(v)
+        if cls is not None:
+            for r in x if isinstance(x, list) else (x,):
+                have = self.regs.class_of(r)
+                if have is not None and have != cls:
+                    op = getattr(v, "op", None)
+                    fail(
+                        op or self.func,
+                        f"PTX backend: internal error: a {v.type} value in register {r} of "
+                        f"class {have} (expected {cls})",
+                    )
         self.values[v] = x
 
     def scalar(self, op, v) -> str:
@@ -251,7 +281,7 @@ class Emitter:
     def tid(self) -> tuple[str, str, str]:
         """(tid, lane, warp) registers, computed once at the kernel entry."""
         if self._tid is None:
-            tid, lane, warp = "%tgtid", "%tglane", "%tgwarp"
+            tid, lane, warp = (self.regs.fixed(r, "b32") for r in ("%tgtid", "%tglane", "%tgwarp"))
             self._tid = (tid, lane, warp)
         return self._tid
 
@@ -377,10 +407,43 @@ class Emitter:
             p = q
         return p
 
-    # ----- integer helpers (b32)
-    def lincomb(self, const: int, terms) -> object:
-        """``const + sum(m * x)`` over (multiplier, operand) terms; operands are ints or b32
-        registers. Returns an int when everything is static."""
+    # ----- index values (b32 / b64; see the module docstring)
+    def reg_class(self, x) -> Optional[str]:
+        """Class of register ``x``; None for an immediate."""
+        return self.regs.class_of(x)
+
+    def index_class(self, *xs) -> str:
+        """``b64`` when any of the index operands ``xs`` is a 64-bit register, else ``b32``."""
+        return "b64" if any(self.regs.class_of(x) == "b64" for x in xs) else "b32"
+
+    def as_index(self, x, cls: str):
+        """Index ``x`` (an int, a b16, b32 or b64 register) in class ``cls``: ints unchanged, a
+        narrower register sign-extended (``cvt.s64.s32``, ...), a b64 one truncated
+        (``cvt.u32.u64``)."""
+        have = self.regs.class_of(x)
+        if have is None or have == cls:
+            return x
+        cvt = {
+            ("b32", "b64"): "cvt.s64.s32",
+            ("b64", "b32"): "cvt.u32.u64",
+            ("b16", "b32"): "cvt.s32.s16",  # an i8 / i16 index
+            ("b16", "b64"): "cvt.s64.s16",
+        }.get((have, cls))
+        if cvt is None:
+            raise CodegenError(
+                [Diagnostic("error", f"PTX backend: internal error: {x} ({have}) as a {cls} index")]
+            )
+        r = self.new(cls)
+        self.ins(f"{cvt} {r}, {x}")
+        return r
+
+    def lincomb(self, const: int, terms, cls: Optional[str] = None) -> object:
+        """``const + sum(m * x)`` over (multiplier, operand) terms; operands are ints or b32 / b64
+        registers. Computed in ``cls`` (default: the widest operand class; narrower operands
+        are converted explicitly). Returns an int when everything is static."""
+        cls = cls or self.index_class(*(x for m, x in terms if m))
+        wide = cls == "b64"
+        s, b = ("s64", "b64") if wide else ("s32", "b32")
         acc = None
         for m, x in terms:
             if m == 0:
@@ -388,35 +451,47 @@ class Emitter:
             if isinstance(x, int):
                 const += m * x
                 continue
+            x = self.as_index(x, cls)
             if acc is None:
                 if m == 1:
                     acc = x
                     continue
-                acc = self.new("b32")
+                acc = self.new(cls)
                 if m > 0 and m & (m - 1) == 0:
-                    self.ins(f"shl.b32 {acc}, {x}, {m.bit_length() - 1}")
+                    self.ins(f"shl.{b} {acc}, {x}, {m.bit_length() - 1}")
                 else:
-                    self.ins(f"mul.lo.s32 {acc}, {x}, {m}")
+                    self.ins(f"mul.lo.{s} {acc}, {x}, {m}")
             else:
-                n = self.new("b32")
+                n = self.new(cls)
                 if m == 1:
-                    self.ins(f"add.s32 {n}, {x}, {acc}")
+                    self.ins(f"add.{s} {n}, {x}, {acc}")
                 else:
-                    self.ins(f"mad.lo.s32 {n}, {x}, {m}, {acc}")
+                    self.ins(f"mad.lo.{s} {n}, {x}, {m}, {acc}")
                 acc = n
         if acc is None:
             return const
         if const:
-            n = self.new("b32")
-            self.ins(f"add.s32 {n}, {acc}, {const}")
+            n = self.new(cls)
+            self.ins(f"add.{s} {n}, {acc}, {const}")
             acc = n
         return acc
+
+    def lt_u(self, x, bound) -> str:
+        """A predicate ``0 <= x < bound`` (x, bound: index ints or registers; compared unsigned,
+        so a negative x is out of range), in the wider class of the two."""
+        cls = self.index_class(x, bound)
+        p = self.new("pred")
+        x, bound = self.as_index(x, cls), self.as_index(bound, cls)
+        if isinstance(x, int):
+            x = self.mov(cls, x)
+        self.ins(f"setp.lt.u{64 if cls == 'b64' else 32} {p}, {x}, {bound}")
+        return p
 
     # ----- shared memory
     def smem_base(self) -> str:
         """A b32 register holding the shared address of the kernel's scratch buffer."""
         if self._smem_reg is None:
-            self._smem_reg = "%tgsmem"
+            self._smem_reg = self.regs.fixed("%tgsmem", "b32")
         return self._smem_reg
 
     def need_isa(self, version: str) -> None:
@@ -449,7 +524,9 @@ class Emitter:
         return f"[{self._smem_refs[key]}+{static * esize + byte_off}]"
 
     def smem_addr(self, index, esize: int) -> str:
-        """Shared address of element ``index`` (int or b32 register) of ``esize`` bytes."""
+        """Shared address of element ``index`` (an int or index register; 64-bit ones are
+        narrowed) of ``esize`` bytes."""
+        index = self.as_index(index, "b32")
         base = self.smem_base()
         if isinstance(index, int):
             if index == 0:

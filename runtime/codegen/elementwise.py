@@ -23,9 +23,11 @@ from tilegen.runtime.codegen.core import (
     handles_family,
     is_tile,
 )
+from tilegen.runtime.codegen.epilogue import done
 from tilegen.runtime.codegen.selection import attr_keyword, has_rows, keys, render, select
 
 _HALF = ("f16", "bf16")
+_FLOATS = ("f16", "bf16", "f32", "f64")
 
 
 def _f16_bits(v: float) -> int:
@@ -71,7 +73,7 @@ def literal(op, t, value, bits=None) -> str:
         b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 if v == v else 0x7FC0  # round to nearest even
         return "0x%04X" % (b & 0xFFFF)
     if key in ("f8E4M3FN", "f8E5M2", "tf32"):
-        from tilegen.runtime.interp.floats import encode
+        from tilegen.runtime.floats import encode
 
         if bits is None:
             import numpy as np  # lazy: numpy costs ~100 ms of start-up, rarely needed here
@@ -98,6 +100,8 @@ def _scalar_const(em: Emitter, cls: str, text: str) -> str:
 
 @handles("arith.constant")
 def constant(em: Emitter, op) -> None:
+    if done(em, op):  # emitted by a fused dot epilogue
+        return
     res = op.results[0]
     attr = op.attributes["value"]
     cls, _, _ = elem_info(op, res.type)
@@ -165,6 +169,8 @@ def apply(em: Emitter, op, row: dict, src: str, res: str, args: list[str], akeys
         return narrow(em, r, r2, res) if r2 != res and res in up else r
     if row.get("sm", 0) > em.sm:
         fail(op, f"PTX backend does not support '{op.name}' on {src} for sm_{em.sm} yet")
+    if "ptx_isa" in row:
+        em.need_isa(row["ptx_isa"])
     if row.get("unsigned"):
         zext = []
         for a, k in zip(args, akeys):
@@ -178,7 +184,7 @@ def apply(em: Emitter, op, row: dict, src: str, res: str, args: list[str], akeys
         fn = mathlib.SEQUENCES.get(row["sequence"])
         if fn is None:
             fail(op, f"PTX backend: unknown math sequence {row['sequence']!r}")
-        return fn(em, op, src, args)
+        return fn(em, op, src if src in _FLOATS else res, args)
     d = em.new(ELEMENTS[res][0])
     render(em, op, row, src, res, d, args)
     if res == "i8" and not row.get("in_range"):
@@ -201,6 +207,8 @@ def _is_elementwise(op) -> bool:
 
 @handles_family(_is_elementwise)
 def elementwise(em: Emitter, op) -> None:
+    if done(em, op):  # emitted by a fused dot epilogue
+        return
     res = op.results[0]
     src, rkey = keys(op)
     row = select(op, sm=em.sm)

@@ -13,7 +13,10 @@ from tilegen.runtime.codegen.core import (
     handles,
     load_handlers,
 )
+from tilegen.runtime.attributes import DenseArrayAttr, IntegerAttr
 from tilegen.runtime.diagnostics import Diagnostic
+from tilegen.runtime.layouts.decisions import num_warps
+from tilegen.runtime.layouts.kernel import kernel_spec_int
 
 PTX_VERSION = "8.0"
 SMEM_STATIC_LIMIT = 48 * 1024  # bytes of static .shared per CTA
@@ -81,9 +84,6 @@ def launch_directives(func, threads: int, sm: int) -> list[str]:
     (the 64K-register file shared by ``occupancy`` CTAs, as tileiras derives it:
     flash_attention's occupancy 2 at 256 threads gives 128); ``.reqnctapercluster`` from a
     non-trivial tt.cluster_dim on sm_90+."""
-    from tilegen.runtime.attributes import DenseArrayAttr, IntegerAttr
-    from tilegen.runtime.passes.layout_assignment import kernel_spec_int
-
     out = [f".reqntid {threads}, 1, 1"]
     minctasm = func.attributes.get("nvvm.minctasm")
     out.append(f".minnctapersm {minctasm.value if isinstance(minctasm, IntegerAttr) else 1}")
@@ -109,13 +109,14 @@ def launch_directives(func, threads: int, sm: int) -> list[str]:
 def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], list[str]]:
     """(module-level declarations, lines of the ``.entry``, least PTX ISA) for one kernel;
     ``info["target_suffix"]`` is set to what the kernel needs after ``sm_XX`` ("" or "a")."""
-    from tilegen.runtime.passes.layout_assignment import kernel_num_warps
+    from tilegen.runtime.codegen.selection import check_target_types
 
     load_handlers()
+    check_target_types(func, sm)
     block = func.regions[0].blocks[0]
     budget = None  # bytes for K-loop stage buffers (control.py); 0: no pipelining
     for attempt in range(3):
-        em = Emitter(func, kernel_num_warps(func), sm)
+        em = Emitter(func, num_warps(func), sm)
         em.pipe_budget = budget
         try:
             params = _params(em, block)

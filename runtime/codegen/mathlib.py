@@ -475,6 +475,108 @@ def powf(em, op, t, args):
     return f.selp(f.c(1.0), r, f.pred_or(one, unit))
 
 
+def const_int(v):
+    """The integer every element of ``v`` holds when ``v`` is a constant splat (through
+    splat/broadcast/view/convert_layout), else None."""
+    from tilegen.runtime.attributes import BoolAttr, IntegerAttr
+
+    seen = 0
+    while v is not None and seen < 16:
+        op = getattr(v, "op", None)
+        if op is None:
+            return None
+        if op.name == "arith.constant":
+            a = op.attributes.get("value")
+            vals = getattr(a, "values", None)
+            if vals is not None:
+                return int(vals[0]) if len(set(map(int, vals))) == 1 else None
+            if isinstance(a, (IntegerAttr, BoolAttr)):
+                return int(a.value)
+            return None
+        if op.name not in (
+            "nv_tileaa.splat",
+            "nv_tileaa.broadcast",
+            "nv_tileaa.view",
+            "nv_tileaa.expand_dims",
+            "nv_tileas.convert_layout",
+        ):
+            return None
+        v = op.operands[0]
+        seen += 1
+    return None
+
+
+def _exponent_s32(em, op, n) -> str:
+    """The exponent register as a signed 32-bit value (i1 is signed: true = -1)."""
+    key = op.operands[1].type.element
+    w = getattr(key, "width", 32)
+    if w == 1:
+        r = em.new("b32")
+        em.ins(f"selp.s32 {r}, -1, 0, {n}")
+        return r
+    if w < 32:  # i8 (sign-extended in its b16) and i16
+        r = em.new("b32")
+        em.ins(f"cvt.s32.s16 {r}, {n}")
+        return r
+    return n
+
+
+@sequence("powi")
+def powi(em, op, t, args):
+    """``math.fpowi``: x ** n by squaring, as tileiras computes it (f16/bf16 in f32 through the
+    selection row's ``via``): r = x^(bit 0 of |n|), then while k = |n| >> i is not 0: x =
+    x * x, r = r * x where bit i is set; 1 / r (``rcp.rn``) for n < 0. Each product is one
+    correctly rounded ``mul.rn``, so x ** 0 = 1 for every x (NaN too), ±0 ** -n = ±inf,
+    ±inf ** -n = ±0 and an overflowing square overflows the result even for n < 0 (as
+    tileiras's loop does). A constant exponent (``x ** 2``) is unrolled at compile time into
+    the same products."""
+    f = F(em, t)
+    x = args[0]
+    c = const_int(op.operands[1])
+    if c is not None:
+        if c == 0:
+            return em.mov(t, f.c(1.0))
+        e = abs(c)
+        r = x if e & 1 else None
+        p, k = x, e >> 1
+        while k:
+            p = f.mul(p, p)
+            if k & 1:
+                r = p if r is None else f.mul(r, p)
+            k >>= 1
+        return f.op("rcp.rn", r) if c < 0 else r
+    n = _exponent_s32(em, op, args[1])
+    e, k, bit = em.new("b32"), em.new("b32"), em.new("b32")
+    em.ins(f"abs.s32 {e}, {n}")
+    em.ins(f"and.b32 {bit}, {e}, 1")
+    odd = em.new("pred")
+    em.ins(f"setp.ne.b32 {odd}, {bit}, 0")
+    r = em.new(t)
+    em.ins(f"selp.{t} {r}, {x}, {f.c(1.0)}, {odd}")
+    p = em.new(t)
+    em.ins(f"mov.{t} {p}, {x}")
+    em.ins(f"shr.u32 {k}, {e}, 1")  # |INT_MIN| = 2^31 as unsigned
+    done, loop = em.new_label("powi_done"), em.new_label("powi")
+    q = em.new("pred")
+    em.ins(f"setp.eq.u32 {q}, {k}, 0")
+    em.ins(f"@{q} bra {done}")
+    em.label(loop)
+    em.ins(f"mul.rn.{t} {p}, {p}, {p}")
+    em.ins(f"and.b32 {bit}, {k}, 1")
+    em.ins(f"setp.ne.b32 {odd}, {bit}, 0")
+    em.ins(f"@{odd} mul.rn.{t} {r}, {r}, {p}")
+    em.ins(f"shr.u32 {k}, {k}, 1")
+    em.ins(f"setp.ne.u32 {q}, {k}, 0")
+    em.ins(f"@{q} bra {loop}")
+    em.label(done)
+    neg = em.new("pred")
+    em.ins(f"setp.lt.s32 {neg}, {n}, 0")
+    d = em.new(t)
+    em.ins(f"rcp.rn.{t} {d}, {r}")
+    em.ins(f"selp.{t} {d}, {d}, {r}, {neg}")
+    return d
+
+
 @sequence("remf")
 def remf(em, op, t, args):
     """fmod: x - trunc(x/y)*y with one correction; exact while |x/y| < 2^(p-1)."""
@@ -552,18 +654,53 @@ def _hpoly(f: F, x, coeffs) -> str:
 
 
 # minimax tables (bits of f32), lowest order first
-_LOG_Q = [0xBF000000, 0x3EAAAA80, 0xBE7FFF3D, 0x3E4CE987, 0xBE2AD478, 0x3E0F552F, 0xBDF91770,
-          0x3E0F9E1F, 0xBE04CFD5]  # (log1p(f)-f)/f^2, |f| <= 1/3: 2^-26.5 rel
-_LOG2_Q = [0xBF38AA38, 0x3EF6384B, 0xBEB8AD4B, 0x3E93BF4D, 0xBE755B4F, 0x3E517917, 0xBE43B68E,
-           0x3E3EEDAD, 0xBDE18ED3]  # (log2(1+f)-f*log2e)/f^2, 1+f in [sqrt(1/2), sqrt(2)]: 2^-26.6
-_LOG10_Q = [0xBE5E5BD5, 0x3E143D39, 0xBDDE5F88, 0x3DB1E7CB, 0xBD93B82D, 0x3D7C3B0B, 0xBD6BA97C,
-            0x3D65E696, 0xBD07CCA5]  # (log10(1+f)-f*log10e)/f^2, 1+f in [sqrt(1/2), sqrt(2)]: 2^-26.6
+_LOG_Q = [
+    0xBF000000,
+    0x3EAAAA80,
+    0xBE7FFF3D,
+    0x3E4CE987,
+    0xBE2AD478,
+    0x3E0F552F,
+    0xBDF91770,
+    0x3E0F9E1F,
+    0xBE04CFD5,
+]  # (log1p(f)-f)/f^2, |f| <= 1/3: 2^-26.5 rel
+_LOG2_Q = [
+    0xBF38AA38,
+    0x3EF6384B,
+    0xBEB8AD4B,
+    0x3E93BF4D,
+    0xBE755B4F,
+    0x3E517917,
+    0xBE43B68E,
+    0x3E3EEDAD,
+    0xBDE18ED3,
+]  # (log2(1+f)-f*log2e)/f^2, 1+f in [sqrt(1/2), sqrt(2)]: 2^-26.6
+_LOG10_Q = [
+    0xBE5E5BD5,
+    0x3E143D39,
+    0xBDDE5F88,
+    0x3DB1E7CB,
+    0xBD93B82D,
+    0x3D7C3B0B,
+    0xBD6BA97C,
+    0x3D65E696,
+    0xBD07CCA5,
+]  # (log10(1+f)-f*log10e)/f^2, 1+f in [sqrt(1/2), sqrt(2)]: 2^-26.6
 _SIN_P = [0xBE2AAAA3, 0x3C088397, 0xB94C9FB6]  # (sin r - r)/r^3 in r^2, |r| <= pi/4: 2^-26.8
 _COS_P = [0xBF000000, 0x3D2AAA9E, 0xBAB603EF, 0x37CC8900]  # (cos r - 1)/r^2: 2^-28.4
 _TAN_P = [0x3EAAAA6E, 0x3E089716, 0x3D5ABE2E, 0x3CC8590F, 0x3B49A4AB, 0x3C1A31FE]  # 2^-25.3
 _SINH_P = [0x3E2AAAAB, 0x3C08889A, 0x394FFF49, 0x363D0ADB]  # (sinh x - x)/x^3, |x| <= 1: 2^-27.5
-_ATAN_P = [0xBEAAAA6E, 0x3E4CBC7A, 0xBE11856D, 0x3DDA708F, 0xBD9AAB4D, 0x3D30FEC9, 0xBC8615DB,
-           0x3B3F68B5]  # (atan q - q)/q^3 in q^2, 0 <= q <= 1: 2^-25.4
+_ATAN_P = [
+    0xBEAAAA6E,
+    0x3E4CBC7A,
+    0xBE11856D,
+    0x3DDA708F,
+    0xBD9AAB4D,
+    0x3D30FEC9,
+    0xBC8615DB,
+    0x3B3F68B5,
+]  # (atan q - q)/q^3 in q^2, 0 <= q <= 1: 2^-25.4
 _L2E_HI, _L2E_LO = 0x3FB8AA3B, 0x32A57060  # log2(e) = hi + lo
 _L10E_HI, _L10E_LO = 0x3EDE5BD9, 0xB22D91AF  # log10(e)
 _LG2_HI, _LG2_LO = 0x3E9A2000, 0x369A84FC  # log10(2), hi with 16 bits: e*hi is exact
@@ -848,9 +985,21 @@ def atan2_f32_seq(f: F, y, x) -> str:
     return f.selp(s, f.copysign(r, y), f.setp("nan", s, s))
 
 
-_POWLOG_P = [0x3DF6384E, 0x3C93BC55, 0x3B52852C, 0x3A32BD6B]  # log2(m) = L2E u + u^3 P(u^2): 2^-32.4
-_EXP2_Q = [0x3F317218, 0x3E75FDF0, 0x3D635845, 0x3C1D94F9, 0x3AAEC546, 0x39222EF0,
-           0x377EF205]  # (2^f - 1)/f, |f| <= 1/2: 2^-28.7
+_POWLOG_P = [
+    0x3DF6384E,
+    0x3C93BC55,
+    0x3B52852C,
+    0x3A32BD6B,
+]  # log2(m) = L2E u + u^3 P(u^2): 2^-32.4
+_EXP2_Q = [
+    0x3F317218,
+    0x3E75FDF0,
+    0x3D635845,
+    0x3C1D94F9,
+    0x3AAEC546,
+    0x39222EF0,
+    0x377EF205,
+]  # (2^f - 1)/f, |f| <= 1/2: 2^-28.7
 
 
 def pow_f32_seq(f: F, x, y) -> str:

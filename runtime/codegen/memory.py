@@ -7,8 +7,8 @@ is computed once per access; each register adds its constant offset ``raw_d * st
 immediate (``[addr+imm]``) where strides are static, or one cached product per distinct offset
 where they are not. Registers whose coordinates can wrap (replicated layouts) take the general
 path. Vector width: the layout's contiguous elements per thread along the unit-stride dim,
-capped by what ``analyze_memref_access`` proves about alignment and mask uniformity (the same
-analysis that chose the layout); a bounds predicate then covers a whole vector. 8 x 16-bit
+capped by what the layout stage proved about alignment and mask uniformity
+(``nv_tileas.vector_width``, recorded by the analysis that chose the layout); a bounds predicate then covers a whole vector. 8 x 16-bit
 vectors travel as 4 packed b32 registers (``ld.v4.b32`` + ``mov.b32 {lo, hi}``).
 
 Element-wise accesses compute one address (and bounds predicate, for memref coordinates) per
@@ -38,6 +38,9 @@ from tilegen.runtime.codegen.core import (
     handles,
     is_tile,
 )
+from tilegen.runtime.layouts.access import element_bytes
+from tilegen.runtime.layouts.decisions import cp_async_width, vector_width
+from tilegen.runtime.layouts.staging import chain_to_dot
 from tilegen.runtime.types import DYNAMIC, MemTokenType, NvMemRefType, NvPointerType, TileType
 
 # ----------------------------------------------------------------------------- elements
@@ -251,7 +254,8 @@ def get_dim_size(em: Emitter, op) -> None:
         size = src.type.shape[dim]
     else:
         fail(op, "PTX backend does not support this 'nv_tileaa.get_dim_size' operand yet")
-    em.set(op.results[0], reg(em, "b32", size))
+    cls = _int_cls(op, op.results[0].type)
+    em.set(op.results[0], reg(em, cls, em.as_index(size, cls)))
 
 
 def cache_suffix(op) -> str:
@@ -284,8 +288,8 @@ class Access:
         return self._tb[i]
 
     def _mul_wide(self, x, stride) -> str:
-        """b64 register x * stride * esize (x: int or b32 register; stride: int or register)."""
-        return scaled_offset(self.em, x, "b32", stride, self.esize)
+        """b64 register x * stride * esize (x, stride: ints or index registers)."""
+        return scaled_offset(self.em, x, None, stride, self.esize)
 
     def base_addr(self) -> str:
         if self._base_addr is None:
@@ -318,12 +322,7 @@ class Access:
             rd = self.d.kept[i]
             key = (i, self.d.raw[k][rd], self.d.wraps(rd, k), k if self.d.wraps(rd, k) else -1)
             if key not in self._pred:
-                x = self.index(i, k)
-                p = em.new("pred")
-                if isinstance(x, int):
-                    x = em.mov("b32", x)
-                em.ins(f"setp.lt.u32 {p}, {x}, {self.mem.sizes[i]}")
-                self._pred[key] = p
+                self._pred[key] = em.lt_u(self.index(i, k), self.mem.sizes[i])
             conds.append(self._pred[key])
         if not conds:
             return None
@@ -413,10 +412,8 @@ class Access:
 
 
 def _proven_width(op) -> int:
-    from tilegen.runtime.passes.layout_assignment import analyze_memref_access
-
-    info = analyze_memref_access(op)
-    return info.vec if info is not None else 1
+    """The vector width the layout stage proved for this access (``nv_tileas.vector_width``)."""
+    return vector_width(op)
 
 
 def _tiled_operands(em: Emitter, op):
@@ -525,23 +522,29 @@ def tiled_store(em: Emitter, op) -> None:
 # ----------------------------------------------------------------------------- pointers
 
 
-def scaled_offset(em: Emitter, x, xcls: str, stride, esize: int) -> str:
-    """b64 register ``x * stride * esize``; x: int or a b32 (signed) / b64 register; stride: int
-    or a b32 register."""
+def scaled_offset(em: Emitter, x, xcls, stride, esize: int) -> str:
+    """b64 register ``x * stride * esize``; x and stride: ints or index registers (b32: signed
+    i32, b64: i64; ``xcls`` is ignored, the registers say their class). Two 32-bit operands
+    multiply with ``mul.wide.s32``; where a 64-bit one takes part, both are widened first."""
     t = em.new("b64")
-    if isinstance(x, int):
-        if isinstance(stride, int):
-            em.ins(f"mov.u64 {t}, {x * stride * esize}")
-            return t
-        x, xcls = em.mov("b32", x), "b32"
-    if xcls == "b64":
+    if isinstance(x, int) and isinstance(stride, int):
+        em.ins(f"mov.u64 {t}, {x * stride * esize}")
+        return t
+    if em.index_class(x, stride) == "b64":
+        x, stride = em.as_index(x, "b64"), em.as_index(stride, "b64")
+        if isinstance(x, int):
+            x, stride = stride, x
         if isinstance(stride, int):
             em.ins(f"mul.lo.s64 {t}, {x}, {stride * esize}")
             return t
-        s = em.new("b64")
-        em.ins(f"mul.wide.s32 {s}, {stride}, {esize}")
-        em.ins(f"mul.lo.s64 {t}, {x}, {s}")
+        em.ins(f"mul.lo.s64 {t}, {x}, {stride}")
+        if esize != 1:
+            n = em.new("b64")
+            em.ins(f"mul.lo.s64 {n}, {t}, {esize}")
+            t = n
         return t
+    if isinstance(x, int):
+        x = em.mov("b32", x)
     if isinstance(stride, int):
         em.ins(f"mul.wide.s32 {t}, {x}, {stride * esize}")
         return t
@@ -603,8 +606,6 @@ def _pointee_bytes(op, t) -> int:
     key = pointee_key(t)
     if key in ELEMENTS:
         return ELEMENTS[key][1]
-    from tilegen.runtime.passes.layout_assignment import element_bytes
-
     return element_bytes((t.element if isinstance(t, TileType) else t).pointee)
 
 
@@ -694,19 +695,9 @@ class Elements:
         self.kt = mem_types(op, self.key)
 
     def _in_range(self, x, cls: str, size):
-        em = self.em
         if isinstance(x, int) and isinstance(size, int):
             return None if 0 <= x < size else "0"
-        p = em.new("pred")
-        if cls == "b64":
-            if not isinstance(size, int):
-                s = em.new("b64")
-                em.ins(f"cvt.u64.u32 {s}, {size}")
-                size = s
-            em.ins(f"setp.lt.u64 {p}, {reg(em, 'b64', x)}, {size}")
-        else:
-            em.ins(f"setp.lt.u32 {p}, {reg(em, 'b32', x)}, {size}")
-        return p
+        return self.em.lt_u(x, size)
 
 
 def element_access(em: Emitter, op, load: bool) -> None:
@@ -827,11 +818,6 @@ def get_global(em: Emitter, op) -> None:
 
 
 # ----------------------------------------------------------------------------- cp.async staging
-#: ``CompileOptions.use_cp_async=False``: dot operands always travel through registers
-def cp_async_disabled() -> bool:
-    from tilegen.runtime.options import current
-
-    return not current().use_cp_async
 
 
 class Staged:
@@ -871,114 +857,18 @@ class StagePlan:
         self.transposed, self.convert = transposed, convert
 
 
-def _is_zero_splat(v) -> bool:
-    import math
-
-    op = getattr(v, "op", None)
-    if op is None or op.name != "nv_tileaa.splat":
-        return False
-    c = getattr(op.operands[0], "op", None)
-    if c is None or c.name != "arith.constant":
-        return False
-    a = c.attributes.get("value")
-    x = getattr(a, "value", None)
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return False
-    return x == 0 and math.copysign(1.0, x) > 0 if isinstance(x, float) else x == 0
-
-
-_SIDE_EFFECTS = ("store", "atomic", "scatter", "print", "assert", "call", "barrier")
-
-
-def _chain_to_dot(res, lead: int):
-    """Follow single uses of the loaded tile through a view dropping its ``lead`` leading unit
-    dims, a permute swapping the last two dims, an f32 -> tf32 ``fp_to_fp``, to a dot operand:
-    (chain ops, dot, operand index, transposed, conversion) or None."""
-    chain, transposed, convert, v = [], False, None, res
-    while True:
-        if len(v.uses) != 1:
-            return None
-        user, idx = v.uses[0]
-        if user.name == "nv_tileaa.dot":
-            if idx not in (0, 1) or len(user.operands) != 3 or v.type.rank != 2:
-                return None
-            return chain, user, idx, transposed, convert
-        out = user.results[0] if user.results else None
-        if out is None or len(user.results) != 1:
-            return None
-        if user.name in ("nv_tileaa.view", "nv_tileaa.reshape"):
-            if tuple(out.type.shape) != tuple(v.type.shape)[-2:] or any(
-                d != 1 for d in tuple(v.type.shape)[:-2]
-            ):
-                return None
-        elif user.name == "nv_tileaa.permute":
-            perm = [int(x) for x in user.attributes["permutation"].values]
-            r = len(perm)
-            if r < 2 or perm != list(range(r - 2)) + [r - 1, r - 2] or convert:
-                return None
-            transposed = not transposed
-        elif user.name == "nv_tileaa.fp_to_fp":
-            if (elem_key(v.type), elem_key(out.type)) != ("f32", "tf32") or convert:
-                return None
-            convert = "cvt.rna.tf32.f32"
-        else:
-            return None
-        chain.append(user)
-        v = out
-
-
 def stage_plan(op) -> Optional[StagePlan]:
-    """How ``tiled_load`` ``op`` can be staged for its dot (None if not): a weak load through a
-    global memref whose last dim has unit stride, leading tile dims of extent 1, no mask, zero
-    (or no) padding, its tile used only by a dot later in the same block (through
-    :func:`_chain_to_dot`) with no memory writes in between, 4 to 16 bytes per thread chunk
-    proven aligned by ``analyze_memref_access`` (a chunk straddling the end of the last dim is
-    fine: src-size copies its in-bounds part and zero-fills the rest), power-of-two tile dims."""
-    from tilegen.runtime.passes.layout_assignment import analyze_memref_access
-
-    if cp_async_disabled() or op.name != "nv_tileaa.tiled_load":
+    """How ``tiled_load`` ``op`` reaches its dot when the layout stage staged it for cp.async
+    (``nv_tileas.cp_async``, runtime/layouts/staging.py), else None: the recorded width and the
+    ops between the load and the dot (:func:`chain_to_dot`)."""
+    vec = cp_async_width(op)
+    if not vec:
         return None
     res = op.results[0]
-    t = res.type
-    if not is_tile(t) or t.rank < 2 or any(d != 1 for d in t.shape[:-2]):
-        return None
-    found = _chain_to_dot(res, t.rank - 2)
+    found = chain_to_dot(res, res.type.rank - 2)
     if found is None:
-        return None
+        fail(op, "PTX backend: a load staged for its dot no longer reaches the dot")
     chain, user, idx, transposed, convert = found
-    if user.parent is not op.parent or op.parent is None:
-        return None
-    if any(c.parent is not op.parent for c in chain):
-        return None
-    if _enum(op, "mem_semantic") != 0 or "volatile" in op.attributes or _group(op, "mask"):
-        return None
-    other = _group(op, "other")
-    if other and not _is_zero_splat(other[0]):
-        return None
-    base = _group(op, "base")[0]
-    mt = base.type
-    if not isinstance(mt, NvMemRefType) or getattr(mt, "address_space", 1) != 1:
-        return None
-    key = elem_key(mt.element)
-    if key not in ELEMENTS or ELEMENTS[key][0] == "pred" or mt.stride_values[-1] != 1:
-        return None
-    if mt.rank != t.rank or any(s & (s - 1) for s in t.shape):
-        return None
-    ops = op.parent.ops
-    i, j = ops.index(op), ops.index(user)
-    for mid in ops[i + 1 : j]:
-        if mid.regions or any(w in mid.name for w in _SIDE_EFFECTS):
-            return None
-    info = analyze_memref_access(op)
-    if info is None or info.order[0] != t.rank - 1:
-        return None
-    esz = ELEMENTS[key][1]
-    lim = [v for k, v in info.limits.items() if not k.startswith("extent of dim")]
-    vec = 1
-    while vec * 2 <= min(lim + [16 // esz, t.shape[-1]]):
-        vec *= 2
-    if vec * esz < 4:
-        return None
     return StagePlan(vec, chain, user, idx, transposed, convert)
 
 
@@ -1060,15 +950,13 @@ def cp_async_tile(
     for x, s in terms + [(r0, mem.strides[lead]), (c0, 1)]:
         if isinstance(x, int) and x == 0:
             continue
-        t = scaled_offset(em, x, "b32", s, esz)
+        t = scaled_offset(em, x, None, s, esz)
         n = em.new("b64")
         em.ins(f"add.s64 {n}, {addr}, {t}")
         addr = n
     for i in range(lead):  # the leading (extent 1) dims: the whole tile is in or out
         if not st.in_bounds[i]:
-            p = em.new("pred")
-            em.ins(f"setp.lt.u32 {p}, {reg(em, 'b32', st.starts[i])}, {mem.sizes[i]}")
-            active = _and(em, active, p)
+            active = _and(em, active, em.lt_u(st.starts[i], mem.sizes[i]))
     # chunks a thread copies per row: more than one when a row has more chunks than the CTA
     # has threads (thread tid then copies chunks tid + q T, q < cpt)
     cpt = max(1, cpr // T)
@@ -1077,12 +965,17 @@ def cp_async_tile(
         """In-bounds bytes of this thread's chunk at column offset ``cq`` (None: all)."""
         if st.in_bounds[lead + 1]:
             return None
-        left = em.new("b32")
-        em.ins(f"sub.s32 {left}, {reg(em, 'b32', mem.sizes[lead + 1])}, {reg(em, 'b32', c0)}")
+        size = mem.sizes[lead + 1]
+        cls = em.index_class(size, c0)  # the clamped count fits 32 bits: narrowed after
+        s = "s64" if cls == "b64" else "s32"
+        left = em.new(cls)
+        size, col = reg(em, cls, em.as_index(size, cls)), reg(em, cls, em.as_index(c0, cls))
+        em.ins(f"sub.{s} {left}, {size}, {col}")
         if cq:
-            em.ins(f"sub.s32 {left}, {left}, {cq}")
-        em.ins(f"max.s32 {left}, {left}, 0")
-        em.ins(f"min.s32 {left}, {left}, {vec}")
+            em.ins(f"sub.{s} {left}, {left}, {cq}")
+        em.ins(f"max.{s} {left}, {left}, 0")
+        em.ins(f"min.{s} {left}, {left}, {vec}")
+        left = em.as_index(left, "b32")
         if esz == 1:
             return left
         colb = em.new("b32")
@@ -1093,7 +986,7 @@ def cp_async_tile(
     rstride = mem.strides[lead]
     step = None
     if passes > 1 and not isinstance(rstride, int):
-        step = scaled_offset(em, rpp, "b32", rstride, esz)
+        step = scaled_offset(em, rpp, None, rstride, esz)
     dst = em.new("b32")
     em.ins(f"add.s32 {dst}, {buf}, {so}")
     opc = "cp.async.cg.shared.global" if cp == 16 else "cp.async.ca.shared.global"
@@ -1109,9 +1002,7 @@ def cp_async_tile(
                 imm0 = p * rpp * rstride * esz
         rp = None
         if not st.in_bounds[lead]:
-            rp = em.new("pred")
-            rr = reg(em, "b32", em.lincomb(p * rpp, [(1, r0)]))
-            em.ins(f"setp.lt.u32 {rp}, {rr}, {mem.sizes[lead]}")
+            rp = em.lt_u(em.lincomb(p * rpp, [(1, r0)]), mem.sizes[lead])
         for q in range(cpt):
             cq = q * T * vec
             imm = imm0 + cq * esz

@@ -10,13 +10,20 @@ target is a row of :data:`MMA_ROWS`.
 
 from __future__ import annotations
 
-import re
 from tilegen.runtime.records import dataclass
 
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail, handles, load_reg
-from tilegen.runtime.codegen.exchange import row_major
-
-SMEM_LIMIT = 48 * 1024
+from tilegen.runtime.codegen.exchange import Form, row_major
+from tilegen.runtime.layouts.decisions import mma_family
+from tilegen.runtime.layouts.mma_choice import (  # noqa: F401 (SMEM_LIMIT: used by control.py)
+    LBO as _LBO,
+    SMEM_LIMIT,
+    mma_sync_accumulator_layout,
+    wgmma_accumulator_layout,
+    wgmma_instruction,
+)
+from tilegen.runtime.layouts.mma_choice import wgmma_sbo as _wgmma_sbo
+from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,9 @@ class MmaRow:
     c_cls: str  # register class of C/D
     min_sm: int = 80
     ptx_isa: str = "7.0"
+    #: "e4m3" / "e5m2": issue as two m16n8k16 f16 MMAs on unpacked fragments (spec/ptx/mma.yaml
+    #: ``unpack_sm``: no 8-bit-float mma.sync in this target's hardware)
+    unpack: str = ""
 
 
 _A16 = ((0, 0), (8, 0), (0, 8), (8, 8))
@@ -113,8 +123,6 @@ def select_row(op, a: str, b: str, c: str, sm: int) -> MmaRow:
     """The instruction for this dot on ``sm``: the ``mma.sync`` row of spec/ptx/mma.yaml
     (runtime/layouts/mma_select.py) with its fragment geometry; tileiras's diagnostics for
     unsupported combinations."""
-    from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
-
     signed = None
     if a == "i8":
         sa, sb = op.attributes.get("signedness_a"), op.attributes.get("signedness_b")
@@ -130,6 +138,9 @@ def select_row(op, a: str, b: str, c: str, sm: int) -> MmaRow:
     geo = GEOMETRY.get((spec.shape, epr)) if spec.family == "mma.sync" and mnk else None
     if geo is None or c not in C_CLASS:
         fail(op, f"PTX backend does not support dot of {a} x {b} -> {c} ({spec.family}) yet")
+    unpack = ""
+    if sm in spec.unpack_sm:
+        unpack = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}[a]
     return MmaRow(
         mnk,
         spec.opcode(),
@@ -141,7 +152,46 @@ def select_row(op, a: str, b: str, c: str, sm: int) -> MmaRow:
         C_CLASS[c],
         spec.sm_min,
         spec.ptx_isa,
+        unpack,
     )
+
+
+def _halves(em: Emitter, kind: str, reg: str, cache: dict) -> tuple[str, str]:
+    """The f16x2 values of an 8-bit-float fragment register: (bytes 0-1, bytes 2-3)."""
+    if reg not in cache:
+        lo, hi = em.new("b16"), em.new("b16")
+        em.ins(f"mov.b32 {{{lo}, {hi}}}, {reg}")
+        out = []
+        for h in (lo, hi):
+            r = em.new("b32")
+            em.ins(f"cvt.rn.f16x2.{kind}x2 {r}, {h}")
+            out.append(r)
+        cache[reg] = tuple(out)
+    return cache[reg]
+
+
+def issue_mma(em: Emitter, row: MmaRow, d, a, b, c, cache: dict) -> None:
+    """One ``row`` MMA: d = a b + c. Rows with ``unpack``: m16n8k32 on 8-bit floats as two
+    m16n8k16 f16 MMAs. Relabelling k within a step consistently for A and B keeps the sum:
+    f16 positions (2t, 2t+1, 2t+8, 2t+9) take 8-bit k (4t, 4t+1, 4t+2, 4t+3) of the first
+    16 (registers a0, a1, b0), then of the next 16 (a2, a3, b1)."""
+    if not row.unpack:
+        em.ins(
+            f"{row.ptx} {{{', '.join(d)}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, "
+            f"{{{', '.join(c)}}}"
+        )
+        return
+    ha = [_halves(em, row.unpack, r, cache) for r in a]
+    hb = [_halves(em, row.unpack, r, cache) for r in b]
+    f16 = f"mma.sync.aligned.m16n8k16.row.col.{row.c_cls}.f16.f16.{row.c_cls}"
+    mid = [em.new(row.c_cls) for _ in c]
+    for dst, acc, (i, j), kb in ((mid, c, (0, 1), 0), (d, mid, (2, 3), 1)):
+        aa = [ha[i][0], ha[j][0], ha[i][1], ha[j][1]]
+        bb = [hb[kb][0], hb[kb][1]]
+        em.ins(
+            f"{f16} {{{', '.join(dst)}}}, {{{', '.join(aa)}}}, {{{', '.join(bb)}}}, "
+            f"{{{', '.join(acc)}}}"
+        )
 
 
 def _align(n: int, a: int = 16) -> int:
@@ -183,6 +233,178 @@ def _lane_addresses(em, lane, warp, M, N, K, esz, csz, row, wn, use_ldm):
     rA = em.lincomb(0, [(tm * K, wmi), (K, g), (row.epr, t)])
     rB = em.lincomb(0, [(tn * K, wni), (K, g), (row.epr, t)])
     return em.smem_addr(rA, esz), em.smem_addr(rB, esz), aC
+
+
+def _raw_rows(base: int, K: int, pitch: int) -> int:
+    """Rows of an 8-bit B's raw copy that fit the shared memory from byte ``base``: all K, else
+    the largest power of two dividing K (the copy is then made and transposed in chunks), or 0
+    when not even 8 rows fit."""
+    kc = K
+    while kc >= 8 and (K % kc or _align(base) + kc * pitch > SMEM_LIMIT):
+        kc //= 2
+    return kc if kc >= 8 else 0
+
+
+def _stage_b8_chunks(
+    em: Emitter, st, kc: int, K: int, N: int, pitch: int, fr, fc, raw_off: int, dst: str
+) -> None:
+    """Copy 8-bit B (K x N, row-major in memory) ``kc`` rows at a time into the raw buffer at
+    scratch byte ``raw_off`` and transpose each chunk into its place at ``dst`` (the caller has
+    waited for and fenced its other copies; each chunk: cp.async, commit, wait, barrier,
+    transpose, and a barrier before the next chunk overwrites the buffer)."""
+    import copy
+
+    from tilegen.runtime.codegen.memory import cp_async_tile
+
+    lead = len(st.starts) - 2
+    raw = _plus(em, em.smem_base(), raw_off)
+    for k0 in range(0, K, kc):
+        if k0:
+            em.barrier()
+        sub = copy.copy(st)
+        sub.shape = (kc, N)
+        starts = list(st.starts)
+        x = starts[lead]
+        starts[lead] = x + k0 if isinstance(x, int) else em.lincomb(k0, [(1, x)])
+        sub.starts = starts
+        cp_async_tile(em, sub, ((0, None, pitch),), ((0, None, 1),), em.smem_base(), raw_off)
+        cp_async_commit_wait(em)
+        em.barrier()
+        _transpose_bytes(em, raw, pitch, kc, N, fr, fc, dst, k0)
+
+
+def _transpose_bytes(
+    em: Emitter, src: str, pitch: int, R: int, C: int, fr, fc, dst: str, row_off: int = 0
+) -> None:
+    """Move the R x C byte matrix at shared ``src`` (row pitch ``pitch``) to the transposed
+    layout at shared ``dst``: element (r, c) lands at ``dst + F_c(c) + F_r(r)`` (bit-field
+    sums as :func:`_write_fields`; rows numbered from ``row_off``, a multiple of a power of
+    two above R). Each thread loads 4-byte words of a row (``ld.shared.b32``)
+    and stores their bytes (``st.shared.b8``): 8-bit B operands, copied row-major by cp.async,
+    become the K-major / N x K layouts the tensor-core paths read (there is no transposing
+    load for 8-bit elements before sm_100's ``ldmatrix .b8``)."""
+    tid, _, _ = em.tid()
+    T = em.num_threads
+    words = C // 4
+    if words <= T:
+        lg = words.bit_length() - 1
+        rows_per = T // words
+        steps = [(i * rows_per, 0) for i in range(-(-R // rows_per))]
+        limit_r = min(rows_per, R)
+    else:
+        lg = None
+        steps = [((i * T) // words, (i * T) % words * 4) for i in range(R * words // T)]
+        limit_r = 1
+    tr, tc = 0, em.new("b32")
+    if lg is not None:
+        tr = em.new("b32")
+        em.ins(f"shr.u32 {tr}, {tid}, {lg}")
+        em.ins(f"and.b32 {tc}, {tid}, {words - 1}")
+        em.ins(f"shl.b32 {tc}, {tc}, 2")
+    else:
+        em.ins(f"shl.b32 {tc}, {tid}, 2")
+    s_thr = em.lincomb(0, [(pitch, tr), (1, tc)])
+    d_thr = em.lincomb(
+        0, [(1, _fields_emit(em, tr, fr, limit_r)), (1, _fields_emit(em, tc, fc, C))]
+    )
+    sa = em.new("b32")
+    em.ins(
+        f"add.s32 {sa}, {src}, {s_thr}"
+        if not isinstance(s_thr, int) or s_thr
+        else f"mov.b32 {sa}, {src}"
+    )
+    da = em.new("b32")
+    em.ins(
+        f"add.s32 {da}, {dst}, {d_thr}"
+        if not isinstance(d_thr, int) or d_thr
+        else f"mov.b32 {da}, {dst}"
+    )
+    guard = ""
+    if lg is not None and R * words < T:
+        p = em.new("pred")
+        em.ins(f"setp.lt.u32 {p}, {tid}, {R * words}")
+        guard = f"@{p} "
+    for r0, c0 in steps:
+        if lg is not None and r0 + rows_per > R and not guard:  # a last, partial step
+            p = em.new("pred")
+            em.ins(f"setp.lt.u32 {p}, {tr}, {R - r0}")
+            guard = f"@{p} "
+        w = em.new("b32")
+        em.ins(f"{guard}ld.shared.b32 {w}, [{sa}+{r0 * pitch + c0}]")
+        for j in range(4):
+            b = w
+            if j:
+                b = em.new("b32")
+                em.ins(f"shr.u32 {b}, {w}, {8 * j}")
+            off = _fields_static(r0 + row_off, fr) + _fields_static(c0 + j, fc)
+            em.ins(f"{guard}st.shared.b8 [{da}+{off}], {b}")
+
+
+def _zero_fill(em: Emitter, rows: int, pitch: int, k0: int, esz: int, base: int) -> None:
+    """Zero columns ``k0 .. pitch - 1`` of ``rows`` rows (``pitch`` elements each) of the
+    scratch at byte ``base``: the K padding of a dot operand, spread over the CTA's threads."""
+    tid, _, _ = em.tid()
+    st = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}[esz]
+    width = pitch - k0
+    total = rows * width
+    T = em.num_threads
+    for i0 in range(0, total, T):
+        idx = em.lincomb(i0, [(1, tid)])
+        r, c = em.new("b32"), em.new("b32")
+        em.ins(f"div.u32 {r}, {idx}, {width}")
+        em.ins(f"rem.u32 {c}, {idx}, {width}")
+        flat = em.lincomb(k0, [(pitch, r), (1, c)])
+        addr = em.smem_addr(flat, esz)
+        guard = ""
+        if i0 + T > total:
+            p = em.new("pred")
+            em.ins(f"setp.lt.u32 {p}, {idx}, {total}")
+            guard = f"@{p} "
+        em.ins(f"{guard}st.shared.{st} [{addr}+{base}], 0")
+
+
+def _pad_guards(em: Emitter, lane, warp, row, wn: int, M0: int, N0: int, M: int, N: int):
+    """For a padded dot: ``keep(m, n)`` -> the predicate guard ("@%p " or "") under which a
+    lane stores its D fragment element at static offset (m, n) (its row g + warp row + m,
+    column 2t + warp column + n), or None when no lane holds a real element there."""
+    tm, tn, _ = row.shape
+    g, t = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {g}, {lane}, 2")
+    em.ins(f"and.b32 {t}, {lane}, 3")
+    wmi, wni = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {wmi}, {warp}, {wn.bit_length() - 1}")
+    em.ins(f"and.b32 {wni}, {warp}, {wn - 1}")
+    rrow = em.lincomb(0, [(tm, wmi), (1, g)])
+    rcol = em.lincomb(0, [(tn, wni), (2, t)])
+    preds: dict = {}
+
+    def lt(reg, n, hi):
+        """Predicate reg < n ("" when always true, None when never)."""
+        if n <= 0:
+            return None
+        if n >= hi:
+            return ""
+        k = (reg, n)
+        if k not in preds:
+            p = em.new("pred")
+            em.ins(f"setp.lt.u32 {p}, {reg}, {n}")
+            preds[k] = p
+        return preds[k]
+
+    def keep(m, n):
+        pr, pc = lt(rrow, M0 - m, M - m), lt(rcol, N0 - n, N - n)
+        if pr is None or pc is None:
+            return None
+        if not pr or not pc:
+            return f"@{pr or pc} " if (pr or pc) else ""
+        k = ("and", pr, pc)
+        if k not in preds:
+            q = em.new("pred")
+            em.ins(f"and.pred {q}, {pr}, {pc}")
+            preds[k] = q
+        return f"@{preds[k]} "
+
+    return keep
 
 
 def _staged(em: Emitter, v):
@@ -229,6 +451,9 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
     N = b.shape[1]
     plan = wgmma_plan(op, num_warps, sm)
     if plan is not None:
+        if idx == 1 and not transposed and not convert and plan.esz == 1:
+            pb = _pitch(N, 1)  # copied as is, transposed into B's K-major layout by the dot
+            return ((0, None, pb),), ((0, None, 1),), K * pb
         if convert or transposed != (idx == 1):
             return None
         esz, G = plan.esz, plan.groups
@@ -253,18 +478,20 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
     if row is None:
         return None
     esz = ELEMENTS[elem_key(a)][1] if not convert else 4
-    tk = row.shape[2]
-    if idx == 0:
+    tm, tn, tk = row.shape
+    if N % tn or K % tk:  # padded along N or K: the register path
+        return None
+    if idx == 0:  # rows past M (padding to the instruction's M) are left unwritten
         if transposed:
             return None
         pa = _pitch(K, esz)
-        return ((0, None, pa),), ((0, None, esz),), M * pa
+        return ((0, None, pa),), ((0, None, esz),), -(-M // tm) * tm * pa
     if transposed:  # B^T rows n, K contiguous
         pb = _pitch(K, esz)
         return ((0, None, pb),), ((0, None, esz),), N * pb
-    if esz == 1 or (esz == 2 and tk * esz != 32):
+    if esz == 2 and tk * esz != 32:
         return None
-    pb = _pitch(N, esz)
+    pb = _pitch(N, esz)  # 8-bit: copied as is, transposed in shared memory by the dot
     return ((0, None, pb),), ((0, None, esz),), K * pb
 
 
@@ -313,10 +540,24 @@ def cp_async_commit_wait(em: Emitter) -> None:
     em.ins("cp.async.wait_group 0")
 
 
+#: K up to which the fma dot's K loop is unrolled (each step: two ld.shared and an fma a
+#: register, immediates instead of address arithmetic)
+FMA_UNROLL_K = 16
+
+
+def _dims(op):
+    """(batch, M, N, K) of a rank-2 or rank-3 (batched) dot."""
+    a, b = op.operands[0].type, op.operands[1].type
+    if a.rank == 3:
+        return a.shape[0], a.shape[1], b.shape[2], a.shape[2]
+    return 1, a.shape[0], b.shape[1], a.shape[1]
+
+
 def fma_dot(em: Emitter, op) -> None:
-    """A dot without tensor cores (f32 x f32, as tileiras does it): A row-major and B
-    transposed in shared memory, then each thread runs a K loop of ``fma.rn`` for its own result
-    registers (addresses: a per-thread base plus each register's constant offset)."""
+    """A dot without tensor cores (f32 x f32, as tileiras does it; also rank-3 batched dots):
+    A row-major and B transposed (per batch) in shared memory, then each thread runs the K
+    reduction of ``fma.rn`` for its own result registers (addresses: a per-thread base plus
+    each register's constant offset), unrolled for K <= FMA_UNROLL_K."""
     from tilegen.runtime.codegen.exchange import Form
 
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
@@ -326,12 +567,11 @@ def fma_dot(em: Emitter, op) -> None:
     key = elem_key(res.type)
     if key not in ("f32", "f64") or elem_key(a.type) != key or elem_key(b.type) != key:
         fail(op, f"PTX backend does not support this dot without tensor cores yet")
-    M, K = a.type.shape
-    N = b.type.shape[1]
+    nb, M, N, K = _dims(op)
     esz = ELEMENTS[key][1]
     cls = ELEMENTS[key][0]
-    off_b = _align(M * K * esz)
-    total = off_b + N * K * esz
+    off_b = _align(nb * M * K * esz)
+    total = off_b + nb * N * K * esz
     if total > SMEM_LIMIT:
         fail(
             op,
@@ -340,9 +580,11 @@ def fma_dot(em: Emitter, op) -> None:
     em.need_smem(total)
     st = "f64" if esz == 8 else "b32"
     da, db, dr = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, res.type)
+    batch = (M * K,) if a.type.rank == 3 else ()
+    bbatch = (N * K,) if a.type.rank == 3 else ()
     em.barrier()
-    _write(em, em.tile(op, a), da, row_major((M, K)).mults, 0, esz, st)
-    _write(em, em.tile(op, b), db, (1, K), off_b, esz, st)
+    _write(em, em.tile(op, a), da, row_major(a.type.shape).mults, 0, esz, st)
+    _write(em, em.tile(op, b), db, bbatch + (1, K), off_b, esz, st)  # B[.., k, n]: n K + k
     em.barrier()
     c_in = em.tile(op, c)
     accs = []
@@ -350,10 +592,20 @@ def fma_dot(em: Emitter, op) -> None:
         r = em.new(cls)
         em.ins(f"mov.{cls} {r}, {c_in[k]}")
         accs.append(r)
-    # row m of A starts at m * K; row n of B^T at off_b + n * K (elements)
-    fa, fb = Form(0, (K, 0)), Form(0, (0, K))
+    # result (.., m, n): A row at (batch) + m K, B^T row at off_b + (batch) + n K (elements)
+    fa, fb = Form(0, batch + (K, 0)), Form(0, bbatch + (0, K))
     refs_a = [em.smem_ref(dr, fa, k, esz) for k in range(dr.nregs)]
     refs_b = [em.smem_ref(dr, fb, k, esz, off_b) for k in range(dr.nregs)]
+    if K <= FMA_UNROLL_K:
+        for kk in range(K):
+            for k in range(dr.nregs):
+                (ba, ia), (bb, ib) = (ref[1:-1].split("+") for ref in (refs_a[k], refs_b[k]))
+                x, y = em.new(cls), em.new(cls)
+                em.ins(f"ld.shared.{st} {x}, [{ba}+{int(ia) + kk * esz}]")
+                em.ins(f"ld.shared.{st} {y}, [{bb}+{int(ib) + kk * esz}]")
+                em.ins(f"fma.rn.{cls} {accs[k]}, {x}, {y}, {accs[k]}")
+        em.set(res, accs)
+        return
     kk = em.new("b32")
     em.ins(f"mov.u32 {kk}, 0")
     loop = em.new_label("fma_dot")
@@ -375,10 +627,8 @@ def fma_dot(em: Emitter, op) -> None:
 
 
 # ----------------------------------------------------------------------------- wgmma (sm_90a)
-#: byte distance between core matrices adjacent along K (the descriptor's LBO): 128 bytes of
-#: core matrix plus 16 of padding, so that a warp storing one row's K elements (lanes along K)
-#: spreads its core matrices over different banks
-_LBO = 144
+#: _LBO: byte distance between core matrices adjacent along K (the descriptor's LBO; see
+#: runtime/layouts/mma_choice.py)
 _WG_IMMS = {"f16": ", 1, 1, 0, 0", "bf16": ", 1, 1, 0, 0", "tf32": ", 1, 1"}
 
 
@@ -396,57 +646,23 @@ class WgmmaPlan:
     c_cls: str
 
 
-def _wgmma_disabled() -> bool:
-    from tilegen.runtime.options import current
-
-    return not current().use_wgmma
-
-
 def wgmma_plan(op, num_warps: int, sm) -> "WgmmaPlan | None":
-    """The wgmma plan for ``dot`` ``op`` on ``sm`` with ``num_warps``, or None when it runs on
-    ``mma.sync`` / fma instead: wgmma only on sm_90 (sm_90a), for f16/bf16/tf32/s8 x s8/fp8
-    with f32 (s32) accumulators, num_warps a multiple of 4, M a multiple of 64 per warpgroup,
-    N a multiple of 8, K a multiple of the instruction K, A and B within the shared budget.
-    ``CompileOptions.use_wgmma=False`` forces mma.sync. The layout stage asks the same question
-    (``layout_assignment.mma_accumulator_layout``), so both agree on the accumulator layout."""
-    from tilegen.runtime.layouts.mma_select import MmaSelectError, select_mma
-
-    if sm != 90 or _wgmma_disabled() or op.name != "nv_tileaa.dot" or len(op.operands) != 3:
+    """How ``dot`` ``op`` runs on wgmma when the layout stage chose that (``nv_tileas.mma`` =
+    ``"wgmma"``; runtime/layouts/mma_choice.py ``wgmma_instruction`` says when it can), else
+    None (``mma.sync`` / fma). The accumulator layout the stage gave is the wgmma fragment."""
+    if mma_family(op) != "wgmma":
         return None
+    found = wgmma_instruction(op, num_warps, sm)
+    if found is None:
+        fail(op, f"PTX backend: this dot was laid out for wgmma, which sm_{sm} cannot run here")
+    row, tk = found
     a, b, c = (v.type for v in op.operands)
-    if any(getattr(t, "rank", 0) != 2 for t in (a, b, c)):
-        return None
-    ka, kb, kc = elem_key(a), elem_key(b), elem_key(c)
-    if kc not in ("f32", "i32") or ka not in ELEMENTS:
-        return None
-    signed = None
-    if ka == "i8":
-        sa, sb = op.attributes.get("signedness_a"), op.attributes.get("signedness_b")
-        signed = (sa is None or sa.value == 0, sb is None or sb.value == 0)
-    try:
-        row = select_mma(ka, kb, kc, 90, signed=signed, family="wgmma")
-    except MmaSelectError:
-        return None
-    m = re.fullmatch(r"m64nNk(\d+)", row.shape)
-    if m is None or num_warps % 4 or num_warps < 4:
-        return None
-    tk, groups = int(m.group(1)), num_warps // 4
-    M, K = a.shape
+    ka, kc = elem_key(a), elem_key(c)
     N = b.shape[1]
-    esz = ELEMENTS[ka][1]
-    if M % (64 * groups) or N % 8 or K % tk or tk * esz != 32:
-        return None
-    if (M + N) // 8 * _wgmma_sbo(K, esz) > SMEM_LIMIT:
-        return None
     chunks = tuple((n0, min(256, N - n0)) for n0 in range(0, N, 256))
     imms = _WG_IMMS.get(ka, "" if ka == "i8" else ", 1, 1")
-    return WgmmaPlan(row, tk, groups, chunks, imms, esz, ELEMENTS[kc][1], C_CLASS[kc])
-
-
-def _wgmma_sbo(K: int, esz: int) -> int:
-    """Byte distance between 8-row groups of a K-major operand (the descriptor's SBO): the
-    group's K / (16 / esz) core matrices, LBO apart."""
-    return K * esz // 16 * _LBO
+    esz = ELEMENTS[ka][1]
+    return WgmmaPlan(row, tk, num_warps // 4, chunks, imms, esz, ELEMENTS[kc][1], C_CLASS[kc])
 
 
 def _fields_static(x: int, fields) -> int:
@@ -574,6 +790,13 @@ def _descriptor(em: Emitter, addr: str, sbo: int) -> str:
     return d
 
 
+#: apply a dot's elementwise epilogue per wgmma instance (commit + wait each, as tileiras does)?
+#: Measured off: on a 128 x 128 x 128 block-scaled fp8 GEMM step ptxas spills 160 bytes with it
+#: and 116 without (one wait, ptxas schedules the 128-register partial product better); the
+#: per-instance path stays for experiments (epilogue.py)
+WGMMA_FUSED_EPILOGUE = False
+
+
 def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     """``D = A @ B + C`` with ``wgmma.mma_async`` (sm_90a).
 
@@ -591,9 +814,19 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     ``wait_group 0``."""
     from tilegen.runtime.codegen.dist import dist
     from tilegen.runtime.codegen.exchange import row_major
-    from tilegen.runtime.passes.layout_assignment import wgmma_accumulator_layout
+
+    from tilegen.runtime.codegen import epilogue
 
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
+    lay0 = wgmma_accumulator_layout(em.num_warps)
+    ep = None
+    if (
+        WGMMA_FUSED_EPILOGUE
+        and em.dist_of(op, c.type).layout == em.dist_of(op, op.results[0].type).layout == lay0
+    ):
+        ep = epilogue.plan(em, op)  # applied per wgmma instance as it completes
+        if ep:
+            epilogue.begin(em, ep)
     for v, i in ((a, 0), (b, 1)):  # what does not copy into the K-major layouts
         st = _staged(em, v)
         if (
@@ -621,6 +854,17 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     off_b = M // 8 * sbo
     off_c = _align(off_b + N // 8 * sbo)
     total = off_c if in_regs else off_c + M * N * csz
+    # 8-bit B row-major: copied as is (raw), then transposed into the K-major layout
+    b8 = b_st is not None and not b_st.transposed
+    praw = _pitch(N, 1)
+    off_raw = _align(total)
+    kchunk = _raw_rows(off_raw, K, praw) if b8 and b_st.pipe_buf is None else K
+    if b8 and not kchunk:
+        _unstage(em, b)  # no room for even a chunk of the raw copy: B through registers
+        b_st, b8 = None, False
+        db = em.dist_of(op, b.type)
+    if b8 and b_st.pipe_buf is None:
+        total = off_raw + kchunk * praw
     if total > SMEM_LIMIT:
         fail(
             op,
@@ -647,17 +891,32 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         cp_async_tile(em, a_st, a_rows, kf, em.smem_base())
     if b_st is None:
         _write_fields(em, em.tile(op, b), db, (kf, b_rows), 0, off_b, esz)  # B[k, n]: row n
+    elif b8 and b_st.pipe_buf is None:
+        if kchunk == K:  # else copied in chunks below
+            from tilegen.runtime.codegen.memory import cp_async_tile
+
+            cp_async_tile(em, b_st, ((0, None, praw),), ((0, None, 1),), em.smem_base(), off_raw)
     elif b_st.pipe_buf is None:  # B^T loaded as such (a permuted tile): rows n, K-major
         from tilegen.runtime.codegen.memory import cp_async_tile
 
         cp_async_tile(em, b_st, b_rows, kf, em.smem_base(), off_b)
     copies = any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
+    if b8 and kchunk != K:
+        copies = a_st is not None and a_st.pipe_buf is None
     dl = dist(lay, (M, N))
     cform = row_major((M, N))
     if not in_regs:
         _write(em, em.tile(op, c), dc, cform.mults, off_c, csz, st_c)
     if copies:
         cp_async_commit_wait(em)
+    if b8 and kchunk != K:  # raw K x N bytes in chunks -> B's K-major layout (rows n)
+        dst = _plus(em, em.smem_base(), off_b)
+        _stage_b8_chunks(em, b_st, kchunk, K, N, praw, kf, b_rows, off_raw, dst)
+    elif b8:  # raw K x N bytes -> B's K-major layout (rows n)
+        if b_st.pipe_buf is None:
+            em.barrier()
+        raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_raw)
+        _transpose_bytes(em, raw, praw, K, N, kf, b_rows, _plus(em, em.smem_base(), off_b))
     # generic-proxy writes -> async-proxy (wgmma) reads: proxy fence, then the CTA barrier
     em.ins("fence.proxy.async.shared::cta")
     em.barrier()
@@ -666,6 +925,8 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     acc = {(q, ci): [None] * (n // 2) for q in range(nq) for ci, (_, n) in enumerate(plan.chunks)}
     where = []  # per register of dl: (q, chunk, index)
     c_in = em.tile(op, c) if in_regs else None
+    fused = bool(ep) and in_regs
+    inits: dict = {}  # (q, chunk) -> the copies of C into that instance's registers
     for k in range(dl.nregs):
         rr, rc = dl.raw[k]
         rm = rr // (8 * W)
@@ -675,11 +936,15 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         idx = 4 * j + 2 * h + s
         r = em.new(plan.c_cls)
         if in_regs:
-            em.ins(f"mov.{plan.c_cls} {r}, {c_in[k]}")
+            inits.setdefault((q, ci), []).append(f"mov.{plan.c_cls} {r}, {c_in[k]}")
         else:
             em.ins(f"ld.shared.{st_c} {r}, {em.smem_ref(dl, cform, k, csz, off_c)}")
         acc[(q, ci)][idx] = r
         where.append((q, ci, idx))
+    if not fused:  # fused: each instance's registers start right before it (live ranges)
+        for lines in inits.values():
+            for line in lines:
+                em.ins(line)
     key = ("wgmma-desc", M, N, K, esz, G)
     if key not in em._smem_refs:
         with em.hoisted():
@@ -704,11 +969,16 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             em.ins(f"shr.u32 {wg}, {warp}, 2")
             wgo = em.lincomb(0, [(8 * sbo, wg)])
         desc_a = _descriptor(em, _plus(em, a_st.pipe_buf, wgo), sbo)
-    if b_st is not None and b_st.pipe_buf is not None:
+    if b_st is not None and b_st.pipe_buf is not None and not b8:
         desc_b = _descriptor(em, b_st.pipe_buf, sbo)
-    em.ins("wgmma.fence.sync.aligned")
+    if not fused:
+        em.ins("wgmma.fence.sync.aligned")
     for q in range(nq):
         for ci, (n0, n) in enumerate(plan.chunks):
+            if fused:
+                for line in inits.get((q, ci), ()):
+                    em.ins(line)
+                em.ins("wgmma.fence.sync.aligned")
             dregs = ", ".join(acc[(q, ci)])
             for s in range(K // tk):
                 step = s * tk * esz // 16 * _LBO
@@ -716,10 +986,18 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
                 em.ins(f"add.s64 {ra}, {desc_a}, {(q * G * 8 * sbo + step) >> 4}")
                 em.ins(f"add.s64 {rb}, {desc_b}, {(n0 // 8 * sbo + step) >> 4}")
                 em.ins(f"{row.opcode(n)} {{{dregs}}}, {ra}, {rb}, {scale_d}{plan.imms}")
-    em.ins("wgmma.commit_group.sync.aligned")
-    em.ins("wgmma.wait_group.sync.aligned 0")
+            if fused:  # this instance's partial result, consumed before the next one starts
+                em.ins("wgmma.commit_group.sync.aligned")
+                em.ins("wgmma.wait_group.sync.aligned 0")
+                regs = {k: acc[w[:2]][w[2]] for k, w in enumerate(where) if w[:2] == (q, ci)}
+                epilogue.chunk(em, ep, regs)
+    if not fused:
+        em.ins("wgmma.commit_group.sync.aligned")
+        em.ins("wgmma.wait_group.sync.aligned 0")
     if in_regs:
         em.set(res, [acc[(q, ci)][idx] for q, ci, idx in where])
+        if fused:
+            epilogue.finish(em, ep, len(where))
         return
     for k, (q, ci, idx) in enumerate(where):
         em.ins(f"st.shared.{st_c} {em.smem_ref(dl, cform, k, csz, off_c)}, {acc[(q, ci)][idx]}")
@@ -741,17 +1019,27 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     in that loop's stage buffer (``Staged.pipe_buf``; control.py issued the copies and the
     barrier). Register operands keep the old layouts (A row-major, B^T N x K)."""
     from tilegen.runtime.codegen.memory import cp_async_tile
-    from tilegen.runtime.passes.layout_assignment import mma_sync_accumulator_layout
+
+    from tilegen.runtime.codegen import epilogue
 
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
     res = op.results[0]
     ka, kc = elem_key(a.type), elem_key(c.type)
+    ep = None
+    acc_layout = mma_sync_accumulator_layout(op, em.num_warps)
+    if em.dist_of(op, c.type).layout == em.dist_of(op, res.type).layout == acc_layout:
+        ep = epilogue.plan(em, op)  # applied per MMA tile as its K steps complete
+        if ep:
+            epilogue.begin(em, ep)
     em.need_isa(row.ptx_isa)
-    M, K = a.type.shape
+    M0, K = a.type.shape
     N = b.type.shape[1]
     tm, tn, tk = row.shape
-    if M % tm or N % tn or K % tk:
-        fail(op, f"PTX backend does not support a {M}x{N}x{K} dot with {row.ptx.split('.')[3]} yet")
+    if N % tn or K % tk:
+        fail(
+            op, f"PTX backend does not support a {M0}x{N}x{K} dot with {row.ptx.split('.')[3]} yet"
+        )
+    M = -(-M0 // tm) * tm  # rows past M0: padding whose results are never stored
     esz = ELEMENTS[ka][1]
     csz = ELEMENTS[kc][1]
     W = em.num_warps
@@ -759,13 +1047,32 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     in_regs = dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)
     pa = _pitch(K, esz) if a_st is not None else K * esz
     b_kn = b_st is not None and not b_st.transposed  # else B^T (N x K)
+    # 8-bit B row-major: copied as is (raw), then transposed into B^T (N x K) in the scratch
+    b8 = b_kn and esz == 1
+    praw = _pitch(N, 1)
+    kchunk = K
+    if b8 and b_st.pipe_buf is None:
+        before = (0 if a_st is not None and a_st.pipe_buf is not None else M * pa) + 32
+        before += N * _pitch(K, 1) + (0 if in_regs else M * N * csz)
+        kchunk = _raw_rows(before, K, praw)
+        if not kchunk:  # no room for even a chunk of the raw copy: B through registers
+            _unstage(em, b)
+            if a_st is None:
+                return dot(em, op)
+            b_st, b_kn, b8 = None, False, False
+    size_raw = kchunk * praw if b8 and b_st.pipe_buf is None else 0
+    if b8:
+        b_kn = False
     pbk = _pitch(N, esz) if b_kn else _pitch(K, esz) if b_st is not None else K * esz
     # scratch: operands not in a pipeline stage buffer, then C if it is not in registers
     size_a = 0 if a_st is not None and a_st.pipe_buf is not None else M * pa
-    size_b = 0 if b_st is not None and b_st.pipe_buf is not None else (K if b_kn else N) * pbk
+    b_in_pipe = b_st is not None and b_st.pipe_buf is not None and not b8
+    size_b = 0 if b_in_pipe else (K if b_kn else N) * pbk
     off_b = _align(size_a)
     off_c = _align(off_b + size_b)
     total = off_c if in_regs else off_c + M * N * csz
+    off_raw = _align(total)
+    total = off_raw + size_raw
     if total > SMEM_LIMIT and all(x is None or x.pipe_buf is None for x in (a_st, b_st)):
         _unstage(em, a)  # the padded layouts do not fit: the register path's might
         _unstage(em, b)
@@ -789,14 +1096,24 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         cp_async_tile(em, a_st, f[0], f[1], em.smem_base(), 0)
     if b_st is None:
         _write(em, em.tile(op, b), em.dist_of(op, b.type), (1, K), off_b, esz, st_ab)
-    elif b_st.pipe_buf is None:
+    elif b_st.pipe_buf is None and kchunk == K:  # (8-bit B in chunks: below)
         f = staged_layout(op, 1, W, em.sm, b_st.transposed, b_st.convert)
-        cp_async_tile(em, b_st, f[0], f[1], em.smem_base(), off_b)
+        cp_async_tile(em, b_st, f[0], f[1], em.smem_base(), off_raw if b8 else off_b)
     if not in_regs:
         _write(em, em.tile(op, c), dc, row_major((M, N)).mults, off_c, csz, st_c)
     if copies:
         cp_async_commit_wait(em)
     if writes or copies:
+        em.barrier()
+    if b8 and kchunk != K:  # raw K x N bytes in chunks -> B^T rows n (pitch pbk)
+        dst = _plus(em, em.smem_base(), off_b)
+        fr, fc = ((0, None, 1),), ((0, None, pbk),)
+        _stage_b8_chunks(em, b_st, kchunk, K, N, praw, fr, fc, off_raw, dst)
+        em.barrier()
+    elif b8:  # raw K x N bytes -> B^T rows n (pitch pbk)
+        raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_raw)
+        dst = _plus(em, em.smem_base(), off_b)
+        _transpose_bytes(em, raw, praw, K, N, ((0, None, 1),), ((0, None, pbk),), dst)
         em.barrier()
     kmap = {dc.raw[k]: k for k in range(dc.nregs)} if in_regs else None
     c_in = em.tile(op, c)
@@ -851,12 +1168,14 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         aA, oA = _plus(em, a_st.pipe_buf, rA), 0
     else:
         aA, oA = scratch_addr("A", rA), 0
-    if b_st is not None and b_st.pipe_buf is not None:
+    if b_in_pipe:
         aB, oB = _plus(em, b_st.pipe_buf, rB), 0
     else:
         aB, oB = scratch_addr("B", rB), off_b
     fld = "f64" if row.frag_cls == "f64" else "b32"
     ksteps = K // tk
+    unpacked: dict = {}  # fragment register -> its f16x2 halves (row.unpack)
+    keep = _pad_guards(em, lane, warp, row, wn, M0, N, M, N) if M != M0 else None
 
     def converted(regs, st):
         """Fragments of an operand staged before its f32 -> tf32 conversion, converted."""
@@ -917,21 +1236,27 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
                         em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
                 bregs = converted(bregs, b_st)
                 dregs = [em.new(row.c_cls) for _ in cregs]
-                em.ins(
-                    f"{row.ptx} {{{', '.join(dregs)}}}, {{{', '.join(afr[s])}}}, "
-                    f"{{{', '.join(bregs)}}}, {{{', '.join(cregs)}}}"
-                )
+                issue_mma(em, row, dregs, afr[s], bregs, cregs, unpacked)
                 cregs = dregs
+            if in_regs and ep:
+                epilogue.chunk(
+                    em, ep, {kmap[(m0 + dm, n0 + dn)]: r for (dm, dn), r in zip(row.c_regs, cregs)}
+                )
             for (dm, dn), r in zip(row.c_regs, cregs):
                 if in_regs:
                     out[kmap[(m0 + dm, n0 + dn)]] = r
                     continue
+                guard = keep(m0 + dm, n0 + dn) if keep is not None else ""
+                if guard is None:  # a padding row in every lane
+                    continue
                 off = off_c + ((m0 + dm) * N + n0 + dn) * csz
-                em.ins(f"st.shared.{st_c} [{aC}+{off}], {r}")
+                em.ins(f"{guard}st.shared.{st_c} [{aC}+{off}], {r}")
     if skip is not None:
         em.label(skip)
     if in_regs:
         em.set(res, out)
+        if ep:
+            epilogue.finish(em, ep, dr.nregs)
         return
     em.barrier()
     form = row_major((M, N))
@@ -949,8 +1274,8 @@ def dot(em: Emitter, op) -> None:
     res = op.results[0]
     if len(op.operands) > 3:
         fail(op, "PTX backend does not support block-scaled dot yet")
-    if a.type.rank != 2:
-        fail(op, "PTX backend does not support batched dot yet")
+    if a.type.rank not in (2, 3):
+        fail(op, f"PTX backend does not support a rank-{a.type.rank} dot yet")
     plan = wgmma_plan(op, em.num_warps, em.sm)
     if plan is not None:
         return wgmma_dot(em, op, plan)
@@ -968,24 +1293,33 @@ def dot(em: Emitter, op) -> None:
     a_st, b_st = _staged(em, a), _staged(em, b)
     if a_st is not None or b_st is not None:
         return _mma_sync_staged(em, op, row, a_st, b_st)
+    from tilegen.runtime.codegen import epilogue
+
+    ep = None
+    acc_layout = mma_sync_accumulator_layout(op, em.num_warps)
+    if em.dist_of(op, c.type).layout == em.dist_of(op, res.type).layout == acc_layout:
+        ep = epilogue.plan(em, op)  # applied per MMA tile as its K steps complete
+        if ep:
+            epilogue.begin(em, ep)
     em.need_isa(row.ptx_isa)
-    M, K = a.type.shape
-    N = b.type.shape[1]
+    nb, M0, N0, K0 = _dims(op)
     tm, tn, tk = row.shape
-    if M % tm or N % tn or K % tk:
-        fail(op, f"PTX backend does not support a {M}x{N}x{K} dot with {row.ptx.split('.')[3]} yet")
+    # shapes below (or not a multiple of) the instruction's are padded: rows of A past M and
+    # columns of B past N only feed rows / columns of D that are never stored, so their
+    # shared memory is left as it is; K padding is zero-filled (it feeds every result)
+    M, N, K = -(-M0 // tm) * tm, -(-N0 // tn) * tn, -(-K0 // tk) * tk
     esz = ELEMENTS[ka][1]
     csz = ELEMENTS[kc][1]
     W = em.num_warps
     da, db, dc = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, c.type)
     dr = em.dist_of(op, res.type)
-    from tilegen.runtime.passes.layout_assignment import mma_sync_accumulator_layout
 
     # accumulator in registers when the layout stage gave C and D the MMA fragment layout
     in_regs = dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)
-    off_b = _align(M * K * esz)
-    off_c = _align(off_b + N * K * esz)
-    total = off_c if in_regs else off_c + M * N * csz
+    # a batched (rank-3) dot: batch slices one after the other in each buffer
+    off_b = _align(nb * M * K * esz)
+    off_c = _align(off_b + nb * N * K * esz)
+    total = off_c if in_regs else off_c + nb * M * N * csz
     if total > SMEM_LIMIT:
         fail(
             op,
@@ -994,11 +1328,16 @@ def dot(em: Emitter, op) -> None:
     em.need_smem(total)
     st_ab = {1: "b8", 2: "b16", 4: "b32", 8: "f64"}[esz]
     st_c = {"f32": "f32", "b32": "b32", "f64": "f64"}[row.c_cls]
+    rank3 = a.type.rank == 3
+    abatch, bbatch, cbatch = ((M * K,), (N * K,), (M * N,)) if rank3 else ((), (), ())
     em.barrier()
-    _write(em, em.tile(op, a), da, row_major((M, K)).mults, 0, esz, st_ab)
-    _write(em, em.tile(op, b), db, (1, K), off_b, esz, st_ab)  # B[k, n] at n * K + k
+    _write(em, em.tile(op, a), da, abatch + (K, 1), 0, esz, st_ab)
+    _write(em, em.tile(op, b), db, bbatch + (1, K), off_b, esz, st_ab)  # B[.., k, n] at n K + k
+    if K != K0:
+        _zero_fill(em, nb * M, K, K0, esz, 0)
+        _zero_fill(em, nb * N, K, K0, esz, off_b)
     if not in_regs:
-        _write(em, em.tile(op, c), dc, row_major((M, N)).mults, off_c, csz, st_c)
+        _write(em, em.tile(op, c), dc, cbatch + (N, 1), off_c, csz, st_c)
     em.barrier()
     kmap = {dc.raw[k]: k for k in range(dc.nregs)} if in_regs else None
     c_in = em.tile(op, c)
@@ -1029,62 +1368,76 @@ def dot(em: Emitter, op) -> None:
     aA, aB, aC = em._smem_refs[key]
     fld = "f64" if row.frag_cls == "f64" else "b32"
     ksteps = K // tk
-    for ra in range(reps_m):
-        m0 = ra * wm * tm
-        afr = []
-        for s in range(ksteps):
-            regs = [em.new(row.frag_cls) for _ in row.a_regs]
-            if use_ldm:
-                off = (m0 * K + s * tk) * esz
-                em.ins(
-                    f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, [{aA}+{off}]"
-                )
-            else:
-                for r, (dm, dk) in zip(regs, row.a_regs):
-                    off = ((m0 + dm) * K + s * tk + dk) * esz
-                    em.ins(f"ld.shared.{fld} {r}, [{aA}+{off}]")
-            afr.append(regs)
-        for rb in range(reps_n):
-            n0 = rb * wn * tn
-            cregs = []
-            for dm, dn in row.c_regs:
-                if in_regs:
-                    cregs.append(c_in[kmap[(m0 + dm, n0 + dn)]])
-                    continue
-                r = em.new(row.c_cls)
-                off = off_c + ((m0 + dm) * N + n0 + dn) * csz
-                em.ins(f"ld.shared.{st_c} {r}, [{aC}+{off}]")
-                cregs.append(r)
+    unpacked: dict = {}  # fragment register -> its f16x2 halves (row.unpack)
+    keep = _pad_guards(em, lane, warp, row, wn, M0, N0, M, N) if (M, N) != (M0, N0) else None
+    for bi in range(nb):
+        oa, ob, oc = bi * M * K * esz, off_b + bi * N * K * esz, off_c + bi * M * N * csz
+        for ra in range(reps_m):
+            m0 = ra * wm * tm
+            afr = []
             for s in range(ksteps):
-                bregs = [em.new(row.frag_cls) for _ in row.b_regs]
+                regs = [em.new(row.frag_cls) for _ in row.a_regs]
                 if use_ldm:
-                    off = off_b + (n0 * K + s * tk) * esz
+                    off = oa + (m0 * K + s * tk) * esz
                     em.ins(
-                        f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, [{aB}+{off}]"
+                        f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, "
+                        f"[{aA}+{off}]"
                     )
                 else:
-                    for r, dk in zip(bregs, row.b_regs):
-                        off = off_b + (n0 * K + s * tk + dk) * esz
-                        em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
-                dregs = [em.new(row.c_cls) for _ in cregs]
-                em.ins(
-                    f"{row.ptx} {{{', '.join(dregs)}}}, {{{', '.join(afr[s])}}}, "
-                    f"{{{', '.join(bregs)}}}, {{{', '.join(cregs)}}}"
-                )
-                cregs = dregs
-            for (dm, dn), r in zip(row.c_regs, cregs):
-                if in_regs:
-                    out[kmap[(m0 + dm, n0 + dn)]] = r
-                    continue
-                off = off_c + ((m0 + dm) * N + n0 + dn) * csz
-                em.ins(f"st.shared.{st_c} [{aC}+{off}], {r}")
+                    for r, (dm, dk) in zip(regs, row.a_regs):
+                        off = oa + ((m0 + dm) * K + s * tk + dk) * esz
+                        em.ins(f"ld.shared.{fld} {r}, [{aA}+{off}]")
+                afr.append(regs)
+            for rb in range(reps_n):
+                n0 = rb * wn * tn
+                cregs = []
+                for dm, dn in row.c_regs:
+                    if in_regs:
+                        cregs.append(c_in[kmap[(m0 + dm, n0 + dn)]])
+                        continue
+                    r = em.new(row.c_cls)
+                    off = oc + ((m0 + dm) * N + n0 + dn) * csz
+                    em.ins(f"ld.shared.{st_c} {r}, [{aC}+{off}]")
+                    cregs.append(r)
+                for s in range(ksteps):
+                    bregs = [em.new(row.frag_cls) for _ in row.b_regs]
+                    if use_ldm:
+                        off = ob + (n0 * K + s * tk) * esz
+                        em.ins(
+                            f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, "
+                            f"[{aB}+{off}]"
+                        )
+                    else:
+                        for r, dk in zip(bregs, row.b_regs):
+                            off = ob + (n0 * K + s * tk + dk) * esz
+                            em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
+                    dregs = [em.new(row.c_cls) for _ in cregs]
+                    issue_mma(em, row, dregs, afr[s], bregs, cregs, unpacked)
+                    cregs = dregs
+                if in_regs and ep:
+                    epilogue.chunk(
+                        em,
+                        ep,
+                        {kmap[(m0 + dm, n0 + dn)]: r for (dm, dn), r in zip(row.c_regs, cregs)},
+                    )
+                for (dm, dn), r in zip(row.c_regs, cregs):
+                    if in_regs:
+                        out[kmap[(m0 + dm, n0 + dn)]] = r
+                        continue
+                    guard = keep(m0 + dm, n0 + dn) if keep is not None else ""
+                    if guard is None:  # a padding row or column in every lane
+                        continue
+                    off = oc + ((m0 + dm) * N + n0 + dn) * csz
+                    em.ins(f"{guard}st.shared.{st_c} [{aC}+{off}], {r}")
     if skip is not None:
         em.label(skip)
     if in_regs:
         em.set(res, out)
+        if ep:
+            epilogue.finish(em, ep, dr.nregs)
         return
     em.barrier()
-    form = row_major((M, N))
+    form = Form(0, cbatch + (N, 1))
     cls = ELEMENTS[kc][0]
     for k in range(dr.nregs):
         r = em.new(cls)

@@ -217,6 +217,16 @@ class GemmConfig:
             raise ValueError("bk must fill one 128-byte swizzle row (64 16-bit elements)")
         if self.stages < 2:
             raise ValueError("a pipeline needs two stages at least")
+        if self.sm == 90:
+            # ptxas caps every thread at 65536 / .maxntid registers (rounded down to 8) before
+            # setmaxnreg rebalances: a consumer's bn/2 f32 accumulators plus ~24 addressing
+            # registers must fit under that cap (measured against ptxas for every bm x bn).
+            cap = (65536 // self.threads) & ~7
+            if self.bn // 2 + 24 > cap:
+                raise ValueError(
+                    f"sm_90: a {self.bm}x{self.bn} tile needs {self.bn // 2 + 24} registers per "
+                    f"consumer thread, over ptxas's cap of {cap} for {self.threads} threads"
+                )
 
 
 def _abi_params(cfg: GemmConfig) -> tuple[list[str], list[str]]:

@@ -63,7 +63,9 @@ CMPF = dict(CMP, ult="ltu", ule="leu", ugt="gtu", uge="geu")
 
 #: element key -> register width in bits (i8 lives in a b16 register)
 WIDTH = {"i8": 16, "i16": 16, "i32": 32, "i64": 64, "ptr": 64, "f16": 16, "bf16": 16}
-WIDTH.update({"f32": 32, "f64": 64, "i1": 1})
+WIDTH.update({"f32": 32, "f64": 64, "i1": 1, "f8E4M3FN": 16, "f8E5M2": 16})
+#: 8-bit float element key -> its name in cvt's .e4m3x2 / .e5m2x2 types
+F8 = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
 
 _BY_OP: dict[str, list[dict]] = {}
 for _row in ROWS:
@@ -157,6 +159,8 @@ def ptx_types(key: str) -> dict[str, str]:
     out["ft"] = key if key in ("f16", "bf16", "f32", "f64") else f"f{w}"
     if key == "i1":
         out.update(st="pred", ut="pred", bt="pred")
+    if key in F8:
+        out["e8"] = F8[key]
     return out
 
 
@@ -195,3 +199,38 @@ def render(em, op, row: dict, src: str, res: str, d: str, args: list[str]) -> No
             em.ins(t.format(**subst))
         except KeyError as e:
             fail(op, f"PTX backend: selection row for '{op.name}' names unknown {e}")
+
+
+def _element_names(t, depth: int = 0):
+    """Names of the float element types inside type ``t`` (tile, pointer, memref, view)."""
+    from tilegen.runtime.types import FloatType
+
+    if isinstance(t, FloatType):
+        yield t.name
+        return
+    if depth > 4:
+        return
+    for attr in ("element", "pointee", "tensor_view"):
+        inner = getattr(t, attr, None)
+        if inner is not None:
+            yield from _element_names(inner, depth + 1)
+
+
+def check_target_types(func, sm: int) -> None:
+    """tileiras's refusal of element types the target lacks (spec/ptx/mma.yaml
+    ``type_min_sm``: the 8-bit floats below sm_89), reported like tileiras at the first op, in
+    program order, whose operands or results carry such a type: ``Incompatibility with
+    architecture 'sm_80': unsupported type 'f8E4M3FN'``."""
+    from tilegen.runtime.layouts.mma_select import table
+
+    t = table()
+    need = {ty: m for ty, m in t.type_min_sm.items() if sm < m}
+    if not need:
+        return
+    for op in func.walk():
+        if op is func:
+            continue
+        for v in list(op.results) + list(op.operands):
+            for name in _element_names(v.type):
+                if name in need:
+                    fail(op, t.diagnostics["unsupported_type"].format(sm=sm, type=name))

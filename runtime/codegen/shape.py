@@ -4,6 +4,7 @@ convert_layout, extract_slice, cat, extract, make_range."""
 from __future__ import annotations
 
 from tilegen.runtime.attributes import IntegerAttr
+from tilegen.runtime.codegen.epilogue import done
 from tilegen.runtime.codegen.core import (
     Emitter,
     elem_info,
@@ -56,6 +57,8 @@ def _same(em: Emitter, op, src, form_w: Form, form_r: Form, size: int):
 
 @handles("nv_tileaa.splat")
 def splat(em: Emitter, op) -> None:
+    if done(em, op):  # emitted ahead of a fused dot epilogue
+        return
     res = op.results[0]
     x = em.scalar(op, op.operands[0])
     if not is_tile(res.type):
@@ -67,6 +70,8 @@ def splat(em: Emitter, op) -> None:
 
 @handles("nv_tileaa.broadcast")
 def broadcast(em: Emitter, op) -> None:
+    if done(em, op):  # emitted ahead of a fused dot epilogue
+        return
     src, res = op.operands[0], op.results[0]
     if not is_tile(src.type):
         return splat(em, op)
@@ -79,6 +84,8 @@ def broadcast(em: Emitter, op) -> None:
 
 @handles("nv_tileaa.view", "nv_tileaa.expand_dims", "nv_tileas.convert_layout")
 def view(em: Emitter, op) -> None:
+    if done(em, op):  # emitted ahead of a fused dot epilogue
+        return
     src, res = op.operands[0], op.results[0]
     if not is_tile(src.type) or not is_tile(res.type):
         if not is_tile(src.type) and not is_tile(res.type):

@@ -4,7 +4,7 @@ It is the oracle later stages (lowering, PTX, GPU) are checked against.
 
 | module | what it holds |
 |---|---|
-| ``floats`` | exact f16/bf16/tf32/f8/f4 emulation: rounding in every mode, storage bits |
+| ``runtime/floats.py`` | exact f16/bf16/tf32/f8/f4 emulation: rounding in every mode, storage bits (shared with codegen) |
 | ``values`` | how tiles are held (NumPy dtypes per element type), bits <-> values, literals |
 | ``memory`` | the flat byte-addressed heap; tensor, partition, strided, gather/scatter views |
 | ``semlib`` | helpers the spec's ``semantics.expr`` strings call |

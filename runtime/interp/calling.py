@@ -13,7 +13,7 @@ from typing import Optional
 
 import numpy as np
 
-from tilegen.runtime.interp import floats
+from tilegen.runtime import floats
 from tilegen.runtime.interp.memory import Heap
 from tilegen.runtime.interp.values import (
     InterpError,

@@ -38,7 +38,8 @@ from tilegen.runtime.attributes import (
     StringAttr,
     UnitAttr,
 )
-from tilegen.runtime.interp import floats, semlib
+from tilegen.runtime import floats
+from tilegen.runtime.interp import semlib
 from tilegen.runtime.interp.values import (
     InterpError,
     as_signed,

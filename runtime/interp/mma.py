@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilegen.runtime.interp import floats
+from tilegen.runtime import floats
 from tilegen.runtime.interp.values import InterpError, as_signed, as_unsigned, element_of, wrap_int
 from tilegen.runtime.types import FloatType
 

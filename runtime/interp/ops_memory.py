@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilegen.runtime.interp import floats
+from tilegen.runtime import floats
 from tilegen.runtime.interp.executor import Frame, attr, group, handler, scalar
 from tilegen.runtime.interp.memory import Heap, TensorView, TileView, view_load, view_store
 from tilegen.runtime.interp.values import (

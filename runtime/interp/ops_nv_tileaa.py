@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from tilegen.runtime.attributes import SymbolRefAttr
-from tilegen.runtime.interp import floats
+from tilegen.runtime import floats
 from tilegen.runtime.interp import mma as mma_mod
 from tilegen.runtime.interp.executor import HANDLERS, Frame, Signal, attr, group
 from tilegen.runtime.interp.memory import TensorView, TileView, view_load, view_store

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilegen.runtime.attributes import ArrayAttr, FloatAttr, IntegerAttr
-from tilegen.runtime.interp import floats
+from tilegen.runtime import floats
 from tilegen.runtime.interp.executor import Frame, attr, group, handler
 from tilegen.runtime.interp.values import (
     InterpError,

@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from tilegen.runtime.interp import floats
+from tilegen.runtime import floats
 from tilegen.runtime.interp.values import (
     InterpError,
     from_literal,
@@ -79,9 +79,26 @@ def cmpi(a, b, predicate: str):
     return _CMP[predicate](a, b)
 
 
-def powi(x, n):
-    """x ** n with an integer exponent (computed in float64)."""
-    return np.power(x, n.astype(np.float64))
+def powi(x, n, width: int = 64):
+    """x ** n with an integer exponent by squaring, as tileiras computes ``fpowi``: in f64 for
+    f64 (``width`` 64), else in f32 (f16/bf16 are rounded once afterwards): r = x^(bit 0 of
+    |n|), then for each further bit of |n| x = x * x and, where the bit is set, r = r * x;
+    finally 1 / r for n < 0. Every product is correctly rounded, so x ** 0 = 1 for every x
+    (NaN too), +-0 ** -n = +-inf, +-inf ** -n = +-0, and a square that overflows gives inf
+    (0 for n < 0) even when the exact power would be finite."""
+    dt = np.float64 if width == 64 else np.float32
+    x, n = np.broadcast_arrays(np.asarray(x).astype(dt), np.asarray(n).astype(np.int64))
+    k = np.abs(n)
+    with np.errstate(all="ignore"):
+        r = np.where(k & 1, x, dt(1.0))
+        p = x.copy()
+        k = k >> 1
+        while (k != 0).any():
+            live = k != 0
+            p = np.where(live, p * p, p)
+            r = np.where(live & ((k & 1) == 1), r * p, r)
+            k = k >> 1
+        return np.where(n < 0, dt(1.0) / r, r)
 
 
 # --------------------------------------------------------------------------- integers

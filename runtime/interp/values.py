@@ -1,7 +1,7 @@
 """How the interpreter holds IR values: element type <-> NumPy dtype, storage bits, literals.
 
 * ``iN`` tiles are NumPy arrays of the signed dtype of that width (``i1`` is ``bool``);
-* float tiles use :data:`tilegen.runtime.interp.floats.COMPUTE_DTYPES`;
+* float tiles use :data:`tilegen.runtime.floats.COMPUTE_DTYPES`;
 * ``ptr<T>`` tiles are ``uint64`` byte addresses into the interpreter heap;
 * a rank-0 tile is a 0-d array; tokens are :data:`TOKEN`; views are objects from ``memory``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilegen.runtime.interp import floats
+from tilegen.runtime import floats
 from tilegen.runtime.types import (
     FloatType,
     IndexType,

@@ -41,6 +41,8 @@ class MmaRow:
     signed: Optional[tuple[bool, bool]] = None
     observed: tuple[int, ...] = ()
     notes: str = ""
+    #: targets where codegen issues this 8-bit MMA as two f16 ones on unpacked fragments
+    unpack_sm: tuple[int, ...] = ()
 
     def mnk(self) -> Optional[tuple[int, int, int]]:
         """(m, n, k) of an mma.sync shape (None for wgmma's m64nNkK and the others)."""
@@ -99,6 +101,7 @@ def _build(doc: dict) -> MmaTable:
     for r in doc["instructions"]:
         r = dict(r)
         r["observed"] = tuple(r.get("observed", ()))
+        r["unpack_sm"] = tuple(r.get("unpack_sm", ()))
         if "signed" in r:
             r["signed"] = tuple(r["signed"])
         rows.append(MmaRow(**r))

@@ -31,7 +31,7 @@ Evidence (tileiras 13.5, ``nvidia-cuda-tileiras`` 13.5.37, all 33 cuTile corpus 
   ``tt.num_warps``) still wins -- see :func:`choose_num_warps`'s ``respect_hint``.
 
 tests/test_cta_size.py checks the rule against tileiras for every corpus kernel. Not wired into
-``nv-tileas-assign-layouts`` yet (runtime/passes/layout_assignment.kernel_num_warps).
+``nv-tileas-assign-layouts`` yet (runtime/layouts/kernel.kernel_num_warps).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from typing import Optional
 
 from tilegen.runtime.attributes import FloatAttr, IntegerAttr
 from tilegen.runtime.ir import Operation, OpResult
-from tilegen.runtime.passes.layout_assignment import enclosing_int_attr, kernel_spec_int
+from tilegen.runtime.layouts.access import divisibility, element_bytes
+from tilegen.runtime.layouts.kernel import enclosing_int_attr, kernel_spec_int
 from tilegen.runtime.types import DYNAMIC, NvMemRefType, TileType
 
 DEFAULT_NUM_WARPS = 4
@@ -92,8 +93,6 @@ def _is_zero_or_nan_splat(v) -> bool:
 def tma_load_reason(op: Operation) -> Optional[str]:
     """None when ``op`` (a ``nv_tileaa.tiled_load``) is TMA-able, else why not (the wording of
     tileiras's ``RemarkMemoryTmaLoadFailed`` where there is one)."""
-    from tilegen.runtime.passes.layout_assignment import divisibility, element_bytes
-
     od = op.opdef
     base = od.operand_group(op, "base")[0]
     mtype = base.type

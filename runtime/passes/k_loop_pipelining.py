@@ -157,7 +157,7 @@ def _is_zero_splat(v: Optional[Value]) -> bool:
 
 def tma_describable(load: Operation) -> Optional[str]:
     """None when TMA can copy this ``tiled_load``'s tile, else why not (docs/pipelines.md)."""
-    from tilegen.runtime.passes.layout_assignment import analyze_memref_access, element_bytes
+    from tilegen.runtime.layouts.access import analyze_memref_access, element_bytes
 
     od = load.opdef
     base = od.operand_group(load, "base")[0]
@@ -234,7 +234,7 @@ def _writes_memory(loop: Operation) -> Optional[Operation]:
 
 
 def _consumer_warps(func: Operation) -> int:
-    from tilegen.runtime.passes.layout_assignment import kernel_num_warps
+    from tilegen.runtime.layouts.kernel import kernel_num_warps
 
     return kernel_num_warps(func)
 
@@ -248,7 +248,7 @@ def _stage_count(loop: Operation, payload, sm: int, hint: int) -> tuple[int, int
 
 
 def _stages_hint(func: Operation) -> int:
-    from tilegen.runtime.passes.layout_assignment import enclosing_int_attr, kernel_spec_int
+    from tilegen.runtime.layouts.kernel import enclosing_int_attr, kernel_spec_int
 
     for n in (kernel_spec_int(func, "num_stages"), enclosing_int_attr(func, "tt.num_stages")):
         if n:

@@ -15,31 +15,45 @@
    their first consumer's layout.
 3. *Conversions*: where a consumer needs another layout than its producer gave,
    ``nv_tileas.convert_layout`` is inserted before the consumer.
+4. *Decisions* recorded for code generation (runtime/layouts/decisions.py; docs/layouts.md,
+   "The layout stage's decisions"): the CTA size, each memref access's vector width, each dot's
+   MMA family, which dot operands are staged by cp.async and which K loops prefetch them.
 
 The CTA size is ``num_warps`` from the pass option, else ``nv_tileaa.kernel_spec`` (which carries
-``tt.num_warps``), else 4 (seed 002's default).
+``tt.num_warps``), else 4 (seed 002's default). The analyses live in runtime/layouts/ (shared
+with code generation, which never imports this module).
 """
 
 from __future__ import annotations
 
-from math import gcd
 from typing import Optional
 
-from tilegen.runtime.attributes import DenseArrayAttr, DictAttr, DivByAttr, IntegerAttr
 from tilegen.runtime.ir import Block, Operation, OpResult, Value
+from tilegen.runtime.layouts import decisions as D
+from tilegen.runtime.layouts.access import (  # noqa: F401 (divisibility, element_bytes: API)
+    AccessInfo,
+    analyze_memref_access,
+    divisibility,
+    element_bytes,
+)
 from tilegen.runtime.layouts.attrs import (
     BlockedLayout,
     DistributedLayout,
     SliceLayout,
     default_blocked,
 )
-from tilegen.runtime.passes.registry import register
+from tilegen.runtime.layouts.kernel import (  # noqa: F401 (DEFAULT_NUM_WARPS: API)
+    DEFAULT_NUM_WARPS,
+    kernel_num_stages,
+    kernel_num_warps,
+    target_sm,
+)
+from tilegen.runtime.layouts.mma_choice import accumulator_layout, choose_dot_family
+from tilegen.runtime.layouts.staging import cp_async_width, pipeline_loads
+from tilegen.runtime.options import current
+from tilegen.runtime.passes.registry import parse_bool, register
 from tilegen.runtime.rewrite import ir_utils as U
-from tilegen.runtime.types import DYNAMIC, FloatType, IntegerType, NvMemRefType, TileType
-
-DEFAULT_NUM_WARPS = 4
-MAX_VECTOR_BYTES = 16
-_DIV_CAP = 1 << 20
+from tilegen.runtime.types import TileType
 
 _CHEAP = {"nv_tileaa.splat", "nv_tileaa.make_range", "arith.constant"}
 _MEM_ANCHORS = {"nv_tileaa.tiled_load", "nv_tileaa.tiled_store"}
@@ -55,153 +69,6 @@ def _is_tile(t) -> bool:
     return isinstance(t, TileType) and t.rank >= 1
 
 
-def _pow2_part(n: int) -> int:
-    if n == 0:
-        return _DIV_CAP
-    n = abs(n)
-    return min(n & -n, _DIV_CAP)
-
-
-def divisibility(v: Value, depth: int = 0) -> int:
-    """The largest power of two known to divide integer/pointer value ``v`` (1 if unknown)."""
-    op = v.op if isinstance(v, OpResult) else None
-    if op is None or depth > 32:
-        return 1
-    name = op.name
-    if name == "arith.constant":
-        a = op.attributes.get("value")
-        return _pow2_part(a.value) if isinstance(a, IntegerAttr) else 1
-    if name in ("nv_tileaa.assume", "cuda_tile.assume"):
-        pred = op.attributes.get("predicate")
-        inner = divisibility(op.operands[0], depth + 1)
-        if isinstance(pred, DivByAttr) and pred.every is None:
-            return max(inner, _pow2_part(pred.divisor))
-        return inner
-    if name == "arith.muli":
-        d = divisibility(op.operands[0], depth + 1) * divisibility(op.operands[1], depth + 1)
-        return min(d, _DIV_CAP)
-    if name in ("arith.addi", "arith.subi"):
-        return gcd(divisibility(op.operands[0], depth + 1), divisibility(op.operands[1], depth + 1))
-    if name in ("arith.extsi", "arith.extui", "arith.index_cast", "arith.trunci"):
-        return divisibility(op.operands[0], depth + 1)
-    return 1
-
-
-def element_bytes(t) -> int:
-    if isinstance(t, (IntegerType, FloatType)):
-        return max(1, t.width // 8)
-    return 8  # pointers
-
-
-def _pow2_floor(n: int) -> int:
-    return 1 << (max(1, n).bit_length() - 1)
-
-
-class AccessInfo:
-    """Why an access got its vector width (for reports and tests)."""
-
-    def __init__(self, op: Operation, order: tuple[int, ...], vec: int, limits: dict):
-        self.op, self.order, self.vec, self.limits = op, order, vec, limits
-
-    def __repr__(self) -> str:
-        return f"AccessInfo({self.op.name}, order={self.order}, vec={self.vec}, {self.limits})"
-
-
-def analyze_memref_access(op: Operation) -> Optional[AccessInfo]:
-    """Order and vector width of a ``tiled_load``/``tiled_store`` through a memref."""
-    od = op.opdef
-    base = od.operand_group(op, "base")[0]
-    mtype = base.type
-    if not isinstance(mtype, NvMemRefType):
-        return None
-    tile = op.results[0].type if op.name == "nv_tileaa.tiled_load" else None
-    if tile is None:
-        tile = od.operand_group(op, "value")[0].type
-    if not _is_tile(tile) or tile.rank != mtype.rank:
-        return None
-    strides = mtype.stride_values
-    unit = [d for d in range(mtype.rank) if strides[d] == 1]
-    if not unit:
-        order = tuple(reversed(range(tile.rank)))
-        return AccessInfo(op, order, 1, {"no unit-stride dim": 1})
-    cd = unit[-1]
-    rest = sorted(
-        (d for d in range(tile.rank) if d != cd),
-        key=lambda d: (-(strides[d] if strides[d] != DYNAMIC else _DIV_CAP), -d),
-    )
-    order = (cd,) + tuple(rest)
-    ebytes = element_bytes(mtype.element)
-    limits = {"16 bytes": MAX_VECTOR_BYTES // ebytes, "tile extent": tile.shape[cd]}
-    mk = base.op if isinstance(base, OpResult) else None
-    if mk is None or mk.name != "nv_tileaa.make_memref":
-        limits["unknown memref origin"] = 1
-    else:
-        mod = mk.opdef
-        ptr_align = divisibility(mod.operand_group(mk, "base")[0])
-        limits["base alignment"] = max(1, ptr_align // ebytes)
-        offset = mod.operand_group(mk, "offset")
-        if offset:
-            limits["memref offset"] = divisibility(offset[0])
-        dyn_strides = iter(mod.operand_group(mk, "strides"))
-        dyn_sizes = iter(mod.operand_group(mk, "sizes"))
-        sizes = {}
-        for d in range(mtype.rank):
-            sizes[d] = mtype.shape[d] if mtype.shape[d] != DYNAMIC else next(dyn_sizes, None)
-        for d in range(mtype.rank):
-            s = strides[d] if mtype.strides else DYNAMIC
-            if s == DYNAMIC:
-                sv = next(dyn_strides, None)
-                div = divisibility(sv) if sv is not None else 1
-            else:
-                div = _pow2_part(s)
-            if d != cd:
-                limits[f"stride of dim {d}"] = div
-        in_bounds = op.attributes.get("in_bounds")
-        masked = True
-        if isinstance(in_bounds, DenseArrayAttr) and len(in_bounds.values) > cd:
-            masked = not in_bounds.values[cd]
-        if masked:
-            size = sizes[cd]
-            limits["extent of dim %d" % cd] = (
-                _pow2_part(size) if isinstance(size, int) else divisibility(size) if size else 1
-            )
-    indices = od.operand_group(op, "indices")
-    if len(indices) > cd:
-        limits["start index"] = divisibility(indices[cd])
-    if od.operand_group(op, "mask"):
-        limits["mask"] = 1
-    vec = _pow2_floor(min(limits.values()))
-    return AccessInfo(op, order, vec, limits)
-
-
-def kernel_spec_int(func: Operation, key: str) -> Optional[int]:
-    """Integer ``key`` of the function's folded ``nv_tileaa.kernel_spec`` (None if absent)."""
-    spec = func.attributes.get("nv_tileaa.kernel_spec")
-    if isinstance(spec, DictAttr):
-        for k, v in spec.items:
-            if k == key and isinstance(v, IntegerAttr):
-                return v.value
-    return None
-
-
-def enclosing_int_attr(op: Operation, name: str) -> Optional[int]:
-    """Integer attribute ``name`` on ``op`` or the nearest enclosing op carrying it."""
-    p = op
-    while p is not None:
-        a = p.attributes.get(name)
-        if isinstance(a, IntegerAttr):
-            return a.value
-        p = p.parent_op
-    return None
-
-
-def kernel_num_warps(func: Operation) -> int:
-    for n in (kernel_spec_int(func, "num_warps"), enclosing_int_attr(func, "tt.num_warps")):
-        if n is not None:
-            return n
-    return DEFAULT_NUM_WARPS
-
-
 def permute_layout(layout: BlockedLayout, perm: tuple[int, ...]) -> BlockedLayout:
     """The layout of ``permute(x, perm)`` when ``x`` has ``layout`` (result dim i = dim perm[i])."""
     return BlockedLayout(
@@ -212,57 +79,75 @@ def permute_layout(layout: BlockedLayout, perm: tuple[int, ...]) -> BlockedLayou
     )
 
 
-def _target_sm(op) -> Optional[int]:
-    """The compute capability the module around ``op`` was converted for (None if unknown)."""
-    return enclosing_int_attr(op, "nv_tileaa.compute_capability")
+class LayoutOptions:
+    """The choices of ``nv-tileas-assign-layouts`` (its pass options): CTA size (0: what the
+    kernel asks for), whether dots may use wgmma, whether dot operands may be staged by
+    cp.async, whether K loops may be pipelined, and the stage count (0: the kernel's). A choice
+    left unset (None, 0) is the compile's (runtime/options.py :func:`current`: the driver's
+    CompileOptions while it runs the stage, the defaults elsewhere)."""
+
+    def __init__(
+        self,
+        num_warps: int = 0,
+        wgmma: Optional[bool] = None,
+        cp_async: Optional[bool] = None,
+        pipeline: Optional[bool] = None,
+        num_stages: int = 0,
+    ):
+        compile_options = current()
+        self.num_warps = num_warps
+        self.wgmma = compile_options.use_wgmma if wgmma is None else wgmma
+        self.cp_async = compile_options.use_cp_async if cp_async is None else cp_async
+        self.pipeline = self.cp_async and (
+            compile_options.pipelining if pipeline is None else pipeline
+        )
+        self.num_stages = num_stages or compile_options.num_stages or 0
 
 
-def mma_accumulator_layout(op, num_warps: int, sm: Optional[int] = None) -> Optional[BlockedLayout]:
-    """The accumulator layout codegen wants for ``dot`` ``op``: on sm_90 when the dot runs on
-    ``wgmma`` (runtime/codegen/mma.py ``wgmma_plan``), :func:`wgmma_accumulator_layout`; else
-    :func:`mma_sync_accumulator_layout`. ``sm`` defaults to the module's compute capability."""
-    if op is None or op.name != "nv_tileaa.dot":
+def _accumulated_dot(y: Value, depth: int = 0) -> Optional[Operation]:
+    """The ``dot`` whose result reaches the loop-carried value ``y`` through same-shape
+    elementwise ops (``acc + dot(a, b, 0) * scale``: block-scaled GEMMs), or None."""
+    op = y.op if isinstance(y, OpResult) else None
+    if op is None or depth > 8 or not _is_tile(y.type):
         return None
-    from tilegen.runtime.codegen.mma import wgmma_plan
-
-    if wgmma_plan(op, num_warps, _target_sm(op) if sm is None else sm) is not None:
-        return wgmma_accumulator_layout(num_warps)
-    return mma_sync_accumulator_layout(op, num_warps)
-
-
-def wgmma_accumulator_layout(num_warps: int) -> BlockedLayout:
-    """The blocked layout that is the ``wgmma`` m64nN accumulator fragment once codegen permutes
-    the rows of A in shared memory (docs/tensor_cores.md): thread (lane, warp) holds rows
-    8 warp + g (+ 8 num_warps r) and column pairs 8 j + 2t, 2t + 1."""
-    return BlockedLayout((1, 2), (8, 4), (num_warps, 1), (1, 0))
-
-
-def mma_sync_accumulator_layout(op, num_warps: int) -> Optional[BlockedLayout]:
-    """The blocked layout that *is* the ``mma.sync`` accumulator fragment layout for ``dot``
-    ``op`` (rows g and g + 8 of each 16-row MMA tile in registers, column pairs 2t, 2t + 1 per
-    lane, warps side by side along N), or None when the shape does not fit it (the dot then
-    stages its accumulator through shared memory)."""
-    if op is None or op.name != "nv_tileaa.dot" or len(op.operands) < 3:
+    if op.name == "nv_tileaa.dot":
+        return op
+    if op.regions or not (U.has_trait(op, "Elementwise") or op.dialect in ("arith", "math")):
         return None
-    c = op.operands[2].type
-    if not _is_tile(c) or c.rank != 2:
-        return None
-    m, n = c.shape
-    rows = 8 if isinstance(c.element, FloatType) and c.element.name == "f64" else 16
-    if m % rows or n % (8 * num_warps):
-        return None
-    return BlockedLayout((1, 2), (8, 4), (1, num_warps), (1, 0))
+    for v in op.operands:
+        if _is_tile(v.type) and v.type.shape == y.type.shape:
+            d = _accumulated_dot(v, depth + 1)
+            if d is not None:
+                return d
+    return None
 
 
 class LayoutAssigner:
-    def __init__(self, func: Operation, num_warps: int):
+    def __init__(self, func: Operation, num_warps: int, options: Optional[LayoutOptions] = None):
         self.func = func
         self.num_warps = num_warps
+        self.options = options or LayoutOptions()
+        self.sm = target_sm(func)
         self.layout: dict[Value, DistributedLayout] = {}
         #: pending value -> pending operands that must follow it
         self.pending: dict[Value, list[Value]] = {}
         self.accesses: list[AccessInfo] = []
         self.converts = 0
+        self._families: dict[Operation, Optional[str]] = {}
+
+    def dot_family(self, op: Operation) -> Optional[str]:
+        """The instruction family of ``dot`` ``op`` (decided once, recorded on the op)."""
+        if op not in self._families:
+            fam = choose_dot_family(op, self.num_warps, self.sm, self.options.wgmma)
+            self._families[op] = fam
+            if fam is not None:
+                D.set_str(op, D.MMA, fam)
+        return self._families[op]
+
+    def mma_accumulator(self, op: Operation) -> Optional[BlockedLayout]:
+        if op is None or op.name != "nv_tileaa.dot":
+            return None
+        return accumulator_layout(op, self.num_warps, self.dot_family(op))
 
     # ----- helpers
     def default(self, t: TileType) -> DistributedLayout:
@@ -332,6 +217,9 @@ class LayoutAssigner:
 
     # ----- walk
     def run(self) -> None:
+        for op in self.func.walk():
+            D.clear(op)
+        D.set_int(self.func, D.NUM_WARPS, self.num_warps)
         for region in self.func.regions:
             for block in region.blocks:
                 for arg in block.args:
@@ -344,6 +232,32 @@ class LayoutAssigner:
         for v, layout in self.layout.items():
             t = v.type
             v.type = TileType(t.shape, t.element, layout)
+        self.decide_staging()
+
+    def decide_staging(self) -> None:
+        """On the laid-out IR: which loads are staged for their dots by cp.async, and which
+        K loops prefetch them (runtime/layouts/staging.py)."""
+        if not self.options.cp_async:
+            return
+        staged = set()
+        for op in self.func.walk():
+            width = cp_async_width(op) if op.name == "nv_tileaa.tiled_load" else 0
+            if width:
+                D.set_int(op, D.CP_ASYNC, width)
+                staged.add(op)
+        stages = self.options.num_stages or kernel_num_stages(self.func)
+        if not staged or not self.options.pipeline or stages < 2:
+            return
+        done: set = set()
+        for op in self.func.walk():  # outer loops first; none inside a pipelined one
+            if op.name != "scf.for" or op in done:
+                continue
+            loads = pipeline_loads(op, staged)
+            if loads:
+                D.set_int(op, D.NUM_STAGES, stages)
+                for ld in loads:
+                    D.set_unit(ld, D.PREFETCH)
+                done.update(o for o in op.walk() if o.name == "scf.for")
 
     def run_block(self, block: Block) -> None:
         for op in list(block.ops):
@@ -356,6 +270,7 @@ class LayoutAssigner:
             info = analyze_memref_access(op) if name in _MEM_ANCHORS else None
             if info is not None:
                 self.accesses.append(info)
+                D.set_int(op, D.VECTOR_WIDTH, info.vec)
             t = (
                 op.results[0].type
                 if "load" in name
@@ -386,7 +301,7 @@ class LayoutAssigner:
                     self.get(op.operands[i])
             return
         if name == "nv_tileaa.dot" and tiles:
-            mma = mma_accumulator_layout(op, self.num_warps)
+            mma = self.mma_accumulator(op)
             for i in self.tile_operands(op)[:2]:
                 self.get(op.operands[i])
             if mma is None:
@@ -491,8 +406,9 @@ class LayoutAssigner:
         for k, i in enumerate(inits):
             v = op.operands[i]
             y = term.operands[k] if term is not None and k < len(term.operands) else None
-            acc = mma_accumulator_layout(y.op, self.num_warps) if isinstance(y, OpResult) else None
-            if acc is not None and y.op.name == "nv_tileaa.dot" and _is_tile(v.type):
+            dot = _accumulated_dot(y) if isinstance(y, OpResult) else None
+            acc = self.mma_accumulator(dot) if dot is not None else None
+            if acc is not None and _is_tile(v.type):
                 # an MMA accumulator carried by the loop keeps the MMA layout throughout
                 self.require(op, i, acc)
                 layout = acc
@@ -536,12 +452,16 @@ class LayoutAssigner:
                 self.require(term, k, layout)
 
 
-def assign_layouts(root: Operation, num_warps: int = 0) -> list[LayoutAssigner]:
-    """Assign layouts in every ``nv_tileaa.func`` under ``root``; returns one assigner each."""
+def assign_layouts(
+    root: Operation, num_warps: int = 0, options: Optional[LayoutOptions] = None
+) -> list[LayoutAssigner]:
+    """Assign layouts, and record the stage's decisions (runtime/layouts/decisions.py), in every
+    ``nv_tileaa.func`` under ``root``; returns one assigner each."""
+    options = options or LayoutOptions(num_warps)
     out = []
     for op in list(root.walk()):
         if op.name == "nv_tileaa.func":
-            a = LayoutAssigner(op, num_warps or kernel_num_warps(op))
+            a = LayoutAssigner(op, num_warps or options.num_warps or kernel_num_warps(op), options)
             a.run()
             out.append(a)
     return out
@@ -561,8 +481,25 @@ def unassigned_tiles(root: Operation) -> list[Value]:
 
 @register(
     "nv-tileas-assign-layouts",
-    options={"num-warps": (int, 0)},
-    summary="assign nv_tileas layouts to the tile values of nv_tileaa functions",
+    options={
+        "num-warps": (int, 0),
+        "wgmma": (parse_bool, None),  # None: on (LayoutOptions)
+        "cp-async": (parse_bool, None),
+        "pipeline": (parse_bool, None),
+        "num-stages": (int, 0),
+    },
+    summary="assign nv_tileas layouts to the tile values of nv_tileaa functions and record the "
+    "layout stage's decisions (CTA size, vector widths, MMA family, cp.async staging, "
+    "pipelining) as nv_tileas.* attributes",
 )
 def _pass(op: Operation, options: dict) -> None:
-    assign_layouts(op, options.get("num-warps", 0))
+    assign_layouts(
+        op,
+        options=LayoutOptions(
+            options.get("num-warps", 0),
+            options.get("wgmma"),
+            options.get("cp-async"),
+            options.get("pipeline"),
+            options.get("num-stages", 0),
+        ),
+    )

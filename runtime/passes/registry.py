@@ -72,6 +72,7 @@ def load_passes() -> dict[str, PassInfo]:
     """Import every pass module (registration is a side effect) and return the registry."""
     from tilegen.runtime.passes import (  # noqa: F401
         canonicalize,
+        convert_to_nv_tileaa,
         cse,
         debuginfo,
         fuse_fma,
@@ -79,6 +80,5 @@ def load_passes() -> dict[str, PassInfo]:
         layout_assignment,
         loop_split,
     )
-    from tilegen.runtime.conversion import pass_registration  # noqa: F401
 
     return PASSES

@@ -9,7 +9,11 @@ import sys
 
 import numpy as np
 
-from tilegen.runtime.ptx.parser import Addr, Entry, Sym, parse_ptx
+from functools import lru_cache
+
+from tilegen.runtime.ptx import assemble as _assemble
+from tilegen.runtime.ptx.check import check_module
+from tilegen.runtime.ptx.parser import Addr, Entry, Module, Sym, parse_ptx
 from tilegen.runtime.ptx.sim import tensormap
 from tilegen.runtime.ptx.sim.cta import CtaState, PtxSimError, run_cta
 from tilegen.runtime.ptx.sim.memory import Heap
@@ -60,7 +64,9 @@ def _block(entry: Entry) -> tuple[int, int, int]:
 
 def _explicit_maps(entry: Entry, args: list, arrays: list, nflat: int, maps, file: str):
     """Tensor maps from the caller's host-side descriptions, one per hidden param in order:
-    {"array": index into `args`, "box": [outermost .. innermost], "swizzle": 0/32/64/128}."""
+    {"array": index into `args`, "box": [outermost .. innermost], "swizzle": 0/32/64/128,
+    "swizzle_atom": 16 (default) or 32 (128-byte swizzle of 32-byte atoms), "oob": "zero"
+    (default) or "nan"}."""
     hidden = entry.params[nflat:]
     if len(maps) != len(hidden):
         raise PtxSimError(
@@ -76,7 +82,19 @@ def _explicit_maps(entry: Entry, args: list, arrays: list, nflat: int, maps, fil
     for m in maps:
         try:
             addr, arr = index[int(m["array"])]
-            out.append(tensormap.encode(addr, arr, m.get("box"), int(m.get("swizzle", 0))))
+            oob = m.get("oob", "zero")
+            if oob not in ("zero", "nan"):
+                raise ValueError(f"oob must be 'zero' or 'nan', got {oob!r}")
+            out.append(
+                tensormap.encode(
+                    addr,
+                    arr,
+                    m.get("box"),
+                    int(m.get("swizzle", 0)),
+                    oob_nan=oob == "nan",
+                    swizzle_atom=int(m.get("swizzle_atom", 16)),
+                )
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise PtxSimError(f"{file}: bad tensor map description {m!r}: {e}") from None
     return out
@@ -118,6 +136,36 @@ def _tensor_maps(entry: Entry, args: list, arrays: list, nflat: int, file: str) 
     return unread
 
 
+@lru_cache(maxsize=32)
+def load(ptx: str, file: str = "<ptx>", check: bool = True) -> Module:
+    """Parse (and, with `check`, operand-check: runtime/ptx/check.py) PTX once per text."""
+    module = parse_ptx(ptx, file)
+    if check:
+        check_module(module, file)
+    return module
+
+
+#: at most this many lanes (threads of all CTAs simulated side by side)
+BATCH_LANES = 4096
+
+
+def _batch(entry: Entry, block: tuple, strict_async: bool) -> int:
+    """How many CTAs to simulate side by side. CTAs are independent, so running several as one
+    wider SIMT state (each with its own shared memory, barriers, tensor memory) is one valid
+    interleaving, and costs about one CTA's interpreter overhead. One at a time where order is
+    observable or tracked: printf output (ordered per CTA), the strict modes, and CTAs that are
+    not whole warpgroups."""
+    from tilegen.runtime.ptx.sim import tensor_ops
+
+    threads = block[0] * block[1] * block[2]
+    if strict_async or tensor_ops.STRICT_CP_ASYNC or threads % 128:
+        return 1
+    if any(ins.opcode.startswith("call") for ins in entry.body):
+        return 1
+    shared = sum(v.size + v.align for v in entry.shared) + 1024
+    return max(1, min(BATCH_LANES // threads, (64 << 20) // shared))
+
+
 def run_ptx(
     ptx: str,
     args: list,
@@ -127,12 +175,33 @@ def run_ptx(
     max_steps: int = 2_000_000,
     stdout=None,
     tensor_maps: list | None = None,
+    *,
+    check: bool = True,
+    assemble: bool | None = None,
+    ptxas_flags: tuple = (),
+    strict_async: bool = False,
 ) -> list[np.ndarray]:
     """Run `entry_name` (default: the only entry) on `args`; returns every array argument's
     contents after the launch, in argument order (scalars omitted). `tensor_maps` describes
     the hidden CUtensorMap params (see `_explicit_maps`); without it they are inferred for
-    1-D copies only."""
-    module = parse_ptx(ptx, file)
+    1-D copies only.
+
+    Nothing runs that ptxas would refuse: `check` applies the load-time operand rules of
+    runtime/ptx/check.py, and `assemble` assembles the PTX with ptxas for its `.target`
+    (runtime/ptx/assemble.py, cached per text; `ptxas_flags` are extra options its producer
+    assembles it with): True requires ptxas, None (the default) uses it whenever it is
+    installed, False skips it.
+
+    `strict_async` keeps asynchronous operations (TMA and bulk copies, tcgen05.mma, wgmma's
+    operand reads) in flight until something forces them, and checks every access against them
+    (runtime/ptx/sim/hazards.py): reads before the mbarrier phase completes, missing
+    fence.proxy.async, expect-tx byte counts that differ from the bytes delivered, and stages
+    overwritten while still being read. Off by default: operations complete at issue."""
+    if assemble is None:
+        assemble = _assemble.find_ptxas() is not None
+    module = load(ptx, file, check)
+    if assemble:
+        _assemble.require_assembles(ptx, file, tuple(ptxas_flags))
     if entry_name is None:
         if len(module.entries) != 1:
             raise PtxSimError(f"{file}: expected one .entry, found {len(module.entries)}")
@@ -158,13 +227,24 @@ def run_ptx(
         heap.write(gvars[var.name], raw[: var.size])
     grid = tuple((list(int(g) for g in grid) + [1, 1])[:3])
     block = _block(entry)
-    for z in range(grid[2]):
-        for y in range(grid[1]):
-            for x in range(grid[0]):
-                st = CtaState(entry, heap, params, block, (x, y, z), grid, globals=gvars)
-                run_cta(st, max_steps, file)
-                for text in st.printed:
-                    print(text, end="", file=stdout or sys.stdout)
+    coords = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+    per = _batch(entry, block, strict_async)
+    for i in range(0, len(coords), per):
+        group = coords[i : i + per]
+        st = CtaState(
+            entry,
+            heap,
+            params,
+            block,
+            group[0],
+            grid,
+            globals=gvars,
+            strict_async=strict_async,
+            more_ctas=tuple(group[1:]),
+        )
+        run_cta(st, max_steps, file)
+        for text in st.printed:
+            print(text, end="", file=stdout or sys.stdout)
     out = []
     for addr, arr in arrays:
         out.append(np.frombuffer(heap.read(addr, arr.nbytes), arr.dtype).reshape(arr.shape))

@@ -8,7 +8,9 @@ links the object into a shared library, runs the callback once on a probe param 
 (every 4-byte slot holds 0x1000 + 4 * its offset, so each field read back names the param it
 came from) and decodes the fields the simulator needs:
 
-    word 0: global address   word 1: bits 4-6 rank-1, bits 13-14 swizzle (0, 32B, 64B, 128B)
+    word 0: global address   word 1: bits 4-6 rank-1, bits 13-14 swizzle (0, 32B, 64B, 128B),
+            bit 19 the 128-byte swizzle of 32-byte atoms (seen on tf32 MN-major maps for sm_100,
+            whose tcgen05 descriptors then say 128B_BASE32B)
     word 4/5: dims-1 (32 bits each, innermost first)
     word 6: bits 56-63 box[0]-1   word 7: 8 bits per box[1..4]-1
 
@@ -116,5 +118,8 @@ def tensor_maps(host_object: Path, ptx: str, array_ranks: list[int]) -> list[dic
                 "the array's shape params; the CUtensorMap decoding does not fit this object"
             )
         box = [(w[6] >> 56) + 1] + [((w[7] >> (8 * i)) & 0xFF) + 1 for i in range(rank - 1)]
-        out.append({"array": arg, "box": box[::-1], "swizzle": _SWIZZLE[(w[1] >> 13) & 3]})
+        desc = {"array": arg, "box": box[::-1], "swizzle": _SWIZZLE[(w[1] >> 13) & 3]}
+        if (w[1] >> 19) & 1:
+            desc["swizzle_atom"] = 32
+        out.append(desc)
     return out

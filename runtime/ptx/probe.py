@@ -24,6 +24,8 @@ from functools import lru_cache
 from itertools import combinations
 from pathlib import Path
 
+from tilegen.runtime.ptx.assemble import find_ptxas
+
 # .target values probed, lowest first (all accepted by ptxas 13.x as PTX targets).
 SM_LADDER = [20, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90]
 SM_LADDER += [100, 103, 110, 120]
@@ -105,6 +107,33 @@ HANDWRITTEN_PROBES: dict[str, tuple] = {
         " [smem], [%rd1], 16, [smem+128];",
     ),
     "setmaxnreg": ("setmaxnreg.inc.sync.aligned.u32 64;",),
+    "membar": ("membar.gl;", "membar.cta;"),
+    "cp.async.mbarrier.arrive": (
+        "cp.async.mbarrier.arrive.shared.b64 [smem];",
+        "cp.async.mbarrier.arrive.noinc.shared.b64 [smem];",
+    ),
+    "tcgen05.alloc": ("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [smem], 32;",),
+    "tcgen05.dealloc": ("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r1, 32;",),
+    "tcgen05.relinquish_alloc_permit": (
+        "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;",
+    ),
+    "tcgen05.mma": (
+        "tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1;",
+        "tcgen05.mma.cta_group::1.kind::tf32 [%r1], [%r3], %rd2, %r2, {%r4, %r4, %r4, %r4}, %p1;",
+    ),
+    "tcgen05.commit": (
+        "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [smem];",
+    ),
+    "tcgen05.ld": (
+        "tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r0}, [%r1];",
+        "tcgen05.ld.sync.aligned.16x32bx2.x1.b32 {%r0}, [%r1], 16;",
+    ),
+    "tcgen05.st": ("tcgen05.st.sync.aligned.32x32b.x1.b32 [%r1], {%r0};",),
+    "tcgen05.wait": ("tcgen05.wait::ld.sync.aligned;", "tcgen05.wait::st.sync.aligned;"),
+    "tcgen05.fence": (
+        "tcgen05.fence::before_thread_sync;",
+        "tcgen05.fence::after_thread_sync;",
+    ),
     "mma.sync": (
         "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"
         " {%r0, %r1, %r2, %r3}, {%r4, %r5}, {%r6}, {%r0, %r1, %r2, %r3};",
@@ -135,23 +164,6 @@ HANDWRITTEN_PROBES: dict[str, tuple] = {
         ),
     ),
 }
-
-
-def find_ptxas() -> str | None:
-    """The ptxas from the nvidia-cuda-nvcc wheel (or $PTXAS / PATH), or None."""
-    env = os.environ.get("PTXAS")
-    if env and Path(env).is_file():
-        return env
-    try:
-        import nvidia
-
-        for base in nvidia.__path__:
-            for cand in sorted(Path(base).glob("cu*/bin/ptxas"), reverse=True):
-                if os.access(cand, os.X_OK):
-                    return str(cand)
-    except ImportError:
-        pass
-    return shutil.which("ptxas")
 
 
 def isa_key(v: str) -> tuple[int, int]:

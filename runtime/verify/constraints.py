@@ -19,9 +19,6 @@ A constraint name the spec does not define accepts every type (and is reported b
 
 from __future__ import annotations
 
-import importlib
-import re
-from functools import lru_cache
 from typing import Optional
 
 from tilegen.runtime.attributes import (
@@ -40,7 +37,13 @@ from tilegen.runtime.attributes import (
     UnitAttr,
 )
 from tilegen.runtime.ir import Region
-from tilegen.runtime.opdef import DIALECT_MODULES, AttrDef, lookup_enum
+from tilegen.runtime.opdef import (  # noqa: F401 (buildable_type: API)
+    AttrDef,
+    attr_constraint,
+    buildable_type,
+    constraint_tables,
+    lookup_enum,
+)
 from tilegen.runtime.types import (
     FloatType,
     FunctionType,
@@ -67,27 +70,7 @@ from tilegen.runtime.types import (
 )
 from tilegen.runtime.verify.types import is_number_type
 
-_WRAPPERS = re.compile(
-    r"^(?:DefaultValuedAttr|OptionalAttr|DefaultValuedOptionalAttr)<(.*?)(?:,.*)?>$"
-)
-
-
-@lru_cache(maxsize=None)
-def _tables() -> tuple[dict, dict, dict, dict]:
-    types: dict = {}
-    attrs: dict = {}
-    regions: dict = {}
-    groups: dict = {}
-    for mod_name in DIALECT_MODULES:
-        try:
-            mod = importlib.import_module(mod_name + ".constraints")
-        except ModuleNotFoundError:
-            continue
-        types.update(getattr(mod, "TYPES", {}))
-        attrs.update(getattr(mod, "ATTRIBUTES", {}))
-        regions.update(getattr(mod, "REGIONS", {}))
-        groups.update(getattr(mod, "ELEMENT_GROUPS", {}))
-    return types, attrs, regions, groups
+_tables = constraint_tables
 
 
 def type_constraint(name: str) -> Optional[dict]:
@@ -138,25 +121,6 @@ _KINDS = {
     "nv_consumer_token": PipelineConsumerTokenType,
     "nv_async_token": AsyncTokenType,
 }
-#: kinds with exactly one type: a constraint ``{kind: K}`` of one of these is buildable (the
-#: parser infers the type, as ODS does for buildable types)
-_PARAMETERLESS = {
-    "token": TokenType,
-    "mem_token": MemTokenType,
-    "nv_producer_token": PipelineProducerTokenType,
-    "nv_consumer_token": PipelineConsumerTokenType,
-    "nv_async_token": AsyncTokenType,
-}
-
-
-def buildable_type(name: str) -> Optional[Type]:
-    """The single type constraint ``name`` admits when its predicate is just a parameterless
-    ``kind`` (token types), else None."""
-    c = type_constraint(name)
-    if c is None or set(c["match"]) != {"kind"}:
-        return None
-    cls = _PARAMETERLESS.get(c["match"]["kind"])
-    return cls() if cls is not None else None
 _DIALECT_TYPES = (
     TileType,
     PointerType,
@@ -210,16 +174,6 @@ def element_in(elem: Type, names) -> bool:
 
 
 # --------------------------------------------------------------------------- attributes
-
-
-def attr_constraint(constraint: str) -> Optional[dict]:
-    table = _tables()[1]
-    if constraint in table:
-        return table[constraint]
-    m = _WRAPPERS.match(constraint)
-    if m:
-        return attr_constraint(m.group(1).strip())
-    return None
 
 
 def check_attribute(a: AttrDef, value: Attribute) -> Optional[str]:

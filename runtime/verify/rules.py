@@ -37,7 +37,14 @@ from typing import Any, Callable, Optional
 from tilegen.runtime import records
 from tilegen.runtime.attributes import EnumAttr, IntegerAttr
 from tilegen.runtime.opdef import lookup_enum
-from tilegen.runtime.types import STORAGE_WIDTHS, FloatType, IntegerType, PointerType, Type
+from tilegen.runtime.types import (
+    STORAGE_WIDTHS,
+    FloatType,
+    IntegerType,
+    PointerType,
+    TileType,
+    Type,
+)
 from tilegen.runtime.verify.constraints import element_in
 from tilegen.runtime.verify.context import VerifyContext
 from tilegen.runtime.verify.types import format_type
@@ -246,8 +253,6 @@ def transform(name: str):
 
 @transform("i1_same_shape")
 def _i1_same_shape(t: Type) -> Optional[Type]:
-    from tilegen.runtime.types import TileType
-
     # like MLIR's getI1SameShape, the (nv_tileas layout) encoding is kept
     return TileType(t.shape, IntegerType(1), t.encoding) if isinstance(t, TileType) else None
 
@@ -255,8 +260,6 @@ def _i1_same_shape(t: Type) -> Optional[Type]:
 @transform("pointer_tile")
 def _pointer_tile(t: Type) -> Optional[Type]:
     """``tile<SxE>`` -> ``tile<Sxptr<E>>`` (load/store pointer operands)."""
-    from tilegen.runtime.types import TileType
-
     return TileType(t.shape, PointerType(t.element)) if isinstance(t, TileType) else None
 
 
@@ -272,8 +275,6 @@ def _identity(t: Type) -> Optional[Type]:
 
 @transform("pointer_tile")
 def _pointer_tile(t: Type) -> Optional[Type]:
-    from tilegen.runtime.types import TileType
-
     return TileType(t.shape, PointerType(t.element)) if isinstance(t, TileType) else None
 
 

@@ -13,7 +13,8 @@ from functools import lru_cache
 from typing import Optional
 
 from tilegen.runtime.attributes import StringAttr
-from tilegen.runtime.opdef import OpDef
+from tilegen.runtime.ir import BlockArgument, OpResult
+from tilegen.runtime.opdef import DIALECT_MODULES, OpDef, OpView, load_dialects
 from tilegen.runtime.types import TensorViewType, TileType, Type
 from tilegen.runtime.verify.context import VerifyContext
 
@@ -32,8 +33,6 @@ def no_terminator(opdef: OpDef) -> bool:
 def _class_to_op() -> dict[str, str]:
     """C++ class name (``IfOp``) -> op name (``cuda_tile.if``), from the generated op classes."""
     import importlib
-
-    from tilegen.runtime.opdef import DIALECT_MODULES, OpView, load_dialects
 
     load_dialects()
     out: dict[str, str] = {}
@@ -275,8 +274,6 @@ def _verify_isolated(ctx: VerifyContext) -> None:
 
 
 def _defined_within(value, root) -> bool:
-    from tilegen.runtime.ir import BlockArgument, OpResult
-
     if isinstance(value, OpResult):
         op = value.op.parent_op
     elif isinstance(value, BlockArgument):

@@ -91,7 +91,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     try:
         if args.backend == "ptxsim":  # runtime/codegen's PTX in the SIMT simulator
-            from tilegen.runtime.codegen.ptxsim import run_ptxsim
+            from tilegen.runtime.ptxsim import run_ptxsim
 
             result = run_ptxsim(
                 module,

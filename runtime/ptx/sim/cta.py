@@ -14,8 +14,14 @@ import numpy as np
 from tilegen.runtime.ptx.parser import Entry, Instr, Reg, Sym, Imm
 from tilegen.runtime.ptx.sim import handwritten
 from tilegen.runtime.ptx.sim.declared import evaluate, match
-from tilegen.runtime.ptx.sim.memory import Flat, Heap, MemoryFault
-from tilegen.runtime.ptx.sim.values import from_bits, imm_values, to_bits
+from tilegen.runtime.ptx.sim.memory import Flat, Heap, MemoryFault, Shared
+from tilegen.runtime.ptx.sim.values import (
+    from_bits,
+    from_bits_fn,
+    imm_values,
+    to_bits,
+    to_bits_fn,
+)
 
 
 class PtxSimError(Exception):
@@ -38,21 +44,38 @@ class CtaState:
     trace: list | None = None
     globals: dict[str, int] = field(default_factory=dict)  # module .global name -> heap address
     printed: list = field(default_factory=list)  # vprintf output, one string per lane call
-    mbarriers: dict = field(default_factory=dict)  # shared address -> async_ops.MBarrier
+    strict_async: bool = False  # the strict async mode (runtime/ptx/sim/hazards.py)
     stall: np.ndarray | None = None  # lanes a failed mbarrier wait parks for a retry
     barrier: tuple[int, int | None] = (0, None)  # (id, thread count) of the last bar.sync
+    tmem: object = None  # tcgen05.Tmem, created on first use
+    cur_ins: Instr | None = None  # the instruction executing (for the strict mode's messages)
+    cur_mask: np.ndarray | None = None
+    cur_full: bool = False  # cur_mask covers every lane
+    # further CTAs simulated side by side with `ctaid` (launch.run_ptx batches independent
+    # CTAs: lanes [k T, (k + 1) T) are CTA k's; each has its own slice of shared memory)
+    more_ctas: tuple = ()
 
     def __post_init__(self) -> None:
         nx, ny, nz = self.ntid
-        self.n = nx * ny * nz
-        lin = np.arange(self.n)
+        self.threads = nx * ny * nz
+        ctas = (tuple(self.ctaid),) + tuple(tuple(c) for c in self.more_ctas)
+        self.n = self.threads * len(ctas)
+        lin = np.arange(self.n) % self.threads
+        self.cta_of = np.arange(self.n) // self.threads
         self.tid = (lin % nx, (lin // nx) % ny, lin // (nx * ny))
+        self.ctaid_lanes = tuple(
+            np.array([c[k] for c in ctas], np.uint64)[self.cta_of] for k in range(3)
+        )
         top = 0
         for var in self.entry.shared:
             top = (top + var.align - 1) // var.align * var.align
             self.symbols[var.name] = ("shared", top)
             top += var.size
-        self.shared = Flat(top, 0, "shared")
+        # one slice of shared memory per CTA at 256 KiB steps: matrix descriptors (wgmma,
+        # tcgen05) hold 18-bit shared addresses, relative to the issuing CTA's slice
+        self.shared_stride = (top + (1 << 18) - 1) >> 18 << 18 if len(ctas) > 1 else top
+        self.shared_base = (self.cta_of * self.shared_stride).astype(np.uint64)
+        self.shared = Shared(self.shared_stride * len(ctas))
         ltop = 0
         for var in self.entry.local:
             ltop = (ltop + var.align - 1) // var.align * var.align
@@ -64,18 +87,31 @@ class CtaState:
             self.symbols[name] = ("param", addr)
         for name, addr in self.globals.items():
             self.symbols[name] = ("global", addr)
+        from tilegen.runtime.ptx.sim.asyncproxy import Engine
+
+        self.engine = Engine(self, self.strict_async)
+        self.shared.hooks = self.engine.hazards
 
     # -- operands --------------------------------------------------------------------------------
     def special(self, name: str) -> np.ndarray | None:
+        """A special register's value per lane (constant within the CTA; cached)."""
+        cache = self.__dict__.setdefault("_specials", {})
+        if name in cache:
+            return cache[name]
+        val = cache[name] = self._special(name)
+        return val
+
+    def _special(self, name: str) -> np.ndarray | None:
         base, _, axis = name.partition(".")
         k = "xyz".index(axis) if axis in ("x", "y", "z") else 0
         full = lambda v: np.full(self.n, v, np.uint64)  # noqa: E731
         lane = np.arange(self.n) % 32
+        warp = (np.arange(self.n) % self.threads) // 32
         table = {
             "%tid": lambda: self.tid[k].astype(np.uint64),
             "%ntid": lambda: full(self.ntid[k]),
-            "%ctaid": lambda: full(self.ctaid[k]),
-            "%clusterid": lambda: full(self.ctaid[k]),
+            "%ctaid": lambda: self.ctaid_lanes[k],
+            "%clusterid": lambda: self.ctaid_lanes[k],
             "%nctaid": lambda: full(self.nctaid[k]),
             "%nclusterid": lambda: full(self.nctaid[k]),
             "%cluster_ctaid": lambda: full(0),
@@ -83,8 +119,8 @@ class CtaState:
             "%cluster_ctarank": lambda: full(0),
             "%cluster_nctarank": lambda: full(1),
             "%laneid": lambda: lane.astype(np.uint64),
-            "%warpid": lambda: (np.arange(self.n) // 32).astype(np.uint64),
-            "%nwarpid": lambda: full((self.n + 31) // 32),
+            "%warpid": lambda: warp.astype(np.uint64),
+            "%nwarpid": lambda: full((self.threads + 31) // 32),
             "%lanemask_lt": lambda: ((1 << lane) - 1).astype(np.uint64),
             "%lanemask_le": lambda: ((2 << lane) - 1).astype(np.uint64),
             "%lanemask_eq": lambda: (1 << lane).astype(np.uint64),
@@ -104,7 +140,14 @@ class CtaState:
         if isinstance(op, Imm):
             return to_bits(self.read(op, t), t, self.n)
         if isinstance(op, Sym) and op.name in self.symbols:
-            return np.full(self.n, self.symbols[op.name][1], np.uint64)
+            cache = self.__dict__.setdefault("_symbol_bits", {})
+            if op.name not in cache:
+                space, addr = self.symbols[op.name]
+                bits = np.full(self.n, addr, np.uint64)
+                if space == "shared":  # each CTA's own slice
+                    bits = bits + self.shared_base
+                cache[op.name] = bits
+            return cache[op.name]
         raise PtxSimError(f"cannot read operand {op!r}")
 
     def read(self, op, t: str) -> np.ndarray:
@@ -119,6 +162,9 @@ class CtaState:
             return
         if not isinstance(op, Reg):
             raise PtxSimError(f"destination {op!r} is not a register")
+        if mask is self.cur_mask and self.cur_full:
+            self.regs[op.name] = np.ascontiguousarray(bits, np.uint64)
+            return
         old = self.regs.get(op.name)
         if old is None:
             old = np.zeros(self.n, np.uint64)
@@ -128,80 +174,250 @@ class CtaState:
         self.write_bits(op, to_bits(vals, t, self.n), mask)
 
 
-def _step(st: CtaState, ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
+_HANDWRITTEN = object()
+_MOV = object()
+_DECLARED = object()
+
+
+def _plan(ins: Instr, n: int):
+    """How to execute `ins` for `n` lanes, built once: hand-written, or a declared row's
+    function with its source readers (immediates converted once) and destination type."""
     form = match(ins.opcode)
     if form is None:
         raise PtxSimError(f"unsupported instruction {ins.opcode!r}")
+    parts = ins.parts
+    if parts[0] == "mov" and len(ins.operands) == 2 and isinstance(ins.operands[0], Reg):
+        src = ins.operands[1]
+        if isinstance(src, Imm):  # the immediate's bits, converted once
+            t = parts[-1]
+            if src.bits is not None and t[0] in "bsu":
+                val = from_bits(np.full(n, src.bits, np.uint64), t)
+            else:
+                val = imm_values(src.value, t, n)
+            return (_MOV, ins.operands[0], to_bits(val, t, n))
+        if isinstance(src, (Reg, Sym)):
+            return (_MOV, ins.operands[0], src)
     if form.handwritten:
-        return handwritten.execute(st, ins, mask, pc, at)
+        return (_HANDWRITTEN, handwritten.handler(ins))
     if len(ins.operands) < len(form.row["operands"]):
         raise PtxSimError(f"{ins.opcode}: expected {len(form.row['operands'])} operands")
-    args = [st.read(op, t) for op, t in zip(ins.operands[1:], form.operand_types[1:])]
-    st.write(ins.operands[0], evaluate(form, args), form.operand_types[0], mask)
+    srcs = []
+    for op, t in zip(ins.operands[1:], form.operand_types[1:]):
+        if isinstance(op, Imm):
+            const = imm_values(op.value, t, n) if op.bits is None or t[0] not in "bsu" else None
+            if const is None:
+                const = from_bits(np.full(n, op.bits, np.uint64), t)
+            srcs.append((None, const, None, op))
+        elif isinstance(op, Reg):
+            srcs.append((op.name, None, from_bits_fn(t), op))
+        else:
+            srcs.append((None, None, from_bits_fn(t), op))
+    fn = form.fn if form.fn is not None else (lambda *args, form=form: evaluate(form, list(args)))
+    dest = ins.operands[0]
+    to = to_bits_fn(form.operand_types[0], n)
+    return (_DECLARED, fn, srcs, dest, to)
+
+
+def _step(st: CtaState, ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
+    try:
+        plans = ins._plans
+    except AttributeError:
+        plans = ins._plans = {}
+    plan = plans.get(st.n)
+    if plan is None:
+        plan = plans[st.n] = _plan(ins, st.n)
+    kind = plan[0]
+    if kind is _DECLARED:
+        _, fn, srcs, dest, to = plan
+        regs = st.regs
+        args = []
+        for name, const, conv, op in srcs:
+            if const is not None:
+                args.append(const)
+                continue
+            b = regs.get(name) if name is not None else None
+            args.append(conv(st.bits(op) if b is None else b))
+        st.write_bits(dest, to(fn(*args)), mask)
+        return None
+    if kind is _HANDWRITTEN:
+        return plan[1](st, ins, mask, pc, at)
+    src = plan[2]  # _MOV: register copies, raw bits
+    st.write_bits(plan[1], src if isinstance(src, np.ndarray) else st.bits(src), mask)
     return None
 
 
 def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> None:
-    """Execute the CTA to completion; raises `PtxSimError` located at the failing line."""
+    """Execute the CTA to completion; raises `PtxSimError` located at the failing line.
+
+    Runnable lanes are kept in groups by PC (usually one or two), so a step costs one
+    instruction over one lane mask instead of a scan of every lane's PC."""
     body = st.entry.body
+    nbody = len(body)
     pc = np.zeros(st.n, np.int64)
     exited = np.zeros(st.n, bool)
     bar_of = np.full(st.n, -1)  # named barrier each lane waits at, -1 when none
     need: dict[int, int | None] = {}  # barrier id -> expected threads (None: all live ones)
     stalled = np.zeros(st.n, bool)
+    full = np.ones(st.n, bool)  # the all-lanes mask: `is full` spares a reduction per step
+    st.full_mask = full
+    groups: dict[int, np.ndarray] = {0: full}  # pc -> runnable lanes there
     progress = True
+    eng = st.engine
+
+    def add(lanes: np.ndarray) -> None:
+        """Regroup `lanes` (runnable) by their PCs."""
+        sel = np.nonzero(lanes)[0]
+        if not sel.size:
+            return
+        pcs = pc[sel]
+        first = int(pcs[0])
+        targets = (first,) if (pcs == first).all() else np.unique(pcs)
+        for t in targets:
+            t = int(t)
+            m = lanes if len(targets) == 1 else lanes & (pc == t)
+            g = groups.get(t)
+            m = m if g is None else (g | m)
+            groups[t] = full if m is not full and m.all() else m
 
     def release() -> None:
-        for b, count in list(need.items()):
+        for b, count in list(need.items()):  # keys: cta * 65536 + barrier id
             arrived = bar_of == b
-            if arrived.sum() >= (count or int((~exited).sum())):
+            live = count or int((~exited & (st.cta_of == b // 65536)).sum())
+            if arrived.sum() >= live:
                 bar_of[arrived] = -1
                 del need[b]
+                if eng.hazards is not None:
+                    eng.hazards.bar_sync(np.nonzero(arrived)[0])
+                add(arrived)
 
+    def finish() -> None:
+        from tilegen.runtime.ptx.sim import tcgen05
+
+        eng.flush()
+        tcgen05.at_exit(st)
+
+    with np.errstate(all="ignore"):
+        _loop(
+            st,
+            body,
+            pc,
+            exited,
+            bar_of,
+            need,
+            stalled,
+            groups,
+            add,
+            release,
+            finish,
+            eng,
+            max_steps,
+            file,
+        )
+
+
+def _meta(entry: Entry) -> list:
+    """Per instruction: (is a branch, guard register or None, guard negated), built once."""
+    meta = getattr(entry, "_meta", None)
+    if meta is None:
+        meta = entry._meta = [
+            (
+                ins.opcode.split(".")[0] == "bra",
+                Reg(ins.pred[0]) if ins.pred is not None else None,
+                bool(ins.pred and ins.pred[1]),
+            )
+            for ins in entry.body
+        ]
+    return meta
+
+
+def _loop(
+    st, body, pc, exited, bar_of, need, stalled, groups, add, release, finish, eng, max_steps, file
+) -> None:
+    nbody = len(body)
+    meta = _meta(st.entry)
+    progress = True
     for _ in range(max_steps):
-        runnable = ~exited & (bar_of < 0) & ~stalled
-        if not runnable.any():
+        if not groups:
             if stalled.any():
                 if not progress:
-                    raise PtxSimError(f"{file}: error: deadlock: mbarrier waits can never complete")
+                    if not eng.flush():  # operations in flight may complete the waited phases
+                        raise PtxSimError(
+                            f"{file}: error: deadlock: mbarrier waits can never complete: "
+                            + eng.stuck()
+                        )
+                retry = stalled.copy()
                 stalled[:], progress = False, False
+                add(retry)
                 continue
             if (bar_of >= 0).any():
-                raise PtxSimError(f"{file}: error: deadlock: barrier {sorted(need)} never fills")
+                ids = sorted({b % 65536 for b in need})
+                raise PtxSimError(f"{file}: error: deadlock: barrier {ids} never fills")
+            try:
+                finish()
+            except (PtxSimError, MemoryFault) as e:
+                raise PtxSimError(f"{file}: error: at exit: {e}") from None
             return
-        at = int(pc[runnable].min())
-        if at >= len(body):
-            exited |= runnable & (pc >= len(body))
+        at = min(groups)
+        here = groups.pop(at)
+        if at >= nbody:
+            exited |= here
             release()
             continue
-        here = runnable & (pc == at)
         ins = body[at]
+        branch, guard, negated = meta[at]
         mask = here
-        if ins.pred is not None:
-            p = st.bits(Reg(ins.pred[0])) != 0
-            mask = here & (~p if ins.pred[1] else p)
-        pc[here] += 1
+        if guard is not None:
+            p = st.bits(guard) != 0
+            mask = here & (~p if negated else p)
+        if branch:
+            pc[here] = at + 1
+        st.cur_ins, st.cur_mask = ins, mask
+        st.cur_full = mask is st.full_mask
         try:
-            action = _step(st, ins, mask, pc, at) if mask.any() else None
+            action = (
+                _step(st, ins, mask, pc, at) if st.cur_full or guard is None or mask.any() else None
+            )
+            if action == "exit":
+                eng.at_exit(np.nonzero(mask)[0])
         except (PtxSimError, MemoryFault) as e:
             raise PtxSimError(f"{file}:{ins.line}: error: {ins.opcode}: {e}") from None
-        if action != "stall":
+        if action is None:
+            if branch:
+                add(here)
+            else:
+                g = groups.get(at + 1)
+                if g is not None:
+                    here = g | here
+                    if here.all():
+                        here = st.full_mask
+                groups[at + 1] = here
             progress = True
+            continue
+        pc[here] = at + 1  # lanes in groups carry stale PCs until they are regrouped
         if action == "exit":
             exited |= mask
+            add(here & ~mask)
             release()
+            progress = True
         elif action == "barrier":
             bar_id, count = st.barrier
-            bar_of[mask] = bar_id
-            need[bar_id] = count
+            key = st.cta_of * 65536 + bar_id
+            bar_of[mask] = key[mask]
+            for k in np.unique(key[mask]):
+                need[int(k)] = count
+            add(here & ~mask)
             release()
+            progress = True
         elif action == "stall":
             pc[st.stall] = at
             stalled |= st.stall
+            rest = here & ~st.stall
             progress |= bool((mask & ~st.stall).any())
+            add(rest)
         elif action == "trap":
             shown = "".join(st.printed)  # this CTA's printf output so far (assert messages)
             raise PtxSimError(
-                f"{file}:{ins.line}: error: trap executed" + (f"; printed: {shown}" if shown else "")
+                f"{file}:{ins.line}: error: trap executed"
+                + (f"; printed: {shown}" if shown else "")
             )
     raise PtxSimError(f"{file}: error: step budget of {max_steps} exhausted (runaway loop?)")

@@ -28,6 +28,7 @@ class Form:
     mods: tuple
     operand_types: tuple
     code: object
+    fn: object = None  # the semantics as a function of the sources, when no post-processing
 
     @property
     def handwritten(self) -> bool:
@@ -68,7 +69,16 @@ def match(opcode: str) -> Form | None:
             ot = over.get(name, res if name == "d" else t)
             otypes.append(WIDE[t] if ot == "wide" else ot)
         code = compile(ast.parse(row["semantics"], mode="eval"), row["name"], "eval")
-        return Form(row, t, tuple(mods.items()), tuple(otypes), code)
+        rnd = mods.get("rnd")
+        directed = row.get("rounded") and rnd in ("rz", "rm", "rp") and t in ("f32", "f64")
+        fn = None
+        if not directed and "sat" not in mods and "ftz" not in mods:
+            env = dict(VOCABULARY, **{k: None for k in (row.get("modifiers") or {})})
+            env.update(mods)
+            env["__builtins__"] = {}
+            params = ", ".join(row["operands"][1:])
+            fn = eval(f"lambda {params}: {row['semantics']}", env)  # noqa: S307 - spec
+        return Form(row, t, tuple(mods.items()), tuple(otypes), code, fn)
     return None
 
 
@@ -100,10 +110,63 @@ def _addends(name: str, xs: list) -> list | None:
     return None
 
 
+def _two_sum(a: np.ndarray, b: np.ndarray):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _round_directed_f32(name: str, near: np.ndarray, args: list, rnd: str) -> np.ndarray:
+    """`_round_directed` for f32 add/sub/mul/fma, vectorised: f32 products are exact in f64,
+    and a TwoSum gives the exact sum as s + e, so sign(exact - near) = sign((s - near) + e)
+    (|s - near| is 0 or at least one f64 ulp, |e| at most half of one)."""
+    near = np.array(near, np.float32)
+    ops = [np.broadcast_to(np.asarray(a, np.float32), near.shape).astype(np.float64) for a in args]
+    with np.errstate(all="ignore"):
+        if name == "mul.float":
+            s, e = ops[0] * ops[1], np.zeros(near.shape)
+            addends = None
+        else:
+            if name == "fma.float":
+                x, y = ops[0] * ops[1], ops[2]
+            else:
+                x, y = ops[0], (ops[1] if name == "add.float" else -ops[1])
+            s, e = _two_sum(x, y)
+            addends = (x, y)
+        finite = np.isfinite(s) & np.all([np.isfinite(o) for o in ops], axis=0)
+        r = near.astype(np.float64)
+        diff = np.where(np.isfinite(r), (s - r) + e, -np.sign(r))
+    ok = finite & ~np.isnan(near)
+    if addends is not None:  # exact zero: IEEE's sign (-0 when both are -0, or under rm)
+        zero = ok & (s == 0) & (e == 0)
+        if zero.any():
+            x, y = addends
+            xneg, yneg = np.signbit(x), np.signbit(y)
+            neg = (xneg & yneg) | ((rnd == "rm") & (xneg | yneg))
+            near = np.where(zero, np.where(neg, np.float32(-0.0), np.float32(0.0)), near)
+            ok &= ~zero
+    f = np.float32
+    if rnd == "rz":
+        move = ok & (near != 0) & (diff != 0) & ((diff > 0) != (near > 0))
+        to = np.zeros_like(near)
+    elif rnd == "rm":
+        move, to = ok & (diff < 0), np.full_like(near, -np.inf)
+    else:
+        move, to = ok & (diff > 0), np.full_like(near, np.inf)
+    if move.any():
+        near = np.where(move, np.nextafter(near, to).astype(f), near)
+    return near
+
+
+_FAST_DIRECTED = {"add.float", "sub.float", "mul.float", "fma.float"}
+
+
 def _round_directed(name: str, near: np.ndarray, args: list, rnd: str) -> np.ndarray:
     """Correct the round-to-nearest result ``near`` to rounding ``rnd`` (rz/rm/rp) exactly:
     the sign of (exact - near) is computed in rationals (sqrt: from near**2), then near steps
     one ulp where the direction requires; exact zero sums get IEEE's sign (-0 under rm)."""
+    if name in _FAST_DIRECTED and np.asarray(near).dtype == np.float32:
+        return _round_directed_f32(name, near, args, rnd)
     near = np.array(near)
     dt = near.dtype.type
     ops = [np.broadcast_to(np.asarray(a, near.dtype), near.shape) for a in args]

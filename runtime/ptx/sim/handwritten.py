@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tilegen.runtime.ptx.parser import Addr, Imm, Instr, Reg, Sym, Vec
-from tilegen.runtime.ptx.sim import async_ops, tensor_ops
+from tilegen.runtime.ptx.sim import asyncproxy, tcgen05, tensor_ops
 from tilegen.runtime.ptx.sim.memory import LOCAL_WINDOW, SHARED_WINDOW
 from tilegen.runtime.ptx.sim.values import WIDTH, f32_to_bf16_bits, from_bits, to_bits
 
@@ -72,15 +72,30 @@ def do_ld(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     t, vec, space = _vtype(ins.parts)
     width = WIDTH[t] // 8
     dests, addr = _regs(ins.operands[0]), ins.operands[1]
+    if space == "param":
+        cache = st.__dict__.setdefault("_param_bits", {})
+        for i, d in enumerate(dests):
+            key = (addr.base, addr.offset + i * width, width, t)
+            bits = cache.get(key)
+            if bits is None:
+                raw = _param_load(st, Addr(addr.base, addr.offset + i * width), width)
+                bits = np.full(st.n, raw, np.uint64)
+                if t[0] == "s":
+                    bits = to_bits(from_bits(bits, t).astype(np.int64), "s64", st.n)
+                cache[key] = bits
+            st.write_bits(d, bits, mask)
+        return
+    mem, a = _memory(st, space, _address(st, addr, mask), mask)
+    if vec > 1:
+        a = (a[None, :] + (np.arange(vec) * width)[:, None]).reshape(-1)
+    vals = mem.load(a, width).reshape(vec, -1)
+    full = mask is st.cur_mask and st.cur_full
     for i, d in enumerate(dests):
-        if space == "param":
-            bits = np.full(
-                st.n, _param_load(st, Addr(addr.base, addr.offset + i * width), width), np.uint64
-            )
+        if full:
+            bits = vals[i]
         else:
-            mem, a = _memory(st, space, _address(st, addr, mask) + i * width, mask)
             bits = np.zeros(st.n, np.uint64)
-            bits[mask] = mem.load(a, width)
+            bits[mask] = vals[i]
         if t[0] == "s" and isinstance(d, Reg):  # sign-extend into a wider register
             bits = to_bits(from_bits(bits, t).astype(np.int64), "s64", st.n)
         st.write_bits(d, bits, mask)
@@ -100,9 +115,14 @@ def do_st(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         return
     width = WIDTH[t] // 8
     addr, srcs = ins.operands[0], _regs(ins.operands[1])
-    for i, s in enumerate(srcs):
-        mem, a = _memory(st, space, _address(st, addr, mask) + i * width, mask)
-        mem.store(a, width, st.bits(s, t)[mask] & np.uint64((1 << (8 * width)) - 1))
+    mem, a = _memory(st, space, _address(st, addr, mask), mask)
+    keep = np.uint64((1 << (8 * width)) - 1) if width < 8 else None
+    vals = np.stack([st.bits(x, t)[mask] for x in srcs])  # [element, lane]
+    if keep is not None:
+        vals = vals & keep
+    if len(srcs) > 1:
+        a = (a[None, :] + (np.arange(len(srcs)) * width)[:, None]).reshape(-1)
+    mem.store(a, width, vals.reshape(-1))
 
 
 def do_mov(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
@@ -138,9 +158,101 @@ def do_cvta(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 _ROUND_INT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 
 
+#: 8-bit float formats of cvt: (exponent bits, mantissa bits, largest finite code)
+_F8 = {"e4m3x2": (4, 3, 0x7E), "e5m2x2": (5, 2, 0x7B)}
+
+
+def _f8_value(code: np.ndarray, kind: str) -> np.ndarray:
+    """float64 value of each fp8 code (NaN for e4m3 S.1111.111 and e5m2 S.11111.xx != 0)."""
+    eb, mb, _ = _F8[kind]
+    code = code.astype(np.int64) & 0xFF
+    e, m = (code >> mb) & ((1 << eb) - 1), code & ((1 << mb) - 1)
+    bias = (1 << (eb - 1)) - 1
+    mag = np.where(e == 0, m * 2.0 ** (1 - bias - mb), (1 + m / 2.0**mb) * 2.0 ** (e - bias))
+    if kind == "e5m2x2":
+        mag = np.where(e == 31, np.where(m == 0, np.inf, np.nan), mag)
+    else:
+        mag = np.where((e == 15) & (m == 7), np.nan, mag)
+    return np.where(code & 0x80, -mag, mag)
+
+
+def _f8_code(x: np.ndarray, kind: str) -> np.ndarray:
+    """cvt.rn.satfinite to an fp8 code: round to nearest even on the format's grid; magnitudes
+    above the largest finite value (infinities too) give it with their sign; NaN gives 0x7F."""
+    eb, mb, top = _F8[kind]
+    bias = (1 << (eb - 1)) - 1
+    x = x.astype(np.float64)
+    ax = np.where(np.isfinite(x), np.abs(x), 0.0)
+    emin = 1 - bias
+    e = np.maximum(np.frexp(np.where(ax > 0, ax, 1.0))[1] - 1, emin).astype(np.float64)
+    q = np.rint(ax / 2.0 ** (e - mb))  # exact: a power-of-two scaling; rint ties to even
+    biased = np.where(q >= 2.0 ** (mb + 1), e + 1 + bias, np.where(q >= 2.0**mb, e + bias, 0))
+    q = np.where(q >= 2.0 ** (mb + 1), q / 2, q)  # rounded up into the next binade
+    code = np.where(biased > 0, biased * 2**mb + (q - 2**mb), q).astype(np.int64)
+    code = np.where((code > top) | np.isinf(x), top, code)
+    code = code | np.where(np.signbit(x), 0x80, 0)
+    return np.where(np.isnan(x), 0x7F, code).astype(np.uint64)
+
+
+def _cvt_f8(st: "CtaState", ins: Instr, mask: np.ndarray, dt: str, at: str) -> None:
+    """``cvt.rn.satfinite.{e4m3x2,e5m2x2}.{f32,f16x2}`` and ``cvt.rn.f16x2.{e4m3x2,e5m2x2}``
+    (sm_89+): two elements a register; f32 operands ``a``, ``b`` give the high and low byte."""
+    mods = set(ins.parts[1:-2])
+    if "rn" not in mods:
+        raise _err(f"{ins.opcode}: only .rn conversions are simulated")
+    relu = "relu" in mods  # negative values clamp to +0; NaN stays NaN
+    if dt in _F8:
+        if "satfinite" not in mods:
+            raise _err(f"{ins.opcode}: .satfinite is required for {dt} results")
+        if at == "f32":
+            hi, lo = (st.read(op, "f32").astype(np.float64) for op in ins.operands[1:3])
+        elif at == "f16x2":
+            w = st.bits(ins.operands[1], "b32")
+            lo, hi = (from_bits((w >> np.uint64(s)) & np.uint64(0xFFFF), "f16") for s in (0, 16))
+        else:
+            raise _err(f"{ins.opcode}: unsupported source type {at}")
+        if relu:
+            hi, lo = (np.where(v < 0, 0.0, v) for v in (hi, lo))
+        out = (_f8_code(hi, dt) << np.uint64(8)) | _f8_code(lo, dt)
+        st.write_bits(ins.operands[0], out, mask)
+        return
+    if dt != "f16x2":
+        raise _err(f"{ins.opcode}: unsupported conversion")
+    b = st.bits(ins.operands[1], "b16")
+    halves = []
+    for s in (0, 8):
+        v = _f8_value((b >> np.uint64(s)) & np.uint64(0xFF), at)
+        if relu:
+            v = np.where(v < 0, 0.0, v)
+        h = to_bits(v.astype(np.float16), "f16", st.n)  # exact: every fp8 value is an f16
+        halves.append(np.where(np.isnan(v), np.uint64(0x7FFF), h))  # canonical NaN, no sign
+    st.write_bits(ins.operands[0], halves[0] | (halves[1] << np.uint64(16)), mask)
+
+
+def _round_directed(x: np.ndarray, dtype, mode: str) -> np.ndarray:
+    """float64 values narrowed to ``dtype`` toward zero (rz), -inf (rm) or +inf (rp): the
+    nearest-even result stepped back one ulp where it lies on the wrong side of ``x``
+    (returned as float64, exactly representable in ``dtype``)."""
+    with np.errstate(all="ignore"):
+        r = x.astype(dtype)
+        r64 = r.astype(np.float64)
+        if mode == "rz":
+            back = np.abs(r64) > np.abs(x)
+            toward = np.zeros_like(r)
+        elif mode == "rm":
+            back, toward = r64 > x, np.full_like(r, -np.inf)
+        else:
+            back, toward = r64 < x, np.full_like(r, np.inf)
+        back &= np.isfinite(x)
+        r = np.where(back, np.nextafter(r, toward), r)
+    return r.astype(np.float64)
+
+
 def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     parts = ins.parts
     dt, at = parts[-2], parts[-1]
+    if dt in _F8 or at in _F8:
+        return _cvt_f8(st, ins, mask, dt, at)
     mods = set(parts[1:-2])
     if dt in ("f16x2", "bf16x2"):  # d = {cvt(a) in the high half, cvt(b) in the low half}
         hi, lo = (st.read(op, at).astype(np.float32) for op in ins.operands[1:3])
@@ -168,6 +280,9 @@ def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
                 if rnd:
                     x = _ROUND_INT[rnd](x)
             out = x.astype(np.float64)
+            directed = next((m for m in mods if m in ("rz", "rm", "rp")), None)
+            if directed and dt in ("f32", "f16") and x.dtype.itemsize > WIDTH[dt] // 8:
+                out = _round_directed(out, np.float32 if dt == "f32" else np.float16, directed)
             if "sat" in mods:
                 out = np.where(np.isnan(out), 0.0, np.clip(out, 0.0, 1.0))
             if "ftz" in mods and dt == "f32":
@@ -204,15 +319,9 @@ def do_bra(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray) -> None
     pc[mask] = st.entry.labels[target.name]
 
 
-def do_shfl(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
-    mode = next(p for p in ins.parts if p in ("up", "down", "bfly", "idx"))
-    ops = ins.operands
-    dp = ops[1] if len(ops) == 6 else None  # d|p form
-    a, b, c = ops[2:5] if dp is not None else ops[1:4]
-    src = st.bits(a, "b32")
-    bval = st.read(b, "u32").astype(np.int64) & 31
-    cval = st.read(c, "u32").astype(np.int64)
-    lane = np.arange(st.n) % 32
+def _shfl_plan(mode: str, bval: np.ndarray, cval: np.ndarray, n: int):
+    """(source lane of each lane, the predicate) of a shuffle."""
+    lane = np.arange(n) % 32
     seg = (cval >> 8) & 31
     max_lane = (lane & seg) | (cval & 31 & ~seg)
     min_lane = lane & seg
@@ -228,11 +337,34 @@ def do_shfl(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     if ok is None:
         ok = j <= max_lane
     j = np.where(ok, j, lane)
-    warp_base = np.arange(st.n) - lane
-    idx = np.minimum(warp_base + j, st.n - 1)
+    warp_base = np.arange(n) - lane
+    return np.minimum(warp_base + j, n - 1), ok.astype(np.uint64)
+
+
+_SHFL_CONST: dict = {}
+
+
+def do_shfl(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    mode = next(p for p in ins.parts if p in ("up", "down", "bfly", "idx"))
+    ops = ins.operands
+    dp = ops[1] if len(ops) == 6 else None  # d|p form
+    a, b, c = ops[2:5] if dp is not None else ops[1:4]
+    src = st.bits(a, "b32")
+    if isinstance(b, Imm) and isinstance(c, Imm):  # the common case: one plan per (b, c)
+        key = (mode, b.value, c.value, st.n)
+        plan = _SHFL_CONST.get(key)
+        if plan is None:
+            bval = np.full(st.n, int(b.value) & 31, np.int64)
+            cval = np.full(st.n, int(c.value) & 0xFFFFFFFF, np.int64)
+            plan = _SHFL_CONST[key] = _shfl_plan(mode, bval, cval, st.n)
+    else:
+        bval = st.read(b, "u32").astype(np.int64) & 31
+        cval = st.read(c, "u32").astype(np.int64)
+        plan = _shfl_plan(mode, bval, cval, st.n)
+    idx, ok = plan
     st.write_bits(ops[0], src[idx], mask)
     if dp is not None:
-        st.write_bits(dp, ok.astype(np.uint64), mask)
+        st.write_bits(dp, ok, mask)
 
 
 def do_vote(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
@@ -279,15 +411,58 @@ def do_atom(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     lanes = np.nonzero(mask)[0]
     mem, addrs = _memory(st, space, _address(st, addr, mask), mask)
     old_out = np.zeros(st.n, np.uint64)
-    for k, lane in enumerate(lanes):  # lane order is one valid serialisation
-        a = addrs[k : k + 1]
+    fn = _ATOM_VEC[op]
+    uniq, inverse, counts = np.unique(addrs, return_inverse=True, return_counts=True)
+    if op in _ATOM_SCAN and len(uniq) <= counts.max():  # contended: one scan per address
+        for k, a in enumerate(uniq):
+            sel = np.nonzero(inverse == k)[0]  # in lane order
+            ln = lanes[sel]
+            cur_bits = mem.load(np.array([a]), width)
+            cur = from_bits(cur_bits, t)
+            seq = np.concatenate([cur, bvals[ln].astype(cur.dtype)])
+            run = _ATOM_SCAN[op](seq)  # the value after each lane's update, in lane order
+            olds = run[:-1]
+            mem.store(np.array([a]), width, to_bits(run[-1:], t, 1))
+            old_out[ln] = to_bits(olds, t, len(ln))
+        if isinstance(d, Reg):
+            st.write_bits(d, old_out, mask)
+        return
+    todo = np.arange(len(lanes))
+    while todo.size:  # rounds: the first remaining lane of each address, in lane order
+        first = np.unique(addrs[todo], return_index=True)[1]
+        now = todo[np.sort(first)]
+        a = addrs[now]
         old_bits = mem.load(a, width)
-        old = from_bits(old_bits, t)[0]
-        new = _ATOM[op](old, bvals[lane], cvals[lane])
-        mem.store(a, width, to_bits(np.array([new], dtype=old.dtype), t, 1))
-        old_out[lane] = old_bits[0]
+        old = from_bits(old_bits, t)
+        ln = lanes[now]
+        new = fn(old, bvals[ln], cvals[ln])
+        mem.store(a, width, to_bits(np.asarray(new).astype(old.dtype), t, len(now)))
+        old_out[ln] = old_bits
+        todo = np.setdiff1d(todo, now, assume_unique=True)
     if isinstance(d, Reg):
         st.write_bits(d, old_out, mask)
+
+
+_ATOM_SCAN = {  # sequential updates as an accumulation over [memory, b0, b1, ...]
+    "add": lambda x: np.add.accumulate(x, dtype=x.dtype),
+    "min": np.minimum.accumulate,
+    "max": np.maximum.accumulate,
+    "and": np.bitwise_and.accumulate,
+    "or": np.bitwise_or.accumulate,
+    "xor": np.bitwise_xor.accumulate,
+    "exch": lambda x: x,
+}
+_ATOM_VEC = {
+    "add": lambda o, b, c: o + b,
+    "min": lambda o, b, c: np.minimum(o, b),
+    "max": lambda o, b, c: np.maximum(o, b),
+    "and": lambda o, b, c: o & b,
+    "or": lambda o, b, c: o | b,
+    "xor": lambda o, b, c: o ^ b,
+    "exch": lambda o, b, c: b,
+    "cas": lambda o, b, c: np.where(o == b, c, o),
+    "inc": lambda o, b, c: np.where(o >= b, 0, o + 1),
+}
 
 
 def do_matrix(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
@@ -303,25 +478,26 @@ def do_matrix(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     mem, _ = _memory(st, "shared", rows[:1], full)
     lane = np.arange(st.n) % 32
     warp_base = np.arange(st.n) - lane
-    for m in range(count):
-        out = st.bits(regs[m], "b32").copy()
-        for half in range(2):
-            if trans:
-                r, c = (lane % 4) * 2 + half, lane // 4
-            else:
-                r, c = lane // 4, (lane % 4) * 2 + half
-            a = rows[warp_base + m * 8 + r] + 2 * c
-            sel = mask
-            if load:
-                val = mem.load(a[sel], 2)
-                out[sel] = (out[sel] & ~np.uint64(0xFFFF << (16 * half))) | (
-                    val << np.uint64(16 * half)
-                )
-            else:
-                val = (st.bits(regs[m], "b32")[sel] >> np.uint64(16 * half)) & np.uint64(0xFFFF)
-                mem.store(a[sel], 2, val)
-        if load:
-            st.write_bits(regs[m], out, mask)
+    half = np.arange(2)[:, None]
+    if trans:
+        r, c = (lane % 4) * 2 + half, np.broadcast_to(lane // 4, (2, st.n))
+    else:
+        r, c = np.broadcast_to(lane // 4, (2, st.n)), (lane % 4) * 2 + half
+    m = np.arange(count)[:, None, None]
+    addrs = rows[warp_base + m * 8 + r] + 2 * c  # [matrix, half, lane]
+    sel = np.nonzero(mask)[0]
+    a = addrs[:, :, sel]
+    if load:
+        vals = mem.load(a.reshape(-1), 2).reshape(count, 2, len(sel))
+        words = vals[:, 0] | (vals[:, 1] << np.uint64(16))
+        for k in range(count):
+            out = np.zeros(st.n, np.uint64)
+            out[sel] = words[k]
+            st.write_bits(regs[k], out, mask)
+        return
+    src = np.stack([st.bits(regs[k], "b32")[sel] for k in range(count)])  # [matrix, lane]
+    vals = np.stack([src & np.uint64(0xFFFF), (src >> np.uint64(16)) & np.uint64(0xFFFF)], 1)
+    mem.store(a.reshape(-1), 2, vals.reshape(-1))
 
 
 _REDUX = {
@@ -390,60 +566,128 @@ def do_call(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         st.printed.append("".join(pieces))
 
 
-_NOOPS = ("fence", "membar", "griddepcontrol", "prefetch", "setmaxnreg", "pmevent")
+def do_elect(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """elect.sync d|p, membermask: the lowest active lane of each warp is the leader."""
+    lane = np.arange(st.n) % 32
+    leader = np.zeros(st.n, np.uint64)
+    is_leader = np.zeros(st.n, bool)
+    warps = np.arange(st.n) // 32
+    for w in np.unique(warps[mask]):
+        first = int(np.nonzero((warps == w) & mask)[0][0])
+        leader[warps == w] = lane[first]
+        is_leader[first] = True
+    st.write_bits(ins.operands[0], leader, mask)
+    if len(ins.operands) > 2:
+        st.write_bits(ins.operands[1], is_leader.astype(np.uint64), mask)
+
+
+def do_fence(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """fence.proxy.async[.shared::cta|.global|...] orders the thread's generic-proxy accesses
+    before later async-proxy ones (the strict mode tracks it); other fences are no-ops in a
+    sequentially consistent simulator."""
+    hz = st.engine.hazards
+    if hz is not None and "proxy" in ins.parts and "async" in ins.parts:
+        if not any(p.startswith("global") for p in ins.parts):
+            hz.fence_proxy_async(np.nonzero(mask)[0])
+
+
+def do_setmaxnreg(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 N: whole warps execute it (warp-specialised code
+    reaches it on different paths per warp of a warpgroup); the per-thread register budget is
+    recorded per warp: dec must not raise it, inc must not lower it."""
+    n = int(st.read(ins.operands[0], "u32")[0])
+    inc = "inc" in ins.parts
+    budgets = getattr(st, "maxnreg", None)
+    if budgets is None:
+        budgets = st.maxnreg = {}
+    for w in np.unique(np.nonzero(mask)[0] // 32):
+        if not mask[w * 32 : w * 32 + 32].all():
+            raise _err(f"setmaxnreg is .sync.aligned: all 32 lanes of warp {w} must execute it")
+        cur = budgets.get(int(w))
+        if cur is not None and ((inc and n < cur) or (not inc and n > cur)):
+            raise _err(
+                f"setmaxnreg.{'inc' if inc else 'dec'} to {n} from {cur} registers per thread"
+            )
+        budgets[int(w)] = n
+
+
+_NOOPS = ("membar", "griddepcontrol", "prefetch", "pmevent")
+
+
+def _bar(st: "CtaState", ins: Instr, mask: np.ndarray, pc, at) -> str | None:
+    if "warp" in ins.parts:
+        return None
+    if "arrive" in ins.parts:
+        raise _err("bar.arrive (producer/consumer barriers) is not supported")
+    ids = st.read(ins.operands[0], "u32")[mask]
+    counts = st.read(ins.operands[1], "u32")[mask] if len(ins.operands) > 1 else None
+    if len(set(ids.tolist())) != 1:
+        raise _err("lanes at one bar.sync name different barriers")
+    st.barrier = (int(ids[0]), None if counts is None else int(counts[0]))
+    return "barrier"
+
+
+def _cp(st: "CtaState", ins: Instr, mask: np.ndarray, pc, at) -> None:
+    if ins.parts[1:3] == ["async", "mbarrier"]:
+        asyncproxy.do_cp_async_mbarrier_arrive(st, ins, mask, ins.line)
+    elif ins.parts[1:3] == ["async", "bulk"] or ins.parts[1] == "reduce":
+        asyncproxy.do_bulk(st, ins, mask, ins.line)
+    else:
+        raise _err(f"unsupported async copy {ins.opcode!r}")
+    return None
+
+
+def _simple(fn):
+    """A handler (st, ins, mask) as (st, ins, mask, pc, at) -> no action."""
+
+    def run(st, ins, mask, pc, at):
+        fn(st, ins, mask)
+        return None
+
+    return run
+
+
+_HANDLERS = {
+    "ret": lambda st, ins, mask, pc, at: "exit",
+    "exit": lambda st, ins, mask, pc, at: "exit",
+    "trap": lambda st, ins, mask, pc, at: "trap",
+    "bar": _bar,
+    "barrier": _bar,
+    "bra": lambda st, ins, mask, pc, at: do_bra(st, ins, mask, pc),
+    "fence": _simple(do_fence),
+    "setmaxnreg": _simple(do_setmaxnreg),
+    "mbarrier": lambda st, ins, mask, pc, at: asyncproxy.do_mbarrier(st, ins, mask, ins.line),
+    "elect": _simple(do_elect),
+    "tcgen05": lambda st, ins, mask, pc, at: tcgen05.execute(st, ins, mask, ins.line),
+    "cp": _cp,
+    "call": _simple(do_call),
+    "ld": _simple(do_ld),
+    "st": _simple(do_st),
+    "mov": _simple(do_mov),
+    "cvta": _simple(do_cvta),
+    "cvt": _simple(do_cvt),
+    "shfl": _simple(do_shfl),
+    "vote": _simple(do_vote),
+    "atom": _simple(do_atom),
+    "ldmatrix": _simple(do_matrix),
+    "redux": _simple(do_redux),
+    "stmatrix": _simple(do_matrix),
+}
+for _op in _NOOPS:
+    _HANDLERS[_op] = lambda st, ins, mask, pc, at: None
+
+
+def handler(ins: Instr):
+    """The function (st, ins, mask, pc, at) -> action that executes a hand-written
+    instruction (looked up once per instruction)."""
+    if tensor_ops.handles(ins):  # mma/wgmma, cp.async (non-bulk), prmt, bfi, ldmatrix forms
+        return _simple(tensor_ops.execute)
+    fn = _HANDLERS.get(ins.parts[0])
+    if fn is None:
+        raise _err(f"unsupported instruction {ins.opcode!r}")
+    return fn
 
 
 def execute(st: "CtaState", ins: Instr, mask: np.ndarray, pc: np.ndarray, at: int) -> str | None:
-    """Run a hand-written instruction; returns 'exit', 'barrier', 'trap' or None."""
-    op = ins.parts[0]
-    if tensor_ops.handles(ins):  # mma/wgmma, cp.async (non-bulk), prmt, bfi
-        tensor_ops.execute(st, ins, mask)
-        return None
-    if op in ("ret", "exit"):
-        return "exit"
-    if op == "trap":
-        return "trap"
-    if op in ("bar", "barrier"):
-        if "warp" in ins.parts:
-            return None
-        if "arrive" in ins.parts:
-            raise _err("bar.arrive (producer/consumer barriers) is not supported")
-        ids = st.read(ins.operands[0], "u32")[mask]
-        counts = st.read(ins.operands[1], "u32")[mask] if len(ins.operands) > 1 else None
-        if len(set(ids.tolist())) != 1:
-            raise _err("lanes at one bar.sync name different barriers")
-        st.barrier = (int(ids[0]), None if counts is None else int(counts[0]))
-        return "barrier"
-    if op == "bra":
-        do_bra(st, ins, mask, pc)
-        return None
-    if op in _NOOPS:
-        return None
-    if op == "mbarrier":
-        return async_ops.do_mbarrier(st, ins, mask)
-    if op == "elect":
-        async_ops.do_elect(st, ins, mask)
-        return None
-    if op == "cp":
-        async_ops.do_cp_async(st, ins, mask)
-        return None
-    if op == "call":
-        do_call(st, ins, mask)
-        return None
-    handler = {
-        "ld": do_ld,
-        "st": do_st,
-        "mov": do_mov,
-        "cvta": do_cvta,
-        "cvt": do_cvt,
-        "shfl": do_shfl,
-        "vote": do_vote,
-        "atom": do_atom,
-        "ldmatrix": do_matrix,
-        "redux": do_redux,
-        "stmatrix": do_matrix,
-    }.get(op)
-    if handler is None:
-        raise _err(f"unsupported instruction {ins.opcode!r}")
-    handler(st, ins, mask)
-    return None
+    """Run a hand-written instruction; returns 'exit', 'barrier', 'stall', 'trap' or None."""
+    return handler(ins)(st, ins, mask, pc, at)

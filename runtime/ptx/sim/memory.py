@@ -22,26 +22,43 @@ class Flat:
         self.data = np.zeros(max(size, 8), np.uint8)
         self.base, self.name = base, name
 
-    def _index(self, addrs: np.ndarray, width: int) -> np.ndarray:
+    def _offsets(self, addrs: np.ndarray, width: int) -> np.ndarray:
+        """Checked byte offsets of `width`-byte accesses at `addrs` (bounds and alignment)."""
         off = addrs.astype(np.int64) - self.base
-        if off.size and (off.min() < 0 or off.max() + width > self.data.size):
-            bad = int(addrs[(off < 0) | (off + width > self.data.size)][0])
-            raise MemoryFault(f"{self.name} access of {width} bytes at 0x{bad:x} is out of bounds")
-        if off.size and np.any(off % width):
-            bad = int(addrs[off % width != 0][0])
-            raise MemoryFault(f"{self.name} access of {width} bytes at 0x{bad:x} is misaligned")
-        return off[:, None] + np.arange(width)
+        if off.size:
+            lo, hi = off.min(), off.max()
+            if lo < 0 or hi + width > self.data.size:
+                bad = int(addrs[(off < 0) | (off + width > self.data.size)][0])
+                raise MemoryFault(
+                    f"{self.name} access of {width} bytes at 0x{bad:x} is out of bounds"
+                )
+            if width > 1 and (off & (width - 1)).any():
+                bad = int(addrs[(off & (width - 1)) != 0][0])
+                raise MemoryFault(f"{self.name} access of {width} bytes at 0x{bad:x} is misaligned")
+        return off
+
+    def _index(self, addrs: np.ndarray, width: int) -> np.ndarray:
+        return self._offsets(addrs, width)[:, None] + np.arange(width)
 
     def load(self, addrs: np.ndarray, width: int) -> np.ndarray:
         """uint64 bits of `width`-byte little-endian values at `addrs`."""
-        raw = self.data[self._index(addrs, width)]
+        off = self._offsets(addrs, width)
+        if width == 1:
+            return self.data[off].astype(np.uint64)
+        raw = self.data[off[:, None] + np.arange(width)]
         return np.ascontiguousarray(raw).view(_UINT[width]).reshape(-1).astype(np.uint64)
 
     def store(self, addrs: np.ndarray, width: int, bits: np.ndarray) -> None:
-        idx = self._index(addrs, width)
-        vals = bits.astype(_UINT[width]).view(np.uint8).reshape(-1, width)
-        for i in range(len(addrs)):  # in lane order, so later lanes win like one serialisation
-            self.data[idx[i]] = vals[i]
+        """Store in lane order: where lanes collide, the later one wins (one serialisation)."""
+        off = self._offsets(addrs, width)
+        vals = np.asarray(bits).astype(_UINT[width]).view(np.uint8).reshape(-1, width)
+        if off.size > 1 and not (off[1:] > off[:-1]).all():
+            last = np.unique(off[::-1], return_index=True)[1]
+            if last.size < off.size:  # colliding lanes: keep each address's last writer
+                keep = off.size - 1 - last
+                off, vals = off[keep], vals[keep]
+        idx = (off[:, None] + np.arange(width)).reshape(-1)
+        self.data[idx] = vals.reshape(-1)
 
 
 class Heap(Flat):
@@ -66,3 +83,29 @@ class Heap(Flat):
 
     def read(self, addr: int, nbytes: int) -> bytes:
         return self.data[addr - self.base : addr - self.base + nbytes].tobytes()
+
+
+class Shared(Flat):
+    """A CTA's shared memory. `load`/`store` are generic-proxy accesses, reported to the strict
+    async mode's checker (`hooks`, runtime/ptx/sim/hazards.py) when it is on; async-proxy
+    operations (copies, tensor cores) use `raw_load`/`raw_store`."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size, 0, "shared")
+        self.hooks = None
+
+    def load(self, addrs: np.ndarray, width: int) -> np.ndarray:
+        if self.hooks is not None:
+            self.hooks.generic_load(np.asarray(addrs), width)
+        return Flat.load(self, addrs, width)
+
+    def store(self, addrs: np.ndarray, width: int, bits: np.ndarray) -> None:
+        if self.hooks is not None:
+            self.hooks.generic_store(np.asarray(addrs), width)
+        Flat.store(self, addrs, width, bits)
+
+    def raw_load(self, addrs: np.ndarray, width: int) -> np.ndarray:
+        return Flat.load(self, addrs, width)
+
+    def raw_store(self, addrs: np.ndarray, width: int, bits: np.ndarray) -> None:
+        Flat.store(self, addrs, width, bits)

@@ -24,8 +24,16 @@ def mulhi(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     w = _bits(a)
     if w < 64:
         return ((widen(a) * widen(b)) >> w).astype(a.dtype)
-    out = [(int(x) * int(y)) >> 64 for x, y in zip(a, b)]
-    return np.array([v & ((1 << 64) - 1) for v in out], np.uint64).view(a.dtype)
+    # 64 x 64 -> high 64 bits from 32-bit halves (unsigned), then the signed correction
+    ua, ub = np.asarray(a).view(np.uint64), np.asarray(b).view(np.uint64)
+    m, s = np.uint64(0xFFFFFFFF), np.uint64(32)
+    alo, ahi, blo, bhi = ua & m, ua >> s, ub & m, ub >> s
+    p0, p1, p2, p3 = alo * blo, alo * bhi, ahi * blo, ahi * bhi
+    carry = ((p0 >> s) + (p1 & m) + (p2 & m)) >> s
+    hi = p3 + (p1 >> s) + (p2 >> s) + carry
+    if a.dtype.kind == "i":
+        hi = hi - np.where(a < 0, ub, np.uint64(0)) - np.where(b < 0, ua, np.uint64(0))
+    return hi.view(a.dtype)
 
 
 def idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -60,10 +68,34 @@ def _round_fraction(fr, dt):
     return cand if int(np.asarray(cand).view(bits)) % 2 == 0 else other
 
 
+def _fused_f32(a, b, c):
+    """f32 fma, exactly and vectorised: a*b is exact in f64, a TwoSum makes a*b + c = s + e
+    exactly; s rounds to f32 like the exact value unless s is a midpoint of the f32 grid (f32
+    midpoints are f64 numbers, so rounding to f64 cannot cross one), where e breaks the tie."""
+    with np.errstate(all="ignore"):
+        a, b, c = np.broadcast_arrays(
+            np.asarray(a, np.float64), np.asarray(b, np.float64), np.asarray(c, np.float64)
+        )
+        p = a * b
+        s = p + c
+        bb = s - p
+        e = (p - (s - bb)) + (c - bb)
+        r = s.astype(np.float32)
+        r64 = r.astype(np.float64)
+        away = np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf)))
+        tie = np.isfinite(s) & (s != r64) & (s == (r64 + away.astype(np.float64)) / 2)
+        if tie.any():  # the exact value lies beyond the midpoint on e's side
+            up = np.sign(away.astype(np.float64) - r64) == np.sign(e)
+            r = np.where(tie & (e != 0) & up, away, r)
+    return r
+
+
 def fused(a, b, c):
-    """fma with a single rounding: computed in a wider type (f64 for f32, longdouble for f64);
-    elements whose wide result lies too close to a rounding midpoint of the result type for
-    the wide type's own rounding errors to be ruled out are redone in exact rationals."""
+    """fma with a single rounding: f32 exactly (`_fused_f32`); f64 in longdouble, elements
+    whose wide result lies too close to a rounding midpoint for the wide type's own rounding
+    errors to be ruled out redone in exact rationals."""
+    if a.dtype == np.float32:
+        return _fused_f32(a, b, c)
     if a.dtype not in (np.float32, np.float64):
         return a * b + c
     dt = a.dtype.type
@@ -137,21 +169,37 @@ def funnel(direction: str, mode: str, a, b, c):
 
 
 def popcount(a):
-    return np.array([bin(int(v)).count("1") for v in a.view(f"u{a.dtype.itemsize}")], np.uint32)
+    return np.bitwise_count(np.asarray(a).view(f"u{a.dtype.itemsize}")).astype(np.uint32)
 
 
 def count_leading_zeros(a):
     w = _bits(a)
-    return np.array([w - int(v).bit_length() for v in a.view(f"u{a.dtype.itemsize}")], np.uint32)
+    u = np.asarray(a).view(f"u{a.dtype.itemsize}").astype(np.uint64)
+    n = np.zeros(u.shape, np.uint32)  # bit length by binary search
+    for k in (32, 16, 8, 4, 2, 1):
+        big = u >= (np.uint64(1) << np.uint64(k))
+        n += np.where(big, k, 0).astype(np.uint32)
+        u = np.where(big, u >> np.uint64(k), u)
+    n += (u > 0).astype(np.uint32)
+    return (w - n).astype(np.uint32)
+
+
+_BREV8 = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint8)
 
 
 def bit_reverse(a):
-    w = _bits(a)
-    vals = [int(format(int(v), f"0{w}b")[::-1], 2) for v in a.view(f"u{a.dtype.itemsize}")]
-    return np.array(vals, dtype=a.dtype.str.replace("i", "u")).view(a.dtype)
+    u = np.ascontiguousarray(a).view(f"u{a.dtype.itemsize}")
+    rev = _BREV8[u.view(np.uint8)].view(u.dtype).byteswap()
+    return rev.view(a.dtype)
+
+
+def to_f32(a):
+    """Half-precision values as f32 (exact)."""
+    return np.asarray(a, np.float32)
 
 
 VOCABULARY = {
+    "to_f32": to_f32,
     "widen": widen,
     "mulhi": mulhi,
     "idiv": idiv,

@@ -16,8 +16,6 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-import os
-
 import numpy as np
 
 from tilegen.runtime.ptx.parser import Addr, Instr, Reg, Vec
@@ -205,16 +203,17 @@ def _gather(st, regs: list, frag: np.ndarray, t: str, shape: tuple, warps) -> np
     if len(regs) != nregs:
         raise _err(f"expected {nregs} registers for a fragment, got {len(regs)}")
     bits = BITS[t] if per > 1 else (64 if t == "f64" else 32)
-    out = np.zeros((len(warps),) + shape)
-    out = out.astype(np.int64) if t in ("s8", "u8", "s32") else out
+    nw = len(warps)
     lanes = (warps[:, None] * 32 + np.arange(32)[None, :]).reshape(-1)
-    for r, op in enumerate(regs):
-        word = st.bits(op, "b64")[lanes].reshape(len(warps), 32)
-        for e in range(per):
-            raw = (word >> np.uint64(e * bits)) & np.uint64((1 << bits) - 1)
-            vals = decode(raw, t)
-            rows, cols = frag[:, r, e, 0], frag[:, r, e, 1]
-            out[:, rows, cols] = vals
+    words = np.stack([st.bits(op, "b64")[lanes] for op in regs]).reshape(nregs, nw, 32)
+    if per > 1:
+        shifts = (np.arange(per, dtype=np.uint64) * np.uint64(bits))[:, None, None, None]
+        raw = (words[None] >> shifts) & np.uint64((1 << bits) - 1)  # [per, regs, w, lane]
+    else:
+        raw = (words & np.uint64((1 << bits) - 1) if bits < 64 else words)[None]
+    vals = decode(raw.reshape(-1), t).reshape(per, nregs, nw, 32)
+    out = np.zeros((nw,) + shape, np.int64 if t in ("s8", "u8", "s32") else np.float64)
+    out[:, frag[..., 0], frag[..., 1]] = vals.transpose(2, 3, 1, 0)  # [w, lane, reg, per]
     return out
 
 
@@ -223,14 +222,15 @@ def _scatter(st, regs: list, frag, t: str, mat: np.ndarray, warps, mask) -> None
     if len(regs) != nregs:
         raise _err(f"expected {nregs} destination registers, got {len(regs)}")
     bits = 32 // per if per > 1 else (64 if t == "f64" else 32)
+    nw = len(warps)
     lanes = (warps[:, None] * 32 + np.arange(32)[None, :]).reshape(-1)
+    vals = mat[:, frag[..., 0], frag[..., 1]]  # [w, lane, reg, per]
+    enc = encode(vals.reshape(-1), t).reshape(nw, 32, nregs, per)
+    shifts = np.arange(per, dtype=np.uint64) * np.uint64(bits)
+    words = np.bitwise_or.reduce(enc << shifts, axis=3)  # [w, lane, reg]
     for r, op in enumerate(regs):
-        word = np.zeros((len(warps), 32), np.uint64)
-        for e in range(per):
-            vals = mat[:, frag[:, r, e, 0], frag[:, r, e, 1]]
-            word |= encode(vals.reshape(-1), t).reshape(word.shape) << np.uint64(e * bits)
         full = np.zeros(st.n, np.uint64)
-        full[lanes] = word.reshape(-1)
+        full[lanes] = words[:, :, r].reshape(-1)
         st.write_bits(op, full, mask)
 
 
@@ -279,10 +279,19 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 
 
 # -- cp.async (non-bulk) -------------------------------------------------------------------------
-def _pending(st: "CtaState") -> dict:
-    """Per-thread async-copy groups: lane -> [open list, committed lists oldest first]."""
+class _CpAsync:
+    """Per-CTA cp.async state: commit_group counts per lane and issued copies. A copy issued
+    while a lane had made g commits belongs to its group g; `wait_group N` completes groups
+    g < commits - N, `wait_all` every copy."""
+
+    def __init__(self, n: int) -> None:
+        self.commits = np.zeros(n, np.int64)
+        self.records: list = []  # [lanes, group per row, dsts [rows, n], raw, landed rows]
+
+
+def _pending(st: "CtaState") -> _CpAsync:
     if not hasattr(st, "cp_async"):
-        st.cp_async = {}
+        st.cp_async = _CpAsync(st.n)
     return st.cp_async
 
 
@@ -296,12 +305,12 @@ def _is_pred(st: "CtaState", op) -> bool:
     return False
 
 
-#: strict cp.async checking (``TILEGEN_SIM_STRICT_CP_ASYNC=1`` or set this flag): a copy's
+#: strict cp.async checking (part of ``run_ptx(strict_async=True)``, or set this flag): a copy's
 #: destination reads as poison (0xFF bytes) from issue until the first ``bar.sync`` after the
 #: ``wait_group`` that retired it (hardware makes it visible to *other* threads only then), and
 #: a copy into shared bytes some thread read since the last ``bar.sync`` is an error (a prefetch
 #: overwriting a buffer still being read). The lock-step scheduler would hide both otherwise.
-STRICT_CP_ASYNC = os.environ.get("TILEGEN_SIM_STRICT_CP_ASYNC", "") not in ("", "0")
+STRICT_CP_ASYNC = False
 
 
 class _Strict:
@@ -327,12 +336,12 @@ class _Strict:
         if self.st.barrier is not self.seen:  # a bar.sync happened: publish retired copies
             self.seen, self.epoch = self.st.barrier, self.epoch + 1
             for ep, dst, raw in self.retired:
-                self.st.shared.store(np.arange(dst, dst + len(raw)), 1, raw)
+                self.st.shared.store(dst, 1, raw)
             self.retired = []
 
 
 def _strict(st: "CtaState"):
-    if not STRICT_CP_ASYNC:
+    if not (STRICT_CP_ASYNC or st.strict_async):
         return None
     if getattr(st, "_strict_cp", None) is None:
         st._strict_cp = _Strict(st)
@@ -349,27 +358,17 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     lanes = np.nonzero(mask)[0]
     strict = _strict(st)
     if parts[2] == "commit_group":
-        for lane in lanes:
-            groups = pend.setdefault(int(lane), [[]])
-            groups.append([])
+        pend.commits[lanes] += 1
         return
     if parts[2] in ("wait_group", "wait_all"):
-        keep = int(st.read(ins.operands[0], "u32")[lanes[0]]) if parts[2] == "wait_group" else 0
-        for lane in lanes:
-            groups = pend.get(int(lane))
-            if not groups:
-                continue
-            committed, open_ = groups[:-1], groups[-1]
-            if parts[2] == "wait_all":  # also retires the uncommitted copies
-                committed, open_ = committed + [open_], []
-            done = committed[: max(len(committed) - keep, 0)]
-            for group in done:
-                for dst, raw in group:
-                    if strict is not None:
-                        strict.retired.append((strict.epoch, dst, raw))
-                        continue
-                    st.shared.store(np.arange(dst, dst + len(raw)), 1, raw)
-            pend[int(lane)] = committed[len(done) :] + [open_]
+        if parts[2] == "wait_group":
+            keep = int(st.read(ins.operands[0], "u32")[lanes[0]])
+            limit = pend.commits - keep  # groups below this are complete
+        else:  # also retires the uncommitted copies
+            limit = pend.commits + 1
+        waiting = np.zeros(st.n, bool)
+        waiting[lanes] = True
+        _land(st, lambda rl, g: waiting[rl] & (g < limit[rl]), strict)
         return
     if parts[2] not in ("ca", "cg") or not parts[3].startswith("shared"):
         raise _err(f"unsupported async copy {ins.opcode!r}")
@@ -390,26 +389,51 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             fill = st.read(extra, "u32")
     dbase = np.zeros(st.n, np.int64) if dst.base is None else st.bits(dst.base).astype(np.int64)
     sbase = np.zeros(st.n, np.int64) if src.base is None else st.bits(src.base).astype(np.int64)
-    for lane in lanes:
-        n = int(cp_size[lane])
-        if n not in (4, 8, 16) or ("cg" in parts and n != 16):
-            raise _err(f"{ins.opcode}: cp-size {n} is not allowed")
-        keep = n if fill is None else min(int(fill[lane]), n)
-        raw = np.zeros(n, np.uint64)
-        if keep > 0:
-            s = int(sbase[lane]) + src.offset
-            raw[:keep] = st.heap.load(np.arange(s, s + keep), 1)
-        groups = pend.setdefault(int(lane), [[]])
-        d = int(dbase[lane]) + dst.offset
+    sizes = cp_size[lanes].astype(np.int64)
+    n = int(sizes[0]) if len(sizes) else 0
+    if len(sizes) and ((sizes != n).any() or n not in (4, 8, 16) or ("cg" in parts and n != 16)):
+        raise _err(f"{ins.opcode}: cp-size {n} is not allowed")
+    keep = np.full(len(lanes), n) if fill is None else np.minimum(fill[lanes].astype(np.int64), n)
+    col = np.arange(n)
+    srcs = (sbase[lanes] + src.offset)[:, None] + col  # [lanes, n] byte addresses
+    dsts = (dbase[lanes] + dst.offset)[:, None] + col
+    live = col[None, :] < keep[:, None]
+    raw = np.zeros((len(lanes), n), np.uint64)
+    if live.any():
+        raw[live] = st.heap.load(srcs[live], 1)
+    if strict is not None:
+        span = dsts.reshape(-1)
+        if np.any(strict.read[span - st.shared.base] == strict.epoch):
+            d = int(span[np.argmax(strict.read[span - st.shared.base] == strict.epoch)])
+            raise _err(
+                f"{ins.opcode}: overwrites shared bytes at 0x{d:x} that were read since the "
+                "last bar.sync (missing barrier before the copy)"
+            )
+        st.shared.store(span, 1, np.full(span.size, 0xFF, np.uint64))
+    pend.records.append([lanes, pend.commits[lanes].copy(), dsts, raw, np.zeros(len(lanes), bool)])
+
+
+def _land(st: "CtaState", due, strict=None) -> None:
+    """Store the copies whose rows `due(lanes, groups)` selects, oldest first; forget records
+    whose rows have all landed."""
+    pend = _pending(st)
+    for rec in pend.records:
+        rl, groups, dsts, raw, landed = rec
+        now = due(rl, groups) & ~landed
+        if not now.any():
+            continue
+        landed |= now
+        d, r = dsts[now].reshape(-1), raw[now].reshape(-1)
         if strict is not None:
-            span = np.arange(d, d + n)
-            if np.any(strict.read[span - st.shared.base] == strict.epoch):
-                raise _err(
-                    f"{ins.opcode}: overwrites shared bytes at 0x{d:x} that were read since the "
-                    "last bar.sync (missing barrier before the copy)"
-                )
-            st.shared.store(span, 1, np.full(n, 0xFF, np.uint64))
-        groups[-1].append((d, raw))
+            strict.retired.append((strict.epoch, d, r))
+        else:
+            st.shared.store(d, 1, r)
+    pend.records = [rec for rec in pend.records if not rec[4].all()]
+
+
+def retire_cp_async(st: "CtaState", lane: int) -> None:
+    """Land every cp.async of `lane` still in flight (cp.async.mbarrier.arrive's trigger)."""
+    _land(st, lambda rl, g: rl == lane)
 
 
 # -- byte/bit shuffles ----------------------------------------------------------------------------
@@ -464,80 +488,30 @@ def do_bfi(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     av, bv = st.bits(a, t), st.bits(b, t)
     pos = st.read(c, "u32").astype(np.int64) & 0xFF
     ln = st.read(d, "u32").astype(np.int64) & 0xFF
-    out = np.empty(st.n, np.uint64)
-    full = (1 << w) - 1
-    for i in range(st.n):
-        p, n = int(pos[i]), int(ln[i])
-        if n == 0 or p >= w:
-            out[i] = int(bv[i]) & full
-            continue
-        n = min(n, w - p)
-        fm = ((1 << n) - 1) << p
-        out[i] = ((int(bv[i]) & ~fm) | ((int(av[i]) << p) & fm)) & full
+    n = np.minimum(ln, np.maximum(w - pos, 0))  # bits inserted (0 when pos >= w)
+    ones = np.where(
+        n >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << n.astype(np.uint64)) - np.uint64(1)
+    )
+    p = np.minimum(pos, 63).astype(np.uint64)
+    fm = np.where(n > 0, ones << p, np.uint64(0))
+    full = np.uint64((1 << w) - 1)
+    out = ((bv & ~fm) | ((av << p) & fm)) & full
     st.write_bits(f, out, mask)
 
 
 # -- shared-memory swizzle, N-D tensor copies (TMA) ------------------------------------------------
-def swizzle(addr: np.ndarray, span: int) -> np.ndarray:
+def swizzle(addr: np.ndarray, span: int, atom: int = 16) -> np.ndarray:
     """Physical shared address of `addr` under the `span`-byte swizzle (0, 32, 64, 128): the
-    16-byte chunk bits [4, 4+b) are XORed with bits [7, 7+b), b = log2(span / 16)."""
+    16-byte chunk bits [4, 4+b) are XORed with bits [7, 7+b), b = log2(span / 16). With
+    32-byte atoms (the 128-byte swizzle tcgen05 calls 128B_BASE32B, TMA 128B_ATOM_32B) the
+    32-byte chunk bits [5, 7) are XORed with bits [7, 9) (CuTe's Swizzle<2,5,2>)."""
     if span == 0:
         return addr
-    bits = {32: 1, 64: 2, 128: 3}[span]
     a = np.asarray(addr, np.int64)
+    if atom == 32:
+        return a ^ (((a >> 7) & 3) << 5)
+    bits = {32: 1, 64: 2, 128: 3}[span]
     return a ^ (((a >> 7) & ((1 << bits) - 1)) << 4)
-
-
-def do_tensor_copy(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
-    """cp.async.bulk.tensor.Nd.shared::cta.global.tile.mbarrier::complete_tx::bytes
-    [dst], [map, {c0, ..}], [mbar]{, policy}: the box at coordinates c (innermost first) lands
-    row-major (innermost fastest) at dst, swizzled; out-of-bounds elements read as zero."""
-    from tilegen.runtime.ptx.sim import async_ops, tensormap
-
-    parts = ins.parts
-    if "im2col" in parts or "multicast::cluster" in parts:
-        raise _err(f"{ins.opcode}: im2col and multicast tensor copies are not simulated")
-    if not parts[5].startswith("shared") or parts[6] != "global":
-        raise _err(f"{ins.opcode}: only global -> shared tensor copies are simulated")
-    dst, src, mbar = ins.operands[:3]
-    maps = {addr: raw for addr, raw in st.params.values()}
-    lanes = np.nonzero(mask)[0]
-    srcs = async_ops._addrs(st, src, mask)
-    first = tensormap.decode(maps.get(int(srcs[0]), b"")) if len(srcs) else None
-    if first is not None and not first.box:
-        if "1d" in parts:
-            async_ops._tensor_copy(st, ins, mask)
-            return
-        raise _err(
-            f"{ins.opcode}: the tensor map carries no box shape/swizzle (they live in the "
-            "host-encoded CUtensorMap): pass run_ptx(tensor_maps=[{array, box, swizzle}])"
-        )
-    coords = [st.read(c, "s32").astype(np.int64) for c in src.extra[0].items]
-    for lane, d, m, b in zip(
-        lanes, async_ops._addrs(st, dst, mask), srcs, async_ops._addrs(st, mbar, mask)
-    ):
-        tmap = tensormap.decode(maps.get(int(m), b""))
-        if tmap is None:
-            raise _err(f"no tensor map at param address 0x{int(m):x}")
-        rank = len(tmap.dims)
-        if len(coords) != rank:
-            raise _err(f"{len(coords)} coordinates for a rank-{rank} tensor map")
-        box = tmap.box
-        es = tmap.elem_size
-        if tmap.swizzle and box[0] * es > tmap.swizzle:
-            raise _err(f"box row of {box[0] * es} bytes exceeds the {tmap.swizzle}-byte swizzle")
-        idx = np.indices(box[::-1]).reshape(rank, -1)[::-1]  # [dim (innermost first), elem]
-        glob = idx + np.array([int(c[lane]) for c in coords])[:, None]
-        ok = np.all((glob >= 0) & (glob < np.array(tmap.dims)[:, None]), axis=0)
-        gaddr = tmap.address + (glob * np.array(tmap.strides)[:, None]).sum(axis=0)
-        data = np.zeros(idx.shape[1], np.uint64)
-        if ok.any():
-            data[ok] = st.heap.load(gaddr[ok], es)
-        saddr = int(d) + np.arange(idx.shape[1]) * es
-        st.shared.store(swizzle(saddr, tmap.swizzle), es, data)
-        bar = async_ops._barrier(st, b)
-        bar.tx -= idx.shape[1] * es
-        bar.settle()
 
 
 # -- wgmma ------------------------------------------------------------------------------------------
@@ -556,12 +530,20 @@ def decode_descriptor(desc: int) -> dict:
 
 
 def descriptor_addresses(desc: int, rows: int, cols: int, elem_bytes: int, mn_major: bool):
-    """Shared byte address [rows (M or N), cols (K)] of each element a descriptor describes
-    (canonical layouts of the PTX ISA / CUTLASS GMMA: K-major or MN-major, swizzle 0/32/64/128)."""
-    f = decode_descriptor(desc)
+    """Shared byte address [rows (M or N), cols (K)] of each element a wgmma descriptor
+    describes."""
+    return canonical_addresses(decode_descriptor(desc), rows, cols, elem_bytes, mn_major)
+
+
+def canonical_addresses(f: dict, rows: int, cols: int, elem_bytes: int, mn_major: bool):
+    """Shared byte address [rows (M or N), cols (K)] of each element of a matrix whose
+    descriptor fields (start, lbo, sbo, swizzle) are `f` (canonical layouts of the PTX ISA /
+    CUTLASS GMMA and UMMA: K-major or MN-major, swizzle 0/32/64/128)."""
     mn = np.arange(rows)[:, None]
     k = np.arange(cols)[None, :]
     s, lbo, sbo, start = f["swizzle"], f["lbo"], f["sbo"], f["start"]
+    atom = f.get("atom", 16)
+    krows = 8 if atom == 16 else 4  # K rows per MN-major swizzle atom
     t = 16 // elem_bytes  # elements per 16 bytes
     if not mn_major:
         if s == 0:  # 8x16B core matrices: along MN at SBO, along K at LBO
@@ -573,13 +555,14 @@ def descriptor_addresses(desc: int, rows: int, cols: int, elem_bytes: int, mn_ma
             addr = (mn // t) * sbo + (k // 8) * lbo + (k % 8) * 16 + (mn % t) * elem_bytes
         else:  # atoms of 8 (K) rows x `s` bytes (MN): along MN at LBO, along K at SBO
             w = s // elem_bytes
-            addr = (mn // w) * lbo + (k // 8) * sbo + (k % 8) * s + (mn % w) * elem_bytes
-    return swizzle(start + addr, s)
+            addr = (mn // w) * lbo + (k // krows) * sbo + (k % krows) * s + (mn % w) * elem_bytes
+    return swizzle(start + addr, s, atom)
 
 
 _WG_K = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
 
 
+@lru_cache(maxsize=None)
 def _wg_acc_coords(n: int, per: int) -> np.ndarray:
     """[128 threads, regs, per, 2] (row, col) of the m64nN accumulator fragment."""
     out = np.zeros((128, n // 8 * 4 // per, per, 2), np.int64)
@@ -595,9 +578,26 @@ def _wg_acc_coords(n: int, per: int) -> np.ndarray:
 
 
 def _load_shared(st, addr: np.ndarray, t: str) -> np.ndarray:
+    """Operand elements read through the async proxy (no generic-access hooks)."""
     es = 8 if t == "f64" else max(1, BITS[t] // 8)
-    raw = st.shared.load(addr.reshape(-1), es).reshape(addr.shape)
+    raw = st.shared.raw_load(addr.reshape(-1), es).reshape(addr.shape)
     return decode(raw, t)
+
+
+def _wgmma_reads(st, lead: int, addrs: list, line: int) -> None:
+    """Record wgmma's shared-memory operand reads as an async-proxy operation of the warp,
+    in flight until the warp's wgmma.wait_group retires its group."""
+    from tilegen.runtime.ptx.sim.asyncproxy import AsyncOp
+
+    eng = st.engine
+    reads = [np.unique(a.reshape(-1)) for a in addrs]
+    op = AsyncOp("wgmma.mma_async", line, lead, lambda: None, reads=reads)
+    groups = getattr(eng, "wgmma_groups", None)
+    if groups is None:
+        groups = eng.wgmma_groups = {}
+    for w in range(lead // 32, lead // 32 + 4):
+        groups.setdefault(w, [[]])[0].append(op)
+    eng.issue(op)
 
 
 def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
@@ -605,7 +605,10 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     wgmma.mma_async.sync.aligned.m64nNkK[.satfinite].dtype.atype.btype with A from a shared
     descriptor or registers and B from a descriptor; scale-d, imm-scale-a/b, imm-trans-a/b."""
     parts = ins.parts
-    if parts[1] in ("fence", "commit_group", "wait_group"):
+    if parts[1] in ("commit_group", "wait_group"):
+        _wgmma_groups(st, ins, mask)
+        return
+    if parts[1] == "fence":
         return
     if parts[1] != "mma_async" or parts[2:4] != ["sync", "aligned"]:
         raise _err(f"unsupported wgmma form {ins.opcode!r}")
@@ -649,16 +652,22 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     for grp in groups:
         tids = np.arange(128 * grp, 128 * grp + 128)
         lead = int(tids[0])
+        smem = []
+        base = int(st.shared_base[lead])  # descriptors address the issuing CTA's shared memory
         if a_regs:
             frag = fragment(f"m16n8k{k}", "a", at)
             a = _gather(st, _items(ops[1]), frag, at, (16, k), np.arange(4 * grp, 4 * grp + 4))
             a = a.reshape(64, k)
         else:
             desc = int(st.bits(ops[1], "b64")[lead])
-            addr = descriptor_addresses(desc, 64, k, ab_bytes, bool(trans_a))
-            a = _load_shared(st, addr, at)
+            addr = base + descriptor_addresses(desc, 64, k, ab_bytes, bool(trans_a))
+            smem.append(addr)
         bdesc = int(st.bits(ops[2], "b64")[lead])
-        baddr = descriptor_addresses(bdesc, n, k, ab_bytes, bool(trans_b))
+        baddr = base + descriptor_addresses(bdesc, n, k, ab_bytes, bool(trans_b))
+        smem.append(baddr)
+        _wgmma_reads(st, lead, smem, ins.line)
+        if not a_regs:
+            a = _load_shared(st, addr, at)
         b = _load_shared(st, baddr, bt).T  # [k, n]
         a, b = a * scale_a, b * scale_b
         c = np.zeros((1, 64, n))
@@ -715,6 +724,30 @@ def do_ldmatrix_m16n16(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             st.write_bits(regs[2 * m + h], word, mask)
 
 
+def _wgmma_groups(st, ins: Instr, mask: np.ndarray) -> None:
+    """wgmma.commit_group closes each warp's open group of operand reads; wait_group N
+    completes all but the N most recent (results land at issue: only the reads are in
+    flight, for the strict mode's checks)."""
+    eng = st.engine
+    groups = getattr(eng, "wgmma_groups", None)
+    if groups is None:
+        groups = eng.wgmma_groups = {}
+    for w in np.unique(np.nonzero(mask)[0] // 32):
+        g = groups.setdefault(int(w), [[]])
+        if ins.parts[1] == "commit_group":
+            g.append(g[0])
+            g[0] = []
+            continue
+        keep = int(st.read(ins.operands[0], "u32")[int(w) * 32])
+        committed = g[1:]
+        done = committed[: max(len(committed) - keep, 0)]
+        for group in done:
+            for op in group:
+                eng.finish(op)
+        groups[int(w)] = [g[0]] + committed[len(done) :]
+    eng.pending = [op for op in eng.pending if not op.done]
+
+
 OPS = {"mma": do_mma, "prmt": do_prmt, "bfi": do_bfi, "wgmma": do_wgmma}
 
 
@@ -722,7 +755,7 @@ def handles(ins: Instr) -> bool:
     """Whether this module executes `ins` (the dispatcher in handwritten.py asks first)."""
     p = ins.parts
     if p[0] == "cp" and len(p) > 2 and p[1] == "async":
-        return "bulk" not in p or "tensor" in p
+        return "bulk" not in p and p[2] != "mbarrier"
     if p[0] in ("ldmatrix", "stmatrix"):  # m8n8 .b16 stays in handwritten.do_matrix
         return "m8n8" not in p or p[-1] != "b16"
     return p[0] in OPS
@@ -733,10 +766,7 @@ def execute(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     if getattr(st, "_strict_cp", None) is not None:
         st._strict_cp.tick()
     if p[0] == "cp":
-        if "tensor" in p:
-            do_tensor_copy(st, ins, mask)
-        else:
-            do_cp_async(st, ins, mask)
+        do_cp_async(st, ins, mask)
     elif p[0] == "ldmatrix" and "m16n16" in p:
         do_ldmatrix_m16n16(st, ins, mask)
     elif p[0] in ("ldmatrix", "stmatrix"):

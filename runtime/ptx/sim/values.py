@@ -100,3 +100,90 @@ def imm_values(value, t: str, n: int) -> np.ndarray:
     w = WIDTH[t]
     bits = np.full(n, int(value) & ((1 << w) - 1), dtype=np.uint64)
     return from_bits(bits, t)
+
+
+def to_bits_fast(vals, t: str, n: int) -> np.ndarray:
+    """`to_bits` for the common case: an (n,) array already of the type's kind."""
+    a = vals if isinstance(vals, np.ndarray) else np.asarray(vals)
+    if a.shape != (n,) or t in _PACKED or t == "bf16":
+        return to_bits(vals, t, n)
+    if t == "f32":
+        return a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    if t == "f64":
+        return a.astype(np.float64).view(np.uint64)
+    if t == "pred":
+        return a.astype(bool).astype(np.uint64)
+    if t == "f16":
+        return a.astype(np.float16).view(np.uint16).astype(np.uint64)
+    if a.dtype.kind not in "iub":
+        return to_bits(vals, t, n)
+    w = WIDTH[t]
+    return a.astype(_INT[w][0]).astype(np.uint64) if w < 64 else a.astype(np.uint64)
+
+
+def _from_fn(t: str):
+    w = WIDTH[t]
+    if t in _PACKED or t in ("bf16", "f16", "f32", "f64", "pred"):
+        if t == "f32":
+            return lambda b: b.astype(np.uint32).view(np.float32)
+        if t == "f64":
+            return lambda b: b.view(np.float64)
+        if t == "pred":
+            return lambda b: b != 0
+        return lambda b: from_bits(b, t)
+    if w == 64:
+        return (lambda b: b.view(np.int64)) if t[0] == "s" else (lambda b: b)
+    u = _INT[w][0]
+    if t[0] == "s":
+        s = _INT[w][1]
+        return lambda b: b.astype(u).view(s)
+    return lambda b: b.astype(u)
+
+
+def _to_fn(t: str, n: int):
+    w = WIDTH[t]
+    if t in _PACKED or t == "bf16":
+        return lambda v: to_bits(v, t, n)
+
+    def conv(v, t=t, n=n):
+        a = v if isinstance(v, np.ndarray) else np.asarray(v)
+        if a.shape != (n,):
+            return to_bits(v, t, n)
+        return to_bits_fast(a, t, n)
+
+    if t == "f32":
+
+        def conv(v, t=t, n=n):  # noqa: F811
+            if isinstance(v, np.ndarray) and v.shape == (n,) and v.dtype == np.float32:
+                return v.view(np.uint32).astype(np.uint64)
+            return to_bits(v, t, n)
+
+    elif w < 64 and t[0] in "bsu":
+        u = _INT[w][0]
+
+        def conv(v, t=t, n=n, u=u):  # noqa: F811
+            if isinstance(v, np.ndarray) and v.shape == (n,) and v.dtype.kind in "iu":
+                return v.astype(u).astype(np.uint64)
+            return to_bits(v, t, n)
+
+    return conv
+
+
+FROM_BITS: dict = {}
+TO_BITS: dict = {}
+
+
+def from_bits_fn(t: str):
+    """A converter raw bits -> values of type `t` (cached per type)."""
+    fn = FROM_BITS.get(t)
+    if fn is None:
+        fn = FROM_BITS[t] = _from_fn(t)
+    return fn
+
+
+def to_bits_fn(t: str, n: int):
+    """A converter values of type `t` -> raw bits for `n` lanes (cached)."""
+    fn = TO_BITS.get((t, n))
+    if fn is None:
+        fn = TO_BITS[(t, n)] = _to_fn(t, n)
+    return fn

@@ -55,4 +55,4 @@ from tilegen.runtime.verify.hooks import token  # noqa: E402,F401
 from tilegen.runtime.verify.hooks import views  # noqa: E402,F401
 from tilegen.runtime.verify.hooks import nv_tileaa  # noqa: E402,F401
 from tilegen.runtime.verify.hooks import nv_tileas  # noqa: E402,F401
-from tilegen.runtime.layouts import verify_hook  # noqa: E402,F401
+from tilegen.runtime.verify.hooks import convert_layout  # noqa: E402,F401

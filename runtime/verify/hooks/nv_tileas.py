@@ -235,7 +235,7 @@ def _reduce_stages(op: Operation, ctx: VerifyContext) -> None:
 def cta_num_warps(op: Operation) -> int:
     """The CTA's warps: ``nv_tileas.num_warps`` on the enclosing function (set by the pipeline
     pass when it adds warp groups), else its kernel_spec's / ``tt.num_warps``, else 4."""
-    from tilegen.runtime.passes.layout_assignment import enclosing_int_attr, kernel_num_warps
+    from tilegen.runtime.layouts.kernel import enclosing_int_attr, kernel_num_warps
 
     n = enclosing_int_attr(op, "nv_tileas.num_warps")
     if n is not None:

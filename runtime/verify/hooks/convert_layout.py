@@ -1,4 +1,4 @@
-"""Verifier hook of ``nv_tileas.convert_layout`` (registered from runtime/verify/hooks)."""
+"""Verifier hook of ``nv_tileas.convert_layout`` (its layouts: runtime/layouts/)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Text syntax of the nv_tileas layout attributes (hooked into runtime/asm/attr_syntax.py).
+"""Text syntax of the nv_tileas layout attributes (runtime/layouts/), hooked into
+runtime/asm/attr_syntax.py through ``DIALECT_ATTR_MODULES``.
 
 ``#nv_tileas.blocked<{sizePerThread = [..], threadsPerWarp = [..], warpsPerCTA = [..],
 order = [..]}>``, ``#nv_tileas.slice<{dim = D, parent = LAYOUT}>`` and
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
+from tilegen.runtime.asm.attr_syntax import parse_dict_entries
 from tilegen.runtime.attributes import ArrayAttr, Attribute, IntegerAttr
 from tilegen.runtime.layouts.attrs import (
     BlockedLayout,
@@ -18,6 +20,7 @@ from tilegen.runtime.layouts.attrs import (
     SharedLayout,
     SliceLayout,
 )
+from tilegen.runtime.layouts.mma import DotOperandLayout, MmaLayout
 
 if TYPE_CHECKING:  # pragma: no cover
     from tilegen.runtime.asm.parser import OpParser
@@ -33,8 +36,6 @@ _FIELDS = {
 
 def parse_nv_tileas_attr(p: "OpParser", mnemonic: str, loc) -> Attribute:
     """The rest of ``#nv_tileas.MNEMONIC<{...}>`` (the mnemonic token was consumed)."""
-    from tilegen.runtime.asm.attr_syntax import parse_dict_entries
-
     if mnemonic not in _FIELDS:
         p._fail(f"unknown nv_tileas attribute '{mnemonic}'", loc)
     p._expect("<")
@@ -71,8 +72,6 @@ def parse_nv_tileas_attr(p: "OpParser", mnemonic: str, loc) -> Attribute:
                 p._fail("#nv_tileas.slice: 'parent' must be a blocked or slice layout", at)
             return SliceLayout(int1("dim"), parent)
         if mnemonic in ("mma", "dot_op"):  # tensor-core layouts (runtime/layouts/mma.py)
-            from tilegen.runtime.layouts.mma import DotOperandLayout, MmaLayout
-
             if mnemonic == "mma":
                 return MmaLayout(int1("versionMajor"), ints("warpsPerCTA"), ints("instrShape"))
             if not isinstance(entries["parent"], MmaLayout):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tilegen.runtime.conversion.driver import ConversionError, convert_module
+from tilegen.runtime.diagnostics import Diagnostic
 from tilegen.runtime.ir import Operation
 from tilegen.runtime.passes.registry import PassFailure, register
 
@@ -27,6 +28,4 @@ def convert_pass(op: Operation, options: dict) -> None:
 
 
 def _diag(op: Operation, message: str):
-    from tilegen.runtime.diagnostics import Diagnostic
-
     return Diagnostic("error", message, op.loc)

@@ -1,0 +1,149 @@
+"""Which instruction family runs a ``dot`` and the accumulator layout that follows from it.
+
+The layout stage decides once per dot (``nv_tileas.mma``, runtime/layouts/decisions.py):
+
+* ``wgmma`` on sm_90 when :func:`wgmma_instruction` finds a form (f16/bf16/tf32/s8/fp8 with
+  f32/s32 accumulators, num_warps a multiple of 4, M a multiple of 64 per warpgroup, N of 8, K
+  of the instruction K, A and B within the shared budget) and wgmma is allowed;
+* else what spec/ptx/mma.yaml selects (runtime/layouts/mma_select.py): ``mma.sync`` or ``fma``.
+
+The accumulator (C and the result) then gets the blocked layout that *is* the instruction's
+fragment: :func:`wgmma_accumulator_layout` or :func:`mma_sync_accumulator_layout`
+(docs/tensor_cores.md). Code generation reads the recorded family and builds its plan.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from tilegen.runtime.layouts.attrs import BlockedLayout
+from tilegen.runtime.layouts.mma_select import MmaRow, MmaSelectError, select_mma
+from tilegen.runtime.types import FloatType, IntegerType, NvPointerType, STORAGE_WIDTHS, TileType
+
+#: bytes of static shared memory per CTA the dot paths may use
+SMEM_LIMIT = 48 * 1024
+#: wgmma's leading-byte offset: a core matrix plus 16 bytes of padding, so that a warp storing
+#: one row's K elements (lanes along K) spreads its core matrices over different banks
+LBO = 144
+
+WGMMA = "wgmma"
+MMA_SYNC = "mma.sync"
+FMA = "fma"
+
+
+def element_key(t) -> Optional[str]:
+    """'f32', 'i8', 'ptr', ... for an element (or scalar, or tile) type."""
+    if isinstance(t, TileType):
+        t = t.element
+    if isinstance(t, FloatType):
+        return t.name
+    if isinstance(t, IntegerType):
+        return f"i{t.width}"
+    if isinstance(t, NvPointerType):
+        return "ptr"
+    return None
+
+
+def key_bytes(key: str) -> int:
+    """Storage bytes of an element key ('tf32' is stored in 4)."""
+    if key == "ptr":
+        return 8
+    if key.startswith("i"):
+        return max(1, int(key[1:]) // 8)
+    return max(1, STORAGE_WIDTHS[key] // 8)
+
+
+def wgmma_sbo(K: int, esz: int) -> int:
+    """Byte distance between 8-row groups of a K-major operand (the descriptor's SBO): the
+    group's K / (16 / esz) core matrices, LBO apart."""
+    return K * esz // 16 * LBO
+
+
+def _signedness(op) -> Optional[tuple[bool, bool]]:
+    if element_key(op.operands[0].type) != "i8":
+        return None
+    sa, sb = op.attributes.get("signedness_a"), op.attributes.get("signedness_b")
+    return (sa is None or sa.value == 0, sb is None or sb.value == 0)  # 0 = signed
+
+
+def wgmma_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[tuple[MmaRow, int]]:
+    """(spec/ptx/mma.yaml row, instruction K) when ``dot`` ``op`` can run on
+    ``wgmma.mma_async`` on ``sm`` with ``num_warps``, else None."""
+    if sm != 90 or op.name != "nv_tileaa.dot" or len(op.operands) != 3:
+        return None
+    a, b, c = (v.type for v in op.operands)
+    if any(getattr(t, "rank", 0) != 2 for t in (a, b, c)):
+        return None
+    ka, kb, kc = element_key(a), element_key(b), element_key(c)
+    if kc not in ("f32", "i32") or ka is None or kb is None:
+        return None
+    try:
+        row = select_mma(ka, kb, kc, 90, signed=_signedness(op), family="wgmma")
+    except MmaSelectError:
+        return None
+    m = re.fullmatch(r"m64nNk(\d+)", row.shape)
+    if m is None or num_warps % 4 or num_warps < 4:
+        return None
+    tk, groups = int(m.group(1)), num_warps // 4
+    M, K = a.shape
+    N = b.shape[1]
+    esz = key_bytes(ka)
+    if M % (64 * groups) or N % 8 or K % tk or tk * esz != 32:
+        return None
+    if (M + N) // 8 * wgmma_sbo(K, esz) > SMEM_LIMIT:
+        return None
+    return row, tk
+
+
+def choose_dot_family(op, num_warps: int, sm: Optional[int], wgmma: bool = True) -> Optional[str]:
+    """``wgmma``, ``mma.sync`` or ``fma`` for ``dot`` ``op``; None when spec/ptx/mma.yaml has
+    no instruction for its types on ``sm`` (code generation reports tileiras's diagnostic)."""
+    if op.name != "nv_tileaa.dot" or len(op.operands) < 3:
+        return None
+    if wgmma and wgmma_instruction(op, num_warps, sm) is not None:
+        return WGMMA
+    keys = [element_key(v.type) for v in op.operands[:3]]
+    if sm is None or None in keys:
+        return None
+    try:
+        row = select_mma(*keys, sm, signed=_signedness(op))
+    except MmaSelectError:
+        return None
+    return row.family
+
+
+def wgmma_accumulator_layout(num_warps: int) -> BlockedLayout:
+    """The blocked layout that is the ``wgmma`` m64nN accumulator fragment once codegen permutes
+    the rows of A in shared memory (docs/tensor_cores.md): thread (lane, warp) holds rows
+    8 warp + g (+ 8 num_warps r) and column pairs 8 j + 2t, 2t + 1."""
+    return BlockedLayout((1, 2), (8, 4), (num_warps, 1), (1, 0))
+
+
+def mma_sync_accumulator_layout(op, num_warps: int) -> Optional[BlockedLayout]:
+    """The blocked layout that *is* the ``mma.sync`` accumulator fragment layout for ``dot``
+    ``op`` (rows g and g + 8 of each 16-row MMA tile in registers, column pairs 2t, 2t + 1 per
+    lane, warps side by side along N), or None when the shape does not fit it (the dot then
+    stages its accumulator through shared memory)."""
+    if op is None or op.name != "nv_tileaa.dot" or len(op.operands) < 3:
+        return None
+    c = op.operands[2].type
+    if not isinstance(c, TileType) or c.rank != 2:
+        return None
+    m, n = c.shape
+    rows = 8 if isinstance(c.element, FloatType) and c.element.name == "f64" else 16
+    if m % rows or n % (8 * num_warps):
+        return None
+    return BlockedLayout((1, 2), (8, 4), (1, num_warps), (1, 0))
+
+
+def accumulator_layout(op, num_warps: int, family: Optional[str]) -> Optional[BlockedLayout]:
+    """The accumulator layout of ``dot`` ``op`` running on ``family``: the wgmma fragment, else
+    the mma.sync fragment where the shape fits it (fma dots too: their accumulator is read and
+    written in that layout), else None (C keeps its layout and is staged through shared
+    memory)."""
+    if op is None or op.name != "nv_tileaa.dot":
+        return None
+    if family == WGMMA:
+        return wgmma_accumulator_layout(num_warps)
+    return mma_sync_accumulator_layout(op, num_warps)

@@ -1,0 +1,317 @@
+"""The strict async mode's checks (`run_ptx(strict_async=True)`).
+
+Happens-before is tracked with vector clocks at warp granularity: one clock per warp plus one
+per mbarrier (an mbarrier's slot counts its completed phases). A warp's clock advances when it
+releases (mbarrier arrive, `bar.sync`); an arrival joins the warp's clock into the mbarrier's
+current phase, asynchronous signals (complete_tx, tcgen05.commit) join the issuing warp's clock
+at issue; a completed phase publishes the join, and a successful `try_wait`/`test_wait` acquires
+it; `bar.sync` joins the clocks of the warps it releases.
+
+Per shared-memory byte the mode keeps the last generic write (warp, clock, line, fenced?), the
+async-proxy write in flight or its completion (mbarrier slot and phase), async-proxy reads in
+flight, and each warp's last read (clock, line); tensor memory keeps the tcgen05.mma writes in
+flight or their completion. The four hazards, each an error naming both instructions:
+
+* a read of a stage before its mbarrier phase completes (or by a warp that did not observe the
+  completion): `ld.shared`/`ldmatrix`/wgmma/tcgen05.mma reading bytes an async copy writes;
+  `tcgen05.ld` reading tensor memory an MMA writes before its commit's phase;
+* an async-proxy read (wgmma, tcgen05.mma, TMA/bulk store) of bytes a generic write left
+  without `fence.proxy.async` (or unordered by a barrier);
+* an expected transaction count that differs from the bytes delivered (asyncproxy.Engine);
+* an async write (TMA, bulk copy) into bytes some warp read that no barrier orders before the
+  copy's issue, or that an async read in flight may still be reading (a stage overwritten while
+  in use)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tilegen.runtime.ptx.sim.asyncproxy import AsyncOp, MBarrier
+    from tilegen.runtime.ptx.sim.cta import CtaState
+
+
+def _bytes(entry) -> np.ndarray:
+    """Byte offsets of an operation's read/write entry: a (start, stop) range or an array."""
+    return np.arange(*entry) if isinstance(entry, tuple) else np.asarray(entry, np.int64)
+
+
+def _err(msg: str) -> Exception:
+    from tilegen.runtime.ptx.sim.cta import PtxSimError
+
+    return PtxSimError(msg)
+
+
+class Hazards:
+    def __init__(self, st: "CtaState") -> None:
+        self.st = st
+        self.W = max(1, (st.n + 31) // 32)
+        self.A = self.W + 8
+        self.vc = np.zeros((self.W, self.A), np.int64)
+        self.vc[np.arange(self.W), np.arange(self.W)] = 1
+        size = st.shared.data.size
+        self.gw_warp = np.full(size, -1, np.int32)
+        self.gw_clock = np.zeros(size, np.int64)
+        self.gw_line = np.zeros(size, np.int32)
+        self.gw_fenced = np.ones(size, bool)
+        self.aw_op = np.zeros(size, np.int32)  # async write in flight (op id)
+        self.aw_agent = np.full(size, -1, np.int32)  # completed async write: mbarrier slot
+        self.aw_clock = np.zeros(size, np.int64)  # ... and the phase that completes it
+        self.aw_line = np.zeros(size, np.int32)
+        self.ar_op = np.zeros(size, np.int32)  # async read in flight (op id)
+        self.rd_clock = np.zeros((size, self.W), np.int64)
+        self.rd_line = np.zeros((size, self.W), np.int32)
+        self.tm_op = np.zeros((128, 512), np.int32)  # tcgen05.mma in flight (op id)
+        self.tm_writer = np.zeros((128, 512), np.int32)  # last mma to write the cell (op id)
+        self.ops: dict[int, "AsyncOp"] = {}
+        self.bvc: dict[int, list[np.ndarray]] = {}  # mbarrier -> [current phase, completed]
+        self.nagents = self.W
+
+    # -- clocks -------------------------------------------------------------------------------
+    def _grow(self) -> None:
+        extra = self.A
+        self.vc = np.pad(self.vc, ((0, 0), (0, extra)))
+        for pair in self.bvc.values():
+            pair[0] = np.pad(pair[0], (0, extra))
+            pair[1] = np.pad(pair[1], (0, extra))
+        self.A += extra
+
+    def new_barrier(self, bar: "MBarrier") -> None:
+        if self.nagents == self.A:
+            self._grow()
+        bar.agent = self.nagents
+        self.nagents += 1
+        self.bvc[bar.addr] = [np.zeros(self.A, np.int64), np.zeros(self.A, np.int64)]
+
+    def clock_of_lane(self, lane: int) -> np.ndarray:
+        return self.vc[lane // 32].copy()
+
+    def arrive(self, lane: int, bar: "MBarrier") -> None:
+        w = lane // 32
+        cur = self.bvc[bar.addr][0]
+        np.maximum(cur, self.vc[w], out=cur)
+        self.vc[w, w] += 1
+
+    def join_barrier(self, bar: "MBarrier", vc: np.ndarray) -> None:
+        cur = self.bvc[bar.addr][0]
+        np.maximum(cur[: vc.size], vc, out=cur[: vc.size])
+
+    def phase_complete(self, bar: "MBarrier") -> None:
+        cur, done = self.bvc[bar.addr]
+        np.maximum(done, cur, out=done)
+        done[bar.agent] = bar.phase
+        cur[:] = 0
+
+    def acquire(self, lane: int, bar: "MBarrier") -> None:
+        w = lane // 32
+        np.maximum(self.vc[w], self.bvc[bar.addr][1], out=self.vc[w])
+
+    def bar_sync(self, lanes: np.ndarray) -> None:
+        warps = np.unique(lanes // 32)
+        joined = self.vc[warps].max(axis=0)
+        self.vc[warps] = joined
+        self.vc[warps, warps] += 1
+
+    # -- messages -------------------------------------------------------------------------------
+    def _line(self) -> int:
+        return self.st.cur_ins.line if self.st.cur_ins is not None else 0
+
+    def _op(self, op_id: int) -> str:
+        op = self.ops.get(int(op_id))
+        return f"{op.kind} (line {op.line})" if op else "an async operation"
+
+    # -- generic proxy ----------------------------------------------------------------------------
+    def _by_warp(self, addrs: np.ndarray, width: int):
+        """(warp, byte offsets) groups of a generic access by the current instruction's lanes."""
+        mask = self.st.cur_mask
+        lanes = np.nonzero(mask)[0] if mask is not None else np.zeros(0, np.int64)
+        offs = addrs.astype(np.int64)[:, None] + np.arange(width)
+        if len(lanes) != len(addrs):
+            w = int(lanes[0] // 32) if len(lanes) else 0
+            yield w, np.unique(offs)
+            return
+        warps = lanes // 32
+        for w in np.unique(warps):
+            yield int(w), np.unique(offs[warps == w])
+
+    def check_observed(self, w: int, b: np.ndarray, what: str) -> None:
+        pend = self.aw_op[b] != 0
+        if pend.any():
+            i = int(b[np.argmax(pend)])
+            raise _err(
+                f"{what} shared byte 0x{i:x} while {self._op(self.aw_op[i])} is "
+                "still writing it: the mbarrier phase that completes the copy has not completed "
+                "(a read before the wait?)"
+            )
+        agent = self.aw_agent[b]
+        has = agent >= 0
+        if has.any():
+            need = self.aw_clock[b]
+            bad = has & (self.vc[w, np.where(has, agent, 0)] < need)
+            if bad.any():
+                i = int(b[np.argmax(bad)])
+                raise _err(
+                    f"{what} shared byte 0x{i:x}, written by the async copy at line "
+                    f"{self.aw_line[i]}, without having waited for the mbarrier phase that "
+                    "completes it"
+                )
+
+    def generic_load(self, addrs: np.ndarray, width: int) -> None:
+        line = self.st.cur_ins.line if self.st.cur_ins is not None else 0
+        for w, b in self._by_warp(addrs, width):
+            self.check_observed(w, b, f"warp {w} reads")
+            self.rd_clock[b, w] = self.vc[w, w]
+            self.rd_line[b, w] = line
+
+    def generic_store(self, addrs: np.ndarray, width: int) -> None:
+        line = self.st.cur_ins.line if self.st.cur_ins is not None else 0
+        for w, b in self._by_warp(addrs, width):
+            if (self.aw_op[b] != 0).any():
+                i = int(b[np.argmax(self.aw_op[b] != 0)])
+                raise _err(
+                    f"warp {w} writes shared byte 0x{i:x} while "
+                    f"{self._op(self.aw_op[i])} is still writing it"
+                )
+            if (self.ar_op[b] != 0).any():
+                i = int(b[np.argmax(self.ar_op[b] != 0)])
+                raise _err(
+                    f"warp {w} overwrites shared byte 0x{i:x}, which "
+                    f"{self._op(self.ar_op[i])} may still be reading (wait for it first: "
+                    "cp.async.bulk.wait_group.read, wgmma.wait_group, or the tcgen05.commit "
+                    "mbarrier)"
+                )
+            self.gw_warp[b] = w
+            self.gw_clock[b] = self.vc[w, w]
+            self.gw_line[b] = line
+            self.gw_fenced[b] = False
+            self.aw_agent[b] = -1
+
+    def fence_proxy_async(self, lanes: np.ndarray) -> None:
+        for w in np.unique(lanes // 32):
+            self.gw_fenced[self.gw_warp == w] = True
+
+    # -- async proxy ------------------------------------------------------------------------------
+    def async_read(self, w: int, b: np.ndarray, what: str, op_id: int = 0) -> None:
+        """An async-proxy read by warp `w` (at issue): the bytes must be complete, observed,
+        fenced after generic writes and ordered after them."""
+        self.check_observed(w, b, what)
+        written = self.gw_warp[b] >= 0
+        unfenced = written & ~self.gw_fenced[b]
+        if unfenced.any():
+            i = int(b[np.argmax(unfenced)])
+            raise _err(
+                f"{what} shared byte 0x{i:x} through the async proxy, but the generic write "
+                f"at line {self.gw_line[i]} (warp {self.gw_warp[i]}) was not followed by "
+                "fence.proxy.async"
+            )
+        if written.any():
+            owner = np.where(written, self.gw_warp[b], 0)
+            bad = written & (self.vc[w, owner] < self.gw_clock[b])
+            if bad.any():
+                i = int(b[np.argmax(bad)])
+                raise _err(
+                    f"{what} shared byte 0x{i:x}, written at line {self.gw_line[i]} by warp "
+                    f"{self.gw_warp[i]} with no barrier in between"
+                )
+        self.rd_clock[b, w] = self.vc[w, w]
+        self.rd_line[b, w] = self.st.cur_ins.line if self.st.cur_ins is not None else 0
+        if op_id:
+            self.ar_op[b] = op_id
+
+    def async_issue(self, op: "AsyncOp") -> None:
+        self.ops[op.id] = op
+        w = op.lane // 32
+        what = f"warp {w} reads" if op.line == self._line() else f"{op.kind} (line {op.line})"
+        what = what if what.endswith("reads") else what + " reads"
+        for entry in op.reads:
+            self.async_read(w, _bytes(entry), what, op.id)
+        for entry in op.writes:
+            b = _bytes(entry)
+            if (self.aw_op[b] != 0).any():
+                i = int(b[np.argmax(self.aw_op[b] != 0)])
+                raise _err(
+                    f"the copy writes shared byte 0x{i:x} while {self._op(self.aw_op[i])} is "
+                    "still writing it"
+                )
+            if (self.ar_op[b] != 0).any():
+                i = int(b[np.argmax(self.ar_op[b] != 0)])
+                raise _err(
+                    f"the copy overwrites shared byte 0x{i:x} while {self._op(self.ar_op[i])} "
+                    "may still be reading it (a stage reused before its reader completed)"
+                )
+            last = self.rd_clock[b]  # [bytes, warps]
+            late = last > self.vc[w][None, : self.W]
+            if late.any():
+                bi, u = np.argwhere(late)[0]
+                raise _err(
+                    f"the copy overwrites shared byte 0x{int(b[bi]):x}, which warp {u} read at "
+                    f"line {self.rd_line[b[bi], u]}, but nothing orders that read before the "
+                    "copy (a stage refilled before its consumers released it)"
+                )
+            self.aw_op[b] = op.id
+            self.aw_line[b] = op.line
+
+    def async_complete(self, op: "AsyncOp") -> None:
+        via = op.barrier if op.barrier is not None else getattr(op, "via", None)
+        bar = self.st.engine.barriers.get(via) if via is not None else None
+        for entry in op.writes:
+            b = _bytes(entry)
+            mine = self.aw_op[b] == op.id
+            b = b[mine]
+            self.aw_op[b] = 0
+            self.aw_agent[b] = bar.agent if bar is not None else -1
+            self.aw_clock[b] = bar.phase + 1 if bar is not None else 0
+        for entry in op.reads:
+            b = _bytes(entry)
+            self.ar_op[b[self.ar_op[b] == op.id]] = 0
+        if op.tmem is not None:
+            rows, c0, c1 = op.tmem
+            region = self.tm_op[rows, c0:c1]
+            region[region == op.id] = 0
+            self.tm_op[rows, c0:c1] = region
+
+    # -- tensor memory --------------------------------------------------------------------------
+    def tmem_write_issue(self, op: "AsyncOp") -> None:
+        rows, c0, c1 = op.tmem
+        old, counts = np.unique(self.tm_writer[rows, c0:c1], return_counts=True)
+        for oid, c in zip(old, counts):
+            if oid and int(oid) in self.ops:
+                self.ops[int(oid)].owned -= int(c)
+        self.tm_op[rows, c0:c1] = op.id
+        self.tm_writer[rows, c0:c1] = op.id
+        op.owned = len(rows) * (c1 - c0)
+        op.observers = []
+
+    def commit_observe(self, ops: list, bar: "MBarrier") -> None:
+        """A tcgen05.commit's arrival: observing its phase shows every tracked op complete."""
+        for op in ops:
+            op.observers.append((bar.agent, bar.phase + 1))
+
+    def tmem_access(self, w: int, rows: np.ndarray, c0: int, c1: int, store: bool) -> None:
+        pend = self.tm_op[rows, c0:c1]
+        if (pend != 0).any():
+            op = int(pend[pend != 0][0])
+            raise _err(
+                f"warp {w} {'writes' if store else 'reads'} tensor memory while "
+                f"{self._op(op)} is still writing it (wait for its tcgen05.commit mbarrier "
+                "phase first)"
+            )
+        writers = self.tm_writer[rows, c0:c1]
+        if store:
+            for oid, c in zip(*np.unique(writers, return_counts=True)):
+                if oid and int(oid) in self.ops:
+                    self.ops[int(oid)].owned -= int(c)
+            self.tm_writer[rows, c0:c1] = 0
+            return
+        for oid in np.unique(writers):
+            op = self.ops.get(int(oid)) if oid else None
+            if op is None:
+                continue
+            if not any(self.vc[w, agent] >= clock for agent, clock in op.observers):
+                raise _err(
+                    f"warp {w} reads tensor memory written by {op.kind} (line {op.line}) "
+                    "without having waited for an mbarrier phase that a tcgen05.commit "
+                    "tracking it completes"
+                )
