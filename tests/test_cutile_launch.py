@@ -30,10 +30,7 @@ BACKENDS = ("interp", "ptxsim")
 
 #: (case, backend) pairs that fail today because of a tilegen bug outside tilegen.cutile; each is
 #: a strict xfail, so the test fails as soon as the bug is fixed and the entry must go
-KNOWN_BUGS = {
-    ("atomics", "ptxsim"): "layout bug: with the shape divisible by 16 (cuTile's launch-time "
-    "specialisation) nv_tileaa.atomic_rmw gets a result layout that differs from its value's",
-}
+KNOWN_BUGS: dict = {}
 
 
 def _line_of(fn, text: str) -> int:

@@ -58,16 +58,27 @@ def use_tilegen(shim_dir, hide_nvidia_wheel: bool = True) -> Path:
     return launcher
 
 
-def launch(grid, kernel, args, *, backend: str = "interp", gpu_name: str = "sm_90", stdout=None):
+def launch(
+    grid,
+    kernel,
+    args,
+    *,
+    backend: str = "interp",
+    gpu_name: str = "sm_90",
+    stdout=None,
+    options=None,
+):
     """``ct.launch(stream, grid, kernel, args)`` without the stream, on the CPU: see
     :func:`tilegen.cutile_launch.launch`."""
     from tilegen.cutile_launch import launch as _launch
 
-    return _launch(grid, kernel, args, backend=backend, gpu_name=gpu_name, stdout=stdout)
+    return _launch(
+        grid, kernel, args, backend=backend, gpu_name=gpu_name, stdout=stdout, options=options
+    )
 
 
 def __getattr__(name):
-    if name in ("LaunchError", "signature_for", "cache_info", "clear_cache"):
+    if name in ("LaunchError", "signature_for", "cache_info", "clear_cache", "compile_kernel"):
         import tilegen.cutile_launch as cl
 
         return getattr(cl, name)

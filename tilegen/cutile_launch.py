@@ -320,9 +320,17 @@ def signature_for(kernel, args: Sequence):
 class _Compiled:
     bytecode: bytes
     symbol: str
-    module: Any = None  # interp: the verified cuda_tile module
-    ptx: Optional[str] = None  # ptxsim: tilegen's PTX
+    #: the driver's Compilation: its module (after ``verify``; interp) or PTX (ptxsim)
+    compilation: Any = None
     seconds: dict = field(default_factory=dict)
+
+    @property
+    def module(self):
+        return self.compilation.module
+
+    @property
+    def ptx(self) -> Optional[str]:
+        return self.compilation.ptx
 
 
 _CACHE: dict = {}
@@ -374,45 +382,49 @@ def _export(kernel, signature, gpu_name: str) -> bytes:
     return buf.getvalue()
 
 
-def _load(bytecode: bytes, name: str):
-    """Read and verify cuTile's bytecode (tilegen's reader and verifier)."""
-    from tilegen.runtime.bytecode import BytecodeError, read_bytecode
-    from tilegen.runtime.diagnostics import Diagnostic, DiagnosticError
-    from tilegen.runtime.interp.api import RunError, verify_or_raise
+def _compile_options(gpu_name: str, options):
+    """The driver's ``CompileOptions`` for a launch: ``options`` (default: ``CompileOptions()``,
+    as ``tilegen compile``) with ``gpu_name`` as the target."""
+    from tilegen.runtime.diagnostics import CompileError
+    from tilegen.runtime.options import CompileOptions, parse_target
+    from tilegen.runtime.records import replace
+    from tilegen.targets import TARGET_NAMES
+
+    if gpu_name not in TARGET_NAMES:
+        raise LaunchError(f"gpu_name must be one of {', '.join(TARGET_NAMES)}, got {gpu_name!r}")
+    if options is not None and not isinstance(options, CompileOptions):
+        raise LaunchError(f"options must be CompileOptions, got {type(options).__name__}")
+    try:
+        return replace(options or CompileOptions(), target=parse_target(gpu_name))
+    except CompileError as e:
+        raise _diag_error(e.diagnostics, "", "bad compile options") from None
+
+
+#: driver stage that failed -> how a LaunchError words it
+_FAILED_STAGE = {"read": "tilegen cannot read", "verify": "tilegen's verifier refuses"}
+
+
+def _run_stages(c, until: str, start: str, name: str) -> None:
+    """The driver's stages ``start``..``until`` on ``c``; a failure is a :class:`LaunchError`
+    with the driver's diagnostics (as ``tilegen compile`` prints them)."""
+    from tilegen.runtime.diagnostics import CompileError
+    from tilegen.runtime.driver import run_stages
 
     try:
-        module = read_bytecode(bytecode, f"<{name} bytecode>")
-    except BytecodeError as e:
-        raise _diag_error([Diagnostic("error", str(e))], name, "tilegen cannot read") from None
-    except DiagnosticError as e:
-        raise _diag_error([e.diag], name, "tilegen cannot read") from None
-    try:
-        verify_or_raise(module)
-    except RunError as e:
-        raise _diag_error(e.diagnostics, name, "tilegen's verifier refuses") from None
-    return module
+        run_stages(c, until, start)
+    except CompileError as e:
+        sm = c.options.target.name if c.options.target is not None else "?"
+        what = _FAILED_STAGE.get(e.stage, f"tilegen cannot compile for {sm}")
+        raise _diag_error(e.diagnostics, name, what) from None
 
 
-def _compile_ptx(module, gpu_name: str, name: str) -> str:
-    """tilegen's PTX for ``module``: the one call into the compiler pipeline."""
-    from tilegen.runtime.ptxsim import compile_to_ptx
-    from tilegen.runtime.interp.api import RunError
-
-    try:
-        return compile_to_ptx(module, gpu_name)
-    except RunError as e:
-        raise _diag_error(e.diagnostics, name, f"tilegen cannot compile for {gpu_name}") from None
-
-
-def _compiled(kernel, prepared: _Prepared, backend: str, gpu_name: str) -> _Compiled:
+def _build(kernel, prepared: _Prepared, options, until: str) -> _Compiled:
+    """cuTile's bytecode for the signature, then the driver's stages ``read`` through ``until``
+    (runtime/driver.py) on it."""
     from cuda.tile.compilation import CallingConvention, KernelSignature
 
-    key = (kernel, backend, gpu_name, prepared.calling_convention, tuple(prepared.key))
-    hit = _CACHE.get(key)
-    if hit is not None:
-        _STATS["hits"] += 1
-        return hit
-    _STATS["misses"] += 1
+    from tilegen.runtime.driver import Compilation
+
     name = _kernel_name(kernel)
     sig = KernelSignature(
         prepared.constraints, getattr(CallingConvention, prepared.calling_convention)()
@@ -420,20 +432,59 @@ def _compiled(kernel, prepared: _Prepared, backend: str, gpu_name: str) -> _Comp
     sig = sig.with_mangled_symbol(name)
     seconds = {}
     t = time.perf_counter()
-    bytecode = _export(kernel, sig, gpu_name)
+    bytecode = _export(kernel, sig, f"sm_{options.target.sm}")
     seconds["export"] = time.perf_counter() - t
+    c = Compilation(options, f"<{name} bytecode>", bytecode)
     t = time.perf_counter()
-    module = _load(bytecode, name)
+    _run_stages(c, "verify", "read", name)
     seconds["load"] = time.perf_counter() - t
-    entry = _Compiled(bytecode, sig.symbol, seconds=seconds)
-    if backend == "interp":
-        entry.module = module
-    else:
+    if until != "verify":
         t = time.perf_counter()
-        entry.ptx = _compile_ptx(module, gpu_name, name)
-        seconds["ptx"] = time.perf_counter() - t
-    _CACHE[key] = entry
-    return entry
+        _run_stages(c, until, "optimize", name)
+        seconds["ptx" if until == "ptx" else until] = time.perf_counter() - t
+    return _Compiled(bytecode, sig.symbol, c, seconds=seconds)
+
+
+def _compiled(kernel, prepared: _Prepared, backend: str, options, until: str = "") -> _Compiled:
+    """:func:`_build` through ``until`` (interp: ``verify``, ptxsim: ``ptx``), cached per
+    signature, backend and every ``CompileOptions`` field; a cached entry compiled less far
+    goes on from where it stopped."""
+    from tilegen.runtime.driver import STAGE_NAMES
+
+    until = until or ("verify" if backend == "interp" else "ptx")
+    key = (kernel, backend, options.fingerprint(), prepared.calling_convention)
+    key += tuple(prepared.key)
+    hit = _CACHE.get(key)
+    if hit is None:
+        _STATS["misses"] += 1
+        hit = _CACHE[key] = _build(kernel, prepared, options, until)
+        return hit
+    _STATS["hits"] += 1
+    done = hit.compilation.stages
+    if until not in done:
+        t = time.perf_counter()
+        _run_stages(hit.compilation, until, STAGE_NAMES[len(done)], _kernel_name(kernel))
+        hit.seconds[until] = time.perf_counter() - t
+    return hit
+
+
+def compile_kernel(
+    kernel, args: Sequence, *, gpu_name: str = "sm_90", options=None, emit: str = "ptx"
+):
+    """Compile ``kernel`` for ``args`` as :func:`launch` with ``backend="ptxsim"`` does, through
+    the driver's stage that gives ``emit`` (as ``tilegen compile --emit``: ``cuda_tile``,
+    ``nv_tileaa``, ``nv_tileas``, ``ptx``, ``cubin``); returns the driver's ``Compilation``
+    (``.module``, ``.ptx``, ``.cubin``, ``.ptxas_log``, ``.timings``). ``ptx`` and ``cubin`` share
+    :func:`launch`'s cache; an IR ``emit`` compiles afresh (later stages rewrite the IR)."""
+    from tilegen.runtime.driver import EMIT
+
+    if emit not in EMIT:
+        raise LaunchError(f"emit must be one of {', '.join(EMIT)}, got {emit!r}")
+    options = _compile_options(gpu_name, options)
+    prepared = _prepare(kernel, args)
+    if emit in ("ptx", "cubin"):
+        return _compiled(kernel, prepared, "ptxsim", options, EMIT[emit]).compilation
+    return _build(kernel, prepared, options, EMIT[emit]).compilation
 
 
 # ----------------------------------------------------------------------------- launch
@@ -490,26 +541,33 @@ def launch(
     backend: str = "interp",
     gpu_name: str = "sm_90",
     stdout=None,
+    options=None,
 ) -> None:
     """Run ``kernel`` (a ``@ct.kernel``) over ``grid`` on ``args`` on the CPU, updating the
     array arguments in place. ``backend``: ``"interp"`` (tilegen's reference interpreter) or
     ``"ptxsim"`` (tilegen's PTX for ``gpu_name`` in the SIMT simulator); ``stdout``: where
-    ``ct.printf`` / ``ct.print`` text goes (default ``sys.stdout``)."""
-    from tilegen.targets import GPU_NAMES
-
+    ``ct.printf`` / ``ct.print`` text goes (default ``sys.stdout``); ``options``: the driver's
+    ``CompileOptions`` (``tilegen compile``'s defaults when None; the target is ``gpu_name``)."""
     if backend not in BACKENDS:
         raise LaunchError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if gpu_name not in GPU_NAMES:
-        raise LaunchError(f"gpu_name must be one of {', '.join(GPU_NAMES)}, got {gpu_name!r}")
+    compile_options = _compile_options(gpu_name, options)
     if not hasattr(kernel, "_annotated_function"):
         raise LaunchError(f"expected a @ct.kernel, got {type(kernel).__name__}")
     if not isinstance(args, (tuple, list)):
         raise LaunchError(f"args must be a tuple of kernel arguments, got {type(args).__name__}")
     g = _grid(grid)
     prepared = _prepare(kernel, args)
-    entry = _compiled(kernel, prepared, backend, gpu_name)
+    entry = _compiled(kernel, prepared, backend, compile_options)
     results = _run(entry, prepared, g, backend, _kernel_name(kernel), stdout)
     _write_back(prepared.arrays, results)
 
 
-__all__ = ["BACKENDS", "LaunchError", "cache_info", "clear_cache", "launch", "signature_for"]
+__all__ = [
+    "BACKENDS",
+    "LaunchError",
+    "cache_info",
+    "clear_cache",
+    "compile_kernel",
+    "launch",
+    "signature_for",
+]

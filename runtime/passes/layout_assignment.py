@@ -63,6 +63,9 @@ _PTR_ANCHORS = {
     "nv_tileaa.gather_load",
     "nv_tileaa.scatter_store",
 }
+#: atomics: every tile operand of the result's shape (pointers, value / compare + replacement,
+#: mask) and the result share one layout (the verifier requires result == value type)
+_ATOMICS = {"nv_tileaa.atomic_rmw", "nv_tileaa.atomic_cas", "nv_tileaa.tiled_atomic_rmw"}
 
 
 def _is_tile(t) -> bool:
@@ -350,6 +353,9 @@ class LayoutAssigner:
             else:
                 self.layout[tiles[0]] = self.default(tiles[0].type)
             return
+        if name in _ATOMICS and tiles:
+            self.visit_atomic(op, tiles[0])
+            return
         if self.is_elementwise(op, tiles):
             ops_ = self.tile_operands(op)
             fixed = [i for i in ops_ if op.operands[i] not in self.pending]
@@ -380,6 +386,22 @@ class LayoutAssigner:
                     if _is_tile(arg.type):
                         self.layout[arg] = self.default(arg.type)
                 self.run_block(b)
+
+    def visit_atomic(self, op: Operation, result: Value) -> None:
+        """An atomic's old-value result, its data operands, its pointer tile and its mask are
+        one per element: they take the first laid-out operand of the result's shape (the
+        pointer tile, usually: no conversion of addresses), else the default layout; the
+        others are required in it."""
+        shape = result.type.shape
+        same = [i for i in self.tile_operands(op) if op.operands[i].type.shape == shape]
+        fixed = [i for i in same if op.operands[i] not in self.pending]
+        layout = self.layout[op.operands[fixed[0]]] if fixed else self.default(result.type)
+        for i in self.tile_operands(op):
+            if i in same:
+                self.require(op, i, layout)
+            else:
+                self.get(op.operands[i])
+        self.layout[result] = layout
 
     def is_elementwise(self, op: Operation, tiles: list) -> bool:
         if not tiles:
