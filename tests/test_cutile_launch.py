@@ -307,3 +307,56 @@ def test_torch_cpu_tensors_in_place(backend):
     out = torch.zeros(300, dtype=torch.bfloat16)
     launch((3,), scale_bf16, (x, out, 3.0, 128), backend=backend)
     assert torch.equal(out, (x.float() * 3.0).to(torch.bfloat16))
+
+
+def test_launch_compiles_through_the_driver():
+    """``launch`` / ``compile_kernel`` run the driver's stages with ``CompileOptions``: the
+    options are part of the cache key, reach the stages, and give the PTX ``tilegen compile``
+    gives for the same bytecode and options."""
+    from tilegen.cutile import compile_kernel
+    from tilegen.runtime.driver import compile_source
+    from tilegen.runtime.options import CompileOptions
+
+    clear_cache()
+    k = KERNELS["vec_add"].kernel
+    x = [np.arange(512, dtype=np.float32) for _ in range(3)]
+    launch((2,), k, (*x, 256), backend="ptxsim")
+    o0 = CompileOptions(opt_level=0, use_cp_async=False)
+    launch((2,), k, (*x, 256), backend="ptxsim", options=o0)  # other options: other entry
+    assert cache_info() == {"hits": 0, "misses": 2, "entries": 2}
+    c = compile_kernel(k, (*x, 256), options=o0, emit="cubin")  # the cached entry, assembled
+    assert cache_info()["hits"] == 1 and c.stages[-1] == "ptxas" and c.cubin[:4] == b"\x7fELF"
+    assert c.options.opt_level == 0 and c.options.target.name == "sm_90"
+    want = compile_source(c.data, CompileOptions("sm_90", opt_level=0, use_cp_async=False))
+    assert c.ptx == want.ptx
+    ir = compile_kernel(k, (*x, 256), emit="nv_tileaa")
+    assert ir.stages[-1] == "convert"
+    assert any(op.name == "nv_tileaa.func" for op in ir.module.walk())
+    with pytest.raises(LaunchError, match="options must be CompileOptions, got dict"):
+        launch((2,), k, (*x, 256), options={"opt_level": 0})
+    with pytest.raises(LaunchError, match="emit must be one of"):
+        compile_kernel(k, (*x, 256), emit="sass")
+
+
+def test_launch_diagnostics_are_the_drivers():
+    """A module tilegen refuses gives the diagnostics ``tilegen compile`` prints for the same
+    bytecode (the driver's, located through the bytecode's debug info)."""
+    from cuda.tile.compilation import export_kernel
+
+    from tilegen.runtime.diagnostics import CompileError
+    from tilegen.runtime.driver import compile_source
+    from tilegen.runtime.options import CompileOptions
+
+    k = KERNELS["uint_floordiv_bug"].kernel
+    a = [np.ones(128, np.uint32) for _ in range(3)]
+    with pytest.raises(LaunchError) as e:
+        launch((1,), k, (*a, 128), backend="ptxsim")
+    buf = io.BytesIO()
+    sig = signature_for(k, (*a, 128)).with_mangled_symbol("uint_floordiv_bug")
+    export_kernel(k, [sig], buf, gpu_code="sm_90", output_format="tileir_bytecode")
+    with pytest.raises(CompileError) as want:
+        compile_source(
+            buf.getvalue(), CompileOptions(target="sm_90"), "<uint_floordiv_bug bytecode>"
+        )
+    assert want.value.stage == "verify" and want.value.exit_code == 3
+    assert [d.format() for d in e.value.diagnostics] == [d.format() for d in want.value.diagnostics]
