@@ -219,6 +219,32 @@ def _table(name: str) -> np.ndarray:
     return np.where(np.isnan(val), F8_NAN_VALUE, val)
 
 
+#: the NaN NVIDIA GPUs give in the 16-bit float formats: ``cvt.rn.f16.f32`` /
+#: ``cvt.rn.bf16.f32`` (and 16-bit arithmetic) turn every NaN into 0x7FFF, sign dropped
+#: (``CUDART_NAN_FP16`` / ``CUDART_NAN_BF16``, "canonical NaN"; cuda_fp16.hpp's and
+#: cuda_bf16.hpp's host emulation of those conversions returns 0x7FFF for every NaN input).
+#: As float64 values whose narrowing gives those bits (NumPy keeps the top payload bits): f16
+#: 0x7FFF is 0x7FFFFC0000000000, bf16 0x7FFF (f32 0x7FFF0000) is 0x7FFFE00000000000.
+CANONICAL_NAN_BITS = {"f16": 0x7FFF, "bf16": 0x7FFF}
+_CANONICAL_NAN = {
+    "f16": np.array(0x7FFFFC0000000000, dtype=np.uint64).view(np.float64),
+    "bf16": np.array(0x7FFFE00000000000, dtype=np.uint64).view(np.float64),
+}
+
+
+def canonical_nan(a: np.ndarray, name: str) -> np.ndarray:
+    """``a`` (values of float type ``name`` in any float dtype) with every NaN replaced by the NaN
+    the GPU computes in that type (f16, bf16: 0x7FFF; other types unchanged). For the result of
+    an operation -- a conversion, arithmetic -- not for values moved through memory, which keep
+    their bits."""
+    nan = _CANONICAL_NAN.get(name)
+    a = np.asarray(a)
+    if nan is None or a.dtype.kind != "f":
+        return a
+    isnan = np.isnan(a)
+    return np.where(isnan, nan.astype(a.dtype), a) if isnan.any() else a
+
+
 #: the NaN an 8-bit float NaN widens to on the GPU: ``cvt.rn.f16x2.e4m3x2`` / ``.e5m2x2`` give
 #: the canonical f16 NaN 0x7FFF for every NaN code (sign dropped), which widens to f32
 #: 0x7FFFE000 and f64 0x7FFFFC0000000000; decoding to it keeps the interpreter's conversions of
@@ -265,8 +291,10 @@ def encode(values, name: str) -> np.ndarray:
     if name == "f64":
         return v.astype(np.float64).view(np.uint64)
     if name == "bf16":
-        r = to_compute(v.astype(np.float64), "bf16").view(np.uint32)
-        return (r >> np.uint32(16)).astype(np.uint16)
+        r = to_compute(v.astype(np.float64), "bf16")
+        if v.dtype == np.float32:  # a NaN held in float32 keeps its bits (the float64 round trip
+            r = np.where(np.isnan(v), v, r)  # would quiet a signalling one)
+        return (r.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
     fmt = FORMATS[name]
     table = _table(name)
     v64 = round_to_format(v.astype(np.float64), fmt)

@@ -680,10 +680,10 @@ def ref_itof(fe):
 
 
 def _bf16_ref(x: np.ndarray) -> np.ndarray:
-    """RNE float32 -> bf16 by the classic integer trick (NaN kept quiet)."""
+    """RNE float32 -> bf16 by the classic integer trick (NaN: the GPU's 0x7FFF)."""
     b = x.astype(np.float32).view(np.uint32).astype(np.uint64)
     r = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
-    r = np.where(np.isnan(x), 0x7FC0, r)
+    r = np.where(np.isnan(x), 0x7FFF, r)
     return (r.astype(np.uint32) << 16).view(np.float32)
 
 

@@ -16,7 +16,11 @@
 * ``ftz``: the unit attribute that flushes subnormal inputs and results to zero;
 * ``exact``: ``single`` (one correctly rounded IEEE operation) or ``rational`` (a rational
   expression): the evaluator then recomputes exactly, in rationals, every element whose float64
-  result sits on a rounding boundary of the result type, so every rounding mode is exact.
+  result sits on a rounding boundary of the result type, so every rounding mode is exact;
+* ``nan``: ``keep`` for sign-bit ops (neg, abs: ``xor``/``and`` on the GPU) whose NaN result keeps
+  its payload; every other f16 / bf16 NaN result is the GPU's canonical NaN 0x7FFF
+  (:func:`tilegen.runtime.floats.canonical_nan`), as ``cvt.rn.{f16,bf16}.f32`` and 16-bit
+  arithmetic write it.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ class Semantics:
     exact: Optional[str] = None
     overflow: Optional[str] = None
     addends: Any = None
+    #: "keep": a sign-bit op (neg, abs) whose NaN keeps its payload; else f16/bf16 NaN results
+    #: are the GPU's canonical NaN (runtime/floats.py canonical_nan)
+    nan: Optional[str] = None
 
 
 def py_name(name: str) -> str:
@@ -101,6 +108,7 @@ def _build(opdef: OpDef) -> Optional[Semantics]:
         ftz=s.get("ftz"),
         exact=s.get("exact"),
         overflow=s.get("overflow"),
+        nan=s.get("nan"),
         addends=(
             compile(s["addends"], f"<addends of {opdef.name}>", "eval")
             if s.get("addends")
@@ -321,7 +329,9 @@ def evaluate(op, opdef: OpDef, sem: Semantics, args: list) -> list:
         out = _round_float_result(value, et.name, mode, exact_fn, all_exact, finite_in, zero_neg)
         if ftz:
             out = _flush(out.astype(np.float64), et.name).astype(out.dtype)
-        return [out]
+        if sem.nan != "keep":
+            return [floats.canonical_nan(out, et.name)]
+        return [_keep_nan(out, sem, ns, plan, args)]
     if isinstance(et, IntegerType):
         v = np.asarray(value)
         if v.dtype.kind == "f":
@@ -332,6 +342,21 @@ def evaluate(op, opdef: OpDef, sem: Semantics, args: list) -> list:
     if isinstance(et, PointerType):
         return [np.asarray(value).astype(np.uint64)]
     raise InterpError(f"cannot produce a result of type {rt}")
+
+
+def _keep_nan(out: np.ndarray, sem: Semantics, ns: dict, plan: _Plan, args: list) -> np.ndarray:
+    """NaN elements of a sign-bit op's result (``nan: keep``) recomputed on the operands as held
+    (the float64 round trip quiets a signalling NaN, the GPU's xor/and do not)."""
+    nan = np.isnan(out)
+    if not nan.any():
+        return out
+    held = dict(ns)
+    for key, kind, start, n, _ in plan.names:
+        if n and kind != "variadic":
+            held[key] = np.asarray(args[start])
+    with np.errstate(all="ignore"):
+        again = np.broadcast_to(np.asarray(eval(sem.code, held)), out.shape).astype(out.dtype)
+    return np.where(nan, again, out)
 
 
 def _coerce(v, t):

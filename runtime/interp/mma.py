@@ -41,7 +41,8 @@ def mma(op, args: list, attr) -> np.ndarray:
     else:
         a, b = lhs.astype(np.float64), rhs.astype(np.float64)
     # products of the narrow input types are exact in float64; the sum is rounded once
-    return floats.to_compute(acc.astype(np.float64) + np.matmul(a, b), at.name)
+    out = floats.to_compute(acc.astype(np.float64) + np.matmul(a, b), at.name)
+    return floats.canonical_nan(out, at.name)  # an f16 accumulator's NaN: 0x7FFF
 
 
 def dot(a, b, c, types: list, signedness: tuple = (None, None), scales=None) -> np.ndarray:
@@ -58,4 +59,5 @@ def dot(a, b, c, types: list, signedness: tuple = (None, None), scales=None) -> 
         )
     else:
         x, y = a.astype(np.float64), b.astype(np.float64)
-    return floats.to_compute(c.astype(np.float64) + np.matmul(x, y), at.name)
+    out = floats.to_compute(c.astype(np.float64) + np.matmul(x, y), at.name)
+    return floats.canonical_nan(out, at.name)

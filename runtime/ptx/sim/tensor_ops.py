@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tilegen.runtime.ptx.parser import Addr, Instr, Reg, Vec
-from tilegen.runtime.ptx.sim.values import f32_to_bf16_bits
+from tilegen.runtime.ptx.sim.values import f32_to_bf16_bits, to_bits
 
 if TYPE_CHECKING:
     from tilegen.runtime.ptx.sim.cta import CtaState
@@ -96,7 +96,8 @@ def encode(vals: np.ndarray, t: str) -> np.ndarray:
         if t == "f32":
             return vals.astype(np.float32).view(np.uint32).astype(np.uint64)
         if t == "f16":
-            return vals.astype(np.float16).view(np.uint16).astype(np.uint64)
+            h = np.asarray(vals).astype(np.float16)
+            return to_bits(h.reshape(-1), "f16", h.size).reshape(h.shape)  # NaN: 0x7FFF
         if t == "bf16":
             return f32_to_bf16_bits(vals.astype(np.float32))
         if t == "f64":

@@ -55,12 +55,24 @@ def from_bits(bits: np.ndarray, t: str) -> np.ndarray:
     return u.view(_INT[w][1]) if t[0] == "s" else u
 
 
+#: the NaN the GPU writes to an f16 / bf16 register (cvt.rn.{f16,bf16}.f32, 16-bit arithmetic):
+#: 0x7FFF for every NaN, sign dropped (runtime/floats.py CANONICAL_NAN_BITS)
+NAN16 = np.uint64(0x7FFF)
+
+
 def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
-    """Round-to-nearest-even float32 -> bf16 bits (NaN kept quiet)."""
+    """Round-to-nearest-even float32 -> bf16 bits (every NaN: 0x7FFF)."""
     u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
     r = (u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)
     nan = np.isnan(np.asarray(x, np.float32))
-    return np.where(nan, np.uint64(0x7FC0), r & np.uint64(0xFFFF))
+    return np.where(nan, NAN16, r & np.uint64(0xFFFF))
+
+
+def _f16_bits(h: np.ndarray) -> np.ndarray:
+    """float16 values -> their bits as uint64, every NaN 0x7FFF."""
+    bits = h.view(np.uint16).astype(np.uint64)
+    nan = np.isnan(h)
+    return np.where(nan, NAN16, bits) if nan.any() else bits
 
 
 def to_bits(vals, t: str, n: int) -> np.ndarray:
@@ -69,7 +81,10 @@ def to_bits(vals, t: str, n: int) -> np.ndarray:
     if t in _PACKED:
         with np.errstate(all="ignore"):
             pairs = np.broadcast_to(np.asarray(vals), (n, 2)).astype(_PACKED[t])
-        raw = np.ascontiguousarray(pairs).view(np.uint64 if t == "f32x2" else np.uint32)
+        if t == "f16x2":
+            halves = _f16_bits(np.ascontiguousarray(pairs))
+            return halves[:, 0] | (halves[:, 1] << np.uint64(16))
+        raw = np.ascontiguousarray(pairs).view(np.uint64)
         return raw.reshape(n).astype(np.uint64)
     a = np.broadcast_to(np.asarray(vals), (n,))
     if t == "pred":
@@ -79,7 +94,7 @@ def to_bits(vals, t: str, n: int) -> np.ndarray:
     if t in ("f16", "f32", "f64"):
         with np.errstate(all="ignore"):
             f = a.astype(np_dtype(t))
-        return f.view(_INT[w][0]).astype(np.uint64)
+        return _f16_bits(f) if t == "f16" else f.view(_INT[w][0]).astype(np.uint64)
     if a.dtype.kind == "f":
         a = a.astype(np.int64)
     if a.dtype == object:
@@ -114,7 +129,8 @@ def to_bits_fast(vals, t: str, n: int) -> np.ndarray:
     if t == "pred":
         return a.astype(bool).astype(np.uint64)
     if t == "f16":
-        return a.astype(np.float16).view(np.uint16).astype(np.uint64)
+        with np.errstate(all="ignore"):
+            return _f16_bits(a.astype(np.float16))
     if a.dtype.kind not in "iub":
         return to_bits(vals, t, n)
     w = WIDTH[t]
