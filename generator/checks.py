@@ -3,7 +3,7 @@
 * Rewrite rows (spec/lowerings/*.yaml, both kinds): every op, operand, attribute, enum case and
   fastmath flag a row names exists, and every attribute of a root is carried or dropped
   (runtime/rewrite/row_check.py, on an index built from the YAML).
-* Selection rows (spec/ptx/selection.yaml): every op exists (or is listed in ``upstream_ops``),
+* Selection rows (spec/ptx/selection.yaml): every op exists in spec/ops,
   every ``when:`` key is an attribute of each op and every keyword a case of its enum.
 * Hand-written code the spec names by string resolves to a registered function: ``format:
   {custom: NAME}`` and ``custom<NAME>`` directives (runtime/asm), ``verify: [{custom: NAME}]``
@@ -101,25 +101,12 @@ def check_selection(spec: Spec, index: YamlIndex) -> None:
     from tilegen.runtime.rewrite.row_check import FASTMATH_FLAGS
 
     for rel, doc in spec.files.get("selection", []):
-        upstream = doc.get("upstream_ops", [])
-        used = set()
-        for i, name in enumerate(upstream):
-            if name in index.ops:
-                raise SpecError(
-                    f"{rel}: upstream_ops[{i}]: '{name}' is defined in spec/ops; remove it here"
-                )
         for i, row in enumerate(doc["rows"]):
             for suffix, name in _names(row["op"]):
                 key = f"rows[{i}].op{suffix}"
-                if name in upstream:
-                    used.add(name)
-                    continue
                 shape = index.op(name)
                 if shape is None:
-                    raise SpecError(
-                        f"{rel}: {key}: unknown op '{name}' (not in spec/ops; an upstream op "
-                        "tilegen does not define belongs in upstream_ops)"
-                    )
+                    raise SpecError(f"{rel}: {key}: unknown op '{name}' (not in spec/ops)")
                 for attr, keywords in row.get("when", {}).items():
                     if attr not in shape.attributes:
                         raise SpecError(
@@ -135,9 +122,6 @@ def check_selection(spec: Spec, index: YamlIndex) -> None:
                                 f"{rel}: rows[{i}].when.{attr}: '{kw}' is not a case of "
                                 f"{enum or 'the fastmath flags'} ({', '.join(sorted(allowed))})"
                             )
-        for i, name in enumerate(upstream):
-            if name not in used:
-                raise SpecError(f"{rel}: upstream_ops[{i}]: no row names '{name}'")
 
 
 # --------------------------------------------------------------------------- registries

@@ -41,6 +41,12 @@ CASES = {
         "operands: counted",
         "spec/ops/cuda_tile/arith_float.yaml: ops[absf].bytecode.operands: 'counted', derived 'fixed'",
     ),
+    "selection-upstream-list": (  # the former list of undefined upstream ops is gone
+        "spec/ptx/selection.yaml",
+        "\nrows:\n",
+        "\nupstream_ops: [arith.addf]\nrows:\n",
+        "spec/ptx/selection.yaml: <root>: Additional properties are not allowed ('upstream_ops'",
+    ),
     "yaml": (
         "spec/types/enums.yaml",
         "kind: enums",
@@ -55,9 +61,16 @@ CASES = {
 NAMES = {
     "selection-op": (
         "spec/ptx/selection.yaml",
+        "- {op: nv_tileaa.addf, element: [f32, f64]",
+        "- {op: nv_tileaa.addff, element: [f32, f64]",
+        r"spec/ptx/selection\.yaml: rows\[\d+\]\.op: unknown op 'nv_tileaa\.addff'",
+    ),
+    "selection-upstream-op": (  # no escape hatch: an op spec/ops does not define is refused
+        "spec/ptx/selection.yaml",
+        "- {op: nv_tileaa.addf, element: [f32, f64]",
         "- {op: [nv_tileaa.addf, arith.addf], element: [f32, f64]",
-        "- {op: [nv_tileaa.addff, arith.addf], element: [f32, f64]",
-        r"spec/ptx/selection\.yaml: rows\[\d+\]\.op\[0\]: unknown op 'nv_tileaa\.addff'",
+        r"spec/ptx/selection\.yaml: rows\[\d+\]\.op\[1\]: unknown op 'arith\.addf' "
+        r"\(not in spec/ops\)",
     ),
     "selection-when": (
         "spec/ptx/selection.yaml",
