@@ -133,19 +133,105 @@ def process_chunk(text: str, engine: DiagnosticEngine, opts: OptOptions) -> Opti
 
 
 def _run_passes(module, engine: DiagnosticEngine, opts: OptOptions) -> bool:
-    """Run the requested pipeline (runtime/passes) on ``module``; False after any diagnostic."""
+    """Run the requested pipeline on ``module``; False after any diagnostic. A pass that is one
+    of the compile driver's stages (``tile-optimize-O<N>``, ``convert-cuda-tile-to-nv-tileaa``
+    with a ``compute-capability``, ``nv-tileas-assign-layouts``) runs as that stage
+    (runtime/driver.py: its ``CompileOptions`` active, its verification, its diagnostics, as in
+    ``tilegen compile``); every other pass runs through runtime/passes."""
+    from tilegen.runtime.diagnostics import CompileError
     from tilegen.runtime.passes.pipeline import PipelineError, parse_pipeline, run_pipeline
     from tilegen.runtime.passes.registry import PassFailure
 
     try:
-        run_pipeline(module, parse_pipeline(opts.passes))
+        for step in _steps(module, parse_pipeline(opts.passes)):
+            if isinstance(step, list):
+                run_pipeline(module, step)
+            else:
+                _run_stage(module, opts.filename, *step)
     except PassFailure as e:
+        engine.diagnostics.extend(e.diagnostics)
+        return False
+    except CompileError as e:
         engine.diagnostics.extend(e.diagnostics)
         return False
     except PipelineError as e:
         engine.error(str(e), getattr(module, "loc", None) or FileLineColLoc(opts.filename, 1, 1))
         return False
     return _verify(module, engine, opts)
+
+
+#: layout pass option -> CompileOptions field (the inverse of runtime/driver.LAYOUT_PASS_OPTIONS)
+def _layout_fields() -> dict[str, str]:
+    from tilegen.runtime.driver import LAYOUT_PASS_OPTIONS
+
+    return {key: field for field, key in LAYOUT_PASS_OPTIONS.items()}
+
+
+def _stage_of(ref, root) -> Optional[tuple[str, dict]]:
+    """(driver stage, CompileOptions fields) when pass ``ref`` on ``root`` is exactly what that
+    stage runs for some options; None for any other pass (run as a pass)."""
+    from tilegen.runtime.conversion.driver import module_target
+    from tilegen.runtime.diagnostics import CompileError
+    from tilegen.runtime.options import OPT_LEVELS, parse_target
+    from tilegen.runtime.passes.registry import parse_bool
+
+    name, options = ref.name, ref.options
+    if name.startswith("tile-optimize-O") and not options:
+        level = name[len("tile-optimize-O") :]
+        if level.isdigit() and int(level) in OPT_LEVELS:
+            return "optimize", {"opt_level": int(level)}
+        return None
+    try:
+        if name == "convert-cuda-tile-to-nv-tileaa" and set(options) == {"compute-capability"}:
+            text = options["compute-capability"].strip()  # the driver's target rule judges it
+            return "convert", {"target": text if text.startswith("sm_") else f"sm_{text}"}
+        if name == "nv-tileas-assign-layouts" and set(options) <= set(_layout_fields()):
+            target = module_target(root)
+            if target is None:
+                return None
+            fields = {"target": parse_target(f"sm_{target}")}
+            for key, text in options.items():
+                field = _layout_fields()[key]
+                fields[field] = int(text) if field == "num_stages" else parse_bool(text)
+            if fields.get("num_stages") == 0:
+                fields["num_stages"] = None  # the pass's 0: each kernel's own
+            return "layouts", fields
+    except (CompileError, ValueError):
+        return None  # not expressible as CompileOptions: the pass reports it
+    return None
+
+
+def _steps(root, elements):
+    """``elements`` as steps, yielded one at a time (a stage pass is recognised when it is
+    reached, on the IR the earlier steps left: the layout stage takes the target the
+    conversion recorded): single-element pipelines (run as passes) and ``(stage, fields)``
+    driver stages. Stage passes are recognised at the root: at top level or directly under a
+    top-level ``builtin.module(...)`` anchor."""
+    from tilegen.runtime.passes.pipeline import Nest, PassRef
+
+    if root.name != "builtin.module":  # --no-implicit-module: the driver's stages need one
+        yield list(elements)
+        return
+    for el in elements:
+        if isinstance(el, PassRef):
+            stage = _stage_of(el, root)
+            yield [el] if stage is None else stage
+        elif isinstance(el, Nest) and el.anchor == root.name:
+            for inner in el.body:
+                stage = _stage_of(inner, root) if isinstance(inner, PassRef) else None
+                yield [Nest(el.anchor, [inner])] if stage is None else stage
+        else:
+            yield [el]
+
+
+def _run_stage(root, filename: str, stage: str, fields: dict) -> None:
+    """Driver stage ``stage`` on ``root`` in place, under ``CompileOptions(**fields)``."""
+    from tilegen.runtime.driver import Compilation, run_stages
+    from tilegen.runtime.options import CompileOptions
+
+    c = Compilation(CompileOptions(**fields), filename)
+    c.module = root
+    run_stages(c, stage, stage)
 
 
 def _verify(module, engine: DiagnosticEngine, opts: OptOptions) -> bool:
