@@ -30,6 +30,16 @@ def add_codegen_arguments(p) -> None:
         "--no-pipeline", action="store_true", help="no K-loop prefetching of dot operands"
     )
     g.add_argument(
+        "--no-tma",
+        action="store_true",
+        help="no TMA/mbarrier pipeline for K loops on sm_90/sm_100 (docs/pipelines.md)",
+    )
+    g.add_argument(
+        "--no-warp-specialize",
+        action="store_true",
+        help="no producer warp group feeding the kernel's warps (docs/pipelines.md)",
+    )
+    g.add_argument(
         "--num-stages",
         type=_num_stages,
         metavar="N",
@@ -77,6 +87,8 @@ def compile_options(args, gpu_name, **overrides):
         use_wgmma=not getattr(args, "no_wgmma", False),
         use_cp_async=not getattr(args, "no_cp_async", False),
         pipelining=not getattr(args, "no_pipeline", False),
+        use_tma=not getattr(args, "no_tma", False),
+        warp_specialize=not getattr(args, "no_warp_specialize", False),
         lineinfo=getattr(args, "lineinfo", False),
         device_debug=getattr(args, "device_debug", False),
         sanitize=getattr(args, "sanitize", None),
