@@ -29,10 +29,11 @@ def test_stage_table():
         "optimize",
         "convert",
         "layouts",
+        "async",
         "ptx",
         "ptxas",
     )
-    assert [driver.STAGE_BY_NAME[s].exit_code for s in driver.STAGE_NAMES] == [3, 3] + [5] * 5
+    assert [driver.STAGE_BY_NAME[s].exit_code for s in driver.STAGE_NAMES] == [3, 3] + [5] * 6
     assert set(driver.EMIT.values()) <= set(driver.STAGE_NAMES)
     # the conversion's target is a typed pass option built from the options, not spliced text
     (ref,) = driver.convert_passes(CompileOptions(target="sm_100a"))

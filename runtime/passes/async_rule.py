@@ -157,8 +157,14 @@ def _operands_staged(dot: Operation, plan) -> Optional[str]:
             if _elem_key(v.type) != "tf32":
                 return f"operand {name} of the dot is converted to {_elem_key(v.type)} in the loop"
             v = v.op.operands[0]  # f32 -> tf32: the tensor core reads the f32 stage as tf32
-        if not isinstance(v, OpResult) or id(v.op) not in staged:
-            return f"operand {name} of the dot is not a TMA-staged tiled_load of the loop"
+        if isinstance(v, OpResult) and v.op.name == "nv_tileaa.tiled_load":
+            if id(v.op) in staged:
+                continue
+            from tilegen.runtime.passes.k_loop_pipelining import tma_describable
+
+            why = tma_describable(v.op) or "its indices depend on loop-carried values"
+            return f"operand {name}'s load cannot be a TMA copy: {why}"
+        return f"operand {name} of the dot is not a tiled_load of the loop"
     acc = dot.operands[2]
     if not isinstance(acc, BlockArgument) or acc.owner is not dot.parent:
         return "the dot's accumulator is not loop-carried"
