@@ -390,7 +390,7 @@ def _stage_async(c: Compilation, after_pass) -> None:
     tcgen05) applies and record why (``--emit=async-plan``); the emitter reads the decisions."""
     from tilegen.runtime.passes.async_rule import decide
 
-    c.async_plan = decide(c.module, c.options)
+    c.async_plan = decide(c.module, c.options, annotate=True)
 
 
 def _stage_ptx(c: Compilation, after_pass) -> None:

@@ -178,6 +178,10 @@ class Emitter:
         self._coord: dict = {}
         self._smem_reg: Optional[str] = None
         self.symbol = func.attributes["sym_name"].value
+        #: threads beside the kernel's warps (the async K loop's producer warp group,
+        #: async_loop.py); from where they split off, barriers are over the consumers alone
+        self.producer_threads = 0
+        self.barrier_threads: Optional[int] = None
 
     @property
     def num_threads(self) -> int:
@@ -539,7 +543,10 @@ class Emitter:
         return r
 
     def barrier(self) -> None:
-        self.ins("bar.sync 0")
+        if self.barrier_threads:  # the kernel's warps without the async producer warp group
+            self.ins(f"bar.sync 1, {self.barrier_threads}")
+        else:
+            self.ins("bar.sync 0")
 
     def pipe_region(self, nbytes: int) -> str:
         """A b32 register holding the shared address of the region for pipelined K-loop stage

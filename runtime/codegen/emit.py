@@ -131,7 +131,7 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
     lines = []
     plist = ",\n".join(f"\t.param .{t} {n}" for n, t in params)
     lines.append(f".visible .entry {em.symbol}(\n{plist}\n)")
-    lines += launch_directives(func, em.num_threads, sm)
+    lines += launch_directives(func, em.num_threads + em.producer_threads, sm)
     lines.append("{")
     if em.smem_bytes:
         lines.append(f"\t.shared .align 16 .b8 {SMEM_SYMBOL}[{em.smem_bytes}];")

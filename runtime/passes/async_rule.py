@@ -45,8 +45,16 @@ ASYNC_ELEMENTS = {
 }
 #: bytes of an element key
 _BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, "i8": 1}
-#: what the emitter lowers through the async path today: nothing (docs/pipelines.md section 7)
-LOWERED: frozenset = frozenset()
+#: (instruction, A/B element) the emitter lowers through the async path (runtime/codegen/
+#: async_loop.py); the rest of the rule's kernels keep today's path, and say so
+LOWERED: frozenset = frozenset({("wgmma", "f16"), ("wgmma", "bf16")})
+#: static shared memory of a CTA (the async path does not use dynamic shared memory yet)
+STATIC_SMEM = 48 * 1024
+#: the loop attributes the ``async`` stage sets for runtime/codegen/async_loop.py
+ASYNC_ATTR = "nv_tileas.async_stages"
+#: ops that touch memory (none may run before the async loop: the producer warp group runs the
+#: kernel's prologue too, with the consumers' layouts)
+_MEMORY_OPS = ("load", "store", "atomic", "gather", "scatter", "print", "assert")
 
 
 @dataclass(frozen=True)
@@ -232,19 +240,69 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         consumer_regs=plan.consumer_regs,
         producer_regs=plan.producer_regs,
     )
-    if mma not in LOWERED:
-        reason = (
-            f"the emitter does not lower the {mma} async path yet (docs/pipelines.md, " "section 7)"
-        )
+    if (mma, ka) not in LOWERED:
+        reason = f"the emitter does not lower the {mma} async path for {ka} yet (docs/pipelines.md)"
         return AsyncDecision(name, target, True, False, reason, **kw)
+    why, stages = _lowering(func, loop, dot, plan, warps)
+    kw["stages"] = stages
+    if why is not None:
+        return AsyncDecision(name, target, True, False, why, **kw)
     return AsyncDecision(name, target, True, True, "", **kw)
 
 
-def decide(root: Operation, options) -> list:
-    """[:class:`AsyncDecision`] for every kernel of a laid-out nv_tileaa module."""
-    from tilegen.runtime.passes.k_loop_pipelining import kernel_functions
+def _lowering(func, loop, dot, plan, warps: int) -> tuple:
+    """(why the emitter cannot lower this eligible loop, or None; the stage count it uses)."""
+    a, b, c = (v.type for v in dot.operands[:3])
+    (M, K), N = a.shape, b.shape[1]
+    esz = _BYTES[_elem_key(a)]
+    stage = -(-(M * K * esz) // 1024) * 1024 + -(-(K * N * esz) // 1024) * 1024
+    fit = (STATIC_SMEM - M * N * 4 - 1024) // stage
+    stages = min(plan.stages, fit)
+    if warps % 4 or M != 16 * warps:
+        return f"the emitter takes M = 64 per warp group ({warps} warps), not M {M}", stages
+    if N > 256 or (N * esz > 128 and N * esz % 128):
+        return f"the emitter takes N up to 256 in whole 128-byte column boxes, not {N}", stages
+    if K * esz not in (32, 64) and K * esz % 128:
+        return f"the emitter takes K rows of 32, 64 or n x 128 bytes, not {K * esz}", stages
+    if stages < 2:
+        return "two stages and the accumulator scratch do not fit 48 KB of shared memory", stages
+    body = loop.regions[0].blocks[0]
+    if len(loop.results) != 1 or body.ops[-1].operands[0] is not dot.results[0]:
+        return "the loop carries more than the dot's accumulator", stages
+    loads = {id(s.load) for s in plan.loads}
+    for op in body.ops:
+        if id(op) in loads or op is dot or op is body.ops[-1]:
+            continue
+        tiles = any(getattr(r.type, "rank", 0) for r in op.results)
+        if op.regions or (tiles and op.name != "nv_tileaa.splat"):
+            return f"the loop body computes more than the loads' indices ('{op.name}')", stages
+    for op in func.regions[0].blocks[0].ops:
+        if op is loop:
+            break
+        if op.regions or any(w in op.name.split(".")[-1] for w in _MEMORY_OPS):
+            return f"'{op.name}' runs before the K loop (the producer would run it too)", stages
+    return None, stages
 
-    return [decide_kernel(f, options) for f in kernel_functions(root)]
+
+def decide(root: Operation, options, annotate: bool = False) -> list:
+    """[:class:`AsyncDecision`] for every kernel of a laid-out nv_tileaa module; ``annotate``
+    marks each taken kernel's K loop for the emitter (``nv_tileas.async_stages``)."""
+    from tilegen.runtime.attributes import IntegerAttr
+    from tilegen.runtime.passes.k_loop_pipelining import kernel_functions
+    from tilegen.runtime.types import I32
+
+    out = []
+    for func in kernel_functions(root):
+        d = decide_kernel(func, options)
+        out.append(d)
+        if annotate and d.taken:
+            (loop,) = [
+                o
+                for o in func.regions[0].blocks[0].ops
+                if o.name == "scf.for" and any(i.name == "nv_tileaa.dot" for i in o.walk())
+            ]
+            loop.attributes[ASYNC_ATTR] = IntegerAttr(d.stages, I32)
+    return out
 
 
 def report(decisions) -> str:
