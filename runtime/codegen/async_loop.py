@@ -37,8 +37,9 @@ from tilegen.runtime.codegen.pipeline import (
 
 #: the loop attribute the driver's ``async`` stage sets: the pipeline's stage count
 ASYNC_ATTR = "nv_tileas.async_stages"
-#: the loop attribute with the register budgets (producer, consumer) for setmaxnreg
-ASYNC_REGS_ATTR = "nv_tileas.async_regs"
+#: the loop attribute with the producer warp group's register budget (setmaxnreg.dec; the
+#: consumers keep theirs, as tileiras's two-warp-group GEMMs do)
+ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
 ASYNC_SYMBOL = "tg_async"
 _ALIGN = 1024
 _ESZ = {"f16": 2, "bf16": 2}
@@ -147,15 +148,14 @@ def async_for(em: Emitter, op, stages: int) -> None:
     gmaps = _slot_maps(em, sym, slot_off)
 
     regs = op.attributes.get(ASYNC_REGS_ATTR)
-    budgets = tuple(int(x) for x in regs.values) if regs is not None else ()
 
     # ---- producer warp group (after the consumers): one thread issues the copies
     prod = em.new("pred")
     em.ins(f"setp.ge.u32 {prod}, {tid}, {nthreads}")
     consumer = em.new_label("async_consumer")
     em.ins(f"@!{prod} bra {consumer}")
-    if budgets:
-        setmaxnreg(em, False, budgets[0])
+    if regs is not None:
+        setmaxnreg(em, False, regs.value)
     leader = em.new("pred")
     em.ins(f"setp.eq.u32 {leader}, {tid}, {nthreads}")
     out = em.new_label("async_producer_done")
@@ -205,8 +205,6 @@ def async_for(em: Emitter, op, stages: int) -> None:
 
     # ---- consumers: the kernel's warps
     em.label(consumer)
-    if budgets:
-        setmaxnreg(em, True, budgets[1])
     em.producer_threads = 128
     em.barrier_threads = nthreads
     init = em.get(op.operands[3])

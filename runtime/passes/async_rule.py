@@ -52,6 +52,7 @@ LOWERED: frozenset = frozenset({("wgmma", "f16"), ("wgmma", "bf16")})
 STATIC_SMEM = 48 * 1024
 #: the loop attributes the ``async`` stage sets for runtime/codegen/async_loop.py
 ASYNC_ATTR = "nv_tileas.async_stages"
+ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
 #: ops that touch memory (none may run before the async loop: the producer warp group runs the
 #: kernel's prologue too, with the consumers' layouts)
 _MEMORY_OPS = ("load", "store", "atomic", "gather", "scatter", "print", "assert")
@@ -302,6 +303,8 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 if o.name == "scf.for" and any(i.name == "nv_tileaa.dot" for i in o.walk())
             ]
             loop.attributes[ASYNC_ATTR] = IntegerAttr(d.stages, I32)
+            if d.producer_regs:
+                loop.attributes[ASYNC_REGS_ATTR] = IntegerAttr(d.producer_regs, I32)
     return out
 
 
