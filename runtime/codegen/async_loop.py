@@ -87,6 +87,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     N = b.tile[1]
     W = em.num_warps
     G = W // 4
+    nq = M // (64 * G)  # m64 instances per warp group: rows 64 (nq wg + q) ..
     nthreads = W * 32
     stage_bytes = _align(b.offset + b.bytes, _ALIGN)
     bar_off = stages * stage_bytes
@@ -221,7 +222,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         wg = em.new("b32")
         em.ins(f"shr.u32 {wg}, {warp}, 2")
         wgoff = em.new("b32")
-        em.ins(f"mul.lo.s32 {wgoff}, {wg}, {64 * a.span}")
+        em.ins(f"mul.lo.s32 {wgoff}, {wg}, {64 * nq * a.span}")
     em.label(top)
     stop = em.new("pred")
     em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
@@ -235,20 +236,22 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.ins(f"add.s32 {abase}, {sbase}, {wgoff}")
     em.ins("wgmma.fence.sync.aligned")
     ty_ab = a.elem
-    dregs = ", ".join(acc)
-    for kk in range(K // 16):
-        kb = kk * 16 * a.esz  # K byte offset in A's rows
-        a_off = (kb // a.span) * a.box_bytes + kb % a.span
-        b_off = b.offset + kk * 16 * b.span  # 16 K rows of B's (column-box) rows
-        sa, sb = em.new("b32"), em.new("b32")
-        em.ins(f"add.s32 {sa}, {abase}, {a_off}")
-        em.ins(f"add.s32 {sb}, {sbase}, {b_off}")
-        da = wgmma_descriptor(em, sa, 16, 8 * a.span, a.span)
-        db = wgmma_descriptor(em, sb, K * b.span, 8 * b.span, b.span)
-        em.ins(
-            f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{ty_ab}.{ty_ab} {{{dregs}}}, {da}, "
-            f"{db}, {p}, 1, 1, 0, 1"
-        )
+    per = N // 2  # fragment registers of one m64nN instance
+    for q in range(nq):
+        dregs = ", ".join(acc[q * per : (q + 1) * per])
+        for kk in range(K // 16):
+            kb = kk * 16 * a.esz  # K byte offset in A's rows
+            a_off = (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span
+            b_off = b.offset + kk * 16 * b.span  # 16 K rows of B's (column-box) rows
+            sa, sb = em.new("b32"), em.new("b32")
+            em.ins(f"add.s32 {sa}, {abase}, {a_off}")
+            em.ins(f"add.s32 {sb}, {sbase}, {b_off}")
+            da = wgmma_descriptor(em, sa, 16, 8 * a.span, a.span)
+            db = wgmma_descriptor(em, sb, K * b.span, 8 * b.span, b.span)
+            em.ins(
+                f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{ty_ab}.{ty_ab} {{{dregs}}}, "
+                f"{da}, {db}, {p}, 1, 1, 0, 1"
+            )
     em.ins("wgmma.commit_group.sync.aligned")
     em.ins("wgmma.wait_group.sync.aligned 0")
     mbarrier_arrive(em, bar(1, ring.stage))
@@ -310,22 +313,29 @@ def _slot_maps(em: Emitter, sym: str, slot_off: int) -> list:
 
 
 def _fragment_addrs(em: Emitter, M: int, N: int):
-    """Per wgmma fragment register (4 j + 2 h + s): the scratch byte address of its element of
-    the row-major M x N f32 tile (row 64 wg + 16 w + 8 h + g, column 8 j + 2 t + s)."""
+    """Per wgmma fragment register (instance q, index 4 j + 2 h + s): the scratch byte address
+    of its element of the row-major M x N f32 tile: row 64 (nq wg + q) + 16 (w % 4) + 8 h + g,
+    column 8 j + 2 t + s (nq instances per warp group)."""
     _, lane, warp = em.tid()
+    nq = M // (16 * em.num_warps)
     g, t, r0 = em.new("b32"), em.new("b32"), em.new("b32")
     em.ins(f"shr.u32 {g}, {lane}, 2")
     em.ins(f"and.b32 {t}, {lane}, 3")
-    em.ins(f"mad.lo.s32 {r0}, {warp}, 16, {g}")  # 64 wg + 16 (warp % 4) = 16 warp
+    em.ins(f"mad.lo.s32 {r0}, {warp}, 16, {g}")  # 16 warp = 64 wg + 16 (warp % 4)
+    if nq > 1:
+        wg = em.new("b32")
+        em.ins(f"shr.u32 {wg}, {warp}, 2")
+        em.ins(f"mad.lo.s32 {r0}, {wg}, {64 * (nq - 1)}, {r0}")
     th = em.new("b32")
     em.ins(f"mad.lo.s32 {th}, {r0}, {N}, 0")
     em.ins(f"mad.lo.s32 {th}, {t}, 2, {th}")
     addr = em.smem_addr(th, 4)
     out = []
-    for j in range(N // 8):
-        for h in range(2):
-            for s in range(2):
-                out.append((addr, 4 * (8 * h * N + 8 * j + s)))
+    for q in range(nq):
+        for j in range(N // 8):
+            for h in range(2):
+                for s in range(2):
+                    out.append((addr, 4 * ((64 * q + 8 * h) * N + 8 * j + s)))
     return out
 
 

@@ -48,8 +48,8 @@ _BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, 
 #: (instruction, A/B element) the emitter lowers through the async path (runtime/codegen/
 #: async_loop.py); the rest of the rule's kernels keep today's path, and say so
 LOWERED: frozenset = frozenset({("wgmma", "f16"), ("wgmma", "bf16")})
-#: static shared memory of a CTA (the async path does not use dynamic shared memory yet)
-STATIC_SMEM = 48 * 1024
+#: shared memory beside the stages and the accumulator scratch (barriers, maps, slot)
+SMEM_EXTRA = 1024
 #: the loop attributes the ``async`` stage sets for runtime/codegen/async_loop.py
 ASYNC_ATTR = "nv_tileas.async_stages"
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
@@ -78,8 +78,9 @@ class AsyncDecision:
     producer_regs: Optional[int] = None
 
     @property
-    def dynamic_smem(self) -> bool:
-        """Whether the stages need more than the 48 KB of static shared memory."""
+    def over_48k(self) -> bool:
+        """Whether the stages take more than 48 KB of shared memory (one static ``.shared``
+        array all the same, as tileiras declares its: docs/pipelines.md)."""
         return self.stages * self.stage_bytes > 48 * 1024
 
     def line(self) -> str:
@@ -95,7 +96,7 @@ class AsyncDecision:
             head += (
                 f"; {self.mma} {m}x{n}x{k} {self.elements}, {self.stages} stages x "
                 f"{self.stage_bytes} B"
-                f"{' (dynamic shared memory)' if self.dynamic_smem else ''}, "
+                f"{' (over 48 KB)' if self.over_48k else ''}, "
                 f"{self.consumer_warps} consumer + {self.producer_warps} producer warps"
             )
             if self.consumer_regs:
@@ -244,29 +245,39 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     if (mma, ka) not in LOWERED:
         reason = f"the emitter does not lower the {mma} async path for {ka} yet (docs/pipelines.md)"
         return AsyncDecision(name, target, True, False, reason, **kw)
-    why, stages = _lowering(func, loop, dot, plan, warps)
+    why, stages = _lowering(func, loop, dot, plan, warps, sm)
     kw["stages"] = stages
     if why is not None:
         return AsyncDecision(name, target, True, False, why, **kw)
     return AsyncDecision(name, target, True, True, "", **kw)
 
 
-def _lowering(func, loop, dot, plan, warps: int) -> tuple:
+def _lowering(func, loop, dot, plan, warps: int, sm: int) -> tuple:
     """(why the emitter cannot lower this eligible loop, or None; the stage count it uses)."""
     a, b, c = (v.type for v in dot.operands[:3])
     (M, K), N = a.shape, b.shape[1]
     esz = _BYTES[_elem_key(a)]
     stage = -(-(M * K * esz) // 1024) * 1024 + -(-(K * N * esz) // 1024) * 1024
-    fit = (STATIC_SMEM - M * N * 4 - 1024) // stage
+    from tilegen.runtime.verify.hooks.nv_tileas import shared_limit
+
+    fit = (shared_limit(sm) - M * N * 4 - SMEM_EXTRA) // stage
     stages = min(plan.stages, fit)
-    if warps % 4 or M != 16 * warps:
-        return f"the emitter takes M = 64 per warp group ({warps} warps), not M {M}", stages
+    if warps % 4 or M % (16 * warps):
+        return (
+            f"the emitter takes M a multiple of 64 per warp group ({warps} warps), not {M}",
+            stages,
+        )
+    if M // (16 * warps) * N // 2 > 128:
+        return (
+            f"{M // (16 * warps) * N // 2} accumulator registers per thread (at most 128)",
+            stages,
+        )
     if N > 256 or (N * esz > 128 and N * esz % 128):
         return f"the emitter takes N up to 256 in whole 128-byte column boxes, not {N}", stages
     if K * esz not in (32, 64) and K * esz % 128:
         return f"the emitter takes K rows of 32, 64 or n x 128 bytes, not {K * esz}", stages
     if stages < 2:
-        return "two stages and the accumulator scratch do not fit 48 KB of shared memory", stages
+        return "two stages and the accumulator scratch do not fit in shared memory", stages
     body = loop.regions[0].blocks[0]
     if len(loop.results) != 1 or body.ops[-1].operands[0] is not dot.results[0]:
         return "the loop carries more than the dot's accumulator", stages
