@@ -20,7 +20,7 @@ in whatever layout the layout stage gave the loop's value.
 
 from __future__ import annotations
 
-from tilegen.runtime.codegen import tma
+from tilegen.runtime.codegen import tcgen05, tma
 from tilegen.runtime.codegen.core import Emitter, fail
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
@@ -92,9 +92,11 @@ def async_for(em: Emitter, op, stages: int) -> None:
     stage_bytes = _align(b.offset + b.bytes, _ALIGN)
     bar_off = stages * stage_bytes
     slot_off = bar_off + 16 * stages
-    maps_off = _align(slot_off + 8, 128)
+    tmem_off, done_off = slot_off + 8, slot_off + 16  # sm_100: TMEM address, MMAs-done barrier
+    maps_off = _align(slot_off + 24, 128)
+    tc = em.sm >= 100  # tcgen05 consumers (sm_100a), else wgmma (sm_90a)
     total = maps_off + 2 * tma.TENSORMAP_BYTES
-    em.need_isa("8.3")  # tensormap.replace
+    em.need_isa("8.6" if tc else "8.3")  # tcgen05 / tensormap.replace
     em.need_target_suffix("a")
     base = em.new("b32")
     em.pre.insert(0, f"\t.shared .align {_ALIGN} .b8 {ASYNC_SYMBOL}[{total}];")
@@ -125,7 +127,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.ins(f"@!{t0} bra {skip}")
     for s in range(stages):
         mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * s}", 1)
-        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages + s)}", nthreads)
+        # empty: every consumer thread arrives (wgmma), or the MMAs' tcgen05.commit
+        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages + s)}", 1 if tc else nthreads)
+    if tc:
+        mbarrier_init(em, f"{ASYNC_SYMBOL}+{done_off}", 1)
     mbarrier_init_fence(em)
     slot = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim")
     em.ins(f"st.shared.u32 [{ASYNC_SYMBOL}+{slot_off}], {slot}")
@@ -144,6 +149,11 @@ def async_for(em: Emitter, op, stages: int) -> None:
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
         tma.publish_tensormap(em, g, src)
+    if tc:  # warp 0 allocates the accumulator's TMEM columns
+        em.ins(
+            f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [{ASYNC_SYMBOL}+{tmem_off}], {tcgen05.columns(N)}"
+        )
+        em.ins("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned")
     em.label(skip_pub)
     em.ins("bar.sync 0")
     gmaps = _slot_maps(em, sym, slot_off)
@@ -209,6 +219,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.producer_threads = 128
     em.barrier_threads = nthreads
     init = em.get(op.operands[3])
+    if tc:
+        res = _tcgen05_consumer(em, op, locals())
+        em.set(op.results[0], res)
+        return
     acc = _to_fragment(em, op, op.operands[3].type, init, M, N)
     ring = Ring(stages)
     ring.start(em, 0)
@@ -268,6 +282,116 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.label(skip)
     res = _from_fragment(em, op, op.results[0].type, acc, M, N)
     em.set(op.results[0], res)
+
+
+def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
+    """sm_100a: consumer thread 0 issues tcgen05.mma per stage into the TMEM accumulator
+    (M 128: TMEM lane = row) and commits each stage's MMAs to its empty barrier, the last to
+    the done barrier; then warp w reads rows 32 w .. (tcgen05.ld), adds the loop's initial
+    value (kept in the scratch buffer meanwhile) and the result goes to its layout."""
+    from tilegen.runtime.codegen.exchange import row_major
+
+    a, b, K, N, M = v["a"], v["b"], v["K"], v["N"], v["M"]
+    base, stages, stage_bytes, bar = v["base"], v["stages"], v["stage_bytes"], v["bar"]
+    lb, ub, step, ty, iv_cls = v["lb"], v["ub"], v["step"], v["ty"], v["iv_cls"]
+    tid, t0 = v["tid"], v["t0"]
+    em.need_smem(M * N * 4)
+    d = em.dist_of(op, op.operands[3].type)
+    form = row_major((M, N))
+    for k in range(d.nregs):  # the initial value waits in the scratch buffer
+        em.ins(f"st.shared.f32 {em.smem_ref(d, form, k, 4)}, {v['init'][k]}")
+    em.barrier()
+    taddr = em.new("b32")
+    em.ins(f"ld.shared.u32 {taddr}, [{ASYNC_SYMBOL}+{v['tmem_off']}]")
+    skip = em.new_label("async_issued")
+    em.ins(f"@!{t0} bra {skip}")
+    ring = Ring(stages)
+    ring.start(em, 0)
+    iv = em.mov(iv_cls, lb)
+    acc_in = em.new("pred")
+    em.ins(f"setp.ne.u32 {acc_in}, {tid}, {tid}")  # the first MMA overwrites D
+    idesc = tcgen05.instruction_descriptor(M, N, a.elem)
+    top, end = em.new_label("async_issue"), em.new_label("async_issue_end")
+    em.label(top)
+    stop = em.new("pred")
+    em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
+    em.ins(f"@{stop} bra {end}")
+    mbarrier_wait(em, bar(0, ring.stage), ring.phase)
+    em.ins("tcgen05.fence::after_thread_sync")
+    sbase = em.new("b32")
+    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
+    for kk in range(K // 16):
+        kb = kk * 16 * a.esz
+        a_off = (kb // a.span) * a.box_bytes + kb % a.span
+        b_off = b.offset + kk * 16 * b.span
+        sa, sb = em.new("b32"), em.new("b32")
+        em.ins(f"add.s32 {sa}, {sbase}, {a_off}")
+        em.ins(f"add.s32 {sb}, {sbase}, {b_off}")
+        da = tcgen05.smem_descriptor(em, sa, 16, 8 * a.span, a.span)
+        db = tcgen05.smem_descriptor(em, sb, K * b.span, 8 * b.span, b.span)
+        em.ins(f"tcgen05.mma.cta_group::1.kind::f16 [{taddr}], {da}, {db}, {idesc}, {acc_in}")
+        em.ins(f"setp.eq.u32 {acc_in}, {tid}, {tid}")
+    mb = bar(1, ring.stage)
+    em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{mb}]")
+    ring.advance(em)
+    em.ins(f"add.{ty} {iv}, {iv}, {step}")
+    em.ins(f"bra {top}")
+    em.label(end)
+    done = em.new("b32")
+    em.ins(f"add.s32 {done}, {base}, {v['done_off']}")
+    em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{done}]")
+    em.label(skip)
+    done = em.new("b32")
+    em.ins(f"add.s32 {done}, {base}, {v['done_off']}")
+    mbarrier_wait(em, done, 0)
+    em.ins("tcgen05.fence::after_thread_sync")
+    skip2 = em.new_label("async_free")
+    em.ins(f"@!{t0} bra {skip2}")  # every copy landed: thread 0 frees the map slot
+    sl = em.new("b32")
+    em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{v['slot_off']}]")
+    tma.release_slot(em, f"{em.symbol}_slots", sl, v["slots"])
+    em.label(skip2)
+    # no iteration: TMEM holds nothing; the result is the initial value
+    ran = em.new("pred")
+    em.ins(f"setp.lt.{ty} {ran}, {lb}, {ub}")
+    nomma = em.new_label("async_nomma")
+    em.ins(f"@!{ran} bra {nomma}")
+    _, lane, warp = em.tid()
+    row, lane_base = em.new("b32"), em.new("b32")
+    em.ins(f"mad.lo.s32 {row}, {warp}, 32, {lane}")
+    em.ins(f"shl.b32 {lane_base}, {warp}, 21")  # (32 w) << 16: the TMEM lane field
+    em.ins(f"add.s32 {lane_base}, {lane_base}, {taddr}")
+    rowaddr = em.smem_addr(em.lincomb(0, [(N, row)]), 4)
+    for chunk in range(N // 32):
+        regs = [em.new("b32") for _ in range(32)]
+        src = em.new("b32")
+        em.ins(f"add.s32 {src}, {lane_base}, {32 * chunk}")
+        em.ins(f"tcgen05.ld.sync.aligned.32x32b.x32.b32 {{{', '.join(regs)}}}, [{src}]")
+        em.ins("tcgen05.wait::ld.sync.aligned")
+        for i, r in enumerate(regs):
+            x, y = em.new("f32"), em.new("f32")
+            off = 4 * (32 * chunk + i)
+            em.ins(f"ld.shared.f32 {x}, [{rowaddr}+{off}]")
+            em.ins(f"mov.b32 {y}, {r}")
+            em.ins(f"add.rn.f32 {x}, {x}, {y}")
+            em.ins(f"st.shared.f32 [{rowaddr}+{off}], {x}")
+    em.ins("tcgen05.fence::before_thread_sync")
+    em.label(nomma)
+    em.barrier()
+    skip3 = em.new_label("async_dealloc")
+    w0 = em.new("pred")
+    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
+    em.ins(f"@!{w0} bra {skip3}")
+    em.ins(f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 {taddr}, {tcgen05.columns(N)}")
+    em.label(skip3)
+    d = em.dist_of(op, op.results[0].type)
+    out = []
+    for k in range(d.nregs):
+        r = em.new("f32")
+        em.ins(f"ld.shared.f32 {r}, {em.smem_ref(d, form, k, 4)}")
+        out.append(r)
+    em.barrier()
+    return out
 
 
 def _s32(em: Emitter, x):

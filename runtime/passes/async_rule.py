@@ -47,7 +47,9 @@ ASYNC_ELEMENTS = {
 _BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, "i8": 1}
 #: (instruction, A/B element) the emitter lowers through the async path (runtime/codegen/
 #: async_loop.py); the rest of the rule's kernels keep today's path, and say so
-LOWERED: frozenset = frozenset({("wgmma", "f16"), ("wgmma", "bf16")})
+LOWERED: frozenset = frozenset(
+    {("wgmma", "f16"), ("wgmma", "bf16"), ("tcgen05", "f16"), ("tcgen05", "bf16")}
+)
 #: shared memory beside the stages and the accumulator scratch (barriers, maps, slot)
 SMEM_EXTRA = 1024
 #: the loop attributes the ``async`` stage sets for runtime/codegen/async_loop.py
@@ -262,12 +264,18 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int) -> tuple:
 
     fit = (shared_limit(sm) - M * N * 4 - SMEM_EXTRA) // stage
     stages = min(plan.stages, fit)
+    if sm >= 100 and (warps != 4 or M != 128 or N % 32):
+        return (
+            f"the emitter's tcgen05 path takes 4 warps, M 128 and N a multiple of 32 (TMEM lane "
+            f"= row), not {warps} warps, {M}x{N}",
+            stages,
+        )
     if warps % 4 or M % (16 * warps):
         return (
             f"the emitter takes M a multiple of 64 per warp group ({warps} warps), not {M}",
             stages,
         )
-    if M // (16 * warps) * N // 2 > 128:
+    if sm < 100 and M // (16 * warps) * N // 2 > 128:
         return (
             f"{M // (16 * warps) * N // 2} accumulator registers per thread (at most 128)",
             stages,
