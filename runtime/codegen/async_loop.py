@@ -286,7 +286,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
 
 def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     """sm_100a: consumer thread 0 issues tcgen05.mma per stage into the TMEM accumulator
-    (M 128: TMEM lane = row) and commits each stage's MMAs to its empty barrier, the last to
+    (M 128: TMEM lane = row; M 64: 16 lanes of each warp's quarter) and commits each stage's MMAs to its empty barrier, the last to
     the done barrier; then warp w reads rows 32 w .. (tcgen05.ld), adds the loop's initial
     value (kept in the scratch buffer meanwhile) and the result goes to its layout."""
     from tilegen.runtime.codegen.exchange import row_major
@@ -358,7 +358,12 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"@!{ran} bra {nomma}")
     _, lane, warp = em.tid()
     row, lane_base = em.new("b32"), em.new("b32")
-    em.ins(f"mad.lo.s32 {row}, {warp}, 32, {lane}")
+    # M 128: TMEM lane = row; M 64: rows 16 w .. in lanes 32 w .. 32 w + 15 of each quarter
+    em.ins(f"mad.lo.s32 {row}, {warp}, {32 if M == 128 else 16}, {lane}")
+    live = None
+    if M == 64:
+        live = em.new("pred")
+        em.ins(f"setp.lt.u32 {live}, {lane}, 16")
     em.ins(f"shl.b32 {lane_base}, {warp}, 21")  # (32 w) << 16: the TMEM lane field
     em.ins(f"add.s32 {lane_base}, {lane_base}, {taddr}")
     rowaddr = em.smem_addr(em.lincomb(0, [(N, row)]), 4)
@@ -371,10 +376,11 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         for i, r in enumerate(regs):
             x, y = em.new("f32"), em.new("f32")
             off = 4 * (32 * chunk + i)
-            em.ins(f"ld.shared.f32 {x}, [{rowaddr}+{off}]")
+            g = f"@{live} " if live else ""
+            em.ins(f"{g}ld.shared.f32 {x}, [{rowaddr}+{off}]")
             em.ins(f"mov.b32 {y}, {r}")
             em.ins(f"add.rn.f32 {x}, {x}, {y}")
-            em.ins(f"st.shared.f32 [{rowaddr}+{off}], {x}")
+            em.ins(f"{g}st.shared.f32 [{rowaddr}+{off}], {x}")
     em.ins("tcgen05.fence::before_thread_sync")
     em.label(nomma)
     em.barrier()

@@ -264,10 +264,10 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int) -> tuple:
 
     fit = (shared_limit(sm) - M * N * 4 - SMEM_EXTRA) // stage
     stages = min(plan.stages, fit)
-    if sm >= 100 and (warps != 4 or M != 128 or N % 32):
+    if sm >= 100 and (warps != 4 or M not in (64, 128) or N % 32):
         return (
-            f"the emitter's tcgen05 path takes 4 warps, M 128 and N a multiple of 32 (TMEM lane "
-            f"= row), not {warps} warps, {M}x{N}",
+            f"the emitter's tcgen05 path takes 4 warps, M 64 or 128 and N a multiple of 32, "
+            f"not {warps} warps, {M}x{N}",
             stages,
         )
     if warps % 4 or M % (16 * warps):
