@@ -288,3 +288,33 @@ def test_cutile_128x128x64_gemm_takes_the_async_path(tmp_path, cutile_gemm, targ
     args = [np.asarray(v) for v in pr.args.values()]
     out = run_strict(c.ptx, args, pr.grid)
     np.testing.assert_allclose(out[2], pr.expected["C"], rtol=pr.rtol, atol=pr.atol)
+
+
+@pytest.mark.parametrize("gpu,mma", [("sm_90", "wgmma.mma_async"), ("sm_100", "tcgen05.mma")])
+def test_cutile_launch_on_ptxsim_runs_the_async_path(monkeypatch, gpu, mma):
+    """``tilegen.cutile.launch(..., backend="ptxsim")``: a cuTile GEMM with its own epilogue
+    (x 0.5, stored as f16) takes the async path and needs nothing new from the launcher."""
+    pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
+    import tilegen.runtime.ptx.launch as launch_mod
+    from tilegen.cutile import launch
+
+    import cutile_kernels_async as cka
+
+    mm = cka.gemm_epilogue_kernel()
+    seen = []
+    real = launch_mod.run_ptx
+
+    def spy(ptx, *args, **kw):
+        seen.append(ptx)
+        return real(ptx, *args, **kw)
+
+    monkeypatch.setattr(launch_mod, "run_ptx", spy)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (128, 96)).astype(np.float16)
+    b = rng.uniform(-1, 1, (96, 64)).astype(np.float16)
+    c = np.zeros((128, 64), np.float16)
+    launch((2, 1, 1), mm, (a, b, c, 64, 64, 32), backend="ptxsim", gpu_name=gpu)
+    (ptx,) = seen
+    assert "cp.async.bulk.tensor" in ptx and mma in ptx
+    want = (0.5 * (a.astype(np.float32) @ b.astype(np.float32))).astype(np.float16)
+    np.testing.assert_allclose(c.astype(np.float32), want.astype(np.float32), atol=1e-3)
