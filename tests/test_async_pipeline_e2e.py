@@ -318,3 +318,31 @@ def test_cutile_launch_on_ptxsim_runs_the_async_path(monkeypatch, gpu, mma):
     assert "cp.async.bulk.tensor" in ptx and mma in ptx
     want = (0.5 * (a.astype(np.float32) @ b.astype(np.float32))).astype(np.float16)
     np.testing.assert_allclose(c.astype(np.float32), want.astype(np.float32), atol=1e-3)
+
+
+@pytest.mark.parametrize("warps,threads", [(4, 256), (8, 384)])
+def test_128_row_tiles_on_one_or_two_consumer_warp_groups(warps, threads):
+    """matmul_f16 with 128 x 64 tiles: 4 warps issue two m64 wgmmas each K step, 8 warps one
+    per warp group (plus the producer warp group); partial tiles everywhere."""
+    text = (CORPUS_OUT / "matmul_f16.mlir").read_text()
+    for old, new in (
+        ("tile=(64x32)", "tile=(128x32)"),
+        ("tile<64x32xf16>", "tile<128x32xf16>"),
+        ("tile<64x64xf32>", "tile<128x64xf32>"),
+        ("tile=(64x64)", "tile=(128x64)"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    if warps != 4:  # the CTA size from the module's tt.num_warps
+        head = f"module attributes {{tt.num_warps = {warps} : i32}} {{\ncuda_tile.module @m {{\n"
+        text = head + text + "\n}\n}\n"
+    c = driver.compile_source(text, CompileOptions(target="sm_90a"), "m128.mlir", until="ptx")
+    d = c.async_plan[0]
+    assert d.taken and d.consumer_warps == warps and d.tile == (128, 64, 32)
+    assert f".reqntid {threads}, 1, 1" in c.ptx
+    M, N, K = 200, 72, 80
+    rng = np.random.default_rng(2)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
+    np.testing.assert_allclose(out[2], a.astype(np.float32) @ b.astype(np.float32), atol=1e-4)
