@@ -346,3 +346,29 @@ def test_128_row_tiles_on_one_or_two_consumer_warp_groups(warps, threads):
     b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
     out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
     np.testing.assert_allclose(out[2], a.astype(np.float32) @ b.astype(np.float32), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "value,arch,target,taken",
+    [
+        ("false", "sm_90", "sm_90a", False),
+        ("false", "sm_90", "sm_100a", True),  # a hint for another target does not apply
+        ("true", "sm_90", "sm_90a", True),
+        ("false", "sm_100", "sm_100a", False),
+        ("false", "default", "sm_90a", False),
+    ],
+)
+def test_the_allow_tma_hint_is_carried_and_honored(value, arch, target, taken):
+    text = (CORPUS_OUT / "matmul_f16.mlir").read_text()
+    old = "%loopIdx] token = %0 :"
+    assert old in text
+    hint = f"%loopIdx] token = %0 optimization_hints = <{arch} = {{allow_tma = {value}}}> :"
+    c = driver.compile_source(text.replace(old, hint), CompileOptions(target=target), "h.mlir")
+    (d,) = c.async_plan
+    assert d.taken is taken
+    if not taken:
+        assert d.reason == (
+            "operand A's load cannot be a TMA copy: its allow_tma optimization hint is false "
+            "for this target"
+        )
+        assert "cp.async.bulk.tensor" not in c.ptx
