@@ -386,10 +386,11 @@ def _stage_ptx(c: Compilation, after_pass) -> None:
 
 
 def _stage_ptxas(c: Compilation, after_pass) -> None:
-    from tilegen.runtime.ptxas import PtxasError, assemble
+    from tilegen.runtime.ptxas import PtxasError, assemble, options_flags
 
     try:
-        c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm)
+        extra = options_flags(c.options)
+        c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm, extra=extra)
     except PtxasError as e:
         raise CompileError([Diagnostic("error", str(e), FileLoc(c.name))], EXIT_COMPILE, "ptxas")
 
