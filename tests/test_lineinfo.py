@@ -171,3 +171,46 @@ def test_inlined_stub_calls_map_to_the_calling_line(tmp_path):
         [str(NVDISASM), "--print-line-info-inline", str(cubin)], capture_output=True, text=True
     )
     assert 'File "_stub.py", line 678 inlined at "kernels.py", line 455' in out.stdout
+
+
+def _elf_sections(data: bytes) -> dict[str, bytes]:
+    """Section name -> contents of a 64-bit little-endian ELF (a cubin)."""
+    import struct
+
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    heads = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    strtab = heads[shstrndx]
+    names = data[strtab[4] : strtab[4] + strtab[5]]
+    out = {}
+    for name, _type, _flags, _addr, off, size in heads:
+        key = names[name : names.index(b"\0", name)].decode()
+        out[key] = data[off : off + size] if _type != 8 else b""
+    return out
+
+
+@needs_shared(CORPUS_OUT)
+@pytest.mark.parametrize("kernel", ["vec_add", "layernorm", "matmul_f16"])
+def test_device_debug_dwarf(kernel):
+    """``-g`` (at -O0, as tileiras): ``.target sm_XX, debug``, line info, DWARF 2
+    ``.debug_abbrev``/``.debug_info`` naming the kernel; ptxas (at ``--opt-level 0``) keeps them
+    and derives ``.debug_line``."""
+    c = _compile(CORPUS_OUT / f"{kernel}.tileirbc", until="ptxas", opt_level=0, device_debug=True)
+    assert re.search(r"^\.target sm_90a?, debug$", c.ptx, re.M)
+    assert "$L__func_begin0:" in c.ptx and "$L__func_end0:" in c.ptx
+    assert LOC.search(c.ptx)
+    sections = _elf_sections(c.cubin)
+    for name in (".debug_info", ".debug_abbrev", ".debug_line"):
+        assert name in sections, sorted(sections)
+    info = sections[".debug_info"]
+    assert info[4:6] == b"\x02\x00"  # DWARF version 2
+    assert int.from_bytes(info[:4], "little") == len(info) - 4
+    assert kernel.encode() + b"_K" in info and b"kernels.py\0" in info
+
+
+def test_device_debug_needs_o0():
+    from tilegen.runtime.diagnostics import CompileError
+
+    with pytest.raises(CompileError) as ei:
+        _compile(TEXT, device_debug=True)
+    assert ei.value.exit_code == 2
