@@ -389,8 +389,9 @@ def _stage_ptxas(c: Compilation, after_pass) -> None:
     from tilegen.runtime.ptxas import PtxasError, assemble, options_flags
 
     try:
-        extra = options_flags(c.options)
-        c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm, extra=extra)
+        extra = options_flags(c.options)  # -g / --sanitize: tileiras's ptxas flags
+        args = {"extra": extra} if extra else {}
+        c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm, **args)
     except PtxasError as e:
         raise CompileError([Diagnostic("error", str(e), FileLoc(c.name))], EXIT_COMPILE, "ptxas")
 

@@ -33,6 +33,12 @@ MIN_ISA = {
     121: "8.8",
 }
 FAMILY_ISA = (8, 8)  # the least PTX ISA that knows the family targets (``.target sm_100f``)
+#: tileiras's marks of a tile kernel (docs/debugging.md "Launch metadata"): ``.language 7``
+#: (ptxas: ``EIATTR_LANGUAGE`` = TILEIR; needs PTX ISA 9.2) after the launch directives, and the
+#: 64-byte zero-initialized ``___NV_TILE_LAUNCH_META_DATA___`` global before the entries
+TILE_LANGUAGE = ".language 7"
+LANGUAGE_ISA = (9, 2)
+LAUNCH_METADATA = ".visible .global .align 8 .b8 ___NV_TILE_LAUNCH_META_DATA___[64];"
 
 __all__ = ["CodegenError", "emit_ptx", "MIN_ISA", "PTX_VERSION"]
 
@@ -135,6 +141,8 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
     plist = ",\n".join(f"\t.param .{t} {n}" for n, t in params)
     lines.append(f".visible .entry {em.symbol}(\n{plist}\n)")
     lines += launch_directives(func, em.num_threads, sm)
+    lines.append(TILE_LANGUAGE)
+    em.isa = max(em.isa, LANGUAGE_ISA)
     lines.append("{")
     if em.smem_bytes:
         lines.append(f"\t.shared .align 16 .b8 {SMEM_SYMBOL}[{em.smem_bytes}];")
@@ -196,6 +204,8 @@ def _emit_ptx(
                 decls.append(d)
         kernels += lines
     header[4] = f".version {isa[0]}.{isa[1]}"
+    if kernels:
+        decls.insert(0, LAUNCH_METADATA)
     files = table.file_directives() if table is not None else []
     if debug and table is not None:  # -g: DWARF for ptxas, as tileiras (docs/debugging.md)
         header[5] += ", debug"
