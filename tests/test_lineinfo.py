@@ -214,3 +214,21 @@ def test_device_debug_needs_o0():
     with pytest.raises(CompileError) as ei:
         _compile(TEXT, device_debug=True)
     assert ei.value.exit_code == 2
+
+
+@needs_shared(CORPUS_OUT)
+@pytest.mark.parametrize("flags", [["--lineinfo"], ["-g", "-O0"]], ids=["lineinfo", "g"])
+def test_ptxsim_runs_debug_ptx(flags):
+    """ptxsim's parser skips ``.loc``/``.file``/``.section``: the same results with line info."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from tilegen.cli import main
+
+    path = CORPUS_OUT / "layernorm.tileirbc" if flags == ["--lineinfo"] else None
+    path = path or CORPUS_OUT / "vec_add.tileirbc"
+    argv = ["run", str(path), "--args", str(path.with_suffix(".npz")), "--backend", "ptxsim"]
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        rc = main(argv + flags + ["--check", "--rtol", "1e-2", "--atol", "1e-2"])
+    assert rc == 0, err.getvalue()
