@@ -403,10 +403,12 @@ def _stage_ptx(c: Compilation, after_pass) -> None:
 
 
 def _stage_ptxas(c: Compilation, after_pass) -> None:
-    from tilegen.runtime.ptxas import PtxasError, assemble
+    from tilegen.runtime.ptxas import PtxasError, assemble, options_flags
 
     try:
-        c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm)
+        extra = options_flags(c.options)  # -g / --sanitize: tileiras's ptxas flags
+        args = {"extra": extra} if extra else {}
+        c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm, **args)
     except PtxasError as e:
         raise CompileError([Diagnostic("error", str(e), FileLoc(c.name))], EXIT_COMPILE, "ptxas")
 

@@ -140,8 +140,13 @@ def test_every_accepted_target_assembles(name):
     assert c.cubin[:4] == b"\x7fELF"
 
 
-def test_sanitizer_is_refused_until_emitted():
+def test_sanitizer_is_refused_unless_emitted(monkeypatch):
+    from tilegen.runtime.codegen import driver as codegen_driver
+
     options = CompileOptions(target="sm_90", sanitize="memcheck")
+    c = driver.compile_source(VEC_ADD, options, "v.mlir", until="ptx")  # memcheck is emitted
+    assert c.stages[-1] == "ptx"
+    monkeypatch.setattr(codegen_driver, "EMITTED_SANITIZERS", ())
     c = driver.compile_source(VEC_ADD, options, "v.mlir", until="layouts")  # not needed before ptx
     assert c.stages[-1] == "layouts"
     with pytest.raises(CompileError) as ei:

@@ -45,17 +45,19 @@ def add_codegen_arguments(p) -> None:
         metavar="N",
         help="K-loop pipeline depth for every kernel (default: each kernel's num_stages, else 2)",
     )
-    g.add_argument("--lineinfo", action="store_true", help="line info (accepted; none emitted yet)")
+    g.add_argument(
+        "--lineinfo", action="store_true", help=".file/.loc line info from the input's locations"
+    )
     g.add_argument(
         "-g",
         "--device-debug",
         action="store_true",
-        help="debug info; needs -O0, as tileiras (accepted; none emitted yet)",
+        help="debug info (DWARF); needs -O0, as tileiras",
     )
     g.add_argument(
         "--sanitize",
         choices=["memcheck"],
-        help="sanitizer instrumentation (refused until the emitter implements it)",
+        help="bounds-check global pointer accesses (docs/debugging.md)",
     )
 
 
