@@ -22,6 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paths import ABSENT, SHARED  # noqa: E402
 
+# every test process (and every command it starts) compiles cold: no warm compile server
+# (tilegen/server.py); tests/test_server.py turns it on for itself
+os.environ["TILEGEN_SERVER"] = "0"
+
 #: random-sample sweeps run at 1/SWEEP_DIVISOR of their size unless ``--full-sweeps`` is given
 SWEEP_DIVISOR = 8
 
