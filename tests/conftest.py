@@ -6,7 +6,9 @@
   (corpus, conformance suite, seeds, reference) is reported as a failure.
 * ``TILEGEN_REQUIRE_SHARED=1`` (set by ``.ci/run``) makes a missing shared directory an error.
 * ``--full-sweeps``: random sweeps run at their full size (the ``sweep`` fixture scales sample
-  counts down by :data:`SWEEP_DIVISOR` otherwise; exhaustive and edge-case sets never shrink).
+  counts down by :data:`SWEEP_DIVISOR` otherwise); the few exhaustive sets too heavy for every
+  run (all 65536 f16/bf16 patterns) are a fixed sample covering every category unless
+  ``--full-sweeps`` (fixture ``full_sweeps``); edge-case sets never shrink.
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="run random-sample sweeps at their full size (default: 1/%d)" % SWEEP_DIVISOR,
     )
+
+
+@pytest.fixture(scope="session")
+def full_sweeps(pytestconfig: pytest.Config) -> bool:
+    """Whether ``--full-sweeps`` was given (exhaustive sets that are sampled by default)."""
+    return bool(pytestconfig.getoption("--full-sweeps"))
 
 
 @pytest.fixture(scope="session")
