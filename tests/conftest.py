@@ -60,6 +60,31 @@ def sweep(pytestconfig: pytest.Config):
     return lambda n: n if full else max(1, n // SWEEP_DIVISOR)
 
 
+#: modules that take longest (``--durations``, summed per file, Nov 2026), run first: with
+#: ``-n auto --dist loadscope`` a module stays on one worker, so starting the long ones early
+#: keeps one worker from finishing a long module alone at the end. Order only; a name missing
+#: here costs balance, never coverage.
+LONGEST_FIRST = (
+    "test_gpu_check.py",
+    "test_ptxsim_corpus.py",
+    "test_cutile_e2e.py",
+    "test_cta_size.py",
+    "test_conformance.py",
+    "test_codegen_pipeline.py",
+    "test_codegen_reduce.py",
+    "test_conversion_roundtrip.py",
+    "test_codegen_families.py",
+    "test_codegen_sass.py",
+    "test_codegen_wgmma.py",
+    "test_asm_hostile.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: in-file order kept
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "shared_input(*paths): the test reads these paths under ../shared"

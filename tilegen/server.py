@@ -16,7 +16,8 @@ set up by the user.
 * The server exits after :data:`IDLE_SECONDS` without a request, and as soon as a request finds
   one of its loaded tilegen modules changed on disk (that request then runs locally, and a new
   server starts).
-* ``TILEGEN_SERVER=0`` turns it off (the test suite sets it: every test process is cold).
+* ``TILEGEN_SERVER=0`` turns it off (the test suite sets it: every test process is cold);
+  ``TILEGEN_SERVER_IDLE=SECONDS`` shortens the idle time.
   ``python -m tilegen.server --stop`` stops the server of this installation.
 
 The client side (:func:`run_remote`) imports only ``os``, ``sys``, ``socket`` and ``json``.
@@ -290,7 +291,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
     os._exit(0)
 
 
-def serve(path: str, idle: float = IDLE_SECONDS) -> int:
+def serve(path: str, idle: Optional[float] = None) -> int:
     """Bind ``path`` (one server per path: a lock file decides) and serve until idle."""
     import fcntl
     import signal
@@ -300,6 +301,11 @@ def serve(path: str, idle: float = IDLE_SECONDS) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another server owns this path
+    if idle is None:
+        try:
+            idle = float(os.environ.get("TILEGEN_SERVER_IDLE") or IDLE_SECONDS)
+        except ValueError:
+            idle = IDLE_SECONDS
     _warm_up()
     sources = _loaded_sources()
     if os.path.exists(path):
@@ -310,6 +316,7 @@ def serve(path: str, idle: float = IDLE_SECONDS) -> int:
     listener.listen(64)
     listener.settimeout(idle)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # kill PID: clean up the socket
     try:
         while True:
             try:
@@ -333,6 +340,7 @@ def serve(path: str, idle: float = IDLE_SECONDS) -> int:
                 if os.fork() == 0:
                     listener.close()
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
                     _child(conn, request, fds)
             except (OSError, ValueError, ConnectionError):
                 pass
