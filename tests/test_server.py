@@ -103,3 +103,22 @@ def test_a_folder_others_can_write_is_never_used(tmp_path, monkeypatch):
     os.chmod(shared, 0o777)
     monkeypatch.setenv("TILEGEN_SERVER_DIR", str(shared))
     assert server.socket_path() is None
+
+
+def test_sigterm_removes_the_socket(tmp_path, monkeypatch):
+    import signal
+
+    folder = tmp_path / "srv"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("TILEGEN_SERVER", "1")
+    monkeypatch.setenv("TILEGEN_SERVER_DIR", str(folder))
+    proc = subprocess.Popen([sys.executable, "-m", "tilegen.server"], env=dict(os.environ))
+    path = server.socket_path()
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert os.path.exists(path)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert not os.path.exists(path)
+    assert server.run_remote("tileiras", ["--version"]) is None

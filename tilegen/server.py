@@ -138,6 +138,8 @@ def run_remote(entry: str, argv: list[str]) -> Optional[int]:
     try:  # from here on the compile runs in the server: never run it a second time
         reply, _ = _recv_msg(conn)
         return int(reply["rc"])
+    except KeyboardInterrupt:  # the served compile runs to its end; this process stops now
+        return 130
     except (OSError, ValueError, KeyError, ConnectionError):
         sys.stderr.write("tilegen: the compile server ended without an exit code\n")
         return 70
