@@ -8,6 +8,8 @@ verify     the verifier on the input                   module                 3 
 optimize   ``tile-optimize-O<N>`` (N = ``opt_level``)  cuda_tile module       5 (compile)
 convert    ``convert-cuda-tile-to-nv-tileaa``          nv_tileaa module       5
 layouts    ``nv-tileas-assign-layouts``                module with layouts    5
+async      the async-path rule (runtime/passes/        decisions (text)       5
+           async_rule.py): TMA pipeline or not, why
 ptx        runtime/codegen's PTX emitter               PTX text               5
 ptxas      ptxas (the ``nvidia-cuda-nvcc`` wheel)      cubin bytes            5
 ========== =========================================== ====================== ==============
@@ -70,12 +72,19 @@ class Compilation:
         self.ptx: Optional[str] = None
         self.cubin: Optional[bytes] = None
         self.ptxas_log = ""
+        #: the ``async`` stage's per-kernel decisions (runtime/passes/async_rule.AsyncDecision)
+        self.async_plan: Optional[list] = None
         self.timings: dict[str, float] = {}
         self.stages: list[str] = []
 
     def artifact(self, stage: str):
-        """What ``stage`` produced: the module, the PTX text or the cubin bytes."""
+        """What ``stage`` produced: the module, the async decisions (text), the PTX text or the
+        cubin bytes."""
         kind = STAGE_BY_NAME[stage].artifact
+        if kind == "async-plan":
+            from tilegen.runtime.passes.async_rule import report
+
+            return report(self.async_plan or [])
         return self.ptx if kind == "ptx" else self.cubin if kind == "cubin" else self.module
 
     def _time(self, key: str, seconds: float) -> None:
@@ -376,6 +385,14 @@ def _pass_stage(name: str):
     return run
 
 
+def _stage_async(c: Compilation, after_pass) -> None:
+    """Decide, per kernel, whether the async path (TMA pipeline, warp specialization, wgmma /
+    tcgen05) applies and record why (``--emit=async-plan``); the emitter reads the decisions."""
+    from tilegen.runtime.passes.async_rule import decide
+
+    c.async_plan = decide(c.module, c.options, annotate=True)
+
+
 def _stage_ptx(c: Compilation, after_pass) -> None:
     from tilegen.runtime.codegen import CodegenError, emit_ptx
 
@@ -386,10 +403,12 @@ def _stage_ptx(c: Compilation, after_pass) -> None:
 
 
 def _stage_ptxas(c: Compilation, after_pass) -> None:
-    from tilegen.runtime.ptxas import PtxasError, assemble
+    from tilegen.runtime.ptxas import PtxasError, assemble, options_flags
 
     try:
-        c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm)
+        extra = options_flags(c.options)  # -g / --sanitize: tileiras's ptxas flags
+        args = {"extra": extra} if extra else {}
+        c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm, **args)
     except PtxasError as e:
         raise CompileError([Diagnostic("error", str(e), FileLoc(c.name))], EXIT_COMPILE, "ptxas")
 
@@ -423,6 +442,14 @@ STAGES: tuple[Stage, ...] = (
         True,
         "assign nv_tileas layouts",
     ),
+    Stage(
+        "async",
+        "async-plan",
+        EXIT_COMPILE,
+        _stage_async,
+        needs_target=True,
+        summary="async-path rule (TMA/mbarrier/warp specialization)",
+    ),
     Stage("ptx", "ptx", EXIT_COMPILE, _stage_ptx, needs_target=True, summary="emit PTX"),
     Stage("ptxas", "cubin", EXIT_COMPILE, _stage_ptxas, needs_target=True, summary="ptxas"),
 )
@@ -434,6 +461,7 @@ EMIT = {
     "cuda_tile": "optimize",
     "nv_tileaa": "convert",
     "nv_tileas": "layouts",
+    "async-plan": "async",
     "ptx": "ptx",
     "cubin": "ptxas",
 }

@@ -11,11 +11,18 @@ Mirrors MLIR's structure closely enough that the printer and verifier can reprod
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Iterator, Optional
 
 from tilegen.runtime.attributes import UNKNOWN_LOC, Attribute, Location
 from tilegen.runtime.opdef import OpDef, lookup_opdef
 from tilegen.runtime.types import Type
+
+#: Shared, immutable stand-ins for an op's empty properties, regions and successors: most ops
+#: have none, and three empty containers per op are a sixth of a parsed op's memory.
+_NO_PROPERTIES: "MappingProxyType[str, Attribute]" = MappingProxyType({})
+_NO_REGIONS: tuple = ()
+_NO_SUCCESSORS: tuple = ()
 
 
 class Value:
@@ -121,8 +128,8 @@ class Operation:
         self.attributes: dict[str, Attribute] = dict(attributes or {})
         #: Properties of ops with no definition (parsed from ``<{...}>``); registered ops keep
         #: their inherent attributes in ``attributes`` and the printer splits them by OpDef.
-        self.properties: dict[str, Attribute] = dict(properties or {})
-        self.regions: list[Region] = []
+        self.properties = dict(properties) if properties else _NO_PROPERTIES
+        self.regions: list[Region] = _NO_REGIONS  # a list from the first add_region on
         if isinstance(regions, int):
             for _ in range(regions):
                 self.add_region(Region())
@@ -131,7 +138,7 @@ class Operation:
                 self.add_region(r)
         self.loc: Location = loc or UNKNOWN_LOC
         self.parent: Optional[Block] = None
-        self.successors: list[Block] = []
+        self.successors: list[Block] = _NO_SUCCESSORS  # replaced, never appended to
         if opdef is None:
             opdef = lookup_opdef(name)
         self.opdef = opdef
@@ -160,6 +167,8 @@ class Operation:
     # ----- regions and structure
     def add_region(self, region: "Region") -> "Region":
         region.parent = self
+        if self.regions is _NO_REGIONS:
+            self.regions = []
         self.regions.append(region)
         return region
 

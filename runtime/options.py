@@ -75,6 +75,9 @@ class CompileOptions:
     * ``use_wgmma`` (sm_90 ``wgmma`` for dots, else ``mma.sync``), ``use_cp_async`` (dot
       operands copied to shared memory with ``cp.async``), ``pipelining`` (prefetch dot operands
       across K-loop iterations).
+    * ``use_tma`` (sm_90/sm_100 K loops staged by TMA into an mbarrier pipeline) and
+      ``warp_specialize`` (a producer warp group feeding the kernel's warps): the async path
+      of docs/pipelines.md, where runtime/passes/async_rule.py says it applies.
     * ``lineinfo``, ``device_debug`` (only at ``opt_level`` 0, as tileiras), ``sanitize``
       (None or ``"memcheck"``): carried to the emitter; see docs/driver.md for what each emits.
     * ``verify``: run the verifier after every stage.
@@ -86,6 +89,8 @@ class CompileOptions:
     use_wgmma: bool = True
     use_cp_async: bool = True
     pipelining: bool = True
+    use_tma: bool = True
+    warp_specialize: bool = True
     lineinfo: bool = False
     device_debug: bool = False
     sanitize: Optional[str] = None
@@ -104,7 +109,15 @@ class CompileOptions:
             raise _usage(f"num_stages must be None or an int >= 1, got {_show(n)}")
         if n is not None and not 1 <= n <= 8:
             raise _config(f"invalid num_stages: {n} (1-8)")
-        for name in ("use_wgmma", "use_cp_async", "pipelining", "lineinfo", "device_debug"):
+        for name in (
+            "use_wgmma",
+            "use_cp_async",
+            "pipelining",
+            "use_tma",
+            "warp_specialize",
+            "lineinfo",
+            "device_debug",
+        ):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise _usage(f"{name} must be True or False, got {_show(value)}")
@@ -133,6 +146,8 @@ class CompileOptions:
                 "use_wgmma",
                 "use_cp_async",
                 "pipelining",
+                "use_tma",
+                "warp_specialize",
                 "lineinfo",
                 "device_debug",
                 "sanitize",

@@ -36,7 +36,19 @@ def ptx_target(ptx: str, sm: int) -> str:
     return m.group(1) if m else f"sm_{sm}"
 
 
-def assemble(ptx: str, sm: int, verbose: bool = False) -> tuple[bytes, str]:
+def options_flags(options) -> list[str]:
+    """The ptxas flags tileiras 13.5 adds for a compile's options (captured from its ptxas
+    call): ``-sanitize=memcheck -g-tmem-access-check`` for ``--sanitize=memcheck``, ``--opt-level
+    0`` for ``-g`` (docs/debugging.md)."""
+    flags = []
+    if getattr(options, "device_debug", False):
+        flags += ["--opt-level", "0"]
+    if getattr(options, "sanitize", None) == "memcheck":
+        flags += ["-sanitize=memcheck", "-g-tmem-access-check"]
+    return flags
+
+
+def assemble(ptx: str, sm: int, verbose: bool = False, extra=()) -> tuple[bytes, str]:
     """(cubin bytes, ptxas stderr) for ``ptx`` on ``sm_<sm>`` (the PTX's ``.target`` variant,
     e.g. ``sm_90a`` for wgmma or when asked for, :func:`ptx_target`).
 
@@ -48,7 +60,7 @@ def assemble(ptx: str, sm: int, verbose: bool = False) -> tuple[bytes, str]:
     if ptxas is None:
         raise PtxasError("ptxas not found (set PTXAS or install nvidia-cuda-nvcc)")
     arch = ptx_target(ptx, sm)
-    flags = ["-v"] if verbose else []
+    flags = (["-v"] if verbose else []) + list(extra)
     if os.path.exists("/dev/stdin") and os.path.exists("/dev/stdout"):
         cmd = [ptxas, f"-arch={arch}", "/dev/stdin", "-o", "/dev/stdout"] + flags
         import locale  # what write_text / text=True use
@@ -96,4 +108,4 @@ def ptxas_version() -> str:
 _PTXAS_VERSION = None
 
 
-__all__ = ["PtxasError", "assemble", "find_ptxas", "ptx_target", "ptxas_version"]
+__all__ = ["PtxasError", "assemble", "find_ptxas", "options_flags", "ptx_target", "ptxas_version"]

@@ -277,3 +277,23 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def gemm_epilogue_kernel():
+    """A small f16 GEMM whose epilogue is its own (x 0.5, stored as f16): the kernel
+    tests/test_async_pipeline_e2e.py launches through ``tilegen.cutile.launch``."""
+    import cuda.tile as ct
+
+    zero = ct.PaddingMode.ZERO
+
+    @ct.kernel
+    def gemm_half_f16(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        i, j = ct.bid(0), ct.bid(1)
+        acc = ct.full((TM, TN), 0.0, ct.float32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=zero)
+            b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=zero)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(i, j), tile=ct.astype(acc * 0.5, ct.float16))
+
+    return gemm_half_f16

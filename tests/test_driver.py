@@ -29,10 +29,11 @@ def test_stage_table():
         "optimize",
         "convert",
         "layouts",
+        "async",
         "ptx",
         "ptxas",
     )
-    assert [driver.STAGE_BY_NAME[s].exit_code for s in driver.STAGE_NAMES] == [3, 3] + [5] * 5
+    assert [driver.STAGE_BY_NAME[s].exit_code for s in driver.STAGE_NAMES] == [3, 3] + [5] * 6
     assert set(driver.EMIT.values()) <= set(driver.STAGE_NAMES)
     # the conversion's target is a typed pass option built from the options, not spliced text
     (ref,) = driver.convert_passes(CompileOptions(target="sm_100a"))
@@ -139,8 +140,13 @@ def test_every_accepted_target_assembles(name):
     assert c.cubin[:4] == b"\x7fELF"
 
 
-def test_sanitizer_is_refused_until_emitted():
+def test_sanitizer_is_refused_unless_emitted(monkeypatch):
+    from tilegen.runtime.codegen import driver as codegen_driver
+
     options = CompileOptions(target="sm_90", sanitize="memcheck")
+    c = driver.compile_source(VEC_ADD, options, "v.mlir", until="ptx")  # memcheck is emitted
+    assert c.stages[-1] == "ptx"
+    monkeypatch.setattr(codegen_driver, "EMITTED_SANITIZERS", ())
     c = driver.compile_source(VEC_ADD, options, "v.mlir", until="layouts")  # not needed before ptx
     assert c.stages[-1] == "layouts"
     with pytest.raises(CompileError) as ei:

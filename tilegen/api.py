@@ -119,9 +119,9 @@ def compile(  # noqa: A001 - the public name
     ``opt_level``: 0-3 (default 3, as tileiras). ``options``: a full
     :class:`~tilegen.runtime.options.CompileOptions` (then ``gpu_name``, ``opt_level`` and the
     flags are not used). ``name``: the file name diagnostics use. Raises :class:`CompileError`
-    on any failure, bad arguments included (never returns a failed result). ``lineinfo`` /
-    ``device_debug`` reach the emitter but emit no debug sections yet; ``sanitize="memcheck"``
-    is refused (exit 2) until the emitter instruments it (docs/driver.md).
+    on any failure, bad arguments included (never returns a failed result). ``lineinfo``
+    (``.file``/``.loc``), ``device_debug`` (DWARF, at ``opt_level=0``) and
+    ``sanitize="memcheck"`` (bounds checks) are described in docs/debugging.md.
     """
     t_total = time.perf_counter()
     timings: dict[str, float] = {}

@@ -608,6 +608,21 @@ INSTRUCTIONS = {
                {'operands': []}],
      'notes': 'fence.proxy.async (generic -> async proxy) is checked by the strict async mode; '
               'other fences are no-ops in a sequentially consistent simulator'},
+    'tensormap': {'name': 'tensormap',
+     'opcode': 'tensormap',
+     'operands': ['a', 'b'],
+     'ptx_isa': '8.3',
+     'sm': 90,
+     'handwritten': True,
+     'forms': [{'when': ['cp_fenceproxy'], 'operands': ['a:global', 'a:shared', 'i:b32']},
+               {'when': ['replace', 'global_dim'], 'operands': ['a:shared', 'i:b32', 'r|i:t']},
+               {'when': ['replace', 'global_stride'], 'operands': ['a:shared', 'i:b32', 'r|i:t']},
+               {'when': ['replace', 'box_dim'], 'operands': ['a:shared', 'i:b32', 'r|i:t']},
+               {'when': ['replace', 'element_stride'], 'operands': ['a:shared', 'i:b32', 'r|i:t']},
+               {'when': ['replace'], 'operands': ['a:shared', 'r|i:t']}],
+     'notes': "device-built tensor maps: replace writes a field of the simulator's own 128-byte "
+              "map (runtime/ptx/sim/tensormap.py's layout) in shared memory; cp_fenceproxy copies "
+              'it to global memory, where cp.async.bulk.tensor finds it'},
     'membar': {'name': 'membar',
      'opcode': 'membar',
      'operands': [],

@@ -21,6 +21,7 @@ from tilegen.runtime.codegen.exchange import row_major
 from tilegen.runtime.codegen.memory import (
     Access,
     Elements,
+    _memcheck,
     _and,
     _group,
     _per_reg,
@@ -73,9 +74,9 @@ def _sites(em: Emitter, op, t):
         n = acc.d.nregs
         addrs = [acc.addr(k) for k in range(n)]
         preds = [acc.pred(k) for k in range(n)]
-        return addrs, preds, acc.d, mem_types(op, mem.element), _space(mem.type), mem.element
+        return addrs, preds, acc.d, mem_types(op, mem.element), _space(mem.type), mem.element, None
     el = Elements(em, op, t)
-    return el.addrs, el.preds, el.d, el.kt, el.space, el.key
+    return el.addrs, el.preds, el.d, el.kt, el.space, el.key, el
 
 
 @handles("nv_tileaa.atomic_rmw", "nv_tileaa.tiled_atomic_rmw", "nv_tileaa.atomic_cas")
@@ -83,7 +84,7 @@ def atomic(em: Emitter, op) -> None:
     cas = op.name == "nv_tileaa.atomic_cas"
     value = _group(op, "val" if cas else "value")[0]
     t = op.results[0].type
-    addrs, preds, d, kt, space, key = _sites(em, op, value.type)
+    addrs, preds, d, kt, space, key, el = _sites(em, op, value.type)
     mode = "cas" if cas else RMW_MODES[op.attributes["rmw_mode"].value]
     aop, atype = atom_kind(em, op, mode, key)
     cls = kt[0]
@@ -95,11 +96,15 @@ def atomic(em: Emitter, op) -> None:
     ordered = sem_scope(em, op)
     ss = f".{space}" if space else ""
     lead = leader(em) if d is None else None
-    olds, issuers = [], []
-    for k, addr in enumerate(addrs):
+    olds, issuers, guards = [], [], []
+    for k in range(len(addrs)):
         c = em.canonical(d, k) if d is not None else lead
-        g = _and(em, _and(em, preds[k], mregs[k]), c)
         issuers.append(c)
+        guards.append(_and(em, _and(em, preds[k], mregs[k]), c))
+    if el is not None:
+        _memcheck(em, op, el, guards, "atomic")  # --sanitize=memcheck (codegen/sanitize.py)
+    for k, addr in enumerate(addrs):
+        g = guards[k]
         guard = f"@{g} " if g else ""
         old = em.new(cls)
         if g is not None and used:

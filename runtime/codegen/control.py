@@ -277,6 +277,11 @@ def _pipelined_for(em: Emitter, op, plan) -> None:
 
 @handles("scf.for")
 def for_(em: Emitter, op) -> None:
+    stages = op.attributes.get("nv_tileas.async_stages")  # the driver's async stage chose it
+    if stages is not None:
+        from tilegen.runtime.codegen.async_loop import async_for
+
+        return async_for(em, op, stages.value)
     plan = _pipeline_plan(em, op)
     if plan is not None:
         return _pipelined_for(em, op, plan)

@@ -178,6 +178,14 @@ class Emitter:
         self._coord: dict = {}
         self._smem_reg: Optional[str] = None
         self.symbol = func.attributes["sym_name"].value
+        #: threads beside the kernel's warps (the async K loop's producer warp group,
+        #: async_loop.py); from where they split off, barriers are over the consumers alone
+        self.producer_threads = 0
+        self.barrier_threads: Optional[int] = None
+        #: ``--lineinfo`` / ``-g``: the module's .file table (codegen/lineinfo.py); None: no .loc
+        self.lines = None
+        self._last_loc = None  # the (file, line, col) of the last .loc in the body
+        self._pending_loc = None  # the position of the next body instruction, if it differs
 
     @property
     def num_threads(self) -> int:
@@ -185,6 +193,9 @@ class Emitter:
 
     # ----- text
     def ins(self, text: str) -> None:
+        if self._pending_loc is not None and self._sink is self.body:
+            self.body.append("\t" + self.lines.directive(self._pending_loc))
+            self._last_loc, self._pending_loc = self._pending_loc, None
         self._sink.append("\t" + text + ";")
 
     def hoisted(self):
@@ -275,7 +286,20 @@ class Emitter:
                     break
         if h is None:
             fail(op)
+        if self.lines is not None:
+            self.mark(op.loc)
         h(self, op)
+        if op.regions and self.lines is not None:
+            self.mark(op.loc)  # the op's own code after its regions (a loop's back edge)
+
+    def mark(self, loc) -> None:
+        """A ``.loc`` for ``loc`` before the next body instruction (``--lineinfo``), unless it
+        is the position already in effect or names no source."""
+        from tilegen.runtime.codegen.lineinfo import source_of
+
+        src = source_of(loc)
+        if src is not None:
+            self._pending_loc = None if src == self._last_loc else src
 
     # ----- thread coordinates
     def tid(self) -> tuple[str, str, str]:
@@ -539,7 +563,10 @@ class Emitter:
         return r
 
     def barrier(self) -> None:
-        self.ins("bar.sync 0")
+        if self.barrier_threads:  # the kernel's warps without the async producer warp group
+            self.ins(f"bar.sync 1, {self.barrier_threads}")
+        else:
+            self.ins("bar.sync 0")
 
     def pipe_region(self, nbytes: int) -> str:
         """A b32 register holding the shared address of the region for pipelined K-loop stage

@@ -7,7 +7,7 @@ from tilegen.runtime.codegen.emit import emit_ptx
 from tilegen.runtime.ptxas import PtxasError, assemble, find_ptxas, ptx_target, ptxas_version
 
 #: the ``CompileOptions.sanitize`` values the emitter instruments (the driver refuses others)
-EMITTED_SANITIZERS: tuple[str, ...] = ()
+EMITTED_SANITIZERS: tuple[str, ...] = ("memcheck",)  # runtime/codegen/sanitize.py
 
 __all__ = [
     "EMITTED_SANITIZERS",

@@ -425,6 +425,8 @@ def _tiled_operands(em: Emitter, op):
     indices = _group(op, "indices")
     ib = op.attributes.get("in_bounds")
     in_bounds = list(ib.values) if ib is not None else [False] * len(mem.sizes)
+    if _memchecked():  # memcheck: every view access masked against the view's shape
+        in_bounds = [False] * len(mem.sizes)
     return mem, indices, in_bounds
 
 
@@ -654,6 +656,7 @@ class Elements:
         idx = _group(op, "indices")
         self.addrs: list = []
         self.preds: list = [None] * n
+        self.pointer = None  # the pointer (tile) value of an access through pointers
         if isinstance(bv, Memref):
             self.key = bv.element
             self.space = _space(bv.type)
@@ -664,6 +667,7 @@ class Elements:
             cols = [(_per_reg(em, op, v, self.d), _int_cls(op, v.type)) for v in idx]
             ib = op.attributes.get("in_bounds")
             inb = list(ib.values) if ib is not None else [False] * len(idx)
+            inb = [False] * len(idx) if _memchecked() else inb
             cache: dict = {}
             for k in range(n):
                 a, p = reg(em, "b64", bv.ptr), None
@@ -692,12 +696,31 @@ class Elements:
                 cls = _int_cls(op, idx[0].type)
                 ptrs = [_offset(em, p, o, cls, esize) for p, o in zip(ptrs, offs)]
             self.addrs = [f"[{reg(em, 'b64', p)}]" for p in ptrs]
+            self.pointer = base
         self.kt = mem_types(op, self.key)
+        self.esize = ELEMENTS[self.key][1] if self.key in ELEMENTS else 1
 
     def _in_range(self, x, cls: str, size):
         if isinstance(x, int) and isinstance(size, int):
             return None if 0 <= x < size else "0"
         return self.em.lt_u(x, size)
+
+
+def _memchecked() -> bool:
+    from tilegen.runtime.options import current
+
+    return current().sanitize == "memcheck"
+
+
+def _memcheck(em: Emitter, op, el: "Elements", guards: list, kind) -> None:
+    """``--sanitize=memcheck``: bounds checks on a global access through pointers."""
+    from tilegen.runtime.codegen import sanitize
+
+    if el.pointer is None or el.space not in ("global", None) or not sanitize.active():
+        return
+    addrs = [a[1:-1] for a in el.addrs]
+    kind = kind if isinstance(kind, str) else ("load" if kind else "store")
+    sanitize.check_pointer_access(em, op, el.pointer, addrs, guards, el.esize, kind)
 
 
 def element_access(em: Emitter, op, load: bool) -> None:
@@ -714,10 +737,11 @@ def element_access(em: Emitter, op, load: bool) -> None:
         other = _group(op, "other")
         oregs = _per_reg(em, op, other[0], d) if other else [None] * len(el.addrs)
         opcode = ld_opcode(em, op, el.space)
+        guards = [_and(em, el.preds[k], mregs[k]) for k in range(len(el.addrs))]
+        _memcheck(em, op, el, guards, load)
         out = []
         for k, addr in enumerate(el.addrs):
-            g = _and(em, el.preds[k], mregs[k])
-            out += load_elems(em, opcode, el.kt, g, [oregs[k]], addr)
+            out += load_elems(em, opcode, el.kt, guards[k], [oregs[k]], addr)
         em.set(op.results[0], out if d is not None else out[0])
         for r in op.results[1:]:
             em.set(r, None)
@@ -725,10 +749,13 @@ def element_access(em: Emitter, op, load: bool) -> None:
     vregs = _per_reg(em, op, _group(op, "value")[0], d)
     opcode = st_opcode(em, op, el.space)
     lead = leader(em) if d is None else None
-    for k, addr in enumerate(el.addrs):
+    guards = []
+    for k in range(len(el.addrs)):
         c = em.canonical(d, k) if d is not None else lead
-        g = _and(em, _and(em, el.preds[k], mregs[k]), c)
-        store_elems(em, opcode, el.kt, g, [vregs[k]], addr)
+        guards.append(_and(em, _and(em, el.preds[k], mregs[k]), c))
+    _memcheck(em, op, el, guards, load)
+    for k, addr in enumerate(el.addrs):
+        store_elems(em, opcode, el.kt, guards[k], [vregs[k]], addr)
     for r in op.results:
         em.set(r, None)
 

@@ -937,6 +937,36 @@ def _memory_attrs(op: Operation, tgt_name: str) -> dict:
     return attrs
 
 
+#: a ``false`` allow_tma hint on nv_tileaa ops, whose own ``allow_tma`` is a unit attribute
+#: (present: the hint said true); runtime/passes/k_loop_pipelining.py honors it
+NO_TMA_ATTR = "nv_tileaa.allow_tma"
+
+
+def _tma_hint(op: Operation, ctx: ConversionContext, attrs: dict) -> None:
+    """Carry the op's ``allow_tma`` optimization hint for this target (the ``default`` entry,
+    overridden by the target's): true -> the ``allow_tma`` unit attribute, false ->
+    :data:`NO_TMA_ATTR` = false."""
+    hints = op.attributes.get("optimization_hints")
+    if not isinstance(hints, OptimizationHintsAttr):
+        return
+    value = None
+    for wanted in ("default", "target"):
+        for arch, entry in hints.entries:
+            hit = (
+                arch == "default"
+                if wanted == "default"
+                else _arch_cc(arch) == ctx.compute_capability
+            )
+            if hit and isinstance(entry, DictAttr):
+                for k, v in entry.items:
+                    if k == "allow_tma" and isinstance(v, BoolAttr):
+                        value = v.value
+    if value is True:
+        attrs["allow_tma"] = UnitAttr()
+    elif value is False:
+        attrs[NO_TMA_ATTR] = BoolAttr(False)
+
+
 def _in_bounds(op: Operation, rank: int) -> DenseArrayAttr:
     """Per-axis in-bounds facts: the op's ``inbounds`` flags, else unknown (false)."""
     attr = op.attributes.get("inbounds")
@@ -1050,6 +1080,7 @@ def load_view_to_tiled_load(op: Operation, rw: PatternRewriter, ctx: ConversionC
     gather = isinstance(view_t, GatherScatterViewType)
     name = NV + ("gather_load" if gather else "tiled_load")
     attrs = _memory_attrs(op, name)
+    _tma_hint(op, ctx, attrs)
     rw.set_insertion_point(op)
     res_t = convert_type(op.results[0].type)
     perm = None
@@ -1084,6 +1115,7 @@ def store_view_to_tiled_store(op: Operation, rw: PatternRewriter, ctx: Conversio
     gather = isinstance(view_t, GatherScatterViewType)
     name = NV + ("scatter_store" if gather else "tiled_store")
     attrs = _memory_attrs(op, name)
+    _tma_hint(op, ctx, attrs)
     rw.set_insertion_point(op)
     tile = _group(op, "tile")
     if gather:

@@ -183,6 +183,9 @@ def tma_describable(load: Operation) -> Optional[str]:
         return "the padding value is not +0 (TMA fills with zeros)"
     if "volatile" in load.attributes:
         return "the load is volatile"
+    hint = load.attributes.get("nv_tileaa.allow_tma")  # the conversion's false allow_tma hint
+    if getattr(hint, "value", True) is False:
+        return "its allow_tma optimization hint is false for this target"
     info = analyze_memref_access(load)
     if info is None:
         return "the access could not be analyzed"

@@ -205,6 +205,16 @@ class _Parser:
                 mod.address_size = self.int_tok()
             elif t in (".visible", ".extern", ".weak", ".entry", ".func", ".global", ".const"):
                 self.toplevel(mod)
+            elif t == ".file":  # line info (--lineinfo, -g): .file N "name"
+                self.next()
+                self.int_tok()
+                self.next()
+            elif t == ".section":  # DWARF data (-g, inlined_at names): skipped
+                self.next()
+                self.next()
+                self.expect("{")
+                while self.next()[1] != "}":
+                    pass
             else:
                 raise self.err(f"unexpected {t!r} at module level", tok)
         return mod
@@ -346,6 +356,15 @@ class _Parser:
             elif t == ".pragma":
                 while self.next()[1] != ";":
                     pass
+            elif t == ".loc":  # .loc F L C [, function_name LABEL, inlined_at F L C]: no-op
+                for _ in range(3):
+                    self.int_tok()
+                while self.accept(","):
+                    if self.next()[1] == "inlined_at":
+                        for _ in range(3):
+                            self.int_tok()
+                    else:
+                        self.next()
             elif t == "@":
                 neg = self.accept("!")
                 preg = self.next()

@@ -22,7 +22,7 @@ from tilegen.commands.options import (
     report,
 )
 
-EMIT_CHOICES = ("cuda_tile", "nv_tileaa", "nv_tileas", "ptx", "cubin")
+EMIT_CHOICES = ("cuda_tile", "nv_tileaa", "nv_tileas", "async-plan", "ptx", "cubin")
 #: ``-o`` extension -> --emit, when --emit is not given (any other file: cubin)
 EXTENSIONS = {".cubin": "cubin", ".ptx": "ptx", ".mlir": "nv_tileaa"}
 
@@ -93,6 +93,8 @@ def run(args) -> int:
         payload = c.cubin
     elif emit == "ptx":
         payload = c.ptx.encode()
+    elif emit == "async-plan":
+        payload = c.artifact("async").encode()
     else:
         from tilegen.runtime.asm import print_module
 

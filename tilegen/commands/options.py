@@ -30,22 +30,34 @@ def add_codegen_arguments(p) -> None:
         "--no-pipeline", action="store_true", help="no K-loop prefetching of dot operands"
     )
     g.add_argument(
+        "--no-tma",
+        action="store_true",
+        help="no TMA/mbarrier pipeline for K loops on sm_90/sm_100 (docs/pipelines.md)",
+    )
+    g.add_argument(
+        "--no-warp-specialize",
+        action="store_true",
+        help="no producer warp group feeding the kernel's warps (docs/pipelines.md)",
+    )
+    g.add_argument(
         "--num-stages",
         type=_num_stages,
         metavar="N",
         help="K-loop pipeline depth for every kernel (default: each kernel's num_stages, else 2)",
     )
-    g.add_argument("--lineinfo", action="store_true", help="line info (accepted; none emitted yet)")
+    g.add_argument(
+        "--lineinfo", action="store_true", help=".file/.loc line info from the input's locations"
+    )
     g.add_argument(
         "-g",
         "--device-debug",
         action="store_true",
-        help="debug info; needs -O0, as tileiras (accepted; none emitted yet)",
+        help="debug info (DWARF); needs -O0, as tileiras",
     )
     g.add_argument(
         "--sanitize",
         choices=["memcheck"],
-        help="sanitizer instrumentation (refused until the emitter implements it)",
+        help="bounds-check global pointer accesses (docs/debugging.md)",
     )
 
 
@@ -77,6 +89,8 @@ def compile_options(args, gpu_name, **overrides):
         use_wgmma=not getattr(args, "no_wgmma", False),
         use_cp_async=not getattr(args, "no_cp_async", False),
         pipelining=not getattr(args, "no_pipeline", False),
+        use_tma=not getattr(args, "no_tma", False),
+        warp_specialize=not getattr(args, "no_warp_specialize", False),
         lineinfo=getattr(args, "lineinfo", False),
         device_debug=getattr(args, "device_debug", False),
         sanitize=getattr(args, "sanitize", None),

@@ -7,14 +7,15 @@ value``, ``-O3`` prefix form) and the exit codes follow the real tool (CUDA 13.5
 ====  ==============================================================================
  1    bad command line (unknown option, bad value, no/too many inputs), unreadable input
  2    missing or unsupported --gpu-name, invalid -O, -g above -O0, unwritable output,
-      an option tileiras has that tilegen deliberately refuses (--sanitize, --preview, -l,
+      an option tileiras has that tilegen deliberately refuses (--preview, -l,
       --apply-controls)
  3    the input is not Tile IR (bad or truncated bytecode, unparsable text) or does not verify
  5    a valid module tilegen cannot compile (unsupported op, ptxas failure, internal error)
 ====  ==============================================================================
 
 Differences from tileiras are deliberate and listed in docs/tileiras_shim.md (MLIR text input is
-accepted; remarks are accepted but none are produced; --lineinfo / -g emit no debug sections).
+accepted; remarks are accepted but none are produced; --lineinfo, -g and --sanitize=memcheck are
+described in docs/debugging.md).
 Set ``TILEGEN_SHIM_LOG=FILE`` to append one JSON line per invocation (argv, exit code, seconds).
 """
 
@@ -40,8 +41,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], bool, Optional[tuple[str, ...]], str]]
     "gpu-name": (("arch",), True, TARGET_NAMES, "name of the NVIDIA GPU to generate code for"),
     "opt-level": (("O",), True, None, "optimization level 0-3 (default 3)"),
     "output-file": (("o",), True, None, "name of the output file (default elf.o)"),
-    "lineinfo": ((), False, None, "accepted (reaches the emitter); no line tables yet"),
-    "device-debug": (("g",), False, None, "accepted at -O0 only; no debug info emitted yet"),
+    "lineinfo": ((), False, None, ".file/.loc line information from the input's locations"),
+    "device-debug": (("g",), False, None, "debug information (DWARF); needs -O0, as tileiras"),
     "host-arch": ((), True, ("x86_64", "aarch64"), "accepted and ignored (no host code)"),
     "host-os": ((), True, ("linux", "windows"), "accepted and ignored (no host code)"),
     "remark-format": ((), True, ("command-line", "yaml"), "accepted; tilegen has no remarks"),
@@ -53,7 +54,12 @@ OPTIONS: dict[str, tuple[tuple[str, ...], bool, Optional[tuple[str, ...]], str]]
     "remarks-output-file": ((), True, None, "YAML remarks file (written empty)"),
     "preview": ((), True, None, "refused: tilegen has no preview features (exit 2)"),
     "l": ((), True, None, "refused: tile libraries need the SIMT preview (exit 2)"),
-    "sanitize": ((), True, ("memcheck",), "refused until the emitter instruments it (exit 2)"),
+    "sanitize": (
+        (),
+        True,
+        ("memcheck",),
+        "bounds checks on global pointer accesses (docs/debugging.md)",
+    ),
     "apply-controls": ((), True, None, "refused: no libNVVM/ptxas control files (exit 2)"),
 }
 #: options whose value must be glued on (``-O3``), as in tileiras

@@ -121,6 +121,8 @@ class CtaState:
             "%laneid": lambda: lane.astype(np.uint64),
             "%warpid": lambda: warp.astype(np.uint64),
             "%nwarpid": lambda: full((self.threads + 31) // 32),
+            # each CTA simulated side by side runs on an SM of its own
+            "%smid": lambda: (np.arange(self.n) // self.threads).astype(np.uint64),
             "%lanemask_lt": lambda: ((1 << lane) - 1).astype(np.uint64),
             "%lanemask_le": lambda: ((2 << lane) - 1).astype(np.uint64),
             "%lanemask_eq": lambda: (1 << lane).astype(np.uint64),

@@ -637,6 +637,16 @@ def _cp(st: "CtaState", ins: Instr, mask: np.ndarray, pc, at) -> None:
     return None
 
 
+def _tensormap(st: "CtaState", ins: Instr, mask: np.ndarray, pc, at) -> None:
+    from tilegen.runtime.ptx.sim import tensormap
+
+    if "cp_fenceproxy" in ins.parts:
+        tensormap.copy_to_global(st, ins, mask)
+    else:
+        tensormap.replace(st, ins, mask)
+    return None
+
+
 def _simple(fn):
     """A handler (st, ins, mask) as (st, ins, mask, pc, at) -> no action."""
 
@@ -660,6 +670,7 @@ _HANDLERS = {
     "elect": _simple(do_elect),
     "tcgen05": lambda st, ins, mask, pc, at: tcgen05.execute(st, ins, mask, ins.line),
     "cp": _cp,
+    "tensormap": _tensormap,
     "call": _simple(do_call),
     "ld": _simple(do_ld),
     "st": _simple(do_st),

@@ -87,3 +87,63 @@ def decode(raw: bytes) -> TensorMap | None:
         bool(flags & 1),
         32 if flags & 2 else 16,
     )
+
+
+# -- device-built maps (tensormap.replace / tensormap.cp_fenceproxy) ----------------------------
+#: byte offset and width of each field `tensormap.replace` writes, in the layout above
+_FIELD = {
+    "global_address": (16, 8),
+    "rank": (4, 4),
+    "global_dim": (24, 8),
+    "global_stride": (64, 8),
+    "box_dim": (104, 4),
+    "elemtype": (8, 4),
+    "swizzle_mode": (12, 4),
+}
+#: CUtensorMapDataType -> element bytes (tensormap.replace .elemtype)
+_ELEM_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 8, 10: 2, 11: 4, 12: 4}
+
+
+def replace(st, ins, mask) -> None:
+    """``tensormap.replace.tile.<field>.shared::cta.b1024.<type> [map], [ord,] value``."""
+    from tilegen.runtime.ptx.sim.asyncproxy import shared_addrs
+    from tilegen.runtime.ptx.sim.cta import PtxSimError
+
+    field = next((p for p in ins.parts if p in _FIELD or p in _CHECKED), None)
+    if field is None or "shared::cta" not in ins.parts:
+        raise PtxSimError(f"unsupported tensor-map update {ins.opcode!r}")
+    base = shared_addrs(st, ins.operands[0], mask).astype(np.int64)
+    ordinal = st.read(ins.operands[1], "u32")[mask].astype(np.int64) if len(ins.operands) > 2 else 0
+    value = st.read(ins.operands[-1], ins.parts[-1].replace("b", "u"))[mask].astype(np.uint64)
+    if field in _CHECKED:
+        if (value != _CHECKED[field]).any():
+            raise PtxSimError(f"tensormap.replace.{field}: only {_CHECKED[field]} is simulated")
+        return
+    st.shared.raw_store(base, 4, np.full(base.size, int.from_bytes(MAGIC, "little"), np.uint64))
+    off, width = _FIELD[field]
+    if field == "rank":
+        value = value + 1
+    elif field == "global_stride":
+        ordinal = ordinal + 1  # the strides of dims 1.. (dim 0 is the element size)
+    elif field == "elemtype":
+        esz = np.array([_ELEM_BYTES.get(int(v), 0) for v in value], np.uint64)
+        st.shared.raw_store(base + 64, 8, esz)
+        value = esz
+    elif field == "swizzle_mode":
+        value = np.array([(0, 32, 64, 128)[int(v) & 3] for v in value], np.uint64)
+    st.shared.raw_store(base + off + width * ordinal, width, value)
+
+
+#: fields the simulator keeps at one value (element strides 1, no interleave, zero fill)
+_CHECKED = {"element_stride": 1, "interleave_layout": 0, "fill_mode": 0}
+
+
+def copy_to_global(st, ins, mask) -> None:
+    """``tensormap.cp_fenceproxy.global.shared::cta... [global], [shared], 128``."""
+    from tilegen.runtime.ptx.sim.asyncproxy import addrs, shared_addrs
+
+    dst = addrs(st, ins.operands[0], mask)
+    src = shared_addrs(st, ins.operands[1], mask)
+    for d, s_ in sorted(set(zip(dst.tolist(), src.tolist()))):
+        raw = st.shared.raw_load(np.array([s_ + i for i in range(0, 128, 8)]), 8)
+        st.heap.write(int(d), raw.astype(np.uint64).tobytes())

@@ -1,0 +1,335 @@
+"""The one rule for the async tensor-core path (TMA + mbarrier pipeline, warp specialization,
+wgmma on sm_90 / tcgen05 on sm_100), per kernel: :func:`decide` -> :class:`AsyncDecision`.
+
+docs/pipelines.md section 2 is the rule in prose. A kernel qualifies when, in order:
+
+1. the target has the instructions: sm_90 (wgmma) or sm_100/sm_103/sm_110 (tcgen05);
+2. the options allow it: ``use_tma``, ``warp_specialize``, ``pipelining`` (and ``num_stages``
+   not 1), and ``use_wgmma`` on sm_90;
+3. it has a K loop (a top-level ``scf.for``) whose dot accumulates into a loop-carried value,
+   with A and B straight from ``tiled_load``s (or through an f32 -> tf32 ``fp_to_fp``) that :func:`~.k_loop_pipelining.plan_loop`
+   accepts (TMA-describable: unit inner stride, 16-byte aligned base and strides, boxes of at
+   most 256, rows a multiple of 16 bytes, no mask, zero padding, ``allow_tma`` not false);
+4. the dot's element types are ones wgmma/tcgen05 take (f16, bf16, tf32, fp8, i8; not f64)
+   and its tile is covered by the instruction shapes (sm_90: the layout stage laid it out for
+   wgmma - M a multiple of 64 per warp group, N of 8, K of the instruction K; sm_100
+   (``cta_group::1``): M 64 or 128, N a multiple of 16 (8 for M 64) up to 256, K of the instruction K);
+5. two stages fit in shared memory.
+
+Everything else keeps today's path unchanged. ``taken`` is whether the emitter lowers the
+kernel through the async path; a kernel can be ``eligible`` by the rule while the emitter does
+not lower it yet (its ``reason`` says so). The driver's ``async`` stage records the decisions
+(``tilegen compile --emit=async-plan``).
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Optional
+
+from tilegen.runtime.ir import BlockArgument, Operation, OpResult
+from tilegen.runtime.records import dataclass
+
+#: target sm -> the async path's tensor-core instruction
+ASYNC_MMA = {90: "wgmma", 100: "tcgen05", 103: "tcgen05", 110: "tcgen05"}
+#: dot element keys (A/B, accumulator) the async instructions take
+ASYNC_ELEMENTS = {
+    ("f16", "f32"),
+    ("f16", "f16"),
+    ("bf16", "f32"),
+    ("f32", "f32"),  # tf32
+    ("tf32", "f32"),
+    ("f8E4M3FN", "f32"),
+    ("f8E5M2", "f32"),
+    ("i8", "i32"),
+}
+#: bytes of an element key
+_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, "i8": 1}
+#: (instruction, A/B element) the emitter lowers through the async path (runtime/codegen/
+#: async_loop.py); the rest of the rule's kernels keep today's path, and say so
+LOWERED: frozenset = frozenset(
+    {("wgmma", "f16"), ("wgmma", "bf16"), ("tcgen05", "f16"), ("tcgen05", "bf16")}
+)
+#: shared memory beside the stages and the accumulator scratch (barriers, maps, slot)
+SMEM_EXTRA = 1024
+#: the loop attributes the ``async`` stage sets for runtime/codegen/async_loop.py
+ASYNC_ATTR = "nv_tileas.async_stages"
+ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
+#: ops that touch memory (none may run before the async loop: the producer warp group runs the
+#: kernel's prologue too, with the consumers' layouts)
+_MEMORY_OPS = ("load", "store", "atomic", "gather", "scatter", "print", "assert")
+
+
+@dataclass(frozen=True)
+class AsyncDecision:
+    """Why a kernel does or does not take the async path on its target."""
+
+    kernel: str
+    target: str
+    eligible: bool
+    taken: bool
+    reason: str  # "" when taken
+    mma: str = ""  # "wgmma" / "tcgen05" when eligible
+    stages: int = 0
+    tile: tuple = ()  # (M, N, K) of the dot
+    elements: str = ""  # "f16 x f16 -> f32"
+    stage_bytes: int = 0
+    consumer_warps: int = 0
+    producer_warps: int = 0
+    consumer_regs: Optional[int] = None
+    producer_regs: Optional[int] = None
+
+    @property
+    def over_48k(self) -> bool:
+        """Whether the stages take more than 48 KB of shared memory (one static ``.shared``
+        array all the same, as tileiras declares its: docs/pipelines.md)."""
+        return self.stages * self.stage_bytes > 48 * 1024
+
+    def line(self) -> str:
+        head = f"{self.kernel} [{self.target}]: "
+        if self.taken:
+            head += "async path"
+        elif self.eligible:
+            head += f"eligible, today's path: {self.reason}"
+        else:
+            head += f"today's path: {self.reason}"
+        if self.eligible:
+            m, n, k = self.tile
+            head += (
+                f"; {self.mma} {m}x{n}x{k} {self.elements}, {self.stages} stages x "
+                f"{self.stage_bytes} B"
+                f"{' (over 48 KB)' if self.over_48k else ''}, "
+                f"{self.consumer_warps} consumer + {self.producer_warps} producer warps"
+            )
+            if self.consumer_regs:
+                head += f", setmaxnreg {self.producer_regs}/{self.consumer_regs}"
+        return head
+
+
+def _elem_key(t) -> Optional[str]:
+    from tilegen.runtime.layouts.mma_choice import element_key
+
+    return element_key(t)
+
+
+def _option_reason(options, sm: int) -> Optional[str]:
+    if not options.use_tma:
+        return "use_tma is off (--no-tma)"
+    if not options.warp_specialize:
+        return "warp_specialize is off (--no-warp-specialize)"
+    if not options.pipelining:
+        return "K-loop pipelining is off (--no-pipeline)"
+    if options.num_stages == 1:
+        return "num_stages is 1 (no pipeline)"
+    if sm == 90 and not options.use_wgmma:
+        return "use_wgmma is off (--no-wgmma): the sm_90 async path's consumers are wgmma"
+    return None
+
+
+def _loop_dot(loop: Operation) -> Optional[Operation]:
+    dots = [o for o in loop.regions[0].blocks[0].ops if o.name == "nv_tileaa.dot"]
+    return dots[0] if len(dots) == 1 else None
+
+
+def _shape_reason(dot: Operation, sm: int, mma: str, warps: int) -> Optional[str]:
+    """None when the instruction shapes cover the dot's tile on ``sm``, else why not."""
+    a, b, c = (v.type for v in dot.operands[:3])
+    if any(getattr(t, "rank", 0) != 2 for t in (a, b, c)):
+        return f"the dot is rank {getattr(a, 'rank', 0)} (batched); the async path takes 2-d dots"
+    ka, kc = _elem_key(a), _elem_key(c)
+    if (ka, kc) not in ASYNC_ELEMENTS or _elem_key(b) != ka:
+        return f"{ka} x {_elem_key(b)} -> {kc} dots have no {mma} instruction"
+    M, K = a.shape
+    N = b.shape[1]
+    tk = 32 // _BYTES[ka]
+    if mma == "wgmma":
+        from tilegen.runtime.layouts.decisions import mma_family
+
+        if mma_family(dot) != "wgmma":
+            return (
+                f"the layout stage did not lay this {M}x{N}x{K} dot out for wgmma "
+                f"({mma_family(dot)}; wgmma needs M a multiple of 64 per warp group of the "
+                f"{warps} warps, N of 8, K of {tk})"
+            )
+        return None
+    if M not in (64, 128):
+        return f"tcgen05 (cta_group::1) takes M 64 or 128, the tile has M {M}"
+    if N % (8 if M == 64 else 16) or not 8 <= N <= 256:
+        return f"tcgen05 M{M} takes N a multiple of {8 if M == 64 else 16} up to 256, not {N}"
+    if K % tk:
+        return f"K {K} is not a multiple of the instruction K {tk}"
+    return None
+
+
+def _operands_staged(dot: Operation, plan) -> Optional[str]:
+    staged = {id(s.load) for s in plan.loads}
+    for i, name in ((0, "A"), (1, "B")):
+        v = dot.operands[i]
+        if isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp":
+            if _elem_key(v.type) != "tf32":
+                return f"operand {name} of the dot is converted to {_elem_key(v.type)} in the loop"
+            v = v.op.operands[0]  # f32 -> tf32: the tensor core reads the f32 stage as tf32
+        if isinstance(v, OpResult) and v.op.name == "nv_tileaa.tiled_load":
+            if id(v.op) in staged:
+                continue
+            from tilegen.runtime.passes.k_loop_pipelining import tma_describable
+
+            why = tma_describable(v.op) or "its indices depend on loop-carried values"
+            return f"operand {name}'s load cannot be a TMA copy: {why}"
+        return f"operand {name} of the dot is not a tiled_load of the loop"
+    acc = dot.operands[2]
+    if not isinstance(acc, BlockArgument) or acc.owner is not dot.parent:
+        return "the dot's accumulator is not loop-carried"
+    return None
+
+
+def _kernel_name(func: Operation) -> str:
+    a = func.attributes.get("sym_name")
+    return getattr(a, "value", None) or "<kernel>"
+
+
+def decide_kernel(func: Operation, options) -> AsyncDecision:
+    """The decision for one kernel function of a laid-out nv_tileaa module."""
+    from tilegen.runtime.passes import k_loop_pipelining as klp
+
+    sm = options.target.sm
+    name, target = _kernel_name(func), str(options.target)
+
+    def no(reason: str, **kw) -> AsyncDecision:
+        return AsyncDecision(name, target, False, False, reason, **kw)
+
+    mma = ASYNC_MMA.get(sm)
+    if mma is None:
+        return no(f"sm_{sm} has neither wgmma nor tcgen05 (the async path is sm_90 and sm_100)")
+    why = _option_reason(options, sm)
+    if why is not None:
+        return no(why)
+    loops = [
+        o
+        for o in func.regions[0].blocks[0].ops
+        if o.name == "scf.for" and any(i.name == "nv_tileaa.dot" for i in o.walk())
+    ]
+    if not loops:
+        return no("no K loop with a dot at the top level of the kernel")
+    if len(loops) > 1:
+        return no(f"{len(loops)} K loops with dots; the async path takes one")
+    loop = loops[0]
+    dot = _loop_dot(loop)
+    if dot is None:
+        return no("the K loop's body does not hold exactly one dot directly")
+    warps = klp._consumer_warps(func)
+    why = _shape_reason(dot, sm, mma, warps)
+    if why is not None:
+        return no(why)
+    plan = klp.plan_loop(loop, func, sm, options.num_stages or 0)
+    if isinstance(plan, str):
+        return no(plan)
+    why = _operands_staged(dot, plan)
+    if why is not None:
+        return no(why)
+    a, b, c = (v.type for v in dot.operands[:3])
+    ka, kc = _elem_key(a), _elem_key(c)
+    stage_bytes = sum(
+        _BYTES.get(_elem_key(s.load.results[0].type), 4) * prod(s.load.results[0].type.shape)
+        for s in plan.loads
+    )
+    kw = dict(
+        mma=mma,
+        stages=plan.stages,
+        tile=(a.shape[0], b.shape[1], a.shape[1]),
+        elements=f"{ka} x {_elem_key(b)} -> {kc}",
+        stage_bytes=stage_bytes,
+        consumer_warps=plan.consumer_warps,
+        producer_warps=plan.producer_warps,
+        consumer_regs=plan.consumer_regs,
+        producer_regs=plan.producer_regs,
+    )
+    if (mma, ka) not in LOWERED:
+        reason = f"the emitter does not lower the {mma} async path for {ka} yet (docs/pipelines.md)"
+        return AsyncDecision(name, target, True, False, reason, **kw)
+    why, stages = _lowering(func, loop, dot, plan, warps, sm)
+    kw["stages"] = stages
+    if why is not None:
+        return AsyncDecision(name, target, True, False, why, **kw)
+    return AsyncDecision(name, target, True, True, "", **kw)
+
+
+def _lowering(func, loop, dot, plan, warps: int, sm: int) -> tuple:
+    """(why the emitter cannot lower this eligible loop, or None; the stage count it uses)."""
+    a, b, c = (v.type for v in dot.operands[:3])
+    (M, K), N = a.shape, b.shape[1]
+    esz = _BYTES[_elem_key(a)]
+    stage = -(-(M * K * esz) // 1024) * 1024 + -(-(K * N * esz) // 1024) * 1024
+    from tilegen.runtime.verify.hooks.nv_tileas import shared_limit
+
+    fit = (shared_limit(sm) - M * N * 4 - SMEM_EXTRA) // stage
+    stages = min(plan.stages, fit)
+    if sm >= 100 and (warps != 4 or M not in (64, 128) or N % 32):
+        return (
+            f"the emitter's tcgen05 path takes 4 warps, M 64 or 128 and N a multiple of 32, "
+            f"not {warps} warps, {M}x{N}",
+            stages,
+        )
+    if warps % 4 or M % (16 * warps):
+        return (
+            f"the emitter takes M a multiple of 64 per warp group ({warps} warps), not {M}",
+            stages,
+        )
+    if sm < 100 and M // (16 * warps) * N // 2 > 128:
+        return (
+            f"{M // (16 * warps) * N // 2} accumulator registers per thread (at most 128)",
+            stages,
+        )
+    if N > 256 or (N * esz > 128 and N * esz % 128):
+        return f"the emitter takes N up to 256 in whole 128-byte column boxes, not {N}", stages
+    if K * esz not in (32, 64) and K * esz % 128:
+        return f"the emitter takes K rows of 32, 64 or n x 128 bytes, not {K * esz}", stages
+    if stages < 2:
+        return "two stages and the accumulator scratch do not fit in shared memory", stages
+    body = loop.regions[0].blocks[0]
+    if len(loop.results) != 1 or body.ops[-1].operands[0] is not dot.results[0]:
+        return "the loop carries more than the dot's accumulator", stages
+    loads = {id(s.load) for s in plan.loads}
+    for op in body.ops:
+        if id(op) in loads or op is dot or op is body.ops[-1]:
+            continue
+        tiles = any(getattr(r.type, "rank", 0) for r in op.results)
+        if op.regions or (tiles and op.name != "nv_tileaa.splat"):
+            return f"the loop body computes more than the loads' indices ('{op.name}')", stages
+    for op in func.regions[0].blocks[0].ops:
+        if op is loop:
+            break
+        if op.regions or any(w in op.name.split(".")[-1] for w in _MEMORY_OPS):
+            return f"'{op.name}' runs before the K loop (the producer would run it too)", stages
+    return None, stages
+
+
+def decide(root: Operation, options, annotate: bool = False) -> list:
+    """[:class:`AsyncDecision`] for every kernel of a laid-out nv_tileaa module; ``annotate``
+    marks each taken kernel's K loop for the emitter (``nv_tileas.async_stages``)."""
+    from tilegen.runtime.attributes import IntegerAttr
+    from tilegen.runtime.passes.k_loop_pipelining import kernel_functions
+    from tilegen.runtime.types import I32
+
+    out = []
+    for func in kernel_functions(root):
+        d = decide_kernel(func, options)
+        out.append(d)
+        if annotate and d.taken:
+            (loop,) = [
+                o
+                for o in func.regions[0].blocks[0].ops
+                if o.name == "scf.for" and any(i.name == "nv_tileaa.dot" for i in o.walk())
+            ]
+            loop.attributes[ASYNC_ATTR] = IntegerAttr(d.stages, I32)
+            if d.producer_regs:
+                loop.attributes[ASYNC_REGS_ATTR] = IntegerAttr(d.producer_regs, I32)
+    return out
+
+
+def report(decisions) -> str:
+    """The ``async-plan`` artifact: one line per kernel."""
+    return "".join(f"// async: {d.line()}\n" for d in decisions)
+
+
+__all__ = ["ASYNC_MMA", "AsyncDecision", "decide", "decide_kernel", "report"]

@@ -1,0 +1,374 @@
+"""The async path in the real compile pipeline (docs/pipelines.md): the rule and its recorded
+decisions (driver stage ``async``, ``tilegen compile --emit=async-plan``), the typed options that
+switch it off, the fallback (today's code, unchanged), and the code of the kernels that take it
+(runtime/codegen/async_loop.py): ptxas-clean with the async SASS, and run in the simulator's
+strict async mode against the corpus's expected outputs and NumPy - with the kernel's own
+epilogue, a non-zero initial accumulator and partial tiles.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paths import CORPUS_OUT, needs_shared
+from tilegen.runtime import driver
+from tilegen.runtime.diagnostics import CompileError
+from tilegen.runtime.options import CompileOptions
+from tilegen.runtime.passes import async_rule
+from tilegen.runtime.ptx.launch import run_ptx
+from tilegen.runtime.ptxas import find_ptxas
+
+pytestmark = needs_shared(CORPUS_OUT)
+
+
+def _plan(kernel: str, target: str, **fields) -> async_rule.AsyncDecision:
+    options = CompileOptions(target=target, **fields)
+    c = driver.compile_source(CORPUS_OUT / f"{kernel}.tileirbc", options, until="async")
+    assert c.stages[-1] == "async"
+    (d,) = c.async_plan
+    assert d.kernel.startswith(kernel) and d.target == target
+    return d
+
+
+@pytest.mark.parametrize("target,mma", [("sm_90a", "wgmma"), ("sm_100a", "tcgen05")])
+def test_matmul_f16_is_eligible_with_its_plan(target, mma):
+    d = _plan("matmul_f16", target)
+    assert d.eligible and d.mma == mma
+    assert d.tile == (64, 64, 32) and d.elements == "f16 x f16 -> f32"
+    # 64x32 + 32x64 f16 per stage; 8 stages (the pass's cap): 64 KB in one static array
+    assert (d.stage_bytes, d.stages, d.over_48k) == (8192, 8, True)
+    assert d.taken and d.reason == ""
+    # the kernel's 4 warps consume, one producer warp group gives its registers away
+    assert (d.consumer_warps, d.producer_warps, d.producer_regs, d.consumer_regs) == (
+        4,
+        4,
+        32,
+        256,
+    )
+
+
+@pytest.mark.parametrize(
+    "kernel,target,reason",
+    [
+        ("matmul_f16", "sm_80", "sm_80 has neither wgmma nor tcgen05"),
+        ("matmul_f16", "sm_120", "sm_120 has neither wgmma nor tcgen05"),
+        ("matmul_f64", "sm_90a", "f64 x f64 -> f64 dots have no wgmma instruction"),
+        ("matmul_f64", "sm_100a", "f64 x f64 -> f64 dots have no tcgen05 instruction"),
+        ("batched_matmul", "sm_90a", "did not lay this 32x32x32 dot out for wgmma (mma.sync"),
+        (
+            "batched_matmul",
+            "sm_100a",
+            "tcgen05 (cta_group::1) takes M 64 or 128, the tile has M 32",
+        ),
+        ("flash_attention", "sm_90a", "does not hold exactly one dot directly"),
+    ],
+)
+def test_what_falls_back_and_why(kernel, target, reason):
+    d = _plan(kernel, target)
+    assert not d.eligible and not d.taken
+    assert reason in d.reason
+    assert reason in d.line()
+
+
+@pytest.mark.parametrize(
+    "fields,reason",
+    [
+        ({"use_tma": False}, "use_tma is off (--no-tma)"),
+        ({"warp_specialize": False}, "warp_specialize is off (--no-warp-specialize)"),
+        ({"pipelining": False}, "K-loop pipelining is off (--no-pipeline)"),
+        ({"num_stages": 1}, "num_stages is 1"),
+        ({"use_wgmma": False}, "use_wgmma is off (--no-wgmma)"),
+    ],
+)
+def test_options_switch_the_path_off(fields, reason):
+    d = _plan("matmul_f16", "sm_90a", **fields)
+    assert (d.eligible, d.reason) == (False, reason) or reason in d.reason
+    assert not d.eligible
+
+
+def test_tf32_operands_through_their_conversion_qualify():
+    d = _plan("matmul_tf32", "sm_90a")
+    assert d.eligible and d.elements == "tf32 x tf32 -> f32" and d.stage_bytes == 16384
+
+
+def test_unaligned_strides_fall_back():
+    # the same matmul with A's row stride known only to be even: TMA cannot describe it
+    text = (CORPUS_OUT / "matmul_f16.mlir").read_text()
+    for needle in ("assume div_by<8>, %arg3 ", "assume div_by<8>, %assume_assume "):
+        assert needle in text
+        text = text.replace(needle, needle.replace("<8>", "<2>"))
+    c = driver.compile_source(text, CompileOptions(target="sm_90a"), "m.mlir", until="async")
+    (d,) = c.async_plan
+    assert not d.eligible
+    assert "not known to be a multiple of 16 bytes" in d.reason
+
+
+def test_eligible_kernels_the_emitter_does_not_lower_say_so():
+    # tf32 / fp8 / i8 wgmma want B K-major; the TMA stage holds it N-major (only 16-bit types
+    # have the transpose bit): today's path, with the reason
+    d = _plan("matmul_fp8", "sm_90a")
+    assert d.eligible and not d.taken
+    assert "does not lower the wgmma async path for f8E4M3FN" in d.reason
+
+
+def test_fallback_ptx_is_todays_path_unchanged():
+    src = CORPUS_OUT / "matmul_f16.tileirbc"
+    off = driver.compile_source(src, CompileOptions(target="sm_90a", use_tma=False), until="ptx")
+    old = driver.compile_source(src, CompileOptions(target="sm_90a", num_stages=1), until="ptx")
+    assert "cp.async.bulk.tensor" not in off.ptx and "wgmma.mma_async" in off.ptx
+    # a kernel the rule refuses compiles as before the async stage existed (no attributes)
+    f64 = driver.compile_source(CORPUS_OUT / "matmul_f64.tileirbc", CompileOptions(target="sm_90a"))
+    assert "cp.async.bulk.tensor" not in f64.ptx and "mbarrier" not in f64.ptx
+    assert "cp.async.bulk.tensor" not in old.ptx
+
+
+def test_options_are_typed_and_in_the_cache_key():
+    base = CompileOptions(target="sm_90a")
+    for name in ("use_tma", "warp_specialize"):
+        assert getattr(base, name) is True
+        other = CompileOptions(target="sm_90a", **{name: False})
+        assert other.fingerprint() != base.fingerprint()
+        assert f"{name}=False" in other.fingerprint()
+        with pytest.raises(CompileError) as e:
+            CompileOptions(**{name: "no"})
+        assert e.value.exit_code == 1
+        assert f"{name} must be True or False" in str(e.value.diagnostics[0].message)
+
+
+def test_cli_emits_the_async_plan():
+    from tilegen.cli import main
+
+    out = io.StringIO()
+    argv = [
+        "compile",
+        str(CORPUS_OUT / "matmul_f16.tileirbc"),
+        "--gpu-name=sm_90a",
+        "--emit=async-plan",
+        "--no-warp-specialize",
+    ]
+    buf = io.BytesIO()
+
+    class _Out:
+        buffer = buf
+
+        def write(self, s):
+            out.write(s)
+
+        def flush(self):
+            pass
+
+    with redirect_stdout(_Out()):
+        assert main(argv) == 0
+    text = buf.getvalue().decode()
+    assert text.startswith("// async: matmul_f16")
+    assert "[sm_90a]: today's path: warp_specialize is off (--no-warp-specialize)" in text
+
+
+# ----------------------------------------------------------------------------- code
+
+PTXAS = find_ptxas()
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas not found")
+#: SASS of the async path per target: (opcode, least count)
+ASYNC_SASS = {
+    "sm_90a": (("UTMALDG", 2), ("SYNCS", 4), ("HGMMA", 2), ("USETMAXREG", 1)),
+    "sm_100a": (("UTMALDG", 2), ("SYNCS", 4), ("UTCHMMA", 2), ("UTCBAR", 2), ("USETMAXREG", 1)),
+}
+
+
+def sass_counts(tmp_path: Path, ptx: str, target: str) -> tuple[dict, str]:
+    """ptxas -v (asserting 0 spills) and cuobjdump -sass: opcode -> count, and the log."""
+    src, cubin = tmp_path / "k.ptx", tmp_path / "k.cubin"
+    src.write_text(ptx)
+    p = subprocess.run(
+        [PTXAS, "-v", f"-arch={target}", str(src), "-o", str(cubin)], capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr
+    assert "0 bytes spill stores, 0 bytes spill loads" in p.stderr, p.stderr
+    dump = subprocess.run(
+        [str(Path(PTXAS).with_name("cuobjdump")), "-sass", str(cubin)],
+        capture_output=True,
+        text=True,
+    ).stdout
+    counts: dict = {}
+    for line in dump.splitlines():
+        if "/*" not in line or "*/" not in line:
+            continue
+        text = line.split("*/", 1)[1].strip().lstrip("@!P0123456789T ").split(" ")[0]
+        op = text.split(".")[0]
+        if op:
+            counts[op] = counts.get(op, 0) + 1
+    return counts, p.stderr
+
+
+def run_strict(ptx: str, args: list, grid) -> list:
+    """The kernel in the simulator's strict async mode (TMA/mbarrier/proxy hazards are errors)."""
+    return run_ptx(ptx, args, tuple(grid) + (1,) * (3 - len(grid)), strict_async=True)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_matmul_f16_async_code_is_ptxas_clean_and_matches_the_corpus(tmp_path, target):
+    c = driver.compile_source(CORPUS_OUT / "matmul_f16.tileirbc", CompileOptions(target=target))
+    assert c.async_plan[0].taken
+    ptx = c.ptx
+    assert "cp.async.bulk.tensor.2d" in ptx and "tensormap.replace" in ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 32" in ptx and ".reqntid 256, 1, 1" in ptx
+    assert "bar.sync 1, 128" in ptx  # the consumers' barrier once the producer left
+    counts, _ = sass_counts(tmp_path, ptx, target)
+    for op, least in ASYNC_SASS[target]:
+        assert counts.get(op, 0) >= least, (op, counts)
+    assert "HMMA" not in counts and "LDGSTS" not in counts  # no Ampere path left
+    data = np.load(CORPUS_OUT / "matmul_f16.npz")
+    args = [np.array(data[k]) for k in ("arg__A", "arg__B", "arg__C")]
+    out = run_strict(ptx, args, [int(x) for x in data["grid"]])
+    np.testing.assert_allclose(out[2], data["expected__C"], rtol=1e-4, atol=1e-5)
+
+
+#: matmul_f16 with an epilogue (x 2, rounded through f16) and a loop starting from 1.0
+EPILOGUE = {
+    "%cst_0_f32 = constant <f32: 0.000000e+00> : tile<64x64xf32>": (
+        "%cst_0_f32 = constant <f32: 1.000000e+00> : tile<64x64xf32>\n"
+        "  %cst_two = constant <f32: 2.000000e+00> : tile<64x64xf32>"
+    ),
+    "%2 = store_view_tko weak %for,": (
+        "%e1 = mulf %for, %cst_two : tile<64x64xf32>\n"
+        "  %e2 = ftof %e1 : tile<64x64xf32> -> tile<64x64xf16>\n"
+        "  %e3 = ftof %e2 : tile<64x64xf16> -> tile<64x64xf32>\n"
+        "  %2 = store_view_tko weak %e3,"
+    ),
+}
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_the_kernels_epilogue_initial_value_and_partial_tiles_stay_its_own(target):
+    text = (CORPUS_OUT / "matmul_f16.mlir").read_text()
+    for old, new in EPILOGUE.items():
+        assert old in text
+        text = text.replace(old, new)
+    c = driver.compile_source(text, CompileOptions(target=target), "epi.mlir", until="ptx")
+    assert c.async_plan[0].taken, c.async_plan[0].line()
+    # partial tiles in M, N and K (TMA zero fill; the kernel's own bounds-checked store)
+    M, N, K = 100, 72, 40
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
+    want = a.astype(np.float32) @ b.astype(np.float32) + 1.0
+    want = (2 * want).astype(np.float16).astype(np.float32)
+    np.testing.assert_allclose(out[2], want, rtol=2e-3, atol=2e-3)
+
+
+@pytest.fixture(scope="module")
+def cutile_gemm(tmp_path_factory):
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import cutile_kernels_async as cka
+
+    out = tmp_path_factory.mktemp("async_e2e")
+    return cka.export_bytecode(str(out))["gemm_f16_128x128x64"], cka.problems()
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_cutile_128x128x64_gemm_takes_the_async_path(tmp_path, cutile_gemm, target):
+    path, problems = cutile_gemm
+    c = driver.compile_source(Path(path), CompileOptions(target=target))
+    d = c.async_plan[0]
+    assert d.taken and d.tile == (128, 128, 64) and d.stages == 5
+    counts, log = sass_counts(tmp_path, c.ptx, target)
+    assert counts.get("UTMALDG", 0) >= 3  # A, and B in two 128-byte column boxes
+    pr = problems["gemm_f16_128x128x64"]
+    args = [np.asarray(v) for v in pr.args.values()]
+    out = run_strict(c.ptx, args, pr.grid)
+    np.testing.assert_allclose(out[2], pr.expected["C"], rtol=pr.rtol, atol=pr.atol)
+
+
+@pytest.mark.parametrize("gpu,mma", [("sm_90", "wgmma.mma_async"), ("sm_100", "tcgen05.mma")])
+def test_cutile_launch_on_ptxsim_runs_the_async_path(monkeypatch, gpu, mma):
+    """``tilegen.cutile.launch(..., backend="ptxsim")``: a cuTile GEMM with its own epilogue
+    (x 0.5, stored as f16) takes the async path and needs nothing new from the launcher."""
+    pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
+    import tilegen.runtime.ptx.launch as launch_mod
+    from tilegen.cutile import launch
+
+    import cutile_kernels_async as cka
+
+    mm = cka.gemm_epilogue_kernel()
+    seen = []
+    real = launch_mod.run_ptx
+
+    def spy(ptx, *args, **kw):
+        seen.append(ptx)
+        return real(ptx, *args, **kw)
+
+    monkeypatch.setattr(launch_mod, "run_ptx", spy)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (128, 96)).astype(np.float16)
+    b = rng.uniform(-1, 1, (96, 64)).astype(np.float16)
+    c = np.zeros((128, 64), np.float16)
+    launch((2, 1, 1), mm, (a, b, c, 64, 64, 32), backend="ptxsim", gpu_name=gpu)
+    (ptx,) = seen
+    assert "cp.async.bulk.tensor" in ptx and mma in ptx
+    want = (0.5 * (a.astype(np.float32) @ b.astype(np.float32))).astype(np.float16)
+    np.testing.assert_allclose(c.astype(np.float32), want.astype(np.float32), atol=1e-3)
+
+
+@pytest.mark.parametrize("warps,threads", [(4, 256), (8, 384)])
+def test_128_row_tiles_on_one_or_two_consumer_warp_groups(warps, threads):
+    """matmul_f16 with 128 x 64 tiles: 4 warps issue two m64 wgmmas each K step, 8 warps one
+    per warp group (plus the producer warp group); partial tiles everywhere."""
+    text = (CORPUS_OUT / "matmul_f16.mlir").read_text()
+    for old, new in (
+        ("tile=(64x32)", "tile=(128x32)"),
+        ("tile<64x32xf16>", "tile<128x32xf16>"),
+        ("tile<64x64xf32>", "tile<128x64xf32>"),
+        ("tile=(64x64)", "tile=(128x64)"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    if warps != 4:  # the CTA size from the module's tt.num_warps
+        head = f"module attributes {{tt.num_warps = {warps} : i32}} {{\ncuda_tile.module @m {{\n"
+        text = head + text + "\n}\n}\n"
+    c = driver.compile_source(text, CompileOptions(target="sm_90a"), "m128.mlir", until="ptx")
+    d = c.async_plan[0]
+    assert d.taken and d.consumer_warps == warps and d.tile == (128, 64, 32)
+    assert f".reqntid {threads}, 1, 1" in c.ptx
+    M, N, K = 200, 72, 80
+    rng = np.random.default_rng(2)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
+    np.testing.assert_allclose(out[2], a.astype(np.float32) @ b.astype(np.float32), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "value,arch,target,taken",
+    [
+        ("false", "sm_90", "sm_90a", False),
+        ("false", "sm_90", "sm_100a", True),  # a hint for another target does not apply
+        ("true", "sm_90", "sm_90a", True),
+        ("false", "sm_100", "sm_100a", False),
+        ("false", "default", "sm_90a", False),
+    ],
+)
+def test_the_allow_tma_hint_is_carried_and_honored(value, arch, target, taken):
+    text = (CORPUS_OUT / "matmul_f16.mlir").read_text()
+    old = "%loopIdx] token = %0 :"
+    assert old in text
+    hint = f"%loopIdx] token = %0 optimization_hints = <{arch} = {{allow_tma = {value}}}> :"
+    c = driver.compile_source(text.replace(old, hint), CompileOptions(target=target), "h.mlir")
+    (d,) = c.async_plan
+    assert d.taken is taken
+    if not taken:
+        assert d.reason == (
+            "operand A's load cannot be a TMA copy: its allow_tma optimization hint is false "
+            "for this target"
+        )
+        assert "cp.async.bulk.tensor" not in c.ptx
