@@ -36,9 +36,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv=None) -> int:
-    if (
-        argv is None
-    ):  # the console script: a warm server runs it if there is one (tilegen/server.py)
+    if argv is None:
+        # the console script: a warm server runs it if there is one (tilegen/server.py)
         from tilegen import server
 
         rc = server.run_remote("cli", sys.argv[1:])

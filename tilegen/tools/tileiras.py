@@ -270,9 +270,8 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    if (
-        argv is None
-    ):  # the console script: a warm server runs it if there is one (tilegen/server.py)
+    if argv is None:
+        # the console script: a warm server runs it if there is one (tilegen/server.py)
         from tilegen import server
 
         rc = server.run_remote("tileiras", sys.argv[1:])
