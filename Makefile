@@ -29,7 +29,7 @@ check-generated: $(STAMP)
 # one worker per core; a test module stays on one worker (its module fixtures are built once)
 PYTEST_WORKERS ?= auto
 test: $(STAMP) check-generated
-	$(VPY) -m pytest -p no:cacheprovider -rs -n $(PYTEST_WORKERS) --dist loadscope tests
+	$(VPY) -m pytest -p no:cacheprovider -rs -n $(PYTEST_WORKERS) --dist loadscope --durations=15 tests
 
 fmt: $(STAMP)
 	$(VPY) -m black runtime generator tilegen tests bench conformance

@@ -97,9 +97,24 @@ def _short(message: str) -> str:
 def build_corpus(out: Path, corpus: Path, archs, only) -> dict:
     import tilegen
 
+    from concurrent.futures import ThreadPoolExecutor
+
     tileiras = nvidia_tool("tileiras")
     manifest = json.loads((corpus / "manifest.json").read_text())
     kernels = {}
+    # tileiras runs in the background (a subprocess per cubin, os.cpu_count() at a time) while
+    # tilegen compiles in this process: the same commands, results collected in order
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
+    jobs = {}
+    for entry in manifest["kernels"]:
+        name = entry["name"]
+        if entry.get("expect_tileiras_fail") or (only and name not in only) or tileiras is None:
+            continue
+        src = corpus / "out" / f"{name}.tileirbc"
+        for arch in archs:
+            dst = out / f"cubins/{name}.{arch}.tileiras.cubin"
+            cmd = [tileiras, f"--gpu-name={arch}", "-O3", str(src), "-o", str(dst)]
+            jobs[name, arch] = pool.submit(subprocess.run, cmd, capture_output=True, text=True)
     for entry in manifest["kernels"]:
         name = entry["name"]
         if entry.get("expect_tileiras_fail") or (only and name not in only):
@@ -125,11 +140,7 @@ def build_corpus(out: Path, corpus: Path, archs, only) -> dict:
             if tileiras is None:
                 errors["tileiras"] = "tileiras not installed on the build machine"
             else:
-                p = subprocess.run(
-                    [tileiras, f"--gpu-name={arch}", "-O3", str(src), "-o", str(out / rel)],
-                    capture_output=True,
-                    text=True,
-                )
+                p = jobs[name, arch].result()
                 if p.returncode == 0:
                     cubins["tileiras"] = rel
                 else:
@@ -140,6 +151,7 @@ def build_corpus(out: Path, corpus: Path, archs, only) -> dict:
         kernels[name] = k
         built = ", ".join(f"{a}: {'+'.join(sorted(k['cubins'][a])) or 'none'}" for a in archs)
         print(f"  {name}: {built}", flush=True)
+    pool.shutdown()
     return {"kernels": kernels, "large": large_cases(manifest)}
 
 

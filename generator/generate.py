@@ -2,7 +2,8 @@
 
 Outputs (per dialect D):
   generated/D/__init__.py   registers D's ops and enums
-  generated/D/ops.py        OpDef records + typed OpView classes
+  generated/D/ops.py        OpDef records (typed classes: views.py, loaded on first use)
+  generated/D/views.py      typed OpView classes, OP_CLASSES
   generated/D/enums.py      EnumDef records (cuda_tile only)
   generated/docs/D.md       op reference
   generated/irdl/D.irdl.mlir IRDL rendering of the dialect
@@ -157,6 +158,9 @@ def render_all(spec: Spec) -> dict[str, str]:
                 **constraints_context(spec, c_docs)
             )
         out[f"{dialect}/ops.py"] = env.get_template("ops.py.j2").render(dialect=dialect, ops=ctx)
+        out[f"{dialect}/views.py"] = env.get_template("views.py.j2").render(
+            dialect=dialect, ops=ctx
+        )
         if d_enums:
             out[f"{dialect}/enums.py"] = env.get_template("enums.py.j2").render(enums=d_enums)
         families: dict[str, list] = {}

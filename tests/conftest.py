@@ -6,7 +6,9 @@
   (corpus, conformance suite, seeds, reference) is reported as a failure.
 * ``TILEGEN_REQUIRE_SHARED=1`` (set by ``.ci/run``) makes a missing shared directory an error.
 * ``--full-sweeps``: random sweeps run at their full size (the ``sweep`` fixture scales sample
-  counts down by :data:`SWEEP_DIVISOR` otherwise; exhaustive and edge-case sets never shrink).
+  counts down by :data:`SWEEP_DIVISOR` otherwise); the few exhaustive sets too heavy for every
+  run (all 65536 f16/bf16 patterns) are a fixed sample covering every category unless
+  ``--full-sweeps`` (fixture ``full_sweeps``); edge-case sets never shrink.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paths import ABSENT, SHARED  # noqa: E402
+
+# every test process (and every command it starts) compiles cold: no warm compile server
+# (tilegen/server.py); tests/test_server.py turns it on for itself
+os.environ["TILEGEN_SERVER"] = "0"
 
 #: random-sample sweeps run at 1/SWEEP_DIVISOR of their size unless ``--full-sweeps`` is given
 SWEEP_DIVISOR = 8
@@ -42,10 +48,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
+def full_sweeps(pytestconfig: pytest.Config) -> bool:
+    """Whether ``--full-sweeps`` was given (exhaustive sets that are sampled by default)."""
+    return bool(pytestconfig.getoption("--full-sweeps"))
+
+
+@pytest.fixture(scope="session")
 def sweep(pytestconfig: pytest.Config):
     """``sweep(n)``: how many random samples a sweep of nominal size ``n`` draws in this run."""
     full = pytestconfig.getoption("--full-sweeps")
     return lambda n: n if full else max(1, n // SWEEP_DIVISOR)
+
+
+#: modules that take longest (``--durations``, summed per file, Nov 2026), run first: with
+#: ``-n auto --dist loadscope`` a module stays on one worker, so starting the long ones early
+#: keeps one worker from finishing a long module alone at the end. Order only; a name missing
+#: here costs balance, never coverage.
+LONGEST_FIRST = (
+    "test_gpu_check.py",
+    "test_ptxsim_corpus.py",
+    "test_cutile_e2e.py",
+    "test_cta_size.py",
+    "test_conformance.py",
+    "test_codegen_pipeline.py",
+    "test_codegen_reduce.py",
+    "test_conversion_roundtrip.py",
+    "test_codegen_families.py",
+    "test_codegen_sass.py",
+    "test_codegen_wgmma.py",
+    "test_asm_hostile.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: in-file order kept
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -84,10 +84,23 @@ def _near_format(name: str, n: int, seed: int) -> list[float]:
     return out
 
 
+def _16bit_patterns(sem, full: bool):
+    """Every 16-bit pattern with ``--full-sweeps``; else a fixed sample that keeps every category:
+    each exponent field (zero/subnormal, every normal binade, inf/NaN) with both signs and the
+    mantissas at its edges (0, 1, 2, middle, max-1, max: zeros, smallest subnormal, infinities,
+    signalling/quiet NaN boundaries) plus every 37th mantissa (a stride coprime with 2)."""
+    if full:
+        return range(1 << 16)
+    man = (1 << sem.man_bits) - 1
+    mants = sorted({0, 1, 2, man >> 1, (man >> 1) + 1, man - 1, man} | set(range(0, man + 1, 37)))
+    exps = range(1 << (15 - sem.man_bits))
+    return [sign << 15 | e << sem.man_bits | m for sign in (0, 1) for e in exps for m in mants]
+
+
 @pytest.mark.parametrize("name", ["f16", "bf16"])
-def test_all_16bit_patterns(name):
+def test_all_16bit_patterns(name, full_sweeps):
     sem = SEMANTICS[name]
-    for b in range(1 << 16):
+    for b in _16bit_patterns(sem, full_sweeps):
         assert format_float(None, name, b) == format_float_slow(None, name, b), hex(b)
         x = sem.to_float(b)
         assert sem.from_float(x) == sem.from_float_slow(x), hex(b)
@@ -184,12 +197,12 @@ def _same_float(a: float, b: float) -> bool:
     return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
-def test_to_float_matches(sweep):
+def test_to_float_matches(sweep, full_sweeps):
     for name in FAST:
         sem = SEMANTICS[name]
         rng = random.Random("to" + name)
         if sem.bits == 16:
-            pats = range(1 << 16)
+            pats = _16bit_patterns(sem, full_sweeps)
         else:
             pats = [rng.getrandbits(sem.bits) for _ in range(sweep(50_000))]
         for b in pats:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from tilegen.runtime.diagnostics import (
@@ -36,6 +35,7 @@ from tilegen.runtime.options import (  # noqa: F401 - re-exported
     TARGET_NAMES,
     CompileOptions,
 )
+from tilegen.runtime.records import dataclass, field  # dataclasses' semantics, no import cost
 
 Source = Union[bytes, bytearray, memoryview, str, os.PathLike]
 

@@ -36,12 +36,26 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv=None) -> int:
+    if argv is None:
+        # the console script: a warm server runs it if there is one (tilegen/server.py)
+        from tilegen import server
+
+        rc = server.run_remote("cli", sys.argv[1:])
+        if rc is not None:
+            return rc
+        try:
+            return main(sys.argv[1:])
+        finally:
+            server.start()
     parser = _Parser(prog="tilegen", description="spec-driven CUDA Tile IR compiler")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    # only the chosen subcommand's module is imported (each pulls in its part of the compiler)
+    chosen = next((a for a in argv if not a.startswith("-")), None) if argv else None
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)
         p.set_defaults(_module=module)
-        importlib.import_module(module).add_arguments(p)
+        if chosen not in COMMANDS or name == chosen:
+            importlib.import_module(module).add_arguments(p)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

@@ -1145,10 +1145,7 @@ def _cpp_class(opdef) -> str:
     if not _CPP_CLASSES:
         from tilegen.generated.cuda_tile import ops as gen
 
-        for obj in vars(gen).values():
-            od = getattr(obj, "OPDEF", None)
-            if isinstance(obj, type) and od is not None:
-                _CPP_CLASSES[od.name] = obj.__name__
+        _CPP_CLASSES.update(gen.OP_CLASS_NAMES)
     return _CPP_CLASSES.get(opdef.name, opdef.mnemonic)
 
 

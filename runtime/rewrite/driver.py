@@ -134,14 +134,16 @@ class _Driver:
     def _process(self) -> bool:
         changed = False
         budget = self.config.max_rewrites_per_iteration
+        effects: dict = {}  # is_effect_free answers, valid until the next rewrite
         while self.worklist and budget > 0:
             op = self.worklist.pop()
             self.queued.discard(id(op))
             if id(op) in self.erased or op.parent is None:
                 continue
-            if U.is_trivially_dead(op):
+            if U.is_trivially_dead(op, effects):
                 self.rewriter.erase_op(op)
                 changed = True
+                effects.clear()
                 continue
             if self.config.fold and not U.has_trait(op, "ConstantLike"):
                 folder = self.patterns.folder(op.name)
@@ -153,14 +155,17 @@ class _Driver:
                         for d in before:
                             self.push(d)
                         changed, budget = True, budget - 1
+                        effects.clear()
                         continue
                     if res is not None:
                         self.rewriter.replace_op(op, list(res))
                         changed, budget = True, budget - 1
+                        effects.clear()
                         continue
             for pattern in self.patterns.for_op(op.name):
                 if pattern.match_and_rewrite(op, self.rewriter):
                     changed, budget = True, budget - 1
+                    effects.clear()
                     break
         return changed
 

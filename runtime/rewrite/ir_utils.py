@@ -82,23 +82,34 @@ def is_not_of(v: Value) -> Optional[Value]:
     return None
 
 
-def is_effect_free(op: Operation) -> bool:
+def is_effect_free(op: Operation, memo: Optional[dict] = None) -> bool:
+    """Whether ``op`` (with everything nested in it) has no memory effects. ``memo``: answers
+    kept between calls while the IR does not change (the caller clears it on every rewrite), so
+    asking for each of n nested region ops costs O(n), not O(n^2)."""
+    if memo is not None:
+        hit = memo.get(id(op))
+        if hit is not None:
+            return hit[1]
     if any(has_trait(op, t) for t in _EFFECT_FREE_TRAITS):
-        return True
-    if has_trait(op, "RecursiveMemoryEffects"):
-        return all(
-            inner is op or (inner.name not in EXITING and is_effect_free(inner))
+        result = True
+    elif has_trait(op, "RecursiveMemoryEffects"):
+        result = all(
+            inner is op or (inner.name not in EXITING and is_effect_free(inner, memo))
             for region in op.regions
             for block in region.blocks
             for inner in block.ops
         )
-    return False
+    else:
+        result = False
+    if memo is not None:
+        memo[id(op)] = (op, result)  # the op is held, so its id is not reused meanwhile
+    return result
 
 
-def is_trivially_dead(op: Operation) -> bool:
+def is_trivially_dead(op: Operation, memo: Optional[dict] = None) -> bool:
     if has_trait(op, "Terminator") or any(r.uses for r in op.results):
         return False
-    return is_effect_free(op)
+    return is_effect_free(op, memo)
 
 
 def isolated_region(op: Operation) -> Optional[Region]:

@@ -14,7 +14,7 @@ from typing import Optional
 
 from tilegen.runtime.attributes import StringAttr
 from tilegen.runtime.ir import BlockArgument, OpResult
-from tilegen.runtime.opdef import DIALECT_MODULES, OpDef, OpView, load_dialects
+from tilegen.runtime.opdef import DIALECT_MODULES, OpDef, load_dialects
 from tilegen.runtime.types import TensorViewType, TileType, Type
 from tilegen.runtime.verify.context import VerifyContext
 
@@ -41,9 +41,8 @@ def _class_to_op() -> dict[str, str]:
             mod = importlib.import_module(mod_name + ".ops")
         except ModuleNotFoundError:
             continue
-        for name, obj in vars(mod).items():
-            if isinstance(obj, type) and issubclass(obj, OpView) and obj is not OpView:
-                out.setdefault(name, obj.OPDEF.name)  # cuda_tile first: its class names win
+        for op_name, cls in mod.OP_CLASS_NAMES.items():
+            out.setdefault(cls, op_name)  # cuda_tile first: its class names win
     return out
 
 

@@ -270,7 +270,17 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv is None:
+        # the console script: a warm server runs it if there is one (tilegen/server.py)
+        from tilegen import server
+
+        rc = server.run_remote("tileiras", sys.argv[1:])
+        if rc is not None:
+            return rc
+        rc = main(sys.argv[1:])
+        server.start()
+        return rc
+    argv = list(argv)
     start = time.perf_counter()
     try:
         from tilegen.runtime.limits import deep_stack  # deeply nested IR: runtime/limits.py
