@@ -67,12 +67,14 @@ def test_cubin_language_and_block_size(kernel, tmp_path):
         r"\s0x40\s+OBJECT\s+GLOBAL\s+DEFAULT\s+-\s+0x[0-9a-f]+\s+___NV_TILE_LAUNCH", elf
     )
     assert sym, "the metadata is not a 64-byte global object"
-    # the block size the driver launches: EIATTR_REQNTID = the kernel's warps * 32
+    # the block size the driver launches: EIATTR_REQNTID = the kernel's warps * 32, plus the
+    # producer warp group when the kernel's K loop took the async path (TMA + warp specialization)
     reqntid = re.search(r"EIATTR_REQNTID\s+Format:\s+EIFMT_SVAL\s+Value:\s+(\S+) (\S+) (\S+)", elf)
     block = tuple(int(x, 16) for x in reqntid.groups())
     layouts = compile_source(path, options_for("sm_90"), until="layouts").module
     func = next(op for op in layouts.walk() if op.name == "nv_tileaa.func")
-    assert block == (num_warps(func) * 32, 1, 1)
+    producer = sum(d.producer_warps for d in c.async_plan if d.taken)
+    assert block == ((num_warps(func) + producer) * 32, 1, 1)
     assert f".reqntid {block[0]}, 1, 1" in c.ptx
 
 

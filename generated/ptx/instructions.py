@@ -620,9 +620,10 @@ INSTRUCTIONS = {
                {'when': ['replace', 'box_dim'], 'operands': ['a:shared', 'i:b32', 'r|i:t']},
                {'when': ['replace', 'element_stride'], 'operands': ['a:shared', 'i:b32', 'r|i:t']},
                {'when': ['replace'], 'operands': ['a:shared', 'r|i:t']}],
-     'notes': "device-built tensor maps: replace writes a field of the simulator's own 128-byte "
-              "map (runtime/ptx/sim/tensormap.py's layout) in shared memory; cp_fenceproxy copies "
-              'it to global memory, where cp.async.bulk.tensor finds it'},
+     'notes': 'arch-specific: needs sm_90a. Device-built tensor maps: replace writes a field of '
+              "the simulator's own 128-byte map (runtime/ptx/sim/tensormap.py's layout) in shared "
+              'memory; cp_fenceproxy copies it to global memory, where cp.async.bulk.tensor finds '
+              'it'},
     'membar': {'name': 'membar',
      'opcode': 'membar',
      'operands': [],

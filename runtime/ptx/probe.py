@@ -107,6 +107,12 @@ HANDWRITTEN_PROBES: dict[str, tuple] = {
         " [smem], [%rd1], 16, [smem+128];",
     ),
     "setmaxnreg": ("setmaxnreg.inc.sync.aligned.u32 64;",),
+    "tensormap": (
+        "tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [smem], 0, 32;",
+        "tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [smem], 0, %rd1;",
+        "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned"
+        " [%rd1], [smem], 128;",
+    ),
     "membar": ("membar.gl;", "membar.cta;"),
     "cp.async.mbarrier.arrive": (
         "cp.async.mbarrier.arrive.shared.b64 [smem];",
