@@ -171,6 +171,13 @@ WRITER_REFUSALS = (
     "operation not supported in bytecode",
     "unsupported location",
     "unsupported attribute type",
+    # what cuda-tile-translate refuses as input while cuda-tile-opt (with
+    # --allow-unregistered-dialect, as this campaign runs it) accepts: a top level that is not
+    # one cuda_tile module, and unregistered ops
+    "expected a single CUDA Tile IR module in the MLIR module",
+    "expected a CUDA Tile IR module, but got",
+    "operation being parsed with an unregistered dialect",
+    "unregistered operation",
 )
 
 
