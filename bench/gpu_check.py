@@ -14,7 +14,7 @@ runs on the GPU machine:
   those arguments (``tilegen.cutile.signature_for``), swapped in at ``kernel._compile`` on the
   GPU (neither tileiras nor a 13.5 ptxas fits the payload; see bench/gpu_runner.py);
 * ``wheels/``: the ``cuda-tile`` wheel for the GPU machine's Python 3.12 (``run.sh`` installs
-  it under /tmp; ``--offline`` uses build/wheels only);
+  it into the payload's ``site/``; ``--offline`` uses build/wheels only);
 * ``runner.py`` (bench/gpu_runner.py), ``run.sh``, ``manifest.json``.
 
 It prints the payload's size (with the repository's tracked files, which travel too: the
@@ -294,8 +294,8 @@ OUT=${OUT:-$P/out}
 mkdir -p "$OUT"
 if ls "$P"/wheels/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
-    --target /tmp/tilegen-gpu-check-site "$P"/wheels/*.whl \\
-    && export PYTHONPATH=/tmp/tilegen-gpu-check-site${PYTHONPATH:+:$PYTHONPATH}
+    --target "$P/site" "$P"/wheels/*.whl \\
+    && export PYTHONPATH="$P/site"${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1
 python3 "$P/runner.py" "$P" --out "$OUT" "$@"

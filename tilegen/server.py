@@ -11,8 +11,8 @@ state is never shared between compiles, and concurrent calls run in parallel). N
 set up by the user.
 
 * The socket lives in ``$TILEGEN_SERVER_DIR``, else ``$XDG_RUNTIME_DIR/tilegen``, else
-  ``/tmp/tilegen-<uid>`` (created 0700; a directory another user owns or others can write to is
-  never used). Its name is keyed by the interpreter and tilegen's source folder.
+  ``<temp dir>/tilegen-<uid>`` (``$TMPDIR`` or ``/tmp``; created 0700; a directory another
+  user owns or others can write to is never used). Its name is keyed by the interpreter and tilegen's source folder.
 * The server exits after :data:`IDLE_SECONDS` without a request, and as soon as a request finds
   one of its loaded tilegen modules changed on disk (that request then runs locally, and a new
   server starts).
@@ -45,6 +45,13 @@ def enabled() -> bool:
     return os.environ.get("TILEGEN_SERVER", "1") not in ("0", "")
 
 
+def _temp_dir() -> str:
+    """The system's temporary folder (``$TMPDIR`` first, as :mod:`tempfile` decides)."""
+    import tempfile  # only when neither TILEGEN_SERVER_DIR nor XDG_RUNTIME_DIR is set
+
+    return tempfile.gettempdir()
+
+
 def _private_dir() -> Optional[str]:
     """The socket folder, created 0700 if missing; None if it is not ours alone."""
     base = os.environ.get("TILEGEN_SERVER_DIR")
@@ -53,7 +60,7 @@ def _private_dir() -> Optional[str]:
         base = (
             os.path.join(runtime, "tilegen")
             if runtime
-            else os.path.join("/tmp", f"tilegen-{os.getuid()}")
+            else os.path.join(_temp_dir(), f"tilegen-{os.getuid()}")
         )
     try:
         os.makedirs(base, mode=0o700, exist_ok=True)
