@@ -21,7 +21,7 @@ in whatever layout the layout stage gave the loop's value.
 from __future__ import annotations
 
 from tilegen.runtime.codegen import tcgen05, tma
-from tilegen.runtime.codegen.core import Emitter, fail
+from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
     Ring,
@@ -42,7 +42,10 @@ ASYNC_ATTR = "nv_tileas.async_stages"
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
 ASYNC_SYMBOL = "tg_async"
 _ALIGN = 1024
-_ESZ = {"f16": 2, "bf16": 2}
+_ESZ = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, "i8": 1}
+#: A/B elements wgmma takes with B N-major (the transpose bit): the 16-bit ones; the others
+#: (tf32, 8-bit) get B^T K-major from the consumers' transposing copy (docs/pipelines.md)
+_TRANSPOSABLE = ("f16", "bf16")
 
 
 def _align(n: int, a: int) -> int:
@@ -55,7 +58,7 @@ class _Operand:
     def __init__(self, load, offset: int):
         self.load = load
         self.tile = tuple(load.results[0].type.shape)
-        self.elem = load.results[0].type.element.name
+        self.elem = elem_key(load.results[0].type)
         self.esz = _ESZ[self.elem]
         self.boxes = tma.column_boxes(self.tile, self.esz)
         self.offset = offset  # bytes into the stage
@@ -64,8 +67,24 @@ class _Operand:
         self.box_bytes = self.boxes[0][1].bytes
 
 
+class _KMajor:
+    """B^T (N rows of K elements, K contiguous) in a buffer laid out like a K-major A stage:
+    128-byte column boxes of N rows, each swizzled by its row width (``tma.column_boxes``)."""
+
+    def __init__(self, rows: int, k: int, esz: int):
+        boxes = tma.column_boxes((rows, k), esz)
+        self.span = boxes[0][1].swizzle
+        self.box_bytes = boxes[0][1].bytes
+        self.bytes = _align(rows * k * esz, _ALIGN)
+
+    def offset(self, row: int, kbyte: int) -> int:
+        return (kbyte // self.span) * self.box_bytes + row * self.span + kbyte % self.span
+
+
 def _staged_load(v):
     op = getattr(v, "op", None)
+    if op is not None and op.name == "nv_tileaa.fp_to_fp":  # f32 -> tf32: the f32 stage
+        op = getattr(op.operands[0], "op", None)
     if op is None or op.name != "nv_tileaa.tiled_load":
         return None
     return op
@@ -89,12 +108,18 @@ def async_for(em: Emitter, op, stages: int) -> None:
     G = W // 4
     nq = M // (64 * G)  # m64 instances per warp group: rows 64 (nq wg + q) ..
     nthreads = W * 32
+    ab = elem_key(dot.operands[0].type)  # the MMA's A/B element (tf32 for an f32 stage)
+    acc_int = elem_key(dot.operands[2].type) == "i32"
+    tc = em.sm >= 100  # tcgen05 consumers (sm_100a), else wgmma (sm_90a)
+    # wgmma reads tf32 / 8-bit B K-major only: the consumers transpose each stage's B into one
+    # of two B^T buffers (alternating per iteration) before the MMAs
+    bt = None if tc or ab in _TRANSPOSABLE else _KMajor(N, K, a.esz)
     stage_bytes = _align(b.offset + b.bytes, _ALIGN)
-    bar_off = stages * stage_bytes
+    bt_off = stages * stage_bytes
+    bar_off = bt_off + (2 * bt.bytes if bt else 0)
     slot_off = bar_off + 16 * stages
     tmem_off, done_off = slot_off + 8, slot_off + 16  # sm_100: TMEM address, MMAs-done barrier
     maps_off = _align(slot_off + 24, 128)
-    tc = em.sm >= 100  # tcgen05 consumers (sm_100a), else wgmma (sm_90a)
     total = maps_off + 2 * tma.TENSORMAP_BYTES
     em.need_isa("8.6" if tc else "8.3")  # tcgen05 / tensormap.replace
     em.need_target_suffix("a")
@@ -223,11 +248,20 @@ def async_for(em: Emitter, op, stages: int) -> None:
         res = _tcgen05_consumer(em, op, locals())
         em.set(op.results[0], res)
         return
-    acc = _to_fragment(em, op, op.operands[3].type, init, M, N)
+    acc = _to_fragment(em, op, op.operands[3].type, init, M, N, acc_int)
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
     top, end = em.new_label("async_consume"), em.new_label("async_consumed")
+    wg_ins, wg_imms = _wgmma_form(dot, W, N, ab)
+    round_a, round_b = (_converted(dot.operands[i]) for i in (0, 1))
+    btbase = btsel = None
+    if bt is not None:
+        btbase, btsel = em.new("b32"), em.new("b32")
+        em.ins(f"add.s32 {btbase}, {base}, {bt_off}")
+        # base + bt_off + bt.bytes differs from base + bt_off in these bits: xor flips buffers
+        em.ins(f"add.s32 {btsel}, {btbase}, {bt.bytes}")
+        em.ins(f"xor.b32 {btsel}, {btsel}, {btbase}")
     p = em.new("pred")
     em.ins(f"setp.eq.u32 {p}, {tid}, {tid}")
     _, _, warp = em.tid()
@@ -248,28 +282,37 @@ def async_for(em: Emitter, op, stages: int) -> None:
     if G > 1:  # this warp group's 64 rows of A
         abase = em.new("b32")
         em.ins(f"add.s32 {abase}, {sbase}, {wgoff}")
+    if round_a:  # f32 -> tf32 (cvt.rna) of A in place: the conversion the IR asks for
+        _round_tf32(em, sbase, a, tid, nthreads)
+    if bt is not None:  # B^T of this stage into this iteration's buffer, for the async proxy
+        _transpose_b(em, b, sbase, bt, btbase, tid, nthreads, round_b)
+    if round_a or bt is not None:
+        em.ins("fence.proxy.async.shared::cta")
+        em.barrier()
     em.ins("wgmma.fence.sync.aligned")
-    ty_ab = a.elem
+    tk = 32 // a.esz  # every wgmma K step is 32 bytes
     per = N // 2  # fragment registers of one m64nN instance
     for q in range(nq):
         dregs = ", ".join(acc[q * per : (q + 1) * per])
-        for kk in range(K // 16):
-            kb = kk * 16 * a.esz  # K byte offset in A's rows
+        for kk in range(K // tk):
+            kb = kk * 32  # K byte offset in A's rows
             a_off = (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span
-            b_off = b.offset + kk * 16 * b.span  # 16 K rows of B's (column-box) rows
             sa, sb = em.new("b32"), em.new("b32")
             em.ins(f"add.s32 {sa}, {abase}, {a_off}")
-            em.ins(f"add.s32 {sb}, {sbase}, {b_off}")
             da = wgmma_descriptor(em, sa, 16, 8 * a.span, a.span)
-            db = wgmma_descriptor(em, sb, K * b.span, 8 * b.span, b.span)
-            em.ins(
-                f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{ty_ab}.{ty_ab} {{{dregs}}}, "
-                f"{da}, {db}, {p}, 1, 1, 0, 1"
-            )
+            if bt is None:  # B N-major from the stage (transpose bit)
+                em.ins(f"add.s32 {sb}, {sbase}, {b.offset + kk * tk * b.span}")
+                db = wgmma_descriptor(em, sb, K * b.span, 8 * b.span, b.span)
+            else:  # B^T K-major, as A
+                em.ins(f"add.s32 {sb}, {btbase}, {bt.offset(0, kb)}")
+                db = wgmma_descriptor(em, sb, 16, 8 * bt.span, bt.span)
+            em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {p}{wg_imms}")
     em.ins("wgmma.commit_group.sync.aligned")
     em.ins("wgmma.wait_group.sync.aligned 0")
     mbarrier_arrive(em, bar(1, ring.stage))
     ring.advance(em)
+    if bt is not None:  # the other B^T buffer next iteration
+        em.ins(f"xor.b32 {btbase}, {btbase}, {btsel}")
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
     em.label(end)
@@ -280,7 +323,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{slot_off}]")
     tma.release_slot(em, f"{sym}_slots", sl, slots)
     em.label(skip)
-    res = _from_fragment(em, op, op.results[0].type, acc, M, N)
+    res = _from_fragment(em, op, op.results[0].type, acc, M, N, acc_int)
     em.set(op.results[0], res)
 
 
@@ -295,11 +338,13 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     base, stages, stage_bytes, bar = v["base"], v["stages"], v["stage_bytes"], v["bar"]
     lb, ub, step, ty, iv_cls = v["lb"], v["ub"], v["step"], v["ty"], v["iv_cls"]
     tid, t0 = v["tid"], v["t0"]
+    acc_int, dot = v["acc_int"], v["dot"]
+    cls = "b32" if acc_int else "f32"
     em.need_smem(M * N * 4)
     d = em.dist_of(op, op.operands[3].type)
     form = row_major((M, N))
     for k in range(d.nregs):  # the initial value waits in the scratch buffer
-        em.ins(f"st.shared.f32 {em.smem_ref(d, form, k, 4)}, {v['init'][k]}")
+        em.ins(f"st.shared.{cls} {em.smem_ref(d, form, k, 4)}, {v['init'][k]}")
     em.barrier()
     taddr = em.new("b32")
     em.ins(f"ld.shared.u32 {taddr}, [{ASYNC_SYMBOL}+{v['tmem_off']}]")
@@ -310,7 +355,23 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     iv = em.mov(iv_cls, lb)
     acc_in = em.new("pred")
     em.ins(f"setp.ne.u32 {acc_in}, {tid}, {tid}")  # the first MMA overwrites D
-    idesc = tcgen05.instruction_descriptor(M, N, a.elem)
+    ab = v["ab"]
+    kind = tcgen05.kind(ab)
+    unsigned = (False, False)
+    if ab == "i8":
+        from tilegen.runtime.layouts.mma_choice import _signedness
+
+        sa, sb = _signedness(dot) or (True, True)
+        unsigned = (not sa, not sb)
+    idesc = tcgen05.instruction_descriptor(
+        M,
+        N,
+        ab,
+        "s32" if acc_int else "f32",
+        b_elem=elem_key(dot.operands[1].type),
+        unsigned=unsigned,
+        saturate=ab == "i8",
+    )
     top, end = em.new_label("async_issue"), em.new_label("async_issue_end")
     em.label(top)
     stop = em.new("pred")
@@ -320,16 +381,17 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins("tcgen05.fence::after_thread_sync")
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
-    for kk in range(K // 16):
-        kb = kk * 16 * a.esz
+    tk = 32 // a.esz  # every MMA K step is 32 bytes (K 16 f16, 8 tf32, 32 8-bit)
+    for kk in range(K // tk):
+        kb = kk * 32
         a_off = (kb // a.span) * a.box_bytes + kb % a.span
-        b_off = b.offset + kk * 16 * b.span
+        b_off = b.offset + kk * tk * b.span  # B MN-major: tk K rows of its column boxes
         sa, sb = em.new("b32"), em.new("b32")
         em.ins(f"add.s32 {sa}, {sbase}, {a_off}")
         em.ins(f"add.s32 {sb}, {sbase}, {b_off}")
         da = tcgen05.smem_descriptor(em, sa, 16, 8 * a.span, a.span)
         db = tcgen05.smem_descriptor(em, sb, K * b.span, 8 * b.span, b.span)
-        em.ins(f"tcgen05.mma.cta_group::1.kind::f16 [{taddr}], {da}, {db}, {idesc}, {acc_in}")
+        em.ins(f"tcgen05.mma.cta_group::1.kind::{kind} [{taddr}], {da}, {db}, {idesc}, {acc_in}")
         em.ins(f"setp.eq.u32 {acc_in}, {tid}, {tid}")
     mb = bar(1, ring.stage)
     em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{mb}]")
@@ -374,13 +436,13 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         em.ins(f"tcgen05.ld.sync.aligned.32x32b.x32.b32 {{{', '.join(regs)}}}, [{src}]")
         em.ins("tcgen05.wait::ld.sync.aligned")
         for i, r in enumerate(regs):
-            x, y = em.new("f32"), em.new("f32")
+            x, y = em.new(cls), em.new(cls)
             off = 4 * (32 * chunk + i)
             g = f"@{live} " if live else ""
-            em.ins(f"{g}ld.shared.f32 {x}, [{rowaddr}+{off}]")
+            em.ins(f"{g}ld.shared.{cls} {x}, [{rowaddr}+{off}]")
             em.ins(f"mov.b32 {y}, {r}")
-            em.ins(f"add.rn.f32 {x}, {x}, {y}")
-            em.ins(f"{g}st.shared.f32 [{rowaddr}+{off}], {x}")
+            em.ins(f"add.{'s32' if acc_int else 'rn.f32'} {x}, {x}, {y}")
+            em.ins(f"{g}st.shared.{cls} [{rowaddr}+{off}], {x}")
     em.ins("tcgen05.fence::before_thread_sync")
     em.label(nomma)
     em.barrier()
@@ -393,11 +455,167 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     d = em.dist_of(op, op.results[0].type)
     out = []
     for k in range(d.nregs):
-        r = em.new("f32")
-        em.ins(f"ld.shared.f32 {r}, {em.smem_ref(d, form, k, 4)}")
+        r = em.new(cls)
+        em.ins(f"ld.shared.{cls} {r}, {em.smem_ref(d, form, k, 4)}")
         out.append(r)
     em.barrier()
     return out
+
+
+def _wgmma_form(dot, warps: int, N: int, ab: str) -> tuple:
+    """(instruction, trailing immediates) of the consumers' wgmma: 16-bit types read B N-major
+    (imm-trans-b 1); tf32 / 8-bit ones K-major B^T (spec/ptx/mma.yaml's row, no transpose
+    immediates: wgmma has none for them)."""
+    if ab in _TRANSPOSABLE:
+        return f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{ab}.{ab}", ", 1, 1, 0, 1"
+    from tilegen.runtime.codegen.mma import wgmma_plan
+
+    plan = wgmma_plan(dot, warps, 90)
+    if plan is None:
+        fail(dot, "PTX backend: the async K loop's dot was not laid out for wgmma")
+    return plan.row.ptx.format(n=N), plan.imms
+
+
+def _swizzled(em: Emitter, off, span: int):
+    """The physical byte offset (b32 register) of logical ``off`` in a buffer written with
+    swizzle ``span`` (``tma.swizzle_address``; buffers are 1024-aligned)."""
+    if span == 0:
+        return off
+    bits = {32: 1, 64: 2, 128: 3}[span]
+    t = em.new("b32")
+    em.ins(f"shr.u32 {t}, {off}, 7")
+    em.ins(f"and.b32 {t}, {t}, {(1 << bits) - 1}")
+    em.ins(f"shl.b32 {t}, {t}, 4")
+    r = em.new("b32")
+    em.ins(f"xor.b32 {r}, {off}, {t}")
+    return r
+
+
+def _divmod(em: Emitter, x, d: int) -> tuple:
+    q, r = em.new("b32"), em.new("b32")
+    if d & (d - 1) == 0:
+        em.ins(f"shr.u32 {q}, {x}, {d.bit_length() - 1}")
+        em.ins(f"and.b32 {r}, {x}, {d - 1}")
+    else:
+        em.ins(f"div.u32 {q}, {x}, {d}")
+        em.ins(f"rem.u32 {r}, {x}, {d}")
+    return q, r
+
+
+def _converted(v) -> bool:
+    """Whether a dot operand is an f32 -> tf32 ``fp_to_fp`` of its staged load: the MMA must
+    see the rounded value (``cvt.rna.tf32.f32``, as today's path converts its fragments), not
+    the f32 bits TMA staged (the tensor core would truncate them)."""
+    op = getattr(v, "op", None)
+    return op is not None and op.name == "nv_tileaa.fp_to_fp"
+
+
+def _round_tf32(em: Emitter, sbase, x: "_Operand", tid, nthreads: int) -> None:
+    """Round every f32 of operand ``x``'s stage in place to tf32 (16-byte chunks per thread;
+    the swizzle permutes whole chunks, so any chunk order covers the tile)."""
+    chunks = x.bytes // 16
+    for j in range(-(-chunks // nthreads)):
+        u = em.new("b32")
+        em.ins(f"add.s32 {u}, {tid}, {j * nthreads}")
+        skip = None
+        if (j + 1) * nthreads > chunks:
+            skip = em.new_label("async_rna")
+            g = em.new("pred")
+            em.ins(f"setp.ge.u32 {g}, {u}, {chunks}")
+            em.ins(f"@{g} bra {skip}")
+        addr = em.new("b32")
+        em.ins(f"mad.lo.s32 {addr}, {u}, 16, {sbase}")
+        vals = [em.new("b32") for _ in range(4)]
+        em.ins(f"ld.shared.v4.b32 {{{', '.join(vals)}}}, [{addr}+{x.offset}]")
+        for r in vals:
+            em.ins(f"cvt.rna.tf32.f32 {r}, {r}")
+        em.ins(f"st.shared.v4.b32 [{addr}+{x.offset}], {{{', '.join(vals)}}}")
+        if skip is not None:
+            em.label(skip)
+
+
+def _transpose_b(
+    em: Emitter, b: "_Operand", sbase, bt: _KMajor, dbase, tid, nthreads: int, rna: bool = False
+):
+    """Every consumer thread copies its share of the stage's B (K x N, N contiguous, TMA
+    column boxes) into B^T (``bt``: N x K, K contiguous). 8-bit: units of 4 K rows x 4 columns
+    (four ``ld.shared.b32``, a 4 x 4 byte transpose in eight ``prmt``, four ``st.shared.b32``);
+    32-bit: units of one K row x 4 columns (``ld.shared.v4.b32``, four ``st.shared.b32``),
+    rounded to tf32 on the way when ``rna``."""
+    K, N = b.tile
+    esz = b.esz
+    if esz not in (1, 4):
+        fail(b.load, f"PTX backend: no B transpose for {esz}-byte elements")
+    rows = 4 if esz == 1 else 1  # K rows per unit
+    kunits = K // rows
+    units = kunits * (N // 4)
+    for j in range(-(-units // nthreads)):
+        skip = None
+        u = em.new("b32")
+        em.ins(f"add.s32 {u}, {tid}, {j * nthreads}")
+        if (j + 1) * nthreads > units:
+            skip = em.new_label("async_bt")
+            g = em.new("pred")
+            em.ins(f"setp.ge.u32 {g}, {u}, {units}")
+            em.ins(f"@{g} bra {skip}")
+        n4, k0 = _divmod(em, u, kunits)
+        # source: K row rows * k0 (+ r), byte 4 esz n4 of B's column boxes
+        nb = em.new("b32")
+        em.ins(f"shl.b32 {nb}, {n4}, {(4 * esz).bit_length() - 1}")
+        col, within = _divmod(em, nb, b.span)
+        src0 = em.new("b32")
+        em.ins(f"mul.lo.s32 {src0}, {col}, {b.box_bytes}")
+        em.ins(f"mad.lo.s32 {src0}, {k0}, {rows * b.span}, {src0}")
+        em.ins(f"add.s32 {src0}, {src0}, {within}")
+        em.ins(f"add.s32 {src0}, {src0}, {b.offset}")
+        if esz == 1:
+            vals = []
+            for r in range(4):
+                o = src0
+                if r:
+                    o = em.new("b32")
+                    em.ins(f"add.s32 {o}, {src0}, {r * b.span}")
+                a = em.new("b32")
+                em.ins(f"add.s32 {a}, {sbase}, {_swizzled(em, o, b.span)}")
+                x = em.new("b32")
+                em.ins(f"ld.shared.b32 {x}, [{a}]")
+                vals.append(x)
+            t = [em.new("b32") for _ in range(4)]
+            em.ins(f"prmt.b32 {t[0]}, {vals[0]}, {vals[1]}, 0x5140")
+            em.ins(f"prmt.b32 {t[1]}, {vals[0]}, {vals[1]}, 0x7362")
+            em.ins(f"prmt.b32 {t[2]}, {vals[2]}, {vals[3]}, 0x5140")
+            em.ins(f"prmt.b32 {t[3]}, {vals[2]}, {vals[3]}, 0x7362")
+            cols = [em.new("b32") for _ in range(4)]  # column 4 n4 + i: K bytes 4 k0 .. + 3
+            em.ins(f"prmt.b32 {cols[0]}, {t[0]}, {t[2]}, 0x5410")
+            em.ins(f"prmt.b32 {cols[1]}, {t[0]}, {t[2]}, 0x7632")
+            em.ins(f"prmt.b32 {cols[2]}, {t[1]}, {t[3]}, 0x5410")
+            em.ins(f"prmt.b32 {cols[3]}, {t[1]}, {t[3]}, 0x7632")
+        else:
+            a = em.new("b32")
+            em.ins(f"add.s32 {a}, {sbase}, {_swizzled(em, src0, b.span)}")
+            cols = [em.new("b32") for _ in range(4)]
+            em.ins(f"ld.shared.v4.b32 {{{', '.join(cols)}}}, [{a}]")
+            if rna:  # f32 -> tf32 on the way
+                for r in cols:
+                    em.ins(f"cvt.rna.tf32.f32 {r}, {r}")
+        # destination: row 4 n4 + i of B^T at K byte 4 k0 (four 8-bit K values / one f32)
+        kb = em.new("b32")
+        em.ins(f"shl.b32 {kb}, {k0}, 2")
+        kcol, kin = _divmod(em, kb, bt.span)
+        dst0 = em.new("b32")
+        em.ins(f"mul.lo.s32 {dst0}, {kcol}, {bt.box_bytes}")
+        em.ins(f"mad.lo.s32 {dst0}, {n4}, {4 * bt.span}, {dst0}")
+        em.ins(f"add.s32 {dst0}, {dst0}, {kin}")
+        for i, v in enumerate(cols):
+            o = dst0
+            if i:
+                o = em.new("b32")
+                em.ins(f"add.s32 {o}, {dst0}, {i * bt.span}")
+            a = em.new("b32")
+            em.ins(f"add.s32 {a}, {dbase}, {_swizzled(em, o, bt.span)}")
+            em.ins(f"st.shared.b32 [{a}], {v}")
+        if skip is not None:
+            em.label(skip)
 
 
 def _s32(em: Emitter, x):
@@ -469,39 +687,42 @@ def _fragment_addrs(em: Emitter, M: int, N: int):
     return out
 
 
-def _to_fragment(em: Emitter, op, t, init, M: int, N: int) -> list:
-    """The loop's initial accumulator (any layout) -> this thread's wgmma fragment registers."""
+def _to_fragment(em: Emitter, op, t, init, M: int, N: int, acc_int: bool = False) -> list:
+    """The loop's initial accumulator (any layout) -> this thread's wgmma fragment registers
+    (f32, or b32 for an i32 accumulator)."""
     from tilegen.runtime.codegen.exchange import row_major
 
+    cls = "b32" if acc_int else "f32"
     em.need_smem(M * N * 4)
     d = em.dist_of(op, t)
     form = row_major((M, N))
     for k in range(d.nregs):
-        em.ins(f"st.shared.f32 {em.smem_ref(d, form, k, 4)}, {init[k]}")
+        em.ins(f"st.shared.{cls} {em.smem_ref(d, form, k, 4)}, {init[k]}")
     em.barrier()
     acc = []
     for addr, off in _fragment_addrs(em, M, N):
-        r = em.new("f32")
-        em.ins(f"ld.shared.f32 {r}, [{addr}+{off}]")
+        r = em.new(cls)
+        em.ins(f"ld.shared.{cls} {r}, [{addr}+{off}]")
         acc.append(r)
     em.barrier()
     return acc
 
 
-def _from_fragment(em: Emitter, op, t, acc: list, M: int, N: int) -> list:
+def _from_fragment(em: Emitter, op, t, acc: list, M: int, N: int, acc_int: bool = False) -> list:
     """This thread's fragment registers -> the loop result in the layout the layout stage gave
     it (through the scratch buffer)."""
     from tilegen.runtime.codegen.exchange import row_major
 
+    cls = "b32" if acc_int else "f32"
     for (addr, off), r in zip(_fragment_addrs(em, M, N), acc):
-        em.ins(f"st.shared.f32 [{addr}+{off}], {r}")
+        em.ins(f"st.shared.{cls} [{addr}+{off}], {r}")
     em.barrier()
     d = em.dist_of(op, t)
     form = row_major((M, N))
     out = []
     for k in range(d.nregs):
-        r = em.new("f32")
-        em.ins(f"ld.shared.f32 {r}, {em.smem_ref(d, form, k, 4)}")
+        r = em.new(cls)
+        em.ins(f"ld.shared.{cls} {r}, {em.smem_ref(d, form, k, 4)}")
         out.append(r)
     em.barrier()
     return out

@@ -16,26 +16,56 @@ sm_100 PTX for the corpus matmul (``68222992`` = M 64, N 64, f32 D, f16 A/B, B M
 
 from __future__ import annotations
 
-#: kind::f16 A/B formats (instruction descriptor bits 7-9 / 10-12)
+#: A/B element -> (tcgen05.mma kind, format code in instruction descriptor bits 7-9 / 10-12);
+#: i8 is the signed code (u8 is 0)
+KIND_FORMAT = {
+    "f16": ("f16", 0),
+    "bf16": ("f16", 1),
+    "tf32": ("tf32", 2),
+    "f8E4M3FN": ("f8f6f4", 0),
+    "f8E5M2": ("f8f6f4", 1),
+    "i8": ("i8", 1),
+}
+#: kind::f16 A/B formats (kept for callers of the f16-only form)
 AB_FORMAT = {"f16": 0, "bf16": 1}
 #: D format (bits 4-5)
-D_FORMAT = {"f16": 0, "f32": 1, "s32": 2}
+D_FORMAT = {"f16": 0, "f32": 1, "s32": 2, "i32": 2}
 #: sm_100 shared-memory descriptor swizzle field (bits 61-63)
 SWIZZLE_MODE = {0: 0, 128: 2, 64: 4, 32: 6}
 
 
+def kind(ab: str) -> str:
+    """The ``tcgen05.mma`` kind of an A/B element (``f16``, ``tf32``, ``f8f6f4``, ``i8``)."""
+    return KIND_FORMAT[ab][0]
+
+
 def instruction_descriptor(
-    m: int, n: int, ab: str = "f16", d: str = "f32", a_mn_major=False, b_mn_major=True
+    m: int,
+    n: int,
+    ab: str = "f16",
+    d: str = "f32",
+    a_mn_major=False,
+    b_mn_major=True,
+    b_elem: str = "",
+    unsigned: tuple = (False, False),
+    saturate: bool = False,
 ) -> int:
-    """The 32-bit instruction descriptor of a dense kind::f16 tcgen05.mma: D format in bits
-    4-5, A/B formats in 7-9/10-12, A/B major-ness in 15/16 (1: MN-major), N >> 3 in 17-22,
-    M >> 4 in 24-28."""
+    """The 32-bit instruction descriptor of a dense tcgen05.mma (kind::f16, tf32, f8f6f4, i8):
+    D format in bits 4-5, A/B formats in 7-9/10-12, A/B major-ness in 15/16 (1: MN-major),
+    N >> 3 in 17-22, M >> 4 in 24-28. ``b_elem`` (default ``ab``) for mixed 8-bit floats;
+    ``unsigned`` per operand for kind::i8 (u8 is format 0); ``saturate`` sets bit 3 (kind::i8:
+    the s32 accumulator saturates, as wgmma's ``.satfinite`` and tileiras's descriptor do)."""
     if m not in (64, 128) or n % 8 or not 8 <= n <= 256:
-        raise ValueError(f"no cta_group::1 kind::f16 MMA of shape {m}x{n}")
+        raise ValueError(f"no cta_group::1 kind::{kind(ab)} MMA of shape {m}x{n}")
+    fa = KIND_FORMAT[ab][1]
+    fb = KIND_FORMAT[b_elem or ab][1]
+    if ab == "i8":
+        fa, fb = (0 if unsigned[0] else 1), (0 if unsigned[1] else 1)
     return (
-        (D_FORMAT[d] << 4)
-        | (AB_FORMAT[ab] << 7)
-        | (AB_FORMAT[ab] << 10)
+        (int(saturate) << 3)
+        | (D_FORMAT[d] << 4)
+        | (fa << 7)
+        | (fb << 10)
         | (int(a_mn_major) << 15)
         | (int(b_mn_major) << 16)
         | ((n >> 3) << 17)

@@ -49,7 +49,22 @@ _BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, 
 #: async_loop.py); the rest of the rule's kernels keep today's path, and say so
 LOWERED: frozenset = frozenset(
     {("wgmma", "f16"), ("wgmma", "bf16"), ("tcgen05", "f16"), ("tcgen05", "bf16")}
+    # tf32 / 8-bit wgmma: B transposed into K-major B^T by the consumers (async_loop.py)
+    | {("wgmma", e) for e in ("tf32", "f8E4M3FN", "f8E5M2", "i8")}
+    # tcgen05 reads 8-bit B MN-major from the stage (tileiras's descriptors do the same)
+    | {("tcgen05", e) for e in ("f8E4M3FN", "f8E5M2", "i8")}
 )
+#: why an eligible (instruction, element) pair keeps today's path, where LOWERED lacks it
+NOT_LOWERED = {
+    ("tcgen05", "tf32"): (
+        "the emitter does not lower the tcgen05 async path for tf32 yet: an MN-major tf32 B "
+        "needs the 128B-base-32B swizzle (tileiras's descriptor), which the TMA stage does not "
+        "write (docs/pipelines.md)"
+    ),
+}
+#: A/B elements whose wgmma B is K-major only: the sm_90 consumers transpose B into two B^T
+#: buffers (async_loop.py) that take shared memory beside the stages
+TRANSPOSED_B = ("tf32", "f8E4M3FN", "f8E5M2", "i8")
 #: shared memory beside the stages and the accumulator scratch (barriers, maps, slot)
 SMEM_EXTRA = 1024
 #: the loop attributes the ``async`` stage sets for runtime/codegen/async_loop.py
@@ -245,7 +260,13 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         producer_regs=plan.producer_regs,
     )
     if (mma, ka) not in LOWERED:
-        reason = f"the emitter does not lower the {mma} async path for {ka} yet (docs/pipelines.md)"
+        reason = NOT_LOWERED.get(
+            (mma, ka),
+            f"the emitter does not lower the {mma} async path for {ka} yet (docs/pipelines.md)",
+        )
+        return AsyncDecision(name, target, True, False, reason, **kw)
+    if ka == "i8" and mma == "tcgen05" and _unsigned(dot):
+        reason = "tcgen05 kind::i8 with unsigned operands is not in spec/ptx/mma.yaml"
         return AsyncDecision(name, target, True, False, reason, **kw)
     why, stages = _lowering(func, loop, dot, plan, warps, sm)
     kw["stages"] = stages
@@ -262,7 +283,9 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int) -> tuple:
     stage = -(-(M * K * esz) // 1024) * 1024 + -(-(K * N * esz) // 1024) * 1024
     from tilegen.runtime.verify.hooks.nv_tileas import shared_limit
 
-    fit = (shared_limit(sm) - M * N * 4 - SMEM_EXTRA) // stage
+    # sm_90 tf32 / 8-bit: two K-major B^T buffers the consumers transpose each stage's B into
+    bt = 2 * (-(-(K * N * esz) // 1024) * 1024) if sm < 100 and _elem_key(a) in TRANSPOSED_B else 0
+    fit = (shared_limit(sm) - M * N * 4 - SMEM_EXTRA - bt) // stage
     stages = min(plan.stages, fit)
     if sm >= 100 and (warps != 4 or M not in (64, 128) or N % 32):
         return (
@@ -290,9 +313,12 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int) -> tuple:
     if len(loop.results) != 1 or body.ops[-1].operands[0] is not dot.results[0]:
         return "the loop carries more than the dot's accumulator", stages
     loads = {id(s.load) for s in plan.loads}
+    tf32 = {id(v.op) for v in dot.operands[:2] if isinstance(v, OpResult)}
     for op in body.ops:
         if id(op) in loads or op is dot or op is body.ops[-1]:
             continue
+        if op.name == "nv_tileaa.fp_to_fp" and id(op) in tf32:
+            continue  # f32 -> tf32 of a staged operand: the tensor core reads the f32 stage
         tiles = any(getattr(r.type, "rank", 0) for r in op.results)
         if op.regions or (tiles and op.name != "nv_tileaa.splat"):
             return f"the loop body computes more than the loads' indices ('{op.name}')", stages
@@ -302,6 +328,12 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int) -> tuple:
         if op.regions or any(w in op.name.split(".")[-1] for w in _MEMORY_OPS):
             return f"'{op.name}' runs before the K loop (the producer would run it too)", stages
     return None, stages
+
+
+def _unsigned(dot: Operation) -> bool:
+    from tilegen.runtime.layouts.mma_choice import _signedness
+
+    return _signedness(dot) not in (None, (True, True))
 
 
 def decide(root: Operation, options, annotate: bool = False) -> list:
