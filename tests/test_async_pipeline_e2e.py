@@ -110,11 +110,11 @@ def test_unaligned_strides_fall_back():
 
 
 def test_eligible_kernels_the_emitter_does_not_lower_say_so():
-    # tf32 / fp8 / i8 wgmma want B K-major; the TMA stage holds it N-major (only 16-bit types
-    # have the transpose bit): today's path, with the reason
-    d = _plan("matmul_fp8", "sm_90a")
+    # tcgen05 reads an MN-major tf32 B only through the 128B-base-32B swizzle the TMA stage does
+    # not write: today's path, with the reason (fp8 / i8 / sm_90 tf32: tests/test_async_lowp_gemm.py)
+    d = _plan("matmul_tf32", "sm_100a")
     assert d.eligible and not d.taken
-    assert "does not lower the wgmma async path for f8E4M3FN" in d.reason
+    assert "does not lower the tcgen05 async path for tf32" in d.reason
 
 
 def test_fallback_ptx_is_todays_path_unchanged():

@@ -1,0 +1,200 @@
+"""fp8 / int8 / tf32 GEMMs on the async path (docs/pipelines.md section 8, "Element types").
+
+sm_90a: wgmma reads tf32 and 8-bit B K-major only, so the consumer warps transpose each stage's
+B (TMA-staged N-major) into one of two K-major B^T buffers, rounding f32 to tf32 on the way
+(and A in place) where the IR converts, then ``fence.proxy.async`` + the consumers' barrier
+before the wgmmas. sm_100a: tcgen05 ``kind::f8f6f4`` / ``kind::i8`` read B MN-major straight
+from the stage, as tileiras's instruction descriptors do. Each kernel/target pair: the decision,
+ptxas-clean with 0 spills and the expected SASS, and the simulator's strict async mode against
+the corpus and NumPy (partial tiles, a non-zero initial accumulator); planted bugs are caught.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paths import CORPUS_OUT, needs_shared
+from tilegen.runtime import driver
+from tilegen.runtime.codegen import tcgen05
+from tilegen.runtime.options import CompileOptions
+from tilegen.runtime.ptx.sim.cta import PtxSimError
+from test_async_pipeline_e2e import needs_ptxas, run_strict, sass_counts
+
+pytestmark = needs_shared(CORPUS_OUT)
+
+#: (kernel, target) -> (MMA SASS opcode, least count), the elements line of the plan
+TAKEN = {
+    ("matmul_fp8", "sm_90a"): ("QGMMA", 2, "f8E4M3FN x f8E4M3FN -> f32"),
+    ("matmul_int8", "sm_90a"): ("IGMMA", 1, "i8 x i8 -> i32"),
+    ("matmul_tf32", "sm_90a"): ("HGMMA", 4, "tf32 x tf32 -> f32"),
+    ("matmul_fp8", "sm_100a"): ("UTCQMMA", 2, "f8E4M3FN x f8E4M3FN -> f32"),
+    ("matmul_int8", "sm_100a"): ("UTCIMMA", 1, "i8 x i8 -> i32"),
+}
+
+
+def _compile(src, target: str, name: str = "k.mlir"):
+    if isinstance(src, Path):
+        return driver.compile_source(src, CompileOptions(target=target), until="ptx")
+    return driver.compile_source(src, CompileOptions(target=target), name, until="ptx")
+
+
+@pytest.mark.parametrize("kernel,target", sorted(TAKEN))
+def test_low_precision_gemms_take_the_async_path(kernel, target):
+    c = driver.compile_source(
+        CORPUS_OUT / f"{kernel}.tileirbc", CompileOptions(target=target), until="async"
+    )
+    (d,) = c.async_plan
+    assert d.eligible and d.taken and d.reason == "", d.line()
+    assert d.elements == TAKEN[kernel, target][2]
+    assert d.stages >= 2 and d.producer_regs == 32
+
+
+def test_tf32_on_tcgen05_keeps_todays_path_and_says_why():
+    c = driver.compile_source(
+        CORPUS_OUT / "matmul_tf32.tileirbc", CompileOptions(target="sm_100a"), until="ptx"
+    )
+    (d,) = c.async_plan
+    assert d.eligible and not d.taken
+    assert "128B-base-32B swizzle" in d.reason
+    assert "cp.async.bulk.tensor" not in c.ptx
+
+
+@needs_ptxas
+@pytest.mark.parametrize("kernel,target", sorted(TAKEN))
+def test_async_code_is_ptxas_clean_and_matches_the_corpus(tmp_path, kernel, target):
+    c = _compile(CORPUS_OUT / f"{kernel}.tileirbc", target)
+    ptx = c.ptx
+    assert "cp.async.bulk.tensor.2d" in ptx and "setmaxnreg.dec.sync.aligned.u32 32" in ptx
+    if target == "sm_90a":  # B^T: transposed by the consumers, fenced for the async proxy
+        assert "fence.proxy.async.shared::cta" in ptx
+        assert ("prmt.b32" in ptx) == (kernel != "matmul_tf32")
+        assert ("cvt.rna.tf32.f32" in ptx) == (kernel == "matmul_tf32")
+    else:
+        kind = {"matmul_fp8": "f8f6f4", "matmul_int8": "i8"}[kernel]
+        assert f"tcgen05.mma.cta_group::1.kind::{kind}" in ptx
+    counts, _ = sass_counts(tmp_path, ptx, target)
+    op, least, _ = TAKEN[kernel, target]
+    assert counts.get(op, 0) >= least, counts
+    assert counts.get("UTMALDG", 0) >= 2 and counts.get("USETMAXREG", 0) >= 1, counts
+    assert not any(k in counts for k in ("HMMA", "IMMA", "LDGSTS")), counts  # no Ampere path
+    if target == "sm_100a":
+        assert counts.get("UTCBAR", 0) >= 2, counts
+    data = np.load(CORPUS_OUT / f"{kernel}.npz")
+    args = [np.array(data[k]) for k in ("arg__A", "arg__B", "arg__C")]
+    out = run_strict(ptx, args, [int(x) for x in data["grid"]])
+    if kernel == "matmul_int8":
+        np.testing.assert_array_equal(out[2], data["expected__C"])
+    else:  # tf32: the IR's cvt.rna rounding (truncating the staged f32 would be off by ~1e-2)
+        np.testing.assert_allclose(out[2], data["expected__C"], rtol=1e-4, atol=1e-4)
+
+
+def _variant(kernel: str, init: str) -> str:
+    """The corpus kernel with its loop starting from ``init`` instead of 0."""
+    text = (CORPUS_OUT / f"{kernel}.mlir").read_text()
+    old = {
+        "matmul_int8": "%cst_0_i32 = constant <i32: 0> : tile<64x64xi32>",
+        "matmul_fp8": "%cst_0_f32 = constant <f32: 0.000000e+00> : tile<64x64xf32>",
+        "matmul_tf32": "%cst_0_f32 = constant <f32: 0.000000e+00> : tile<64x64xf32>",
+    }[kernel]
+    assert old in text
+    return text.replace(
+        old, old.replace("0.000000e+00", init).replace("<i32: 0>", f"<i32: {init}>")
+    )
+
+
+def _e4m3(x: np.ndarray) -> np.ndarray:
+    """uint8 e4m3 codes -> float (no NaN codes are generated by the caller)."""
+    s = np.where(x & 0x80, -1.0, 1.0)
+    e, m = (x >> 3) & 0xF, x & 7
+    return s * np.where(e == 0, m / 8 * 2.0**-6, (1 + m / 8) * 2.0 ** (e.astype(int) - 7))
+
+
+@pytest.mark.parametrize(
+    "kernel,target",
+    [
+        ("matmul_int8", "sm_90a"),
+        ("matmul_int8", "sm_100a"),
+        ("matmul_fp8", "sm_90a"),
+        ("matmul_fp8", "sm_100a"),
+        ("matmul_tf32", "sm_90a"),
+    ],
+)
+def test_partial_tiles_laps_and_initial_value_against_numpy(kernel, target):
+    """M, N, K not multiples of the tile (TMA zero fill, the kernel's own bounded store), more
+    K iterations than stages on some tiles, and an initial accumulator of 3."""
+    init = "3" if kernel == "matmul_int8" else "3.000000e+00"
+    c = _compile(_variant(kernel, init), target, f"{kernel}.mlir")
+    assert c.async_plan[0].taken, c.async_plan[0].line()
+    M, N = 100, 72
+    K = {"matmul_int8": 600, "matmul_fp8": 1040, "matmul_tf32": 296}[kernel]
+    rng = np.random.default_rng(3)
+    if kernel == "matmul_int8":
+        a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+        b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+        out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.int32)], (2, 2))
+        want = a.astype(np.int64) @ b.astype(np.int64) + 3
+        np.testing.assert_array_equal(out[2], want)
+        return
+    if kernel == "matmul_fp8":  # e4m3 codes without NaN (exponent 15 with mantissa 7)
+        codes = rng.integers(0, 256, (M * K + K * N,)).astype(np.uint8)
+        codes[(codes & 0x7F) == 0x7F] = 0x38
+        a, b = codes[: M * K].reshape(M, K), codes[M * K :].reshape(K, N)
+        fa, fb = _e4m3(a), _e4m3(b)
+    else:
+        a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+        b = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+
+        def rna(x):
+            u = (x.view(np.uint32).astype(np.uint64) + 0x1000) & 0xFFFFE000
+            return u.astype(np.uint32).view(np.float32)
+
+        fa, fb = rna(a).astype(np.float64), rna(b).astype(np.float64)
+    out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
+    want = fa @ fb + 3.0
+    np.testing.assert_allclose(out[2], want, rtol=1e-4, atol=1e-3 * np.abs(want).max())
+
+
+# ----------------------------------------------------------------------------- planted bugs
+
+
+@pytest.fixture(scope="module")
+def fp8_sm90():
+    c = _compile(CORPUS_OUT / "matmul_fp8.tileirbc", "sm_90a")
+    data = np.load(CORPUS_OUT / "matmul_fp8.npz")
+    return c.ptx, [np.array(data[k]) for k in ("arg__A", "arg__B", "arg__C")], data
+
+
+def test_the_correct_kernel_runs_clean_in_strict_mode(fp8_sm90):
+    ptx, args, data = fp8_sm90
+    out = run_strict(ptx, args, (2, 2))
+    np.testing.assert_array_equal(out[2], data["expected__C"])
+
+
+def test_a_missing_proxy_fence_after_the_transpose_is_caught(fp8_sm90):
+    ptx, args, _ = fp8_sm90
+    bad = ptx.replace("\tfence.proxy.async.shared::cta;\n", "", 1)
+    assert bad != ptx
+    with pytest.raises(PtxSimError, match="not followed by fence.proxy.async"):
+        run_strict(bad, args, (2, 2))
+
+
+def test_wgmma_before_the_consumers_barrier_is_caught(fp8_sm90):
+    """Drop the named barrier between the transposing stores and the wgmmas: warp 0's wgmma
+    reads B^T bytes other warps have not been ordered to have written."""
+    ptx, args, _ = fp8_sm90
+    fence = "\tfence.proxy.async.shared::cta;\n\tbar.sync 1, 128;\n"
+    assert fence in ptx
+    bad = ptx.replace(fence, "\tfence.proxy.async.shared::cta;\n", 1)
+    with pytest.raises(PtxSimError, match="with no barrier in between"):
+        run_strict(bad, args, (2, 2))
+
+
+def test_tcgen05_instruction_descriptors_are_tileiras_s():
+    # the constants of tileiras 13.5's sm_100 PTX for the corpus matmuls (M 64, N 64, B MN-major)
+    assert tcgen05.instruction_descriptor(64, 64, "f8E4M3FN", "f32") == 68222992
+    assert tcgen05.instruction_descriptor(64, 64, "i8", "s32", saturate=True) == 68224168
+    assert tcgen05.instruction_descriptor(64, 64, "tf32", "f32") == 68225296
+    assert tcgen05.kind("f8E5M2") == "f8f6f4" and tcgen05.kind("i8") == "i8"
