@@ -32,6 +32,7 @@ TAKEN = {
     ("matmul_tf32", "sm_90a"): ("HGMMA", 4, "tf32 x tf32 -> f32"),
     ("matmul_fp8", "sm_100a"): ("UTCQMMA", 2, "f8E4M3FN x f8E4M3FN -> f32"),
     ("matmul_int8", "sm_100a"): ("UTCIMMA", 1, "i8 x i8 -> i32"),
+    ("matmul_tf32", "sm_100a"): ("UTCHMMA", 4, "tf32 x tf32 -> f32"),
 }
 
 
@@ -52,29 +53,21 @@ def test_low_precision_gemms_take_the_async_path(kernel, target):
     assert d.stages >= 2 and d.producer_regs == 32
 
 
-def test_tf32_on_tcgen05_keeps_todays_path_and_says_why():
-    c = driver.compile_source(
-        CORPUS_OUT / "matmul_tf32.tileirbc", CompileOptions(target="sm_100a"), until="ptx"
-    )
-    (d,) = c.async_plan
-    assert d.eligible and not d.taken
-    assert "128B-base-32B swizzle" in d.reason
-    assert "cp.async.bulk.tensor" not in c.ptx
-
-
 @needs_ptxas
 @pytest.mark.parametrize("kernel,target", sorted(TAKEN))
 def test_async_code_is_ptxas_clean_and_matches_the_corpus(tmp_path, kernel, target):
     c = _compile(CORPUS_OUT / f"{kernel}.tileirbc", target)
     ptx = c.ptx
     assert "cp.async.bulk.tensor.2d" in ptx and "setmaxnreg.dec.sync.aligned.u32 32" in ptx
+    assert ("cvt.rna.tf32.f32" in ptx) == (kernel == "matmul_tf32")
     if target == "sm_90a":  # B^T: transposed by the consumers, fenced for the async proxy
         assert "fence.proxy.async.shared::cta" in ptx
         assert ("prmt.b32" in ptx) == (kernel != "matmul_tf32")
-        assert ("cvt.rna.tf32.f32" in ptx) == (kernel == "matmul_tf32")
     else:
-        kind = {"matmul_fp8": "f8f6f4", "matmul_int8": "i8"}[kernel]
+        kind = {"matmul_fp8": "f8f6f4", "matmul_int8": "i8", "matmul_tf32": "tf32"}[kernel]
         assert f"tcgen05.mma.cta_group::1.kind::{kind}" in ptx
+        # tf32 B MN-major: 32-byte swizzle atoms in the map, 128B_BASE32B in the descriptor
+        assert ("swizzle_atomicity" in ptx) == (kernel == "matmul_tf32")
     counts, _ = sass_counts(tmp_path, ptx, target)
     op, least, _ = TAKEN[kernel, target]
     assert counts.get(op, 0) >= least, counts
@@ -120,6 +113,7 @@ def _e4m3(x: np.ndarray) -> np.ndarray:
         ("matmul_fp8", "sm_90a"),
         ("matmul_fp8", "sm_100a"),
         ("matmul_tf32", "sm_90a"),
+        ("matmul_tf32", "sm_100a"),
     ],
 )
 def test_partial_tiles_laps_and_initial_value_against_numpy(kernel, target):
@@ -192,9 +186,43 @@ def test_wgmma_before_the_consumers_barrier_is_caught(fp8_sm90):
         run_strict(bad, args, (2, 2))
 
 
+@pytest.fixture(scope="module")
+def tf32_sm100():
+    c = _compile(CORPUS_OUT / "matmul_tf32.tileirbc", "sm_100a")
+    data = np.load(CORPUS_OUT / "matmul_tf32.npz")
+    return c.ptx, [np.array(data[k]) for k in ("arg__A", "arg__B", "arg__C")], data
+
+
+def test_tf32_needs_its_rounding_and_its_32_byte_swizzle_atoms(tf32_sm100):
+    """The two things the tcgen05 tf32 path adds, each removed from otherwise valid PTX: the
+    in-place cvt.rna (the staged f32 truncated: ~1e-2 off) and the map's 32-byte swizzle atoms
+    (TMA then writes what the 128B_BASE32B descriptor does not read)."""
+    ptx, args, data = tf32_sm100
+    out = run_strict(ptx, args, (2, 2))
+    np.testing.assert_allclose(out[2], data["expected__C"], rtol=1e-4, atol=1e-4)
+    lines = ptx.splitlines(keepends=True)
+    no_atoms = "".join(l for l in lines if "swizzle_atomicity" not in l)
+    no_rna = "".join(l for l in lines if "cvt.rna.tf32.f32" not in l)
+    assert len(no_atoms) < len(ptx) and len(no_rna) < len(ptx)
+    for bad, least in ((no_atoms, 1.0), (no_rna, 1e-3)):
+        out = run_strict(bad, args, (2, 2))
+        assert np.abs(out[2] - data["expected__C"]).max() > least
+
+
+def test_a_missing_proxy_fence_after_the_tf32_rounding_is_caught(tf32_sm100):
+    ptx, args, _ = tf32_sm100
+    bad = ptx.replace("\tfence.proxy.async.shared::cta;\n", "", 1)
+    assert bad != ptx
+    with pytest.raises(PtxSimError, match="not followed by fence.proxy.async"):
+        run_strict(bad, args, (2, 2))
+
+
 def test_tcgen05_instruction_descriptors_are_tileiras_s():
     # the constants of tileiras 13.5's sm_100 PTX for the corpus matmuls (M 64, N 64, B MN-major)
     assert tcgen05.instruction_descriptor(64, 64, "f8E4M3FN", "f32") == 68222992
     assert tcgen05.instruction_descriptor(64, 64, "i8", "s32", saturate=True) == 68224168
     assert tcgen05.instruction_descriptor(64, 64, "tf32", "f32") == 68225296
     assert tcgen05.kind("f8E5M2") == "f8f6f4" and tcgen05.kind("i8") == "i8"
+    # tileiras's tf32 B descriptor: 128B_BASE32B (mode 1), SBO 512 (4 K rows of 128 bytes)
+    assert tcgen05.smem_descriptor_hi(512, 128, 32) == 0x20004020
+    assert tcgen05.smem_descriptor_hi(1024, 128) == 0x40004040

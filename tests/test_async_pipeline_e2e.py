@@ -9,6 +9,7 @@ epilogue, a non-zero initial accumulator and partial tiles.
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -110,11 +111,23 @@ def test_unaligned_strides_fall_back():
 
 
 def test_eligible_kernels_the_emitter_does_not_lower_say_so():
-    # tcgen05 reads an MN-major tf32 B only through the 128B-base-32B swizzle the TMA stage does
-    # not write: today's path, with the reason (fp8 / i8 / sm_90 tf32: tests/test_async_lowp_gemm.py)
-    d = _plan("matmul_tf32", "sm_100a")
+    # a 128-row tile on 8 warps: the rule's tcgen05 shapes cover it, the emitter's tcgen05
+    # consumer takes 4 warps: today's path, with the reason
+    text = (CORPUS_OUT / "matmul_f16.mlir").read_text()
+    for old, new in (
+        ("tile=(64x32)", "tile=(128x32)"),
+        ("tile<64x32xf16>", "tile<128x32xf16>"),
+        ("tile<64x64xf32>", "tile<128x64xf32>"),
+        ("tile=(64x64)", "tile=(128x64)"),
+    ):
+        text = text.replace(old, new)
+    text = (
+        "module attributes {tt.num_warps = 8 : i32} {\ncuda_tile.module @m {\n" + text + "\n}\n}\n"
+    )
+    c = driver.compile_source(text, CompileOptions(target="sm_100a"), "m.mlir", until="async")
+    (d,) = c.async_plan
     assert d.eligible and not d.taken
-    assert "does not lower the tcgen05 async path for tf32" in d.reason
+    assert "the emitter's tcgen05 path takes 4 warps" in d.reason
 
 
 def test_fallback_ptx_is_todays_path_unchanged():
@@ -199,7 +212,7 @@ def sass_counts(tmp_path: Path, ptx: str, target: str) -> tuple[dict, str]:
     for line in dump.splitlines():
         if "/*" not in line or "*/" not in line:
             continue
-        text = line.split("*/", 1)[1].strip().lstrip("@!P0123456789T ").split(" ")[0]
+        text = re.sub(r"^@!?U?P[T0-9]+\s+", "", line.split("*/", 1)[1].strip()).split(" ")[0]
         op = text.split(".")[0]
         if op:
             counts[op] = counts.get(op, 0) + 1

@@ -65,6 +65,9 @@ class _Operand:
         self.bytes = self.tile[0] * self.tile[1] * self.esz
         self.span = self.boxes[0][1].swizzle  # swizzle span (bytes of one box row)
         self.box_bytes = self.boxes[0][1].bytes
+        #: bytes the 128-byte swizzle moves as a unit: 32 for a tcgen05 MN-major tf32 B
+        #: (128B_BASE32B, tileiras's descriptor), else 16
+        self.atom = 16
 
 
 class _KMajor:
@@ -114,6 +117,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
     # wgmma reads tf32 / 8-bit B K-major only: the consumers transpose each stage's B into one
     # of two B^T buffers (alternating per iteration) before the MMAs
     bt = None if tc or ab in _TRANSPOSABLE else _KMajor(N, K, a.esz)
+    if tc and ab == "tf32" and b.span == 128:
+        b.atom = 32
     stage_bytes = _align(b.offset + b.bytes, _ALIGN)
     bt_off = stages * stage_bytes
     bar_off = bt_off + (2 * bt.bytes if bt else 0)
@@ -349,7 +354,11 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     taddr = em.new("b32")
     em.ins(f"ld.shared.u32 {taddr}, [{ASYNC_SYMBOL}+{v['tmem_off']}]")
     skip = em.new_label("async_issued")
-    em.ins(f"@!{t0} bra {skip}")
+    # f32 -> tf32 operands are rounded in place (cvt.rna) by every consumer thread per stage
+    # before thread 0 issues; otherwise only thread 0 runs the loop
+    rnd = [x for i, x in ((0, a), (1, b)) if _converted(dot.operands[i])]
+    if not rnd:
+        em.ins(f"@!{t0} bra {skip}")
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
@@ -378,9 +387,17 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
     em.ins(f"@{stop} bra {end}")
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
-    em.ins("tcgen05.fence::after_thread_sync")
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
+    issued = None
+    if rnd:
+        for x in rnd:
+            _round_tf32(em, sbase, x, tid, em.barrier_threads)
+        em.ins("fence.proxy.async.shared::cta")
+        em.barrier()
+        issued = em.new_label("async_stage_issued")
+        em.ins(f"@!{t0} bra {issued}")
+    em.ins("tcgen05.fence::after_thread_sync")
     tk = 32 // a.esz  # every MMA K step is 32 bytes (K 16 f16, 8 tf32, 32 8-bit)
     for kk in range(K // tk):
         kb = kk * 32
@@ -390,15 +407,21 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         em.ins(f"add.s32 {sa}, {sbase}, {a_off}")
         em.ins(f"add.s32 {sb}, {sbase}, {b_off}")
         da = tcgen05.smem_descriptor(em, sa, 16, 8 * a.span, a.span)
-        db = tcgen05.smem_descriptor(em, sb, K * b.span, 8 * b.span, b.span)
+        # B MN-major: atoms of 8 K rows (4 with the 32-byte-atom swizzle of a tf32 B) at SBO
+        sbo = (4 if b.atom == 32 else 8) * b.span
+        db = tcgen05.smem_descriptor(em, sb, K * b.span, sbo, b.span, b.atom)
         em.ins(f"tcgen05.mma.cta_group::1.kind::{kind} [{taddr}], {da}, {db}, {idesc}, {acc_in}")
         em.ins(f"setp.eq.u32 {acc_in}, {tid}, {tid}")
     mb = bar(1, ring.stage)
     em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{mb}]")
+    if issued is not None:
+        em.label(issued)
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
     em.label(end)
+    if rnd:
+        em.ins(f"@!{t0} bra {skip}")
     done = em.new("b32")
     em.ins(f"add.s32 {done}, {base}, {v['done_off']}")
     em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{done}]")
@@ -642,7 +665,9 @@ def _build_map(em: Emitter, x: _Operand, smem_map: str) -> None:
     else:
         em.ins(f"mul.wide.u32 {stb}, {st}, {x.esz}")
     box = x.boxes[0][1]
-    spec = tma.TensorMapSpec(x.elem, x.esz, mem.ptr, tuple(dims), (stb,), box.box[::-1], x.span)
+    spec = tma.TensorMapSpec(
+        x.elem, x.esz, mem.ptr, tuple(dims), (stb,), box.box[::-1], x.span, x.atom
+    )
     tma.build_tensormap(em, smem_map, spec)
 
 

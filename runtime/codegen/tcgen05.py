@@ -73,20 +73,22 @@ def instruction_descriptor(
     )
 
 
-def smem_descriptor_hi(sbo: int, swizzle: int) -> int:
+def smem_descriptor_hi(sbo: int, swizzle: int, atom: int = 16) -> int:
     """High word of an sm_100 shared-memory descriptor: SBO >> 4 in bits 32-45, the fixed
-    version bit 46, the swizzle mode in 61-63."""
-    return (sbo >> 4) | (1 << 14) | (SWIZZLE_MODE[swizzle] << 29)
+    version bit 46, the swizzle mode in 61-63 (1: 128B_BASE32B, the 128-byte swizzle of 32-byte
+    atoms, for ``atom`` 32)."""
+    mode = 1 if atom == 32 else SWIZZLE_MODE[swizzle]
+    return (sbo >> 4) | (1 << 14) | (mode << 29)
 
 
-def smem_descriptor(em, start, lbo: int, sbo: int, swizzle: int) -> str:
+def smem_descriptor(em, start, lbo: int, sbo: int, swizzle: int, atom: int = 16) -> str:
     lo = em.new("b32")
     em.ins(f"shr.u32 {lo}, {start}, 4")
     em.ins(f"and.b32 {lo}, {lo}, 16383")
     if lbo:
         em.ins(f"or.b32 {lo}, {lo}, {(lbo >> 4) << 16}")
     d = em.new("b64")
-    em.ins(f"mov.b64 {d}, {{{lo}, {smem_descriptor_hi(sbo, swizzle)}}}")
+    em.ins(f"mov.b64 {d}, {{{lo}, {smem_descriptor_hi(sbo, swizzle, atom)}}}")
     return d
 
 

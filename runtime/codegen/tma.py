@@ -172,6 +172,9 @@ class TensorMapSpec:
     #: box extents innermost first
     box: tuple
     swizzle: int
+    #: bytes the 128-byte swizzle moves as a unit: 16, or 32 (CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B,
+    #: what tcgen05's 128B_BASE32B descriptors read: an MN-major tf32 operand)
+    swizzle_atom: int = 16
 
 
 def build_tensormap(em, smem_map: Operand, spec: TensorMapSpec) -> None:
@@ -201,6 +204,9 @@ def build_tensormap(em, smem_map: Operand, spec: TensorMapSpec) -> None:
     em.ins(f"{r}.elemtype.{sfx}.b32 [{smem_map}], {ELEMTYPE_CODE[spec.elem]}")
     em.ins(f"{r}.interleave_layout.{sfx}.b32 [{smem_map}], 0")
     em.ins(f"{r}.swizzle_mode.{sfx}.b32 [{smem_map}], {SWIZZLE_CODE[spec.swizzle]}")
+    if spec.swizzle_atom == 32:  # .swizzle_atomicity 1: 32-byte atoms (PTX ISA 8.6)
+        em.need_isa("8.6")
+        em.ins(f"{r}.swizzle_atomicity.{sfx}.b32 [{smem_map}], 1")
     em.ins(f"{r}.fill_mode.{sfx}.b32 [{smem_map}], 0")
 
 

@@ -52,16 +52,11 @@ LOWERED: frozenset = frozenset(
     # tf32 / 8-bit wgmma: B transposed into K-major B^T by the consumers (async_loop.py)
     | {("wgmma", e) for e in ("tf32", "f8E4M3FN", "f8E5M2", "i8")}
     # tcgen05 reads 8-bit B MN-major from the stage (tileiras's descriptors do the same)
-    | {("tcgen05", e) for e in ("f8E4M3FN", "f8E5M2", "i8")}
+    # and tf32 B MN-major through the 128B-base-32B swizzle, as tileiras's descriptor does
+    | {("tcgen05", e) for e in ("tf32", "f8E4M3FN", "f8E5M2", "i8")}
 )
 #: why an eligible (instruction, element) pair keeps today's path, where LOWERED lacks it
-NOT_LOWERED = {
-    ("tcgen05", "tf32"): (
-        "the emitter does not lower the tcgen05 async path for tf32 yet: an MN-major tf32 B "
-        "needs the 128B-base-32B swizzle (tileiras's descriptor), which the TMA stage does not "
-        "write (docs/pipelines.md)"
-    ),
-}
+NOT_LOWERED: dict = {}
 #: A/B elements whose wgmma B is K-major only: the sm_90 consumers transpose B into two B^T
 #: buffers (async_loop.py) that take shared memory beside the stages
 TRANSPOSED_B = ("tf32", "f8E4M3FN", "f8E5M2", "i8")

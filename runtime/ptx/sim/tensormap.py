@@ -109,12 +109,23 @@ def replace(st, ins, mask) -> None:
     from tilegen.runtime.ptx.sim.asyncproxy import shared_addrs
     from tilegen.runtime.ptx.sim.cta import PtxSimError
 
-    field = next((p for p in ins.parts if p in _FIELD or p in _CHECKED), None)
+    field = next(
+        (p for p in ins.parts if p in _FIELD or p in _CHECKED or p == "swizzle_atomicity"), None
+    )
     if field is None or "shared::cta" not in ins.parts:
         raise PtxSimError(f"unsupported tensor-map update {ins.opcode!r}")
     base = shared_addrs(st, ins.operands[0], mask).astype(np.int64)
     ordinal = st.read(ins.operands[1], "u32")[mask].astype(np.int64) if len(ins.operands) > 2 else 0
     value = st.read(ins.operands[-1], ins.parts[-1].replace("b", "u"))[mask].astype(np.uint64)
+    if field == "swizzle_atomicity":  # 0: 16-byte atoms, 1: 32-byte (flags bit 1)
+        if (value > 1).any():
+            raise PtxSimError(
+                "tensormap.replace.swizzle_atomicity: only 16 and 32 bytes are simulated"
+            )
+        flags = st.shared.raw_load(base + 124, 4).astype(np.uint64)
+        flags = (flags & ~np.uint64(2)) | (value.astype(np.uint64) << np.uint64(1))
+        st.shared.raw_store(base + 124, 4, flags)
+        return
     if field in _CHECKED:
         if (value != _CHECKED[field]).any():
             raise PtxSimError(f"tensormap.replace.{field}: only {_CHECKED[field]} is simulated")
