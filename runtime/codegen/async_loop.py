@@ -41,6 +41,8 @@ ASYNC_ATTR = "nv_tileas.async_stages"
 #: consumers keep theirs, as tileiras's two-warp-group GEMMs do)
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
 ASYNC_SYMBOL = "tg_async"
+#: the attribute runtime/passes/async_rule.py puts on a tiled_store the epilogue writes by TMA
+TMA_STORE_ATTR = "nv_tileas.tma_store"
 _ALIGN = 1024
 _ESZ = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, "i8": 1}
 #: A/B elements wgmma takes with B N-major (the transpose bit): the 16-bit ones; the others
@@ -125,7 +127,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
     slot_off = bar_off + 16 * stages
     tmem_off, done_off = slot_off + 8, slot_off + 16  # sm_100: TMEM address, MMAs-done barrier
     maps_off = _align(slot_off + 24, 128)
-    total = maps_off + 2 * tma.TENSORMAP_BYTES
+    # the epilogue's TMA store (async_rule.tma_store_plan marked it): a third map in the slot
+    store = _tma_store_of(op)
+    nmaps = 3 if store is not None else 2
+    total = maps_off + nmaps * tma.TENSORMAP_BYTES
     em.need_isa("8.6" if tc else "8.3")  # tcgen05 / tensormap.replace
     em.need_target_suffix("a")
     base = em.new("b32")
@@ -137,7 +142,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     slots = map_slots(threads, total + em.smem_bytes)
     sym = em.symbol
     em.globals += [
-        f".global .align 128 .b8 {sym}_tmaps[{slots * 2 * tma.TENSORMAP_BYTES * MAX_SMS}];",
+        f".global .align 128 .b8 {sym}_tmaps[{slots * nmaps * tma.TENSORMAP_BYTES * MAX_SMS}];",
         f".global .align 4 .b32 {sym}_slots[{MAX_SMS}];",
     ]
     lb, ub, step = (em.scalar(op, v) for v in op.operands[:3])
@@ -174,7 +179,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     skip_pub = em.new_label("async_publish")
     em.ins(f"@!{w0} bra {skip_pub}")
     em.ins("bar.warp.sync -1")
-    gmaps = _slot_maps(em, sym, slot_off)
+    gmaps = _slot_maps(em, sym, slot_off, nmaps)[:2]
     for i, g in enumerate(gmaps):
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
@@ -186,7 +191,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.ins("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned")
     em.label(skip_pub)
     em.ins("bar.sync 0")
-    gmaps = _slot_maps(em, sym, slot_off)
+    gmaps = _slot_maps(em, sym, slot_off, nmaps)[:2]
 
     regs = op.attributes.get(ASYNC_REGS_ATTR)
 
@@ -248,6 +253,16 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.label(consumer)
     em.producer_threads = 128
     em.barrier_threads = nthreads
+    if store is not None:  # what tma_store_epilogue needs
+        em.async_store = dict(
+            base=base,
+            maps_off=maps_off,
+            slot_off=slot_off,
+            slots=slots,
+            nmaps=nmaps,
+            ring_bytes=stages * stage_bytes,
+            t0=t0,
+        )
     init = em.get(op.operands[3])
     if tc:
         res = _tcgen05_consumer(em, op, locals())
@@ -322,12 +337,14 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.ins(f"bra {top}")
     em.label(end)
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
-    skip = em.new_label("async_free")
-    em.ins(f"@!{t0} bra {skip}")
-    sl = em.new("b32")
-    em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{slot_off}]")
-    tma.release_slot(em, f"{sym}_slots", sl, slots)
-    em.label(skip)
+    # (after the epilogue's TMA store instead, when there is one)
+    if store is None:
+        skip = em.new_label("async_free")
+        em.ins(f"@!{t0} bra {skip}")
+        sl = em.new("b32")
+        em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{slot_off}]")
+        tma.release_slot(em, f"{sym}_slots", sl, slots)
+        em.label(skip)
     res = _from_fragment(em, op, op.results[0].type, acc, M, N, acc_int)
     em.set(op.results[0], res)
 
@@ -430,12 +447,13 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"add.s32 {done}, {base}, {v['done_off']}")
     mbarrier_wait(em, done, 0)
     em.ins("tcgen05.fence::after_thread_sync")
-    skip2 = em.new_label("async_free")
-    em.ins(f"@!{t0} bra {skip2}")  # every copy landed: thread 0 frees the map slot
-    sl = em.new("b32")
-    em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{v['slot_off']}]")
-    tma.release_slot(em, f"{em.symbol}_slots", sl, v["slots"])
-    em.label(skip2)
+    if v["store"] is None:  # every copy landed: thread 0 frees the map slot
+        skip2 = em.new_label("async_free")
+        em.ins(f"@!{t0} bra {skip2}")
+        sl = em.new("b32")
+        em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{v['slot_off']}]")
+        tma.release_slot(em, f"{em.symbol}_slots", sl, v["slots"])
+        em.label(skip2)
     # no iteration: TMEM holds nothing; the result is the initial value
     ran = em.new("pred")
     em.ins(f"setp.lt.{ty} {ran}, {lb}, {ub}")
@@ -483,6 +501,93 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         out.append(r)
     em.barrier()
     return out
+
+
+def _tma_store_of(loop):
+    """The ``tiled_store`` after ``loop`` the ``async`` stage marked for a TMA store, or None."""
+    ops = loop.parent.ops
+    return next((o for o in ops[ops.index(loop) + 1 :] if TMA_STORE_ATTR in o.attributes), None)
+
+
+def tma_store_epilogue(em: Emitter, op) -> None:
+    """The marked ``tiled_store`` (docs/pipelines.md section 8, "TMA store"): every consumer
+    thread writes its registers row-major into the idle stage ring (generic proxy), fences them
+    for the async proxy and meets the others at the consumers' barrier; warp 0 builds and
+    publishes the output's tensor map (the slot's third), and thread 0 issues one
+    ``cp.async.bulk.tensor.2d.global.shared::cta`` at the store's indices (TMA clips the box at
+    the tensor's bounds, as the bounded store does), commits the bulk group, waits for it and
+    frees the map slot."""
+    from tilegen.runtime.codegen.core import ELEMENTS
+    from tilegen.runtime.codegen.exchange import row_major
+
+    st = getattr(em, "async_store", None)
+    if st is None:
+        fail(op, "PTX backend: a TMA store outside an async K loop's kernel")
+    od = op.opdef
+    value = od.operand_group(op, "value")[0]
+    M, N = value.type.shape
+    key = elem_key(value.type)
+    cls, esz, sfx = ELEMENTS[key]
+    if cls == "pred":
+        fail(op, "PTX backend: no TMA store of i1 tiles")
+    regs = em.tile(op, value)
+    d = em.dist_of(op, value.type)
+    form = row_major((M, N))
+    base = st["base"]  # the stage ring: idle now, 1024-aligned
+    delta = em.new("b32")
+    em.ins(f"sub.s32 {delta}, {base}, {em.smem_base()}")
+    moved: dict = {}
+    for k in range(d.nregs):
+        reg, imm = em.smem_ref(d, form, k, esz)[1:-1].split("+")
+        if reg not in moved:
+            moved[reg] = em.new("b32")
+            em.ins(f"add.s32 {moved[reg]}, {reg}, {delta}")
+        em.ins(f"st.shared.{sfx} [{moved[reg]}+{imm}], {regs[k]}")
+    tma.fence_proxy_async(em)  # generic writes -> the bulk copy's async-proxy reads
+    em.barrier()
+    tid, _, _ = em.tid()
+    w0 = em.new("pred")
+    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
+    done = em.new_label("tma_store_done")
+    em.ins(f"@!{w0} bra {done}")
+    smap = em.new("b32")
+    em.ins(f"add.s32 {smap}, {base}, {st['maps_off'] + 2 * tma.TENSORMAP_BYTES}")
+    t0 = st["t0"]
+    built = em.new_label("tma_store_map")
+    em.ins(f"@!{t0} bra {built}")
+    mem = em.get(od.operand_group(op, "base")[0])
+    dims = [_s32(em, mem.sizes[1]), _s32(em, mem.sizes[0])]
+    dims = [em.mov("b32", x) if isinstance(x, int) else x for x in dims]
+    stb = _stride_bytes(em, mem.strides[0], esz)
+    spec = tma.TensorMapSpec(key, esz, mem.ptr, tuple(dims), (stb,), (N, M), 0)
+    tma.build_tensormap(em, smap, spec)
+    em.label(built)
+    em.ins("bar.warp.sync -1")
+    g = _slot_maps(em, em.symbol, st["slot_off"], st["nmaps"])[2]
+    tma.publish_tensormap(em, g, smap)
+    em.ins(f"@!{t0} bra {done}")
+    tma.acquire_tensormap(em, g)
+    row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
+    tma.tma_store(em, g, [col, row], base)
+    tma.bulk_commit(em)
+    em.ins("cp.async.bulk.wait_group 0")  # the map is read too: done before the slot is freed
+    sl = em.new("b32")
+    em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{st['slot_off']}]")
+    tma.release_slot(em, f"{em.symbol}_slots", sl, st["slots"])
+    em.label(done)
+    for r in op.results:
+        em.set(r, None)
+
+
+def _stride_bytes(em: Emitter, st, esz: int) -> str:
+    stb = em.new("b64")
+    if isinstance(st, int):
+        em.ins(f"mov.b64 {stb}, {st * esz}")
+    elif em.reg_class(st) == "b64":
+        em.ins(f"mul.lo.s64 {stb}, {st}, {esz}")
+    else:
+        em.ins(f"mul.wide.u32 {stb}, {st}, {esz}")
+    return stb
 
 
 def _wgmma_form(dot, warps: int, N: int, ab: str) -> tuple:
@@ -671,14 +776,15 @@ def _build_map(em: Emitter, x: _Operand, smem_map: str) -> None:
     tma.build_tensormap(em, smem_map, spec)
 
 
-def _slot_maps(em: Emitter, sym: str, slot_off: int) -> list:
+def _slot_maps(em: Emitter, sym: str, slot_off: int, nmaps: int = 2) -> list:
+    """Global addresses of the ``nmaps`` maps of this CTA's claimed slot (A, B, the store's)."""
     slot, gbase, off = em.new("b32"), em.new("b64"), em.new("b64")
     em.ins(f"ld.shared.u32 {slot}, [{ASYNC_SYMBOL}+{slot_off}]")
     em.ins(f"mov.u64 {gbase}, {sym}_tmaps")
-    em.ins(f"mul.wide.u32 {off}, {slot}, {2 * tma.TENSORMAP_BYTES}")
+    em.ins(f"mul.wide.u32 {off}, {slot}, {nmaps * tma.TENSORMAP_BYTES}")
     em.ins(f"add.s64 {gbase}, {gbase}, {off}")
     out = []
-    for i in range(2):
+    for i in range(nmaps):
         g = em.new("b64")
         em.ins(f"add.s64 {g}, {gbase}, {i * tma.TENSORMAP_BYTES}")
         out.append(g)

@@ -493,6 +493,10 @@ def _pack(em: Emitter, lo, hi) -> Optional[str]:
 
 @handles("nv_tileaa.tiled_store")
 def tiled_store(em: Emitter, op) -> None:
+    if "nv_tileas.tma_store" in op.attributes:  # the async path's epilogue (async_loop.py)
+        from tilegen.runtime.codegen.async_loop import tma_store_epilogue
+
+        return tma_store_epilogue(em, op)
     mem, indices, in_bounds = _tiled_operands(em, op)
     value = _group(op, "value")[0]
     if not is_tile(value.type):

@@ -65,6 +65,9 @@ SMEM_EXTRA = 1024
 #: the loop attributes the ``async`` stage sets for runtime/codegen/async_loop.py
 ASYNC_ATTR = "nv_tileas.async_stages"
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
+#: the attribute the ``async`` stage puts on the kernel's final ``tiled_store`` when the
+#: epilogue writes through TMA (registers -> the idle stage ring -> cp.async.bulk.tensor)
+TMA_STORE_ATTR = "nv_tileas.tma_store"
 #: ops that touch memory (none may run before the async loop: the producer warp group runs the
 #: kernel's prologue too, with the consumers' layouts)
 _MEMORY_OPS = ("load", "store", "atomic", "gather", "scatter", "print", "assert")
@@ -88,6 +91,9 @@ class AsyncDecision:
     producer_warps: int = 0
     consumer_regs: Optional[int] = None
     producer_regs: Optional[int] = None
+    #: the epilogue's store goes through TMA; else why not (taken kernels only)
+    tma_store: bool = False
+    store_reason: str = ""
 
     @property
     def over_48k(self) -> bool:
@@ -113,6 +119,10 @@ class AsyncDecision:
             )
             if self.consumer_regs:
                 head += f", setmaxnreg {self.producer_regs}/{self.consumer_regs}"
+        if self.taken:
+            head += (
+                "; TMA store" if self.tma_store else f"; st.global epilogue ({self.store_reason})"
+            )
         return head
 
 
@@ -267,7 +277,53 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     kw["stages"] = stages
     if why is not None:
         return AsyncDecision(name, target, True, False, why, **kw)
+    _, store_why = tma_store_plan(func, loop, kw["stages"], stage_bytes_of(dot))
+    kw.update(tma_store=store_why is None, store_reason=store_why or "")
     return AsyncDecision(name, target, True, True, "", **kw)
+
+
+def stage_bytes_of(dot) -> int:
+    """Bytes of one stage as the emitter lays it out (A's and B's boxes, each 1024-aligned)."""
+    a, b = dot.operands[0].type, dot.operands[1].type
+    esz = _BYTES[_elem_key(a)]
+    (M, K), N = a.shape, b.shape[1]
+    return -(-(M * K * esz) // 1024) * 1024 + -(-(K * N * esz) // 1024) * 1024
+
+
+def tma_store_plan(func: Operation, loop: Operation, stages: int, stage_bytes: int) -> tuple:
+    """(the ``tiled_store`` the epilogue writes through TMA, None) or (None, why not). The rule
+    (docs/pipelines.md section 8): after the async loop, the kernel's top level holds exactly
+    one memory op, a ``tiled_store`` of a tile that depends on the loop's result, which
+    :func:`~.k_loop_pipelining.tma_store_describable` accepts, and whose tile fits in the stage
+    ring (idle once the loop is done: it stages the tile for the copy)."""
+    from tilegen.runtime.layouts.access import element_bytes
+    from tilegen.runtime.passes.k_loop_pipelining import tma_store_describable
+
+    ops = func.regions[0].blocks[0].ops
+    after = ops[ops.index(loop) + 1 :]
+    mem = [o for o in after if o.regions or any(w in o.name.split(".")[-1] for w in _MEMORY_OPS)]
+    stores = [o for o in mem if o.name == "nv_tileaa.tiled_store"]
+    if len(stores) != 1 or len(mem) != 1:
+        return None, "the epilogue is not exactly one tiled_store"
+    store = stores[0]
+    deps, todo = set(), [store.opdef.operand_group(store, "value")[0]]
+    while todo:  # does the stored tile depend on the loop's result?
+        v = todo.pop()
+        if not isinstance(v, OpResult) or id(v.op) in deps:
+            continue
+        deps.add(id(v.op))
+        todo.extend(v.op.operands)
+    if id(loop) not in deps:
+        return None, "the stored tile does not come from the K loop"
+    why = tma_store_describable(store)
+    if why is not None:
+        return None, why
+    tile = store.opdef.operand_group(store, "value")[0].type
+    mt = store.opdef.operand_group(store, "base")[0].type
+    nbytes = prod(tile.shape) * element_bytes(mt.element)
+    if nbytes > stages * stage_bytes:
+        return None, f"the {nbytes}-byte tile does not fit in the {stages * stage_bytes}-byte ring"
+    return store, None
 
 
 def _lowering(func, loop, dot, plan, warps: int, sm: int) -> tuple:
@@ -351,6 +407,9 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
             loop.attributes[ASYNC_ATTR] = IntegerAttr(d.stages, I32)
             if d.producer_regs:
                 loop.attributes[ASYNC_REGS_ATTR] = IntegerAttr(d.producer_regs, I32)
+            if d.tma_store:
+                store, _ = tma_store_plan(func, loop, d.stages, stage_bytes_of(_loop_dot(loop)))
+                store.attributes[TMA_STORE_ATTR] = IntegerAttr(1, I32)
     return out
 
 

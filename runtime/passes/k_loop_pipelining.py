@@ -199,6 +199,49 @@ def tma_describable(load: Operation) -> Optional[str]:
     return None
 
 
+def tma_store_describable(store: Operation) -> Optional[str]:
+    """None when a TMA store (``cp.async.bulk.tensor`` shared -> global) can write this
+    ``tiled_store``'s tile, else why not: the load rule's memref conditions (unit inner stride,
+    16-byte aligned base and strides, boxes of at most 256, rows a multiple of 16 bytes), no
+    mask, a weak store (TMA orders nothing), not volatile. TMA clips the box at the tensor's
+    bounds, as the bounded store does (docs/pipelines.md section 8)."""
+    from tilegen.runtime.layouts.access import analyze_memref_access, element_bytes
+
+    od = store.opdef
+    mt = od.operand_group(store, "base")[0].type
+    tile = od.operand_group(store, "value")[0].type
+    if not isinstance(mt, NvMemRefType):
+        return "the store is not through a memref"
+    if not isinstance(tile, TileType) or tile.rank != mt.rank or tile.rank != 2:
+        return "the stored tile is not a 2-d tile of its memref's rank"
+    if mt.stride_values[-1] != 1:
+        return "the innermost dimension is not unit-stride"
+    if any(d > TMA_MAX_BOX for d in tile.shape):
+        return f"a tile extent exceeds TMA's box limit of {TMA_MAX_BOX}"
+    esize = element_bytes(mt.element)
+    if tile.shape[-1] * esize % TMA_ALIGN:
+        return f"the tile's inner extent is {tile.shape[-1] * esize} bytes, not a multiple of 16"
+    if od.operand_group(store, "mask"):
+        return "the store is masked"
+    sem = store.attributes.get("mem_semantic")
+    if sem is not None and str(getattr(sem, "value", sem)) not in ("0", "weak"):
+        return "the store is not weak"
+    if "volatile" in store.attributes:
+        return "the store is volatile"
+    hint = store.attributes.get("nv_tileaa.allow_tma")  # the conversion's false allow_tma hint
+    if getattr(hint, "value", True) is False:
+        return "its allow_tma optimization hint is false for this target"
+    info = analyze_memref_access(store)
+    if info is None or "unknown memref origin" in info.limits:
+        return "the memref's origin (base pointer, strides) is unknown"
+    if info.limits.get("base alignment", 1) * esize < TMA_ALIGN:
+        return "the base address is not known to be 16-byte aligned"
+    for key, div in info.limits.items():
+        if key.startswith("stride of dim") and div * esize % TMA_ALIGN:
+            return f"the {key} is not known to be a multiple of 16 bytes"
+    return None
+
+
 def _operand_slice(load: Operation, loop: Operation) -> Optional[list]:
     """The loop-body ops the load's operands are computed by (pure, region-free), or None when
     they depend on anything but the induction variable and loop-invariant values."""

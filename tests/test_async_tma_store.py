@@ -1,0 +1,163 @@
+"""The TMA store epilogue of the async path (docs/pipelines.md section 8, "TMA store").
+
+When a kernel's K loop takes the async path and what follows it stores one tile that depends on
+the loop's result, through a TMA-describable memref, unmasked and weak
+(``async_rule.tma_store_plan``), the store becomes: registers -> the idle stage ring (row-major,
+generic proxy) -> ``fence.proxy.async.shared::cta`` -> the consumers' barrier -> one
+``cp.async.bulk.tensor.2d.global.shared::cta`` (TMA clips the box at the tensor's bounds) ->
+``commit_group`` / ``wait_group 0`` -> the map slot freed. Everything else keeps the kernel's
+own bounded ``st.global`` epilogue. The simulator's strict mode catches each step left out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from paths import CORPUS_OUT, needs_shared
+from tilegen.runtime import driver
+from tilegen.runtime.options import CompileOptions
+from tilegen.runtime.ptx.sim.cta import PtxSimError
+from test_async_pipeline_e2e import needs_ptxas, run_strict, sass_counts
+
+pytestmark = needs_shared(CORPUS_OUT)
+
+BULK_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+STORE_LINE = "%2 = store_view_tko weak %for, %pview_25[%blockId_x, %blockId_y_20] token = %0 :"
+
+
+def _text(**repl) -> str:
+    text = (CORPUS_OUT / "matmul_f16.mlir").read_text()
+    for old, new in repl.items():
+        assert old in text
+        text = text.replace(old, new)
+    return text
+
+
+def _compile(text: str, target: str):
+    return driver.compile_source(text, CompileOptions(target=target), "m.mlir", until="ptx")
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+@pytest.mark.parametrize("kernel", ["matmul_f16", "matmul_fp8", "matmul_int8", "matmul_tf32"])
+def test_the_corpus_gemms_store_through_tma(kernel, target):
+    c = driver.compile_source(
+        CORPUS_OUT / f"{kernel}.tileirbc", CompileOptions(target=target), until="async"
+    )
+    (d,) = c.async_plan
+    assert d.taken and d.tma_store and d.store_reason == ""
+    assert d.line().endswith("; TMA store")
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_tma_store_code_is_ptxas_clean_with_utmastg_and_matches(tmp_path, target):
+    c = driver.compile_source(CORPUS_OUT / "matmul_f16.tileirbc", CompileOptions(target=target))
+    ptx = c.ptx
+    assert ptx.count(BULK_STORE) == 1 and "cp.async.bulk.wait_group 0" in ptx
+    assert "st.global" not in ptx  # the epilogue's only global write is the bulk copy
+    counts, _ = sass_counts(tmp_path, ptx, target)
+    assert counts.get("UTMASTG", 0) == 1, counts
+    assert counts.get("STG", 0) == 0, counts
+    data = np.load(CORPUS_OUT / "matmul_f16.npz")
+    args = [np.array(data[k]) for k in ("arg__A", "arg__B", "arg__C")]
+    out = run_strict(ptx, args, [int(x) for x in data["grid"]])
+    np.testing.assert_allclose(out[2], data["expected__C"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_partial_tiles_are_clipped_by_tma(target):
+    """100 x 72 output, 64 x 64 tiles: the bulk copy writes only inside the tensor (the
+    simulator faults on a write outside the array)."""
+    c = _compile(_text(), target)
+    assert c.async_plan[0].tma_store
+    M, N, K = 100, 72, 40
+    rng = np.random.default_rng(4)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
+    np.testing.assert_allclose(out[2], a.astype(np.float32) @ b.astype(np.float32), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "repl,reason",
+    [
+        (  # the output's row stride known only to be even: TMA cannot describe it
+            {
+                "assume div_by<4>, %arg13 ": "assume div_by<2>, %arg13 ",
+                "assume div_by<4>, %assume_assume_16 ": "assume div_by<2>, %assume_assume_16 ",
+            },
+            "the stride of dim 0 is not known to be a multiple of 16 bytes",
+        ),
+        (
+            {
+                STORE_LINE: STORE_LINE[:-2]
+                + " optimization_hints = <sm_90 = {allow_tma = false}, sm_100 = "
+                "{allow_tma = false}> :"
+            },
+            "its allow_tma optimization hint is false for this target",
+        ),
+    ],
+)
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_where_tma_cannot_store_the_epilogue_stays_st_global(repl, reason, target):
+    c = _compile(_text(**repl), target)
+    (d,) = c.async_plan
+    assert d.taken and not d.tma_store and d.store_reason == reason
+    assert reason in d.line()
+    assert BULK_STORE not in c.ptx and "st.global" in c.ptx
+    M, N, K = 70, 64, 96
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 1))
+    np.testing.assert_allclose(out[2], a.astype(np.float32) @ b.astype(np.float32), atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- planted bugs
+
+FENCE = "\tfence.proxy.async.shared::cta;\n"
+
+
+@pytest.fixture(scope="module")
+def f16_sm90():
+    c = driver.compile_source(CORPUS_OUT / "matmul_f16.tileirbc", CompileOptions(target="sm_90a"))
+    data = np.load(CORPUS_OUT / "matmul_f16.npz")
+    assert c.ptx.count(FENCE) == 1  # f16: the epilogue's is the kernel's only proxy fence
+    return c.ptx, [np.array(data[k]) for k in ("arg__A", "arg__B", "arg__C")]
+
+
+def _store_line(ptx: str) -> str:
+    (line,) = [x for x in ptx.splitlines(keepends=True) if BULK_STORE in x]
+    return line
+
+
+def test_a_store_without_the_proxy_fence_is_caught(f16_sm90):
+    ptx, args = f16_sm90
+    with pytest.raises(PtxSimError, match="not followed by fence.proxy.async"):
+        run_strict(ptx.replace(FENCE, "", 1), args, (2, 2))
+
+
+def test_a_store_issued_before_the_fence_is_caught(f16_sm90):
+    ptx, args = f16_sm90
+    line = _store_line(ptx)
+    bad = ptx.replace(FENCE, "", 1).replace(line, line + FENCE, 1)
+    assert bad.count(FENCE) == 1 and bad.index(BULK_STORE) < bad.index(FENCE)
+    with pytest.raises(PtxSimError, match="not followed by fence.proxy.async"):
+        run_strict(bad, args, (2, 2))
+
+
+def test_a_store_before_the_consumers_barrier_is_caught(f16_sm90):
+    ptx, args = f16_sm90
+    bad = ptx.replace(FENCE + "\tbar.sync 1, 128;\n", FENCE, 1)
+    assert bad != ptx
+    with pytest.raises(PtxSimError, match="with no barrier in between"):
+        run_strict(bad, args, (2, 2))
+
+
+def test_exiting_before_the_bulk_group_completes_is_caught(f16_sm90):
+    ptx, args = f16_sm90
+    bad = ptx.replace("\tcp.async.bulk.wait_group 0;\n", "", 1)
+    assert bad != ptx
+    with pytest.raises(PtxSimError, match="missing cp.async.bulk.wait_group"):
+        run_strict(bad, args, (2, 2))
