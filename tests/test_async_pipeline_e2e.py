@@ -42,8 +42,9 @@ def test_matmul_f16_is_eligible_with_its_plan(target, mma):
     d = _plan("matmul_f16", target)
     assert d.eligible and d.mma == mma
     assert d.tile == (64, 64, 32) and d.elements == "f16 x f16 -> f32"
-    # 64x32 + 32x64 f16 per stage; 8 stages (the pass's cap): 64 KB in one static array
-    assert (d.stage_bytes, d.stages, d.over_48k) == (8192, 8, True)
+    # 64x32 + 32x64 f16 per stage; 11 stages (the async path's cap, tileiras's ring): 88 KB in
+    # one static array
+    assert (d.stage_bytes, d.stages, d.over_48k) == (8192, 11, True)
     assert d.taken and d.reason == ""
     # the kernel's 4 warps consume, one producer warp group gives its registers away
     assert (d.consumer_warps, d.producer_warps, d.producer_regs, d.consumer_regs) == (
@@ -91,6 +92,13 @@ def test_options_switch_the_path_off(fields, reason):
     d = _plan("matmul_f16", "sm_90a", **fields)
     assert (d.eligible, d.reason) == (False, reason) or reason in d.reason
     assert not d.eligible
+
+
+def test_a_num_stages_hint_is_honored_and_the_default_ring_is_deeper():
+    assert _plan("matmul_f16", "sm_90a", num_stages=3).stages == 3
+    assert _plan("matmul_f16", "sm_90a").stages == async_rule.ASYNC_MAX_STAGES
+    # 16 KB stages: as many as fit beside the accumulator scratch and the two B^T buffers
+    assert _plan("matmul_tf32", "sm_90a").stages == 11
 
 
 def test_tf32_operands_through_their_conversion_qualify():

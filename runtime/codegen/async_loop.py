@@ -202,9 +202,13 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.ins(f"@!{prod} bra {consumer}")
     if regs is not None:
         setmaxnreg(em, False, regs.value)
+    # one elected lane of the producer's first warp issues (elect.sync, as tileiras does)
     leader = em.new("pred")
-    em.ins(f"setp.eq.u32 {leader}, {tid}, {nthreads}")
+    em.ins(f"setp.lt.u32 {leader}, {tid}, {nthreads + 32}")
     out = em.new_label("async_producer_done")
+    em.ins(f"@!{leader} bra {out}")
+    elected = em.new("b32")
+    em.ins(f"elect.sync {elected}|{leader}, -1")
     em.ins(f"@!{leader} bra {out}")
     for g in gmaps:
         tma.acquire_tensormap(em, g)

@@ -60,6 +60,9 @@ NOT_LOWERED: dict = {}
 #: A/B elements whose wgmma B is K-major only: the sm_90 consumers transpose B into two B^T
 #: buffers (async_loop.py) that take shared memory beside the stages
 TRANSPOSED_B = ("tf32", "f8E4M3FN", "f8E5M2", "i8")
+#: the async path's deepest ring without a num_stages hint: tileiras's deepest for the corpus
+#: GEMMs (matmul_f16 / matmul_int8: 11, bench/tileiras_pipelines.py)
+ASYNC_MAX_STAGES = 11
 #: shared memory beside the stages and the accumulator scratch (barriers, maps, slot)
 SMEM_EXTRA = 1024
 #: the loop attributes the ``async`` stage sets for runtime/codegen/async_loop.py
@@ -273,7 +276,8 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     if ka == "i8" and mma == "tcgen05" and _unsigned(dot):
         reason = "tcgen05 kind::i8 with unsigned operands is not in spec/ptx/mma.yaml"
         return AsyncDecision(name, target, True, False, reason, **kw)
-    why, stages = _lowering(func, loop, dot, plan, warps, sm)
+    hinted = bool(options.num_stages or klp._stages_hint(func))
+    why, stages = _lowering(func, loop, dot, plan, warps, sm, hinted)
     kw["stages"] = stages
     if why is not None:
         return AsyncDecision(name, target, True, False, why, **kw)
@@ -326,7 +330,7 @@ def tma_store_plan(func: Operation, loop: Operation, stages: int, stage_bytes: i
     return store, None
 
 
-def _lowering(func, loop, dot, plan, warps: int, sm: int) -> tuple:
+def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) -> tuple:
     """(why the emitter cannot lower this eligible loop, or None; the stage count it uses)."""
     a, b, c = (v.type for v in dot.operands[:3])
     (M, K), N = a.shape, b.shape[1]
@@ -337,7 +341,9 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int) -> tuple:
     # sm_90 tf32 / 8-bit: two K-major B^T buffers the consumers transpose each stage's B into
     bt = 2 * (-(-(K * N * esz) // 1024) * 1024) if sm < 100 and _elem_key(a) in TRANSPOSED_B else 0
     fit = (shared_limit(sm) - M * N * 4 - SMEM_EXTRA - bt) // stage
-    stages = min(plan.stages, fit)
+    # a num_stages hint is honored as the pass took it; otherwise as many stages as fit, up to
+    # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget)
+    stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
     if sm >= 100 and (warps != 4 or M not in (64, 128) or N % 32):
         return (
             f"the emitter's tcgen05 path takes 4 warps, M 64 or 128 and N a multiple of 32, "
