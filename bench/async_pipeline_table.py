@@ -6,7 +6,8 @@ For every corpus kernel that uses ``mmaf``/``mmai`` and the kernels of
 tests/cutile_kernels_async.py (exported with cuTile when it is installed), compiles with
 tilegen for each target and reports: the async stage's decision (taken, or today's path and
 why), the stages, threads, registers and shared memory (``ptxas -v``, spills), the SASS mix
-(UTMALDG, SYNCS, HGMMA/IGMMA/QGMMA, UTCHMMA/UTC*MMA, UTCBAR, USETMAXREG, HMMA, LDGSTS) and
+(UTMALDG, UTMASTG, SYNCS, HGMMA/IGMMA/QGMMA, UTCHMMA/UTC*MMA, UTCBAR, USETMAXREG, HMMA,
+LDGSTS), the epilogue's store (TMA or st.global) and
 whether the simulator reproduces the expected outputs (strict async mode for async kernels).
 tileiras's numbers for the same kernels are the table of docs/pipelines.md section 3
 (bench/tileiras_pipelines.py).
@@ -27,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-SASS = ("UTMALDG", "SYNCS", "HGMMA", "IGMMA", "QGMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA")
+SASS = ("UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "IGMMA", "QGMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA")
 SASS += ("UTCBAR", "USETMAXREG", "HMMA", "DMMA", "LDGSTS")
 
 
@@ -82,6 +83,7 @@ def measure(name, entry, target: str, tmp: Path) -> dict:
     row["path"] = "async" if d.taken else "today's"
     row["why"] = "" if d.taken else d.reason
     row["stages"] = d.stages if d.taken else "-"
+    row["store"] = ("TMA" if d.tma_store else "st.global") if d.taken else "-"
     ptxas = find_ptxas()
     src, cubin = tmp / f"{name}.{target}.ptx", tmp / f"{name}.{target}.cubin"
     src.write_text(c.ptx)
@@ -124,8 +126,8 @@ def measure(name, entry, target: str, tmp: Path) -> dict:
 
 
 def markdown(rows) -> str:
-    head = "| kernel | target | path | stages | threads | regs | smem | spills | "
-    head += " | ".join(k for k in ("UTMALDG", "SYNCS", "GMMA", "UTC*MMA", "UTCBAR", "USETMAXREG"))
+    head = "| kernel | target | path | stages | store | threads | regs | smem | spills | "
+    head += " | ".join(("UTMALDG", "UTMASTG", "SYNCS", "GMMA", "UTC*MMA", "UTCBAR", "USETMAXREG"))
     head += " | HMMA/DMMA | LDGSTS | ptxsim |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -137,8 +139,9 @@ def markdown(rows) -> str:
         u = s["UTCHMMA"] + s["UTCQMMA"] + s["UTCIMMA"]
         path = r["path"] if not r["why"] else f"today's ({r['why'][:70]})"
         lines.append(
-            f"| {r['kernel']} | {r['target']} | {path} | {r['stages']} | {r['threads']} | "
-            f"{r['regs']} | {r['smem']} | {'YES' if r['spills'] else 0} | {s['UTMALDG']} | "
+            f"| {r['kernel']} | {r['target']} | {path} | {r['stages']} | {r['store']} | "
+            f"{r['threads']} | {r['regs']} | {r['smem']} | {'YES' if r['spills'] else 0} | "
+            f"{s['UTMALDG']} | {s['UTMASTG']} | "
             f"{s['SYNCS']} | {g} | {u} | {s['UTCBAR']} | {s['USETMAXREG']} | "
             f"{s['HMMA'] + s['DMMA']} | {s['LDGSTS']} | {r['ptxsim']} |"
         )

@@ -226,3 +226,49 @@ def test_tcgen05_instruction_descriptors_are_tileiras_s():
     # tileiras's tf32 B descriptor: 128B_BASE32B (mode 1), SBO 512 (4 K rows of 128 bytes)
     assert tcgen05.smem_descriptor_hi(512, 128, 32) == 0x20004020
     assert tcgen05.smem_descriptor_hi(1024, 128) == 0x40004040
+
+
+@pytest.mark.parametrize("kernel", ["matmul_int8", "matmul_tf32"])
+@pytest.mark.parametrize("warps,threads", [(4, 256), (8, 384)])
+def test_128_row_tiles_share_one_transpose_across_consumer_warp_groups(kernel, warps, threads):
+    """128 x 64 output tiles on sm_90a: 4 warps issue two m64 wgmmas per K step, 8 warps (two
+    consumer warp groups) one each; all consumer threads transpose B (and round tf32) before
+    the barrier both warp groups' wgmmas wait on."""
+    text = (CORPUS_OUT / f"{kernel}.mlir").read_text()
+    ty = {"matmul_int8": ("i8", "i32"), "matmul_tf32": ("f32", "f32")}[kernel]
+    for old, new in (
+        ("tile=(64x32)", "tile=(128x32)"),
+        (f"tile<64x32x{ty[0]}>", f"tile<128x32x{ty[0]}>"),
+        (f"tile<64x64x{ty[1]}>", f"tile<128x64x{ty[1]}>"),
+        ("tile=(64x64)", "tile=(128x64)"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    if kernel == "matmul_tf32":
+        old = "tile<64x32xtf32>"
+        assert old in text
+        text = text.replace(old, "tile<128x32xtf32>")
+    if warps != 4:
+        head = f"module attributes {{tt.num_warps = {warps} : i32}} {{\ncuda_tile.module @m {{\n"
+        text = head + text + "\n}\n}\n"
+    c = _compile(text, "sm_90a", "m128.mlir")
+    d = c.async_plan[0]
+    assert d.taken and d.consumer_warps == warps and d.tile == (128, 64, 32), d.line()
+    assert f".reqntid {threads}, 1, 1" in c.ptx
+    M, N, K = 200, 72, 320
+    rng = np.random.default_rng(6)
+    if kernel == "matmul_int8":
+        a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+        b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+        out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.int32)], (2, 2))
+        np.testing.assert_array_equal(out[2], a.astype(np.int64) @ b.astype(np.int64))
+        return
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+
+    def rna(x):
+        u = (x.view(np.uint32).astype(np.uint64) + 0x1000) & 0xFFFFE000
+        return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+    out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
+    np.testing.assert_allclose(out[2], rna(a) @ rna(b), rtol=1e-4, atol=1e-3)
