@@ -272,3 +272,31 @@ def test_128_row_tiles_share_one_transpose_across_consumer_warp_groups(kernel, w
 
     out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
     np.testing.assert_allclose(out[2], rna(a) @ rna(b), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_e5m2_gemm_takes_the_async_path_and_matches_numpy(target):
+    """matmul_fp8 with e5m2 operands: wgmma ``.e5m2.e5m2`` over B^T / tcgen05 kind::f8f6f4 with
+    the e5m2 format code (1) for A and B."""
+    text = (CORPUS_OUT / "matmul_fp8.mlir").read_text().replace("f8E4M3FN", "f8E5M2")
+    c = _compile(text, target, "e5m2.mlir")
+    d = c.async_plan[0]
+    assert d.taken and d.elements == "f8E5M2 x f8E5M2 -> f32", d.line()
+    want_ins = "e5m2.e5m2" if target == "sm_90a" else "kind::f8f6f4"
+    assert want_ins in c.ptx
+    if target == "sm_100a":
+        assert str(tcgen05.instruction_descriptor(64, 64, "f8E5M2", "f32")) in c.ptx
+    rng = np.random.default_rng(7)
+    M, N, K = 100, 72, 200
+    codes = rng.integers(0, 256, (M * K + K * N,)).astype(np.uint8)
+    codes = (codes & 0x83) | (((codes >> 2) & 0x1F) % 20 << 2)  # |x| < 2^5: no inf / NaN
+
+    def e5m2(x):
+        s = np.where(x & 0x80, -1.0, 1.0)
+        e, m = (x >> 2) & 0x1F, x & 3
+        return s * np.where(e == 0, m / 4 * 2.0**-14, (1 + m / 4) * 2.0 ** (e.astype(int) - 15))
+
+    a, b = codes[: M * K].reshape(M, K), codes[M * K :].reshape(K, N)
+    out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
+    want = e5m2(a) @ e5m2(b)
+    np.testing.assert_allclose(out[2], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
