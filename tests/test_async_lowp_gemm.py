@@ -300,3 +300,20 @@ def test_e5m2_gemm_takes_the_async_path_and_matches_numpy(target):
     out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
     want = e5m2(a) @ e5m2(b)
     np.testing.assert_allclose(out[2], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_the_transpose_waits_for_the_wgmmas_two_stages_back():
+    """sm_90a keeps one stage's wgmmas in flight over the next transpose (wait_group 1, three
+    B^T buffers): without that wait a transpose overwrites a B^T buffer a wgmma still reads."""
+    c = _compile((CORPUS_OUT / "matmul_int8.mlir").read_text(), "sm_90a", "i8.mlir")
+    wait = "\twgmma.wait_group.sync.aligned 1;\n"
+    assert c.ptx.count(wait) == 1
+    rng = np.random.default_rng(8)
+    M, N, K = 64, 64, 32 * 12
+    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    args = [a, b, np.zeros((M, N), np.int32)]
+    out = run_strict(c.ptx, args, (1, 1))
+    np.testing.assert_array_equal(out[2], a.astype(np.int64) @ b.astype(np.int64))
+    with pytest.raises(PtxSimError, match="which wgmma.mma_async .* may still be reading"):
+        run_strict(c.ptx.replace(wait, "", 1), [x.copy() for x in args], (1, 1))

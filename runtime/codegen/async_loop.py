@@ -48,6 +48,10 @@ _ESZ = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, "i
 #: A/B elements wgmma takes with B N-major (the transpose bit): the 16-bit ones; the others
 #: (tf32, 8-bit) get B^T K-major from the consumers' transposing copy (docs/pipelines.md)
 _TRANSPOSABLE = ("f16", "bf16")
+#: B^T buffers of the sm_90 transposing consumers: iteration i writes buffer i % 3 while its
+#: wgmmas of iteration i - 1 may still run (wait_group 1); buffer i % 3 was last read by the
+#: wgmmas of iteration i - 3, which every warp group completed before the barrier of i - 1
+BT_BUFFERS = 3
 
 
 def _align(n: int, a: int) -> int:
@@ -117,13 +121,13 @@ def async_for(em: Emitter, op, stages: int) -> None:
     acc_int = elem_key(dot.operands[2].type) == "i32"
     tc = em.sm >= 100  # tcgen05 consumers (sm_100a), else wgmma (sm_90a)
     # wgmma reads tf32 / 8-bit B K-major only: the consumers transpose each stage's B into one
-    # of two B^T buffers (alternating per iteration) before the MMAs
+    # of BT_BUFFERS B^T buffers (in turn) before the MMAs
     bt = None if tc or ab in _TRANSPOSABLE else _KMajor(N, K, a.esz)
     if tc and ab == "tf32" and b.span == 128:
         b.atom = 32
     stage_bytes = _align(b.offset + b.bytes, _ALIGN)
     bt_off = stages * stage_bytes
-    bar_off = bt_off + (2 * bt.bytes if bt else 0)
+    bar_off = bt_off + (BT_BUFFERS * bt.bytes if bt else 0)
     slot_off = bar_off + 16 * stages
     tmem_off, done_off = slot_off + 8, slot_off + 16  # sm_100: TMEM address, MMAs-done barrier
     maps_off = _align(slot_off + 24, 128)
@@ -279,13 +283,14 @@ def async_for(em: Emitter, op, stages: int) -> None:
     top, end = em.new_label("async_consume"), em.new_label("async_consumed")
     wg_ins, wg_imms = _wgmma_form(dot, W, N, ab)
     round_a, round_b = (_converted(dot.operands[i]) for i in (0, 1))
-    btbase = btsel = None
-    if bt is not None:
-        btbase, btsel = em.new("b32"), em.new("b32")
+    btbase = btend = prev = have_prev = None
+    if bt is not None:  # B^T buffers in turn; the previous stage is released one wgmma late
+        btbase, btend, prev = em.new("b32"), em.new("b32"), em.new("b32")
         em.ins(f"add.s32 {btbase}, {base}, {bt_off}")
-        # base + bt_off + bt.bytes differs from base + bt_off in these bits: xor flips buffers
-        em.ins(f"add.s32 {btsel}, {btbase}, {bt.bytes}")
-        em.ins(f"xor.b32 {btsel}, {btsel}, {btbase}")
+        em.ins(f"add.s32 {btend}, {btbase}, {BT_BUFFERS * bt.bytes}")
+        em.ins(f"mov.b32 {prev}, 0")
+        have_prev = em.new("pred")
+        em.ins(f"setp.ne.u32 {have_prev}, {tid}, {tid}")
     p = em.new("pred")
     em.ins(f"setp.eq.u32 {p}, {tid}, {tid}")
     _, _, warp = em.tid()
@@ -332,14 +337,25 @@ def async_for(em: Emitter, op, stages: int) -> None:
                 db = wgmma_descriptor(em, sb, 16, 8 * bt.span, bt.span)
             em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {p}{wg_imms}")
     em.ins("wgmma.commit_group.sync.aligned")
-    em.ins("wgmma.wait_group.sync.aligned 0")
-    mbarrier_arrive(em, bar(1, ring.stage))
+    if bt is None:
+        em.ins("wgmma.wait_group.sync.aligned 0")
+        mbarrier_arrive(em, bar(1, ring.stage))
+    else:  # keep this stage's wgmmas in flight over the next transpose: release the last one
+        em.ins("wgmma.wait_group.sync.aligned 1")
+        em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
+        em.ins(f"mov.b32 {prev}, {ring.stage}")
+        em.ins(f"setp.eq.u32 {have_prev}, {tid}, {tid}")
+        wrap = em.new("pred")
+        em.ins(f"add.s32 {btbase}, {btbase}, {bt.bytes}")
+        em.ins(f"setp.eq.u32 {wrap}, {btbase}, {btend}")
+        em.ins(f"@{wrap} sub.s32 {btbase}, {btbase}, {BT_BUFFERS * bt.bytes}")
     ring.advance(em)
-    if bt is not None:  # the other B^T buffer next iteration
-        em.ins(f"xor.b32 {btbase}, {btbase}, {btsel}")
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
     em.label(end)
+    if bt is not None:  # the last stage's wgmmas
+        em.ins("wgmma.wait_group.sync.aligned 0")
+        em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
     # (after the epilogue's TMA store instead, when there is one)
     if store is None:

@@ -338,8 +338,9 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
     stage = -(-(M * K * esz) // 1024) * 1024 + -(-(K * N * esz) // 1024) * 1024
     from tilegen.runtime.verify.hooks.nv_tileas import shared_limit
 
-    # sm_90 tf32 / 8-bit: two K-major B^T buffers the consumers transpose each stage's B into
-    bt = 2 * (-(-(K * N * esz) // 1024) * 1024) if sm < 100 and _elem_key(a) in TRANSPOSED_B else 0
+    # sm_90 tf32 / 8-bit: three K-major B^T buffers the consumers transpose each stage's B into
+    # (async_loop.BT_BUFFERS: one stage's wgmmas stay in flight over the next transpose)
+    bt = 3 * (-(-(K * N * esz) // 1024) * 1024) if sm < 100 and _elem_key(a) in TRANSPOSED_B else 0
     fit = (shared_limit(sm) - M * N * 4 - SMEM_EXTRA - bt) // stage
     # a num_stages hint is honored as the pass took it; otherwise as many stages as fit, up to
     # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget)
