@@ -218,6 +218,8 @@ def tma_store_describable(store: Operation) -> Optional[str]:
         return "the innermost dimension is not unit-stride"
     if any(d > TMA_MAX_BOX for d in tile.shape):
         return f"a tile extent exceeds TMA's box limit of {TMA_MAX_BOX}"
+    if getattr(mt.element, "width", 8) < 8:
+        return "i1 tiles are predicates in registers, not bytes TMA can copy"
     esize = element_bytes(mt.element)
     if tile.shape[-1] * esize % TMA_ALIGN:
         return f"the tile's inner extent is {tile.shape[-1] * esize} bytes, not a multiple of 16"
