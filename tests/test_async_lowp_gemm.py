@@ -317,3 +317,45 @@ def test_the_transpose_waits_for_the_wgmmas_two_stages_back():
     np.testing.assert_array_equal(out[2], a.astype(np.int64) @ b.astype(np.int64))
     with pytest.raises(PtxSimError, match="which wgmma.mma_async .* may still be reading"):
         run_strict(c.ptx.replace(wait, "", 1), [x.copy() for x in args], (1, 1))
+
+
+def _fp8_128x128() -> str:
+    """matmul_fp8 with 128 x 64 A tiles, 64 x 128 B tiles and 128 x 128 output tiles."""
+    out = []
+    for line in (CORPUS_OUT / "matmul_fp8.mlir").read_text().splitlines():
+        if (
+            "%tview :" in line
+            or "%pview :" in line
+            or ("load_view_tko" in line and "%pview_23" in line)
+        ):
+            line = line.replace("tile=(64x64)", "tile=(128x64)")
+            line = line.replace("-> tile<64x64xf8E4M3FN>", "-> tile<128x64xf8E4M3FN>")
+        elif "%tview_13 :" in line or ("load_view_tko" in line and "%pview_24" in line):
+            line = line.replace("tile=(64x64)", "tile=(64x128)")
+            line = line.replace("-> tile<64x64xf8E4M3FN>", "-> tile<64x128xf8E4M3FN>")
+        elif "mmaf" in line:
+            line = line.replace(
+                "tile<64x64xf8E4M3FN>, tile<64x64xf8E4M3FN>, tile<64x64xf32>",
+                "tile<128x64xf8E4M3FN>, tile<64x128xf8E4M3FN>, tile<128x128xf32>",
+            )
+        else:
+            line = line.replace("tile=(64x64)", "tile=(128x128)")
+            line = line.replace("tile<64x64xf32>", "tile<128x128xf32>")
+        out.append(line)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_fp8_128x128_tiles(target):
+    """Two m64 wgmma row blocks per warp group (sm_90a), tcgen05 M 128 (sm_100a); partial tiles."""
+    c = _compile(_fp8_128x128(), target, "fp8big.mlir")
+    d = c.async_plan[0]
+    assert d.taken and d.tile == (128, 128, 64) and d.tma_store, d.line()
+    rng = np.random.default_rng(9)
+    M, N, K = 200, 136, 320
+    codes = rng.integers(0, 256, (M * K + K * N,)).astype(np.uint8)
+    codes[(codes & 0x7F) == 0x7F] = 0x38
+    a, b = codes[: M * K].reshape(M, K), codes[M * K :].reshape(K, N)
+    out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
+    want = _e4m3(a) @ _e4m3(b)
+    np.testing.assert_allclose(out[2], want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
