@@ -259,6 +259,47 @@ def build_cutile(out: Path, archs) -> dict:
     return {"kernels_py": "cutile/cutile_kernels.py", "cases": cases}
 
 
+def build_perf(out: Path, archs) -> dict:
+    """Record both compilers' cubins for every throughput case of bench/gpu_perf_cases.py (the
+    signature ``ct.launch`` derives from arguments of the case's dtypes and shapes)."""
+    try:
+        import cuda.tile  # noqa: F401
+        import ml_dtypes  # noqa: F401
+    except ImportError as e:
+        return {"reason": f"cuda-tile or ml_dtypes is not installed on the build machine: {e}"}
+    from tilegen.cutile_launch import signature_for
+
+    for f in (ROOT / "tests" / "cutile_kernels_async.py", HERE / "gpu_perf_cases.py"):
+        shutil.copy(f, out / "cutile" / f.name)
+    if not (out / "cutile" / "cutile_kernels.py").exists():
+        shutil.copy(ROOT / "tests" / "cutile_kernels.py", out / "cutile" / "cutile_kernels.py")
+    sys.path.insert(0, str(ROOT / "tests"))
+    import gpu_perf_cases as perf
+
+    ks = perf.kernels()
+    cases, stems = {}, {}
+    for i, case in enumerate(perf.cases()):
+        kernel = ks[case.kernel]
+        sig = signature_for(kernel, perf.numpy_args(case)).with_mangled_symbol(case.kernel)
+        key = _signature_key(sig)
+        if key not in stems:  # one pair of cubins per signature (4096 and 8192 share theirs)
+            stems[key] = f"perf{i}_{case.kernel}"
+            cubins, errors = record(out, kernel, sig, stems[key], archs)
+            stems[key] = (cubins, errors)
+        cubins, errors = stems[key]
+        cases[case.name] = {
+            "kernel": case.kernel,
+            "variant": "launcher",
+            "key": key,
+            "symbol": sig.symbol,
+            "cubins": cubins,
+            "errors": errors,
+        }
+        failed = sorted({f"{c} {a}" for a, e in errors.items() for c in e})
+        print(f"  perf {case.name}: " + (f"FAILED {', '.join(failed)}" if failed else "ok"))
+    return {"module": "cutile/gpu_perf_cases.py", "cases": cases}
+
+
 def fetch_wheel(out: Path, offline: bool) -> str | None:
     """The cuda-tile wheel for CPython 3.12 on x86-64 Linux, from build/wheels (downloaded
     there first unless ``offline``); None when there is none."""
@@ -352,6 +393,7 @@ def build(out: Path, archs, only, cutile: bool, offline: bool) -> dict:
     manifest["tileiras_version"] = version
     manifest.update(build_corpus(out, corpus, archs, only))
     manifest["cutile"] = build_cutile(out, archs) if cutile else {"reason": "--no-cutile"}
+    manifest["perf"] = build_perf(out, archs) if cutile else {"reason": "--no-cutile"}
     wheel = fetch_wheel(out, offline) if cutile else None
     manifest["cutile"]["wheel"] = wheel
     if cutile and wheel is None:

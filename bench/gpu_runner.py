@@ -362,7 +362,10 @@ class Driver:
                 ptrs.append(ptr)
                 self.htod(ptr, c)
                 hosts.append((arg_name, c))
-            flat = flat_params([(n, np.ascontiguousarray(a)) for n, a in args], ptrs)
+            # np.ascontiguousarray makes a 0-d array 1-d: scalars stay as they are
+            flat = flat_params(
+                [(n, a if np.ndim(a) == 0 else np.ascontiguousarray(a)) for n, a in args], ptrs
+            )
             if len(flat) != len(meta["sizes"]):
                 raise RunnerError(
                     f"{meta['name']}: {len(meta['sizes'])} params, arguments flatten to {len(flat)}"
@@ -520,7 +523,7 @@ def _result(status: str, ms=None, detail: str = "") -> dict:
     return {"status": status, "ms": ms, "detail": detail}
 
 
-def isolated(args, part: str, item: str, fallback: dict) -> dict:
+def isolated(args, part: str, item: str, fallback: dict, timeout: int = 120) -> dict:
     """Run one corpus kernel or large case in a child process (``--worker``), so that a kernel
     that faults (a sticky CUDA error ends its context) costs only its own row."""
     import subprocess
@@ -528,9 +531,10 @@ def isolated(args, part: str, item: str, fallback: dict) -> dict:
     cmd = [sys.executable, __file__, str(args.payload), "--worker", f"{part}:{item}"]
     cmd += ["--repeat", str(args.repeat), "--device", str(args.device), "--scale", str(args.scale)]
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {**fallback, **{c: _result("error", detail="timed out (120 s)") for c in COMPILERS}}
+        why = f"timed out ({timeout} s)"
+        return {**fallback, **{c: _result("error", detail=why) for c in COMPILERS}}
     for line in reversed(p.stdout.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
@@ -759,6 +763,131 @@ def _notes(row: dict) -> str:
     return "; ".join(notes).replace("|", "/").replace("\n", " ")[:300]
 
 
+def _time_batched(fn, sync, event, batches: int = 5, per_batch: int = 10) -> float:
+    """Median over ``batches`` of the mean ms of ``per_batch`` back-to-back calls of ``fn``
+    between CUDA events (launches queue up, so the host's launch cost stays off the GPU's
+    time once a launch takes longer than issuing one), after a warm-up call."""
+    fn()
+    sync()
+    times = []
+    for _ in range(batches):
+        s, e = event(), event()
+        s.record()
+        for _ in range(per_batch):
+            fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / per_batch)
+    return float(np.median(times))
+
+
+def perf_row(payload: Path, manifest: dict, arch: str, index: int) -> dict:
+    """One throughput case (bench/gpu_perf_cases.py) through ``ct.launch``: each compiler's
+    recorded cubin, checked against torch in f32 and timed; the library baseline beside. Runs
+    in a worker process (``--worker perf:INDEX``): a kernel that faults costs its row only."""
+    import torch
+
+    import cuda.tile as ct
+    from cuda.tile._execution import kernel as kernel_cls
+
+    sys.path.insert(0, str(payload / "cutile"))
+    import gpu_perf_cases as perf
+
+    info = manifest["perf"]
+    case = perf.cases()[index]
+    rec = info["cases"][case.name]
+    kernels = perf.kernels()
+    state = {"compiler": None, "seen": []}
+    original = install_recorded_compile(payload, info, arch, state)
+    sync = torch.cuda.synchronize
+
+    def event():
+        return torch.cuda.Event(enable_timing=True)
+
+    row = {"case": case.name, "kernel": case.kernel, "flops": case.flops}
+    try:
+        args = perf.torch_args(case)
+        want = perf.reference(case, args)
+        out_i = perf.output_index(case)
+        for compiler in COMPILERS:
+            if not rec["cubins"].get(arch, {}).get(compiler):
+                why = rec.get("errors", {}).get(arch, {}).get(compiler, "")
+                row[compiler] = _result("not built", detail=why)
+                continue
+            state["compiler"] = compiler
+            k = kernels[case.kernel].replace_hints()  # a fresh dispatcher per compiler
+            args[out_i].zero_()
+            try:
+                ct.launch(torch.cuda.current_stream(), case.grid, k, args)
+                sync()
+                err = float((args[out_i].float() - want).norm() / want.norm())
+                bad = "" if err <= case.tol else f"relative error {err:.2e} > {case.tol}"
+                ms = _time_batched(
+                    lambda: ct.launch(torch.cuda.current_stream(), case.grid, k, args),
+                    sync,
+                    event,
+                )
+                row[compiler] = _result("mismatch" if bad else "ok", ms, bad)
+                row[compiler]["rel_err"] = err
+            except Exception as e:  # noqa: BLE001 - reported per case
+                row[compiler] = _result("error", detail=f"{type(e).__name__}: {e}"[:300])
+        fn, what = perf.baseline(case, args)
+        row["baseline_what"] = what
+        row["baseline_ms"] = _time_batched(fn, sync, event) if fn else None
+    finally:
+        kernel_cls._compile = original
+    return row
+
+
+def run_perf(args, manifest: dict) -> dict:
+    """Every throughput case, each in its own worker process."""
+    info = manifest.get("perf") or {}
+    if not info.get("cases"):
+        return {"status": "skipped", "reason": info.get("reason", "no throughput cases")}
+    if args.dry_run:
+        return {"status": "dry run", "reason": "nothing launched", "cases": []}
+    rows = []
+    for i, name in enumerate(info["cases"]):
+        fallback = {"case": name, "kernel": "", "flops": 0}
+        rows.append(isolated(args, "perf", str(i), fallback, timeout=60))
+        r = rows[-1]
+        print(
+            f"perf {name}: "
+            + ", ".join(f"{c} {r[c]['status']} {r[c].get('ms')}" for c in COMPILERS)
+            + f", library {r.get('baseline_ms')}",
+            flush=True,
+        )
+    return {"status": "ran", "cases": rows}
+
+
+def _perf_section(perf: dict) -> list[str]:
+    out = ["", "## Throughput through cuTile (`ct.launch`, large inputs)", ""]
+    if not perf.get("cases"):
+        return out + [f"{perf.get('status', 'skipped')}: {perf.get('reason', '')}"]
+    out += [
+        "| case | tilegen correct | tileiras correct | tilegen TFLOP/s | tileiras TFLOP/s "
+        "| tilegen/tileiras time | library TFLOP/s | tilegen % of library | library | notes |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+
+    def tf(ms, flops):
+        return flops / (ms * 1e-3) / 1e12 if ms else None
+
+    for r in perf["cases"]:
+        t = {c: tf(r[c].get("ms"), r["flops"]) for c in COMPILERS}
+        lib = tf(r.get("baseline_ms"), r["flops"])
+        ratio = _ratio(r)
+        out.append(
+            f"| {r['case']} | {_cell(r['tilegen'])} | {_cell(r['tileiras'])} "
+            + "".join(f"| {t[c]:.0f} " if t[c] else "| - " for c in COMPILERS)
+            + f"| {f'{ratio:.2f}' if ratio else '-'} "
+            + (f"| {lib:.0f} " if lib else "| - ")
+            + (f"| {100 * t['tilegen'] / lib:.0f}% " if lib and t["tilegen"] else "| - ")
+            + f"| {r.get('baseline_what', '')} | {_notes(r)} |"
+        )
+    return out
+
+
 def render_report(res: dict) -> str:
     """The Markdown report of a run (``results.json``'s content)."""
     dev, peaks, m = res["device"], res["peaks"], res["manifest"]
@@ -874,6 +1003,8 @@ def render_report(res: dict) -> str:
             out += [f"- `{s}`" for s in cut["unpredicted_signatures"]]
     else:
         out.append(f"{cut['status']}: {cut.get('reason', '')}")
+    if "perf" in res:
+        out += _perf_section(res["perf"])
     return "\n".join(out) + "\n"
 
 
@@ -902,6 +1033,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--scale", type=float, default=1.0, help="shrink the large cases and the copy (tests)"
     )
+    p.add_argument("--no-perf", action="store_true", help="leave out the throughput cases")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # corpus:NAME or large:INDEX (one row)
     args = p.parse_args(argv)
     t0 = time.perf_counter()
@@ -917,6 +1049,8 @@ def main(argv=None) -> int:
         try:
             if part == "corpus":
                 row = corpus_row(dev, args.payload, manifest, arch, args.repeat, item)
+            elif part == "perf":
+                row = perf_row(args.payload, manifest, arch, int(item))
             else:
                 row = large_row(
                     dev, args.payload, manifest, arch, args.repeat, args.scale, int(item)
@@ -962,11 +1096,13 @@ def main(argv=None) -> int:
             res["large"].append(isolated(args, "large", str(i), {**fallback, "size": "-"}))
             print(f"large {case['name']}: {[res['large'][-1][c]['status'] for c in COMPILERS]}")
     res["cutile"] = run_cutile(args.payload, manifest, arch, args.repeat, args.dry_run)
+    if not args.no_perf:
+        res["perf"] = run_perf(args, manifest)
     res["elapsed_s"] = time.perf_counter() - t0
-    report = render_report(res)
     out = args.out or args.payload / "out"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(res, indent=1, default=str))
+    (out / "results.json").write_text(json.dumps(res, indent=1, default=str))  # before the report
+    report = render_report(res)
     (out / "gpu_results.md").write_text(report)
     print(report)
     return 0

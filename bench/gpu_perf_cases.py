@@ -1,0 +1,264 @@
+"""The throughput cases of ``make gpu-check`` (issue 14): large GEMMs and causal attention
+launched through cuTile's ``ct.launch``, each compiler's cubin beside the library baseline
+(cuBLAS through ``torch.matmul`` / ``torch._scaled_mm``, FlashAttention through
+``torch.nn.functional.scaled_dot_product_attention``).
+
+Used on both machines: ``bench/gpu_check.py`` (CPU) records both compilers' cubins for each
+case's signature, derived from NumPy stand-ins of the arguments (:func:`numpy_args`, same
+dtypes, shapes and strides); ``bench/gpu_runner.py`` (GPU) builds the torch tensors
+(:func:`torch_args`), launches, checks against :func:`reference` and times. Both import this
+file from the payload, so it needs only NumPy at import time.
+"""
+
+# (no `from __future__ import annotations`: cuTile evaluates the kernels' annotations)
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+GEMM_TILES = {"f16": (128, 128, 64), "bf16": (128, 128, 64), "e4m3": (128, 128, 128)}
+
+
+@dataclass
+class PerfCase:
+    """One large launch: ``kernel`` (a name of :func:`kernels`), its arguments as
+    ``(name, shape, dtype)`` for arrays (dtype: f16 bf16 e4m3 f32) or ``(name, value)`` for
+    scalars and constants, the grid, the flop count, the relative-error bound of the check and
+    the baseline (``matmul``, ``scaled_mm``, ``sdpa`` or None)."""
+
+    name: str
+    kernel: str
+    args: list
+    grid: tuple
+    flops: int
+    tol: float
+    baseline: str | None
+    meta: dict = field(default_factory=dict)
+
+
+def kernels() -> dict:
+    """{name: cuTile kernel}; the async module's kernels beside one GEMM whose output has the
+    inputs' precision (what ``torch.matmul`` returns), fp8 in f16 out."""
+    import cuda.tile as ct
+
+    from cutile_kernels_async import kernels as async_kernels
+
+    zero = ct.PaddingMode.ZERO
+
+    @ct.kernel
+    def gemm(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        i, j = ct.bid(0), ct.bid(1)
+        acc = ct.full((TM, TN), 0.0, ct.float32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=zero)
+            b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=zero)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
+
+    out = {"gemm": gemm}
+    ak = async_kernels()
+    for name in ("gemm_fp8_blockscaled", "attention_causal_fwd"):
+        out[name] = ak[name].kernel
+    return out
+
+
+def cases() -> list[PerfCase]:
+    out = []
+    for dt, out_dt, sizes in (("f16", "f16", (4096, 8192)), ("bf16", "bf16", (4096, 8192))):
+        tm, tn, tk = GEMM_TILES[dt]
+        for s in sizes:
+            out.append(
+                PerfCase(
+                    f"gemm {dt} {s}^3",
+                    "gemm",
+                    [("A", (s, s), dt), ("B", (s, s), dt), ("C", (s, s), out_dt)]
+                    + [("TM", tm), ("TN", tn), ("TK", tk)],
+                    (s // tm, s // tn, 1),
+                    2 * s**3,
+                    2e-2,
+                    "matmul",
+                )
+            )
+    tm, tn, tk = GEMM_TILES["e4m3"]
+    for s in (4096, 8192):
+        out.append(
+            PerfCase(
+                f"gemm e4m3 {s}^3 (f16 out)",
+                "gemm",
+                [("A", (s, s), "e4m3"), ("B", (s, s), "e4m3"), ("C", (s, s), "f16")]
+                + [("TM", tm), ("TN", tn), ("TK", tk)],
+                (s // tm, s // tn, 1),
+                2 * s**3,
+                2e-2,
+                "scaled_mm",
+            )
+        )
+    s = 4096
+    out.append(
+        PerfCase(
+            f"gemm e4m3 block-scaled {s}^3 (f32 out)",
+            "gemm_fp8_blockscaled",
+            [
+                ("A", (s, s), "e4m3"),
+                ("B", (s, s), "e4m3"),
+                ("SA", (s, s // 128), "f32"),
+                ("SB", (s // 128, s), "f32"),
+                ("C", (s, s), "f32"),
+                ("TM", 128),
+                ("TN", 128),
+                ("TK", 128),
+            ],
+            (s // 128, s // 128, 1),
+            2 * s**3,
+            2e-2,
+            None,
+        )
+    )
+    for heads, seq in ((16, 4096), (16, 8192)):
+        d = 64
+        out.append(
+            PerfCase(
+                f"attention causal fwd h{heads} s{seq} d{d}",
+                "attention_causal_fwd",
+                [
+                    ("Q", (heads, seq, d), "f16"),
+                    ("K", (heads, d, seq), "f16"),
+                    ("V", (heads, seq, d), "f16"),
+                    ("Out", (heads, seq, d), "f16"),
+                    ("qk_scale", 1.0 / math.sqrt(d)),
+                    ("TM", 128),
+                    ("TN", 64),
+                    ("D", d),
+                ],
+                (seq // 128, heads, 1),
+                4 * heads * seq * seq * d // 2,  # causal: half of QK^T and of PV
+                2e-2,
+                "sdpa",
+            )
+        )
+    return out
+
+
+def _np_dtype(dt: str):
+    if dt in ("f16", "f32"):
+        return {"f16": np.float16, "f32": np.float32}[dt]
+    import ml_dtypes
+
+    return {"bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn}[dt]
+
+
+def numpy_args(case: PerfCase) -> tuple:
+    """Zero-filled NumPy arrays with the case's shapes and dtypes (for the signature)."""
+    return tuple(
+        np.zeros(a[1], _np_dtype(a[2])) if len(a) == 3 else _scalar(a[1]) for a in case.args
+    )
+
+
+def _scalar(v):
+    return v  # a Python float: the launcher makes it an f32 scalar, as for ``ct.launch`` users
+
+
+def torch_args(case: PerfCase, seed: int = 0) -> tuple:
+    """The launch's arguments on the GPU: random inputs (scaled so that fp8 and the softmax stay
+    in range), zero outputs, the scalars and constants."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    tdt = {
+        "f16": torch.float16,
+        "bf16": torch.bfloat16,
+        "f32": torch.float32,
+        "e4m3": torch.float8_e4m3fn,
+    }
+    outputs = {"C", "Out"}
+    vals = []
+    for a in case.args:
+        if len(a) == 2:
+            vals.append(_scalar(a[1]))
+            continue
+        name, shape, dt = a
+        if name in outputs:
+            vals.append(torch.zeros(shape, dtype=tdt[dt], device="cuda"))
+        elif name in ("SA", "SB"):
+            e = torch.randint(-2, 3, shape, generator=g, device="cuda")
+            vals.append((2.0**e).to(torch.float32))
+        else:
+            x = torch.randn(shape, generator=g, device="cuda")
+            vals.append((x * (0.5 if dt != "e4m3" else 1.0)).to(tdt[dt]))
+    return tuple(vals)
+
+
+def reference(case: PerfCase, args: tuple):
+    """The expected output (f32), from torch in f32 on the GPU."""
+    import torch
+
+    if case.kernel == "gemm":
+        a, b = args[0].float(), args[1].float()
+        with _no_tf32():
+            return a @ b
+    if case.kernel == "gemm_fp8_blockscaled":
+        a, b, sa, sb = (x.float() for x in args[:4])
+        ref = torch.zeros(a.shape[0], b.shape[1], device="cuda")
+        with _no_tf32():
+            for kk in range(a.shape[1] // 128):
+                part = a[:, kk * 128 : (kk + 1) * 128] @ b[kk * 128 : (kk + 1) * 128]
+                ref += part * sa[:, kk : kk + 1] * sb[kk : kk + 1, :]
+        return ref
+    if case.kernel == "attention_causal_fwd":
+        q, kt, v = args[0].float(), args[1].float(), args[2].float()
+        out = torch.empty_like(q)
+        for h in range(q.shape[0]):  # per head: the S x S scores of all heads at once are large
+            with _no_tf32():
+                s = (q[h] @ kt[h]) * float(args[4])
+            s = s.masked_fill(~torch.ones_like(s, dtype=torch.bool).tril(), float("-inf"))
+            out[h] = torch.softmax(s, dim=-1) @ v[h]
+        return out
+    raise ValueError(case.kernel)
+
+
+def output_index(case: PerfCase) -> int:
+    return next(i for i, a in enumerate(case.args) if a[0] in ("C", "Out"))
+
+
+def baseline(case: PerfCase, args: tuple):
+    """(callable running the library's version of the case, what it is) or (None, why)."""
+    import torch
+
+    if case.baseline == "matmul":
+        a, b = args[0], args[1]
+        return (lambda: torch.matmul(a, b)), f"cuBLAS (torch.matmul, {a.dtype} out)"
+    if case.baseline == "scaled_mm":
+        a, b = args[0], args[1].t().contiguous().t()  # cuBLASLt wants B column-major
+        one = torch.ones((), device="cuda")
+
+        def run():  # fast accumulation: no promotion to f32 every few k-steps, as our kernels
+            return torch._scaled_mm(a, b, one, one, out_dtype=torch.float16, use_fast_accum=True)
+
+        try:
+            run()
+        except Exception as e:  # noqa: BLE001 - reported as the baseline's absence
+            return None, f"torch._scaled_mm failed: {type(e).__name__}: {e}"[:200]
+        return run, "cuBLASLt fp8 (torch._scaled_mm, fast accum, f16 out)"
+    if case.baseline == "sdpa":
+        import torch.nn.functional as F
+
+        q = args[0][None]
+        k = args[1].transpose(1, 2).contiguous()[None]
+        v = args[2][None]
+        return (
+            lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        ), "torch SDPA (flash backend), is_causal"
+    return None, "no library baseline"
+
+
+class _no_tf32:
+    def __enter__(self):
+        import torch
+
+        self.old = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = self.old
