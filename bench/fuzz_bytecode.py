@@ -64,6 +64,7 @@ def corpus_dir() -> Path:
 def fixtures_dir() -> Path:
     return Path(os.environ.get("TILEGEN_BYTECODE_FIXTURES") or conformance_tests() / "Bytecode")
 
+
 #: varint encodings that stress count/length checks
 BIG_VARINTS = [
     bytes([0xFF] * 9 + [0x01]),  # 2^64 - 1

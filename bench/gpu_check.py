@@ -259,6 +259,27 @@ def build_cutile(out: Path, archs) -> dict:
     return {"kernels_py": "cutile/cutile_kernels.py", "cases": cases}
 
 
+def _variant_cubin(kernel, sig, arch: str, opts: dict) -> bytes:
+    """tilegen's cubin of ``kernel`` for ``sig`` with CompileOptions fields ``opts``."""
+    from cuda.tile.compilation import export_kernel
+
+    import tilegen
+    from tilegen.cutile_launch import _bytecode_version
+    from tilegen.runtime.options import CompileOptions
+
+    buf = io.BytesIO()
+    export_kernel(
+        kernel,
+        [sig],
+        buf,
+        gpu_code=arch,
+        output_format="tileir_bytecode",
+        bytecode_version=_bytecode_version(),
+    )
+    options = CompileOptions(target=arch, **opts)
+    return tilegen.compile(buf.getvalue(), options=options).cubin
+
+
 def build_perf(out: Path, archs) -> dict:
     """Record both compilers' cubins for every throughput case of bench/gpu_perf_cases.py (the
     signature ``ct.launch`` derives from arguments of the case's dtypes and shapes)."""
@@ -287,6 +308,16 @@ def build_perf(out: Path, archs) -> dict:
             cubins, errors = record(out, kernel, sig, stems[key], archs)
             stems[key] = (cubins, errors)
         cubins, errors = stems[key]
+        if case.name in perf.VARIANTS:
+            cubins = {a: dict(c) for a, c in cubins.items()}
+            for arch in archs:
+                for label, opts in perf.VARIANTS[case.name].items():
+                    rel = f"cutile/perf{i}_{label.replace('=', '')}.{arch}.tilegen.cubin"
+                    try:
+                        (out / rel).write_bytes(_variant_cubin(kernel, sig, arch, opts))
+                        cubins[arch][f"tilegen {label}"] = rel
+                    except Exception as e:  # noqa: BLE001 - a variant that does not build
+                        print(f"  perf {case.name} {label}: {_short(e)}")
         cases[case.name] = {
             "kernel": case.kernel,
             "variant": "launcher",

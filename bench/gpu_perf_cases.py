@@ -16,6 +16,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+#: extra tilegen builds of some cases (label -> CompileOptions fields), timed beside the default
+#: build on the GPU: the data for choosing the defaults
+VARIANTS = {
+    "gemm f16 8192^3": {
+        "num_stages=3": {"num_stages": 3},
+        "num_stages=4": {"num_stages": 4},
+        "no_warp_specialize": {"warp_specialize": False},
+    },
+    "gemm e4m3 8192^3 (f16 out)": {"num_stages=2": {"num_stages": 2}},
+}
+
 GEMM_TILES = {"f16": (128, 128, 64), "bf16": (128, 128, 64), "e4m3": (128, 128, 128)}
 
 

@@ -809,7 +809,8 @@ def perf_row(payload: Path, manifest: dict, arch: str, index: int) -> dict:
         args = perf.torch_args(case)
         want = perf.reference(case, args)
         out_i = perf.output_index(case)
-        for compiler in COMPILERS:
+        variants = [c for c in rec["cubins"].get(arch, {}) if c not in COMPILERS]
+        for compiler in COMPILERS + tuple(variants):
             if not rec["cubins"].get(arch, {}).get(compiler):
                 why = rec.get("errors", {}).get(arch, {}).get(compiler, "")
                 row[compiler] = _result("not built", detail=why)
@@ -885,6 +886,24 @@ def _perf_section(perf: dict) -> list[str]:
             + (f"| {100 * t['tilegen'] / lib:.0f}% " if lib and t["tilegen"] else "| - ")
             + f"| {r.get('baseline_what', '')} | {_notes(r)} |"
         )
+    extra = [
+        (r, c)
+        for r in perf["cases"]
+        for c in r
+        if c.startswith("tilegen ") and isinstance(r[c], dict) and "status" in r[c]
+    ]
+    if extra:
+        out += ["", "tilegen built with other options (same launch, same inputs):", ""]
+        out += ["| case | build | correct | TFLOP/s | time / default tilegen build |"]
+        out += ["|---|---|---|---:|---:|"]
+        for r, c in extra:
+            ms, base = r[c].get("ms"), r["tilegen"].get("ms")
+            rate = tf(ms, r["flops"])
+            out.append(
+                f"| {r['case']} | {c[len('tilegen '):]} | {_cell(r[c])} "
+                + (f"| {rate:.0f} " if rate else "| - ")
+                + (f"| {ms / base:.2f} |" if ms and base else "| - |")
+            )
     return out
 
 

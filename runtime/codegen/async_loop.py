@@ -26,7 +26,6 @@ from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
     Ring,
     map_slots,
-    mbarrier_arrive,
     mbarrier_arrive_expect_tx,
     mbarrier_init,
     mbarrier_init_fence,
@@ -283,14 +282,16 @@ def async_for(em: Emitter, op, stages: int) -> None:
     top, end = em.new_label("async_consume"), em.new_label("async_consumed")
     wg_ins, wg_imms = _wgmma_form(dot, W, N, ab)
     round_a, round_b = (_converted(dot.operands[i]) for i in (0, 1))
-    btbase = btend = prev = have_prev = None
-    if bt is not None:  # B^T buffers in turn; the previous stage is released one wgmma late
-        btbase, btend, prev = em.new("b32"), em.new("b32"), em.new("b32")
+    btbase = btend = None
+    # one stage's wgmmas stay in flight while the next stage's are issued (wait_group 1): the
+    # previous stage is released one iteration late, the last one after the loop
+    prev, have_prev = em.new("b32"), em.new("pred")
+    em.ins(f"mov.b32 {prev}, 0")
+    em.ins(f"setp.ne.u32 {have_prev}, {tid}, {tid}")
+    if bt is not None:  # B^T buffers in turn
+        btbase, btend = em.new("b32"), em.new("b32")
         em.ins(f"add.s32 {btbase}, {base}, {bt_off}")
         em.ins(f"add.s32 {btend}, {btbase}, {BT_BUFFERS * bt.bytes}")
-        em.ins(f"mov.b32 {prev}, 0")
-        have_prev = em.new("pred")
-        em.ins(f"setp.ne.u32 {have_prev}, {tid}, {tid}")
     p = em.new("pred")
     em.ins(f"setp.eq.u32 {p}, {tid}, {tid}")
     _, _, warp = em.tid()
@@ -337,14 +338,11 @@ def async_for(em: Emitter, op, stages: int) -> None:
                 db = wgmma_descriptor(em, sb, 16, 8 * bt.span, bt.span)
             em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {p}{wg_imms}")
     em.ins("wgmma.commit_group.sync.aligned")
-    if bt is None:
-        em.ins("wgmma.wait_group.sync.aligned 0")
-        mbarrier_arrive(em, bar(1, ring.stage))
-    else:  # keep this stage's wgmmas in flight over the next transpose: release the last one
-        em.ins("wgmma.wait_group.sync.aligned 1")
-        em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
-        em.ins(f"mov.b32 {prev}, {ring.stage}")
-        em.ins(f"setp.eq.u32 {have_prev}, {tid}, {tid}")
+    em.ins("wgmma.wait_group.sync.aligned 1")  # the previous stage's wgmmas are done: free it
+    em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
+    em.ins(f"mov.b32 {prev}, {ring.stage}")
+    em.ins(f"setp.eq.u32 {have_prev}, {tid}, {tid}")
+    if bt is not None:
         wrap = em.new("pred")
         em.ins(f"add.s32 {btbase}, {btbase}, {bt.bytes}")
         em.ins(f"setp.eq.u32 {wrap}, {btbase}, {btend}")
@@ -353,9 +351,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
     em.label(end)
-    if bt is not None:  # the last stage's wgmmas
-        em.ins("wgmma.wait_group.sync.aligned 0")
-        em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
+    em.ins("wgmma.wait_group.sync.aligned 0")  # the last stage's wgmmas
+    em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
     # (after the epilogue's TMA store instead, when there is one)
     if store is None:
