@@ -703,7 +703,10 @@ def _transpose_b(
             g = em.new("pred")
             em.ins(f"setp.ge.u32 {g}, {u}, {units}")
             em.ins(f"@{g} bra {skip}")
-        n4, k0 = _divmod(em, u, kunits)
+        if esz == 1 and kunits % 4 == 0 and (N // 4) % 8 == 0:
+            n4, k0 = _bank_spread(em, u, kunits)
+        else:
+            n4, k0 = _divmod(em, u, kunits)
         # source: K row rows * k0 (+ r), byte 4 esz n4 of B's column boxes
         nb = em.new("b32")
         em.ins(f"shl.b32 {nb}, {n4}, {(4 * esz).bit_length() - 1}")
@@ -761,6 +764,20 @@ def _transpose_b(
             em.ins(f"st.shared.b32 [{a}], {v}")
         if skip is not None:
             em.label(skip)
+
+
+def _bank_spread(em: Emitter, u, kunits: int) -> tuple:
+    """(n4, k0) of 8-bit transpose unit ``u``: a warp's 32 units are 4 K-row groups x 8 column
+    groups (u's bits 0-1: k0, bits 2-4: n4, the rest both in turn). Under the 128-byte
+    swizzle this costs 2-way bank conflicts on the loads and 4-way on the stores, where one
+    column group per warp (32 K-row groups) cost 16-way conflicts on the loads."""
+    lo, kl = _divmod(em, u, 4)
+    rest, nl = _divmod(em, lo, 8)
+    nh, kh = _divmod(em, rest, kunits // 4)
+    k0, n4 = em.new("b32"), em.new("b32")
+    em.ins(f"mad.lo.s32 {k0}, {kh}, 4, {kl}")
+    em.ins(f"mad.lo.s32 {n4}, {nh}, 8, {nl}")
+    return n4, k0
 
 
 def _s32(em: Emitter, x):
