@@ -840,6 +840,13 @@ def perf_row(payload: Path, manifest: dict, arch: str, index: int) -> dict:
     return row
 
 
+def _find_spec(util, name: str):
+    try:
+        return util.find_spec(name)
+    except ImportError:  # a parent package that is missing
+        return None
+
+
 def run_perf(args, manifest: dict) -> dict:
     """Every throughput case, each in its own worker process."""
     info = manifest.get("perf") or {}
@@ -847,6 +854,11 @@ def run_perf(args, manifest: dict) -> dict:
         return {"status": "skipped", "reason": info.get("reason", "no throughput cases")}
     if args.dry_run:
         return {"status": "dry run", "reason": "nothing launched", "cases": []}
+    import importlib.util
+
+    missing = [m for m in ("torch", "cuda.tile") if _find_spec(importlib.util, m) is None]
+    if missing:
+        return {"status": "skipped", "reason": f"not importable here: {', '.join(missing)}"}
     rows = []
     for i, name in enumerate(info["cases"]):
         fallback = {"case": name, "kernel": "", "flops": 0}
@@ -875,7 +887,10 @@ def _perf_section(perf: dict) -> list[str]:
         return flops / (ms * 1e-3) / 1e12 if ms else None
 
     for r in perf["cases"]:
-        t = {c: tf(r[c].get("ms"), r["flops"]) for c in COMPILERS}
+        # a rate only for a correct result
+        t = {
+            c: tf(r[c].get("ms"), r["flops"]) if r[c]["status"] == "ok" else None for c in COMPILERS
+        }
         lib = tf(r.get("baseline_ms"), r["flops"])
         ratio = _ratio(r)
         out.append(
@@ -898,7 +913,7 @@ def _perf_section(perf: dict) -> list[str]:
         out += ["|---|---|---|---:|---:|"]
         for r, c in extra:
             ms, base = r[c].get("ms"), r["tilegen"].get("ms")
-            rate = tf(ms, r["flops"])
+            rate = tf(ms, r["flops"]) if r[c]["status"] == "ok" else None
             out.append(
                 f"| {r['case']} | {c[len('tilegen '):]} | {_cell(r[c])} "
                 + (f"| {rate:.0f} " if rate else "| - ")

@@ -313,6 +313,7 @@ def test_runner_driver_calls_against_a_stand_in_libcuda(payload, tmp_path):
     env = dict(os.environ, LD_LIBRARY_PATH=str(lib), FAKE_CUDA_LOG=str(tmp_path / "log"))
     cmd = [sys.executable, str(out / "runner.py"), str(out), "--out", str(tmp_path / "res")]
     cmd += ["--kernel", "vec_add", "--kernel", "matmul_f16", "--repeat", "2", "--scale", "1e-4"]
+    cmd += ["--kernel", "control_if"]  # a scalar parameter: a 0-d argument, no pointer
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads((tmp_path / "res" / "results.json").read_text())
@@ -332,6 +333,64 @@ def test_runner_driver_calls_against_a_stand_in_libcuda(payload, tmp_path):
     # per compiler: the corpus launch + a warm-up + 2 timed, with the corpus grid and the block
     for key in set(keys):
         assert log.count(key) == 4 * keys.count(key), key
+
+
+@needs_corpus
+def test_perf_cases_recorded(payload):
+    """Every throughput case of bench/gpu_perf_cases.py has both compilers' sm_90 cubins for
+    the signature the launcher derives, the tilegen variants beside them, and the modules the
+    GPU side imports."""
+    out, _ = payload
+    pytest.importorskip("cuda.tile")
+    sys.path.insert(0, str(ROOT / "tests"))
+    import gpu_perf_cases as perf
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    cases = manifest["perf"]["cases"]
+    assert list(cases) == [c.name for c in perf.cases()]
+    for name, rec in cases.items():
+        built = rec["cubins"]["sm_90"]
+        assert {"tilegen", "tileiras"} <= set(built), (name, rec.get("errors"))
+        assert set(built) - {"tilegen", "tileiras"} == {
+            f"tilegen {label}" for label in perf.VARIANTS.get(name, {})
+        }
+        for rel in built.values():
+            assert (out / rel).read_bytes()[:4] == b"\x7fELF"
+    for f in ("gpu_perf_cases.py", "cutile_kernels_async.py", "cutile_kernels.py"):
+        assert (out / "cutile" / f).is_file()
+
+
+def test_perf_report_section():
+    """The throughput table: TFLOP/s per compiler, the time ratio, % of the library, and the
+    variant table relative to the default tilegen build."""
+    ok = gpu_runner._result
+    rows = [
+        {
+            "case": "gemm f16 4096^3",
+            "kernel": "gemm",
+            "flops": 2 * 4096**3,
+            "tilegen": ok("ok", 0.3),
+            "tileiras": ok("ok", 0.25),
+            "tilegen num_stages=3": ok("ok", 0.6),
+            "baseline_ms": 0.2,
+            "baseline_what": "cuBLAS",
+        },
+        {
+            "case": "attention",
+            "kernel": "attention_causal_fwd",
+            "flops": 10**12,
+            "tilegen": ok("mismatch", 1.0, "relative error 3e-1 > 0.02"),
+            "tileiras": ok("not built", detail="e"),
+            "baseline_ms": None,
+            "baseline_what": "no library baseline",
+        },
+    ]
+    text = "\n".join(gpu_runner._perf_section({"status": "ran", "cases": rows}))
+    assert "| gemm f16 4096^3 | yes | yes | 458 | 550 | 1.20 | 687 | 67% | cuBLAS |  |" in text
+    assert "| attention | **NO** | not built | - | - | - | - | - |" in text
+    assert "| gemm f16 4096^3 | num_stages=3 | yes | 229 | 2.00 |" in text
+    skipped = gpu_runner._perf_section({"status": "skipped", "reason": "no torch"})
+    assert skipped[-1] == "skipped: no torch"
 
 
 def test_gpu_run(tmp_path):
