@@ -410,7 +410,10 @@ def build(out: Path, archs, only, cutile: bool, offline: bool) -> dict:
         "format": 1,
         "built": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+            ["git", "describe", "--always", "--dirty", "--abbrev=7"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         or "unknown",
         "archs": list(archs),
