@@ -187,9 +187,6 @@ def record(out: Path, kernel, sig, stem: str, archs) -> tuple[dict, dict]:
     {arch: {compiler: error}})."""
     from cuda.tile.compilation import export_kernel
 
-    import tilegen
-    from tilegen.cutile_launch import _bytecode_version
-
     cubins_by_arch, errors_by_arch = {}, {}
     for arch in archs:
         cubins, errors = {}, {}
@@ -202,18 +199,8 @@ def record(out: Path, kernel, sig, stem: str, archs) -> tuple[dict, dict]:
         except Exception as e:  # noqa: BLE001 - recorded in the manifest
             errors["tileiras"] = _short(e)
         rel = f"cutile/{stem}.{arch}.tilegen.cubin"
-        buf = io.BytesIO()
         try:
-            export_kernel(
-                kernel,
-                [sig],
-                buf,
-                gpu_code=arch,
-                output_format="tileir_bytecode",
-                bytecode_version=_bytecode_version(),
-            )
-            result = tilegen.compile(buf.getvalue(), gpu_name=arch)
-            (out / rel).write_bytes(result.cubin)
+            (out / rel).write_bytes(tilegen_cubin(kernel, sig, arch))
             cubins["tilegen"] = rel
         except Exception as e:  # noqa: BLE001 - recorded in the manifest
             errors["tilegen"] = _short(e)
@@ -259,8 +246,9 @@ def build_cutile(out: Path, archs) -> dict:
     return {"kernels_py": "cutile/cutile_kernels.py", "cases": cases}
 
 
-def _variant_cubin(kernel, sig, arch: str, opts: dict) -> bytes:
-    """tilegen's cubin of ``kernel`` for ``sig`` with CompileOptions fields ``opts``."""
+def tilegen_cubin(kernel, sig, arch: str, opts: dict | None = None) -> bytes:
+    """tilegen's cubin of cuTile ``kernel`` for ``sig`` (its bytecode as cuTile exports it),
+    with the CompileOptions fields ``opts`` when given."""
     from cuda.tile.compilation import export_kernel
 
     import tilegen
@@ -276,8 +264,9 @@ def _variant_cubin(kernel, sig, arch: str, opts: dict) -> bytes:
         output_format="tileir_bytecode",
         bytecode_version=_bytecode_version(),
     )
-    options = CompileOptions(target=arch, **opts)
-    return tilegen.compile(buf.getvalue(), options=options).cubin
+    if opts is None:
+        return tilegen.compile(buf.getvalue(), gpu_name=arch).cubin
+    return tilegen.compile(buf.getvalue(), options=CompileOptions(target=arch, **opts)).cubin
 
 
 def build_perf(out: Path, archs) -> dict:
@@ -314,7 +303,7 @@ def build_perf(out: Path, archs) -> dict:
                 for label, opts in perf.VARIANTS[case.name].items():
                     rel = f"cutile/perf{i}_{label.replace('=', '')}.{arch}.tilegen.cubin"
                     try:
-                        (out / rel).write_bytes(_variant_cubin(kernel, sig, arch, opts))
+                        (out / rel).write_bytes(tilegen_cubin(kernel, sig, arch, opts))
                         cubins[arch][f"tilegen {label}"] = rel
                     except Exception as e:  # noqa: BLE001 - a variant that does not build
                         print(f"  perf {case.name} {label}: {_short(e)}")
