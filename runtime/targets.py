@@ -73,3 +73,28 @@ def bad_target_message(name) -> str:
     shown = name if isinstance(name, str) and len(name) <= 40 else repr(name)[:40]
     names = ", ".join(TARGET_NAMES)
     return f"GPU architecture '{shown}' is not supported by tilegen; supported: {names}"
+
+
+#: a CTA's largest shared memory per compute capability (bytes; CUDA's
+#: sharedMemPerBlockOptin): sm_80/87 163 KB, sm_86/89/120 99 KB, sm_90/100/103/110 227 KB
+SHARED_OPTIN = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448}
+#: static ``.shared`` ptxas allows a kernel on a target without the ``a`` suffix
+STATIC_SHARED_PLAIN = 48 * 1024
+
+
+def shared_optin(sm: "int | None") -> int:
+    """Largest shared memory of one CTA on ``sm`` (dynamic, opted in; sm_90's when unknown)."""
+    if sm is None:
+        return SHARED_OPTIN[90]
+    if sm in SHARED_OPTIN:
+        return SHARED_OPTIN[sm]
+    return SHARED_OPTIN[100] if 100 <= sm < 120 else SHARED_OPTIN[86]
+
+
+def static_shared_limit(sm: int, suffix: str) -> int:
+    """Bytes of static ``.shared`` ptxas 13 accepts for ``.target sm_<sm><suffix>``: 48 KiB, or,
+    on an arch-specific ``a`` target, the CTA's whole opt-in shared memory (ptxas: 0x38c00 on
+    sm_90a/100a/103a/110a, 0x18c00 on sm_120a/121a)."""
+    if suffix == "a" and sm in VARIANTS["a"]:
+        return shared_optin(sm)
+    return STATIC_SHARED_PLAIN

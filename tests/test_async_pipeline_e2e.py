@@ -60,6 +60,7 @@ def test_matmul_f16_is_eligible_with_its_plan(target, mma):
     [
         ("matmul_f16", "sm_80", "sm_80 has neither wgmma nor tcgen05"),
         ("matmul_f16", "sm_120", "sm_120 has neither wgmma nor tcgen05"),
+        ("matmul_f16", "sm_100f", "sm_100f is a family target: 48 KiB of static shared"),
         ("matmul_f64", "sm_90a", "f64 x f64 -> f64 dots have no wgmma instruction"),
         ("matmul_f64", "sm_100a", "f64 x f64 -> f64 dots have no tcgen05 instruction"),
         ("batched_matmul", "sm_90a", "did not lay this 32x32x32 dot out for wgmma (mma.sync"),

@@ -263,3 +263,33 @@ def test_shape_kernels_ptxas_clean(sm):
         e = "i64" if name.startswith("iota_i64") else "f32"
         err = ptxas(ptx_of(kernel(in_shape, out_shape, body, e=e, warps=4), sm), sm)
         assert "0 bytes spill stores, 0 bytes spill loads" in err, err
+
+
+@pytest.mark.skipif(PTXAS is None, reason="ptxas not found")
+@pytest.mark.parametrize("sm", ["sm_90", "sm_100", "sm_120"])
+def test_scratch_over_48k_takes_the_arch_specific_target(sm):
+    """A 128x128 f32 transpose needs 64 KiB of scratch: over the 48 KiB of static shared memory
+    ptxas allows on a plain target, within what ``sm_XXa`` allows; tileiras emits ``a`` too."""
+    in_shape, out_shape, body = _permute((128, 128), (1, 0))
+    ptx = ptx_of(kernel(in_shape, out_shape, body, warps=4), sm)
+    assert re.search(rf"^\.target {sm}a$", ptx, re.M), ptx[:300]
+    assert int(re.search(r"__tilegen_smem\[(\d+)\]", ptx).group(1)) > 48 * 1024
+    ptxas(ptx, sm + "a")
+
+
+@pytest.mark.parametrize(
+    "sm, allowed",
+    [("sm_80", "sm_80 allows 49152 bytes"), ("sm_120f", "sm_120f allows 49152 bytes")],
+)
+def test_scratch_over_the_static_limit_is_a_located_error(sm, allowed):
+    """Where no ``a`` target can hold it (sm_80), or the user chose another variant, the compile
+    stops with the sizes and the kernel's location, not with ptxas's message."""
+    from tilegen.runtime.ptxsim import RunError
+
+    in_shape, out_shape, body = _permute((128, 128), (1, 0))
+    with pytest.raises(RunError) as e:
+        ptx_of(kernel(in_shape, out_shape, body, warps=4), sm)
+    msg = str(e.value)
+    assert msg.startswith("k.mlir:1:") and "the kernel needs 65536 bytes of shared memory" in msg
+    assert allowed in msg
+    assert ("(sm_120a: 101376)" in msg) == (sm == "sm_120f")

@@ -165,6 +165,7 @@ class Emitter:
         self.values: dict = {}
         self.smem_bytes = 0
         self.pipe_bytes = 0  # the pipelined loops' stage buffers (pipe_region)
+        self.async_smem = 0  # the async K loop's stages, barriers and maps (async_loop.py)
         #: ops between a cp.async-staged load and its dot (memory.StagePlan.chain): they pass
         #: the ``memory.Staged`` through unless the dot materializes it
         self.staged_chain: set = set()

@@ -18,9 +18,10 @@ from tilegen.runtime.attributes import DenseArrayAttr, IntegerAttr
 from tilegen.runtime.diagnostics import Diagnostic
 from tilegen.runtime.layouts.decisions import num_warps
 from tilegen.runtime.layouts.kernel import kernel_spec_int
+from tilegen.runtime.targets import STATIC_SHARED_PLAIN, static_shared_limit
 
 PTX_VERSION = "8.0"
-SMEM_STATIC_LIMIT = 48 * 1024  # bytes of static .shared per CTA
+SMEM_STATIC_LIMIT = STATIC_SHARED_PLAIN  # bytes of static .shared per CTA (plain targets)
 #: the least PTX ISA that knows ``.target sm_XX`` where that is newer than PTX_VERSION
 MIN_ISA = {
     88: "9.0",
@@ -113,6 +114,31 @@ def launch_directives(func, threads: int, sm: int) -> list[str]:
     return out
 
 
+def _fit_static_shared(em: Emitter, func, suffix: str) -> None:
+    """Over 48 KiB of static ``.shared`` needs the arch-specific target (``sm_90a``: up to the
+    CTA's 227 KB; tileiras always emits ``a`` targets); where the user chose another variant
+    or the target has none, a located error instead of ptxas's."""
+    total = em.smem_bytes + em.pipe_bytes + em.async_smem
+    if total <= static_shared_limit(em.sm, suffix or em.target_suffix):
+        return
+    if suffix in ("", "a") and total <= static_shared_limit(em.sm, "a"):
+        em.need_target_suffix("a")
+        return
+    chosen = f"sm_{em.sm}{suffix}"
+    a = static_shared_limit(em.sm, "a")
+    hint = f" (sm_{em.sm}a: {a})" if a > SMEM_STATIC_LIMIT and suffix != "a" else ""
+    raise CodegenError(
+        [
+            Diagnostic(
+                "error",
+                f"the kernel needs {total} bytes of shared memory; {chosen} allows "
+                f"{static_shared_limit(em.sm, suffix)} bytes of static shared memory{hint}",
+                func.loc,
+            )
+        ]
+    )
+
+
 def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], list[str]]:
     """(module-level declarations, lines of the ``.entry``, least PTX ISA) for one kernel;
     ``info["target_suffix"]`` is set to what the kernel needs after ``sm_XX`` ("" or "a");
@@ -137,6 +163,7 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
         # the stage buffers and the scratch do not fit together: again with the buffers
         # limited to what the scratch left, then without pipelining
         budget = max(0, SMEM_STATIC_LIMIT - em.smem_bytes) if attempt == 0 else 0
+    _fit_static_shared(em, func, (info or {}).get("suffix", ""))
     lines = []
     plist = ",\n".join(f"\t.param .{t} {n}" for n, t in params)
     lines.append(f".visible .entry {em.symbol}(\n{plist}\n)")
@@ -194,7 +221,7 @@ def _emit_ptx(
     isa = tuple(int(x) for x in MIN_ISA.get(sm, PTX_VERSION).split("."))
     isa = max(isa, FAMILY_ISA) if suffix == "f" else isa
     for func in [op for op in root.walk() if op.name == "nv_tileaa.func"]:
-        info: dict = {"lines": table, "debug": debug}
+        info: dict = {"lines": table, "debug": debug, "suffix": suffix}
         g, lines, need = emit_kernel(func, sm, info)
         isa = max(isa, need)
         if info["target_suffix"] and not suffix:  # e.g. wgmma: the arch-specific sm_90a

@@ -3,7 +3,8 @@ wgmma on sm_90 / tcgen05 on sm_100), per kernel: :func:`decide` -> :class:`Async
 
 docs/pipelines.md section 2 is the rule in prose. A kernel qualifies when, in order:
 
-1. the target has the instructions: sm_90 (wgmma) or sm_100/sm_103/sm_110 (tcgen05);
+1. the target has the instructions: sm_90 (wgmma) or sm_100/sm_103/sm_110 (tcgen05), and is
+   not a family target (``sm_100f``: 48 KiB of static shared memory, too little for a ring);
 2. the options allow it: ``use_tma``, ``warp_specialize``, ``pipelining`` (and ``num_stages``
    not 1), and ``use_wgmma`` on sm_90;
 3. it has a K loop (a top-level ``scf.for``) whose dot accumulates into a loop-carried value,
@@ -224,6 +225,11 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     mma = ASYNC_MMA.get(sm)
     if mma is None:
         return no(f"sm_{sm} has neither wgmma nor tcgen05 (the async path is sm_90 and sm_100)")
+    if options.target.suffix == "f":
+        return no(
+            f"{target} is a family target: 48 KiB of static shared memory, too little for the"
+            f" stage ring (sm_{sm} or sm_{sm}a take the async path)"
+        )
     why = _option_reason(options, sm)
     if why is not None:
         return no(why)
@@ -336,12 +342,12 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
     (M, K), N = a.shape, b.shape[1]
     esz = _BYTES[_elem_key(a)]
     stage = -(-(M * K * esz) // 1024) * 1024 + -(-(K * N * esz) // 1024) * 1024
-    from tilegen.runtime.verify.hooks.nv_tileas import shared_limit
+    from tilegen.runtime.targets import shared_optin
 
     # sm_90 tf32 / 8-bit: three K-major B^T buffers the consumers transpose each stage's B into
     # (async_loop.BT_BUFFERS: one stage's wgmmas stay in flight over the next transpose)
     bt = 3 * (-(-(K * N * esz) // 1024) * 1024) if sm < 100 and _elem_key(a) in TRANSPOSED_B else 0
-    fit = (shared_limit(sm) - M * N * 4 - SMEM_EXTRA - bt) // stage
+    fit = (shared_optin(sm) - M * N * 4 - SMEM_EXTRA - bt) // stage
     # a num_stages hint is honored as the pass took it; otherwise as many stages as fit, up to
     # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget)
     stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)

@@ -53,12 +53,12 @@ from tilegen.runtime.types import (
     PipelineType,
     TileType,
 )
+from tilegen.runtime.targets import shared_optin
 from tilegen.runtime.verify.hooks.nv_tileas import (
     MAX_REGS_RANGE,
     REGISTER_FILE,
     WARP_GROUP,
     payload_bytes,
-    shared_limit,
 )
 
 PIPE = "nv_tileas.async.pipeline."
@@ -291,7 +291,7 @@ def _stage_count(loop: Operation, payload, sm: int, hint: int) -> tuple[int, int
     """(stages, most that fit): the hint (option or kernel_spec num_stages) or as many as fit
     beside the reserve, at most MAX_STAGES."""
     stage = payload_bytes(payload)
-    fit = (shared_limit(sm) - SHARED_RESERVE) // max(1, stage)
+    fit = (shared_optin(sm) - SHARED_RESERVE) // max(1, stage)
     return (min(hint, fit) if hint else min(MAX_STAGES, fit)), fit
 
 

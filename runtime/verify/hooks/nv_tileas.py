@@ -31,16 +31,13 @@ from tilegen.runtime.types import (
     TileType,
     Type,
 )
+from tilegen.runtime.targets import shared_optin
 from tilegen.runtime.verify.context import VerifyContext
 from tilegen.runtime.verify.hooks import hook
 from tilegen.runtime.verify.hooks.nv_tileaa import target_compute_capability
 from tilegen.runtime.verify.types import format_type
 
 PREFIX = "nv_tileas.async.pipeline."
-#: largest dynamic shared memory of one CTA per target (bytes; CUDA's
-#: sharedMemPerBlockOptin): sm_80 163 KB, sm_86/89/120 99 KB, sm_90/100 227 KB
-SHARED_LIMITS = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448}
-SHARED_LIMIT_DEFAULT = 101376
 #: 32-bit registers of one SM (every target tilegen supports)
 REGISTER_FILE = 65536
 #: setmaxnreg's legal range (PTX ISA: multiples of 8 in [24, 256])
@@ -81,14 +78,6 @@ def payload_bytes(payload) -> int:
     return int(total + 0.999)
 
 
-def shared_limit(cc: Optional[int]) -> int:
-    if cc is None:
-        return SHARED_LIMITS[90]
-    if cc in SHARED_LIMITS:
-        return SHARED_LIMITS[cc]
-    return SHARED_LIMITS[100] if cc >= 100 and cc < 120 else SHARED_LIMIT_DEFAULT
-
-
 def same_tile(a: Type, b: Type) -> bool:
     """Equal shape and element type (layouts may differ: a stage buffer has its own)."""
     if isinstance(a, TileType) and isinstance(b, TileType):
@@ -124,7 +113,7 @@ def _create_pipeline(op: Operation, ctx: VerifyContext) -> None:
     if t.space == "shared":
         cc = target_compute_capability(op)
         stage = payload_bytes(t.payload)
-        limit = shared_limit(cc)
+        limit = shared_optin(cc)
         if t.stages * stage > limit:
             target = f"sm_{cc}" if cc is not None else "the default target"
             ctx.error(
