@@ -76,6 +76,8 @@ class Compilation:
         self.async_plan: Optional[list] = None
         self.timings: dict[str, float] = {}
         self.stages: list[str] = []
+        #: a ptxas started ahead, while the stages before ``ptxas`` run (runtime/ptxas.py)
+        self.ptxas_pre = None
 
     def artifact(self, stage: str):
         """What ``stage`` produced: the module, the async decisions (text), the PTX text or the
@@ -407,8 +409,12 @@ def _stage_ptxas(c: Compilation, after_pass) -> None:
 
     try:
         extra = options_flags(c.options)  # -g / --sanitize: tileiras's ptxas flags
-        args = {"extra": extra} if extra else {}
-        c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm, **args)
+        pre, c.ptxas_pre = c.ptxas_pre, None
+        try:
+            c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm, extra=extra, pre=pre)
+        finally:
+            if pre is not None:
+                pre.close()  # not taken (another -arch) or already the assembler's: a no-op
     except PtxasError as e:
         raise CompileError([Diagnostic("error", str(e), FileLoc(c.name))], EXIT_COMPILE, "ptxas")
 
@@ -495,22 +501,58 @@ def run_stages(
             )
             raise CompileError([Diagnostic("error", message)], EXIT_CONFIG, "options")
     with active(options):
-        for stage in rows:
-            t0 = time.perf_counter()
-            try:
-                stage.run(c, after_pass)
-            except CompileError:
-                raise
-            except RecursionError:
-                raise _internal(stage.name, c.name, "nesting too deep (RecursionError)") from None
-            except Exception as e:  # noqa: BLE001 - a crash is a diagnostic, not a traceback
-                if os.environ.get("TILEGEN_TRACEBACK"):
-                    raise
-                raise _internal(stage.name, c.name, f"{type(e).__name__}: {e}") from e
-            if stage.passes is None:
-                c._time(stage.name, time.perf_counter() - t0)
-            c.stages.append(stage.name)
+        try:
+            _run_rows(c, rows, after_pass)
+        finally:
+            if c.ptxas_pre is not None:  # the compile stopped before ptxas
+                c.ptxas_pre.close()
+                c.ptxas_pre = None
     return c
+
+
+def _likely_arch(module, target) -> str:
+    """The ``-arch`` ptxas will most likely get, guessed from the input module: the target
+    named, with the ``a`` the code generator adds on sm_90/sm_100 for wgmma / tcgen05 when the
+    kernel has a 2-D non-f64 ``mmaf``/``mmai`` with M a multiple of 64 (wgmma's; a wrong guess
+    only costs the head start: flash_attention on sm_100 is the corpus's one)."""
+    from tilegen.runtime.passes.async_rule import ASYNC_MMA
+
+    if target.suffix or target.sm not in ASYNC_MMA:
+        return target.name
+    for op in module.walk():
+        if op.name in ("cuda_tile.mmaf", "cuda_tile.mmai"):
+            t = op.operands[0].type
+            shape, element = getattr(t, "shape", ()), getattr(t, "element", None)
+            if len(shape) == 2 and shape[0] % 64 == 0 and getattr(element, "name", "") != "f64":
+                return target.name + "a"
+    return target.name
+
+
+def _prestart_ptxas(c: Compilation) -> None:
+    from tilegen.runtime.ptxas import options_flags, prestart
+
+    c.ptxas_pre = prestart(_likely_arch(c.module, c.options.target), options_flags(c.options))
+
+
+def _run_rows(c: Compilation, rows, after_pass) -> None:
+    head_start = rows[-1].name == "ptxas" and rows[0].name == "read"
+    for stage in rows:
+        t0 = time.perf_counter()
+        try:
+            stage.run(c, after_pass)
+        except CompileError:
+            raise
+        except RecursionError:
+            raise _internal(stage.name, c.name, "nesting too deep (RecursionError)") from None
+        except Exception as e:  # noqa: BLE001 - a crash is a diagnostic, not a traceback
+            if os.environ.get("TILEGEN_TRACEBACK"):
+                raise
+            raise _internal(stage.name, c.name, f"{type(e).__name__}: {e}") from e
+        if stage.passes is None:
+            c._time(stage.name, time.perf_counter() - t0)
+        c.stages.append(stage.name)
+        if head_start and stage.name == "read":
+            _prestart_ptxas(c)
 
 
 def compile_source(

@@ -48,29 +48,102 @@ def options_flags(options) -> list[str]:
     return flags
 
 
-def assemble(ptx: str, sm: int, verbose: bool = False, extra=()) -> tuple[bytes, str]:
+def _pipe_cmd(ptxas: str, arch: str, flags) -> list[str]:
+    return [ptxas, f"-arch={arch}", "/dev/stdin", "-o", "/dev/stdout"] + list(flags)
+
+
+def _pipes() -> bool:
+    return os.path.exists("/dev/stdin") and os.path.exists("/dev/stdout")
+
+
+class Prestarted:
+    """A ptxas process started before its PTX exists: it loads and initialises (~10-15 ms of
+    the ~25 ms an empty kernel costs) while the compiler works, then blocks on its stdin until
+    :func:`assemble` writes the PTX. Output, messages and exit codes are those of the same
+    command started later; one for another ``-arch`` or other flags is killed unused."""
+
+    def __init__(self, arch: str, flags=()):
+        self.arch, self.flags = arch, list(flags)
+        self.proc = subprocess.Popen(
+            _pipe_cmd(find_ptxas(), arch, self.flags),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def take(self, arch: str, flags) -> "subprocess.Popen | None":
+        """The process when it was started for ``arch`` and ``flags`` (then it is the caller's),
+        else None (it is closed)."""
+        proc, self.proc = self.proc, None
+        if proc is not None and (arch, list(flags)) == (self.arch, self.flags):
+            return proc
+        _kill(proc)
+        return None
+
+    def close(self) -> None:
+        """Stop the process if nobody took it (a compile that ended before ptxas)."""
+        proc, self.proc = self.proc, None
+        _kill(proc)
+
+
+def _kill(proc) -> None:
+    if proc is None:
+        return
+    proc.kill()
+    proc.communicate()
+
+
+def prestart(arch: str, flags=()) -> "Prestarted | None":
+    """A :class:`Prestarted` ptxas for ``arch``; None without ptxas or pipes (or when the
+    process cannot start: :func:`assemble` then reports that itself)."""
+    if find_ptxas() is None or not _pipes():
+        return None
+    try:
+        return Prestarted(arch, flags)
+    except OSError:
+        return None
+
+
+def assemble(
+    ptx: str, sm: int, verbose: bool = False, extra=(), pre: "Prestarted | None" = None
+) -> tuple[bytes, str]:
     """(cubin bytes, ptxas stderr) for ``ptx`` on ``sm_<sm>`` (the PTX's ``.target`` variant,
     e.g. ``sm_90a`` for wgmma or when asked for, :func:`ptx_target`).
 
     Where ``/dev/stdin`` exists the PTX goes to ptxas through a pipe and the cubin comes back on
     its stdout (the same bytes as through files, checked on the corpus; no temporary directory,
     and no ``tempfile`` / ``shutil`` import, ~4 ms of a ``tilegen-tileiras`` run); ptxas then
-    names its input ``/dev/stdin`` in messages."""
+    names its input ``/dev/stdin`` in messages. ``pre``: a :func:`prestart` ptxas, used when
+    it was started for the same ``-arch`` and flags (else closed)."""
     ptxas = find_ptxas()
     if ptxas is None:
+        if pre is not None:
+            pre.close()
         raise PtxasError("ptxas not found (set PTXAS or install nvidia-cuda-nvcc)")
     arch = ptx_target(ptx, sm)
     flags = (["-v"] if verbose else []) + list(extra)
-    if os.path.exists("/dev/stdin") and os.path.exists("/dev/stdout"):
-        cmd = [ptxas, f"-arch={arch}", "/dev/stdin", "-o", "/dev/stdout"] + flags
+    proc = pre.take(arch, flags) if pre is not None else None
+    if proc is not None or _pipes():
         import locale  # what write_text / text=True use
 
         encoding = locale.getpreferredencoding(False)
-        p = subprocess.run(cmd, input=ptx.encode(encoding), capture_output=True)
-        stderr = p.stderr.decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
-        if p.returncode != 0:
+        if proc is None:
+            proc = subprocess.Popen(
+                _pipe_cmd(ptxas, arch, flags),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        with proc:
+            try:
+                out, err = proc.communicate(ptx.encode(encoding))
+            except BaseException:
+                proc.kill()
+                raise
+        stderr = err.decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
+        if proc.returncode != 0:
             raise PtxasError(f"ptxas failed:\n{stderr.strip()}")
-        return p.stdout, stderr
+        return out, stderr
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
@@ -108,4 +181,13 @@ def ptxas_version() -> str:
 _PTXAS_VERSION = None
 
 
-__all__ = ["PtxasError", "assemble", "find_ptxas", "options_flags", "ptx_target", "ptxas_version"]
+__all__ = [
+    "PtxasError",
+    "Prestarted",
+    "assemble",
+    "find_ptxas",
+    "options_flags",
+    "prestart",
+    "ptx_target",
+    "ptxas_version",
+]

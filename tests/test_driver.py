@@ -163,7 +163,7 @@ def test_failures_carry_stage_and_exit_class(monkeypatch):
     assert str(ei.value).startswith("bad.mlir:3:")
     from tilegen.runtime import ptxas
 
-    def broken(ptx, sm, verbose=False):
+    def broken(ptx, sm, verbose=False, **kwargs):
         raise ptxas.PtxasError("ptxas failed:\nptxas fatal   : pretend")
 
     monkeypatch.setattr(ptxas, "assemble", broken)
@@ -187,6 +187,87 @@ def test_a_crash_in_a_stage_is_an_internal_error(monkeypatch):
     assert str(ei.value) == (
         "v.mlir: error: internal compiler error in stage 'ptx': KeyError: 'no handler'"
     )
+
+
+def _spy_prestart(monkeypatch) -> list:
+    from tilegen.runtime import ptxas
+
+    started, real = [], ptxas.prestart
+
+    def spy(arch, flags=()):
+        pre = real(arch, flags)
+        started.append((arch, pre, pre.proc if pre else None))
+        return pre
+
+    monkeypatch.setattr(ptxas, "prestart", spy)
+    return started
+
+
+@needs_ptxas
+@pytest.mark.parametrize("guess", ["sm_90", "sm_90a"])
+def test_ptxas_started_ahead_gives_the_same_cubin(monkeypatch, guess):
+    """ptxas starts once the input is read and loads while the compiler works; the cubin is the
+    one a ptxas started at the end gives. A process started for another -arch is killed, and a
+    fresh one runs (the PTX of vec_add is plain sm_90)."""
+    from tilegen.runtime import ptxas
+
+    late = driver.compile_source(VEC_ADD, CompileOptions(target="sm_90"), "v.mlir", until="ptx")
+    expected, _ = ptxas.assemble(late.ptx, 90)
+    started = _spy_prestart(monkeypatch)
+    monkeypatch.setattr(driver, "_likely_arch", lambda module, target: guess)
+    c = driver.compile_source(VEC_ADD, CompileOptions(target="sm_90"), "v.mlir")
+    assert c.cubin == expected
+    ((arch, pre, proc),) = started
+    assert arch == guess and pre.proc is None  # taken or closed, never left behind
+    assert proc.returncode == (0 if guess == "sm_90" else -9)  # ran to the end / killed
+
+
+@needs_ptxas
+def test_a_compile_that_stops_early_stops_its_ptxas(monkeypatch):
+    started = _spy_prestart(monkeypatch)
+    bad = VEC_ADD.replace("addf", "addi", 1)  # float operands for an integer op: verify fails
+    with pytest.raises(CompileError) as ei:
+        driver.compile_source(bad, CompileOptions(target="sm_90"), "v.mlir")
+    assert ei.value.stage == "verify"
+    ((_, pre, proc),) = started
+    assert pre.proc is None and proc.returncode is not None
+
+
+def test_likely_arch_follows_the_tensor_core_dots():
+    """The guess of ``-arch`` made from the input: ``a`` on sm_90/sm_100 where the kernel has a
+    dot the code generator gives to wgmma / tcgen05, the named target otherwise."""
+    from tilegen.runtime.asm import parse_module
+    from tilegen.runtime.options import parse_target
+
+    vec = parse_module(VEC_ADD, "v.mlir")
+    assert driver._likely_arch(vec, parse_target("sm_90")) == "sm_90"
+    assert driver._likely_arch(vec, parse_target("sm_100f")) == "sm_100f"
+
+
+@needs_corpus
+@pytest.mark.parametrize(
+    "kernel, target, arch",
+    [
+        ("matmul_f16", "sm_90", "sm_90a"),
+        ("matmul_f16", "sm_100", "sm_100a"),
+        ("matmul_f16", "sm_120", "sm_120"),
+        ("matmul_f64", "sm_90", "sm_90"),
+        ("batched_matmul", "sm_90", "sm_90"),
+        ("softmax", "sm_90", "sm_90"),
+    ],
+)
+def test_likely_arch_on_the_corpus(kernel, target, arch):
+    from tilegen.runtime.options import parse_target
+
+    c = driver.compile_source(
+        OUT / f"{kernel}.tileirbc", CompileOptions(target=target), until="read"
+    )
+    assert driver._likely_arch(c.module, parse_target(target)) == arch
+    # the guess is what the code generator then asks for
+    c = driver.compile_source(
+        OUT / f"{kernel}.tileirbc", CompileOptions(target=target), until="ptx"
+    )
+    assert f"\n.target {arch}\n" in c.ptx
 
 
 @needs_corpus
