@@ -9,8 +9,10 @@ printer, passes, bytecode writer and reader, lowering, codegen) walk IR that dee
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
+import time
 from typing import Callable, TypeVar
 
 #: Regions, attributes and types nested deeper than this are refused (text and bytecode); real
@@ -28,6 +30,15 @@ MAX_QUOTED = 1000
 #: Integer literals are refused (located at the literal) above this many bits: far beyond any
 #: type (cuda_tile's widest integer is i64), and small enough that every value prints.
 MAX_INTEGER_BITS = 12_000
+#: While :func:`deep_stack` work runs, the cyclic garbage collector's first generation waits for
+#: this many new container objects (CPython's default: 700). A parsed op is ~10 of them, so the
+#: default ran a collection every ~70 ops, and the older generations' passes over the growing IR
+#: were a third of parsing, verifying and printing 100,000 ops; restored afterwards.
+GC_GEN0_THRESHOLD = 10_000
+#: ... and a run longer than this (seconds) ends with a full collection: its IR, cyclic garbage
+#: by then, would otherwise wait for the next full collection the default thresholds allow
+#: (a fraction of the run's own time; short compiles never pay it).
+GC_COLLECT_AFTER = 0.5
 #: ... i.e. this many decimal digits, or hexadecimal digits after ``0x``
 MAX_DECIMAL_DIGITS = 3612  # floor(12000 * log10(2))
 MAX_HEX_DIGITS = MAX_INTEGER_BITS // 4
@@ -52,6 +63,7 @@ _state = threading.local()
 _lock = threading.Lock()
 _active = 0
 _saved_limit = 0
+_saved_gc = (700, 10, 10)
 
 
 def on_deep_stack() -> bool:
@@ -60,12 +72,13 @@ def on_deep_stack() -> bool:
 
 
 def deep_stack(fn: Callable[..., T], *args, **kwargs) -> T:
-    """``fn(*args, **kwargs)`` on a thread with a :data:`STACK_BYTES` stack and the recursion
-    limit raised to :data:`RECURSION_LIMIT` (restored once no such call is running); results and
+    """``fn(*args, **kwargs)`` on a thread with a :data:`STACK_BYTES` stack, the recursion
+    limit raised to :data:`RECURSION_LIMIT` and the collector's first threshold to
+    :data:`GC_GEN0_THRESHOLD` (both restored once no such call is running); results and
     exceptions pass through. Calls made on such a thread run directly."""
     if on_deep_stack():
         return fn(*args, **kwargs)
-    global _active, _saved_limit
+    global _active, _saved_limit, _saved_gc
     box: dict = {}
 
     def work() -> None:
@@ -79,6 +92,8 @@ def deep_stack(fn: Callable[..., T], *args, **kwargs) -> T:
         if _active == 0:
             _saved_limit = sys.getrecursionlimit()
             sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
+            _saved_gc = gc.get_threshold()
+            gc.set_threshold(max(_saved_gc[0], GC_GEN0_THRESHOLD), *_saved_gc[1:])
         _active += 1
         old_size = threading.stack_size()
         try:
@@ -87,6 +102,7 @@ def deep_stack(fn: Callable[..., T], *args, **kwargs) -> T:
             worker.start()
         finally:
             threading.stack_size(old_size)
+    start = time.perf_counter()
     try:
         worker.join()
     finally:
@@ -94,6 +110,9 @@ def deep_stack(fn: Callable[..., T], *args, **kwargs) -> T:
             _active -= 1
             if _active == 0:
                 sys.setrecursionlimit(_saved_limit)
+                gc.set_threshold(*_saved_gc)
+                if time.perf_counter() - start > GC_COLLECT_AFTER:
+                    gc.collect()  # the IR of a long run is cyclic garbage now: free it at once
     if "error" in box:
         error = box.pop("error")
         raise error.with_traceback(error.__traceback__)

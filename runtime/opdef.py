@@ -154,16 +154,44 @@ class OpDef:
             return self.operands[:-1]
         return self.operands
 
-    def operand_segments(self, op: Operation) -> list[tuple[int, int]]:
-        """(start, length) of each declared operand group of ``op``."""
+    def operand_segments(self, op: Operation) -> tuple[tuple[int, int], ...]:
+        """(start, length) of each declared operand group of ``op``; without a segment-size
+        attribute they depend only on the operand count (memoised per count)."""
+        key = ("o", len(op.operands))
+        memo = self._segment_memo()
+        hit = memo.get(key)
+        if hit is not None and not self._sized(op, "operandSegmentSizes"):
+            return hit
         if self.has_trait("TrailingTokenOperand"):
             head = _segments(self.operands[:-1], len(op.operands), op, "operandSegmentSizes")
             end = head[-1][0] + head[-1][1] if head else 0
-            return head + [(end, max(len(op.operands) - end, 0))]
-        return _segments(self.operands, len(op.operands), op, "operandSegmentSizes")
+            out = head + ((end, max(len(op.operands) - end, 0)),)
+        else:
+            out = _segments(self.operands, len(op.operands), op, "operandSegmentSizes")
+        if not self._sized(op, "operandSegmentSizes"):
+            memo[key] = out
+        return out
 
-    def result_segments(self, op: Operation) -> list[tuple[int, int]]:
-        return _segments(self.results, len(op.results), op, "resultSegmentSizes")
+    def result_segments(self, op: Operation) -> tuple[tuple[int, int], ...]:
+        key = ("r", len(op.results))
+        memo = self._segment_memo()
+        hit = memo.get(key)
+        if hit is not None and not self._sized(op, "resultSegmentSizes"):
+            return hit
+        out = _segments(self.results, len(op.results), op, "resultSegmentSizes")
+        if not self._sized(op, "resultSegmentSizes"):
+            memo[key] = out
+        return out
+
+    def _segment_memo(self) -> dict:
+        memo = self.__dict__.get("_segments")
+        if memo is None:  # OpDef is frozen: the memo is not a field
+            memo = self.__dict__["_segments"] = {}
+        return memo
+
+    @staticmethod
+    def _sized(op: Operation, seg_attr: str) -> bool:
+        return seg_attr in op.attributes or seg_attr in op.properties
 
     def operand_group(self, op: Operation, name: str) -> list[Value]:
         for d, (start, n) in zip(self.operands, self.operand_segments(op)):
@@ -178,7 +206,7 @@ class OpDef:
         raise KeyError(name)
 
 
-def _segments(defs, total: int, op: Operation, seg_attr: str) -> list[tuple[int, int]]:
+def _segments(defs, total: int, op: Operation, seg_attr: str) -> tuple[tuple[int, int], ...]:
     sizes_attr = op.attributes.get(seg_attr) or op.properties.get(seg_attr)
     if sizes_attr is not None and len(getattr(sizes_attr, "values", ())) == len(defs):
         sizes = list(sizes_attr.values)
@@ -199,7 +227,7 @@ def _segments(defs, total: int, op: Operation, seg_attr: str) -> list[tuple[int,
     for n in sizes:
         out.append((start, n))
         start += n
-    return out
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -263,3 +263,25 @@ def test_unknown_op_of_a_registered_dialect_is_refused_even_when_unregistered_op
     # an op of an unregistered dialect is still accepted when asked for
     m = parse_module('"foo.bar"() : () -> ()\n', "v.mlir", allow_unregistered=True)
     assert any(op.name == "foo.bar" for op in m.walk())
+
+
+def test_deep_stack_restores_the_interpreter_settings():
+    """The worker's recursion limit and collector threshold hold only while work runs (also
+    when it raises), and what the work sees is the raised pair."""
+    import gc
+    import sys
+
+    from tilegen.runtime import limits
+
+    before = (sys.getrecursionlimit(), gc.get_threshold())
+    seen = limits.deep_stack(lambda: (sys.getrecursionlimit(), gc.get_threshold()))
+    assert seen[0] >= limits.RECURSION_LIMIT
+    assert seen[1][0] >= limits.GC_GEN0_THRESHOLD and seen[1][1:] == before[1][1:]
+    assert (sys.getrecursionlimit(), gc.get_threshold()) == before
+
+    def fail():
+        raise ValueError("x")
+
+    with pytest.raises(ValueError):
+        limits.deep_stack(fail)
+    assert (sys.getrecursionlimit(), gc.get_threshold()) == before

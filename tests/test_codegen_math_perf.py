@@ -29,10 +29,53 @@ TILE = 4096
 SAMPLES = int(os.environ.get("TILEGEN_MATH_SAMPLES", 1 << 16))
 
 F32_EDGES = np.array(
-    [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, 2.0, 1e-45, -1e-45, 1.1754942e-38,
-     1.1754944e-38, -1.1754944e-38, 3.4028235e38, -3.4028235e38, 1e-30, 1e30, 0.6, -0.6, 1.5707964,
-     3.1415927, 0.7853982, 9.0, 10.0, 88.72, 88.73, 89.4, 89.5, -87.3, -103.9, -104.0, 105614.0,
-     105616.0, 1e5, -1e5, 1e7, 16777216.0, 1e20, 1e38, 0.25, 1e-8, -1e-8, 0.99999994, 1.0000001],
+    [
+        0.0,
+        -0.0,
+        np.inf,
+        -np.inf,
+        np.nan,
+        1.0,
+        -1.0,
+        0.5,
+        2.0,
+        1e-45,
+        -1e-45,
+        1.1754942e-38,
+        1.1754944e-38,
+        -1.1754944e-38,
+        3.4028235e38,
+        -3.4028235e38,
+        1e-30,
+        1e30,
+        0.6,
+        -0.6,
+        1.5707964,
+        3.1415927,
+        0.7853982,
+        9.0,
+        10.0,
+        88.72,
+        88.73,
+        89.4,
+        89.5,
+        -87.3,
+        -103.9,
+        -104.0,
+        105614.0,
+        105616.0,
+        1e5,
+        -1e5,
+        1e7,
+        16777216.0,
+        1e20,
+        1e38,
+        0.25,
+        1e-8,
+        -1e-8,
+        0.99999994,
+        1.0000001,
+    ],
     np.float32,
 )
 
@@ -82,9 +125,19 @@ def inputs(name: str, n: int) -> list[np.ndarray]:
 
 
 REF = {
-    "exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10, "sin": np.sin, "cos": np.cos,
-    "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "atan": np.arctan,
-    "atan2": np.arctan2, "pow": np.power,
+    "exp": np.exp,
+    "log": np.log,
+    "log2": np.log2,
+    "log10": np.log10,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "tanh": np.tanh,
+    "atan": np.arctan,
+    "atan2": np.arctan2,
+    "pow": np.power,
 }
 
 
@@ -96,7 +149,9 @@ def _kernel(name: str, nin: int, ty: str = "f32") -> str:
     pv = f"partition_view<tile=({TILE}), {tv}>"
     lines = ["%tok = make_token : token", "%bx, %by, %bz = get_tile_block_id : tile<i32>"]
     for i in range(nin + 1):
-        lines.append(f"%tv{i} = make_tensor_view %p{i}, shape = [%s{i}], strides = [1] : tile<i32> -> {tv}")
+        lines.append(
+            f"%tv{i} = make_tensor_view %p{i}, shape = [%s{i}], strides = [1] : tile<i32> -> {tv}"
+        )
         lines.append(f"%pv{i} = make_partition_view %tv{i} : {pv}")
     for i in range(nin):
         lines.append(
@@ -110,7 +165,9 @@ def _kernel(name: str, nin: int, ty: str = "f32") -> str:
         "tile<i32> -> token"
     )
     lines.append("return")
-    return "cuda_tile.module @m {\n entry @k(" + params + ") {\n  " + "\n  ".join(lines) + "\n }\n}\n"
+    return (
+        "cuda_tile.module @m {\n entry @k(" + params + ") {\n  " + "\n  ".join(lines) + "\n }\n}\n"
+    )
 
 
 #: sequences with no cuda_tile op (reached from MLIR math): measured through a stand-in op
@@ -174,8 +231,19 @@ def measure(name: str, n: int):
 # max error measured in the simulator (exact .approx) over 2^20 samples, rounded up; the
 # pytest run uses TILEGEN_MATH_SAMPLES (2^16 by default; 1/8 of it without --full-sweeps)
 BOUND = {
-    "exp": 1.5, "log": 1.0, "log2": 1.0, "log10": 1.0, "sin": 1.5, "cos": 1.5, "tan": 2.75,
-    "sinh": 2.5, "cosh": 1.75, "tanh": 1.75, "atan": 1.5, "atan2": 1.6, "pow": 1.0,
+    "exp": 1.5,
+    "log": 1.0,
+    "log2": 1.0,
+    "log10": 1.0,
+    "sin": 1.5,
+    "cos": 1.5,
+    "tan": 2.75,
+    "sinh": 2.5,
+    "cosh": 1.75,
+    "tanh": 1.75,
+    "atan": 1.5,
+    "atan2": 1.6,
+    "pow": 1.0,
 }
 
 
@@ -194,8 +262,19 @@ def _ptx_body(name: str, nin: int) -> list[str]:
 
 #: PTX instructions of one f32 sequence (kernel minus the same kernel with absf / addf);
 #: the old f64-based sinh/cosh/tanh/atan2/pow took 150-400
-BUDGET = {"exp": 14, "log": 32, "log2": 34, "sin": 95, "cos": 95, "tan": 95, "tanh": 18,
-          "sinh": 30, "cosh": 20, "atan2": 50, "pow": 120}
+BUDGET = {
+    "exp": 14,
+    "log": 32,
+    "log2": 34,
+    "sin": 95,
+    "cos": 95,
+    "tan": 95,
+    "tanh": 18,
+    "sinh": 30,
+    "cosh": 20,
+    "atan2": 50,
+    "pow": 120,
+}
 
 
 @pytest.mark.parametrize("name", sorted(BUDGET))
@@ -210,8 +289,26 @@ def test_f32_sequence_cost(name):
     assert len(f64) == (4 if name in ("sin", "cos", "tan") else 0), f64
 
 
-POW_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5, np.inf, -np.inf,
-                np.nan, 1e-45, 3.4028235e38, -1e30]
+POW_SPECIALS = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    -0.5,
+    2.0,
+    -2.0,
+    3.0,
+    -3.0,
+    2.5,
+    -2.5,
+    np.inf,
+    -np.inf,
+    np.nan,
+    1e-45,
+    3.4028235e38,
+    -1e30,
+]
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
@@ -222,7 +319,9 @@ def test_pow_special_value_grid(dt):
     with np.errstate(all="ignore"):
         want = np.power(x.astype(np.float64), y.astype(np.float64)).astype(dt)
     same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
-    exact = np.isin(x, [0, 1, -1, np.inf, -np.inf, 2, -2, 0.5, -0.5]) & np.isin(y, [0, 2, -2, 3, -3, np.inf, -np.inf])
+    exact = np.isin(x, [0, 1, -1, np.inf, -np.inf, 2, -2, 0.5, -0.5]) & np.isin(
+        y, [0, 2, -2, 3, -3, np.inf, -np.inf]
+    )
     if dt == np.float64:  # exp(y log x) in plain f64: ~|y log x| * 2^-53 relative
         exact[:] = False
         close = np.isclose(got, want, rtol=1e-13, atol=0)
@@ -236,5 +335,11 @@ if __name__ == "__main__":
     names = sys.argv[2:] or sorted(BOUND)
     for nm in names:
         e, bad, arg, x, got = measure(nm, n)
-        print(f"{nm:6s} max {e:6.3f} ulp at {[float(a) for a in arg]}  special mismatches {len(bad)}"
-              + (f" e.g. {[(tuple(float(a[i]) for a in x), float(got[i])) for i in bad[:3]]}" if len(bad) else ""))
+        print(
+            f"{nm:6s} max {e:6.3f} ulp at {[float(a) for a in arg]}  special mismatches {len(bad)}"
+            + (
+                f" e.g. {[(tuple(float(a[i]) for a in x), float(got[i])) for i in bad[:3]]}"
+                if len(bad)
+                else ""
+            )
+        )
