@@ -276,3 +276,26 @@ def test_nonzero_padding_keeps_the_register_path(monkeypatch):
 
     assert _is_zero_splat(splat(0)) and _is_zero_splat(splat(0.0))
     assert not _is_zero_splat(splat(-0.0)) and not _is_zero_splat(splat(1.5))
+
+
+@pytest.mark.parametrize("pipe", [True, False])
+def test_16bit_b_is_copied_as_loaded_and_read_n_major(monkeypatch, strict, pipe):
+    """sm_90: a 16-bit B loaded K x N row-major goes global -> shared by cp.async as it is (rows
+    of K, N contiguous: the MN-major interleave layout, mma.py ``_nmajor_layout``) and wgmma reads
+    it with imm-trans-b = 1; no thread writes B through registers (before, B was loaded to
+    registers and written transposed, element by element). NumPy-exact in the strict simulator,
+    a partial last K tile included."""
+    et = "f16"
+    ptx = _compile(monkeypatch, et, "f32", 64, 64, 32, "sm_90", pipe)
+    wg = [l.strip() for l in ptx.splitlines() if "wgmma.mma_async" in l]
+    assert wg and all(l.endswith(", 1, 1, 0, 1;") for l in wg), wg[0]
+    assert "st.shared.b16" not in ptx and ("__tilegen_pipe" in ptx) == pipe
+    for nk, ktot in ((3, 96), (3, 96 - TAIL[et])):
+        a, b, c = _operands(et, "f32", 64, 64, ktot, ktot, False)
+        out = _launch(ptx, a, b, c, nk, ktot)
+        np.testing.assert_array_equal(out.astype(np.float64), _ref(a, b, c, ktot))
+    if PTXAS is not None:
+        from tilegen.runtime.codegen.driver import assemble
+
+        _, log = assemble(ptx, 90, verbose=True)
+        assert "0 bytes spill stores, 0 bytes spill loads" in log, log

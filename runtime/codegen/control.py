@@ -109,6 +109,17 @@ class _PipeLoad:
         self.off = off
 
 
+def pipeline_smem_cap(sm: int, suffix: str) -> int:
+    """Shared memory (bytes, scratch included) a kernel with pipelined loops may take: 48 KB of
+    static ``.shared``, or on an ``a`` target (a wgmma kernel is built for sm_90a) more, but at
+    most half the SM's, so that two CTAs still fit (what 4 warps at 255 registers allow)."""
+    from tilegen.runtime.targets import STATIC_SHARED_PLAIN, shared_optin, static_shared_limit
+
+    if suffix != "a":
+        return STATIC_SHARED_PLAIN
+    return min(static_shared_limit(sm, "a"), shared_optin(sm) // 2 - 1024)
+
+
 def _pipeline_plan(em: Emitter, op):
     """(loads, stages, stage bytes, wgmma?) when the layout stage pipelined scf.for ``op``
     (``nv_tileas.num_stages``, its loads marked ``nv_tileas.prefetch``; runtime/layouts/
@@ -157,7 +168,8 @@ def _pipeline_plan(em: Emitter, op):
             row = max(K * esz + 16, K * esz * 9 // 8)
             rows = (M if (o, 0) not in planned else 0) + (N if (o, 1) not in planned else 0)
             reserve = max(reserve, rows * row + 256)
-    limit = SMEM_LIMIT - reserve if budget is None else budget
+    cap = pipeline_smem_cap(em.sm, "a") if wg else SMEM_LIMIT
+    limit = cap - reserve if budget is None else budget
     while stages >= 2 and stages * off > limit:
         stages -= 1
     if stages < 2:

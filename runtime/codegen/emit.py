@@ -4,6 +4,7 @@ and shared-memory declarations) around the op handlers of the concern modules.""
 from __future__ import annotations
 
 from tilegen.runtime.codegen.abi import entry_params
+from tilegen.runtime.codegen.control import pipeline_smem_cap
 from tilegen.runtime.codegen.lineinfo import LineTable, entry_source
 from tilegen.runtime.codegen.core import (
     SMEM_SYMBOL,
@@ -158,11 +159,12 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
         except ValueError as e:
             raise CodegenError([Diagnostic("error", str(e), func.loc)]) from None
         em.emit_block(block)
-        if not em.pipe_bytes or em.pipe_bytes + em.smem_bytes <= SMEM_STATIC_LIMIT:
+        cap = pipeline_smem_cap(sm, (info or {}).get("suffix") or em.target_suffix)
+        if not em.pipe_bytes or em.pipe_bytes + em.smem_bytes <= cap:
             break
         # the stage buffers and the scratch do not fit together: again with the buffers
         # limited to what the scratch left, then without pipelining
-        budget = max(0, SMEM_STATIC_LIMIT - em.smem_bytes) if attempt == 0 else 0
+        budget = max(0, cap - em.smem_bytes) if attempt == 0 else 0
     _fit_static_shared(em, func, (info or {}).get("suffix", ""))
     lines = []
     plist = ",\n".join(f"\t.param .{t} {n}" for n, t in params)

@@ -451,6 +451,8 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
     N = b.shape[1]
     plan = wgmma_plan(op, num_warps, sm)
     if plan is not None:
+        if idx == 1 and not transposed and not convert and plan.esz == 2:
+            return _nmajor_layout(K, N)  # read with imm-trans-b, as copied
         if idx == 1 and not transposed and not convert and plan.esz == 1:
             pb = _pitch(N, 1)  # copied as is, transposed into B's K-major layout by the dot
             return ((0, None, pb),), ((0, None, 1),), K * pb
@@ -776,18 +778,38 @@ def _write_fields(em: Emitter, regs, d, dim_fields, kdim: int, byte_off: int, es
         k += run
 
 
-def _descriptor(em: Emitter, addr: str, sbo: int) -> str:
-    """A wgmma matrix descriptor (PTX ISA "Matrix Descriptor Format") for the no-swizzle
-    K-major layout at shared address ``addr``: start >> 4 in bits 0-13, LBO >> 4 in 16-29,
-    SBO >> 4 in 32-45, base offset 0, swizzle mode 0 (bits 62-63)."""
-    if sbo >> 4 >= 1 << 14:
-        raise ValueError("wgmma stride byte offset out of range")
+def _descriptor(em: Emitter, addr: str, sbo: int, lbo: int = _LBO) -> str:
+    """A wgmma matrix descriptor (PTX ISA "Matrix Descriptor Format") for a no-swizzle layout
+    at shared address ``addr`` (K-major: LBO along K, SBO along M/N; MN-major: the other way,
+    :func:`_nmajor_layout`): start >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45,
+    base offset 0, swizzle mode 0 (bits 62-63)."""
+    if sbo >> 4 >= 1 << 14 or lbo >> 4 >= 1 << 14:
+        raise ValueError("wgmma byte offset out of range")
     r, d = em.new("b32"), em.new("b64")
     em.ins(f"shr.u32 {r}, {addr}, 4")
     em.ins(f"and.b32 {r}, {r}, {0x3FFF}")
     em.ins(f"cvt.u64.u32 {d}, {r}")
-    em.ins(f"or.b64 {d}, {d}, {((_LBO >> 4) << 16) | ((sbo >> 4) << 32)}")
+    em.ins(f"or.b64 {d}, {d}, {((lbo >> 4) << 16) | ((sbo >> 4) << 32)}")
     return d
+
+
+#: N-major B (16-bit elements, ``imm-trans-b`` = 1): the no-swizzle MN-major canonical layout,
+#: core matrices of 8 K-rows x 16 bytes (8 N elements), 128 contiguous bytes each; 8-column
+#: groups along N at SBO = 144 bytes (16 of padding: a warp's cp.async chunks of 4 rows x 8
+#: groups land on distinct banks), 8-row groups along K at LBO = N / 8 * 144 (PTX ISA "Leading /
+#: Stride Dimension Byte Offset", MN-major interleave). Global rows (K) copy into it as they are,
+#: so B = K x N row-major (attention's K^T tile and V) is staged by cp.async, no transpose.
+_NM_SBO = 144
+
+
+def _nmajor_lbo(N: int) -> int:
+    return N // 8 * _NM_SBO
+
+
+def _nmajor_layout(K: int, N: int):
+    """(row fields, column fields, bytes) of N-major B for :func:`staged_layout`."""
+    lbo = _nmajor_lbo(N)
+    return ((0, 3, 16), (3, None, lbo)), ((0, 3, 2), (3, None, _NM_SBO)), K // 8 * lbo
 
 
 #: apply a dot's elementwise epilogue per wgmma instance (commit + wait each, as tileiras does)?
@@ -854,8 +876,10 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     off_b = M // 8 * sbo
     off_c = _align(off_b + N // 8 * sbo)
     total = off_c if in_regs else off_c + M * N * csz
-    # 8-bit B row-major: copied as is (raw), then transposed into the K-major layout
-    b8 = b_st is not None and not b_st.transposed
+    # 8-bit B row-major: copied as is (raw), then transposed into the K-major layout; 16-bit
+    # B row-major: copied as is into the N-major layout (bn), read with imm-trans-b
+    b8 = b_st is not None and not b_st.transposed and esz == 1
+    bn = b_st is not None and not b_st.transposed and esz == 2
     praw = _pitch(N, 1)
     off_raw = _align(total)
     kchunk = _raw_rows(off_raw, K, praw) if b8 and b_st.pipe_buf is None else K
@@ -896,6 +920,11 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             from tilegen.runtime.codegen.memory import cp_async_tile
 
             cp_async_tile(em, b_st, ((0, None, praw),), ((0, None, 1),), em.smem_base(), off_raw)
+    elif bn and b_st.pipe_buf is None:  # B as loaded: N-major
+        from tilegen.runtime.codegen.memory import cp_async_tile
+
+        rows_n, cols_n, _ = _nmajor_layout(K, N)
+        cp_async_tile(em, b_st, rows_n, cols_n, em.smem_base(), off_b)
     elif b_st.pipe_buf is None:  # B^T loaded as such (a permuted tile): rows n, K-major
         from tilegen.runtime.codegen.memory import cp_async_tile
 
@@ -945,7 +974,8 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         for lines in inits.values():
             for line in lines:
                 em.ins(line)
-    key = ("wgmma-desc", M, N, K, esz, G)
+    key = ("wgmma-desc", M, N, K, esz, G, bn)
+    b_sbo, b_lbo = (_NM_SBO, _nmajor_lbo(N)) if bn else (sbo, _LBO)
     if key not in em._smem_refs:
         with em.hoisted():
             _, _, warp = em.tid()
@@ -959,7 +989,7 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             em.ins(f"add.s32 {pb}, {base}, {off_b}")
             p = em.new("pred")
             em.ins(f"mov.pred {p}, -1")
-            em._smem_refs[key] = (_descriptor(em, pa, sbo), _descriptor(em, pb, sbo), p)
+            em._smem_refs[key] = (_descriptor(em, pa, sbo), _descriptor(em, pb, b_sbo, b_lbo), p)
     desc_a, desc_b, scale_d = em._smem_refs[key]
     if a_st is not None and a_st.pipe_buf is not None:  # this iteration's pipeline stage
         wgo = 0
@@ -970,7 +1000,8 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             wgo = em.lincomb(0, [(8 * sbo, wg)])
         desc_a = _descriptor(em, _plus(em, a_st.pipe_buf, wgo), sbo)
     if b_st is not None and b_st.pipe_buf is not None and not b8:
-        desc_b = _descriptor(em, b_st.pipe_buf, sbo)
+        desc_b = _descriptor(em, b_st.pipe_buf, b_sbo, b_lbo)
+    imms = plan.imms[: plan.imms.rindex(",")] + ", 1" if bn else plan.imms
     if not fused:
         em.ins("wgmma.fence.sync.aligned")
     for q in range(nq):
@@ -984,8 +1015,9 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
                 step = s * tk * esz // 16 * _LBO
                 ra, rb = em.new("b64"), em.new("b64")
                 em.ins(f"add.s64 {ra}, {desc_a}, {(q * G * 8 * sbo + step) >> 4}")
-                em.ins(f"add.s64 {rb}, {desc_b}, {(n0 // 8 * sbo + step) >> 4}")
-                em.ins(f"{row.opcode(n)} {{{dregs}}}, {ra}, {rb}, {scale_d}{plan.imms}")
+                b_off = n0 // 8 * b_sbo + (s * tk // 8 * b_lbo if bn else step)
+                em.ins(f"add.s64 {rb}, {desc_b}, {b_off >> 4}")
+                em.ins(f"{row.opcode(n)} {{{dregs}}}, {ra}, {rb}, {scale_d}{imms}")
             if fused:  # this instance's partial result, consumed before the next one starts
                 em.ins("wgmma.commit_group.sync.aligned")
                 em.ins("wgmma.wait_group.sync.aligned 0")
