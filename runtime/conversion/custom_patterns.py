@@ -743,6 +743,25 @@ def kernel_spec(op: Operation, ctx: ConversionContext) -> DictAttr:
     return DictAttr(tuple(sorted(items.items())))
 
 
+#: on a kernel whose ``num_warps`` is the spec's default, not the producer's (runtime/layouts/
+#: kernel.default_num_warps may then size the CTA itself, as tileiras does)
+NUM_WARPS_DEFAULT = "nv_tileaa.num_warps_default"
+
+
+def _num_warps_given(op: Operation, ctx: ConversionContext) -> bool:
+    """Whether the producer set ``num_warps``: ``tt.num_warps`` on the entry or around it, or
+    an optimization hint for this target (or ``default``)."""
+    if op.attributes.get("tt.num_warps") or _module_attr(op, "tt.num_warps"):
+        return True
+    hints = op.attributes.get("optimization_hints")
+    if isinstance(hints, OptimizationHintsAttr):
+        for arch, entry in hints.entries:
+            if arch == "default" or _arch_cc(arch) == ctx.compute_capability:
+                if isinstance(entry, DictAttr) and any(k == "num_warps" for k, _ in entry.items):
+                    return True
+    return False
+
+
 def _arch_cc(arch: str) -> Optional[int]:
     digits = arch[3:] if arch.startswith("sm_") else ""
     digits = digits.rstrip("abf")
@@ -762,6 +781,8 @@ def entry_to_func(op: Operation, rw: PatternRewriter, ctx: ConversionContext) ->
     if op.name == "cuda_tile.entry":
         attrs["kernel"] = UnitAttr()
         attrs["nv_tileaa.kernel_spec"] = kernel_spec(op, ctx)
+        if not _num_warps_given(op, ctx):  # the spec's default: the layout stage may choose
+            attrs[NUM_WARPS_DEFAULT] = UnitAttr()
     for k, v in op.attributes.items():
         if k.startswith("nvvm.") or k in ("arg_attrs", "res_attrs"):
             attrs[k] = v

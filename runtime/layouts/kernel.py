@@ -55,3 +55,40 @@ def kernel_num_stages(func: Operation) -> int:
 def target_sm(op: Operation) -> Optional[int]:
     """The compute capability the module around ``op`` was converted for (None if unknown)."""
     return enclosing_int_attr(op, "nv_tileaa.compute_capability")
+
+
+#: The CTA size :func:`default_num_warps` gives a kernel that does not ask for one, where its
+#: K loop has 128-row dots the async path does not take (docs/layouts.md "CTA size").
+WIDE_NUM_WARPS = 8
+
+
+def default_num_warps(func: Operation) -> int:
+    """The CTA size for the layout stage: what the kernel asks for (:func:`kernel_num_warps`;
+    the conversion marks ``nv_tileaa.num_warps_default`` where the producer gave none), else 8 warps on sm_90+ when a top-level loop holds a dot of 128-row tiles (M a multiple of
+    128) that is not the async path's shape (one dot accumulating into the loop-carried value):
+    attention's two dots, a block-scaled GEMM's ``acc + dot(a, b, 0) * scale``. Two warp groups
+    then take 64 rows each, as tileiras's two consumer warp groups do; one would hold twice the
+    registers (attention forward 128x64 tiles: 255 registers and spills on 4 warps, 168 and
+    none on 8). Else :data:`DEFAULT_NUM_WARPS`."""
+    if "nv_tileaa.num_warps_default" not in func.attributes:  # the producer's choice
+        return kernel_num_warps(func)
+    sm = target_sm(func)
+    if sm is None or sm < 90 or not func.regions or not func.regions[0].blocks:
+        return DEFAULT_NUM_WARPS
+    for loop in func.regions[0].blocks[0].ops:
+        if loop.name != "scf.for":
+            continue
+        dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
+        body = loop.regions[0].blocks[0]
+        if len(dots) == 1 and dots[0].operands[2] in body.args:
+            continue  # the async path's K loop: its consumer warps stay the kernel's 4
+        if any(_wide_dot(d) for d in dots):
+            return WIDE_NUM_WARPS
+    return DEFAULT_NUM_WARPS
+
+
+def _wide_dot(dot: Operation) -> bool:
+    a = dot.operands[0].type
+    shape = getattr(a, "shape", ())
+    element = getattr(getattr(a, "element", None), "name", "")
+    return len(shape) == 2 and shape[0] % 128 == 0 and element not in ("f64", "f32")

@@ -282,9 +282,9 @@ def _writes_memory(loop: Operation) -> Optional[Operation]:
 
 
 def _consumer_warps(func: Operation) -> int:
-    from tilegen.runtime.layouts.kernel import kernel_num_warps
+    from tilegen.runtime.layouts.decisions import num_warps
 
-    return kernel_num_warps(func)
+    return num_warps(func)  # the layout stage's CTA size
 
 
 def _stage_count(loop: Operation, payload, sm: int, hint: int) -> tuple[int, int]:

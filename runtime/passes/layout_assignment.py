@@ -44,6 +44,7 @@ from tilegen.runtime.layouts.attrs import (
 )
 from tilegen.runtime.layouts.kernel import (  # noqa: F401 (DEFAULT_NUM_WARPS: API)
     DEFAULT_NUM_WARPS,
+    default_num_warps,
     kernel_num_stages,
     kernel_num_warps,
     target_sm,
@@ -137,6 +138,8 @@ class LayoutAssigner:
         self.accesses: list[AccessInfo] = []
         self.converts = 0
         self._families: dict[Operation, Optional[str]] = {}
+        #: the MMA accumulator layouts given to dot results: elementwise ops prefer them
+        self.mma_layouts: set = set()
 
     def dot_family(self, op: Operation) -> Optional[str]:
         """The instruction family of ``dot`` ``op`` (decided once, recorded on the op)."""
@@ -150,7 +153,10 @@ class LayoutAssigner:
     def mma_accumulator(self, op: Operation) -> Optional[BlockedLayout]:
         if op is None or op.name != "nv_tileaa.dot":
             return None
-        return accumulator_layout(op, self.num_warps, self.dot_family(op))
+        acc = accumulator_layout(op, self.num_warps, self.dot_family(op))
+        if acc is not None:
+            self.mma_layouts.add(acc)
+        return acc
 
     # ----- helpers
     def default(self, t: TileType) -> DistributedLayout:
@@ -193,11 +199,22 @@ class LayoutAssigner:
         moves the smaller source tile (Triton's backward rematerialization, one step at a
         time)."""
         prod = v.op if isinstance(v, OpResult) else None
-        if prod is None or len(v.uses) != 1 or not isinstance(layout, BlockedLayout):
+        if prod is None or len(v.uses) != 1:
             return False
+        if prod.name == "nv_tileas.convert_layout":  # one conversion, to the new layout
+            self.layout[v] = layout
+            return True
         src = prod.operands[0] if prod.operands else None
-        if src is None or not _is_tile(src.type):
+        if src is None or not _is_tile(src.type) or not isinstance(layout, BlockedLayout):
             return False
+        if layout in self.mma_layouts and self._relayable(prod, v):
+            # an elementwise op feeding an MMA-layout consumer (attention's causal mask into
+            # the select with QK^T) is computed in that layout: its operands move instead of
+            # its result, down to where they are cheap (broadcasts, views, loop invariants)
+            self.layout[v] = layout
+            for i in self.tile_operands(prod):
+                self.require(prod, i, layout)
+            return True
         if prod.name == "nv_tileaa.broadcast" and src.type.rank == v.type.rank:
             self.layout[v] = layout
             self.require(prod, 0, layout)
@@ -210,6 +227,15 @@ class LayoutAssigner:
                     self.require(prod, 0, SliceLayout(d, layout))
                     return True
         return False
+
+    def _relayable(self, prod: Operation, v: Value) -> bool:
+        """``prod`` (making ``v``) is a plain elementwise op whose tile operands all have
+        ``v``'s shape."""
+        if prod.regions or prod.name == "nv_tileaa.dot" or len(prod.results) != 1:
+            return False
+        if not (U.has_trait(prod, "Elementwise") or prod.dialect in ("arith", "math")):
+            return False
+        return all(op.type.shape == v.type.shape for op in prod.operands if _is_tile(op.type))
 
     def tile_operands(self, op: Operation) -> list[int]:
         return [
@@ -363,7 +389,10 @@ class LayoutAssigner:
                 for r in tiles:
                     self.pending[r] = [op.operands[i] for i in ops_]
                 return
-            layout = self.layout[op.operands[fixed[0]]]
+            # an operand in an MMA accumulator layout wins (the other operands move, not the
+            # dot's result: attention's masked QK^T), else the first laid-out operand's
+            lays = [self.layout[op.operands[i]] for i in fixed]
+            layout = next((x for x in lays if x in self.mma_layouts), lays[0])
             for i in ops_:
                 self.require(op, i, layout)
             for r in tiles:
@@ -446,6 +475,41 @@ class LayoutAssigner:
             self.layout[op.results[k]] = layout
         self.run_block(body)
         self.fix_yield(body, carried)
+        for k, i in enumerate(inits):
+            if carried[k] is not None:
+                self.carry_converted(op, k, i)
+
+    def carry_converted(self, op: Operation, k: int, i: int) -> None:
+        """Carry value ``k`` of loop ``op`` in the layout its body converts it to, when every
+        use of the iteration argument is a conversion to one layout L and the yielded value
+        is a conversion from L (attention's running max and sum, laid out like the MMA
+        result they meet): the conversions in the body go away, the initial value is
+        converted once before the loop instead, and the result leaves in L."""
+        body = op.regions[0].blocks[0]
+        arg, term = body.args[k + 1], body.terminator
+        uses = [u for u, _ in arg.uses]
+        if not uses or any(u.name != "nv_tileas.convert_layout" for u in uses):
+            return
+        target = self.layout[uses[0].results[0]]
+        if any(self.layout[u.results[0]] != target for u in uses):
+            return
+        y = term.operands[k] if term is not None and k < len(term.operands) else None
+        conv = y.op if isinstance(y, OpResult) else None
+        if conv is None or conv.name != "nv_tileas.convert_layout" or len(y.uses) != 1:
+            return
+        src = conv.operands[0]
+        if self.layout.get(src) != target:
+            return
+        for u in uses:
+            u.results[0].replace_all_uses_with(arg)
+            u.erase()
+            self.converts -= 1
+        term.set_operand(k, src)
+        conv.erase()
+        self.converts -= 1
+        self.layout[arg] = target
+        self.layout[op.results[k]] = target
+        self.require(op, i, target)
 
     def visit_if(self, op: Operation) -> None:
         results: list = [None] * len(op.results)
@@ -483,7 +547,7 @@ def assign_layouts(
     out = []
     for op in list(root.walk()):
         if op.name == "nv_tileaa.func":
-            a = LayoutAssigner(op, num_warps or options.num_warps or kernel_num_warps(op), options)
+            a = LayoutAssigner(op, num_warps or options.num_warps or default_num_warps(op), options)
             a.run()
             out.append(a)
     return out
