@@ -288,6 +288,69 @@ def test_cutile_kernel_pipelines_and_matches_numpy(async_kernels, name, staged, 
         )
 
 
+@pytest.mark.parametrize("name", ["attention_causal_fwd", "gemm_fp8_blockscaled"])
+def test_non_async_128_row_kernels_on_sm_90(async_kernels, name):
+    """The attention forward and the block-scaled GEMM (K loops the async path does not take):
+    two consumer warp groups (8 warps, runtime/layouts/kernel.default_num_warps), their B
+    tiles (K^T and V; B of the GEMM's fp8 dot) reach shared memory by cp.async as loaded and
+    are prefetched one iteration ahead, the softmax / scaling runs in the wgmma accumulator's
+    layout (only vectors are converted in the loop), ptxas spills nothing, and ptxsim matches
+    NumPy."""
+    from tilegen.runtime.driver import compile_source
+    from tilegen.runtime.options import CompileOptions
+    from tilegen.runtime.ptxsim import run_ptxsim
+
+    cka, paths = async_kernels
+    c = compile_source(Path(paths[name]), CompileOptions(target="sm_90"), until="ptx")
+    func = next(op for op in c.module.walk() if op.name == "nv_tileaa.func")
+    assert func.attributes["nv_tileas.num_warps"].value == 8
+    loop = next(op for op in func.regions[0].blocks[0].ops if op.name == "scf.for")
+    converts = [op for op in loop.walk() if op.name == "nv_tileas.convert_layout"]
+    # only vectors move (attention's column indices, the GEMM's per-block scales), never a
+    # 128-row tile: the elementwise work takes the accumulator's layout
+    assert converts and all(op.results[0].type.num_elements <= 128 for op in converts)
+    ptx = c.ptx
+    assert ".reqntid 256, 1, 1" in ptx and "__tilegen_pipe" in ptx and ".target sm_90a" in ptx
+    lines = ptx.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("$L__for_body"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("$L__for_end"))
+    body = "\n".join(lines[top:end])
+    assert body.count("cp.async.cg.shared.global") >= 2
+    if name.startswith("attention"):  # both dots read their B N-major
+        wg = [line.strip() for line in lines if "wgmma.mma_async" in line]
+        assert wg and all(line.endswith(", 1, 1, 0, 1;") for line in wg)
+        assert "ld.global" not in body
+    from tilegen.runtime.ptxas import assemble
+
+    _, log = assemble(ptx, 90, verbose=True)
+    assert "0 bytes spill stores" in log, log
+    pr = cka.problems()[name]
+    out = run_ptxsim(load_module(paths[name]), list(pr.args.items()), pr.grid, "sm_90")
+    for key, exp in pr.expected.items():
+        np.testing.assert_allclose(
+            out[key].astype(np.float64), exp.astype(np.float64), rtol=pr.rtol, atol=pr.atol
+        )
+
+
+def test_a_num_warps_hint_is_kept(async_kernels):
+    """A producer's ``num_warps`` (here 4 for sm_90) wins over the CTA-size rule."""
+    from tilegen.runtime.bytecode import read_bytecode
+    from tilegen.runtime.driver import compile_source
+    from tilegen.runtime.options import CompileOptions
+
+    _, paths = async_kernels
+    text = print_module(read_bytecode(Path(paths["attention_causal_fwd"]).read_bytes()))
+    assert "optimization_hints=<default = {}>" in text
+    hinted = text.replace(
+        "optimization_hints=<default = {}>", "optimization_hints=<sm_90 = {num_warps = 4}>"
+    )
+    for src, warps in ((text, 8), (hinted, 4)):
+        c = compile_source(src, CompileOptions(target="sm_90"), "att.mlir", until="layouts")
+        func = next(op for op in c.module.walk() if op.name == "nv_tileaa.func")
+        assert func.attributes["nv_tileas.num_warps"].value == warps
+        assert ("nv_tileaa.num_warps_default" in func.attributes) == (warps == 8)
+
+
 def test_attention_k_and_v_are_prefetched_n_major_on_sm_90(async_kernels):
     """The attention forward's K^T and V tiles (B operands, K x N row-major f16) reach shared
     memory by cp.async as they are (no register round trip and transposing stores), both
