@@ -301,7 +301,8 @@ def build_perf(out: Path, archs) -> dict:
             cubins = {a: dict(c) for a, c in cubins.items()}
             for arch in archs:
                 for label, opts in perf.VARIANTS[case.name].items():
-                    rel = f"cutile/perf{i}_{label.replace('=', '')}.{arch}.tilegen.cubin"
+                    stem = "".join(ch if ch.isalnum() else "_" for ch in label.replace("=", ""))
+                    rel = f"cutile/perf{i}_{stem}.{arch}.tilegen.cubin"
                     try:
                         (out / rel).write_bytes(tilegen_cubin(kernel, sig, arch, opts))
                         cubins[arch][f"tilegen {label}"] = rel

@@ -19,12 +19,18 @@ import numpy as np
 #: extra tilegen builds of some cases (label -> CompileOptions fields), timed beside the default
 #: build on the GPU: the data for choosing the defaults
 VARIANTS = {
+    # two consumer warp groups of 64 rows each (384 threads, 168 registers: tileiras's shape)
+    # beside the default one group of 128 rows (256 threads, 255 registers)
+    "gemm f16 4096^3": {"num_warps=8": {"num_warps": 8}},
     "gemm f16 8192^3": {
-        "num_stages=3": {"num_stages": 3},
         "num_stages=4": {"num_stages": 4},
-        "no_warp_specialize": {"warp_specialize": False},
+        "num_warps=8": {"num_warps": 8},
+        "num_warps=8 num_stages=4": {"num_warps": 8, "num_stages": 4},
     },
-    "gemm e4m3 8192^3 (f16 out)": {"num_stages=2": {"num_stages": 2}},
+    "gemm bf16 8192^3": {"num_warps=8": {"num_warps": 8}},
+    "gemm e4m3 8192^3 (f16 out)": {"num_warps=8": {"num_warps": 8}},
+    # the layout stage's 8 warps (two groups of 64 rows) beside one group of 128 rows
+    "attention causal fwd h16 s8192 d64": {"num_warps=4": {"num_warps": 4}},
 }
 
 GEMM_TILES = {"f16": (128, 128, 64), "bf16": (128, 128, 64), "e4m3": (128, 128, 128)}

@@ -338,6 +338,7 @@ LAYOUT_PASS_OPTIONS = {
     "use_cp_async": "cp-async",
     "pipelining": "pipeline",
     "num_stages": "num-stages",
+    "num_warps": "num-warps",
 }
 
 

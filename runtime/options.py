@@ -62,6 +62,10 @@ def _config(message: str) -> CompileError:
     return CompileError([Diagnostic("error", message)], EXIT_CONFIG, "options")
 
 
+#: the CTA sizes ``num_warps`` may ask for (whole warp groups beyond one)
+NUM_WARPS = (1, 2, 4, 8, 12, 16)
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """Everything that decides what the compiler emits, validated at construction (a wrong type
@@ -72,6 +76,9 @@ class CompileOptions:
     * ``opt_level``: 0-3, the ``tile-optimize-O<N>`` pipeline (tileiras's ``-O``, default 3).
     * ``num_stages``: K-loop pipeline depth for every kernel (None: each kernel's
       ``num_stages`` / ``tt.num_stages``, default 2; 1 turns pipelining off).
+    * ``num_warps``: the CTA's warps for every kernel (None: each kernel's ``num_warps``, else
+      the layout stage's rule, runtime/layouts/kernel.default_num_warps); on the async path
+      these are the consumer warps, the producer warp group comes on top.
     * ``use_wgmma`` (sm_90 ``wgmma`` for dots, else ``mma.sync``), ``use_cp_async`` (dot
       operands copied to shared memory with ``cp.async``), ``pipelining`` (prefetch dot operands
       across K-loop iterations).
@@ -86,6 +93,7 @@ class CompileOptions:
     target: Optional[Target] = None
     opt_level: int = DEFAULT_OPT_LEVEL
     num_stages: Optional[int] = None
+    num_warps: Optional[int] = None
     use_wgmma: bool = True
     use_cp_async: bool = True
     pipelining: bool = True
@@ -109,6 +117,11 @@ class CompileOptions:
             raise _usage(f"num_stages must be None or an int >= 1, got {_show(n)}")
         if n is not None and not 1 <= n <= 8:
             raise _config(f"invalid num_stages: {n} (1-8)")
+        w = self.num_warps
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int)):
+            raise _usage(f"num_warps must be None or an int, got {_show(w)}")
+        if w is not None and w not in NUM_WARPS:
+            raise _config(f"invalid num_warps: {w} ({', '.join(map(str, NUM_WARPS))})")
         for name in (
             "use_wgmma",
             "use_cp_async",
@@ -143,6 +156,7 @@ class CompileOptions:
                 "target",
                 "opt_level",
                 "num_stages",
+                "num_warps",
                 "use_wgmma",
                 "use_cp_async",
                 "pipelining",

@@ -394,3 +394,13 @@ def test_the_allow_tma_hint_is_carried_and_honored(value, arch, target, taken):
             "for this target"
         )
         assert "cp.async.bulk.tensor" not in c.ptx
+
+
+def test_num_warps_option_is_typed_and_in_the_cache_key():
+    """``CompileOptions(num_warps=N)`` (``tilegen compile --num-warps N``, the layout pass's
+    ``num-warps``; tests/test_k_loop_pipelining.py has what it does to the async GEMM)."""
+    assert CompileOptions(num_warps=8).fingerprint() != CompileOptions().fingerprint()
+    for bad, code in (("8", 1), (True, 1), (3, 2), (64, 2)):
+        with pytest.raises(CompileError) as e:
+            CompileOptions(num_warps=bad)
+        assert e.value.exit_code == code

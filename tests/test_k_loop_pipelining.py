@@ -10,6 +10,7 @@ shape of what it builds.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -376,3 +377,24 @@ def test_attention_k_and_v_are_prefetched_n_major_on_sm_90(async_kernels):
         np.testing.assert_allclose(
             out[key].astype(np.float64), exp.astype(np.float64), rtol=pr.rtol, atol=pr.atol
         )
+
+
+@pytest.mark.parametrize("target", ["sm_90"])
+def test_num_warps_8_gives_the_async_gemm_two_consumer_warp_groups(async_kernels, target):
+    """``CompileOptions(num_warps=8)`` on the 128x128x64 GEMM on sm_90: two consumer warp
+    groups of 64 rows beside the producer group, 384 threads at 168 registers or fewer
+    (tileiras's shape) against 256 threads at 255 by default, no spills either way. (sm_100's
+    tcgen05 consumers are one warp group: there the option leaves the async path.)"""
+    from tilegen.runtime.driver import compile_source
+    from tilegen.runtime.options import CompileOptions
+    from tilegen.runtime.ptxas import assemble
+
+    _, paths = async_kernels
+    src = Path(paths["gemm_f16_128x128x64"])
+    for warps, threads in ((None, 256), (8, 384)):
+        c = compile_source(src, CompileOptions(target=target, num_warps=warps), until="ptx")
+        assert c.async_plan[0].taken and f".reqntid {threads}, 1, 1" in c.ptx
+        _, log = assemble(c.ptx, int(target[3:]), verbose=True)
+        assert "0 bytes spill stores" in log, log
+        regs = int(re.search(r"Used (\d+) registers", log).group(1))
+        assert regs <= (168 if warps else 255), regs

@@ -99,7 +99,7 @@ class LayoutOptions:
         num_stages: int = 0,
     ):
         compile_options = current()
-        self.num_warps = num_warps
+        self.num_warps = num_warps or compile_options.num_warps or 0
         self.wgmma = compile_options.use_wgmma if wgmma is None else wgmma
         self.cp_async = compile_options.use_cp_async if cp_async is None else cp_async
         self.pipeline = self.cp_async and (

@@ -46,6 +46,13 @@ def add_codegen_arguments(p) -> None:
         help="K-loop pipeline depth for every kernel (default: each kernel's num_stages, else 2)",
     )
     g.add_argument(
+        "--num-warps",
+        type=_num_stages,
+        metavar="N",
+        help="warps per CTA for every kernel (default: each kernel's num_warps, else the "
+        "layout stage's rule; the async path's consumer warps)",
+    )
+    g.add_argument(
         "--lineinfo", action="store_true", help=".file/.loc line info from the input's locations"
     )
     g.add_argument(
@@ -86,6 +93,7 @@ def compile_options(args, gpu_name, **overrides):
         target=gpu_name,
         opt_level=opt_level,
         num_stages=getattr(args, "num_stages", None),
+        num_warps=getattr(args, "num_warps", None),
         use_wgmma=not getattr(args, "no_wgmma", False),
         use_cp_async=not getattr(args, "no_cp_async", False),
         pipelining=not getattr(args, "no_pipeline", False),

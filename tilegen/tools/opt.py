@@ -192,9 +192,11 @@ def _stage_of(ref, root) -> Optional[tuple[str, dict]]:
             fields = {"target": parse_target(f"sm_{target}")}
             for key, text in options.items():
                 field = _layout_fields()[key]
-                fields[field] = int(text) if field == "num_stages" else parse_bool(text)
-            if fields.get("num_stages") == 0:
-                fields["num_stages"] = None  # the pass's 0: each kernel's own
+                counts = ("num_stages", "num_warps")
+                fields[field] = int(text) if field in counts else parse_bool(text)
+            for field in ("num_stages", "num_warps"):
+                if fields.get(field) == 0:
+                    fields[field] = None  # the pass's 0: each kernel's own
             return "layouts", fields
     except (CompileError, ValueError):
         return None  # not expressible as CompileOptions: the pass reports it
