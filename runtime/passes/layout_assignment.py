@@ -194,23 +194,26 @@ class LayoutAssigner:
         self.converts += 1
 
     def retarget(self, v: Value, layout: DistributedLayout) -> bool:
-        """Give single-use ``v``, made by a broadcast or a view inserting a unit dim, ``layout``
-        directly and require its source in the matching layout instead: the conversion then
-        moves the smaller source tile (Triton's backward rematerialization, one step at a
-        time)."""
+        """Give single-use ``v`` ``layout`` directly, where moving its operands instead is
+        cheaper (Triton's backward rematerialization, one step at a time): a conversion's
+        result (one conversion then), a ``splat`` / ``make_range`` / constant (computed in any
+        layout), a broadcast or a view inserting a unit dim (the smaller source moves), and an
+        elementwise op when the layout is an MMA accumulator's (attention's causal mask meets
+        ``QK^T`` in it) or when its operands are such cheap index computations themselves
+        (attention's column indices ``j * TN + arange(TN)``)."""
         prod = v.op if isinstance(v, OpResult) else None
         if prod is None or len(v.uses) != 1:
             return False
         if prod.name == "nv_tileas.convert_layout":  # one conversion, to the new layout
             self.layout[v] = layout
             return True
+        if prod.name in _CHEAP:
+            self.layout[v] = layout
+            return True
         src = prod.operands[0] if prod.operands else None
-        if src is None or not _is_tile(src.type) or not isinstance(layout, BlockedLayout):
+        if src is None or not _is_tile(src.type):
             return False
-        if layout in self.mma_layouts and self._relayable(prod, v):
-            # an elementwise op feeding an MMA-layout consumer (attention's causal mask into
-            # the select with QK^T) is computed in that layout: its operands move instead of
-            # its result, down to where they are cheap (broadcasts, views, loop invariants)
+        if self._relayable(prod, v) and (layout in self.mma_layouts or self._cheap(v)):
             self.layout[v] = layout
             for i in self.tile_operands(prod):
                 self.require(prod, i, layout)
@@ -220,12 +223,28 @@ class LayoutAssigner:
             self.require(prod, 0, layout)
             return True
         if prod.name in ("nv_tileaa.view", "nv_tileaa.expand_dims"):
+            if not isinstance(layout, BlockedLayout):
+                return False
             ss, rs = src.type.shape, v.type.shape
             for d in range(len(rs)):
                 if rs[d] == 1 and rs[:d] + rs[d + 1 :] == ss:
                     self.layout[v] = layout
                     self.require(prod, 0, SliceLayout(d, layout))
                     return True
+        return False
+
+    def _cheap(self, v: Value, depth: int = 0) -> bool:
+        """``v`` is built from scalars alone (``splat``, ``make_range``, constants, through
+        broadcasts and elementwise ops), each op used once: recomputing it in another layout
+        costs a few instructions per register, converting it a trip through shared memory."""
+        prod = v.op if isinstance(v, OpResult) else None
+        if prod is None or depth > 6 or len(v.uses) != 1:
+            return False
+        if prod.name in _CHEAP:
+            return True
+        tiles = [w for w in prod.operands if _is_tile(w.type)]
+        if prod.name == "nv_tileaa.broadcast" or self._relayable(prod, v):
+            return bool(tiles) and all(self._cheap(w, depth + 1) for w in tiles)
         return False
 
     def _relayable(self, prod: Operation, v: Value) -> bool:
