@@ -322,6 +322,11 @@ def test_non_async_128_row_kernels_on_sm_90(async_kernels, name):
         wg = [line.strip() for line in lines if "wgmma.mma_async" in line]
         assert wg and all(line.endswith(", 1, 1, 0, 1;") for line in wg)
         assert "ld.global" not in body
+        # Q (A of QK^T, loop-invariant) is written once, before the loop, into an array of
+        # its own; in the loop only P is stored, and three CTA barriers are left: the stage
+        # wait, and before / after P's stores
+        assert "__tilegen_keep0" in ptx
+        assert body.count("bar.sync") == 3
     from tilegen.runtime.ptxas import assemble
 
     _, log = assemble(ptx, 90, verbose=True)

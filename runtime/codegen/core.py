@@ -166,6 +166,10 @@ class Emitter:
         self.smem_bytes = 0
         self.pipe_bytes = 0  # the pipelined loops' stage buffers (pipe_region)
         self.async_smem = 0  # the async K loop's stages, barriers and maps (async_loop.py)
+        #: loop-invariant wgmma A operands written once before their loop (mma.py
+        #: ``keep_invariant_a``): dot -> b32 register with the region's shared address
+        self.resident_a: dict = {}
+        self.resident_bytes = 0
         #: ops between a cp.async-staged load and its dot (memory.StagePlan.chain): they pass
         #: the ``memory.Staged`` through unless the dot materializes it
         self.staged_chain: set = set()
@@ -585,6 +589,17 @@ class Emitter:
             self.pre[i] = decl.format(nbytes)
         self.pipe_bytes = max(self.pipe_bytes, nbytes)
         return self._pipe_reg
+
+    def resident_region(self, nbytes: int) -> str:
+        """A b32 register holding the shared address of a new ``.shared`` array of ``nbytes``
+        that nothing else uses (a dot operand kept across a loop's iterations)."""
+        n = len(self.resident_a)
+        sym = f"__tilegen_keep{n}"
+        reg = self.new("b32")
+        self.pre.insert(0, f"\t.shared .align 128 .b8 {sym}[{nbytes}];")
+        self.pre.insert(1, f"\tmov.u32 {reg}, {sym};")
+        self.resident_bytes += (nbytes + 127) // 128 * 128
+        return reg
 
     def smem_prologue(self) -> list[str]:
         if self._smem_reg is None:

@@ -119,7 +119,7 @@ def _fit_static_shared(em: Emitter, func, suffix: str) -> None:
     """Over 48 KiB of static ``.shared`` needs the arch-specific target (``sm_90a``: up to the
     CTA's 227 KB; tileiras always emits ``a`` targets); where the user chose another variant
     or the target has none, a located error instead of ptxas's."""
-    total = em.smem_bytes + em.pipe_bytes + em.async_smem
+    total = em.smem_bytes + em.pipe_bytes + em.async_smem + em.resident_bytes
     if total <= static_shared_limit(em.sm, suffix or em.target_suffix):
         return
     if suffix in ("", "a") and total <= static_shared_limit(em.sm, "a"):
@@ -160,11 +160,11 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
             raise CodegenError([Diagnostic("error", str(e), func.loc)]) from None
         em.emit_block(block)
         cap = pipeline_smem_cap(sm, (info or {}).get("suffix") or em.target_suffix)
-        if not em.pipe_bytes or em.pipe_bytes + em.smem_bytes <= cap:
+        if not em.pipe_bytes or em.pipe_bytes + em.smem_bytes + em.resident_bytes <= cap:
             break
         # the stage buffers and the scratch do not fit together: again with the buffers
         # limited to what the scratch left, then without pipelining
-        budget = max(0, cap - em.smem_bytes) if attempt == 0 else 0
+        budget = max(0, cap - em.smem_bytes - em.resident_bytes) if attempt == 0 else 0
     _fit_static_shared(em, func, (info or {}).get("suffix", ""))
     lines = []
     plist = ",\n".join(f"\t.param .{t} {n}" for n, t in params)

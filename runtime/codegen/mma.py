@@ -720,7 +720,9 @@ def _pack_words(em: Emitter, regs, esz: int) -> list:
     return words
 
 
-def _write_fields(em: Emitter, regs, d, dim_fields, kdim: int, byte_off: int, esz: int) -> None:
+def _write_fields(
+    em: Emitter, regs, d, dim_fields, kdim: int, byte_off: int, esz: int, base=None
+) -> None:
     """Store every register of a tile with layout ``d`` at the shared byte address
     ``byte_off + sum_i F_i(coord_i)``, each ``F_i`` a sum of bit fields times constants (so
     ``F(base + raw) = F(base) + F(raw)``: the thread part is computed once, each register's
@@ -739,6 +741,11 @@ def _write_fields(em: Emitter, regs, d, dim_fields, kdim: int, byte_off: int, es
                 parts.append((1, _fields_emit(em, bases[rd], fields, lim)))
             em._smem_refs[key] = em.smem_addr(em.lincomb(0, parts), 1)
     thr = em._smem_refs[key]
+    if base is not None:  # another shared array than the scratch: the same thread part
+        moved = em.new("b32")
+        em.ins(f"sub.s32 {moved}, {thr}, {em.smem_base()}")
+        em.ins(f"add.s32 {moved}, {moved}, {base}")
+        thr = moved
     rk = d.kept[kdim]
     spt = d.root.size_per_thread[rk]
     vec = 1
@@ -819,6 +826,68 @@ def _nmajor_layout(K: int, N: int):
 WGMMA_FUSED_EPILOGUE = False
 
 
+def _a_fields(K: int, esz: int, G: int) -> tuple:
+    """(A's row fields, K fields) of wgmma_dot's K-major A layout (rows permuted, see there)."""
+    sbo = _wgmma_sbo(K, esz)
+    lg = G.bit_length() - 1
+    kb = 4 - (esz.bit_length() - 1)  # bits of k within a 16-byte core-matrix row
+    kf = ((0, kb, esz), (kb, None, _LBO))
+    a_rows = (
+        (0, 3, 16),
+        (3, 2, 2 * sbo),
+        (5, lg, 8 * sbo),
+        (5 + lg, 1, sbo),
+        (6 + lg, None, 8 * G * sbo),
+    )
+    return a_rows, kf
+
+
+def _outside(v, loop) -> bool:
+    """``v`` is defined outside ``loop`` (not by an op or block nested in it)."""
+    block = v.op.parent if hasattr(v, "op") else getattr(v, "block", None)
+    while block is not None:
+        owner = block.parent_op if hasattr(block, "parent_op") else None
+        if owner is loop:
+            return False
+        block = owner.parent if owner is not None else None
+    return True
+
+
+def keep_invariant_a(em: Emitter, loop) -> None:
+    """Before ``loop``: the A operand of each wgmma dot of its body that is defined outside it
+    and held in registers (attention's Q tile) is written once into a ``.shared`` array of its
+    own, in the layout wgmma_dot reads (:func:`_a_fields`), instead of into the scratch in
+    every iteration; the dot then reads it there (``Emitter.resident_a``), and a dot that
+    writes nothing to shared memory needs no barrier either."""
+    body = loop.regions[0].blocks[0] if loop.regions and loop.regions[0].blocks else None
+    kept = 0
+    for op in body.ops if body is not None else ():
+        if op.name != "nv_tileaa.dot" or op in em.resident_a:
+            continue
+        plan = wgmma_plan(op, em.num_warps, em.sm)
+        a = op.operands[0]
+        if plan is None or not _outside(a, loop) or _staged(em, a) is not None:
+            continue
+        M, K = a.type.shape
+        sbo = _wgmma_sbo(K, plan.esz)
+        region = em.resident_region(M // 8 * sbo)
+        em.resident_a[op] = region
+        _write_fields(
+            em,
+            em.tile(op, a),
+            em.dist_of(op, a.type),
+            _a_fields(K, plan.esz, plan.groups),
+            1,
+            0,
+            plan.esz,
+            base=region,
+        )
+        kept += 1
+    if kept:
+        em.ins("fence.proxy.async.shared::cta")
+        em.barrier()
+
+
 def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     """``D = A @ B + C`` with ``wgmma.mma_async`` (sm_90a).
 
@@ -895,21 +964,25 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             f"PTX backend: dot staging needs {total} bytes of shared memory (limit {SMEM_LIMIT})",
         )
     em.need_smem(total)
-    kb = 4 - (esz.bit_length() - 1)  # bits of k within a 16-byte core-matrix row
-    kf = ((0, kb, esz), (kb, None, _LBO))
-    a_rows = (
-        (0, 3, 16),
-        (3, 2, 2 * sbo),
-        (5, lg, 8 * sbo),
-        (5 + lg, 1, sbo),
-        (6 + lg, None, 8 * G * sbo),
-    )
+    a_rows, kf = _a_fields(K, esz, G)
     b_rows = ((0, 3, 16), (3, None, sbo))
     st_c = {"f32": "f32", "b32": "b32"}[plan.c_cls]
-    em.barrier()
-    if a_st is None:
+    kept_a = em.resident_a.get(op)  # written before the loop (keep_invariant_a)
+    # what this dot writes to shared memory itself (else no barrier around it: the staged
+    # operands' stage was made visible by the loop's own wait + barrier)
+    writes = (
+        (a_st is None and kept_a is None)
+        or (a_st is not None and a_st.pipe_buf is None)
+        or b_st is None
+        or b8
+        or (b_st is not None and b_st.pipe_buf is None)
+        or not in_regs
+    )
+    if writes:
+        em.barrier()
+    if a_st is None and kept_a is None:
         _write_fields(em, em.tile(op, a), da, (a_rows, kf), 1, 0, esz)
-    elif a_st.pipe_buf is None:  # cp.async straight into the K-major layout
+    elif a_st is not None and a_st.pipe_buf is None:  # cp.async straight into the K-major layout
         from tilegen.runtime.codegen.memory import cp_async_tile
 
         cp_async_tile(em, a_st, a_rows, kf, em.smem_base())
@@ -947,8 +1020,9 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_raw)
         _transpose_bytes(em, raw, praw, K, N, kf, b_rows, _plus(em, em.smem_base(), off_b))
     # generic-proxy writes -> async-proxy (wgmma) reads: proxy fence, then the CTA barrier
-    em.ins("fence.proxy.async.shared::cta")
-    em.barrier()
+    if writes:
+        em.ins("fence.proxy.async.shared::cta")
+        em.barrier()
     # accumulator registers per (q, chunk): wgmma fragment index 4 j + 2 h + s
     nq = M // (64 * G)
     acc = {(q, ci): [None] * (n // 2) for q in range(nq) for ci, (_, n) in enumerate(plan.chunks)}
@@ -974,7 +1048,7 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         for lines in inits.values():
             for line in lines:
                 em.ins(line)
-    key = ("wgmma-desc", M, N, K, esz, G, bn)
+    key = ("wgmma-desc", M, N, K, esz, G, bn, kept_a)
     b_sbo, b_lbo = (_NM_SBO, _nmajor_lbo(N)) if bn else (sbo, _LBO)
     if key not in em._smem_refs:
         with em.hoisted():
@@ -985,6 +1059,11 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
                 wg = em.new("b32")
                 em.ins(f"shr.u32 {wg}, {warp}, 2")
             pa = em.smem_addr(em.lincomb(0, [(8 * sbo, wg)]), 1)
+            if kept_a is not None:  # the kept copy's array instead of the scratch
+                pa = em.lincomb(0, [(1, pa), (1, kept_a)])
+                r = em.new("b32")
+                em.ins(f"sub.s32 {r}, {pa}, {em.smem_base()}")
+                pa = r
             pb = em.new("b32")
             em.ins(f"add.s32 {pb}, {base}, {off_b}")
             p = em.new("pred")
