@@ -607,14 +607,19 @@ def test_fused_epilogue_per_chunk_matches_numpy(bytecode, monkeypatch, arch):
     from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
     from tilegen.runtime.interp.api import load_module
 
+    from tilegen.runtime.options import CompileOptions
+
     monkeypatch.setattr(epilogue, "MIN_REGS", 0)
     monkeypatch.setattr(mma, "WGMMA_FUSED_EPILOGUE", True)
     case = CASES["fp8_block_gemm"]
-    ptx = compile_to_ptx(load_module(bytecode["fp8_block_gemm"]), arch)
+    # one warp group (the layout stage's rule gives this kernel two, one m64 instance each)
+    options = CompileOptions(target=arch, num_warps=4)
+    ptx = compile_to_ptx(load_module(bytecode["fp8_block_gemm"]), arch, options=options)
     if arch == "sm_90":
         assert ptx.count("wgmma.wait_group.sync.aligned 0") == 2  # one per m64 instance
     regs, st, ld = _ptxas(ptx, arch)
     assert (st, ld) == (0, 0)
     args, grid, expected = _example(case)
-    out = run_ptxsim(load_module(bytecode["fp8_block_gemm"]), args, grid, arch)
+    module = load_module(bytecode["fp8_block_gemm"])
+    out = run_ptxsim(module, args, grid, arch, options=options)
     assert case.mismatches(out, expected) == []
