@@ -853,6 +853,32 @@ def _outside(v, loop) -> bool:
     return True
 
 
+def _a_fragments(em: Emitter, regs, d, W: int) -> dict:
+    """{(m64 instance q, k16 step s): the 4 b32 registers of wgmma's A fragment} for a 16-bit
+    A held in the accumulator layout ``d`` (``wgmma_accumulator_layout``): register k of ``d``
+    at raw (row, col) is fragment element (rows 8 W rm: h = rm & 1, q = rm >> 1; col 8 j + e)
+    -> register 2 (j % 2) + h of step j // 2, half e (PTX ISA, wgmma .m64nNk16 A and D
+    fragments: a0..a7 = rows g / g + 8, cols 2t, 2t + 1 and 8 more)."""
+    halves: dict = {}
+    for k in range(d.nregs):
+        rr, rc = d.raw[k]
+        rm = rr // (8 * W)
+        h, q = rm & 1, rm >> 1
+        j, e = rc // 8, rc % 2
+        halves.setdefault((q, j // 2), [[None, None] for _ in range(4)])[2 * (j % 2) + h][e] = regs[
+            k
+        ]
+    out = {}
+    for key, words in halves.items():
+        packed = []
+        for lo, hi in words:
+            r = em.new("b32")
+            em.ins(f"mov.b32 {r}, {{{lo}, {hi}}}")
+            packed.append(r)
+        out[key] = packed
+    return out
+
+
 def keep_invariant_a(em: Emitter, loop) -> None:
     """Before ``loop``: the A operand of each wgmma dot of its body that is defined outside it
     and held in registers (attention's Q tile) is written once into a ``.shared`` array of its
@@ -968,10 +994,18 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     b_rows = ((0, 3, 16), (3, None, sbo))
     st_c = {"f32": "f32", "b32": "b32"}[plan.c_cls]
     kept_a = em.resident_a.get(op)  # written before the loop (keep_invariant_a)
+    # A in the accumulator's own layout (attention's P = exp(QK^T - m) as f16): handed to
+    # wgmma in registers, the m64nNk16 C fragment being the A fragment of the next MMA
+    a_regs = (
+        a_st is None
+        and kept_a is None
+        and esz == 2
+        and da.layout == wgmma_accumulator_layout(W)
+    )
     # what this dot writes to shared memory itself (else no barrier around it: the staged
     # operands' stage was made visible by the loop's own wait + barrier)
     writes = (
-        (a_st is None and kept_a is None)
+        (a_st is None and kept_a is None and not a_regs)
         or (a_st is not None and a_st.pipe_buf is None)
         or b_st is None
         or b8
@@ -980,7 +1014,7 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     )
     if writes:
         em.barrier()
-    if a_st is None and kept_a is None:
+    if a_st is None and kept_a is None and not a_regs:
         _write_fields(em, em.tile(op, a), da, (a_rows, kf), 1, 0, esz)
     elif a_st is not None and a_st.pipe_buf is None:  # cp.async straight into the K-major layout
         from tilegen.runtime.codegen.memory import cp_async_tile
@@ -1081,6 +1115,10 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     if b_st is not None and b_st.pipe_buf is not None and not b8:
         desc_b = _descriptor(em, b_st.pipe_buf, b_sbo, b_lbo)
     imms = plan.imms[: plan.imms.rindex(",")] + ", 1" if bn else plan.imms
+    a_frag = None
+    if a_regs:  # no imm-trans-a with A in registers
+        imms = ", 1, 1, " + imms[-1]
+        a_frag = _a_fragments(em, em.tile(op, a), da, W)
     if not fused:
         em.ins("wgmma.fence.sync.aligned")
     for q in range(nq):
@@ -1092,8 +1130,12 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             dregs = ", ".join(acc[(q, ci)])
             for s in range(K // tk):
                 step = s * tk * esz // 16 * _LBO
-                ra, rb = em.new("b64"), em.new("b64")
-                em.ins(f"add.s64 {ra}, {desc_a}, {(q * G * 8 * sbo + step) >> 4}")
+                rb = em.new("b64")
+                if a_frag is not None:
+                    ra = "{" + ", ".join(a_frag[(q, s)]) + "}"
+                else:
+                    ra = em.new("b64")
+                    em.ins(f"add.s64 {ra}, {desc_a}, {(q * G * 8 * sbo + step) >> 4}")
                 b_off = n0 // 8 * b_sbo + (s * tk // 8 * b_lbo if bn else step)
                 em.ins(f"add.s64 {rb}, {desc_b}, {b_off >> 4}")
                 em.ins(f"{row.opcode(n)} {{{dregs}}}, {ra}, {rb}, {scale_d}{imms}")
