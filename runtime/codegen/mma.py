@@ -997,10 +997,7 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     # A in the accumulator's own layout (attention's P = exp(QK^T - m) as f16): handed to
     # wgmma in registers, the m64nNk16 C fragment being the A fragment of the next MMA
     a_regs = (
-        a_st is None
-        and kept_a is None
-        and esz == 2
-        and da.layout == wgmma_accumulator_layout(W)
+        a_st is None and kept_a is None and esz == 2 and da.layout == wgmma_accumulator_layout(W)
     )
     # what this dot writes to shared memory itself (else no barrier around it: the staged
     # operands' stage was made visible by the loop's own wait + barrier)

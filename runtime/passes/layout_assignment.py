@@ -197,7 +197,8 @@ class LayoutAssigner:
         """Give single-use ``v`` ``layout`` directly, where moving its operands instead is
         cheaper (Triton's backward rematerialization, one step at a time): a conversion's
         result (one conversion then), a ``splat`` / ``make_range`` / constant (computed in any
-        layout), a broadcast or a view inserting a unit dim (the smaller source moves), and an
+        layout), a ``tiled_load`` of one element per access wanted in an MMA layout (loaded in
+        it), a broadcast or a view inserting a unit dim (the smaller source moves), and an
         elementwise op when the layout is an MMA accumulator's (attention's causal mask meets
         ``QK^T`` in it) or when its operands are such cheap index computations themselves
         (attention's column indices ``j * TN + arange(TN)``)."""
@@ -209,6 +210,19 @@ class LayoutAssigner:
             return True
         if prod.name in _CHEAP:
             self.layout[v] = layout
+            return True
+        if (
+            prod.name == "nv_tileaa.tiled_load"
+            and v is prod.results[0]
+            and D.vector_width(prod) == 1
+            and layout in self.mma_layouts
+        ):
+            # a load that gains nothing from its anchor (one element per access: the
+            # block-scaled GEMM's 128 x 1 scale column) loads in the MMA layout it meets
+            self.layout[v] = layout
+            for i in self.tile_operands(prod):
+                if prod.operands[i].type.shape == v.type.shape:
+                    self.require(prod, i, layout)
             return True
         src = prod.operands[0] if prod.operands else None
         if src is None or not _is_tile(src.type):
