@@ -333,7 +333,7 @@ class _ParseCtx:
         self.types: dict[tuple, list[Type]] = {}  # ref -> types
         self.regions: dict[str, object] = {}
         self.attrs: dict[str, Attribute] = {}
-        self.operand_locs: dict[str, object] = {}
+        self.operand_locs: dict[str, int] = {}  # operand group -> token offset
 
 
 def parse_with_format(p: "OpParser", state: "OpState") -> None:
@@ -488,7 +488,7 @@ def _parse_optional_first(ctx: _ParseCtx, first) -> bool:
 
 def _parse_operand_var(ctx: _ParseCtx, name: str) -> None:
     p = ctx.p
-    ctx.operand_locs[name] = p.loc()
+    ctx.operand_locs[name] = p.tok.pos  # a location only if a message needs it
     if name == "*":
         ctx.operands["*"] = p.parse_operand_list()
         return
@@ -682,7 +682,8 @@ def _finish(ctx: _ParseCtx) -> None:
                 continue
             p.error(f"failed to infer the type of operand '{o.name}'", state.loc)
         if len(ts) != len(us):
-            loc = ctx.operand_locs.get(o.name, ctx.operand_locs.get("*", state.loc))
+            pos = ctx.operand_locs.get(o.name, ctx.operand_locs.get("*"))
+            loc = state.loc if pos is None else p.lexer.loc(pos)
             p.error(
                 f"number of operands and types do not match: got {len(us)} operands and "
                 f"{len(ts)} types",
