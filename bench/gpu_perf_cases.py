@@ -19,8 +19,8 @@ import numpy as np
 #: extra tilegen builds of some cases (label -> CompileOptions fields), timed beside the default
 #: build on the GPU: the data for choosing the defaults
 VARIANTS = {
-    # two consumer warp groups of 64 rows each (384 threads, 168 registers: tileiras's shape)
-    # beside the default one group of 128 rows (256 threads, 255 registers)
+    # two consumer warp groups of 64 rows each (384 threads, 168 registers; tileiras's f16 GEMM
+    # keeps one) beside the default one group of 128 rows (256 threads, 255 registers)
     "gemm f16 4096^3": {"num_warps=8": {"num_warps": 8}},
     "gemm f16 8192^3": {
         "num_stages=4": {"num_stages": 4},

@@ -366,7 +366,8 @@ def test_a_num_warps_hint_is_kept(async_kernels):
 def test_num_warps_8_gives_the_async_gemm_two_consumer_warp_groups(async_kernels, target):
     """``CompileOptions(num_warps=8)`` on the 128x128x64 GEMM on sm_90: two consumer warp
     groups of 64 rows beside the producer group, 384 threads at 168 registers or fewer
-    (tileiras's shape) against 256 threads at 255 by default, no spills either way. (sm_100's
+    (tileiras's block-scaled GEMM's shape; its f16 GEMM keeps one group) against 256 threads
+    at 255 by default, no spills either way. (sm_100's
     tcgen05 consumers are one warp group: there the option leaves the async path.)"""
     from tilegen.runtime.driver import compile_source
     from tilegen.runtime.options import CompileOptions

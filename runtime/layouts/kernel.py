@@ -67,8 +67,8 @@ def default_num_warps(func: Operation) -> int:
     the conversion marks ``nv_tileaa.num_warps_default`` where the producer gave none), else 8 warps on sm_90+ when a top-level loop holds a dot of 128-row tiles (M a multiple of
     128) that is not the async path's shape (one dot accumulating into the loop-carried value):
     attention's two dots, a block-scaled GEMM's ``acc + dot(a, b, 0) * scale``. Two warp groups
-    then take 64 rows each, as tileiras's two consumer warp groups do; one would hold twice the
-    registers (attention forward 128x64 tiles: 255 registers and spills on 4 warps, 168 and
+    then take 64 rows each (tileiras's block-scaled GEMM has two consumer groups too); one would
+    hold twice the registers (attention forward 128x64 tiles: 255 registers and spills on 4 warps, 168 and
     none on 8). Else :data:`DEFAULT_NUM_WARPS`."""
     if "nv_tileaa.num_warps_default" not in func.attributes:  # the producer's choice
         return kernel_num_warps(func)
