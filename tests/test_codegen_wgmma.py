@@ -276,3 +276,29 @@ def test_operand_stores_with_lanes_along_k_are_bank_conflict_free():
                 addr = mma._fields_static(row, rows) + mma._fields_static(col, kf)
                 banks.setdefault(addr // 4 % 32, set()).add(addr // 4)
             assert max(len(v) for v in banks.values()) == 1
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_wgmma_result_lands_at_its_wait_in_the_strict_mode(strict):
+    """ptxsim's strict async mode lands a wgmma's accumulator when ``wgmma.wait_group`` retires
+    its group, as the hardware does (the fast mode lands it at issue): with the wait taken out,
+    the stores after the MMA read the accumulator's old registers (C), not A @ B + C."""
+    from tilegen.runtime.ptx.launch import run_ptx
+    from tilegen.runtime.ptxsim import compile_to_ptx
+
+    et, m, n, k = "f16", 64, 32, 32
+    ptx = compile_to_ptx(parse_module(_src(et, m, n, k), "mm.mlir"), "sm_90")
+    assert ptx.count("wgmma.wait_group.sync.aligned 0;") == 1
+    bad = ptx.replace("wgmma.wait_group.sync.aligned 0;", "")
+    a, b, c, ra, rb, rc = _operands(et, m, n, k, 5)
+    want = ra.astype(np.float64) @ rb.astype(np.float64) + rc
+
+    def launch(text):
+        return run_ptx(text, [a, b, c.copy()], (1, 1, 1), file="<wgmma>", strict_async=strict)[2]
+
+    np.testing.assert_array_equal(launch(ptx).astype(np.float64), want)
+    out = launch(bad).astype(np.float64)
+    if strict:
+        np.testing.assert_array_equal(out, rc)  # the accumulator had not landed
+    else:
+        np.testing.assert_array_equal(out, want)

@@ -168,25 +168,30 @@ class Hazards:
     def generic_store(self, addrs: np.ndarray, width: int) -> None:
         line = self.st.cur_ins.line if self.st.cur_ins is not None else 0
         for w, b in self._by_warp(addrs, width):
-            if (self.aw_op[b] != 0).any():
-                i = int(b[np.argmax(self.aw_op[b] != 0)])
-                raise _err(
-                    f"warp {w} writes shared byte 0x{i:x} while "
-                    f"{self._op(self.aw_op[i])} is still writing it"
-                )
-            if (self.ar_op[b] != 0).any():
-                i = int(b[np.argmax(self.ar_op[b] != 0)])
-                raise _err(
-                    f"warp {w} overwrites shared byte 0x{i:x}, which "
-                    f"{self._op(self.ar_op[i])} may still be reading (wait for it first: "
-                    "cp.async.bulk.wait_group.read, wgmma.wait_group, or the tcgen05.commit "
-                    "mbarrier)"
-                )
-            self.gw_warp[b] = w
-            self.gw_clock[b] = self.vc[w, w]
-            self.gw_line[b] = line
-            self.gw_fenced[b] = False
-            self.aw_agent[b] = -1
+            self.generic_write(w, b, line)
+
+    def generic_write(self, w: int, b: np.ndarray, line: int) -> None:
+        """Warp ``w`` writes shared bytes ``b`` through the generic proxy (a store, or a
+        cp.async when the wait that retires it runs)."""
+        if (self.aw_op[b] != 0).any():
+            i = int(b[np.argmax(self.aw_op[b] != 0)])
+            raise _err(
+                f"warp {w} writes shared byte 0x{i:x} while "
+                f"{self._op(self.aw_op[i])} is still writing it"
+            )
+        if (self.ar_op[b] != 0).any():
+            i = int(b[np.argmax(self.ar_op[b] != 0)])
+            raise _err(
+                f"warp {w} overwrites shared byte 0x{i:x}, which "
+                f"{self._op(self.ar_op[i])} may still be reading (wait for it first: "
+                "cp.async.bulk.wait_group.read, wgmma.wait_group, or the tcgen05.commit "
+                "mbarrier)"
+            )
+        self.gw_warp[b] = w
+        self.gw_clock[b] = self.vc[w, w]
+        self.gw_line[b] = line
+        self.gw_fenced[b] = False
+        self.aw_agent[b] = -1
 
     def fence_proxy_async(self, lanes: np.ndarray) -> None:
         for w in np.unique(lanes // 32):

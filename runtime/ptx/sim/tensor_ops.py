@@ -336,8 +336,8 @@ class _Strict:
     def tick(self) -> None:
         if self.st.barrier is not self.seen:  # a bar.sync happened: publish retired copies
             self.seen, self.epoch = self.st.barrier, self.epoch + 1
-            for ep, dst, raw in self.retired:
-                self.st.shared.store(dst, 1, raw)
+            for ep, dst, raw in self.retired:  # written (for the checker) when retired
+                self.st.shared.raw_store(dst, 1, raw)
             self.retired = []
 
 
@@ -426,6 +426,14 @@ def _land(st: "CtaState", due, strict=None) -> None:
         landed |= now
         d, r = dsts[now].reshape(-1), raw[now].reshape(-1)
         if strict is not None:
+            # the write happens here, at the wait (what a later fence.proxy.async orders); the
+            # bytes become visible to the other threads at the next bar.sync (tick)
+            hooks = st.shared.hooks
+            if hooks is not None:
+                line = st.cur_ins.line if st.cur_ins is not None else 0
+                for w in np.unique(rl[now] // 32):
+                    rows = now & (rl // 32 == w)
+                    hooks.generic_write(int(w), np.unique(dsts[rows].reshape(-1)), line)
             strict.retired.append((strict.epoch, d, r))
         else:
             st.shared.store(d, 1, r)
@@ -585,14 +593,15 @@ def _load_shared(st, addr: np.ndarray, t: str) -> np.ndarray:
     return decode(raw, t)
 
 
-def _wgmma_reads(st, lead: int, addrs: list, line: int) -> None:
+def _wgmma_reads(st, lead: int, addrs: list, line: int, land=None) -> None:
     """Record wgmma's shared-memory operand reads as an async-proxy operation of the warp,
-    in flight until the warp's wgmma.wait_group retires its group."""
+    in flight until the warp's wgmma.wait_group retires its group; ``land`` (writing the
+    accumulator registers) runs then."""
     from tilegen.runtime.ptx.sim.asyncproxy import AsyncOp
 
     eng = st.engine
     reads = [np.unique(a.reshape(-1)) for a in addrs]
-    op = AsyncOp("wgmma.mma_async", line, lead, lambda: None, reads=reads)
+    op = AsyncOp("wgmma.mma_async", line, lead, land or (lambda: None), reads=reads)
     groups = getattr(eng, "wgmma_groups", None)
     if groups is None:
         groups = eng.wgmma_groups = {}
@@ -602,7 +611,7 @@ def _wgmma_reads(st, lead: int, addrs: list, line: int) -> None:
 
 
 def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
-    """wgmma.fence / commit_group / wait_group (no-ops: results land at issue) and
+    """wgmma.fence / commit_group / wait_group (results land when wait_group retires them) and
     wgmma.mma_async.sync.aligned.m64nNkK[.satfinite].dtype.atype.btype with A from a shared
     descriptor or registers and B from a descriptor; scale-d, imm-scale-a/b, imm-trans-a/b."""
     parts = ins.parts
@@ -666,15 +675,18 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         bdesc = int(st.bits(ops[2], "b64")[lead])
         baddr = base + descriptor_addresses(bdesc, n, k, ab_bytes, bool(trans_b))
         smem.append(baddr)
-        _wgmma_reads(st, lead, smem, ins.line)
         if not a_regs:
             a = _load_shared(st, addr, at)
         b = _load_shared(st, baddr, bt).T  # [k, n]
         a, b = a * scale_a, b * scale_b
         c = np.zeros((1, 64, n))
         bits = 32 // per_d
+        # the accumulator lands at the wait_group that retires this wgmma (as on hardware,
+        # where reading it earlier reads stale registers); a wgmma chained on one still in
+        # flight takes that one's result
+        pending = _pending_acc(st)
         for r, op in enumerate(d_ops):
-            word = st.bits(op, "b64")[tids]
+            word = pending.get((op.name, grp), (None, st.bits(op, "b64")[tids]))[1]
             for e in range(per_d):
                 raw = (word >> np.uint64(e * bits)) & np.uint64((1 << bits) - 1)
                 c[0, dcoords[:, r, e, 0], dcoords[:, r, e, 1]] = decode(raw, dt)
@@ -683,16 +695,19 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         d = matmul(
             a[None], b[None], c.astype(np.int64) if dt == "s32" else c, dt, "satfinite" in parts
         )
+        words = []
         for r, op in enumerate(d_ops):
             word = np.zeros(128, np.uint64)
             for e in range(per_d):
                 vals = d[0, dcoords[:, r, e, 0], dcoords[:, r, e, 1]]
                 word |= encode(vals, dt) << np.uint64(e * bits)
-            full = st.bits(op, "b64").copy()
-            full[tids] = word
-            sel = np.zeros(st.n, bool)
-            sel[tids] = True
-            st.write_bits(op, full, mask & sel)
+            words.append((op, word))
+        token = object()
+        for op, word in words:
+            pending[(op.name, grp)] = (token, word)
+        sel = np.zeros(st.n, bool)
+        sel[tids] = True
+        _wgmma_reads(st, lead, smem, ins.line, _landing(st, words, tids, mask & sel, grp, token))
 
 
 def do_ldmatrix_m16n16(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
@@ -725,10 +740,33 @@ def do_ldmatrix_m16n16(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             st.write_bits(regs[2 * m + h], word, mask)
 
 
+def _pending_acc(st) -> dict:
+    """(register name, warpgroup) -> (token, 128 words): wgmma results not yet landed."""
+    eng = st.engine
+    pending = getattr(eng, "wgmma_acc", None)
+    if pending is None:
+        pending = eng.wgmma_acc = {}
+    return pending
+
+
+def _landing(st, words, tids, mask, grp, token):
+    """Write a wgmma's accumulator registers (when its group is retired)."""
+
+    def land() -> None:
+        pending = _pending_acc(st)
+        for op, word in words:
+            full = st.bits(op, "b64").copy()
+            full[tids] = word
+            st.write_bits(op, full, mask)
+            if pending.get((op.name, grp), (None,))[0] is token:
+                del pending[(op.name, grp)]
+
+    return land
+
+
 def _wgmma_groups(st, ins: Instr, mask: np.ndarray) -> None:
-    """wgmma.commit_group closes each warp's open group of operand reads; wait_group N
-    completes all but the N most recent (results land at issue: only the reads are in
-    flight, for the strict mode's checks)."""
+    """wgmma.commit_group closes each warp's open group of wgmmas; wait_group N completes all
+    but the N most recent: their operand reads end and their accumulators land."""
     eng = st.engine
     groups = getattr(eng, "wgmma_groups", None)
     if groups is None:
