@@ -865,9 +865,8 @@ def _a_fragments(em: Emitter, regs, d, W: int) -> dict:
         rm = rr // (8 * W)
         h, q = rm & 1, rm >> 1
         j, e = rc // 8, rc % 2
-        halves.setdefault((q, j // 2), [[None, None] for _ in range(4)])[2 * (j % 2) + h][e] = regs[
-            k
-        ]
+        words = halves.setdefault((q, j // 2), [[None, None] for _ in range(4)])
+        words[2 * (j % 2) + h][e] = regs[k]
     out = {}
     for key, words in halves.items():
         packed = []
@@ -959,7 +958,6 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     M, K = a.type.shape
     N = b.type.shape[1]
     W, G = em.num_warps, plan.groups
-    lg = G.bit_length() - 1
     esz, csz, tk = plan.esz, plan.csz, plan.tk
     dc = em.dist_of(op, c.type)
     da = None if a_st is not None else em.dist_of(op, a.type)
