@@ -458,20 +458,10 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
             return ((0, None, pb),), ((0, None, 1),), K * pb
         if convert or transposed != (idx == 1):
             return None
-        esz, G = plan.esz, plan.groups
-        lg = G.bit_length() - 1
-        sbo = _wgmma_sbo(K, esz)
-        kb = 4 - (esz.bit_length() - 1)
-        kf = ((0, kb, esz), (kb, None, _LBO))
+        sbo = _wgmma_sbo(K, plan.esz)
+        a_rows, kf = _a_fields(K, plan.esz, plan.groups)
         if idx == 1:
             return ((0, 3, 16), (3, None, sbo)), kf, N // 8 * sbo
-        a_rows = (
-            (0, 3, 16),
-            (3, 2, 2 * sbo),
-            (5, lg, 8 * sbo),
-            (5 + lg, 1, sbo),
-            (6 + lg, None, 8 * G * sbo),
-        )
         return a_rows, kf, M // 8 * sbo
     try:
         row = select_row(op, elem_key(a), elem_key(b), elem_key(c), sm)
