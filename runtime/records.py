@@ -231,7 +231,7 @@ def _frozen_methods(cls, names: tuple):
     return __setattr__, __delattr__
 
 
-def _process(cls, frozen: bool):
+def _process(cls, frozen: bool, defaults: dict | None = None):
     all_fields: dict = {}
     for base in cls.__mro__[-1:0:-1]:
         if "__dataclass_fields__" in base.__dict__:
@@ -250,12 +250,14 @@ def _process(cls, frozen: bool):
     for name, ann in annotations.items():
         if _unsupported_annotation(ann):
             raise TypeError(f"{cls.__name__}.{name}: ClassVar / InitVar / KW_ONLY not supported")
-        default = cls.__dict__.get(name, MISSING)
+        default = defaults.get(name, MISSING) if defaults is not None else MISSING
+        if default is MISSING:
+            default = cls.__dict__.get(name, MISSING)
         if isinstance(default, Field):
             f = default
-            if f.default is MISSING:
+            if name in cls.__dict__:
                 delattr(cls, name)
-            else:
+            if f.default is not MISSING and defaults is None:
                 setattr(cls, name, f.default)
         else:
             f = Field(default, MISSING, True, True, None, True)
@@ -313,10 +315,43 @@ def _param_doc(f: Field) -> str:
     return text
 
 
-def dataclass(cls=None, /, *, frozen: bool = False):
-    """``@dataclass`` / ``@dataclass(frozen=True)``: see the module docstring."""
+def _slotted(cls):
+    """``cls`` rebuilt with ``__slots__`` for its own fields (as ``dataclasses`` does for
+    ``slots=True``), and the field defaults it had as class attributes, which slots forbid."""
+    names = tuple(cls.__dict__.get("__annotations__", {}))
+    body = dict(cls.__dict__)
+    defaults = {n: body.pop(n) for n in names if n in body}
+    body.pop("__dict__", None)
+    body.pop("__weakref__", None)
+    body["__slots__"] = names
+    return type(cls)(cls.__name__, cls.__bases__, body), defaults
+
+
+def _slot_state(cls) -> None:
+    """Copy and pickle support for a frozen slotted record (its ``__setattr__`` refuses)."""
+
+    def __getstate__(self):
+        return [getattr(self, f.name) for f in getattr(cls, _FIELDS)]
+
+    def __setstate__(self, state):
+        for f, value in zip(getattr(cls, _FIELDS), state):
+            _obj_setattr(self, f.name, value)
+
+    cls.__getstate__, cls.__setstate__ = __getstate__, __setstate__
+
+
+def dataclass(cls=None, /, *, frozen: bool = False, slots: bool = False):
+    """``@dataclass`` / ``@dataclass(frozen=True)`` / ``slots=True``: see the module docstring.
+    A slotted record must derive from slotted bases (``__slots__ = ()``) to lose its
+    ``__dict__``."""
 
     def wrap(c):
-        return _process(c, frozen)
+        if not slots:
+            return _process(c, frozen)
+        c, defaults = _slotted(c)
+        c = _process(c, frozen, defaults)
+        if frozen:
+            _slot_state(c)
+        return c
 
     return wrap if cls is None else wrap(cls)

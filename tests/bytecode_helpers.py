@@ -94,6 +94,6 @@ def module_with_arg_type(arg_type, version: str = "13.4") -> bytes:
         no_implicit_module=True,
     )
     entry = module.regions[0].block.ops[0]
-    entry.attributes["function_type"] = TypeAttr(ty.FunctionType((arg_type,), ()))
+    entry.set_attr("function_type", TypeAttr(ty.FunctionType((arg_type,), ())))
     entry.regions[0].block.args[0].type = arg_type
     return write_bytecode(module, version)

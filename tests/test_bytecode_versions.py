@@ -77,7 +77,7 @@ def test_attribute_missing_from_old_file_gets_its_default():
 def test_newer_attribute_with_non_default_value_is_refused():
     m = _negi_module()
     negi = next(op for op in m.walk() if op.name == "cuda_tile.negi")
-    negi.attributes["overflow"] = EnumAttr("IntegerOverflow", 1)
+    negi.set_attr("overflow", EnumAttr("IntegerOverflow", 1))
     with pytest.raises(
         BytecodeWriteError,
         match=r"attribute 'overflow' requires bytecode version 13\.2\+, but targeting 13\.1",
@@ -198,7 +198,7 @@ def test_global_fields_are_version_gated():
 
 def test_producer_section_only_from_13_3():
     m = _negi_module()
-    m.attributes["producer"] = StringAttr("tilegen test")
+    m.set_attr("producer", StringAttr("tilegen test"))
     assert read_bytecode(write_bytecode(m, "13.3")).attributes["producer"] == StringAttr(
         "tilegen test"
     )
@@ -241,7 +241,7 @@ def _fnv8_module():
     const = block.ops[0]
     t = ty.TileType((4,), ty.FloatType("fnv8E5M3FNU"))
     const.results[0].type = t
-    const.attributes["value"] = dense_from_bits(t, [0x38, 0x40, 0xFE, 0xFF])
+    const.set_attr("value", dense_from_bits(t, [0x38, 0x40, 0xFE, 0xFF]))
     return m
 
 
@@ -318,8 +318,8 @@ def test_test_build_versions_gate_testing_ops():
     back = read_bytecode(write_bytecode(m, "250.1"))
     got = next(o for o in back.walk() if o.name == op.name)
     assert got.attributes == {"new_flag": UnitAttr(), "new_param": IntegerAttr(123, ty.I32)}
-    del op.attributes["new_flag"]
-    op.attributes["new_param"] = IntegerAttr(42, ty.I32)  # the default: omitted at 250.0
+    op.remove_attr("new_flag")
+    op.set_attr("new_param", IntegerAttr(42, ty.I32))  # the default: omitted at 250.0
     back = read_bytecode(write_bytecode(m, "250.0"))
     assert next(o for o in back.walk() if o.name == op.name).attributes["new_param"].value == 42
 

@@ -155,7 +155,7 @@ def test_explicit_hint_wins() -> None:
     f = _func("vec_add", "sm_90")
     saved = dict(f.attributes)
     try:
-        f.attributes["tt.num_warps"] = IntegerAttr(2, IntegerType(32))
+        f.set_attr("tt.num_warps", IntegerAttr(2, IntegerType(32)))
         assert choose_num_warps(f) == 2
         assert choose_num_warps(f, respect_hint=False) == 4
     finally:

@@ -974,7 +974,7 @@ def test_in_place_attribute_edits_are_seen():
     )
     a, b = np.array([-7, 7], np.int32), np.array([2, 2], np.int32)
     assert evaluate(op, od, semantics_of(od), [a, b])[0].tolist() == [-3, 3]
-    op.attributes["rounding"] = enum_attr("RoundingMode", "negative_inf")
+    op.set_attr("rounding", enum_attr("RoundingMode", "negative_inf"))
     assert evaluate(op, od, semantics_of(od), [a, b])[0].tolist() == [-4, 3]
 
 

@@ -21,7 +21,7 @@ def _first(diags):
 
 def test_divi_rounding_matches_tileiras():
     module, op = oracle.find_op("cuda_tile.divi")
-    op.attributes["rounding"] = EnumAttr("RoundingMode", 4)  # approx
+    op.set_attr("rounding", EnumAttr("RoundingMode", 4))  # approx
     ours = _first(oracle.tilegen_diagnostics(module))
     assert ours == _first(oracle.tileiras_diagnostics(module))
     assert ours.endswith(
@@ -36,7 +36,7 @@ def test_flush_to_zero_on_f16_matches_tileiras():
     for i in range(2):
         op.set_operand(i, oracle.scalar_constant(op, f16))
     op.results[0].type = f16
-    op.attributes["flush_to_zero"] = UnitAttr()
+    op.set_attr("flush_to_zero", UnitAttr())
     ours = _first(oracle.tilegen_diagnostics(module))
     assert ours == _first(oracle.tileiras_diagnostics(module))
     assert "flush_to_zero modifier only supported for f32 data type, but got: 'f16'" in ours

@@ -41,14 +41,21 @@ def _quoted(kws) -> str:
 def _parse_cuda_tile_type(ctx, args) -> None:
     from tilegen.runtime.asm.format import _parse_types_for
 
-    ref = _type_ref(args)
+    ref = args[0][1] if len(args) == 1 and args[0][0] == "type" else _type_ref(args)
     ctx.types[ref] = _parse_types_for(ctx, ref, cuda_tile=True)
+
+
+#: directive args -> their type ref (the same few argument tuples recur for every op)
+_TYPE_REFS: dict = {}
 
 
 def _print_cuda_tile_type(pr, op, args) -> None:
     from tilegen.runtime.asm.format import _ref_types
 
-    pr.print_types(_ref_types(op, _type_ref(args)))
+    ref = _TYPE_REFS.get(args)
+    if ref is None:
+        ref = _TYPE_REFS[args] = _type_ref(args)
+    pr.print_types(_ref_types(op, ref))
 
 
 # ---------------------------------------------------------------------------- rounding modes

@@ -324,11 +324,105 @@ def _typed_refs(program) -> set:
 # ============================================================================ parsing
 
 
+class _ParseInfo:
+    """What parsing needs of one op definition, worked out once per op kind (not per op)."""
+
+    __slots__ = (
+        "opdef",
+        "program",
+        "operand_defs",
+        "operand_refs",
+        "result_refs",
+        "ref_kinds",
+        "same",
+        "elementwise",
+        "steps",
+        "segmented",
+        "i1_same_shape",
+    )
+
+    def __init__(self, opdef: "OpDef") -> None:
+        self.opdef = opdef
+        self.program = program_for(opdef)
+        operand_defs: dict = {}
+        result_defs: dict = {}
+        for o in opdef.operands:
+            operand_defs.setdefault(o.name, o)  # (the first of a name, as _operand_def finds)
+        for r in opdef.results:
+            result_defs.setdefault(r.name, r)
+        self.operand_defs = operand_defs
+        #: per declared operand / result, in order: (def, its ref)
+        self.operand_refs = tuple((o, ("operand", o.name)) for o in opdef.operands)
+        self.result_refs = tuple((r, ("result", r.name)) for r in opdef.results)
+        #: type ref -> the kind of what it names ("variadic", "optional", ...)
+        ref_kinds: dict = {("operands",): "variadic", ("results",): "variadic"}
+        for name, d in result_defs.items():
+            ref_kinds[("result", name)] = d.kind
+        for name, d in operand_defs.items():
+            ref_kinds[("operand", name)] = d.kind
+        self.ref_kinds = ref_kinds
+        kinds = {o.name: "operand" for o in opdef.operands}
+        kinds.update({r.name: "result" for r in opdef.results})
+        #: same-type groups as (ref, kind, name) triples (kind None: not an operand or result)
+        self.same = tuple(
+            tuple(((kinds.get(n), n), kinds.get(n), n) for n in group)
+            for group in _same_type_groups(opdef)
+        )
+        self.segmented = opdef.has_attr_sized_segments
+        self.steps = _steps(self.program)
+        #: single operands and results all of one type (one same-type group naming them all,
+        #: no regions): the refs that may carry that type, else None (_finish's fast path)
+        self.elementwise = None
+        if (
+            len(self.same) == 1
+            and opdef.results
+            and not opdef.regions
+            and not self.segmented
+            and all(d.kind == "single" for d in (*opdef.operands, *opdef.results))
+            and len(operand_defs) == len(opdef.operands)
+            and len(result_defs) == len(opdef.results)
+            and {ref for ref, _kind, _n in self.same[0]}
+            == {ref for _d, ref in (*self.operand_refs, *self.result_refs)}
+        ):
+            self.elementwise = frozenset(ref for ref, _kind, _n in self.same[0])
+        #: TypesMatchWith(src->dst via ::getI1SameShape) traits as (src, dst), in order
+        self.i1_same_shape = tuple(
+            (m.group(1), m.group(2))
+            for m in (_RE_I1_SAME_SHAPE.match(t) for t in opdef.traits)
+            if m is not None
+        )
+
+
+_RE_I1_SAME_SHAPE = re.compile(r"TypesMatchWith\((\w+)->(\w+) via ::getI1SameShape")
+#: op name -> its _ParseInfo
+_PARSE_INFO: dict[str, _ParseInfo] = {}
+
+
+def _parse_info(opdef: "OpDef") -> _ParseInfo:
+    info = _PARSE_INFO.get(opdef.name)
+    if info is None or info.opdef is not opdef:
+        info = _PARSE_INFO[opdef.name] = _ParseInfo(opdef)
+    return info
+
+
 class _ParseCtx:
-    def __init__(self, p: "OpParser", state: "OpState"):
+    __slots__ = (
+        "p",
+        "state",
+        "opdef",
+        "info",
+        "operands",
+        "types",
+        "regions",
+        "attrs",
+        "operand_locs",
+    )
+
+    def __init__(self, p: "OpParser", state: "OpState", info: Optional[_ParseInfo] = None):
         self.p = p
         self.state = state
         self.opdef = state.opdef
+        self.info = info if info is not None else _parse_info(state.opdef)
         self.operands: dict[str, list] = {}  # name -> list of UnresolvedOperand
         self.types: dict[tuple, list[Type]] = {}  # ref -> types
         self.regions: dict[str, object] = {}
@@ -338,10 +432,37 @@ class _ParseCtx:
 
 def parse_with_format(p: "OpParser", state: "OpState") -> None:
     """Parse the body of ``state.opdef``'s op (after its name) with its declarative format."""
-    program = program_for(state.opdef)
-    ctx = _ParseCtx(p, state)
-    _parse_elements(ctx, program)
+    info = _parse_info(state.opdef)
+    ctx = _ParseCtx(p, state, info)
+    for step, arg in info.steps:
+        step(ctx, arg)
     _finish(ctx)
+
+
+def _steps(program) -> tuple:
+    """``program`` as ``(function, argument)`` pairs, each called with the parse context: the
+    common elements go straight to their parser, the others through :func:`_parse_element`."""
+    steps = []
+    for el in program:
+        kind = el[0]
+        if kind == "operand":
+            steps.append((_parse_operand_var, el[1]))
+        elif kind == "lit":
+            steps.append((_parse_lit_step, el[1]))
+        elif kind == "custom" and el[1] in CUSTOM_DIRECTIVES:
+            steps.append((CUSTOM_DIRECTIVES[el[1]][0], el[2]))
+        elif kind != "space":
+            steps.append((_parse_element, el))
+    return tuple(steps)
+
+
+def _parse_lit_step(ctx: _ParseCtx, text: str) -> None:
+    p = ctx.p
+    # (a literal's spelling is only ever a token of its own kind: bare word or punctuation)
+    if p.tok.text == text:
+        p._advance()
+    else:
+        _parse_literal(p, text, optional=False)
 
 
 def _parse_elements(ctx: _ParseCtx, elements) -> None:
@@ -378,12 +499,42 @@ def _parse_literal(p: "OpParser", text: str, optional: bool) -> bool:
 def _parse_element(ctx: _ParseCtx, el) -> None:
     p = ctx.p
     kind = el[0]
-    if kind == "lit":
-        _parse_literal(p, el[1], optional=False)
+    if kind == "operand":
+        _parse_operand_var(ctx, el[1])
+    elif kind == "lit":
+        # (a literal's spelling is only ever a token of its own kind: bare word or punctuation)
+        if p.tok.text == el[1]:
+            p._advance()
+        else:
+            _parse_literal(p, el[1], optional=False)
+    elif kind == "custom":
+        directive = CUSTOM_DIRECTIVES.get(el[1])
+        if directive is None:
+            p.error(f"unsupported custom directive '{el[1]}'")
+        directive[0](ctx, el[2])
+    elif kind == "attr_dict":
+        if el[1]:
+            p.parse_optional_attr_dict_with_keyword(ctx.state.attributes)
+        elif p.tok.text == "{":
+            p.parse_optional_attr_dict(ctx.state.attributes)
+    elif kind == "optional":
+        then = el[2]
+        first = then[0]
+        if first[0] == "lit":
+            present = p.tok.text == first[1]
+            if present:
+                p._advance()
+        else:
+            present = _parse_optional_first(ctx, first)
+        if present:
+            _parse_elements(ctx, then[1:])
+            anchor = el[1]
+            if anchor[0] == "attr" and _is_unit(ctx, anchor[1]) and anchor[1] not in ctx.attrs:
+                ctx.attrs[anchor[1]] = UnitAttr()
+        elif el[3]:
+            _parse_elements(ctx, el[3])
     elif kind == "space":
         pass
-    elif kind == "operand":
-        _parse_operand_var(ctx, el[1])
     elif kind == "attr":
         ctx.attrs[el[1]] = _parse_attr_var(ctx, el[1])
     elif kind == "region":
@@ -398,24 +549,6 @@ def _parse_element(ctx: _ParseCtx, el) -> None:
         outs = p.parse_function_result_types()
         ctx.types[el[1]] = ins
         ctx.types[el[2]] = outs
-    elif kind == "custom":
-        directive = CUSTOM_DIRECTIVES.get(el[1])
-        if directive is None:
-            p.error(f"unsupported custom directive '{el[1]}'")
-        directive[0](ctx, el[2])
-    elif kind == "attr_dict":
-        if el[1]:
-            p.parse_optional_attr_dict_with_keyword(ctx.state.attributes)
-        else:
-            p.parse_optional_attr_dict(ctx.state.attributes)
-    elif kind == "optional":
-        if _parse_optional_first(ctx, el[2][0]):
-            _parse_elements(ctx, el[2][1:])
-            anchor = el[1]
-            if anchor[0] == "attr" and _is_unit(ctx, anchor[1]) and anchor[1] not in ctx.attrs:
-                ctx.attrs[anchor[1]] = UnitAttr()
-        elif el[3]:
-            _parse_elements(ctx, el[3])
     elif kind == "oilist":
         clauses = list(el[1])
         seen = set()
@@ -492,10 +625,11 @@ def _parse_operand_var(ctx: _ParseCtx, name: str) -> None:
     if name == "*":
         ctx.operands["*"] = p.parse_operand_list()
         return
-    d = _operand_def(ctx.opdef, name)
-    if d is not None and d.kind == "variadic":
+    d = ctx.info.operand_defs.get(name)
+    kind = d.kind if d is not None else None
+    if kind == "variadic":
         ctx.operands[name] = p.parse_operand_list()
-    elif d is not None and d.kind == "optional":
+    elif kind == "optional":
         u = p.parse_optional_operand()
         ctx.operands[name] = [u] if u is not None else []
     else:
@@ -616,11 +750,17 @@ def _enum_storage(adef) -> str:
 def _parse_types_for(ctx: _ParseCtx, ref, cuda_tile: bool = False) -> list[Type]:
     """Types for ``ref``: a list for variadic groups, zero or one for optional ones."""
     p = ctx.p
-    if _ref_is_variadic(ctx.opdef, ref):
+    kind = ctx.info.ref_kinds.get(ref, "")
+    if kind == "":  # a ref naming no operand or result
+        if _ref_is_variadic(ctx.opdef, ref):
+            kind = "variadic"
+        elif _ref_is_optional(ctx.opdef, ref):
+            kind = "optional"
+    if kind == "variadic":
         if cuda_tile and _group_size(ctx, ref) > 0:
             return p.parse_cuda_tile_type_list()
         return p.parse_type_list()
-    if _ref_is_optional(ctx.opdef, ref):
+    if kind == "optional":
         t = p.parse_optional_type()
         return [t] if t is not None else []
     return [p.parse_cuda_tile_type() if cuda_tile else p.parse_type()]
@@ -648,35 +788,64 @@ def _ref_is_optional(opdef, ref) -> bool:
     return d is not None and d.kind == "optional"
 
 
+_NO_OPERANDS: tuple = ()
+
+
+def _finish_elementwise(ctx: _ParseCtx) -> bool:
+    """:func:`_finish` for ops whose operands and results are single and share one type (as
+    ``addi``): that type written once, each operand once. False (nothing done) otherwise."""
+    ((ref, ts),) = ctx.types.items()
+    if len(ts) != 1 or ref not in ctx.info.elementwise:
+        return False
+    parsed = ctx.operands
+    operands = []
+    for o, _ref in ctx.info.operand_refs:
+        us = parsed.get(o.name)
+        if us is None or len(us) != 1:
+            return False
+        operands.append(us[0])
+    t = ts[0]
+    resolve = ctx.p.resolve_operand
+    ctx.state.operands = [resolve(u, t) for u in operands]
+    ctx.state.result_types = [t] * len(ctx.info.result_refs)
+    return True
+
+
 def _finish(ctx: _ParseCtx) -> None:
     """Infer missing types, resolve operands, fill the OpState."""
-    p, state, opdef = ctx.p, ctx.state, ctx.opdef
-    for k, v in ctx.attrs.items():
-        # cuda_tile keeps inherent attributes in properties: MLIR's generated parser stores
-        # what the format parsed there, and Operation::create then applies the attr-dict on
-        # top (setAttrs -> setInherentAttr), so an attr-dict entry naming an attribute the
-        # format already set wins, with no "occurs more than once" error (that check only
-        # sees duplicates among discardable attributes).
-        state.attributes.setdefault(k, v)
+    p, state, opdef, info = ctx.p, ctx.state, ctx.opdef, ctx.info
+    if ctx.attrs:
+        attributes = state.attributes
+        for k, v in ctx.attrs.items():
+            # cuda_tile keeps inherent attributes in properties: MLIR's generated parser stores
+            # what the format parsed there, and Operation::create then applies the attr-dict on
+            # top (setAttrs -> setInherentAttr), so an attr-dict entry naming an attribute the
+            # format already set wins, with no "occurs more than once" error (that check only
+            # sees duplicates among discardable attributes).
+            attributes.setdefault(k, v)
+    parsed = ctx.operands
+    if info.elementwise is not None and len(ctx.types) == 1 and _finish_elementwise(ctx):
+        return
     # operand groups in declaration order
-    if "*" in ctx.operands:
+    if "*" in parsed:
         groups = {o.name: [] for o in opdef.operands}
         if len(opdef.operands) == 1:
-            groups[opdef.operands[0].name] = ctx.operands["*"]
+            groups[opdef.operands[0].name] = parsed["*"]
         else:
             # all-operands form: split as declared singles (no segments known)
-            us = ctx.operands["*"]
+            us = parsed["*"]
             i = 0
             for o in opdef.operands:
                 groups[o.name] = us[i : i + 1] if o.kind != "variadic" else us[i:]
                 i += len(groups[o.name])
     else:
-        groups = {o.name: ctx.operands.get(o.name, []) for o in opdef.operands}
+        groups = {o.name: parsed.get(o.name, _NO_OPERANDS) for o in opdef.operands}
     types = _infer_types(ctx, groups)
-    operands = []
-    for o in opdef.operands:
+    operands: list = []
+    resolve = p.resolve_operand
+    for o, ref in info.operand_refs:
         us = groups[o.name]
-        ts = types.get(("operand", o.name))
+        ts = types.get(ref)
         if ts is None:
             if not us:
                 continue
@@ -689,26 +858,28 @@ def _finish(ctx: _ParseCtx) -> None:
                 f"{len(ts)} types",
                 loc,
             )
-        operands.extend(p.resolve_operands(us, ts))
+        for u, t in zip(us, ts):
+            operands.append(resolve(u, t))
     state.operands = operands
-    results = []
-    for r in opdef.results:
-        ts = types.get(("result", r.name))
+    results: list = []
+    for r, ref in info.result_refs:
+        ts = types.get(ref)
         if ts is None and r.kind != "single":
             ts = []
         if ts is None:
             p.error(f"failed to infer the type of result '{r.name}'", state.loc)
         results.extend(ts)
     state.result_types = results
-    if opdef.has_attr_sized_segments:
+    if info.segmented:
         state.attributes["operandSegmentSizes"] = DenseArrayAttr(
             I32, tuple(len(groups[o.name]) for o in opdef.segmented_operands)
         )
-    for r in opdef.regions:
-        region = ctx.regions.get(r.name)
-        if region is None:
-            region = Region()
-        state.regions.append(region)
+    if opdef.regions:
+        for r in opdef.regions:
+            region = ctx.regions.get(r.name)
+            if region is None:
+                region = Region()
+            state.regions.append(region)
 
 
 def _same_type_groups(opdef) -> list[list[str]]:
@@ -724,12 +895,8 @@ def _same_type_groups(opdef) -> list[list[str]]:
     return groups
 
 
-#: op name -> (operand/result kind by name, same-type groups): per-op constants of inference
-_INFER_STATIC: dict[str, tuple] = {}
-
-
 def _infer_types(ctx: _ParseCtx, groups) -> dict:
-    opdef = ctx.opdef
+    opdef, info = ctx.opdef, ctx.info
     known: dict[tuple, list[Type]] = {}
     for ref, ts in ctx.types.items():
         if ref[0] == "operands":
@@ -746,46 +913,51 @@ def _infer_types(ctx: _ParseCtx, groups) -> dict:
                     known[("result", r.name)] = [t]
         else:
             known[ref] = list(ts)
-    cached = _INFER_STATIC.get(opdef.name)
-    if cached is None:
-        kinds = {o.name: "operand" for o in opdef.operands}
-        kinds.update({r.name: "result" for r in opdef.results})
-        cached = _INFER_STATIC[opdef.name] = (kinds, _same_type_groups(opdef))
-    kinds, same = cached
-    changed = True
+    same = info.same
+    changed = bool(same)
     while changed:
         changed = False
         for group in same:
             source = None
-            for n in group:
-                ref = (kinds.get(n), n)
-                if ref in known and known[ref]:
-                    source = known[ref][0]
+            for ref, _kind, _n in group:
+                ts = known.get(ref)
+                if ts:
+                    source = ts[0]
                     break
             if source is None:
                 continue
-            for n in group:
-                if n not in kinds:
-                    continue
-                ref = (kinds[n], n)
-                if ref not in known:
-                    count = len(groups.get(n, [None])) if kinds[n] == "operand" else 1
+            for ref, kind, n in group:
+                if kind is not None and ref not in known:
+                    count = len(groups.get(n, _ONE)) if kind == "operand" else 1
                     known[ref] = [source] * count
                     changed = True
-    for o in opdef.operands:
-        ref = ("operand", o.name)
+        if len(same) == 1:  # (a second pass over one group finds nothing new)
+            break
+    for o, ref in info.operand_refs:
         if ref not in known:
-            t = buildable_type(o.type)
+            t = _buildable(o.type)
             if t is not None:
                 known[ref] = [t] * len(groups.get(o.name, ()))
     # operands that stay untyped and are absent need nothing; results of single kind default
-    for r in opdef.results:
-        ref = ("result", r.name)
+    for r, ref in info.result_refs:
         if ref not in known:
             t = _infer_result(ctx, r, known)
             if t is not None:
                 known[ref] = t
     return known
+
+
+_ONE = (None,)
+#: constraint -> buildable_type(constraint) (types are immutable values: one per constraint)
+_BUILDABLE: dict[str, Optional[Type]] = {}
+
+
+def _buildable(constraint: str) -> Optional[Type]:
+    try:
+        return _BUILDABLE[constraint]
+    except KeyError:
+        t = _BUILDABLE[constraint] = buildable_type(constraint)
+        return t
 
 
 _RE_SCALAR_OF = re.compile(r"CudaTile_ScalarTileOf<CudaTile_(Int|Float)(\d+)>$")
@@ -809,13 +981,12 @@ def buildable_type(constraint: str) -> Optional[Type]:
 
 def _infer_result(ctx: _ParseCtx, rdef, known) -> Optional[list[Type]]:
     """Results with fixed (buildable) types or derived by TypesMatchWith traits."""
-    t = buildable_type(rdef.type)
+    t = _buildable(rdef.type)
     if t is not None and rdef.kind != "optional":
         return [t]
-    for trait in ctx.opdef.traits:
-        m = re.match(r"TypesMatchWith\((\w+)->(\w+) via ::getI1SameShape", trait)
-        if m and m.group(2) == rdef.name:
-            src = known.get(("operand", m.group(1)))
+    for src_name, dst_name in ctx.info.i1_same_shape:
+        if dst_name == rdef.name:
+            src = known.get(("operand", src_name))
             if src and isinstance(src[0], TileType):
                 # like MLIR's getI1SameShape, the (nv_tileas layout) encoding is kept
                 return [TileType(src[0].shape, IntegerType(1), src[0].encoding)]
@@ -830,30 +1001,42 @@ def _infer_result(ctx: _ParseCtx, rdef, known) -> Optional[list[Type]]:
 
 
 class _PrintState:
+    """ODS's spacing state while laying out a format (``shouldEmitSpace`` /
+    ``lastWasPunctuation``). It evolves the same way whatever the op holds (an absent optional
+    group still moves it), so :func:`_compile_printer` runs it once per OpDef."""
+
     def __init__(self):
         self.should_emit_space = True
         self.last_was_punct = False
 
 
-#: op name -> attributes its format prints itself, plus segment sizes (never in attr-dict)
-_ELIDED: dict[str, frozenset] = {}
+#: op name -> (OpDef, steps, attributes never in attr-dict, attributes with a default)
+_COMPILED: dict[str, tuple] = {}
 
 
 def print_with_format(pr: "OpPrinter", op: "Operation") -> None:
     """Print ``op``'s body (after its name) with its declarative format."""
-    program = program_for(op.opdef)
-    st = _PrintState()
-    base = _ELIDED.get(op.opdef.name)
-    if base is None:
-        base = _ELIDED[op.opdef.name] = frozenset(
-            format_attr_names(program) | {"operandSegmentSizes", "resultSegmentSizes"}
-        )
-    elided = set(base)
-    for a in op.opdef.attributes:
-        if a.default is not None and a.name in op.attributes:
-            if _equals_default(op.attributes[a.name], a):
-                elided.add(a.name)
-    _print_elements(pr, op, program, st, True, elided)
+    opdef = op.opdef
+    entry = _COMPILED.get(opdef.name)
+    if entry is None or entry[0] is not opdef:
+        entry = _COMPILED[opdef.name] = _compile_printer(opdef)
+    _, steps, elided, defaults = entry
+    attrs = op.attributes
+    if defaults and attrs:
+        extra = [a.name for a in defaults if a.name in attrs and _equals_default(attrs[a.name], a)]
+        if extra:
+            elided = elided.union(extra)
+    _run_steps(pr, op, steps, elided)
+
+
+def _run_steps(pr, op, steps, elided) -> None:
+    """Run compiled steps: a str is written as is, anything else is ``step(pr, op, elided)``."""
+    out = pr._out
+    for step in steps:
+        if step.__class__ is str:
+            out.append(step)
+        else:
+            step(pr, op, elided)
 
 
 def _equals_default(attr: Attribute, adef) -> bool:
@@ -872,29 +1055,67 @@ def _equals_default(attr: Attribute, adef) -> bool:
     return False
 
 
-def _print_elements(pr, op, elements, st, emit, elided, skip=None) -> None:
+# ---------------------------------------------------------------------------- compiled printers
+#
+# A format program is turned, once per OpDef, into a tuple of steps: constant text (literals and
+# the spaces ODS's spacing rules put between elements, merged into one string where adjacent)
+# and small functions for what depends on the op (operands, attributes, types, regions, custom
+# directives, optional groups). The spacing decisions are made at compile time by running
+# _PrintState over the program exactly as printing used to (both branches of an optional group,
+# every oilist clause, in order), so the text is the same as interpreting the program per op.
+
+
+def _compile_printer(opdef: "OpDef") -> tuple:
+    program = program_for(opdef)
+    elided = frozenset(format_attr_names(program) | {"operandSegmentSizes", "resultSegmentSizes"})
+    defaults = tuple(a for a in opdef.attributes if a.default is not None)
+    steps = _compile_elements(opdef, program, _PrintState())
+    return (opdef, steps, elided, defaults)
+
+
+def _compile_elements(opdef, elements, st: _PrintState, skip=None) -> tuple:
+    steps: list = []
     for el in elements:
         if el is skip:
             continue
-        _print_element(pr, op, el, st, emit, elided)
+        _compile_element(opdef, el, st, steps)
+    return _merge_steps(steps)
 
 
-def _print_element(pr, op, el, st: _PrintState, emit: bool, elided) -> None:
+def _merge_steps(steps: list) -> tuple:
+    out: list = []
+    for s in steps:
+        if s.__class__ is str:
+            if not s:
+                continue
+            if out and out[-1].__class__ is str:
+                out[-1] += s
+                continue
+        out.append(s)
+    return tuple(out)
+
+
+def _def_attr_kind(opdef, name) -> str:
+    a = opdef.attr(name)
+    return a.kind if a is not None else ""
+
+
+def _compile_element(opdef, el, st: _PrintState, steps: list) -> None:
     kind = el[0]
     if kind == "lit":
         value = el[1]
         if st.should_emit_space and _space_before(value, st.last_was_punct):
-            emit and pr.write(" ")
-        emit and pr.write(value)
+            steps.append(" ")
+        steps.append(value)
         st.should_emit_space = len(value) != 1 or value[0] not in "<({["
         st.last_was_punct = not (value[0] == "_" or value[0].isalpha())
         return
     if kind == "space":
         if el[1] == " ":
-            emit and pr.write(" ")
+            steps.append(" ")
             st.last_was_punct = False
         elif el[1] == "\\n":
-            emit and pr.newline()
+            steps.append(_newline_step)
             st.last_was_punct = False
         else:
             st.last_was_punct = True
@@ -902,57 +1123,173 @@ def _print_element(pr, op, el, st: _PrintState, emit: bool, elided) -> None:
         return
     if kind == "optional":
         anchor = el[1]
-        present = emit and _anchor_present(op, anchor)
         then = el[2]
         skip = None
-        if anchor[0] == "attr" and _attr_kind(op, anchor[1]) == "unit":
+        if anchor[0] == "attr" and _def_attr_kind(opdef, anchor[1]) == "unit":
             first = then[0]
             if not (first[0] == "attr" and first[1] == anchor[1]):
                 skip = next((e for e in then if e[0] == "attr" and e[1] == anchor[1]), None)
-        _print_elements(pr, op, then, st, present, elided, skip)
-        if el[3]:
-            _print_elements(pr, op, el[3], st, emit and not present, elided)
+        then_steps = _compile_elements(opdef, then, st, skip)
+        else_steps = _compile_elements(opdef, el[3], st) if el[3] else ()
+        steps.append(_optional_step(_presence_test(opdef, anchor), then_steps, else_steps))
         return
     if kind == "oilist":
         for clause in el[1]:
-            present = emit and any(sub[0] == "attr" and sub[1] in op.attributes for sub in clause)
+            names = tuple(sub[1] for sub in clause if sub[0] == "attr")
+            sub_steps: list = []
             for sub in clause:
-                if sub[0] == "attr" and _attr_kind(op, sub[1]) == "unit":
+                if sub[0] == "attr" and _def_attr_kind(opdef, sub[1]) == "unit":
                     continue
-                _print_element(pr, op, sub, st, present, elided)
+                _compile_element(opdef, sub, st, sub_steps)
+            steps.append(_clause_step(names, _merge_steps(sub_steps)))
         return
     if kind == "attr_dict":
-        if emit:
-            if el[1]:
-                pr.print_optional_attr_dict_with_keyword(op, elided)
-            else:
-                pr.print_optional_attr_dict(op, elided)
+        steps.append(_attr_dict_keyword_step if el[1] else _attr_dict_step)
         st.last_was_punct = False
         return
     if st.should_emit_space or not st.last_was_punct:
-        emit and pr.write(" ")
+        steps.append(" ")
     st.last_was_punct = False
     st.should_emit_space = True
-    if not emit:
-        return
+    step = _value_step(opdef, el)
+    if step is not None:
+        steps.append(step)
+
+
+def _newline_step(pr, op, elided) -> None:
+    pr.newline()
+
+
+def _attr_dict_step(pr, op, elided) -> None:
+    pr.print_optional_attr_dict(op, elided)
+
+
+def _attr_dict_keyword_step(pr, op, elided) -> None:
+    pr.print_optional_attr_dict_with_keyword(op, elided)
+
+
+def _optional_step(present, then_steps: tuple, else_steps: tuple):
+    def step(pr, op, elided) -> None:
+        chosen = then_steps if present(op) else else_steps
+        if chosen:
+            _run_steps(pr, op, chosen, elided)
+
+    return step
+
+
+def _clause_step(names: tuple, sub_steps: tuple):
+    def step(pr, op, elided) -> None:
+        attrs = op.attributes
+        if any(n in attrs for n in names):
+            _run_steps(pr, op, sub_steps, elided)
+
+    return step
+
+
+def _value_step(opdef, el):
+    kind = el[0]
     if kind == "operand":
-        vs = op.operands if el[1] == "*" else op.opdef.operand_group(op, el[1])
-        pr.print_operands(vs)
-    elif kind == "attr":
-        _print_attr_var(pr, op, el[1])
-    elif kind == "region":
-        for i, r in enumerate(op.opdef.regions):
-            if r.name == el[1]:
+        if el[1] == "*":
+            return lambda pr, op, elided: pr.print_operands(op.operands)
+        group = _group_getter(opdef, "operand", el[1])
+        return lambda pr, op, elided: pr.print_operands(group(op))
+    if kind == "attr":
+        name = el[1]
+        return lambda pr, op, elided: _print_attr_var(pr, op, name)
+    if kind == "region":
+        indices = tuple(i for i, r in enumerate(opdef.regions) if r.name == el[1])
+
+        def region_step(pr, op, elided) -> None:
+            for i in indices:
                 pr.print_region(op.regions[i])
-    elif kind == "type":
-        pr.print_types(_ref_types(op, el[1]))
-    elif kind == "ftype":
-        pr.print_function_type(_ref_types(op, el[1]), _ref_types(op, el[2]))
-    elif kind == "custom":
-        directive = CUSTOM_DIRECTIVES.get(el[1])
-        directive[1](pr, op, el[2])
-    elif kind == "result_var":
-        pr.print_operands(op.opdef.result_group(op, el[1]))
+
+        return region_step
+    if kind == "type":
+        types = _types_getter(opdef, el[1])
+        return lambda pr, op, elided: pr.print_types(types(op))
+    if kind == "ftype":
+        inputs, results = _types_getter(opdef, el[1]), _types_getter(opdef, el[2])
+        return lambda pr, op, elided: pr.print_function_type(inputs(op), results(op))
+    if kind == "custom":
+        name, args = el[1], el[2]
+        return lambda pr, op, elided: CUSTOM_DIRECTIVES.get(name)[1](pr, op, args)
+    if kind == "result_var":
+        group = _group_getter(opdef, "result", el[1])
+        return lambda pr, op, elided: pr.print_operands(group(op))
+    return None
+
+
+def _group_getter(opdef, kind: str, name: str):
+    """``op -> values of group name`` for ops of ``opdef`` (``OpDef.operand_group`` /
+    ``result_group``, without computing segments when every group is a single value and the op
+    has no segment-size attribute)."""
+    if kind == "operand":
+        defs, seg_attr = opdef.operands, "operandSegmentSizes"
+        slow = opdef.operand_group
+        simple = not opdef.has_trait("TrailingTokenOperand")
+    else:
+        defs, seg_attr = opdef.results, "resultSegmentSizes"
+        slow = opdef.result_group
+        simple = True
+    index = next((i for i, d in enumerate(defs) if d.name == name), None)
+    if index is None or not simple or any(d.kind != "single" for d in defs):
+        return lambda op: slow(op, name)
+    end = index + 1
+
+    if kind == "operand":
+
+        def operand_group(op):
+            if seg_attr in op.attributes or seg_attr in op.properties:
+                return slow(op, name)
+            return op.operands[index:end]
+
+        return operand_group
+
+    def result_group(op):
+        if seg_attr in op.attributes or seg_attr in op.properties:
+            return slow(op, name)
+        return op.results[index:end]
+
+    return result_group
+
+
+def _types_getter(opdef, ref):
+    """``op -> types of ref`` for ops of ``opdef`` (see :func:`_ref_types`)."""
+    if ref[0] == "operands":
+        return lambda op: [v.type for v in op.operands]
+    if ref[0] == "results":
+        return lambda op: [v.type for v in op.results]
+    group = _group_getter(opdef, "operand" if ref[0] == "operand" else "result", ref[1])
+    return lambda op: [v.type for v in group(op)]
+
+
+def _presence_test(opdef, anchor):
+    """``op -> bool``: whether the optional group anchored on ``anchor`` prints."""
+    kind = anchor[0]
+    if kind in ("operand", "result"):
+        group = _group_getter(opdef, kind, anchor[1])
+        return lambda op: bool(group(op))
+    if kind == "operands":
+        return lambda op: bool(op.operands)
+    if kind == "results":
+        return lambda op: bool(op.results)
+    if kind == "attr":
+        name = anchor[1]
+        adef = opdef.attr(name)
+        if adef is not None and adef.default is not None and not adef.optional:
+
+            def non_default(op) -> bool:
+                a = op.attributes.get(name)
+                return a is not None and not _equals_default(a, adef)
+
+            return non_default
+        return lambda op: op.attributes.get(name) is not None
+    if kind == "region":
+        index = next((i for i, r in enumerate(opdef.regions) if r.name == anchor[1]), None)
+        if index is None:
+            return lambda op: False
+        return lambda op: bool(op.regions[index].blocks)
+    return lambda op: False
 
 
 def _space_before(value: str, last_was_punct: bool) -> bool:
@@ -963,45 +1300,17 @@ def _space_before(value: str, last_was_punct: bool) -> bool:
     return value[0] not in "<>(){}[],"
 
 
-def _attr_kind(op, name) -> str:
-    a = op.opdef.attr(name)
-    return a.kind if a is not None else ""
-
-
-def _anchor_present(op, anchor) -> bool:
-    kind = anchor[0]
-    if kind == "operand":
-        return bool(op.opdef.operand_group(op, anchor[1]))
-    if kind == "result":
-        return bool(op.opdef.result_group(op, anchor[1]))
-    if kind == "operands":
-        return bool(op.operands)
-    if kind == "results":
-        return bool(op.results)
-    if kind == "attr":
-        a = op.attributes.get(anchor[1])
-        if a is None:
-            return False
-        adef = op.opdef.attr(anchor[1])
-        if adef is not None and adef.default is not None and not adef.optional:
-            return not _equals_default(a, adef)
-        return True
-    if kind == "region":
-        for i, r in enumerate(op.opdef.regions):
-            if r.name == anchor[1]:
-                return bool(op.regions[i].blocks)
-        return False
-    return False
+#: (id(OpDef), ref) -> (OpDef, types getter)
+_TYPES_GETTERS: dict = {}
 
 
 def _ref_types(op, ref) -> list[Type]:
-    if ref[0] == "operands":
-        return [v.type for v in op.operands]
-    if ref[0] == "results":
-        return [v.type for v in op.results]
-    if ref[0] == "operand":
-        return [v.type for v in op.opdef.operand_group(op, ref[1])]
-    return [v.type for v in op.opdef.result_group(op, ref[1])]
+    opdef = op.opdef
+    key = (id(opdef), ref)
+    hit = _TYPES_GETTERS.get(key)
+    if hit is None or hit[0] is not opdef:
+        hit = _TYPES_GETTERS[key] = (opdef, _types_getter(opdef, ref))
+    return hit[1](op)
 
 
 def _print_attr_var(pr, op, name) -> None:

@@ -69,10 +69,7 @@ _RE_FAST = re.compile(
     r")"
 )
 _RE_FAST_MATCH = _RE_FAST.match
-#: token kind by capturing-group index (the named groups are _RE_FAST's only captures)
-_KIND_OF_GROUP = {i: name for name, i in _RE_FAST.groupindex.items()}
-_INTEGER_GROUP = _RE_FAST.groupindex[INTEGER]
-_HASH_GROUP = _RE_FAST.groupindex[HASH]
+#: (the named groups are _RE_FAST's only captures: ``lastgroup`` is the token kind)
 _RE_BARE = re.compile(r"[A-Za-z_][A-Za-z_0-9$.]*")
 _RE_SUFFIX = re.compile(r"[A-Za-z_0-9$.\-]+")
 _RE_NUM = re.compile(r"0x[0-9A-Fa-f]+|[0-9]+(\.[0-9]*([eE][+-]?[0-9]+)?)?")
@@ -156,14 +153,16 @@ class Lexer:
 
     def next(self) -> Token:
         """The next token (an ``error`` token carries its message in ``text``)."""
-        m = _RE_FAST_MATCH(self.text, self.pos)
+        text = self.text
+        m = _RE_FAST_MATCH(text, self.pos)
         if m is not None:
-            i = m.lastindex
-            if i is not None:
-                self.pos = m.end()
-                if i == _INTEGER_GROUP or i == _HASH_GROUP:  # bounded (runtime/limits.py)
-                    return _checked_number(Token(_KIND_OF_GROUP[i], m.group(i), m.start(i)))
-                return Token(_KIND_OF_GROUP[i], m.group(i), m.start(i))
+            kind = m.lastgroup
+            if kind is not None:
+                start, end = m.span(kind)
+                self.pos = end
+                if kind == INTEGER or kind == HASH:  # bounded (runtime/limits.py)
+                    return _checked_number(Token(kind, text[start:end], start))
+                return Token(kind, text[start:end], start)
         tok = self._next_slow()
         return _checked_number(tok) if tok.kind in (INTEGER, HASH) else tok
 

@@ -11,7 +11,9 @@ machinery (types, attributes, SSA uses) are not.
 
 from __future__ import annotations
 
+import re
 import sys
+from array import array
 from typing import Callable, Optional
 
 from tilegen.runtime.asm import lexer as lx
@@ -46,14 +48,25 @@ def default_dialect(name: str, opdef: Optional[OpDef]) -> Optional[str]:
 
 
 class UnresolvedOperand:
-    """An SSA use as written (``%x#2``): name without ``%``, result number, and where it is
-    (``loc``, computed from the token's offset only when a message asks: a parse of 100,000
-    ops names 300,000 operands and needs none of their locations)."""
+    """An SSA use as written (``%x#2``): ``key`` (the spelling with its ``%``, as the lexer
+    made it), result number, and where it is (``loc``, computed from the token's offset only
+    when a message asks: a parse of 100,000 ops names 300,000 operands and needs none of their
+    locations)."""
 
-    __slots__ = ("name", "number", "_pos", "_lexer")
+    __slots__ = ("key", "number", "_pos", "_lexer")
 
-    def __init__(self, name: str, number: int, pos: int, lexer) -> None:
-        self.name, self.number, self._pos, self._lexer = name, number, pos, lexer
+    def __init__(self, key: str, number: int, pos: int, lexer) -> None:
+        self.key, self.number, self._pos, self._lexer = key, number, pos, lexer
+
+    @property
+    def name(self) -> str:
+        """The name without its ``%``."""
+        return self.key[1:]
+
+    @property
+    def slot(self) -> str:
+        """Its key in a name scope: ``%x`` for result 0, ``%x#N`` for result N."""
+        return self.key if not self.number else f"{self.key}#{self.number}"
 
     @property
     def loc(self) -> FileLineColLoc:
@@ -61,7 +74,7 @@ class UnresolvedOperand:
 
     def renumbered(self, number: int) -> "UnresolvedOperand":
         """The same name and place, result ``number``."""
-        return UnresolvedOperand(self.name, number, self._pos, self._lexer)
+        return UnresolvedOperand(self.key, number, self._pos, self._lexer)
 
     def __repr__(self) -> str:
         return f"UnresolvedOperand(%{self.name}#{self.number})"
@@ -93,25 +106,27 @@ class _ForwardRef(Value):
     __slots__ = ()
 
 
-class _Entry:
-    """A defined (or forward-referenced) SSA value and where it was named (``use``: the
-    UnresolvedOperand that named it; its location is computed when a message needs it)."""
-
-    __slots__ = ("value", "use")
-
-    def __init__(self, value: Value, use: "UnresolvedOperand") -> None:
-        self.value = value
-        self.use = use
-
-    @property
-    def loc(self) -> FileLineColLoc:
-        return self.use.loc
-
-
 class _IsolatedScope:
+    """The SSA names visible in one isolated region tree.
+
+    ``values`` maps a name's slot (``%x`` for result 0, ``%x#N`` for result N: ``#`` cannot
+    occur in an SSA name) to its value (a :class:`_ForwardRef` until defined), the key being
+    the lexer's own spelling: a parse of 100,000 ops keeps 100,000 entries until the region
+    ends, so an entry holds nothing else. Where a name was defined is only needed by messages:
+    ``def_pos`` holds the offset of the naming token of every visible definition, in order
+    (:meth:`OpParser._definition_pos` finds a name's there), ``marks`` its length where each
+    nested (non-isolated) region began, ``definitions`` the names each nested region defined
+    (the outermost level needs neither: the whole scope goes at its end), and ``numbered``
+    the highest result number seen with each name that had one above 0."""
+
+    __slots__ = ("values", "def_pos", "marks", "definitions", "numbered")
+
     def __init__(self) -> None:
-        self.values: dict[str, list[Optional[_Entry]]] = {}
-        self.definitions: list[set[str]] = []
+        self.values: dict[str, Value] = {}
+        self.def_pos = array("q")
+        self.marks: list[int] = []
+        self.definitions: list[list[str]] = []
+        self.numbered: dict[str, int] = {}
 
 
 @dataclass
@@ -149,6 +164,10 @@ class OpParser:
         self._blocks_stack: list[dict] = [{}]
         #: regions, types and attributes being parsed, one inside the other (:meth:`nest`)
         self.depth = 0
+        #: type spelling -> type (:meth:`parse_optional_type`)
+        self._type_cache: dict[str, Type] = {}
+        #: (op name as written, default dialect) -> (full name, OpDef)
+        self._op_names: dict[tuple, tuple] = {}
         self._check_lex_error()
 
     def nest(self) -> None:
@@ -365,19 +384,17 @@ class OpParser:
         """``%name`` or ``%name#N``."""
         if self.tok.kind != lx.PERCENT:
             self._fail("expected SSA operand")
-        tok = self._advance()
-        number = 0
-        if (
-            allow_result_number
-            and self.tok.kind == lx.HASH
-            and self.tok.pos == tok.pos + len(tok.text)
-        ):
-            digits = self.tok.text[1:]
+        tok = self.tok
+        nxt = self.tok = self.lexer.next()
+        if nxt.kind == _ERROR:
+            self._fail(nxt.text, self.lexer.loc(nxt.pos))
+        if allow_result_number and nxt.kind == lx.HASH and nxt.pos == tok.pos + len(tok.text):
+            digits = nxt.text[1:]
             if not digits.isdigit():
                 self._fail("expected integer value")
             self._advance()
-            number = int(digits)
-        return UnresolvedOperand(tok.text[1:], number, tok.pos, self.lexer)
+            return UnresolvedOperand(tok.text, int(digits), tok.pos, self.lexer)
+        return UnresolvedOperand(tok.text, 0, tok.pos, self.lexer)
 
     def parse_operand_list(
         self, delimiter: Optional[str] = None, required_count: int = -1
@@ -418,26 +435,30 @@ class OpParser:
 
     def resolve_operand(self, u: UnresolvedOperand, type: Type) -> Value:
         """The value ``u`` names, checked against ``type`` (forward references allowed)."""
-        if u.number > len(self.lexer.text):  # no op in this text has that many results
-            self._fail("use of undeclared SSA value name", u.loc)
-        key = "%" + u.name
-        entries = self._scope().values.setdefault(key, [])
-        if len(entries) > u.number and entries[u.number] is not None:
-            entry = entries[u.number]
-            if entry.value.type == type:
-                return entry.value
+        number = u.number
+        if number:
+            if number > len(self.lexer.text):  # no op in this text has that many results
+                self._fail("use of undeclared SSA value name", u.loc)
+            key = f"{u.key}#{number}"
+        else:
+            key = u.key
+        scope = self._scopes[-1]
+        value = scope.values.get(key)
+        if value is not None:
+            if value.type is type or value.type == type:
+                return value
             from tilegen.runtime.asm.type_syntax import format_type
 
             self._fail(
-                f"use of value '{key}' expects different type than prior uses: "
-                f"'{format_type(type)}' vs '{format_type(entry.value.type)}'",
+                f"use of value '{u.key}' expects different type than prior uses: "
+                f"'{format_type(type)}' vs '{format_type(value.type)}'",
                 u.loc,
-                notes=[("prior use here", entry.loc)],
+                notes=[("prior use here", self._entry_loc(scope, u.key, value))],
             )
-        while len(entries) <= u.number:
-            entries.append(None)
+        if number:
+            self._note_numbered(scope, u.key, number)
         ref = _ForwardRef(type)
-        entries[u.number] = _Entry(ref, u)
+        scope.values[key] = ref
         self._forward_refs[id(ref)] = (ref, u)
         return ref
 
@@ -445,57 +466,91 @@ class OpParser:
         """Resolve ``us`` against ``types`` (a list, or one type for all)."""
         if isinstance(types, Type):
             types = [types] * len(us)
-        types = list(types)
+        elif len(types) != len(us):
+            types = list(types)
         if len(types) != len(us):
             self.error(f"{len(us)} operands present, but expected {len(types)}")
-        return [self.resolve_operand(u, t) for u, t in zip(us, types)]
+        resolve = self.resolve_operand
+        return [resolve(u, t) for u, t in zip(us, types)]
 
     def define_value(self, u: UnresolvedOperand, value: Value) -> None:
         """Bind ``%name#N`` to ``value`` in the current scope (MLIR's addDefinition)."""
-        key = "%" + u.name
-        scope = self._scope()
-        entries = scope.values.setdefault(key, [])
-        while len(entries) <= u.number:
-            entries.append(None)
-        existing = entries[u.number]
-        if existing is not None:
-            if not isinstance(existing.value, _ForwardRef):
+        key = u.key
+        number = u.number
+        slot = f"{key}#{number}" if number else key
+        scope = self._scopes[-1]
+        values = scope.values
+        old = values.get(slot)
+        if old is not None:
+            if not isinstance(old, _ForwardRef):
                 self._fail(
                     f"redefinition of SSA value '{key}'",
                     u.loc,
-                    notes=[("previously defined here", existing.loc)],
+                    notes=[("previously defined here", self._entry_loc(scope, key, old))],
                 )
-            if existing.value.type != value.type:
+            if old.type != value.type:
                 from tilegen.runtime.asm.type_syntax import format_type
 
                 self._fail(
-                    f"definition of SSA value '{key}#{u.number}' has type "
+                    f"definition of SSA value '{key}#{number}' has type "
                     f"'{format_type(value.type)}'",
                     u.loc,
                     notes=[
                         (
-                            f"previously used here with type '{format_type(existing.value.type)}'",
-                            existing.loc,
+                            f"previously used here with type '{format_type(old.type)}'",
+                            self._entry_loc(scope, key, old),
                         )
                     ],
                 )
-            existing.value.replace_all_uses_with(value)
-            self._forward_refs.pop(id(existing.value), None)
-        entries[u.number] = _Entry(value, u)
-        scope.definitions[-1].add(key)
+            old.replace_all_uses_with(value)
+            self._forward_refs.pop(id(old), None)
+        elif number:
+            self._note_numbered(scope, key, number)
+        values[slot] = value
+        scope.def_pos.append(u._pos)
+        definitions = scope.definitions
+        if len(definitions) > 1:  # a nested region: its names go when it ends
+            definitions[-1].append(key)
+
+    def _entry_loc(self, scope: _IsolatedScope, key: str, value: Value) -> FileLineColLoc:
+        """Where ``value``, visible as ``key`` (``%x``, any result number), was named: the
+        first use of a forward reference, else the definition."""
+        if isinstance(value, _ForwardRef):
+            return self._forward_refs[id(value)][1].loc
+        return self.lexer.loc(self._definition_pos(scope, key))
+
+    def _definition_pos(self, scope: _IsolatedScope, key: str) -> int:
+        """Offset of the token that defined the visible ``key`` (``%x``): a name has one
+        visible definition per scope, and ``def_pos`` holds exactly the visible ones."""
+        text, n = self.lexer.text, len(key)
+        for pos in reversed(scope.def_pos):
+            if text.startswith(key, pos) and _RE_SSA_NAME_CHAR.match(text, pos + n) is None:
+                return pos
+        raise AssertionError(f"no definition of {key} in scope")  # pragma: no cover
+
+    @staticmethod
+    def _note_numbered(scope: _IsolatedScope, key: str, number: int) -> None:
+        if scope.numbered.get(key, 0) < number:
+            scope.numbered[key] = number
 
     def _push_scope(self, isolated: bool) -> None:
         if isolated or not self._scopes:
             self._scopes.append(_IsolatedScope())
-        self._scopes[-1].definitions.append(set())
+        scope = self._scopes[-1]
+        scope.definitions.append([])
+        scope.marks.append(len(scope.def_pos))
 
     def _pop_scope(self) -> None:
         scope = self._scopes[-1]
         if len(scope.definitions) == 1:
             self._scopes.pop()
         else:
+            del scope.def_pos[scope.marks.pop() :]
+            values, numbered = scope.values, scope.numbered
             for key in scope.definitions.pop():
-                scope.values.pop(key, None)
+                values.pop(key, None)  # every result number of the name, as MLIR does
+                for n in range(1, numbered.get(key, 0) + 1):
+                    values.pop(f"{key}#{n}", None)
 
     def _check_forward_refs(self) -> None:
         if self._forward_refs:
@@ -505,14 +560,49 @@ class OpParser:
     # ================================================================ types
 
     def parse_optional_type(self) -> Optional[Type]:
-        """A type if one starts here, else None."""
-        from tilegen.runtime.asm.type_syntax import parse_optional_type
+        """A type if one starts here, else None.
 
+        A type spelled ``name<...>`` (no strings, comments or line breaks inside) is memoised
+        by its exact text, per parser (aliases are per file): a later identical spelling skips
+        straight past it. Only a parse that consumed exactly that text is stored (so a hit
+        parses to what a fresh parse would, failures never being stored)."""
+        tok = self.tok
+        if tok.kind == lx.BARE or tok.kind == lx.EXCL:
+            text = self.lexer.text
+            if text.startswith("<", tok.pos + len(tok.text)):
+                m = _RE_TYPE_SPAN.match(text, tok.pos)
+                if m is not None:
+                    return self._parse_spanned_type(m)
         self.nest()
         try:
-            return parse_optional_type(self)
+            return _type_syntax.parse_optional_type(self)
         finally:
             self.depth -= 1
+
+    def _parse_spanned_type(self, m) -> Optional[Type]:
+        span = m.group()
+        end = m.end()
+        cache = self._type_cache
+        t = cache.get(span)
+        # (each level of nesting takes at least one character: a hit nests no deeper than a
+        # fresh parse could without reaching the limit)
+        if t is not None and self.depth + len(span) < MAX_NESTING:
+            lexer = self.lexer
+            lexer.pos = end
+            nxt = self.tok = lexer.next()
+            if nxt.kind == _ERROR:
+                self._fail(nxt.text, lexer.loc(nxt.pos))
+            return t
+        self.nest()
+        try:
+            t = _type_syntax.parse_optional_type(self)
+        finally:
+            self.depth -= 1
+        if t is not None and len(cache) < _TYPE_CACHE_SIZE:
+            after = self.tok.pos
+            if after == end or (after > end and self.lexer.text[end:after].isspace()):
+                cache[span] = t
+        return t
 
     def parse_type(self) -> Type:
         """Any type: builtin, ``!cuda_tile.X<..>``, short ``tile<..>``/``ptr<..>``/``token``..."""
@@ -703,14 +793,16 @@ class OpParser:
             for arg in arguments:
                 u, t = arg[0], arg[1]
                 loc = arg[2] if len(arg) > 2 else None
-                key = "%" + u.name
                 if not shadowing:
-                    entries = self._scope().values.get(key, ())
-                    if len(entries) > u.number and entries[u.number] is not None:
+                    scope = self._scopes[-1]
+                    seen = scope.values.get(u.slot)
+                    if seen is not None:
                         self._fail(
-                            f"region entry argument '{key}' is already in use",
+                            f"region entry argument '{u.key}' is already in use",
                             u.loc,
-                            notes=[("previously referenced here", entries[u.number].loc)],
+                            notes=[
+                                ("previously referenced here", self._entry_loc(scope, u.key, seen))
+                            ],
                         )
                 v = entry.add_argument(t, loc if isinstance(loc, Location) else None)
                 if isinstance(loc, _DeferredLoc):
@@ -779,7 +871,8 @@ class OpParser:
     def parse_operation(self) -> Operation:
         """``[%r (, %r)* =] (generic-op | custom-op) [loc(...)]``."""
         results: list[tuple[UnresolvedOperand, int]] = []
-        if self.tok.kind == lx.PERCENT:
+        tok = self.tok
+        if tok.kind == lx.PERCENT:
             while True:
                 u = self.parse_operand(allow_result_number=False)
                 count = 1
@@ -791,29 +884,43 @@ class OpParser:
                 if not self.parse_optional_punct(","):
                     break
             self._expect("=", "expected '=' after SSA name")
-        op_loc = self.loc()
-        if self.tok.kind == lx.STRING:
-            op = self._parse_generic_operation()
-        elif self.tok.kind == lx.BARE:
+            tok = self.tok
+        op_pos = tok.pos  # (its location only if a message needs it)
+        if tok.kind == lx.BARE:
             op = self._parse_custom_operation()
+        elif tok.kind == lx.STRING:
+            op = self._parse_generic_operation()
         else:
             self.wrong_token_error("expected operation name in quotes")
+        if not results:
+            return op
+        op_results = op.results
+        if len(results) == 1 and results[0][1] == 1 and len(op_results) == 1:
+            self.define_value(results[0][0], op_results[0])  # `%x = ...`
+            return op
         nbind = sum(c for _, c in results)
-        if results and not op.results:
-            self._fail("cannot name an operation with no results", op_loc)
-        if results and nbind != len(op.results):
+        if not op_results:
+            self._fail("cannot name an operation with no results", self.lexer.loc(op_pos))
+        if nbind != len(op_results):
             self._fail(
-                f"operation defines {len(op.results)} results but was provided {nbind} to bind",
-                op_loc,
+                f"operation defines {len(op_results)} results but was provided {nbind} to bind",
+                self.lexer.loc(op_pos),
             )
         index = 0
         for u, count in results:
             for i in range(count):
-                self.define_value(u.renumbered(i), op.results[index])
+                self.define_value(u.renumbered(i) if i else u, op_results[index])
                 index += 1
         return op
 
     def _resolve_op_name(self, name: str, loc) -> tuple[str, Optional[OpDef]]:
+        key = (name, self._default_dialect[-1])
+        found = self._op_names.get(key)
+        if found is None:
+            found = self._op_names[key] = self._lookup_op_name(name, loc)
+        return found
+
+    def _lookup_op_name(self, name: str, loc) -> tuple[str, Optional[OpDef]]:
         opdef = lookup_opdef(name)
         if opdef is not None:
             return _op_name(opdef), opdef
@@ -845,9 +952,7 @@ class OpParser:
                     self.error(f"has no parser for custom format '{opdef.custom_format}'", loc)
                 hook(self, state)
             else:
-                from tilegen.runtime.asm.format import parse_with_format
-
-                parse_with_format(self, state)
+                _format.parse_with_format(self, state)
         finally:
             self._custom_op.pop()
             self._op_stack.pop()
@@ -1056,6 +1161,14 @@ class OpParser:
         self._deferred.clear()
 
 
+_RE_SSA_NAME_CHAR = re.compile(r"[A-Za-z_0-9$.\-]")
+#: ``name<...>`` with at most three levels of ``<>`` and no string, comment or line break
+_RE_TYPE_SPAN = re.compile(
+    r'!?[A-Za-z_][A-Za-z_0-9$.]*<(?:[^<>"/\n]++|<(?:[^<>"/\n]++|<[^<>"/\n]*+>)*+>)*+>'
+)
+#: distinct type spellings memoised per parser (beyond them, types parse as usual)
+_TYPE_CACHE_SIZE = 1024
+
 _OP_NAMES: dict = {}
 
 
@@ -1083,3 +1196,8 @@ def is_deferred_loc(x) -> bool:
     """True for the placeholder :meth:`OpParser.parse_optional_location` returns for a
     ``loc(#alias)`` defined later in the file (resolved when the file ends)."""
     return isinstance(x, _DeferredLoc)
+
+
+# (below the classes: these modules name OpParser only for annotations)
+from tilegen.runtime.asm import format as _format  # noqa: E402
+from tilegen.runtime.asm import type_syntax as _type_syntax  # noqa: E402

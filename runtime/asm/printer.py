@@ -18,6 +18,22 @@ from tilegen.runtime.ir import Block, Operation, OpResult, Region, Value
 from tilegen.runtime.types import Type
 from tilegen.runtime.asm.parser import default_dialect
 
+_UNKNOWN = "<<UNKNOWN SSA VALUE>>"
+#: "\n" plus the indentation of each nesting depth (extended on demand)
+_NEWLINES: list[str] = ["\n" + "  " * i for i in range(32)]
+#: Output pieces print_region lets accumulate before joining them into one string: the printout
+#: of a long block is then held as a few thousand chunks, not ~10 small strings per op.
+_CHUNK = 2048
+#: Entries OpPrinter's type-text memo holds before it starts over (types parsed from text are
+#: shared objects, so it stays small; this bounds it when they are not).
+_TYPE_MEMO_MAX = 4096
+
+
+def _newline(indent: int) -> str:
+    if indent < len(_NEWLINES):
+        return _NEWLINES[indent]
+    return "\n" + "  " * indent
+
 
 class _NameScope:
     __slots__ = ("names", "parent")
@@ -64,7 +80,9 @@ class SSANames:
 
     def __init__(self, top: Operation, generic: bool):
         self.generic = generic
-        self.ids: dict[int, str] = {}  # id(value) -> "%name" (group leader or single)
+        #: value -> "%name" (group leader or single); keyed by the Value object itself (values
+        #: hash by identity), which spares an int object per value
+        self.ids: dict[Value, str] = {}
         self.groups: dict[int, list[int]] = {}  # id(op) -> sorted result group starts
         self.block_ids: dict[int, str] = {}
         self._next_value = 0
@@ -98,10 +116,10 @@ class SSANames:
 
     def _set_name(self, v: Value, name: Optional[str]) -> None:
         if not name:
-            self.ids[id(v)] = f"%{self._next_value}"
+            self.ids[v] = f"%{self._next_value}"
             self._next_value += 1
         else:
-            self.ids[id(v)] = "%" + self._unique(name)
+            self.ids[v] = "%" + self._unique(name)
 
     def _number_region(self, region: Region) -> None:
         parent = region.parent
@@ -114,16 +132,16 @@ class SSANames:
                 except Exception:  # a hook still being written must not break printing
                     names = []
                 for arg, name in zip(region.blocks[0].args, names):
-                    if name and id(arg) not in self.ids:
+                    if name and arg not in self.ids:
                         self._set_name(arg, name)
         for bi, block in enumerate(region.blocks):
             self.block_ids[id(block)] = f"^bb{bi}"
             entry = bi == 0
             for arg in block.args:
-                if id(arg) in self.ids:
+                if arg in self.ids:
                     continue
                 if entry:
-                    self.ids[id(arg)] = f"%arg{self._next_arg}"
+                    self.ids[arg] = f"%arg{self._next_arg}"
                     self._next_arg += 1
                 else:
                     self._set_name(arg, None)
@@ -146,7 +164,7 @@ class SSANames:
                     if i:
                         groups.append(i)
         first = op.results[0]
-        if id(first) not in self.ids:
+        if first not in self.ids:
             self._set_name(first, None)
         if len(groups) > 1:
             self.groups[id(op)] = sorted(groups)
@@ -160,12 +178,9 @@ class SSANames:
             i = len([s for s in starts if s <= v.index]) - 1
             start = starts[i]
             end = starts[i + 1] if i + 1 < len(starts) else len(op.results)
-            leader = self.ids.get(id(op.results[start]), "<<UNKNOWN SSA VALUE>>")
+            leader = self.ids.get(op.results[start], _UNKNOWN)
             return leader if end - start == 1 else f"{leader}#{v.index - start}"
-        key = id(v)
-        if key in self.ids:
-            return self.ids[key]
-        return "<<UNKNOWN SSA VALUE>>"
+        return self.ids.get(v, _UNKNOWN)
 
     def result_groups(self, op: Operation) -> list[tuple[int, int]]:
         """(start, count) of each result group of ``op``."""
@@ -185,11 +200,18 @@ def _name_hooks() -> tuple[dict, dict]:
 
 
 def _custom_printer(name: str) -> Optional[Callable]:
-    try:
-        from tilegen.runtime.asm import custom_ops
-    except ImportError:
-        return None
+    global _CUSTOM_OPS
+    custom_ops = _CUSTOM_OPS
+    if custom_ops is None:
+        try:
+            from tilegen.runtime.asm import custom_ops
+        except ImportError:
+            return None
+        _CUSTOM_OPS = custom_ops
     return getattr(custom_ops, "PRINTERS", {}).get(name)
+
+
+_CUSTOM_OPS = None
 
 
 class OpPrinter:
@@ -203,11 +225,17 @@ class OpPrinter:
         #: print ops under their spec text alias (``pow`` as ``fpowf``), as tileirdisasm 13.5 does
         self.alias_mnemonics = alias_mnemonics
         self._out: list[str] = []
+        #: _out[:_joined] holds no run of pieces worth joining (see _join_tail)
+        self._joined = 0
         self._indent = 0
         self._names: Optional[SSANames] = None
         self._default_dialect: list[str] = [""]
         #: True while printing inside cuda_tile custom syntax (types print in short form).
         self.short_types = False
+        #: id(type) -> (type, text), for the short and the long form (see format_type)
+        self._type_text: tuple[dict, dict] = ({}, {})
+        #: (default dialect, op name) -> the op name as printed
+        self._op_names: dict[tuple[str, str], str] = {}
         from tilegen.runtime.asm.attr_syntax import AliasTable
 
         self.aliases = AliasTable()
@@ -218,7 +246,7 @@ class OpPrinter:
         self._out.append(s)
 
     def newline(self) -> None:
-        self._out.append("\n" + "  " * self._indent)
+        self._out.append(_newline(self._indent))
 
     def getvalue(self) -> str:
         return "".join(self._out)
@@ -239,7 +267,14 @@ class OpPrinter:
         self.write(self.value_name(v))
 
     def print_operands(self, vs: Iterable[Value], sep: str = ", ") -> None:
-        self.write(sep.join(self.value_name(v) for v in vs))
+        names = self._names
+        if names is None:
+            self.write(sep.join(["<<UNKNOWN SSA VALUE>>" for _ in vs]))
+        elif vs.__class__ is list and len(vs) == 1:
+            self._out.append(names.name(vs[0]))
+        else:
+            name = names.name
+            self.write(sep.join([name(v) for v in vs]))
 
     def block_name(self, b: Block) -> str:
         return self._names.block_ids.get(id(b), "^INVALIDBLOCK")
@@ -249,16 +284,30 @@ class OpPrinter:
 
     # ------------------------------------------------------------------ types / attributes
     def format_type(self, t: Type) -> str:
+        """The text of ``t`` in the current (short or long) form; memoised per type object
+        (types are immutable), so a type used by 100k ops is formatted, and stored, once."""
+        memo = self._type_text[1] if self.short_types else self._type_text[0]
+        hit = memo.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
         from tilegen.runtime.asm.type_syntax import format_type
 
-        return format_type(t, short=self.short_types, aliases=self.aliases)
+        text = format_type(t, short=self.short_types, aliases=self.aliases)
+        if len(memo) >= _TYPE_MEMO_MAX:
+            memo.clear()
+        memo[id(t)] = (t, text)  # holding t keeps its id from being reused
+        return text
 
     def print_type(self, t: Type) -> None:
         """A type: short cuda_tile form inside cuda_tile custom syntax, long form otherwise."""
         self.write(self.format_type(t))
 
     def print_types(self, ts: Iterable[Type], sep: str = ", ") -> None:
-        self.write(sep.join(self.format_type(t) for t in ts))
+        if ts.__class__ is list and len(ts) == 1:
+            self._out.append(self.format_type(ts[0]))
+        else:
+            fmt = self.format_type
+            self.write(sep.join([fmt(t) for t in ts]))
 
     def print_function_type(self, inputs, results) -> None:
         from tilegen.runtime.asm.type_syntax import format_function_type
@@ -288,12 +337,16 @@ class OpPrinter:
     def print_optional_attr_dict(self, op_or_attrs, elided=()) -> None:
         """`` {a = 1, b}`` for the attributes not in ``elided`` (nothing when none remain)."""
         attrs = op_or_attrs.attributes if isinstance(op_or_attrs, Operation) else op_or_attrs
+        if not attrs:
+            return
         text = self._format_attr_dict(attrs, set(elided))
         if text:
             self.write(" " + text)
 
     def print_optional_attr_dict_with_keyword(self, op_or_attrs, elided=()) -> None:
         attrs = op_or_attrs.attributes if isinstance(op_or_attrs, Operation) else op_or_attrs
+        if not attrs:
+            return
         text = self._format_attr_dict(attrs, set(elided))
         if text:
             self.write(" attributes " + text)
@@ -332,6 +385,7 @@ class OpPrinter:
         saved_short = self.short_types
         self._indent += 1
         blocks = region.blocks
+        out = self._out
         if blocks:
             entry = blocks[0]
             print_label = (print_entry_block_args and entry.args) or (
@@ -345,15 +399,30 @@ class OpPrinter:
                     term = ops[-1]
                     if _is_elidable_terminator(term):
                         ops = ops[:-1]
+                mark = len(out)
                 for child in ops:
-                    self.newline()
+                    out.append(_newline(self._indent))
                     self.print_operation(child)
+                    if len(out) - mark >= _CHUNK:
+                        self._join_tail(mark)
         self._indent -= 1
         self.short_types = saved_short
         if pushed:
             self._default_dialect.pop()
         self.newline()
         self.write("}")
+
+    def _join_tail(self, mark: int) -> None:
+        """Join the pieces written since ``mark`` (and since the last join) into one string.
+
+        Everything from ``mark`` on is the finished text of ops of the region being printed;
+        marks that hooks took before that region still point before it. Pieces already joined
+        (chunks of nested regions) are left alone, so no text is copied twice."""
+        out = self._out
+        start = max(mark, min(self._joined, len(out)))
+        if len(out) - start >= _CHUNK:
+            out[start:] = ["".join(out[start:])]
+            self._joined = start + 1
 
     def _print_block_header(self, block: Block, with_args: bool) -> None:
         self._out.append("\n" + "  " * (self._indent - 1))
@@ -376,25 +445,35 @@ class OpPrinter:
         if self.alias_mnemonics and not self.generic and op.opdef is not None and op.opdef.aliases:
             name = f"{op.opdef.dialect}.{op.opdef.aliases[0]['mnemonic']}"
         dd = self._default_dialect[-1]
-        if dd and name.startswith(dd + ".") and name.count(".") == 1:
-            name = name[len(dd) + 1 :]
-        elif name.startswith("builtin.") and name.count(".") == 1:
-            name = name[len("builtin.") :]
-        self.write(name)
+        key = (dd, name)
+        text = self._op_names.get(key)
+        if text is None:
+            text = name
+            if dd and name.startswith(dd + ".") and name.count(".") == 1:
+                text = name[len(dd) + 1 :]
+            elif name.startswith("builtin.") and name.count(".") == 1:
+                text = name[len("builtin.") :]
+            self._op_names[key] = text
+        self.write(text)
 
     def print_operation(self, op: Operation) -> None:
         """One op (results, name, body, optional location) at the current position."""
         if self.aliases.collecting and self.debuginfo:
             self.aliases.visit_location(op.loc)  # MLIR visits an op's location before its body
-        if op.results:
-            groups = self._names.result_groups(op)
-            parts = []
-            for start, count in groups:
-                text = self._names.ids.get(id(op.results[start]), "<<UNKNOWN SSA VALUE>>")
-                if count > 1:
-                    text += f":{count}"
-                parts.append(text)
-            self.write(", ".join(parts) + " = ")
+        results = op.results
+        if results:
+            names = self._names
+            if len(results) == 1:
+                self._out.append(names.ids.get(results[0], _UNKNOWN))
+            else:
+                parts = []
+                for start, count in names.result_groups(op):
+                    text = names.ids.get(results[start], _UNKNOWN)
+                    if count > 1:
+                        text += f":{count}"
+                    parts.append(text)
+                self._out.append(", ".join(parts))
+            self._out.append(" = ")
         if self.generic or op.opdef is None and op.name != "builtin.module":
             self.print_generic_op(op)
         else:
@@ -414,10 +493,8 @@ class OpPrinter:
                     self.short_types = True
                     hook(self, op)
             else:
-                from tilegen.runtime.asm.format import print_with_format
-
                 self.short_types = True
-                print_with_format(self, op)
+                _format_printer()(self, op)
             self.short_types = saved_short
         self.print_optional_location(op.loc)
 
@@ -474,11 +551,12 @@ class OpPrinter:
             saved = len(self._out)
             self._print_body(op, body_only)
             del self._out[saved:]
+            self._joined = min(self._joined, saved)
             self.aliases.assign()
         self._print_body(op, body_only)
-        body = self.getvalue()
         head, tail = self.aliases.render(self, all_after=body_only)
-        return head + body + "\n" + tail
+        # one join of everything: no second copy of the (possibly large) body
+        return "".join([head, *self._out, "\n", tail])
 
     def _print_body(self, op: Operation, body_only: bool) -> None:
         if body_only:
@@ -492,6 +570,19 @@ class OpPrinter:
                         self.print_operation(child)
         else:
             self.print_operation(op)
+
+
+def _format_printer() -> Callable:
+    """format.print_with_format (imported on first use: format.py imports this module's users)."""
+    global _PRINT_WITH_FORMAT
+    if _PRINT_WITH_FORMAT is None:
+        from tilegen.runtime.asm.format import print_with_format
+
+        _PRINT_WITH_FORMAT = print_with_format
+    return _PRINT_WITH_FORMAT
+
+
+_PRINT_WITH_FORMAT: Optional[Callable] = None
 
 
 def split_properties(op: Operation) -> tuple[dict, dict]:

@@ -10,6 +10,7 @@ carrying NVIDIA's message plus the cascade of context messages.
 from __future__ import annotations
 
 import struct
+from types import MappingProxyType
 from typing import Optional
 
 from tilegen.runtime import types as ty
@@ -41,8 +42,9 @@ from tilegen.runtime.attributes import (
     UnitAttr,
     UnknownLoc,
 )
+from tilegen.runtime.attributes import EnumAttr
 from tilegen.runtime.bytecode import layouts as L
-from tilegen.runtime.bytecode.errors import BytecodeError, context
+from tilegen.runtime.bytecode.errors import BytecodeError, BytecodeWriteError, context
 from tilegen.runtime.bytecode.varint import Cursor, to_signed
 from tilegen.runtime.ir import Block, Operation, Region
 from tilegen.runtime.limits import MAX_NESTING, deep_stack
@@ -51,6 +53,9 @@ from tilegen.runtime.asm.type_verify import verify_type
 
 _SCOPES = (DISubprogramAttr, DILexicalBlockAttr)
 _LOCATIONS = (UnknownLoc, DILocAttr, CallSiteLoc)
+#: attribute classes whose small dicts ops read from bytecode share (Operation copies on write)
+_SHAREABLE = frozenset({EnumAttr, UnitAttr})
+
 #: Nesting limit (regions, types, attributes), the text parser's (runtime/limits.py).
 MAX_DEPTH = MAX_NESTING
 INT32_EXTREMES = (2**31 - 1, -(2**31))
@@ -111,6 +116,15 @@ class _Reader:
         self.depth = 0
         self._at = ""  # "error at offset N: " for function failures, once sections are read
         self.entry_invariants = True
+        self.locs = None
+        #: opcode -> _OpPlan: what the op's layout means at the file's version, worked out once
+        self._plans: dict[int, _OpPlan] = {}
+        #: (enum name, value) -> the attribute (valid cases available at the file's version)
+        self._enum_attrs: dict = {}
+        #: operand segment sizes -> the operandSegmentSizes attribute
+        self._segment_attrs: dict = {}
+        #: small attribute dicts of enum / unit values -> one read-only map ops share
+        self._attr_maps: dict = {}
 
     # ------------------------------------------------------------------ framing
     def read(self) -> Operation:
@@ -231,7 +245,7 @@ class _Reader:
             "cuda_tile.module", attributes={"sym_name": StringAttr("kernels")}, regions=1
         )
         if self.producer is not None:
-            module.attributes["producer"] = StringAttr(self.producer)
+            module.set_attr("producer", StringAttr(self.producer))
         body = module.regions[0].block
         for record in self.globals:
             with context("failed to create global from bytecode"):
@@ -290,6 +304,9 @@ class _Reader:
     # ------------------------------------------------------------------ types
     def type(self, idx: int) -> ty.Type:
         t = self.types
+        found = t.cache.get(idx)  # only entries in bounds are cached
+        if found is not None:
+            return found
         if idx >= t.count:  # NVIDIA reports only the caller's message
             raise BytecodeError(f"type index {idx} out of bounds", silent=True)
         found = self._entry(
@@ -594,7 +611,7 @@ class _Reader:
         starts, indices, _ = self.debug
         pos = self.locs[0]
         self.locs[0] += 1
-        with context(f"failed to read {what}", c):
+        try:
             if pos >= len(indices):
                 raise BytecodeError(f"debug info index entry {pos} out of bounds", silent=True)
             loc = self.di(indices[pos])
@@ -602,6 +619,9 @@ class _Reader:
                 raise BytecodeError(
                     f"debug info attribute {indices[pos]} is not a location", silent=True
                 )
+        except BytecodeError as e:
+            _note(e, f"failed to read {what}", c)
+            raise
         return loc
 
     def di(self, idx: int):
@@ -609,6 +629,9 @@ class _Reader:
             return UNKNOWN_LOC
         table = self.debug[2]
         k = idx - 1
+        found = table.cache.get(k)  # only entries in bounds are cached
+        if found is not None:
+            return found
         if k >= table.count:  # NVIDIA reports only the caller's message
             raise BytecodeError(f"debug info index {idx} out of bounds", silent=True)
         return self._entry(
@@ -689,89 +712,130 @@ class _Reader:
         return UNKNOWN_LOC
 
     # ------------------------------------------------------------------ instructions
-    def _parse_op(self, c: Cursor, values: list) -> Operation:
-        opcode = c.varint("failed to read operation opcode.")
+    def _plan(self, opcode: int, c: Cursor) -> "_OpPlan":
+        """The :class:`_OpPlan` of ``opcode``; refuses opcodes the file's version lacks."""
         if opcode > L.ceiling(self.version):
             raise c.fail(f"unsupported opcode {opcode} for bytecode version {self.version}")
         name = L.OPCODES.get(opcode)
         if name is None:
             raise c.fail(f"unknown or unimplemented opcode: {opcode}")
-        layout = L.OP_LAYOUTS[name]
-        opdef = lookup_opdef(name)
-        cls = _cpp_class(opdef)
-        loc = self._next_loc(c)
+        plan = self._plans[opcode] = _OpPlan(name, self.vt)
+        return plan
+
+    def _parse_op(self, c: Cursor, values: list) -> Operation:
+        opcode = c.varint("failed to read operation opcode.")
+        p = self._plans.get(opcode)
+        if p is None:
+            p = self._plan(opcode, c)
+        opdef = p.opdef
+        loc = UNKNOWN_LOC if self.locs is None else self._next_loc(c)
         # results: counted or one per result available in the file's version
-        present = [r for r in opdef.results if L.vt(r.since) <= self.vt]
         # (a count is not checked against the bytes left: each type index takes one or more)
-        n = (
-            c.varint(f"failed to read number of result types for {cls}")
-            if layout["result_count"]
-            else len(present)
-        )
+        n = c.varint(p.count_what) if p.result_count else p.n_present
         result_types = []
-        for i in range(n):
-            what = f"failed to get result type {i} for {cls}"
-            idx = c.varint(what)
-            with context(what, c):
-                result_types.append(self.type(idx))
-        synthesized = [r for r in opdef.results if L.vt(r.since) > self.vt]
-        for r in synthesized:
-            if "Token" not in r.type:
-                raise c.fail(f"cannot synthesize result '{r.name}' for {cls}")
-            result_types.append(ty.TOKEN)
+        if n:
+            tcache = self.types.cache  # only entries in bounds are cached
+            whats = p.result_whats
+            for i in range(n):
+                what = whats[i] if i < len(whats) else f"failed to get result type {i} for {p.cls}"
+                idx = c.varint(what)
+                t = tcache.get(idx)
+                if t is None:
+                    try:
+                        t = self.type(idx)
+                    except BytecodeError as e:
+                        _note(e, what, c)
+                        raise
+                result_types.append(t)
+        if p.synthesized:
+            if p.synth_error is not None:
+                raise c.fail(p.synth_error)
+            result_types.extend(p.synthesized)
         # flags
-        flags = 0
-        if layout["flags"] and self.vt >= L.vt(layout["flags_since"]):
-            # bits beyond the layout's are ignored, as NVIDIA's reader ignores them
-            flags = c.varint("failed to read flags field")
-        bit = {f: bool(flags >> i & 1) for i, f in enumerate(layout["flags"])}
+        bit = _NO_BITS
+        if p.flag_names:
+            flags = 0
+            if p.read_flags:
+                # bits beyond the layout's are ignored, as NVIDIA's reader ignores them
+                flags = c.varint("failed to read flags field")
+            bit = {f: bool(flags >> i & 1) for i, f in enumerate(p.flag_names)}
         # attributes
         attrs: dict = {}
-        for a in layout["attributes"]:
-            if L.vt(a["since"]) > self.vt:
-                if bit.get(a["name"]):
+        for kind, name, a, extra, enum in p.attrs:
+            if kind is _NEWER:
+                if bit.get(name):
                     raise c.fail(
-                        f"malformed bytecode: flag set for attribute '{a['name']}' which requires "
+                        f"malformed bytecode: flag set for attribute '{name}' which requires "
                         f"{a['since']} but reading {self.version} bytecode"
                     )
-                default = L.default_attr(a)
-                if default is not None:
-                    attrs[a["name"]] = default
+                if extra is not None:
+                    attrs[name] = extra
                 continue
-            if a["enc"] == "flag":
-                if bit.get(a["name"]):
-                    attrs[a["name"]] = UnitAttr()
+            if kind is _FLAG:
+                if bit.get(name):
+                    attrs[name] = _UNIT
                 continue
-            if a["optional"] and not bit.get(a["name"]):
+            if kind is _OPTIONAL and not bit.get(name):
                 continue
-            what = "optional attribute" if a["optional"] else "attribute"
-            with context(f"failed to parse {what} '{a['name']}'", c):
-                attrs[a["name"]] = self._inline_attr(c, _with_interface(a, opdef), result_types)
+            try:
+                if enum is not None:  # an inline enum (the common attribute): _enum's cache
+                    v = c.varint("failed to read VarInt for enum attribute.")
+                    found = self._enum_attrs.get((enum, v))
+                    attrs[name] = found if found is not None else self._enum_case(c, enum, v)
+                else:
+                    attrs[name] = self._inline_attr(c, a, result_types)
+            except BytecodeError as e:
+                _note(e, extra, c)
+                raise
         # operands
-        operands = self._read_operands(c, opdef, layout, bit, values, attrs)
+        if p.operands == "fixed":
+            operands = []
+            nvalues = len(values)
+            for j, what in enumerate(p.operand_whats):
+                idx = c.varint(what)
+                if idx >= nvalues:
+                    raise c.fail(
+                        f"operand index {idx} out of bounds (size={nvalues}) for operand {j}"
+                    )
+                operands.append(values[idx])
+        else:
+            operands = self._read_operands(c, opdef, p.layout, bit, values, attrs)
         # regions
         regions = []
-        if layout["regions"]:
+        if p.regions:
             nreg = c.varint("failed to read number of regions to parse.")
-            if nreg != layout["regions"]:
-                raise c.fail(f"{name} op expected {layout['regions']} regions, got {nreg}")
+            if nreg != p.regions:
+                raise c.fail(f"{p.name} op expected {p.regions} regions, got {nreg}")
             if self.depth > MAX_DEPTH:
                 raise c.fail("regions nested too deeply")
             self.depth += 1
             try:
                 for i in range(nreg):
-                    with context(f"failed to parse region {i}"):
+                    try:
                         regions.append(self._parse_region(c, values))
+                    except BytecodeError as e:
+                        _note(e, f"failed to parse region {i}")
+                        raise
             finally:
                 self.depth -= 1
-        if layout["result_count"]:  # checked once the whole op is read (NVIDIA)
-            fixed = sum(1 for r in present if r.kind == "single")
-            if n < fixed or (n != fixed and not any(r.kind != "single" for r in present)):
+        if p.result_count:  # checked once the whole op is read (NVIDIA)
+            fixed = p.fixed_results
+            if n < fixed or (n != fixed and not p.variadic_results):
                 raise c.fail(
-                    f"result count mismatch for {cls}: expected {fixed} compatible results but got {n}"
+                    f"result count mismatch for {p.cls}: expected {fixed} compatible results but "
+                    f"got {n}"
                 )
-        op = Operation(name, operands, result_types, attrs, regions=regions, loc=loc, opdef=opdef)
-        values.extend(op.results[: len(op.results) - len(synthesized)])
+        if attrs and len(attrs) <= 2 and all(type(v) in _SHAREABLE for v in attrs.values()):
+            key = tuple(attrs.items())  # (the `overflow` every addi carries): one shared map
+            shared = self._attr_maps.get(key)
+            if shared is None:
+                shared = self._attr_maps[key] = MappingProxyType(attrs)
+            attrs = shared
+        op = Operation(p.name, operands, result_types, attrs, regions=regions, loc=loc, opdef=opdef)
+        if p.synthesized:
+            values.extend(op.results[: len(op.results) - len(p.synthesized)])
+        else:
+            values.extend(op.results)
         return op
 
     def _read_operands(self, c, opdef, layout, bit, values, attrs) -> list:
@@ -817,7 +881,11 @@ class _Reader:
                     )
             out.extend(val(len(out), j, d.name) for j in range(n))
             sizes.append(n)
-        attrs["operandSegmentSizes"] = DenseArrayAttr(ty.I32, tuple(sizes))
+        key = tuple(sizes)
+        seg = self._segment_attrs.get(key)
+        if seg is None:
+            seg = self._segment_attrs[key] = DenseArrayAttr(ty.I32, key)
+        attrs["operandSegmentSizes"] = seg
         return out
 
     def _parse_region(self, c: Cursor, values: list) -> Region:
@@ -841,8 +909,11 @@ class _Reader:
                 if nops > c.remaining:
                     raise c.fail("failed to read block operation count.")
                 for i in range(nops):
-                    with context(f"failed to parse operation {i} in block."):
+                    try:
                         block.append(self._parse_op(c, values))
+                    except BytecodeError as e:
+                        _note(e, f"failed to parse operation {i} in block.")
+                        raise
                 self._check_terminator(block)
                 del values[mark:]
         return region
@@ -910,13 +981,21 @@ class _Reader:
 
     def _enum(self, c: Cursor, enum_name: str):
         v = c.varint("failed to read VarInt for enum attribute.")
+        found = self._enum_attrs.get((enum_name, v))
+        if found is not None:  # a valid case, available at this version (attributes are immutable)
+            return found
+        return self._enum_case(c, enum_name, v)
+
+    def _enum_case(self, c: Cursor, enum_name: str, v: int):
+        """The attribute for case ``v`` of ``enum_name`` (just read from ``c``), checked."""
         ed = lookup_enum(enum_name)
         case = next((k for k in ed.cases if k.value == v), None) if ed else None
         if case is None:
             raise c.fail(f"invalid integer value for enum type: {v}")
         if L.vt(case.since) > self.vt:
             raise c.fail(f"enum value {v} is not available in bytecode version {self.version}")
-        return L.enum_attr(enum_name, v)
+        found = self._enum_attrs[(enum_name, v)] = L.enum_attr(enum_name, v)
+        return found
 
     def sc_attr(self, c: Cursor):
         """A self-contained attribute: tag varint + payload."""
@@ -1050,6 +1129,93 @@ class _Reader:
                 raise c.fail("failed to parse OptimizationHintsAttr")
             items.append((key, value))
         return tuple(items)
+
+
+def _note(e: BytecodeError, message: str, cursor: Optional[Cursor] = None) -> None:
+    """What ``with context(message, cursor)`` adds to ``e`` as it passes (the hot paths use
+    ``try``/``except`` and build the message only on failure)."""
+    if not isinstance(e, BytecodeWriteError):
+        e.add_context(message if cursor is None else f"error at offset {cursor.pos}: {message}")
+
+
+_NO_BITS: dict = {}
+_UNIT = UnitAttr()
+#: kinds of layout attributes in an :class:`_OpPlan`
+_NEWER, _FLAG, _OPTIONAL, _REQUIRED = "newer", "flag", "optional", "required"
+
+
+class _OpPlan:
+    """What an opcode's layout means at the file's version, worked out once per opcode: the
+    results present and synthesized, the flag bits, each attribute's kind (newer than the file,
+    a flag, optional, required) with its spec default or its failure context, the operand
+    encoding and the failure messages of the fixed reads."""
+
+    __slots__ = (
+        "name",
+        "layout",
+        "opdef",
+        "cls",
+        "n_present",
+        "result_count",
+        "count_what",
+        "result_whats",
+        "synthesized",
+        "synth_error",
+        "fixed_results",
+        "variadic_results",
+        "flag_names",
+        "read_flags",
+        "attrs",
+        "operands",
+        "operand_whats",
+        "regions",
+    )
+
+    def __init__(self, name: str, vt: tuple):
+        layout = L.OP_LAYOUTS[name]
+        opdef = lookup_opdef(name)
+        cls = _cpp_class(opdef)
+        self.name, self.layout, self.opdef, self.cls = name, layout, opdef, cls
+        present = [r for r in opdef.results if L.vt(r.since) <= vt]
+        self.n_present = len(present)
+        self.result_count = bool(layout["result_count"])
+        self.count_what = f"failed to read number of result types for {cls}"
+        self.result_whats = tuple(
+            f"failed to get result type {i} for {cls}" for i in range(max(len(present), 4))
+        )
+        synthesized = [r for r in opdef.results if L.vt(r.since) > vt]
+        self.synth_error = next(
+            (
+                f"cannot synthesize result '{r.name}' for {cls}"
+                for r in synthesized
+                if "Token" not in r.type
+            ),
+            None,
+        )
+        self.synthesized = tuple(ty.TOKEN for _ in synthesized)
+        self.fixed_results = sum(1 for r in present if r.kind == "single")
+        self.variadic_results = any(r.kind != "single" for r in present)
+        self.flag_names = tuple(layout["flags"])
+        self.read_flags = bool(layout["flags"]) and vt >= L.vt(layout["flags_since"])
+        attrs = []
+        for a in layout["attributes"]:
+            if L.vt(a["since"]) > vt:
+                attrs.append((_NEWER, a["name"], a, L.default_attr(a), None))
+            elif a["enc"] == "flag":
+                attrs.append((_FLAG, a["name"], a, None, None))
+            else:
+                what = "optional attribute" if a["optional"] else "attribute"
+                kind = _OPTIONAL if a["optional"] else _REQUIRED
+                message = f"failed to parse {what} '{a['name']}'"
+                a = _with_interface(a, opdef)
+                enum = a["enum"] if a["enc"] == "enum" else None
+                attrs.append((kind, a["name"], a, message, enum))
+        self.attrs = tuple(attrs)
+        self.operands = layout["operands"]
+        self.operand_whats = tuple(
+            f"failed to read operand index {j}" for j in range(len(opdef.operands))
+        )
+        self.regions = layout["regions"]
 
 
 #: NVIDIA's reader refuses unknown function flag bits in files of this version and newer only

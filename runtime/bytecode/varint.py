@@ -17,19 +17,39 @@ U64_MASK = (1 << 64) - 1
 # --------------------------------------------------------------------------- encoding
 
 
+#: the one-byte encodings, shared
+_SMALL = [bytes((i,)) for i in range(0x80)]
+
+
 def encode_varint(value: int) -> bytes:
     """Canonical (shortest) unsigned LEB128 of a value in [0, 2^64)."""
+    if 0 <= value < 0x80:
+        return _SMALL[value]
     if value < 0 or value > U64_MASK:
         raise ValueError(f"varint out of range: {value}")
     out = bytearray()
-    while True:
-        byte = value & 0x7F
+    _put_long(out, value)
+    return bytes(out)
+
+
+def _put_long(buf: bytearray, value: int) -> None:
+    while value > 0x7F:
+        buf.append((value & 0x7F) | 0x80)
         value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    buf.append(value)
+
+
+def put_varint(buf: bytearray, v: int) -> None:
+    """Append the canonical LEB128 of ``v`` to ``buf``; a value outside [0, 2^64) is a
+    :class:`BytecodeWriteError` (a value the IR allows but the format cannot hold)."""
+    if 0 <= v < 0x80:
+        buf.append(v)
+    elif 0 <= v <= U64_MASK:
+        _put_long(buf, v)
+    else:
+        from tilegen.runtime.bytecode.errors import BytecodeWriteError
+
+        raise BytecodeWriteError(f"value {v} does not fit in a 64-bit bytecode varint")
 
 
 def zigzag(value: int) -> int:
@@ -50,6 +70,17 @@ def to_signed(value: int, bits: int) -> int:
     return value - (1 << bits) if bits and value >> (bits - 1) else value
 
 
+class _Structs(dict):
+    """``fmt`` -> the compiled little-endian :class:`struct.Struct`, made on first use."""
+
+    def __missing__(self, fmt: str) -> struct.Struct:
+        s = self[fmt] = struct.Struct("<" + fmt)
+        return s
+
+
+_STRUCTS = _Structs()
+
+
 class Writer:
     """An append-only byte buffer with the primitive encoders."""
 
@@ -63,33 +94,31 @@ class Writer:
         self.buf.append(v & 0xFF)
 
     def varint(self, v: int) -> None:
-        if not 0 <= v <= U64_MASK:  # a value the IR allows but the format cannot hold
-            from tilegen.runtime.bytecode.errors import BytecodeWriteError
-
-            raise BytecodeWriteError(f"value {v} does not fit in a 64-bit bytecode varint")
-        self.buf += encode_varint(v)
+        put_varint(self.buf, v)
 
     def svarint(self, v: int) -> None:
         if not -(2**63) <= v < 2**63:
             from tilegen.runtime.bytecode.errors import BytecodeWriteError
 
             raise BytecodeWriteError(f"value {v} does not fit in a signed 64-bit bytecode varint")
-        self.buf += encode_svarint(v)
+        put_varint(self.buf, zigzag(v))
 
     def fixed(self, fmt: str, v: int) -> None:
-        self.buf += struct.pack("<" + fmt, v)
+        self.buf += _STRUCTS[fmt].pack(v)
 
     def le_array(self, fmt: str, values) -> None:
         self.varint(len(values))
+        pack = _STRUCTS[fmt].pack
         for v in values:
-            self.fixed(fmt, v)
+            self.buf += pack(v)
 
     def raw(self, data: bytes) -> None:
         self.buf += data
 
     def align(self, alignment: int, pad: int) -> None:
-        while len(self.buf) % alignment:
-            self.buf.append(pad)
+        n = -len(self.buf) % alignment
+        if n:
+            self.buf += bytes((pad,)) * n
 
     def getvalue(self) -> bytes:
         return bytes(self.buf)
@@ -140,8 +169,13 @@ class Cursor:
         return v
 
     def varint(self, what: str = "unexpected end of data", maximum: Optional[int] = None) -> int:
-        result = shift = 0
         start = self.pos
+        if start < self.end and TRACE is None:  # fast path: a one-byte varint
+            byte = self.data[start]
+            if byte < 0x80 and (maximum is None or byte <= maximum):
+                self.pos = start + 1
+                return byte
+        result = shift = 0
         while True:
             if self.pos >= self.end:
                 raise self.fail(what)
@@ -166,10 +200,11 @@ class Cursor:
         return unzigzag(self.varint(what))
 
     def fixed(self, fmt: str, what: str = "unexpected end of data") -> int:
-        size = struct.calcsize("<" + fmt)
+        st = _STRUCTS[fmt]
+        size = st.size
         if self.remaining < size:
             raise self.fail(what)
-        (v,) = struct.unpack_from("<" + fmt, self.data, self.pos)
+        (v,) = st.unpack_from(self.data, self.pos)
         self.pos += size
         if TRACE is not None:
             self._trace(self.pos - size, fmt, what)

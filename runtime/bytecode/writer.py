@@ -46,7 +46,7 @@ from tilegen.runtime.attributes import (
 from tilegen.runtime.limits import deep_stack
 from tilegen.runtime.bytecode import layouts as L
 from tilegen.runtime.bytecode.errors import BytecodeWriteError
-from tilegen.runtime.bytecode.varint import Writer
+from tilegen.runtime.bytecode.varint import Writer, put_varint
 from tilegen.runtime.ir import Operation, Region
 from tilegen.runtime.opdef import lookup_enum
 
@@ -104,6 +104,15 @@ class _Writer:
         self.types = _Interner()
         self.constants = _Interner()
         self.debug = _Interner()
+        self._nvalues = 0  # values numbered so far in the function, in scope
+        #: op name -> _OpPlan: what the op's layout means at this version, worked out once
+        self._plans: dict[str, _OpPlan] = {}
+        #: id(type) -> (type, type#): skips hashing the (nested, frozen) type on every use
+        self._type_ids: dict[int, tuple] = {}
+        #: id(DenseElementsAttr) -> (attr, constant#): skips re-encoding a shared constant
+        self._constant_ids: dict[int, tuple] = {}
+        #: (enum name, value) pairs known to be valid cases available at this version
+        self._enum_ok: set = set()
 
     # ------------------------------------------------------------------ module
     def write(self, module: Operation) -> bytes:
@@ -163,21 +172,33 @@ class _Writer:
                 raise BytecodeWriteError(
                     "only function and global ops are allowed in the body", module, op
                 )
+        # one walk: the dialect and purity checks fail first wherever they are; the first
+        # layout failure (in walk order) is raised once the walk finds none of those
+        record_ops = L.T.RECORD_OPS
+        layout_error: Optional[BytecodeWriteError] = None
+        plans = self._plans
         for op in module.walk():
-            if op.dialect != "cuda_tile":
+            name = op.name
+            if not name.startswith("cuda_tile."):
                 raise BytecodeWriteError(
                     "only ops from the 'cuda_tile' dialect are allowed", module, op
                 )
-            if op.name in ("cuda_tile.reduce", "cuda_tile.scan"):
+            if name in ("cuda_tile.reduce", "cuda_tile.scan"):
                 for inner in op.walk():
                     if inner is op or inner.opdef is None:
                         continue
                     if not (inner.opdef.has_trait("Pure") or inner.opdef.has_trait("ReturnLike")):
                         raise BytecodeWriteError("only pure operations allowed", op, inner)
-        for op in module.walk():
-            if op is module or op.name in L.T.RECORD_OPS:
+            if layout_error is not None or op is module or name in record_ops:
                 continue
-            self._op_layout(op)
+            if name in plans and op.opdef is not None:
+                continue
+            try:
+                self._plan(op)
+            except BytecodeWriteError as e:
+                layout_error = e
+        if layout_error is not None:
+            raise layout_error
 
     def _op_layout(self, op: Operation) -> dict:
         """The op's bytecode layout; refuses ops the format (or the target version) lacks."""
@@ -191,6 +212,14 @@ class _Writer:
                 f"operation '{op.name}' is not available in bytecode version {self.version}", op
             )
         return layout
+
+    def _plan(self, op: Operation) -> "_OpPlan":
+        """The op's :class:`_OpPlan` (raises :meth:`_op_layout`'s errors)."""
+        layout = self._op_layout(op)
+        plan = self._plans.get(op.name)
+        if plan is None:
+            plan = self._plans[op.name] = _OpPlan(layout, op.opdef, self.vt)
+        return plan
 
     def _check_enum_case(self, case, what: str, op) -> None:
         """Refuse an enum case newer than the target (``what``: "parameter 'x'" ...)."""
@@ -217,7 +246,12 @@ class _Writer:
         return self.strings.add(("s", s), lambda: s.encode("utf-8", errors="surrogateescape"))
 
     def type(self, t: ty.Type, op: Optional[Operation] = None) -> int:
-        return self.types.add(t, lambda: self._encode_type(t, op))
+        hit = self._type_ids.get(id(t))
+        if hit is not None:
+            return hit[1]
+        idx = self.types.add(t, lambda: self._encode_type(t, op))
+        self._type_ids[id(t)] = (t, idx)  # holds t: its id stays unique while cached
+        return idx
 
     def _encode_type(self, t: ty.Type, op) -> bytes:
         w = Writer()
@@ -315,8 +349,13 @@ class _Writer:
             raise BytecodeWriteError(
                 f"failed to add constant attribute '{name}' to pool: {attr}", op
             )
+        hit = self._constant_ids.get(id(attr))
+        if hit is not None:
+            return hit[1]
         blob = encode_dense(attr, op)
-        return self.constants.add(("c", blob), lambda: blob)
+        idx = self.constants.add(("c", blob), lambda: blob)
+        self._constant_ids[id(attr)] = (attr, idx)  # holds attr: its id stays unique
+        return idx
 
     # ------------------------------------------------------------------ globals
     def _write_global(self, w: Writer, g: Operation) -> None:
@@ -375,20 +414,22 @@ class _Writer:
         if v2:
             self._sc_attr(w, ArrayAttr(()), f, "arg_attrs")  # argument dictionaries (not modelled)
         body = Writer()
-        values: dict = {}
-        stack: list = []
+        values: dict = {}  # value -> its number (values in scope only)
+        self._nvalues = 0  # values numbered so far, in scope
         block = f.regions[0].blocks[0] if f.regions and f.regions[0].blocks else None
         if block is not None:
             for a in block.args:
-                values[a] = len(stack)
-                stack.append(a)
+                values[a] = self._nvalues
+                self._nvalues += 1
             for op in block.ops:
-                self._write_op(body, op, values, stack, locs)
+                self._write_op(body, op, values, locs)
         w.varint(len(body))
         w.raw(body.getvalue())
 
     # ------------------------------------------------------------------ locations
     def _check_loc(self, loc, op) -> None:
+        if type(loc) in _PLAIN_LOCS:
+            return
         if isinstance(loc, CallSiteLoc):
             self._check_loc(loc.callee, op)
             self._check_loc(loc.caller, op)
@@ -473,59 +514,77 @@ class _Writer:
         return w.getvalue()
 
     # ------------------------------------------------------------------ instructions
-    def _write_op(self, w: Writer, op: Operation, values: dict, stack: list, locs) -> None:
-        layout = self._op_layout(op)
+    def _write_op(self, w: Writer, op: Operation, values: dict, locs) -> None:
+        plan = self._plans.get(op.name)
+        if plan is None or op.opdef is None:
+            plan = self._plan(op)  # refuses ops the format (or the target version) lacks
         opdef = op.opdef
+        loc = op.loc
         if locs is not None:
-            locs.append(self.loc(op.loc, op))
-        else:
-            self._check_loc(op.loc, op)
-        w.varint(layout["opcode"])
+            locs.append(self.loc(loc, op))
+        elif type(loc) not in _PLAIN_LOCS:
+            self._check_loc(loc, op)
+        buf = w.buf
+        buf += plan.opcode
         # results: those whose definition exists in the target version
-        serialized = []
-        for d, (start, n) in zip(opdef.results, opdef.result_segments(op)):
-            group = op.results[start : start + n]
-            if L.vt(d.since) > self.vt:
-                if any(r.has_uses for r in group):
-                    raise BytecodeWriteError(
-                        f"result '{d.name}' requires bytecode version {d.since} but is being used "
-                        f"and targeting {self.version}. Cannot serialize to older bytecode version "
-                        "when newer features are used.",
-                        op,
-                    )
-                continue
-            serialized.extend(group)
-        if layout["result_count"]:
-            w.varint(len(serialized))
+        results = op.results
+        if (
+            len(results) == plan.simple_results
+            and "resultSegmentSizes" not in op.attributes
+            and not op.properties
+        ):
+            serialized = results  # one result per (single, available) definition
+        else:
+            serialized = []
+            for d, (start, n) in zip(opdef.results, opdef.result_segments(op)):
+                group = results[start : start + n]
+                if L.vt(d.since) > self.vt:
+                    if any(r.has_uses for r in group):
+                        raise BytecodeWriteError(
+                            f"result '{d.name}' requires bytecode version {d.since} but is being "
+                            f"used and targeting {self.version}. Cannot serialize to older "
+                            "bytecode version when newer features are used.",
+                            op,
+                        )
+                    continue
+                serialized.extend(group)
+        if plan.result_count:
+            put_varint(buf, len(serialized))
+        type_ids = self._type_ids
         for r in serialized:
-            w.varint(self.type(r.type, op))
-        # flags
-        segs = dict(zip((d.name for d in opdef.operands), opdef.operand_segments(op)))
-        attr_defs = {a["name"]: a for a in layout["attributes"]}
-        flags = 0
-        for i, name in enumerate(layout["flags"]):
-            if name in attr_defs:
-                present, since = name in op.attributes, attr_defs[name]["since"]
-                what = "optional attribute"
+            t = r.type
+            hit = type_ids.get(id(t))
+            idx = hit[1] if hit is not None else self.type(t, op)
+            if idx < 0x80:
+                buf.append(idx)
             else:
-                present = segs.get(name, (0, 0))[1] > 0
-                since = next(d.since for d in opdef.operands if d.name == name)
-                what = "optional operand"
-            if present and L.vt(since) > self.vt:
-                raise BytecodeWriteError(
-                    f"{what} '{name}' is provided but requires bytecode version {since}, "
-                    f"targeting {self.version}",
-                    op,
-                )
-            if present:
-                flags |= 1 << i
-        if layout["flags"] and self.vt >= L.vt(layout["flags_since"]):
-            w.varint(flags)
+                put_varint(buf, idx)
+        # flags
+        attributes = op.attributes
+        segs = None
+        if plan.flags:
+            flags = 0
+            for i, name, is_attr, newer, since in plan.flags:
+                if is_attr:
+                    present, what = name in attributes, "optional attribute"
+                else:
+                    if segs is None:
+                        segs = dict(zip(plan.operand_names, opdef.operand_segments(op)))
+                    present, what = segs.get(name, (0, 0))[1] > 0, "optional operand"
+                if present:
+                    if newer:
+                        raise BytecodeWriteError(
+                            f"{what} '{name}' is provided but requires bytecode version "
+                            f"{since}, targeting {self.version}",
+                            op,
+                        )
+                    flags |= 1 << i
+            if plan.write_flags:
+                put_varint(buf, flags)
         # attributes
-        for a in layout["attributes"]:
-            name = a["name"]
-            value = op.attributes.get(name)
-            if L.vt(a["since"]) > self.vt:
+        for a, name, newer, skip_absent, enc, default in plan.attrs:
+            value = attributes.get(name)
+            if newer:
                 if value is not None and not L.is_default(a, value):
                     raise BytecodeWriteError(
                         f"attribute '{name}' requires bytecode version {a['since']}+, but "
@@ -533,47 +592,64 @@ class _Writer:
                         op,
                     )
                 continue
-            if a["enc"] == "flag" or (a["optional"] and value is None):
-                continue
             if value is None:
-                value = L.default_attr(a)
-                if value is None and a["enc"] == "bool_array":
+                if skip_absent:
+                    continue
+                value = default
+                if value is None and enc == "bool_array":
                     value = DenseArrayAttr(ty.I1, (False,) * self._index_count(op, opdef))
                 if value is None:
                     raise BytecodeWriteError(f"missing required attribute '{name}'", op)
+            elif enc == "flag":
+                continue
+            if enc == "enum" and type(value) in _ENUM_VALUE_ATTRS:
+                v = value.value
+                if (a["enum"], v) in self._enum_ok:
+                    put_varint(buf, v)
+                    continue
             self._inline_attr(w, a, value, op)
 
         # operands
-        def val(v) -> int:
-            idx = values.get(v)
-            if idx is None:
-                raise BytecodeWriteError("operand does not dominate its use", op)
-            return idx
-
-        enc = layout["operands"]
-        if enc == "fixed":
-            for v in op.operands:
-                w.varint(val(v))
-        elif enc == "counted":
-            w.varint(len(op.operands))
-            for v in op.operands:
-                w.varint(val(v))
+        enc = plan.operands
+        if enc == "fixed" or enc == "counted":
+            operands = op.operands
+            if enc == "counted":
+                put_varint(buf, len(operands))
+            get = values.get
+            for v in operands:
+                idx = get(v)
+                if idx is None:
+                    raise BytecodeWriteError("operand does not dominate its use", op)
+                if idx < 0x80:
+                    buf.append(idx)
+                elif idx < 0x4000:
+                    buf.append(idx & 0x7F | 0x80)
+                    buf.append(idx >> 7)
+                else:
+                    put_varint(buf, idx)
         else:
+            if segs is None:
+                segs = dict(zip(plan.operand_names, opdef.operand_segments(op)))
             for d in opdef.operands:
                 start, n = segs[d.name]
                 group = op.operands[start : start + n]
                 if d.kind == "variadic":
-                    w.varint(n)
+                    put_varint(buf, n)
                 for v in group:
-                    w.varint(val(v))
+                    idx = values.get(v)
+                    if idx is None:
+                        raise BytecodeWriteError("operand does not dominate its use", op)
+                    put_varint(buf, idx)
         # regions
-        if layout["regions"]:
-            w.varint(len(op.regions))
+        if plan.regions:
+            put_varint(buf, len(op.regions))
             for region in op.regions:
-                self._write_region(w, region, values, stack, locs)
+                self._write_region(w, region, values, locs)
+        n = self._nvalues
         for r in serialized:
-            values[r] = len(stack)
-            stack.append(r)
+            values[r] = n
+            n += 1
+        self._nvalues = n
 
     @staticmethod
     def _index_count(op: Operation, opdef) -> int:
@@ -582,22 +658,27 @@ class _Writer:
                 return n
         return 0
 
-    def _write_region(self, w: Writer, region: Region, values, stack, locs) -> None:
+    def _write_region(self, w: Writer, region: Region, values, locs) -> None:
         w.varint(len(region.blocks))
         for block in region.blocks:
-            mark = len(stack)
+            mark = self._nvalues
             w.varint(len(block.args))
             for a in block.args:
                 w.varint(self.type(a.type))
             for a in block.args:
-                values[a] = len(stack)
-                stack.append(a)
+                values[a] = self._nvalues
+                self._nvalues += 1
             w.varint(len(block.ops))
             for op in block.ops:
-                self._write_op(w, op, values, stack, locs)
-            for v in stack[mark:]:
-                values.pop(v, None)
-            del stack[mark:]
+                self._write_op(w, op, values, locs)
+            # the block's values go out of scope: its arguments and its ops' results (the
+            # values of nested blocks went when those ended)
+            for a in block.args:
+                values.pop(a, None)
+            for op in block.ops:
+                for r in op.results:
+                    values.pop(r, None)
+            self._nvalues = mark
 
     # ------------------------------------------------------------------ attributes
     def _inline_attr(self, w: Writer, a: dict, value, op) -> None:
@@ -613,6 +694,8 @@ class _Writer:
                     op,
                 )
             self._check_enum_case(case, f"attribute '{name}'", op)
+            if type(value) in _ENUM_VALUE_ATTRS:
+                self._enum_ok.add((a["enum"], v))
             w.varint(v)
         elif enc == "string" and isinstance(value, StringAttr):
             w.varint(self.string(value.value))
@@ -728,6 +811,62 @@ class _Writer:
                 f"'{name}': {a}",
                 op,
             )
+
+
+#: locations that need no check and no debug record
+_PLAIN_LOCS = frozenset((UnknownLoc, FileLineColLoc, DILocAttr))
+#: attributes whose ``value`` is the enum's integer value (:func:`layouts.enum_value`)
+_ENUM_VALUE_ATTRS = frozenset((EnumAttr, IntegerAttr))
+
+
+class _OpPlan:
+    """What an op's bytecode layout means at the writer's version, worked out once per op name:
+    the encoded opcode, the result shape that needs no segment lookup, the flag bits (with
+    whether each is newer than the target), and per attribute whether it is newer, what to do
+    when it is absent and its spec default."""
+
+    __slots__ = (
+        "opcode",
+        "simple_results",
+        "result_count",
+        "flags",
+        "write_flags",
+        "attrs",
+        "operands",
+        "operand_names",
+        "regions",
+    )
+
+    def __init__(self, layout: dict, opdef, vt: tuple):
+        buf = bytearray()
+        put_varint(buf, layout["opcode"])
+        self.opcode = bytes(buf)
+        # results: one per definition when every one is single and available at vt
+        if all(d.kind == "single" and L.vt(d.since) <= vt for d in opdef.results):
+            self.simple_results = len(opdef.results)
+        else:
+            self.simple_results = -1
+        self.result_count = bool(layout["result_count"])
+        attr_defs = {a["name"]: a for a in layout["attributes"]}
+        flags = []
+        for i, name in enumerate(layout["flags"]):
+            if name in attr_defs:
+                since, is_attr = attr_defs[name]["since"], True
+            else:
+                since, is_attr = next(d.since for d in opdef.operands if d.name == name), False
+            flags.append((i, name, is_attr, L.vt(since) > vt, since))
+        self.flags = tuple(flags)
+        self.write_flags = bool(layout["flags"]) and vt >= L.vt(layout["flags_since"])
+        attrs = []
+        for a in layout["attributes"]:
+            newer = L.vt(a["since"]) > vt
+            skip_absent = a["enc"] == "flag" or bool(a["optional"])
+            default = None if newer or skip_absent else L.default_attr(a)
+            attrs.append((a, a["name"], newer, skip_absent, a["enc"], default))
+        self.attrs = tuple(attrs)
+        self.operands = layout["operands"]
+        self.operand_names = tuple(d.name for d in opdef.operands)
+        self.regions = layout["regions"]
 
 
 def encode_dense(attr: DenseElementsAttr, op=None) -> bytes:

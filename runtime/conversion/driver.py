@@ -93,7 +93,7 @@ def convert_module(
     cc = module_target(root) or option
     if cc is None or (compute_capability is not None and option is None):
         raise ConversionError([Diagnostic("error", spec["diagnostics"]["bad_target"], root.loc)])
-    root.attributes.setdefault(CC_ATTR, IntegerAttr(cc, IntegerType(32)))
+    root.set_default_attr(CC_ATTR, IntegerAttr(cc, IntegerType(32)))
     ctx = ConversionContext(spec, cc)
     groups = compile_groups(ctx)
     config = GreedyConfig(max_iterations=4, fold=False, cse_constants=False)

@@ -41,21 +41,21 @@ ALL = (NUM_WARPS, VECTOR_WIDTH, MMA, CP_ASYNC, NUM_STAGES, PREFETCH)
 
 
 def set_int(op: Operation, name: str, value: int) -> None:
-    op.attributes[name] = IntegerAttr(int(value), I32)
+    op.set_attr(name, IntegerAttr(int(value), I32))
 
 
 def set_str(op: Operation, name: str, value: str) -> None:
-    op.attributes[name] = StringAttr(value)
+    op.set_attr(name, StringAttr(value))
 
 
 def set_unit(op: Operation, name: str) -> None:
-    op.attributes[name] = UnitAttr()
+    op.set_attr(name, UnitAttr())
 
 
 def clear(op: Operation) -> None:
     """Drop every decision from ``op`` (the pass re-decides from scratch)."""
     for name in ALL:
-        op.attributes.pop(name, None)
+        op.remove_attr(name)
 
 
 def _int(op: Operation, name: str) -> Optional[int]:

@@ -65,7 +65,7 @@ def chain_to_dot(res, lead: int):
     dot operand: (chain ops, dot, operand index, transposed, conversion) or None."""
     chain, transposed, convert, v = [], False, None, res
     while True:
-        if len(v.uses) != 1:
+        if v.num_uses != 1:
             return None
         user, idx = v.uses[0]
         if user.name == "nv_tileaa.dot":

@@ -417,12 +417,12 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 for o in func.regions[0].blocks[0].ops
                 if o.name == "scf.for" and any(i.name == "nv_tileaa.dot" for i in o.walk())
             ]
-            loop.attributes[ASYNC_ATTR] = IntegerAttr(d.stages, I32)
+            loop.set_attr(ASYNC_ATTR, IntegerAttr(d.stages, I32))
             if d.producer_regs:
-                loop.attributes[ASYNC_REGS_ATTR] = IntegerAttr(d.producer_regs, I32)
+                loop.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
             if d.tma_store:
                 store, _ = tma_store_plan(func, loop, d.stages, stage_bytes_of(_loop_dot(loop)))
-                store.attributes[TMA_STORE_ATTR] = IntegerAttr(1, I32)
+                store.set_attr(TMA_STORE_ATTR, IntegerAttr(1, I32))
     return out
 
 

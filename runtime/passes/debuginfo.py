@@ -114,7 +114,7 @@ def update_symbol_name(
         diag.attach_note("scope defined here", scope.loc)
         raise PassFailure([diag])
     old = _sym(symbol)
-    symbol.attributes["sym_name"] = StringAttr(new_name)
+    symbol.set_attr("sym_name", StringAttr(new_name))
     if update_uses and old is not None:
         for op in scope.walk():
             for key, value in list(op.attributes.items()):
@@ -123,7 +123,7 @@ def update_symbol_name(
                         value = SymbolRefAttr(value.root, value.nested[:-1] + (new_name,))
                     elif value.root == old and not value.nested:
                         value = SymbolRefAttr(new_name)
-                    op.attributes[key] = value
+                    op.set_attr(key, value)
     loc = symbol.loc
     if isinstance(loc, DILocAttr) and isinstance(loc.scope, DISubprogramAttr):
         old_sp = loc.scope

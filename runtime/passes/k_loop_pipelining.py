@@ -320,7 +320,7 @@ def plan_loop(loop: Operation, func: Operation, sm: Optional[int], stages_option
     for op in _body(loop).ops:
         if op.name != "nv_tileaa.tiled_load" or not _reaches_dot(op.results[0]):
             continue
-        if len(op.results) > 1 and op.results[1].uses:
+        if len(op.results) > 1 and op.results[1].has_uses:
             why_not.append("a dot operand load's token is used")
             continue
         why = tma_describable(op)
@@ -392,7 +392,7 @@ def _dead_cleanup(block: Block) -> None:
         for op in reversed(list(block.ops)):
             if op.regions or op.opdef is None or op.opdef.has_trait("Terminator"):
                 continue
-            if all(not r.uses for r in op.results) and is_effect_free(op):
+            if all(not r.has_uses for r in op.results) and is_effect_free(op):
                 op.erase()
                 changed = True
 
@@ -579,7 +579,7 @@ def rewrite_loop(plan: LoopPlan, func: Operation) -> Operation:
     for old, new in zip(loop.results, switch.results):
         old.replace_all_uses_with(new)
     loop.erase()
-    func.attributes["nv_tileas.num_warps"] = _i32(plan.consumer_warps + plan.producer_warps)
+    func.set_attr("nv_tileas.num_warps", _i32(plan.consumer_warps + plan.producer_warps))
     return switch
 
 

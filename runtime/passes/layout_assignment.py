@@ -203,7 +203,7 @@ class LayoutAssigner:
         ``QK^T`` in it) or when its operands are such cheap index computations themselves
         (attention's column indices ``j * TN + arange(TN)``)."""
         prod = v.op if isinstance(v, OpResult) else None
-        if prod is None or len(v.uses) != 1:
+        if prod is None or v.num_uses != 1:
             return False
         if prod.name == "nv_tileas.convert_layout":  # one conversion, to the new layout
             self.layout[v] = layout
@@ -252,7 +252,7 @@ class LayoutAssigner:
         broadcasts and elementwise ops), each op used once: recomputing it in another layout
         costs a few instructions per register, converting it a trip through shared memory."""
         prod = v.op if isinstance(v, OpResult) else None
-        if prod is None or depth > 6 or len(v.uses) != 1:
+        if prod is None or depth > 6 or v.num_uses != 1:
             return False
         if prod.name in _CHEAP:
             return True
@@ -528,7 +528,7 @@ class LayoutAssigner:
             return
         y = term.operands[k] if term is not None and k < len(term.operands) else None
         conv = y.op if isinstance(y, OpResult) else None
-        if conv is None or conv.name != "nv_tileas.convert_layout" or len(y.uses) != 1:
+        if conv is None or conv.name != "nv_tileas.convert_layout" or y.num_uses != 1:
             return
         src = conv.operands[0]
         if self.layout.get(src) != target:

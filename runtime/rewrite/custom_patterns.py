@@ -140,7 +140,7 @@ def _rebuild_if(op: Operation, keep: list[int], rw: PatternRewriter) -> Operatio
 
 
 def if_remove_unused_results(op: Operation, rw: PatternRewriter) -> bool:
-    used = [i for i, r in enumerate(op.results) if r.uses]
+    used = [i for i, r in enumerate(op.results) if r.has_uses]
     if len(used) == len(op.results) or not (_yield(_then(op)) or _yield(_else(op))):
         return False
     _rebuild_if(op, used, rw)
@@ -154,7 +154,7 @@ def if_replace_yield_with_value(op: Operation, rw: PatternRewriter) -> bool:
     cond = op.operands[0]
     changed = False
     for i, res in enumerate(op.results):
-        if not res.uses:
+        if not res.has_uses:
             continue
         t, e = ty.operands[i], ey.operands[i]
         if t is e:

@@ -107,7 +107,7 @@ def is_effect_free(op: Operation, memo: Optional[dict] = None) -> bool:
 
 
 def is_trivially_dead(op: Operation, memo: Optional[dict] = None) -> bool:
-    if has_trait(op, "Terminator") or any(r.uses for r in op.results):
+    if has_trait(op, "Terminator") or any(r.has_uses for r in op.results):
         return False
     return is_effect_free(op, memo)
 

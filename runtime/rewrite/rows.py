@@ -273,7 +273,7 @@ def holds(root: Operation, cond: dict, dialect: str) -> bool:
     if "not_defined_by" in cond and d is not None:
         if d.name == full(cond["not_defined_by"], dialect):
             return False
-    if cond.get("one_use") and len(v.uses) != 1:
+    if cond.get("one_use") and v.num_uses != 1:
         return False
     for attr in cond.get("same_attributes", ()):
         if d is None or _attr_or_default(d, attr) != _attr_or_default(root, attr):

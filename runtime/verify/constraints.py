@@ -90,11 +90,24 @@ def summary(name: str) -> str:
     return c["summary"] if c else name
 
 
+#: (constraint name, id(type)) -> (type, constraint tables, verdict): the type is kept so that
+#: its id cannot be reused while the entry exists; cleared when it grows past _MAX_VERDICTS.
+_VERDICTS: dict = {}
+_MAX_VERDICTS = 4096
+
+
 def check_type(name: str, t: Type) -> bool:
-    c = type_constraint(name)
-    if c is None:
-        return True
-    return matches(c["match"], t)
+    tables = _tables()
+    key = (name, id(t))
+    hit = _VERDICTS.get(key)
+    if hit is not None and hit[0] is t and hit[1] is tables:
+        return hit[2]
+    c = tables[0].get(name)
+    ok = True if c is None else matches(c["match"], t)
+    if len(_VERDICTS) >= _MAX_VERDICTS:
+        _VERDICTS.clear()
+    _VERDICTS[key] = (t, tables, ok)
+    return ok
 
 
 _KINDS = {

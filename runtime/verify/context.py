@@ -20,6 +20,77 @@ class VerifyOptions:
     err_hints: bool = False
 
 
+class OpInfo:
+    """Facts about one OpDef the verifier needs for every op of it, computed once.
+
+    ``groups``: operand/result group name -> (``"operand"`` or ``"result"``, index of its def);
+    ``simple_operands`` / ``simple_results``: every group is a single value (group ``i`` is
+    ``values[i:i + 1]``, no segment computation needed); ``variadic``: names of variadic groups;
+    ``required``: attributes that must be present, sorted by name (MLIR's check order);
+    ``attr_names``: every declared attribute; ``fixed_*`` / ``variadic_*``: the number of
+    single groups and whether any group is variadic or optional (count traits).
+    """
+
+    __slots__ = (
+        "opdef",
+        "groups",
+        "simple_operands",
+        "simple_results",
+        "variadic",
+        "required",
+        "attr_names",
+        "fixed_operands",
+        "variadic_operands",
+        "fixed_results",
+        "variadic_results",
+    )
+
+    def __init__(self, opdef: OpDef):
+        self.opdef = opdef  # keeps the OpDef alive: the cache below is keyed by its id
+        results: dict = {}
+        for i, r in enumerate(opdef.results):
+            results.setdefault(r.name, ("result", i))
+        operands: dict = {}
+        for i, o in enumerate(opdef.operands):
+            operands.setdefault(o.name, ("operand", i))
+        self.groups = {**results, **operands}  # operands win, as in VerifyContext.values
+        self.simple_operands = all(d.kind == "single" for d in opdef.operands) and not (
+            opdef.has_trait("AttrSizedOperandSegments") or opdef.has_trait("TrailingTokenOperand")
+        )
+        self.simple_results = all(d.kind == "single" for d in opdef.results)
+        self.variadic = frozenset(
+            d.name for d in (*opdef.operands, *opdef.results) if d.kind == "variadic"
+        )
+        self.attr_names = frozenset(a.name for a in opdef.attributes)
+        self.fixed_operands = sum(1 for d in opdef.operands if d.kind == "single")
+        self.variadic_operands = any(d.kind != "single" for d in opdef.operands)
+        self.fixed_results = sum(1 for d in opdef.results if d.kind == "single")
+        self.variadic_results = any(d.kind != "single" for d in opdef.results)
+        self.required = tuple(
+            a.name
+            for a in sorted(opdef.attributes, key=lambda a: a.name)
+            if not a.optional
+            and a.default is None
+            and not a.is_unit
+            and not a.constraint.startswith(("DefaultValuedAttr", "OptionalAttr"))
+        )
+
+
+_INFO: dict[int, OpInfo] = {}
+
+
+def op_info(opdef: OpDef) -> OpInfo:
+    """The (cached) :class:`OpInfo` of ``opdef``."""
+    info = _INFO.get(id(opdef))
+    if info is None or info.opdef is not opdef:
+        info = _INFO[id(opdef)] = OpInfo(opdef)
+    return info
+
+
+def _sized(op: Operation, attr: str) -> bool:
+    return attr in op.attributes or attr in op.properties
+
+
 class VerifyContext:
     """What a rule or hook sees while verifying one op.
 
@@ -38,9 +109,20 @@ class VerifyContext:
         self.diag = diag
         self.options = options or VerifyOptions()
         self.opdef = opdef if opdef is not None else op.opdef
+        self._info: Optional[OpInfo] = None
         self.failed = False
+        #: Diagnostics emitted through this context (errors, warnings and remarks alike).
+        self.emitted = 0
         #: The spec rule being run (``{custom: NAME, ...extra keys}`` for hooks).
         self.rule: dict = {}
+
+    @property
+    def info(self) -> OpInfo:
+        """The :class:`OpInfo` of the op's definition."""
+        info = self._info
+        if info is None or info.opdef is not self.opdef:
+            info = self._info = op_info(self.opdef)
+        return info
 
     # ----- diagnostics
     def error(self, msg: str) -> Diagnostic:
@@ -49,19 +131,28 @@ class VerifyContext:
 
     def error_at(self, loc: Optional[Location], msg: str, op_prefix: bool = True) -> Diagnostic:
         self.failed = True
+        self.emitted += 1
         text = op_error_prefix(self.op.name) + msg if op_prefix else msg
         return self.diag.error(text, loc or self.op.loc)
 
     def warning(self, msg: str, op_prefix: bool = True) -> Diagnostic:
+        self.emitted += 1
         text = op_error_prefix(self.op.name) + msg if op_prefix else msg
         return self.diag.warning(text, self.op.loc)
 
     def remark(self, msg: str, op_prefix: bool = True) -> Diagnostic:
+        self.emitted += 1
         text = op_error_prefix(self.op.name) + msg if op_prefix else msg
         return self.diag.emit("remark", text, self.op.loc)
 
     # ----- named operands, results and attributes (segment-aware through the OpDef)
     def operands(self, name: str) -> list[Value]:
+        info = self.info
+        if info.simple_operands and not _sized(self.op, "operandSegmentSizes"):
+            where = info.groups.get(name)
+            if where is not None and where[0] == "operand":
+                i = where[1]
+                return self.op.operands[i : i + 1]
         return self.opdef.operand_group(self.op, name)
 
     def operand(self, name: str) -> Optional[Value]:
@@ -69,6 +160,12 @@ class VerifyContext:
         return group[0] if group else None
 
     def results(self, name: str) -> list[Value]:
+        info = self.info
+        if info.simple_results and not _sized(self.op, "resultSegmentSizes"):
+            where = info.groups.get(name)
+            if where is not None and where[0] == "result":
+                i = where[1]
+                return self.op.results[i : i + 1]
         return self.opdef.result_group(self.op, name)
 
     def result(self, name: str) -> Optional[Value]:
@@ -77,10 +174,9 @@ class VerifyContext:
 
     def values(self, name: str) -> list[Value]:
         """The operand group or result group called ``name`` (operands searched first)."""
-        if any(o.name == name for o in self.opdef.operands):
-            return self.operands(name)
-        if any(r.name == name for r in self.opdef.results):
-            return self.results(name)
+        where = self.info.groups.get(name)
+        if where is not None:
+            return self.operands(name) if where[0] == "operand" else self.results(name)
         raise KeyError(f"{self.op.name} has no operand or result named {name!r}")
 
     def types(self, name: str) -> list[Type]:

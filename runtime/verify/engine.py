@@ -51,15 +51,7 @@ def verify_op(
 
 def verify_invariants(ctx: VerifyContext) -> None:
     """Steps 1-4 of the module docstring for one registered op; stops at the first error."""
-    for step in (
-        traits.verify_counts,
-        _verify_attributes,
-        _verify_value_constraints,
-        lambda c: rules.run_phase(c, "invariants"),
-        _verify_region_constraints,
-        traits.verify_native_traits,
-        lambda c: rules.run_phase(c, "verify"),
-    ):
+    for step in _STEPS:
         step(ctx)
         if ctx.failed:
             return
@@ -70,31 +62,39 @@ def verify_invariants(ctx: VerifyContext) -> None:
 
 def _verify_attributes(ctx: VerifyContext) -> None:
     op, opdef = ctx.op, ctx.opdef
-    for a in sorted(opdef.attributes, key=lambda a: a.name):
-        if not a.optional and a.default is None and not _defaulted(a) and ctx.attr(a.name) is None:
-            ctx.error(f"requires attribute '{a.name}'")
+    attrs, props = op.attributes, op.properties
+    for name in ctx.info.required:
+        if attrs.get(name, props.get(name)) is None:
+            ctx.error(f"requires attribute '{name}'")
             return
+    if not attrs and not props:
+        return
     for a in opdef.attributes:
-        value = ctx.attr(a.name)
+        value = attrs.get(a.name, props.get(a.name))
         if value is None:
             continue
         summary = constraints.check_attribute(a, value)
         if summary is not None:
             ctx.error(f"attribute '{a.name}' failed to satisfy constraint: {summary}")
             return
-    del op
-
-
-def _defaulted(a) -> bool:
-    return a.is_unit or a.constraint.startswith(("DefaultValuedAttr", "OptionalAttr"))
 
 
 def _verify_value_constraints(ctx: VerifyContext) -> None:
     op, opdef = ctx.op, ctx.opdef
-    for kind, defs, segments, values in (
-        ("operand", opdef.operands, opdef.operand_segments(op), op.operands),
-        ("result", opdef.results, opdef.result_segments(op), op.results),
+    info = ctx.info
+    check_type = constraints.check_type
+    for kind, defs, simple, values in (
+        ("operand", opdef.operands, info.simple_operands, op.operands),
+        ("result", opdef.results, info.simple_results, op.results),
     ):
+        if simple and not _sized(op, kind):  # every group is one value: group i is values[i]
+            for i, d in enumerate(defs[: len(values)]):
+                t = values[i].type
+                if not check_type(d.type, t):
+                    _type_error(ctx, kind, d, i, t)
+                    return
+            continue
+        segments = opdef.operand_segments(op) if kind == "operand" else opdef.result_segments(op)
         for d, (start, n) in zip(defs, segments):
             if d.kind == "optional" and n > 1:
                 ctx.error(
@@ -103,12 +103,22 @@ def _verify_value_constraints(ctx: VerifyContext) -> None:
                 return
             for i in range(start, min(start + n, len(values))):
                 t = values[i].type
-                if not constraints.check_type(d.type, t):
-                    summary = constraints.summary(d.type)
-                    if d.kind == "variadic":
-                        summary = "variadic of " + summary
-                    ctx.error(f"{kind} #{i} must be {summary}, but got '{format_type(t)}'")
+                if not check_type(d.type, t):
+                    _type_error(ctx, kind, d, i, t)
                     return
+
+
+def _sized(op: Operation, kind: str) -> bool:
+    """Whether ``op`` carries a segment-size attribute for its operands / results."""
+    attr = "operandSegmentSizes" if kind == "operand" else "resultSegmentSizes"
+    return attr in op.attributes or attr in op.properties
+
+
+def _type_error(ctx: VerifyContext, kind: str, d, i: int, t) -> None:
+    summary = constraints.summary(d.type)
+    if d.kind == "variadic":
+        summary = "variadic of " + summary
+    ctx.error(f"{kind} #{i} must be {summary}, but got '{format_type(t)}'")
 
 
 def _verify_region_constraints(ctx: VerifyContext) -> None:
@@ -119,6 +129,56 @@ def _verify_region_constraints(ctx: VerifyContext) -> None:
             return
 
 
+def _run_invariant_rules(ctx: VerifyContext) -> None:
+    rules.run_phase(ctx, "invariants")
+
+
+def _run_verify_rules(ctx: VerifyContext) -> None:
+    rules.run_phase(ctx, "verify")
+
+
+#: verify_invariants' steps, in MLIR's order
+_STEPS = (
+    traits.verify_counts,
+    _verify_attributes,
+    _verify_value_constraints,
+    _run_invariant_rules,
+    _verify_region_constraints,
+    traits.verify_native_traits,
+    _run_verify_rules,
+)
+
+
+def memoable(opdef) -> bool:
+    """Whether the invariants (steps 1-4) of ``opdef``'s ops may be memoised within one walk.
+
+    The walk keeps the key (:meth:`_Walker._memo_key`: the definition, operand and result
+    types, attributes, properties and successor count) of every op whose invariants passed
+    without emitting any diagnostic, and skips later ops with an equal key. That is sound only
+    when nothing else can change the verdict, i.e. when the definition has
+
+    * no regions (region contents, block structure and region hooks are never memoised);
+    * no ``{custom: NAME}`` rule: hooks receive the op itself and may look anywhere;
+    * only declarative rule kinds registered as op-local (``rules.LOCAL_RULE_KINDS``: they
+      read the op's types, attributes and counts only);
+    * only native traits known to read nothing but the op's types and attributes
+      (``traits.LOCAL_TRAITS``; parent, block position and region checks are not).
+
+    Failed verifications, and any that emitted a diagnostic (``fatal: false`` rules), are never
+    memoised: each such op reports its own diagnostics. Ops with an unhashable attribute are
+    verified every time. Decided once per OpDef and walk.
+    """
+    if opdef.regions:
+        return False
+    for entry in opdef.verify or ():
+        if "custom" in entry or len(entry) != 1:
+            return False
+        ((kind, _args),) = entry.items()
+        if kind not in rules.LOCAL_RULE_KINDS:
+            return False
+    return traits.local_traits_only(opdef)
+
+
 # --------------------------------------------------------------------------- the walk
 
 
@@ -126,39 +186,106 @@ class _Walker:
     def __init__(self, diag: DiagnosticEngine, options: VerifyOptions):
         self.diag = diag
         self.options = options
+        #: id(OpDef) -> whether ops of that definition may use the memo (see :func:`memoable`);
+        #: the ops of the walked tree keep their OpDefs alive, so the ids stay unique.
+        self._memoable: dict[int, bool] = {}
+        #: memo keys (:meth:`_memo_key`) of ops whose invariants verified without a diagnostic
+        self._passed: set = set()
 
     def verify_isolated(self, op: Operation) -> bool:
         """MLIR's verifyOpAndDominance: the op tree, then SSA dominance if that passed."""
         try:
             self._verify(op)
-            self._verify_dominance(op)
+            self._verify_dominance(op, {})
         except _Failed:
             return False
         return True
 
-    def _verify_dominance(self, root: Operation) -> None:
-        """Every operand dominates its use (nested isolated ops are checked on their own)."""
+    def _verify_dominance(self, root: Operation, chain: dict) -> None:
+        """Every operand dominates its use (nested isolated ops are checked on their own).
+
+        ``chain`` maps each block enclosing the ops being checked (from the isolated root down)
+        to the set of its ops already passed: a value defined in one of those blocks dominates
+        the use exactly when its defining op is in that set (MLIR's same-block order test on the
+        ancestor of the user in that block). Anything else goes through :func:`_dominates`.
+        """
         graph = root.opdef is not None and root.opdef.has_trait("GraphRegionNoTerminator")
         positions: dict = {}  # id(block) -> {id(op): index}: one pass per block, not per use
+        get = chain.get
         for region in root.regions:
             for block in region.blocks:
+                seen: set = set()
+                chain[block] = seen
                 for op in block.ops:
-                    for i, v in enumerate(op.operands):
-                        if not graph and not _dominates(v, op, positions):
+                    if not graph:
+                        for i, v in enumerate(op.operands):
+                            if v.__class__ is OpResult:
+                                definer = v.op
+                                before = get(definer.parent)
+                                if before is not None:
+                                    if definer in before:
+                                        continue
+                                elif _dominates(v, op, positions):
+                                    continue
+                            elif v.__class__ is BlockArgument and v.block in chain:
+                                continue
+                            elif _dominates(v, op, positions):
+                                continue
                             d = self.diag.error(f"operand #{i} does not dominate this use", op.loc)
                             _dominance_note(d, v, op)
                             raise _Failed
                     if op.regions and not _isolated(op):
-                        self._verify_dominance(op)
+                        self._verify_dominance(op, chain)
+                    seen.add(op)
+                del chain[block]
+
+    def _memo_key(self, op: Operation, opdef) -> Optional[tuple]:
+        """What the invariants of a memoable op depend on: definition, operand and result
+        types, attributes, properties and successor count (None: not memoable).
+
+        Types are keyed by identity (the parser shares one object per distinct type, and
+        hashing a type by value costs more than verifying it): equal types that are distinct
+        objects only miss the memo. The walked IR keeps those objects alive for the whole walk
+        (the verifier does not mutate it), so their ids cannot be reused meanwhile."""
+        ok = self._memoable.get(id(opdef))
+        if ok is None:
+            ok = self._memoable[id(opdef)] = memoable(opdef)
+        if not ok:
+            return None
+        attrs, props = op.attributes, op.properties
+        return (
+            id(opdef),
+            tuple([id(v.type) for v in op.operands]),
+            tuple([id(v.type) for v in op.results]),
+            tuple(attrs.items()) if attrs else (),
+            tuple(props.items()) if props else (),
+            len(op.successors),
+        )
 
     def _verify(self, op: Operation) -> None:
-        ctx = VerifyContext(op, self.diag, self.options)
-        if op.opdef is not None:
+        opdef = op.opdef
+        if not op.regions:
+            if opdef is None:
+                return
+            key = self._memo_key(op, opdef)
+            if key is not None:
+                try:
+                    if key in self._passed:
+                        return
+                except TypeError:  # an unhashable attribute: no memo for this op
+                    key = None
+            ctx = VerifyContext(op, self.diag, self.options, opdef)
             verify_invariants(ctx)
             if ctx.failed:
                 raise _Failed
-        if not op.regions:
+            if key is not None and not ctx.emitted:
+                self._passed.add(key)
             return
+        ctx = VerifyContext(op, self.diag, self.options, opdef)
+        if opdef is not None:
+            verify_invariants(ctx)
+            if ctx.failed:
+                raise _Failed
         for region in op.regions:
             for block in region.blocks:
                 self._verify_block_entry(op, block)
@@ -175,7 +302,7 @@ class _Walker:
                         failed = True
         if failed:
             raise _Failed
-        if op.opdef is not None:
+        if opdef is not None:
             traits.verify_region_traits(ctx)
             if not ctx.failed:
                 rules.run_phase(ctx, "regions")

@@ -3,7 +3,7 @@ read back ``tileiras``'s diagnostic. This is how unquoted diagnostic texts were 
 
     from tilegen.runtime.verify.oracle import find_op, scalar_constant, tileiras_diagnostics
     module, op = find_op("cuda_tile.divi")
-    op.attributes["rounding"] = EnumAttr("RoundingMode", 4)
+    op.set_attr("rounding", EnumAttr("RoundingMode", 4))
     tileiras_diagnostics(module)
     # ["error: 'cuda_tile.divi' op invalid rounding mode specified, expect one of [zero, ...]"]
 

@@ -52,11 +52,21 @@ from tilegen.runtime.verify.types import format_type
 RuleFn = Callable[[VerifyContext, Any], None]
 #: kind -> (phase, function)
 RULE_KINDS: dict[str, tuple[str, RuleFn]] = {}
+#: Kinds whose verdict depends only on the op's operand/result types, attributes and counts
+#: (not on its location, parent, uses or regions): the verifier may memoise such ops.
+LOCAL_RULE_KINDS: set[str] = set()
 
 
-def rule(kind: str, phase: str = "verify") -> Callable[[RuleFn], RuleFn]:
+def rule(kind: str, phase: str = "verify", local: bool = True) -> Callable[[RuleFn], RuleFn]:
+    """Register a rule kind. Pass ``local=False`` for a rule that reads anything beyond the
+    op's types, attributes and counts through ``ctx.op`` (see ``engine.memoable``)."""
+
     def register(fn: RuleFn) -> RuleFn:
         RULE_KINDS[kind] = (phase, fn)
+        if local:
+            LOCAL_RULE_KINDS.add(kind)
+        else:
+            LOCAL_RULE_KINDS.discard(kind)
         return fn
 
     return register
@@ -198,30 +208,36 @@ def holds(ctx: VerifyContext, cond) -> bool:
 def _group_values(ctx: VerifyContext, names: list[str]) -> list[tuple]:
     """One entry per named group that is present: the tuple of its types."""
     out = []
-    variadic = {d.name for d in (*ctx.opdef.operands, *ctx.opdef.results) if d.kind == "variadic"}
+    info = ctx.info
     for n in names:
-        if ctx.opdef.attr(n) is not None:  # a typed attribute (constant's `value`)
+        if n in info.attr_names:  # a typed attribute (constant's `value`)
             attr = ctx.attr(n)
             t = getattr(attr, "type", None)
             if t is not None:
                 out.append((t,))
             continue
-        types = tuple(v.type for v in ctx.values(n))
-        if types or n in variadic:
+        types = tuple([v.type for v in ctx.values(n)])
+        if types or n in info.variadic:
             out.append(types)
     return out
 
 
-def _all_match(ctx: VerifyContext, names: list[str], key: Callable[[Type], Any], what: str) -> None:
+def _all_match(
+    ctx: VerifyContext, names: list[str], key: Optional[Callable[[Type], Any]], what: str
+) -> None:
+    """Error unless every present group has the same ``key`` tuple (None: the types)."""
     groups = _group_values(ctx, names)
-    keys = {tuple(key(t) for t in g) for g in groups}
-    if len(keys) > 1:
+    if len(groups) < 2:
+        return
+    keys = groups if key is None else [tuple([key(t) for t in g]) for g in groups]
+    first = keys[0]
+    if any(k != first for k in keys):
         ctx.error(f"failed to verify that all of {{{', '.join(names)}}} have {what}")
 
 
 @rule("same_type", "invariants")
 def _same_type(ctx: VerifyContext, names: list[str]) -> None:
-    _all_match(ctx, names, lambda t: t, "same type")
+    _all_match(ctx, names, None, "same type")
 
 
 @rule("same_shape", "invariants")

@@ -19,6 +19,25 @@ from tilegen.runtime.types import TensorViewType, TileType, Type
 from tilegen.runtime.verify.context import VerifyContext
 
 TERMINATOR_TRAITS = ("Terminator", "IsTerminator")
+#: Native traits whose check reads only the op's own types and attributes. An op whose checked
+#: native traits are all here may be memoised (engine.memoable); a trait :func:`verify_native_traits`
+#: learns to check stays unmemoised until it is added here.
+LOCAL_TRAITS = frozenset(
+    (
+        "SameOperandsAndResultShape",
+        "SameOperandsAndResultElementType",
+        "SameOperandsShape",
+        "SameOperandsElementType",
+        "SameTypeOperands",
+        "SameOperandsAndResultType",
+        "Symbol",
+    )
+)
+
+
+def local_traits_only(opdef: OpDef) -> bool:
+    """Whether every native trait of ``opdef`` that is checked is in :data:`LOCAL_TRAITS`."""
+    return all(name in LOCAL_TRAITS for name, _ in _native_traits(opdef.traits))
 
 
 def is_terminator(opdef: OpDef) -> bool:
@@ -76,23 +95,24 @@ def verify_counts(ctx: VerifyContext) -> None:
             {0: "requires zero regions", 1: "requires one region"}.get(n, f"expected {n} regions")
         )
         return
-    _count(ctx, opdef.results, len(op.results), "results")
+    info = ctx.info
+    _count(ctx, info.fixed_results, info.variadic_results, len(op.results), "results")
     if ctx.failed:
         return
     if op.successors and not opdef.has_trait("Successors"):
         ctx.error(f"requires 0 successors but found {len(op.successors)}")
         return
-    _count(ctx, opdef.operands, len(op.operands), "operands")
+    _count(ctx, info.fixed_operands, info.variadic_operands, len(op.operands), "operands")
     if ctx.failed:
         return
-    _check_segment_sizes(
-        ctx, opdef.segmented_operands, len(op.operands), "operandSegmentSizes", "operand"
-    )
+    if opdef.has_trait("AttrSizedOperandSegments"):
+        _check_segment_sizes(
+            ctx, opdef.segmented_operands, len(op.operands), "operandSegmentSizes", "operand"
+        )
 
 
-def _count(ctx: VerifyContext, defs, actual: int, what: str) -> None:
-    fixed = sum(1 for d in defs if d.kind == "single")
-    variadic = any(d.kind != "single" for d in defs)
+def _count(ctx: VerifyContext, fixed: int, variadic: bool, actual: int, what: str) -> None:
+    """``fixed``: the number of single groups; ``variadic``: whether any group is not single."""
     if variadic:
         if fixed and actual < fixed:
             found = f", but found {actual}" if what == "operands" else ""
@@ -156,14 +176,45 @@ def _same_shape(types: list[Type]) -> bool:
     return all(s == ranked[0] for s in ranked)
 
 
+#: The trait names verify_native_traits checks.
+_NATIVE = frozenset(
+    (
+        "SameOperandsAndResultShape",
+        "SameOperandsAndResultElementType",
+        "SameOperandsShape",
+        "SameOperandsElementType",
+        "SameTypeOperands",
+        "SameOperandsAndResultType",
+        *TERMINATOR_TRAITS,
+        "ParentOneOf",
+        "HasParent",
+        "Symbol",
+        "SingleBlock",
+    )
+)
+
+
+@lru_cache(maxsize=None)
+def _native_traits(traits: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(name, argument) of each trait in ``traits`` that verify_native_traits checks."""
+    out = []
+    for trait in traits:
+        name, _, arg = trait.partition("(")
+        arg = arg[:-1] if arg.endswith(")") else arg
+        if name in _NATIVE:
+            out.append((name, arg))
+    return tuple(out)
+
+
 def verify_native_traits(ctx: VerifyContext) -> None:
     """Traits MLIR checks after ``verifyInvariantsImpl``, in the op's trait order."""
     op, opdef = ctx.op, ctx.opdef
+    checked = _native_traits(opdef.traits)
+    if not checked:
+        return
     operand_types = [v.type for v in op.operands]
     result_types = [v.type for v in op.results]
-    for trait in opdef.traits:
-        name, _, arg = trait.partition("(")
-        arg = arg[:-1] if arg.endswith(")") else arg
+    for name, arg in checked:
         if name in ("SameOperandsAndResultShape", "SameOperandsAndResultElementType"):
             if not operand_types:
                 ctx.error("expected 1 or more operands")
@@ -258,18 +309,58 @@ def _verify_implicit_terminator(ctx: VerifyContext, arg: str) -> None:
 
 
 def _verify_isolated(ctx: VerifyContext) -> None:
-    """No op inside may use a value defined outside (MLIR's verifyIsIsolatedFromAbove)."""
+    """No op inside may use a value defined outside (MLIR's verifyIsIsolatedFromAbove).
+
+    Like MLIR, the walk does not enter nested ops that are isolated from above themselves: the
+    verifier checked them (and everything they hold) before this region trait runs, so any use
+    inside them already refers to a value defined within them.
+    """
     root = ctx.op
+    inside = _blocks_within(root)
+    stack: list = []
     for region in root.regions:
         for block in region.blocks:
             for inner in block.ops:
-                for nested in inner.walk():
+                stack.append(inner)
+                while stack:  # pre-order, as Operation.walk
+                    nested = stack.pop()
                     for v in nested.operands:
-                        if not _defined_within(v, root):
-                            msg = f"'{nested.name}' op using value defined outside the region"
-                            d = ctx.error_at(nested.loc, msg, op_prefix=False)
-                            d.attach_note("required by region isolation constraints", root.loc)
-                            return
+                        cls = v.__class__
+                        if cls is OpResult:
+                            if v.op.parent in inside:
+                                continue
+                        elif cls is BlockArgument:
+                            if v.block in inside:
+                                continue
+                        elif _defined_within(v, root):
+                            continue
+                        msg = f"'{nested.name}' op using value defined outside the region"
+                        d = ctx.error_at(nested.loc, msg, op_prefix=False)
+                        d.attach_note("required by region isolation constraints", root.loc)
+                        return
+                    if nested.regions and not _isolated_from_above(nested):
+                        for sub in reversed(nested.regions):
+                            for b in reversed(sub.blocks):
+                                stack.extend(reversed(b.ops))
+
+
+def _isolated_from_above(op) -> bool:
+    return op.opdef is not None and op.opdef.has_trait("IsolatedFromAbove")
+
+
+def _blocks_within(root) -> set:
+    """Every block nested (at any depth) in ``root``'s regions."""
+    out: set = set()
+    pending = [root]
+    while pending:
+        op = pending.pop()
+        for region in op.regions:
+            for block in region.blocks:
+                out.add(block)
+                for inner in block.ops:
+                    if inner.regions:
+                        pending.append(inner)
+    return out
 
 
 def _defined_within(value, root) -> bool:

@@ -228,6 +228,7 @@ def _body(o: dict) -> int:
     except DiagnosticError as e:
         print(driver.render(e.diag, None), file=sys.stderr)
         return 1
+    del data  # the text modes need only the decoded text: not a second copy of the input
     if o["roundtrip"]:
         results = driver.run_buffer(
             source, lambda t, e: roundtrip(t, e, opts), split=o["split"], verify=o["verify"]
@@ -249,7 +250,7 @@ def _body(o: dict) -> int:
     results = driver.run_buffer(source, process, split=o["split"], verify=o["verify"])
     status = driver.report(source, results, io.StringIO(), sys.stderr, split=o["split"])
     if status == 0 and not o["verify"]:
-        _write_binary(o["output"], b"".join(blobs))
+        _write_binary(o["output"], blobs[0] if len(blobs) == 1 else b"".join(blobs))
     return status
 
 
