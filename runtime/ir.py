@@ -30,33 +30,40 @@ _NO_SUCCESSORS: tuple = ()
 class Value:
     """An SSA value: an operation result or a block argument.
 
-    Uses are kept compactly: ``_users`` holds each using op once per operand slot that reads
-    this value (an empty tuple until the first use), and :attr:`uses` rebuilds the
-    ``(op, operand index)`` pairs from the users' operand lists on demand. A one-use value costs
-    one 64-byte list instead of a list plus a tuple per use (~150 bytes).
+    Uses are kept compactly in ``_users``: an empty tuple (no use), the one using op itself, or
+    a list holding each using op once per operand slot that reads this value. :attr:`uses`
+    rebuilds the ``(op, operand index)`` pairs from the users' operand lists on demand. Most
+    values have one use, which then costs nothing beyond the slot (a list plus a tuple per use
+    was ~150 bytes).
     """
 
     __slots__ = ("type", "_users", "name_hint", "loc")
 
     def __init__(self, type: Type, name_hint: Optional[str] = None):
         self.type = type
-        self._users: list["Operation"] | tuple = ()
+        self._users: "Operation | list[Operation] | tuple" = ()
         self.name_hint = name_hint
         self.loc: Optional[Location] = None
 
     # ----- use-list maintenance
     def _add_use(self, op: "Operation", index: int) -> None:
-        if self._users:
-            self._users.append(op)
+        users = self._users
+        if not users:
+            self._users = op
+        elif type(users) is list:
+            users.append(op)
         else:
-            self._users = [op]
+            self._users = [users, op]
 
     def _remove_use(self, op: "Operation", index: int) -> None:
         users = self._users
-        for i in range(len(users) - 1, -1, -1):  # rewrites mostly drop the latest use
-            if users[i] is op:
-                del users[i]
-                return
+        if users is op:
+            self._users = ()
+        elif type(users) is list:
+            for i in range(len(users) - 1, -1, -1):  # rewrites mostly drop the latest use
+                if users[i] is op:
+                    del users[i]
+                    return
 
     @property
     def uses(self) -> list[tuple["Operation", int]]:
@@ -64,9 +71,8 @@ class Value:
         users = self._users
         if not users:
             return []
-        if len(users) == 1:
-            op = users[0]
-            return [(op, i) for i, o in enumerate(op.operands) if o is self]
+        if type(users) is not list:
+            return [(users, i) for i, o in enumerate(users.operands) if o is self]
         out: list[tuple[Operation, int]] = []
         seen: set[int] = set()
         for op in users:
@@ -78,11 +84,13 @@ class Value:
     @property
     def users(self) -> list["Operation"]:
         """The ops that use this value (an op once per operand slot it reads it in)."""
-        return list(self._users)
+        users = self._users
+        return list(users) if type(users) is list else [users] if users else []
 
     @property
     def num_uses(self) -> int:
-        return len(self._users)
+        users = self._users
+        return len(users) if type(users) is list else 1 if users else 0
 
     @property
     def has_uses(self) -> bool:

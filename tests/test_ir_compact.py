@@ -110,3 +110,19 @@ def test_every_op_with_a_memo_key_still_reports_its_own_error():
     errors = [d for d in diag.diagnostics if d.severity == "error"]
     assert [e.loc for e in errors] == [op.loc for op in bad]
     assert len({e.message for e in errors}) == 1
+
+
+def test_use_storage_moves_between_none_one_and_many():
+    m = parse_module(KERNEL)
+    add0, add1, add2, add3 = _ops(m, "cuda_tile.addi")
+    v = add0.results[0]  # one use: add1's operand 0
+    assert v.num_uses == 1 and v.users == [add1] and v.uses == [(add1, 0)]
+    add1.set_operand(0, add1.operands[1])
+    assert v.num_uses == 0 and v.users == [] and not v.has_uses
+    add2.set_operand(0, v)
+    add3.set_operand(1, v)
+    add3.set_operand(0, v)
+    assert v.num_uses == 3 and v.uses == [(add2, 0), (add3, 0), (add3, 1)]
+    add3.set_operands([add1.results[0], add1.results[0]])
+    assert v.uses == [(add2, 0)] and v.num_uses == 1
+    assert add1.results[0].uses == [(add3, 0), (add3, 1)]

@@ -8,7 +8,6 @@ printed; ``--verify-diagnostics`` checks the diagnostics against
 
 from __future__ import annotations
 
-import io
 import re
 import sys
 from dataclasses import dataclass
@@ -300,6 +299,7 @@ def _body(o: dict) -> int:
     except DiagnosticError as e:
         print(driver.render(e.diag, None), file=sys.stderr)
         return 1
+    del data  # the decoded text is all that is needed from here
     opts = options_from(o, name)
     results = driver.run_buffer(
         source,
@@ -307,14 +307,30 @@ def _body(o: dict) -> int:
         split=o["split"],
         verify=o["verify"],
     )
-    buf = io.StringIO()
+    buf = _Pieces()
     status = driver.report(
         source, results, buf, sys.stderr, split=o["split"], output_marker=o["output_marker"]
     )
+    del results  # the printed text now lives in buf alone
     # stdout is streamed as MLIR does; an output file is only kept on success
     if status == 0 or o["output"] in (None, "-"):
         driver.write_output(o["output"], buf.getvalue())
     return status
+
+
+class _Pieces:
+    """A write-only text sink that keeps what it is given (a ``StringIO`` would copy the
+    printed module twice: into its buffer, then out of it)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.parts.append(s)
+        return len(s)
+
+    def getvalue(self) -> str:
+        return self.parts[0] if len(self.parts) == 1 else "".join(self.parts)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
