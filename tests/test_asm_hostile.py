@@ -285,3 +285,34 @@ def test_deep_stack_restores_the_interpreter_settings():
     with pytest.raises(ValueError):
         limits.deep_stack(fail)
     assert (sys.getrecursionlimit(), gc.get_threshold()) == before
+
+
+_REDUCE = (
+    "cuda_tile.module @kernels {{\n  entry @k() {{\n"
+    "    %t = constant <f32: 0.0> : tile<4x8xf32>\n"
+    "    %r = reduce %t dim=1 identities=[{identity} : f32] : tile<4x8xf32> -> tile<4xf32>\n"
+    "    (%a: tile<f32>, %b: tile<f32>) {{\n"
+    "      %m = maxf %a, %b : tile<f32>\n      yield %m : tile<f32>\n    }}\n"
+    "    return\n  }}\n}}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "identity, message, col",
+    [
+        # found by bench/fuzz_text.py: accepted as text, then refused by the bytecode writer
+        ("0xFFFFFFFFFFFFFFFF", "hexadecimal float constant out of range for type", 38),
+        ("-0x7F800000", "hexadecimal float literal should not have a leading minus", 39),
+        ("5", "unexpected decimal integer literal for a floating point value", 38),
+    ],
+)
+def test_float_attributes_from_integer_literals_follow_mlir(identity, message, col):
+    with pytest.raises(DiagnosticError) as e:
+        parse_module(_REDUCE.format(identity=identity), filename="r.mlir")
+    d = e.value.diag
+    assert (d.message, d.loc.line, d.loc.col) == (message, 4, col)
+
+
+def test_float_attributes_from_hex_bits_in_range_still_parse():
+    m = parse_module(_REDUCE.format(identity="0xFF800000"))
+    assert "identities=[0xFF800000 : f32]" in print_module(m)

@@ -87,11 +87,23 @@ def _parse_number(p: "OpParser", type: Optional[Type]) -> Attribute:
     text = tok.text
     if tok.kind == lx.FLOAT or isinstance(type, FloatType):
         ftype = type if isinstance(type, FloatType) else F64
-        if tok.kind == lx.INTEGER and text.startswith("0x"):
+        if tok.kind == lx.INTEGER:  # MLIR's parseFloatFromIntegerLiteral
             from tilegen.runtime.asm.float_format import semantics_of
 
+            at = p.loc_at(tok)
+            if not text.startswith("0x"):
+                p._fail(
+                    "unexpected decimal integer literal for a floating point value",
+                    at,
+                    notes=[("add a trailing dot to make the literal a float", at)],
+                )
+            if neg:
+                p._fail("hexadecimal float literal should not have a leading minus", at)
             bits = int(text, 16)
-            return FloatAttr(semantics_of(ftype).to_float(bits), ftype, bits)
+            sem = semantics_of(ftype)
+            if bits.bit_length() > sem.bits:
+                p._fail("hexadecimal float constant out of range for type", at)
+            return FloatAttr(sem.to_float(bits), ftype, bits)
         v = float(text)
         return FloatAttr(-v if neg else v, ftype)
     v = int(text, 16) if text.startswith("0x") else int(text)
