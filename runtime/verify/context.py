@@ -147,26 +147,31 @@ class VerifyContext:
 
     # ----- named operands, results and attributes (segment-aware through the OpDef)
     def operands(self, name: str) -> list[Value]:
-        info = self.info
-        if info.simple_operands and not _sized(self.op, "operandSegmentSizes"):
-            where = info.groups.get(name)
-            if where is not None and where[0] == "operand":
-                i = where[1]
-                return self.op.operands[i : i + 1]
-        return self.opdef.operand_group(self.op, name)
+        got = self._direct(name, "operand")
+        return got if got is not None else self.opdef.operand_group(self.op, name)
 
     def operand(self, name: str) -> Optional[Value]:
         group = self.operands(name)
         return group[0] if group else None
 
     def results(self, name: str) -> list[Value]:
-        info = self.info
-        if info.simple_results and not _sized(self.op, "resultSegmentSizes"):
-            where = info.groups.get(name)
-            if where is not None and where[0] == "result":
-                i = where[1]
-                return self.op.results[i : i + 1]
-        return self.opdef.result_group(self.op, name)
+        got = self._direct(name, "result")
+        return got if got is not None else self.opdef.result_group(self.op, name)
+
+    def _direct(self, name: str, kind: str) -> Optional[list[Value]]:
+        """Group ``name`` of ``kind`` (operand / result) read straight off the op when every
+        group of that kind is one value and no segment sizes say otherwise; else None."""
+        info, op = self.info, self.op
+        if kind == "operand":
+            simple, values, sizes = info.simple_operands, op.operands, "operandSegmentSizes"
+        else:
+            simple, values, sizes = info.simple_results, op.results, "resultSegmentSizes"
+        if not simple or _sized(op, sizes):
+            return None
+        where = info.groups.get(name)
+        if where is None or where[0] != kind:
+            return None
+        return values[where[1] : where[1] + 1]
 
     def result(self, name: str) -> Optional[Value]:
         group = self.results(name)

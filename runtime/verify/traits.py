@@ -176,22 +176,9 @@ def _same_shape(types: list[Type]) -> bool:
     return all(s == ranked[0] for s in ranked)
 
 
-#: The trait names verify_native_traits checks.
-_NATIVE = frozenset(
-    (
-        "SameOperandsAndResultShape",
-        "SameOperandsAndResultElementType",
-        "SameOperandsShape",
-        "SameOperandsElementType",
-        "SameTypeOperands",
-        "SameOperandsAndResultType",
-        *TERMINATOR_TRAITS,
-        "ParentOneOf",
-        "HasParent",
-        "Symbol",
-        "SingleBlock",
-    )
-)
+#: The trait names verify_native_traits checks: the local ones, and those that look at the op's
+#: block, parent or regions.
+_NATIVE = LOCAL_TRAITS | frozenset((*TERMINATOR_TRAITS, "ParentOneOf", "HasParent", "SingleBlock"))
 
 
 @lru_cache(maxsize=None)
