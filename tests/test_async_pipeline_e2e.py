@@ -306,6 +306,9 @@ def test_cutile_128x128x64_gemm_takes_the_async_path(tmp_path, cutile_gemm, targ
     assert d.taken and d.tile == (128, 128, 64) and d.stages == 5
     counts, log = sass_counts(tmp_path, c.ptx, target)
     assert counts.get("UTMALDG", 0) >= 3  # A, and B in two 128-byte column boxes
+    # zero-initialised and stored by TMA: the accumulator (wgmma fragment / the tcgen05.ld
+    # rows) goes to the stage ring as it is, with no scratch exchange
+    assert "__tilegen_smem[" not in c.ptx and "ld.shared.f32" not in c.ptx
     pr = problems["gemm_f16_128x128x64"]
     args = [np.asarray(v) for v in pr.args.values()]
     out = run_strict(c.ptx, args, pr.grid)
@@ -338,6 +341,7 @@ def test_cutile_launch_on_ptxsim_runs_the_async_path(monkeypatch, gpu, mma):
     launch((2, 1, 1), mm, (a, b, c, 64, 64, 32), backend="ptxsim", gpu_name=gpu)
     (ptx,) = seen
     assert "cp.async.bulk.tensor" in ptx and mma in ptx
+    assert "st.shared.b32" in ptx and "st.shared.b16" not in ptx  # f16 pairs, one store each
     want = (0.5 * (a.astype(np.float32) @ b.astype(np.float32))).astype(np.float16)
     np.testing.assert_allclose(c.astype(np.float32), want.astype(np.float32), atol=1e-3)
 

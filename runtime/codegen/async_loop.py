@@ -362,8 +362,54 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{slot_off}]")
         tma.release_slot(em, f"{sym}_slots", sl, slots)
         em.label(skip)
+    chain = _fragment_chain(op, store)
+    if chain is not None:  # the registers stay in fragment order up to the TMA store
+        em.fragment_order = dict.fromkeys(chain, ("wgmma", M, N))
+        em.set(op.results[0], acc)
+        return
     res = _from_fragment(em, op, op.results[0].type, acc, M, N, acc_int)
     em.set(op.results[0], res)
+
+
+def _uniform(v) -> bool:
+    """Whether tile ``v`` is one value everywhere (a splat), so any register order will do."""
+    op = getattr(v, "op", None)
+    if op is None:
+        return False
+    if op.name == "nv_tileaa.splat":
+        return True
+    value = op.attributes.get("value") if op.name == "arith.constant" else None
+    return bool(getattr(value, "is_splat", False))
+
+
+def _fragment_chain(loop, store) -> list | None:
+    """The values from ``loop``'s result to the tile the TMA ``store`` writes, when nothing
+    but that store reads them in their layout: a single-use chain of elementwise ops on that
+    one tile (other operands scalars or splats) with the loop result's layout throughout. Register k
+    then means the same element all along, whatever order the registers are in, so the loop
+    can hand over its wgmma fragment as is and the store write it by fragment position
+    (skipping the exchange into the layout stage's layout); else None."""
+    from tilegen.runtime.codegen.core import is_tile
+    from tilegen.runtime.codegen.elementwise import _is_elementwise
+
+    if store is None:
+        return None
+    v = loop.results[0]
+    chain = [v]
+    while True:
+        if v.num_uses != 1:
+            return None
+        (user,) = v.users
+        if user is store:
+            return chain if store.opdef.operand_group(store, "value")[0] is v else None
+        others = [o for o in user.operands if o is not v and is_tile(o.type)]
+        if not _is_elementwise(user) or not all(_uniform(o) for o in others):
+            return None
+        r = user.results[0]
+        if r.type.shape != v.type.shape or r.type.encoding != v.type.encoding:
+            return None
+        v = r
+        chain.append(v)
 
 
 def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
@@ -379,12 +425,20 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     tid, t0 = v["tid"], v["t0"]
     acc_int, dot = v["acc_int"], v["dot"]
     cls = "b32" if acc_int else "f32"
-    em.need_smem(M * N * 4)
-    d = em.dist_of(op, op.operands[3].type)
-    form = row_major((M, N))
-    for k in range(d.nregs):  # the initial value waits in the scratch buffer
-        em.ins(f"st.shared.{cls} {em.smem_ref(d, form, k, 4)}, {v['init'][k]}")
-    em.barrier()
+    init = v["init"]
+    chain = _fragment_chain(op, v["store"]) if M == 128 else None
+    rows = None  # thread t's row of the result, in registers (row-major order): see below
+    if chain is not None and init and all(r == init[0] for r in init):
+        # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
+        # initial value now, the sum once the MMAs ran) and the store writes it by position
+        rows = [em.mov(cls, init[0]) for _ in range(N)]
+    else:
+        em.need_smem(M * N * 4)
+        d = em.dist_of(op, op.operands[3].type)
+        form = row_major((M, N))
+        for k in range(d.nregs):  # the initial value waits in the scratch buffer
+            em.ins(f"st.shared.{cls} {em.smem_ref(d, form, k, 4)}, {init[k]}")
+        em.barrier()
     taddr = em.new("b32")
     em.ins(f"ld.shared.u32 {taddr}, [{ASYNC_SYMBOL}+{v['tmem_off']}]")
     skip = em.new_label("async_issued")
@@ -486,13 +540,20 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         em.ins(f"setp.lt.u32 {live}, {lane}, 16")
     em.ins(f"shl.b32 {lane_base}, {warp}, 21")  # (32 w) << 16: the TMEM lane field
     em.ins(f"add.s32 {lane_base}, {lane_base}, {taddr}")
-    rowaddr = em.smem_addr(em.lincomb(0, [(N, row)]), 4)
+    rowaddr = None if rows is not None else em.smem_addr(em.lincomb(0, [(N, row)]), 4)
+    add = "s32" if acc_int else "rn.f32"
     for chunk in range(N // 32):
         regs = [em.new("b32") for _ in range(32)]
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {lane_base}, {32 * chunk}")
         em.ins(f"tcgen05.ld.sync.aligned.32x32b.x32.b32 {{{', '.join(regs)}}}, [{src}]")
         em.ins("tcgen05.wait::ld.sync.aligned")
+        if rows is not None:
+            for i, r in enumerate(regs):
+                x, y = rows[32 * chunk + i], em.new(cls)
+                em.ins(f"mov.b32 {y}, {r}")
+                em.ins(f"add.{add} {x}, {x}, {y}")
+            continue
         for i, r in enumerate(regs):
             x, y = em.new(cls), em.new(cls)
             off = 4 * (32 * chunk + i)
@@ -510,6 +571,9 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"@!{w0} bra {skip3}")
     em.ins(f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 {taddr}, {tcgen05.columns(N)}")
     em.label(skip3)
+    if rows is not None:
+        em.fragment_order = dict.fromkeys(chain, ("rows", M, N))
+        return rows
     d = em.dist_of(op, op.results[0].type)
     out = []
     for k in range(d.nregs):
@@ -548,18 +612,45 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     if cls == "pred":
         fail(op, "PTX backend: no TMA store of i1 tiles")
     regs = em.tile(op, value)
-    d = em.dist_of(op, value.type)
-    form = row_major((M, N))
     base = st["base"]  # the stage ring: idle now, 1024-aligned
-    delta = em.new("b32")
-    em.ins(f"sub.s32 {delta}, {base}, {em.smem_base()}")
-    moved: dict = {}
-    for k in range(d.nregs):
-        reg, imm = em.smem_ref(d, form, k, esz)[1:-1].split("+")
-        if reg not in moved:
-            moved[reg] = em.new("b32")
-            em.ins(f"add.s32 {moved[reg]}, {reg}, {delta}")
-        em.ins(f"st.shared.{sfx} [{moved[reg]}+{imm}], {regs[k]}")
+    refs = []
+    fragment = getattr(em, "fragment_order", {}).get(value)
+    if fragment is not None:  # the loop's accumulator registers as they are (_fragment_chain)
+        kind, fm, fn = fragment
+        if kind == "wgmma":
+            th, offs = _fragment_elems(em, fm, fn)
+        else:  # tcgen05, M 128: consumer thread t holds row t, columns in order
+            _, lane, warp = em.tid()
+            th = em.new("b32")
+            em.ins(f"mad.lo.s32 {th}, {warp}, {32 * fn}, 0")
+            em.ins(f"mad.lo.s32 {th}, {lane}, {fn}, {th}")
+            offs = list(range(fn))
+        at = em.new("b32")
+        em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
+        refs = [(at, esz * e) for e in offs]
+    else:
+        d = em.dist_of(op, value.type)
+        form = row_major((M, N))
+        delta = em.new("b32")
+        em.ins(f"sub.s32 {delta}, {base}, {em.smem_base()}")
+        moved: dict = {}
+        for k in range(d.nregs):
+            reg, imm = em.smem_ref(d, form, k, esz)[1:-1].split("+")
+            if reg not in moved:
+                moved[reg] = em.new("b32")
+                em.ins(f"add.s32 {moved[reg]}, {reg}, {delta}")
+            refs.append((moved[reg], int(imm)))
+    k = 0
+    while k < len(refs):  # two 16-bit neighbours in a row: one 32-bit store
+        (reg, imm), nxt = refs[k], refs[k + 1] if k + 1 < len(refs) else None
+        if esz == 2 and imm % 4 == 0 and nxt == (reg, imm + 2):
+            pair = em.new("b32")
+            em.ins(f"mov.b32 {pair}, {{{regs[k]}, {regs[k + 1]}}}")
+            em.ins(f"st.shared.b32 [{reg}+{imm}], {pair}")
+            k += 2
+            continue
+        em.ins(f"st.shared.{sfx} [{reg}+{imm}], {regs[k]}")
+        k += 1
     tma.fence_proxy_async(em)  # generic writes -> the bulk copy's async-proxy reads
     em.barrier()
     tid, _, _ = em.tid()
@@ -825,10 +916,11 @@ def _slot_maps(em: Emitter, sym: str, slot_off: int, nmaps: int = 2) -> list:
     return out
 
 
-def _fragment_addrs(em: Emitter, M: int, N: int):
-    """Per wgmma fragment register (instance q, index 4 j + 2 h + s): the scratch byte address
-    of its element of the row-major M x N f32 tile: row 64 (nq wg + q) + 16 (w % 4) + 8 h + g,
-    column 8 j + 2 t + s (nq instances per warp group)."""
+def _fragment_elems(em: Emitter, M: int, N: int) -> tuple:
+    """(register with this thread's base element index, [element offset of each wgmma fragment
+    register]) in the row-major M x N tile. Register (instance q, index 4 j + 2 h + s) holds
+    row 64 (nq wg + q) + 16 (w % 4) + 8 h + g, column 8 j + 2 t + s (nq instances per warp
+    group; g = lane / 4, t = lane % 4)."""
     _, lane, warp = em.tid()
     nq = M // (16 * em.num_warps)
     g, t, r0 = em.new("b32"), em.new("b32"), em.new("b32")
@@ -842,22 +934,34 @@ def _fragment_addrs(em: Emitter, M: int, N: int):
     th = em.new("b32")
     em.ins(f"mad.lo.s32 {th}, {r0}, {N}, 0")
     em.ins(f"mad.lo.s32 {th}, {t}, 2, {th}")
+    offs = [
+        (64 * q + 8 * h) * N + 8 * j + s
+        for q in range(nq)
+        for j in range(N // 8)
+        for h in range(2)
+        for s in range(2)
+    ]
+    return th, offs
+
+
+def _fragment_addrs(em: Emitter, M: int, N: int):
+    """Per wgmma fragment register: (address register, byte offset) of its element in the
+    row-major M x N f32 scratch tile (see :func:`_fragment_elems`)."""
+    th, offs = _fragment_elems(em, M, N)
     addr = em.smem_addr(th, 4)
-    out = []
-    for q in range(nq):
-        for j in range(N // 8):
-            for h in range(2):
-                for s in range(2):
-                    out.append((addr, 4 * ((64 * q + 8 * h) * N + 8 * j + s)))
-    return out
+    return [(addr, 4 * e) for e in offs]
 
 
 def _to_fragment(em: Emitter, op, t, init, M: int, N: int, acc_int: bool = False) -> list:
     """The loop's initial accumulator (any layout) -> this thread's wgmma fragment registers
-    (f32, or b32 for an i32 accumulator)."""
+    (f32, or b32 for an i32 accumulator). A uniform tile (every register the same, as a splat
+    of the usual zero is) is moved straight into the fragment, without the exchange."""
     from tilegen.runtime.codegen.exchange import row_major
 
     cls = "b32" if acc_int else "f32"
+    if init and all(r == init[0] for r in init):
+        count = M // (16 * em.num_warps) * (N // 8) * 4  # as _fragment_addrs lists them
+        return [em.mov(cls, init[0]) for _ in range(count)]
     em.need_smem(M * N * 4)
     d = em.dist_of(op, t)
     form = row_major((M, N))
@@ -865,10 +969,12 @@ def _to_fragment(em: Emitter, op, t, init, M: int, N: int, acc_int: bool = False
         em.ins(f"st.shared.{cls} {em.smem_ref(d, form, k, 4)}, {init[k]}")
     em.barrier()
     acc = []
-    for addr, off in _fragment_addrs(em, M, N):
-        r = em.new(cls)
-        em.ins(f"ld.shared.{cls} {r}, [{addr}+{off}]")
-        acc.append(r)
+    where = _fragment_addrs(em, M, N)
+    for i in range(0, len(where), 2):  # (s = 0, 1): two neighbouring columns, 8-byte aligned
+        addr, off = where[i]
+        pair = [em.new(cls), em.new(cls)]
+        em.ins(f"ld.shared.v2.{cls} {{{pair[0]}, {pair[1]}}}, [{addr}+{off}]")
+        acc += pair
     em.barrier()
     return acc
 
@@ -879,8 +985,11 @@ def _from_fragment(em: Emitter, op, t, acc: list, M: int, N: int, acc_int: bool 
     from tilegen.runtime.codegen.exchange import row_major
 
     cls = "b32" if acc_int else "f32"
-    for (addr, off), r in zip(_fragment_addrs(em, M, N), acc):
-        em.ins(f"st.shared.{cls} [{addr}+{off}], {r}")
+    em.need_smem(M * N * 4)
+    where = _fragment_addrs(em, M, N)
+    for i in range(0, len(where), 2):  # (s = 0, 1): two neighbouring columns, 8-byte aligned
+        addr, off = where[i]
+        em.ins(f"st.shared.v2.{cls} [{addr}+{off}], {{{acc[i]}, {acc[i + 1]}}}")
     em.barrier()
     d = em.dist_of(op, t)
     form = row_major((M, N))

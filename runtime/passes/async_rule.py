@@ -423,7 +423,22 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
             if d.tma_store:
                 store, _ = tma_store_plan(func, loop, d.stages, stage_bytes_of(_loop_dot(loop)))
                 store.set_attr(TMA_STORE_ATTR, IntegerAttr(1, I32))
+                _store_unconverted(store)
     return out
+
+
+def _store_unconverted(store: Operation) -> None:
+    """A TMA-stored tile is written row-major into the stage ring from whatever layout its
+    registers have (async_loop.tma_store_epilogue), so a ``convert_layout`` that only fed the
+    store (to the plain store's vectorised layout) is a wasted exchange through shared memory:
+    the store reads the conversion's source instead, and the conversion goes."""
+    value = store.opdef.operand_group(store, "value")[0]
+    conv = value.op if isinstance(value, OpResult) else None
+    if conv is None or conv.name != "nv_tileas.convert_layout" or value.num_uses != 1:
+        return
+    index = next(i for i, v in enumerate(store.operands) if v is value)
+    store.set_operand(index, conv.operands[0])
+    conv.erase()
 
 
 def report(decisions) -> str:
