@@ -315,8 +315,9 @@ def test_cutile_128x128x64_gemm_takes_the_async_path(tmp_path, cutile_gemm, targ
     np.testing.assert_allclose(out[2], pr.expected["C"], rtol=pr.rtol, atol=pr.atol)
 
 
+@pytest.mark.parametrize("tiles", [(64, 64, 32), (128, 128, 64)])
 @pytest.mark.parametrize("gpu,mma", [("sm_90", "wgmma.mma_async"), ("sm_100", "tcgen05.mma")])
-def test_cutile_launch_on_ptxsim_runs_the_async_path(monkeypatch, gpu, mma):
+def test_cutile_launch_on_ptxsim_runs_the_async_path(monkeypatch, gpu, mma, tiles):
     """``tilegen.cutile.launch(..., backend="ptxsim")``: a cuTile GEMM with its own epilogue
     (x 0.5, stored as f16) takes the async path and needs nothing new from the launcher."""
     pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
@@ -335,13 +336,20 @@ def test_cutile_launch_on_ptxsim_runs_the_async_path(monkeypatch, gpu, mma):
 
     monkeypatch.setattr(launch_mod, "run_ptx", spy)
     rng = np.random.default_rng(0)
-    a = rng.uniform(-1, 1, (128, 96)).astype(np.float16)
-    b = rng.uniform(-1, 1, (96, 64)).astype(np.float16)
-    c = np.zeros((128, 64), np.float16)
-    launch((2, 1, 1), mm, (a, b, c, 64, 64, 32), backend="ptxsim", gpu_name=gpu)
+    tm, tn, tk = tiles
+    a = rng.uniform(-1, 1, (200, 96)).astype(np.float16)  # a partial tile in M
+    b = rng.uniform(-1, 1, (96, 128)).astype(np.float16)
+    c = np.zeros((200, 128), np.float16)
+    grid = (-(-200 // tm), 128 // tn, 1)
+    launch(grid, mm, (a, b, c, tm, tn, tk), backend="ptxsim", gpu_name=gpu)
     (ptx,) = seen
     assert "cp.async.bulk.tensor" in ptx and mma in ptx
     assert "st.shared.b32" in ptx and "st.shared.b16" not in ptx  # f16 pairs, one store each
+    # the accumulator's registers go to 128-byte swizzled boxes, one copy each (a 64-row tcgen05
+    # accumulator keeps the layout stage's layout and the unswizzled box)
+    swizzled = gpu == "sm_90" or tm == 128
+    boxes = ptx.count("cp.async.bulk.tensor.2d.global.shared::cta")
+    assert boxes == (tn * 2 // 128 if swizzled else 1)
     want = (0.5 * (a.astype(np.float32) @ b.astype(np.float32))).astype(np.float16)
     np.testing.assert_allclose(c.astype(np.float32), want.astype(np.float32), atol=1e-3)
 

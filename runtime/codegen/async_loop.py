@@ -372,12 +372,16 @@ def async_for(em: Emitter, op, stages: int) -> None:
 
 
 def _uniform(v) -> bool:
-    """Whether tile ``v`` is one value everywhere (a splat), so any register order will do."""
+    """Whether tile ``v`` is one value everywhere (a splat, a splat constant, or a broadcast
+    of a one-element tile), so any register order will do."""
     op = getattr(v, "op", None)
     if op is None:
         return False
     if op.name == "nv_tileaa.splat":
         return True
+    if op.name == "nv_tileaa.broadcast":  # of a one-element tile (a scalar operand, as cuTile
+        shape = getattr(op.operands[0].type, "shape", None)  # writes `acc * 0.5`)
+        return shape is not None and all(n == 1 for n in shape)
     value = op.attributes.get("value") if op.name == "arith.constant" else None
     return bool(getattr(value, "is_splat", False))
 
@@ -613,9 +617,12 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         fail(op, "PTX backend: no TMA store of i1 tiles")
     regs = em.tile(op, value)
     base = st["base"]  # the stage ring: idle now, 1024-aligned
-    refs = []
     fragment = getattr(em, "fragment_order", {}).get(value)
-    if fragment is not None:  # the loop's accumulator registers as they are (_fragment_chain)
+    refs = _swizzled_refs(em, fragment[0], M, N, esz, base) if fragment is not None else None
+    swizzled = refs is not None
+    if swizzled:
+        pass
+    elif fragment is not None:  # the loop's accumulator registers as they are (_fragment_chain)
         kind, fm, fn = fragment
         if kind == "wgmma":
             th, offs = _fragment_elems(em, fm, fn)
@@ -629,6 +636,7 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
         refs = [(at, esz * e) for e in offs]
     else:
+        refs = []
         d = em.dist_of(op, value.type)
         form = row_major((M, N))
         delta = em.new("b32")
@@ -667,7 +675,8 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     dims = [_s32(em, mem.sizes[1]), _s32(em, mem.sizes[0])]
     dims = [em.mov("b32", x) if isinstance(x, int) else x for x in dims]
     stb = _stride_bytes(em, mem.strides[0], esz)
-    spec = tma.TensorMapSpec(key, esz, mem.ptr, tuple(dims), (stb,), (N, M), 0)
+    box = (128 // esz, M) if swizzled else (N, M)
+    spec = tma.TensorMapSpec(key, esz, mem.ptr, tuple(dims), (stb,), box, 128 if swizzled else 0)
     tma.build_tensormap(em, smap, spec)
     em.label(built)
     em.ins("bar.warp.sync -1")
@@ -676,7 +685,16 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     em.ins(f"@!{t0} bra {done}")
     tma.acquire_tensormap(em, g)
     row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
-    tma.tma_store(em, g, [col, row], base)
+    if not swizzled:
+        tma.tma_store(em, g, [col, row], base)
+    else:  # one copy per 128-byte column box
+        for b in range(N * esz // 128):
+            cb, src = col, base
+            if b:
+                cb, src = em.new("b32"), em.new("b32")
+                em.ins(f"add.s32 {cb}, {col}, {b * 128 // esz}")
+                em.ins(f"add.s32 {src}, {base}, {b * M * 128}")
+            tma.tma_store(em, g, [cb, row], src)
     tma.bulk_commit(em)
     em.ins("cp.async.bulk.wait_group 0")  # the map is read too: done before the slot is freed
     sl = em.new("b32")
@@ -916,11 +934,8 @@ def _slot_maps(em: Emitter, sym: str, slot_off: int, nmaps: int = 2) -> list:
     return out
 
 
-def _fragment_elems(em: Emitter, M: int, N: int) -> tuple:
-    """(register with this thread's base element index, [element offset of each wgmma fragment
-    register]) in the row-major M x N tile. Register (instance q, index 4 j + 2 h + s) holds
-    row 64 (nq wg + q) + 16 (w % 4) + 8 h + g, column 8 j + 2 t + s (nq instances per warp
-    group; g = lane / 4, t = lane % 4)."""
+def _fragment_thread(em: Emitter, M: int) -> tuple:
+    """(r0, g, t): this thread's first fragment row and its lane's group and quad index."""
     _, lane, warp = em.tid()
     nq = M // (16 * em.num_warps)
     g, t, r0 = em.new("b32"), em.new("b32"), em.new("b32")
@@ -931,6 +946,59 @@ def _fragment_elems(em: Emitter, M: int, N: int) -> tuple:
         wg = em.new("b32")
         em.ins(f"shr.u32 {wg}, {warp}, 2")
         em.ins(f"mad.lo.s32 {r0}, {wg}, {64 * (nq - 1)}, {r0}")
+    return r0, g, t
+
+
+def _swizzled_refs(em: Emitter, kind: str, M: int, N: int, esz: int, base) -> list | None:
+    """(address register, offset) of each accumulator register in the stage ring laid out as
+    ``N * esz / 128`` TMA boxes of 128-byte rows with the 128-byte swizzle (box b at
+    ``base + b * M * 128``; in it, 16-byte chunk c of row r sits at chunk ``c ^ (r % 8)``):
+    the warp's stores then spread over all banks, where unswizzled rows 256 bytes apart hit
+    the same ones. None where the layout does not fit: rows not a multiple of 128 bytes, or a
+    wgmma fragment of other than 16-bit elements (their pairs never straddle a chunk)."""
+    if (N * esz) % 128 or (kind == "wgmma" and esz != 2):
+        return None
+    refs, cache = [], {}
+
+    def chunk_addr(chunk: int, key, rowbase):
+        if chunk not in cache:
+            x = em.new("b32")
+            em.ins(f"xor.b32 {x}, {key}, {chunk}")
+            em.ins(f"shl.b32 {x}, {x}, 4")
+            em.ins(f"add.s32 {x}, {x}, {rowbase}")
+            cache[chunk] = x
+        return cache[chunk]
+
+    rowbase = em.new("b32")
+    if kind == "wgmma":  # row r0 + 64 q + 8 h (r % 8 = g), bytes 16 j + 4 t + 2 s
+        r0, g, t = _fragment_thread(em, M)
+        em.ins(f"mad.lo.s32 {rowbase}, {r0}, 128, {base}")
+        em.ins(f"mad.lo.s32 {rowbase}, {t}, 4, {rowbase}")
+        for q in range(M // (16 * em.num_warps)):
+            for j in range(N // 8):
+                for h in range(2):
+                    for s in range(2):
+                        off = j // 8 * M * 128 + (64 * q + 8 * h) * 128 + 2 * s
+                        refs.append((chunk_addr(j % 8, g, rowbase), off))
+        return refs
+    _, lane, warp = em.tid()  # tcgen05 rows: thread 32 w + lane holds that row, in order
+    key = em.new("b32")
+    em.ins(f"and.b32 {key}, {lane}, 7")
+    em.ins(f"mad.lo.s32 {rowbase}, {warp}, {32 * 128}, {base}")
+    em.ins(f"mad.lo.s32 {rowbase}, {lane}, 128, {rowbase}")
+    for c in range(N):
+        x = c * esz
+        refs.append((chunk_addr(x % 128 >> 4, key, rowbase), x // 128 * M * 128 + (x & 15)))
+    return refs
+
+
+def _fragment_elems(em: Emitter, M: int, N: int) -> tuple:
+    """(register with this thread's base element index, [element offset of each wgmma fragment
+    register]) in the row-major M x N tile. Register (instance q, index 4 j + 2 h + s) holds
+    row 64 (nq wg + q) + 16 (w % 4) + 8 h + g, column 8 j + 2 t + s (nq instances per warp
+    group; g = lane / 4, t = lane % 4)."""
+    nq = M // (16 * em.num_warps)
+    r0, g, t = _fragment_thread(em, M)
     th = em.new("b32")
     em.ins(f"mad.lo.s32 {th}, {r0}, {N}, 0")
     em.ins(f"mad.lo.s32 {th}, {t}, 2, {th}")
