@@ -344,7 +344,13 @@ def test_cutile_launch_on_ptxsim_runs_the_async_path(monkeypatch, gpu, mma, tile
     launch(grid, mm, (a, b, c, tm, tn, tk), backend="ptxsim", gpu_name=gpu)
     (ptx,) = seen
     assert "cp.async.bulk.tensor" in ptx and mma in ptx
-    assert "st.shared.b32" in ptx and "st.shared.b16" not in ptx  # f16 pairs, one store each
+    assert "st.shared.b16" not in ptx  # f16 pairs: one store each, or four 8x8 matrices
+    if gpu == "sm_90":  # the wgmma fragment is four m8n8 fragments a stmatrix
+        assert (
+            ptx.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == tm * tn // 128 // 8
+        )  # 8 elements a thread each
+    else:
+        assert "st.shared.b32" in ptx
     # the accumulator's registers go to 128-byte swizzled boxes, one copy each (a 64-row tcgen05
     # accumulator keeps the layout stage's layout and the unswizzled box)
     swizzled = gpu == "sm_90" or tm == 128

@@ -618,8 +618,13 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     regs = em.tile(op, value)
     base = st["base"]  # the stage ring: idle now, 1024-aligned
     fragment = getattr(em, "fragment_order", {}).get(value)
-    refs = _swizzled_refs(em, fragment[0], M, N, esz, base) if fragment is not None else None
-    swizzled = refs is not None
+    matrix = fragment is not None and fragment[0] == "wgmma" and esz == 2 and (N * 2) % 128 == 0
+    if matrix:  # four 8x8 matrices a store (tileiras's STSM)
+        _stmatrix_store(em, regs, M, N, base)
+        refs, swizzled = [], True
+    else:
+        refs = _swizzled_refs(em, fragment[0], M, N, esz, base) if fragment is not None else None
+        swizzled = refs is not None
     if swizzled:
         pass
     elif fragment is not None:  # the loop's accumulator registers as they are (_fragment_chain)
@@ -947,6 +952,53 @@ def _fragment_thread(em: Emitter, M: int) -> tuple:
         em.ins(f"shr.u32 {wg}, {warp}, 2")
         em.ins(f"mad.lo.s32 {r0}, {wg}, {64 * (nq - 1)}, {r0}")
     return r0, g, t
+
+
+def _stmatrix_store(em: Emitter, regs: list, M: int, N: int, base) -> None:
+    """16-bit wgmma fragment registers -> the 128-byte-swizzled boxes of :func:`_swizzled_refs`
+    with ``stmatrix.m8n8.x4``: the fragment of rows 8 h .. 8 h + 7 and columns 8 j .. 8 j + 7 of
+    an m64 instance is exactly an m8n8 matrix fragment (lane 4 g + t: row g, columns 2 t and
+    2 t + 1 in one b32), so one instruction stores four of them, (j, 0), (j, 1), (j + 1, 0),
+    (j + 1, 1), with lane 8 m + i giving the address of row i of matrix m."""
+    _, lane, warp = em.tid()
+    nq = M // (16 * em.num_warps)
+    i, m, hh, dj = (em.new("b32") for _ in range(4))
+    em.ins(f"and.b32 {i}, {lane}, 7")
+    em.ins(f"shr.u32 {m}, {lane}, 3")
+    em.ins(f"and.b32 {hh}, {m}, 1")
+    em.ins(f"shr.u32 {dj}, {m}, 1")
+    row = em.new("b32")  # 16 warp + 64 (nq - 1) wg + 8 hh + i: this lane's row of instance 0
+    em.ins(f"mad.lo.s32 {row}, {warp}, 16, {i}")
+    if nq > 1:
+        wg = em.new("b32")
+        em.ins(f"shr.u32 {wg}, {warp}, 2")
+        em.ins(f"mad.lo.s32 {row}, {wg}, {64 * (nq - 1)}, {row}")
+    em.ins(f"mad.lo.s32 {row}, {hh}, 8, {row}")
+    rowaddr = em.new("b32")
+    em.ins(f"mad.lo.s32 {rowaddr}, {row}, 128, {base}")
+    chunk = {}
+    for c0 in range(0, min(8, N // 8), 2):  # chunk (c0 + dj) of the row, swizzled by row % 8 = i
+        x = em.new("b32")
+        em.ins(f"add.s32 {x}, {dj}, {c0}")
+        em.ins(f"xor.b32 {x}, {x}, {i}")
+        em.ins(f"shl.b32 {x}, {x}, 4")
+        em.ins(f"add.s32 {x}, {x}, {rowaddr}")
+        chunk[c0] = x
+
+    def packed(q: int, j: int, h: int) -> str:
+        k = ((q * (N // 8) + j) * 2 + h) * 2
+        r = em.new("b32")
+        em.ins(f"mov.b32 {r}, {{{regs[k]}, {regs[k + 1]}}}")
+        return r
+
+    for q in range(nq):
+        for j0 in range(0, N // 8, 2):
+            four = [packed(q, j0 + dj_, h) for dj_ in range(2) for h in range(2)]
+            imm = j0 // 8 * M * 128 + 64 * q * 128
+            em.ins(
+                f"stmatrix.sync.aligned.m8n8.x4.shared.b16 [{chunk[j0 % 8]}+{imm}], "
+                f"{{{', '.join(four)}}}"
+            )
 
 
 def _swizzled_refs(em: Emitter, kind: str, M: int, N: int, esz: int, base) -> list | None:
