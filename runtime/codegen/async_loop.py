@@ -939,19 +939,37 @@ def _slot_maps(em: Emitter, sym: str, slot_off: int, nmaps: int = 2) -> list:
     return out
 
 
-def _fragment_thread(em: Emitter, M: int) -> tuple:
-    """(r0, g, t): this thread's first fragment row and its lane's group and quad index."""
-    _, lane, warp = em.tid()
+def _warp_row(em: Emitter, M: int, within) -> str:
+    """Register: row ``within`` (a register: the row inside the warp's 16) of m64 instance 0
+    of this thread's warp: 16 warp + 64 (nq - 1) wg + within (16 warp = 64 wg + 16 (warp % 4))."""
+    _, _, warp = em.tid()
     nq = M // (16 * em.num_warps)
-    g, t, r0 = em.new("b32"), em.new("b32"), em.new("b32")
-    em.ins(f"shr.u32 {g}, {lane}, 2")
-    em.ins(f"and.b32 {t}, {lane}, 3")
-    em.ins(f"mad.lo.s32 {r0}, {warp}, 16, {g}")  # 16 warp = 64 wg + 16 (warp % 4)
+    row = em.new("b32")
+    em.ins(f"mad.lo.s32 {row}, {warp}, 16, {within}")
     if nq > 1:
         wg = em.new("b32")
         em.ins(f"shr.u32 {wg}, {warp}, 2")
-        em.ins(f"mad.lo.s32 {r0}, {wg}, {64 * (nq - 1)}, {r0}")
-    return r0, g, t
+        em.ins(f"mad.lo.s32 {row}, {wg}, {64 * (nq - 1)}, {row}")
+    return row
+
+
+def _fragment_thread(em: Emitter, M: int) -> tuple:
+    """(r0, g, t): this thread's first fragment row and its lane's group and quad index."""
+    _, lane, _ = em.tid()
+    g, t = em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {g}, {lane}, 2")
+    em.ins(f"and.b32 {t}, {lane}, 3")
+    return _warp_row(em, M, g), g, t
+
+
+def _swizzled_chunk(em: Emitter, chunk, key, rowbase) -> str:
+    """Register: ``rowbase`` plus 16-byte chunk ``chunk`` of a 128-byte row under the 128-byte
+    swizzle, ``key`` being the row's index mod 8 (chunk ``chunk ^ key``)."""
+    x = em.new("b32")
+    em.ins(f"xor.b32 {x}, {chunk}, {key}")
+    em.ins(f"shl.b32 {x}, {x}, 4")
+    em.ins(f"add.s32 {x}, {x}, {rowbase}")
+    return x
 
 
 def _stmatrix_store(em: Emitter, regs: list, M: int, N: int, base) -> None:
@@ -960,30 +978,22 @@ def _stmatrix_store(em: Emitter, regs: list, M: int, N: int, base) -> None:
     an m64 instance is exactly an m8n8 matrix fragment (lane 4 g + t: row g, columns 2 t and
     2 t + 1 in one b32), so one instruction stores four of them, (j, 0), (j, 1), (j + 1, 0),
     (j + 1, 1), with lane 8 m + i giving the address of row i of matrix m."""
-    _, lane, warp = em.tid()
+    _, lane, _ = em.tid()
     nq = M // (16 * em.num_warps)
     i, m, hh, dj = (em.new("b32") for _ in range(4))
     em.ins(f"and.b32 {i}, {lane}, 7")
     em.ins(f"shr.u32 {m}, {lane}, 3")
     em.ins(f"and.b32 {hh}, {m}, 1")
     em.ins(f"shr.u32 {dj}, {m}, 1")
-    row = em.new("b32")  # 16 warp + 64 (nq - 1) wg + 8 hh + i: this lane's row of instance 0
-    em.ins(f"mad.lo.s32 {row}, {warp}, 16, {i}")
-    if nq > 1:
-        wg = em.new("b32")
-        em.ins(f"shr.u32 {wg}, {warp}, 2")
-        em.ins(f"mad.lo.s32 {row}, {wg}, {64 * (nq - 1)}, {row}")
+    row = _warp_row(em, M, i)  # + 8 hh: this lane's row of instance 0
     em.ins(f"mad.lo.s32 {row}, {hh}, 8, {row}")
     rowaddr = em.new("b32")
     em.ins(f"mad.lo.s32 {rowaddr}, {row}, 128, {base}")
     chunk = {}
     for c0 in range(0, min(8, N // 8), 2):  # chunk (c0 + dj) of the row, swizzled by row % 8 = i
-        x = em.new("b32")
-        em.ins(f"add.s32 {x}, {dj}, {c0}")
-        em.ins(f"xor.b32 {x}, {x}, {i}")
-        em.ins(f"shl.b32 {x}, {x}, 4")
-        em.ins(f"add.s32 {x}, {x}, {rowaddr}")
-        chunk[c0] = x
+        c = em.new("b32")
+        em.ins(f"add.s32 {c}, {dj}, {c0}")
+        chunk[c0] = _swizzled_chunk(em, c, i, rowaddr)
 
     def packed(q: int, j: int, h: int) -> str:
         k = ((q * (N // 8) + j) * 2 + h) * 2
@@ -1014,11 +1024,7 @@ def _swizzled_refs(em: Emitter, kind: str, M: int, N: int, esz: int, base) -> li
 
     def chunk_addr(chunk: int, key, rowbase):
         if chunk not in cache:
-            x = em.new("b32")
-            em.ins(f"xor.b32 {x}, {key}, {chunk}")
-            em.ins(f"shl.b32 {x}, {x}, 4")
-            em.ins(f"add.s32 {x}, {x}, {rowbase}")
-            cache[chunk] = x
+            cache[chunk] = _swizzled_chunk(em, key, chunk, rowbase)
         return cache[chunk]
 
     rowbase = em.new("b32")
