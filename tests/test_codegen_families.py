@@ -612,8 +612,9 @@ def test_fused_epilogue_per_chunk_matches_numpy(bytecode, monkeypatch, arch):
     monkeypatch.setattr(epilogue, "MIN_REGS", 0)
     monkeypatch.setattr(mma, "WGMMA_FUSED_EPILOGUE", True)
     case = CASES["fp8_block_gemm"]
-    # one warp group (the layout stage's rule gives this kernel two, one m64 instance each)
-    options = CompileOptions(target=arch, num_warps=4)
+    # one warp group (the layout stage's rule gives this kernel two, one m64 instance each),
+    # on today's path (sm_90's async path scales each stage's wgmma result itself)
+    options = CompileOptions(target=arch, num_warps=4, warp_specialize=False)
     ptx = compile_to_ptx(load_module(bytecode["fp8_block_gemm"]), arch, options=options)
     if arch == "sm_90":
         assert ptx.count("wgmma.wait_group.sync.aligned 0") == 2  # one per m64 instance

@@ -291,8 +291,9 @@ def test_cutile_kernel_pipelines_and_matches_numpy(async_kernels, name, staged, 
 
 @pytest.mark.parametrize("name", ["attention_causal_fwd", "gemm_fp8_blockscaled"])
 def test_non_async_128_row_kernels_on_sm_90(async_kernels, name):
-    """The attention forward and the block-scaled GEMM (K loops the async path does not take):
-    two consumer warp groups (8 warps, runtime/layouts/kernel.default_num_warps), their B
+    """The attention forward and the block-scaled GEMM on today's path (the async path does not
+    take attention's loop; the GEMM's takes it unless warp specialization is off, as here:
+    tests/test_async_scaled.py has its async form): two consumer warp groups (8 warps, runtime/layouts/kernel.default_num_warps), their B
     tiles (K^T and V; B of the GEMM's fp8 dot) reach shared memory by cp.async as loaded and
     are prefetched one iteration ahead, the softmax / scaling runs in the wgmma accumulator's
     layout (nothing is converted in the loop), ptxas spills nothing, and ptxsim matches
@@ -302,7 +303,9 @@ def test_non_async_128_row_kernels_on_sm_90(async_kernels, name):
     from tilegen.runtime.ptxsim import run_ptxsim
 
     cka, paths = async_kernels
-    c = compile_source(Path(paths[name]), CompileOptions(target="sm_90"), until="ptx")
+    options = CompileOptions(target="sm_90", warp_specialize=False)
+    c = compile_source(Path(paths[name]), options, until="ptx")
+    assert not c.async_plan[0].taken
     func = next(op for op in c.module.walk() if op.name == "nv_tileaa.func")
     assert func.attributes["nv_tileas.num_warps"].value == 8
     loop = next(op for op in func.regions[0].blocks[0].ops if op.name == "scf.for")
@@ -336,7 +339,8 @@ def test_non_async_128_row_kernels_on_sm_90(async_kernels, name):
     _, log = assemble(ptx, 90, verbose=True)
     assert "0 bytes spill stores" in log, log
     pr = cka.problems()[name]
-    out = run_ptxsim(load_module(paths[name]), list(pr.args.items()), pr.grid, "sm_90")
+    module = load_module(paths[name])
+    out = run_ptxsim(module, list(pr.args.items()), pr.grid, "sm_90", options=options)
     for key, exp in pr.expected.items():
         np.testing.assert_allclose(
             out[key].astype(np.float64), exp.astype(np.float64), rtol=pr.rtol, atol=pr.atol

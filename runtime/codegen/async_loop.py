@@ -39,6 +39,8 @@ ASYNC_ATTR = "nv_tileas.async_stages"
 #: the loop attribute with the producer warp group's register budget (setmaxnreg.dec; the
 #: consumers keep theirs, as tileiras's two-warp-group GEMMs do)
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
+#: the loop attribute with the consumers' setmaxnreg.inc (the scaled accumulate's two fragments)
+ASYNC_CONSUMER_REGS_ATTR = "nv_tileas.async_consumer_regs"
 ASYNC_SYMBOL = "tg_async"
 #: the attribute runtime/passes/async_rule.py puts on a tiled_store the epilogue writes by TMA
 TMA_STORE_ATTR = "nv_tileas.tma_store"
@@ -105,6 +107,9 @@ def async_for(em: Emitter, op, stages: int) -> None:
     if len(dots) != 1:
         fail(op, "PTX backend: the async K loop needs exactly one dot")
     dot = dots[0]
+    # the block-scaled form (async_rule.scaled_chain): the dot starts from zero each stage and
+    # the body's elementwise ops scale it into the carried value, in the fragment's order
+    scaled = dot.operands[2] is not body.args[1]
     la, lb_ = _staged_load(dot.operands[0]), _staged_load(dot.operands[1])
     if la is None or lb_ is None:
         fail(op, "PTX backend: the async K loop's dot operands are not tiled_loads")
@@ -258,6 +263,9 @@ def async_for(em: Emitter, op, stages: int) -> None:
 
     # ---- consumers: the kernel's warps
     em.label(consumer)
+    inc = op.attributes.get(ASYNC_CONSUMER_REGS_ATTR)
+    if inc is not None:
+        setmaxnreg(em, True, inc.value)
     em.producer_threads = 128
     em.barrier_threads = nthreads
     if store is not None:  # what tma_store_epilogue needs
@@ -271,11 +279,16 @@ def async_for(em: Emitter, op, stages: int) -> None:
             t0=t0,
         )
     init = em.get(op.operands[3])
+    if tc and scaled:
+        fail(op, "PTX backend: the tcgen05 consumers do not lower a scaled accumulate")
     if tc:
         res = _tcgen05_consumer(em, op, locals())
         em.set(op.results[0], res)
         return
     acc = _to_fragment(em, op, op.operands[3].type, init, M, N, acc_int)
+    cls = "b32" if acc_int else "f32"
+    part = [em.new(cls) for _ in acc] if scaled else None  # the stage's partial product
+    chain = _scaled_slice(body, dot) if scaled else None
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
@@ -301,10 +314,17 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.ins(f"shr.u32 {wg}, {warp}, 2")
         wgoff = em.new("b32")
         em.ins(f"mul.lo.s32 {wgoff}, {wg}, {64 * nq * a.span}")
+    zero_d = None
+    if scaled:  # scale-d false: the first K step of each instance overwrites the partial product
+        zero_d = em.new("pred")
+        em.ins(f"setp.ne.u32 {zero_d}, {tid}, {tid}")
     em.label(top)
     stop = em.new("pred")
     em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
     em.ins(f"@{stop} bra {end}")
+    if scaled:  # the side vectors' loads go out before the wait: they land under the MMAs
+        em.values[body.args[0]] = iv
+        _side_vectors(em, chain, M, N)
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
@@ -323,7 +343,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     tk = 32 // a.esz  # every wgmma K step is 32 bytes
     per = N // 2  # fragment registers of one m64nN instance
     for q in range(nq):
-        dregs = ", ".join(acc[q * per : (q + 1) * per])
+        dregs = ", ".join((part or acc)[q * per : (q + 1) * per])
         for kk in range(K // tk):
             kb = kk * 32  # K byte offset in A's rows
             a_off = (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span
@@ -336,12 +356,18 @@ def async_for(em: Emitter, op, stages: int) -> None:
             else:  # B^T K-major, as A
                 em.ins(f"add.s32 {sb}, {btbase}, {bt.offset(0, kb)}")
                 db = wgmma_descriptor(em, sb, 16, 8 * bt.span, bt.span)
-            em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {p}{wg_imms}")
+            d_in = zero_d if scaled and kk == 0 else p
+            em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {d_in}{wg_imms}")
     em.ins("wgmma.commit_group.sync.aligned")
-    em.ins("wgmma.wait_group.sync.aligned 1")  # the previous stage's wgmmas are done: free it
-    em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
-    em.ins(f"mov.b32 {prev}, {ring.stage}")
-    em.ins(f"setp.eq.u32 {have_prev}, {tid}, {tid}")
+    if scaled:  # the partial product is needed now: wait for it, free the stage, scale it in
+        em.ins("wgmma.wait_group.sync.aligned 0")
+        em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
+        _scaled_update(em, body, chain, dot, part, acc, M, N)
+    else:
+        em.ins("wgmma.wait_group.sync.aligned 1")  # the previous stage's wgmmas are done: free it
+        em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
+        em.ins(f"mov.b32 {prev}, {ring.stage}")
+        em.ins(f"setp.eq.u32 {have_prev}, {tid}, {tid}")
     if bt is not None:
         wrap = em.new("pred")
         em.ins(f"add.s32 {btbase}, {btbase}, {bt.bytes}")
@@ -351,8 +377,9 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
     em.label(end)
-    em.ins("wgmma.wait_group.sync.aligned 0")  # the last stage's wgmmas
-    em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
+    if not scaled:
+        em.ins("wgmma.wait_group.sync.aligned 0")  # the last stage's wgmmas
+        em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
     # (after the epilogue's TMA store instead, when there is one)
     if store is None:
@@ -369,6 +396,139 @@ def async_for(em: Emitter, op, stages: int) -> None:
         return
     res = _from_fragment(em, op, op.results[0].type, acc, M, N, acc_int)
     em.set(op.results[0], res)
+
+
+def _scaled_slice(body, dot) -> list:
+    """The body ops the scaled accumulate needs, in order: what the yielded value depends on,
+    short of the dot's result and the block arguments (async_rule.scaled_chain's form)."""
+    need, todo = set(), [body.ops[-1].operands[0]]
+    while todo:
+        v = todo.pop()
+        o = getattr(v, "op", None)
+        if o is None or o is dot or o.parent is not body or o in need:
+            continue
+        need.add(o)
+        todo.extend(o.operands)
+    return [o for o in body.ops if o in need]
+
+
+def _side_vectors(em: Emitter, chain: list, M: int, N: int) -> None:
+    """The index math and the side vector loads of the scaled accumulate (M x 1, 1 x N and
+    1 x 1 ``tiled_load``s), each loaded by this thread for its own fragment rows or columns, in
+    fragment order: rows 64 q + 8 h (register 2 q + h) of its first row, columns 8 j + s
+    (register 2 j + s) of its 2 t; a 1 x 1 tile is one register."""
+    from tilegen.runtime.codegen.memory import (
+        _space,
+        _tiled_operands,
+        ld_opcode,
+        load_elems,
+        mem_types,
+        scaled_offset,
+    )
+
+    for o in chain:
+        if not any(getattr(r.type, "rank", 0) for r in o.results):
+            em.emit_op(o)  # index math
+            continue
+        if o.name != "nv_tileaa.tiled_load":
+            continue
+        mem, indices, in_bounds = _tiled_operands(em, o)
+        starts = [em.scalar(o, v) for v in indices]
+        (other,) = o.opdef.operand_group(o, "other") or (None,)
+        pad = None
+        if other is not None:
+            if other not in em.values:
+                em.emit_op(other.op)
+            pad = em.get(other)
+            pad = pad[0] if isinstance(pad, list) else pad
+        kt = mem_types(o, mem.element)
+        opcode = ld_opcode(em, o, _space(mem.type))
+        shape = tuple(o.results[0].type.shape)
+        first = list(starts)
+        if shape == (M, 1):
+            axis, nq = 0, M // (16 * em.num_warps)
+            pos = [64 * q + 8 * h for q in range(nq) for h in range(2)]
+            first[0] = em.lincomb(0, [(1, starts[0]), (1, _fragment_thread(em, M)[0])])
+        elif shape == (1, N):
+            axis, pos = 1, [8 * j + s for j in range(N // 8) for s in range(2)]
+            first[1] = em.lincomb(0, [(1, starts[1]), (2, _fragment_thread(em, M)[2])])
+        else:  # 1 x 1: one element, the same for every thread
+            axis, pos = 1, [0]
+        addr = mem.ptr
+        for i, x in enumerate(first):
+            if isinstance(x, int) and x == 0:
+                continue
+            n = em.new("b64")
+            em.ins(f"add.s64 {n}, {addr}, {scaled_offset(em, x, None, mem.strides[i], kt[1])}")
+            addr = n
+        fixed = None  # the other dim's bound, the same for every register
+        if not in_bounds[1 - axis]:
+            fixed = em.lt_u(first[1 - axis], mem.sizes[1 - axis])
+        stride = mem.strides[axis]
+        regs = []
+        for k in pos:
+            guard = fixed
+            if not in_bounds[axis]:
+                p = em.lt_u(em.lincomb(k, [(1, first[axis])]), mem.sizes[axis])
+                if guard is not None:
+                    both = em.new("pred")
+                    em.ins(f"and.pred {both}, {guard}, {p}")
+                    p = both
+                guard = p
+            if not k:
+                ref = f"[{addr}]"
+            elif isinstance(stride, int):
+                ref = f"[{addr}+{k * stride * kt[1]}]"
+            else:
+                a = em.new("b64")
+                em.ins(f"add.s64 {a}, {addr}, {scaled_offset(em, k, None, stride, kt[1])}")
+                ref = f"[{a}]"
+            regs += load_elems(em, opcode, kt, guard, [pad], ref)
+        em.set(o.results[0], regs)
+        for r in o.results[1:]:
+            em.set(r, None)
+
+
+def _scaled_update(em: Emitter, body, chain, dot, part, acc, M: int, N: int) -> None:
+    """acc <- the body's elementwise ops on the partial product (``part``), the carried value
+    (``acc``), uniform tiles and the side vectors broadcast in fragment order; register k of
+    every M x N tile is fragment element k (and of a side vector, its row or column k as
+    :func:`_side_vectors` orders them), so the ordinary handlers compute it register by
+    register."""
+    em.values[dot.results[0]] = part
+    em.values[body.args[1]] = acc
+    nq = M // (16 * em.num_warps)
+    for o in chain:
+        if o.name == "nv_tileaa.tiled_load" or not any(
+            getattr(r.type, "rank", 0) for r in o.results
+        ):
+            continue
+        if o.name == "nv_tileas.convert_layout":  # of a side vector: already in fragment order
+            em.set(o.results[0], em.get(o.operands[0]))
+            continue
+        src = o.operands[0] if o.name == "nv_tileaa.broadcast" else None
+        sshape = tuple(getattr(src.type, "shape", ())) if src is not None else ()
+        if sshape in ((M, 1), (1, N)) and sshape != (1, 1):
+            regs = em.tile(o, src)
+            # register ((q (N / 8) + j) 2 + h) 2 + s: row (q, h) = regs[2 q + h], column
+            # (j, s) = regs[2 j + s]
+            em.set(
+                o.results[0],
+                [
+                    regs[2 * q + h] if sshape == (M, 1) else regs[2 * j + s]
+                    for q in range(nq)
+                    for j in range(N // 8)
+                    for h in range(2)
+                    for s in range(2)
+                ],
+            )
+            continue
+        em.emit_op(o)
+    new = em.tile(body.ops[-1], body.ops[-1].operands[0])
+    cls = em.reg_class(acc[0])
+    for a, r in zip(acc, new):
+        if a != r:
+            em.ins(f"mov.{cls} {a}, {r}")
 
 
 def _uniform(v) -> bool:

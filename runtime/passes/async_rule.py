@@ -69,6 +69,8 @@ SMEM_EXTRA = 1024
 #: the loop attributes the ``async`` stage sets for runtime/codegen/async_loop.py
 ASYNC_ATTR = "nv_tileas.async_stages"
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
+#: the consumers' ``setmaxnreg.inc`` (the scaled accumulate: two fragments live per thread)
+ASYNC_CONSUMER_REGS_ATTR = "nv_tileas.async_consumer_regs"
 #: the attribute the ``async`` stage puts on the kernel's final ``tiled_store`` when the
 #: epilogue writes through TMA (registers -> the idle stage ring -> cp.async.bulk.tensor)
 TMA_STORE_ATTR = "nv_tileas.tma_store"
@@ -202,8 +204,124 @@ def _operands_staged(dot: Operation, plan) -> Optional[str]:
             return f"operand {name}'s load cannot be a TMA copy: {why}"
         return f"operand {name} of the dot is not a tiled_load of the loop"
     acc = dot.operands[2]
-    if not isinstance(acc, BlockArgument) or acc.owner is not dot.parent:
-        return "the dot's accumulator is not loop-carried"
+    if isinstance(acc, BlockArgument) and acc.owner is dot.parent:
+        return None
+    if not _zero_tile(acc):
+        return "the dot's accumulator is neither loop-carried nor a zero tile (a scaled partial product)"
+    return None
+
+
+def _zero_tile(v) -> bool:
+    """Whether tile ``v`` is zero everywhere (a splat of a zero constant, or a zero constant)."""
+    op = v.op if isinstance(v, OpResult) else None
+    if op is not None and op.name == "nv_tileaa.splat":
+        v = op.operands[0]
+        op = v.op if isinstance(v, OpResult) else None
+    value = op.attributes.get("value") if op is not None and op.name == "arith.constant" else None
+    if value is None:
+        return False
+    if getattr(value, "values", None) is not None:  # a dense (tile) constant
+        vals = value.values
+        return len(set(map(repr, vals))) == 1 and float(vals[0]) == 0.0
+    return float(getattr(value, "value", 1)) == 0.0
+
+
+def _uniform_tile(v) -> bool:
+    """A tile that holds one value everywhere: a splat, a splat constant, or a broadcast of a
+    one-element tile (runtime/codegen/async_loop.py ``_uniform`` reads the same forms)."""
+    op = v.op if isinstance(v, OpResult) else None
+    if op is None:
+        return False
+    if op.name == "nv_tileaa.splat":
+        return True
+    if op.name == "nv_tileaa.broadcast":
+        return all(n == 1 for n in getattr(op.operands[0].type, "shape", (0,)))
+    value = op.attributes.get("value") if op.name == "arith.constant" else None
+    return bool(getattr(value, "is_splat", False))
+
+
+def scaled_chain(loop: Operation, dot: Operation, staged: set) -> Optional[str]:
+    """None when ``loop``'s body is a *scaled accumulate* the async consumers lower, else why
+    not. The form (the block-scaled GEMM's ``acc + dot(a, b, 0) * sa * sb``): the dot starts
+    from zero, and the loop's one carried value is updated by elementwise ops on M x N tiles -
+    the dot's result, the carried value, uniform tiles (splats, constants, broadcasts of one
+    element) and broadcasts of *side vectors*. A side vector is an M x 1, 1 x N or 1 x 1 tile:
+    a ``tiled_load`` of the loop (unmasked, uniform padding) or elementwise ops on such tiles
+    of one shape; the consumers load them themselves, in the wgmma fragment's order
+    (docs/pipelines.md section 12). Every M x N tile has the accumulator's layout."""
+    body = loop.regions[0].blocks[0]
+    res = dot.results[0]
+    M, N = res.type.shape
+    enc = res.type.encoding
+    carried = body.args[1:]
+    if len(carried) != 1 or len(loop.results) != 1:
+        return "the loop carries more than one value beside the scaled dot"
+    (acc,) = carried
+    if acc.type != res.type:
+        return "the loop-carried value is not the dot's result type"
+    yielded = body.ops[-1].operands[0]
+    if yielded is res or not isinstance(yielded, OpResult):
+        return "the loop does not accumulate the scaled dot into its carried value"
+    vectors = {(M, 1), (1, N), (1, 1)}
+    side = set()  # ops whose result is a side vector
+
+    def is_side(v) -> bool:
+        return isinstance(v, OpResult) and (id(v.op) in side or _uniform_tile(v))
+
+    for op in body.ops:
+        if id(op) in staged or op is dot or op is body.ops[-1]:
+            continue
+        if op.regions:
+            return f"the loop body holds a region op ('{op.name}')"
+        tiles = [r for r in op.results if getattr(r.type, "rank", 0)]
+        if not tiles:
+            if any(getattr(o.type, "rank", 0) for o in op.operands):
+                return f"'{op.name}' in the loop reads a tile into a scalar"
+            continue  # index math
+        t = tiles[0].type
+        shape = tuple(t.shape)
+        if op.name == "nv_tileaa.tiled_load":
+            if shape not in vectors:
+                return f"a {'x'.join(map(str, shape))} tile is loaded beside the dot"
+            group = op.opdef.operand_group
+            if group(op, "mask") or not all(_uniform_tile(o) for o in group(op, "other")):
+                return "a side vector's load is masked or padded with a non-uniform tile"
+            if len(op.results) > 1 and op.results[1].has_uses:
+                return "a side vector load's token is used"
+            side.add(id(op))
+            continue
+        if op.name in ("nv_tileaa.splat", "arith.constant") and _uniform_tile(op.results[0]):
+            continue
+        if op.name == "nv_tileas.convert_layout" and shape in vectors:
+            if not is_side(op.operands[0]):
+                return "a layout conversion in the loop is not of a side vector"
+            side.add(id(op))  # the consumers hold side vectors in the fragment's order anyway
+            continue
+        if op.name == "nv_tileaa.broadcast":
+            src = op.operands[0]
+            if _uniform_tile(op.results[0]):  # of one element
+                if shape in vectors:
+                    side.add(id(op))
+                continue
+            if not is_side(src) or shape != (M, N) or t.encoding != enc:
+                return "a broadcast in the loop is not of a side vector to the dot's tile"
+            continue
+        if not op.opdef.has_trait("Elementwise") or len(op.results) != 1:
+            return f"the loop body computes more than a scaled accumulate ('{op.name}')"
+        operands = [o for o in op.operands if getattr(o.type, "rank", 0)]
+        if shape in vectors:  # on side vectors
+            if not all(tuple(o.type.shape) == shape and is_side(o) for o in operands):
+                return f"'{op.name}' in the loop mixes side vectors with other tiles"
+            side.add(id(op))
+            continue
+        if shape != (M, N) or t.encoding != enc:
+            return f"'{op.name}' in the loop is not on the dot's tile in its layout"
+        if any(tuple(o.type.shape) != (M, N) or o.type.encoding != enc for o in operands):
+            return f"'{op.name}' in the loop mixes tiles of other shapes or layouts"
+    for v, what in ((res, "the dot's result"), (acc, "the carried value")):
+        for u in v.users:
+            if u is body.ops[-1] or not u.opdef.has_trait("Elementwise"):
+                return f"{what} is used other than by the scaled accumulate ('{u.name}')"
     return None
 
 
@@ -287,9 +405,24 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     kw["stages"] = stages
     if why is not None:
         return AsyncDecision(name, target, True, False, why, **kw)
+    if plan.producer_regs and not isinstance(dot.operands[2], BlockArgument):
+        kw["consumer_regs"] = consumer_regs_inc(plan)
     _, store_why = tma_store_plan(func, loop, kw["stages"], stage_bytes_of(dot))
     kw.update(tma_store=store_why is None, store_reason=store_why or "")
     return AsyncDecision(name, target, True, True, "", **kw)
+
+
+def consumer_regs_inc(plan) -> int:
+    """The consumers' ``setmaxnreg.inc``: what the producer warp group gives back (launched at
+    ptxas's per-thread share of the register file, it drops to ``producer_regs``) spread over
+    the consumer threads, in steps of 8 (tileiras's block-scaled GEMM: 384 threads launched at
+    168, producer 32, consumers 232)."""
+    from tilegen.runtime.passes.k_loop_pipelining import MAX_REGS_RANGE, REGISTER_FILE
+
+    consumers, producers = 32 * plan.consumer_warps, 32 * plan.producer_warps
+    launch = min(255, REGISTER_FILE // (consumers + producers)) // 8 * 8
+    freed = (launch - plan.producer_regs) * producers
+    return min(MAX_REGS_RANGE[1], launch + freed // consumers) // 8 * 8
 
 
 def stage_bytes_of(dot) -> int:
@@ -374,10 +507,22 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
     if stages < 2:
         return "two stages and the accumulator scratch do not fit in shared memory", stages
     body = loop.regions[0].blocks[0]
-    if len(loop.results) != 1 or body.ops[-1].operands[0] is not dot.results[0]:
-        return "the loop carries more than the dot's accumulator", stages
     loads = {id(s.load) for s in plan.loads}
     tf32 = {id(v.op) for v in dot.operands[:2] if isinstance(v, OpResult)}
+    scaled = not isinstance(dot.operands[2], BlockArgument)
+    if scaled:  # the block-scaled form: a fresh partial product per stage, scaled into acc
+        if sm >= 100:
+            return "the tcgen05 consumers do not lower a scaled accumulate yet", stages
+        if 2 * (M // (16 * warps) * N // 2) > 128:
+            return (
+                f"a scaled accumulate holds two fragments of {M // (16 * warps) * N // 2} "
+                f"registers per thread (at most 64 each: {warps} warps are too few)",
+                stages,
+            )
+        why = scaled_chain(loop, dot, loads | tf32)
+        return (why, stages) if why is not None else (_before_loop(func, loop), stages)
+    if len(loop.results) != 1 or body.ops[-1].operands[0] is not dot.results[0]:
+        return "the loop carries more than the dot's accumulator", stages
     for op in body.ops:
         if id(op) in loads or op is dot or op is body.ops[-1]:
             continue
@@ -386,12 +531,17 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
         tiles = any(getattr(r.type, "rank", 0) for r in op.results)
         if op.regions or (tiles and op.name != "nv_tileaa.splat"):
             return f"the loop body computes more than the loads' indices ('{op.name}')", stages
+    return _before_loop(func, loop), stages
+
+
+def _before_loop(func, loop) -> Optional[str]:
+    """Why the kernel's prologue cannot run on the producer warp group too, or None."""
     for op in func.regions[0].blocks[0].ops:
         if op is loop:
             break
         if op.regions or any(w in op.name.split(".")[-1] for w in _MEMORY_OPS):
-            return f"'{op.name}' runs before the K loop (the producer would run it too)", stages
-    return None, stages
+            return f"'{op.name}' runs before the K loop (the producer would run it too)"
+    return None
 
 
 def _unsigned(dot: Operation) -> bool:
@@ -420,6 +570,8 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
             loop.set_attr(ASYNC_ATTR, IntegerAttr(d.stages, I32))
             if d.producer_regs:
                 loop.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
+            if d.producer_regs and not isinstance(_loop_dot(loop).operands[2], BlockArgument):
+                loop.set_attr(ASYNC_CONSUMER_REGS_ATTR, IntegerAttr(d.consumer_regs, I32))
             if d.tma_store:
                 store, _ = tma_store_plan(func, loop, d.stages, stage_bytes_of(_loop_dot(loop)))
                 store.set_attr(TMA_STORE_ATTR, IntegerAttr(1, I32))

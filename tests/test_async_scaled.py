@@ -1,0 +1,163 @@
+"""The async path's scaled accumulate (docs/pipelines.md section 12): the block-scaled fp8 GEMM
+(``acc + dot(a, b, 0) * sa * sb``, tests/cutile_kernels_async.py) on sm_90a - A and B by TMA
+from a producer warp group, each stage's partial product by wgmma into a fragment of its own,
+scaled into the accumulator by the consumers with the side vectors (the scales) they load in
+the fragment's order; ptxas-clean, in SASS, and exact against NumPy in strict ptxsim, partial
+tiles included. Also: what the rule refuses, with its reason."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilegen.runtime import driver
+from tilegen.runtime.asm import print_module
+from tilegen.runtime.options import CompileOptions
+from tilegen.runtime.ptx.launch import run_ptx
+from tilegen.runtime.ptxas import find_ptxas
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_async_pipeline_e2e import sass_counts  # noqa: E402
+
+PTXAS = find_ptxas()
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas not found")
+NAME = "gemm_fp8_blockscaled"
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """(the kernel's bytecode path, its cuda_tile text, the async kernels module)."""
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import cutile_kernels_async as cka
+
+    out = tmp_path_factory.mktemp("async_scaled")
+    path = Path(cka.export_bytecode(str(out), [NAME])[NAME])
+    c = driver.compile_source(path, CompileOptions(target="sm_90a"), until="read")
+    return path, print_module(c.module), cka
+
+
+def _problem(cka, m: int, n: int, k: int, seed: int):
+    """Arguments and the f64 reference of the block-scaled GEMM at M x N x K (128-wide K
+    blocks; A's scales one per row and K block, B's one per K block and column)."""
+    rng = np.random.default_rng(seed)
+    kb = -(-k // 128)
+    av, abits = cka._fp8_e4m3(rng.integers(-4, 5, size=(m, k)) * 0.5)
+    bv, bbits = cka._fp8_e4m3(rng.integers(-4, 5, size=(k, n)) * 0.5)
+    # SA's row stride must be a multiple of 16 bytes (the kernel assumes it): 4 columns
+    sa = (2.0 ** rng.integers(-2, 3, size=(m, max(4, kb)))).astype(np.float32)
+    sb = (2.0 ** rng.integers(-2, 3, size=(kb, n))).astype(np.float32)
+    ref = np.zeros((m, n))
+    for j in range(kb):
+        part = av[:, j * 128 : (j + 1) * 128] @ bv[j * 128 : (j + 1) * 128, :]
+        ref += part * sa[:, j : j + 1] * sb[j : j + 1, :]
+    args = [abits, bbits, sa, sb, np.zeros((m, n), np.float32)]
+    return args, ref, (-(-m // 128), -(-n // 128), 1)
+
+
+@needs_ptxas
+def test_block_scaled_gemm_takes_the_async_path(tmp_path, kernel):
+    path, _, cka = kernel
+    c = driver.compile_source(path, CompileOptions(target="sm_90a"))
+    (d,) = c.async_plan
+    assert d.taken, d.line()
+    assert d.tile == (128, 128, 128) and d.elements == "f8E4M3FN x f8E4M3FN -> f32"
+    # two consumer warp groups of 64 rows (part and acc: 64 registers each a thread); the
+    # producer gives its registers to them: launched at 168, producer 32, consumers 232 (the
+    # budget tileiras's build of this kernel has)
+    assert (d.consumer_warps, d.producer_warps) == (8, 4)
+    assert (d.producer_regs, d.consumer_regs) == (32, 232)
+    ptx = c.ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 232" in ptx and ".reqntid 384, 1, 1" in ptx
+    # the scales are no TMA boxes (a 128 x 1 column): the consumers load their rows and
+    # columns themselves; A and B come by TMA, B^T by the consumers' transpose
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster") == 2
+    assert "cp.async.cg" not in ptx and "__tilegen_pipe" not in ptx
+    counts, _ = sass_counts(tmp_path, ptx, "sm_90a")  # asserts 0 spills
+    for op, least in (("UTMALDG", 2), ("SYNCS", 4), ("QGMMA", 1), ("USETMAXREG", 2)):
+        assert counts.get(op, 0) >= least, (op, counts)
+    assert "LDGSTS" not in counts and "HMMA" not in counts
+    for m, n, k, seed in ((128, 128, 256, 0), (100, 208, 208, 3)):  # partial M, N and K tiles
+        args, ref, grid = _problem(cka, m, n, k, seed)
+        out = run_ptx(ptx, args, grid, strict_async=True)
+        np.testing.assert_array_equal(out[4], ref.astype(np.float32))
+
+
+def test_side_vectors_computed_in_the_loop(kernel):
+    """Elementwise ops on a side vector (here sa * sa, 128 x 1) run register by register in
+    the fragment's row order before the broadcast."""
+    _, text, cka = kernel
+    text, n = re.subn(
+        r"(%\w+) = broadcast (%\w+) : tile<128x1xf32>",
+        r"%sq = mulf \2, \2 : tile<128x1xf32>\n\1 = broadcast %sq : tile<128x1xf32>",
+        text,
+    )
+    assert n == 1
+    c = driver.compile_source(text, CompileOptions(target="sm_90a"), "sq.mlir", until="ptx")
+    assert c.async_plan[0].taken, c.async_plan[0].line()
+    args, _, grid = _problem(cka, 100, 208, 208, 5)
+    from tilegen.runtime import floats
+
+    ref = np.zeros((100, 208))
+
+    a = floats.decode(args[0], "f8E4M3FN").astype(np.float64)
+    b = floats.decode(args[1], "f8E4M3FN").astype(np.float64)
+    sa, sb = args[2].astype(np.float64), args[3].astype(np.float64)
+    for j in range(2):
+        part = a[:, j * 128 : (j + 1) * 128] @ b[j * 128 : (j + 1) * 128, :]
+        ref += part * (sa[:, j : j + 1] ** 2) * sb[j : j + 1, :]
+    out = run_ptx(c.ptx, args, grid, strict_async=True)
+    np.testing.assert_array_equal(out[4], ref.astype(np.float32))
+
+
+@pytest.mark.parametrize(
+    "old,new,options,reason",
+    [
+        (  # the dot does not start from zero
+            r"(%\w+) = mmaf (%\w+), (%\w+), %\w+ :",
+            "%one = constant <f32: 1.000000e+00> : tile<128x128xf32>\n\\1 = mmaf \\2, \\3, %one :",
+            {},
+            "the dot's accumulator is neither loop-carried nor a zero tile",
+        ),
+        (  # one warp group: the partial product and the accumulator would take 256 registers
+            "",
+            "",
+            {"num_warps": 4},
+            "a scaled accumulate holds two fragments of 128 registers per thread",
+        ),
+        (  # the carried value read by something other than the scaled sum
+            r"(%\w+) = fma (%\w+), (%\w+), (%iterArg0)",
+            "%t = permute \\4 [1, 0] : tile<128x128xf32> -> tile<128x128xf32>\n"
+            "\\1 = fma \\2, \\3, %t",
+            {},
+            "the loop body computes more than a scaled accumulate ('nv_tileaa.permute')",
+        ),
+    ],
+)
+def test_what_the_scaled_form_refuses(kernel, old, new, options, reason):
+    _, text, _ = kernel
+    if old:
+        text, n = re.subn(old, new, text)
+        assert n == 1
+    c = driver.compile_source(
+        text,
+        CompileOptions(target="sm_90a", **options),
+        "refused.mlir",
+        until="async",
+    )
+    (d,) = c.async_plan
+    assert not d.taken
+    assert reason in d.reason, d.reason
+
+
+def test_tcgen05_consumers_refuse_it_with_the_reason(kernel):
+    path, _, _ = kernel
+    c = driver.compile_source(path, CompileOptions(target="sm_100a"), until="async")
+    (d,) = c.async_plan
+    assert d.eligible and not d.taken
+    assert "tcgen05" in d.reason
