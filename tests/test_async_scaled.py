@@ -3,7 +3,9 @@
 from a producer warp group, each stage's partial product by wgmma into a fragment of its own,
 scaled into the accumulator by the consumers with the side vectors (the scales) they load in
 the fragment's order; ptxas-clean, in SASS, and exact against NumPy in strict ptxsim, partial
-tiles included. Also: what the rule refuses, with its reason."""
+tiles included; and on sm_100a, where a producer warp issues tcgen05 MMAs into two TMEM
+buffers in turn and the consumers scale one while the other fills. Also: what the rule
+refuses, with its reason."""
 
 from __future__ import annotations
 
@@ -60,26 +62,41 @@ def _problem(cka, m: int, n: int, k: int, seed: int):
     return args, ref, (-(-m // 128), -(-n // 128), 1)
 
 
+#: SASS each target's async block-scaled GEMM shows (at least that many)
+SASS = {
+    "sm_90a": (("UTMALDG", 2), ("SYNCS", 4), ("QGMMA", 1), ("USETMAXREG", 2)),
+    "sm_100a": (("UTMALDG", 2), ("SYNCS", 4), ("UTCQMMA", 1), ("LDTM", 1), ("USETMAXREG", 2)),
+}
+
+
 @needs_ptxas
-def test_block_scaled_gemm_takes_the_async_path(tmp_path, kernel):
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_block_scaled_gemm_takes_the_async_path(tmp_path, kernel, target):
     path, _, cka = kernel
-    c = driver.compile_source(path, CompileOptions(target="sm_90a"))
+    c = driver.compile_source(path, CompileOptions(target=target))
     (d,) = c.async_plan
     assert d.taken, d.line()
     assert d.tile == (128, 128, 128) and d.elements == "f8E4M3FN x f8E4M3FN -> f32"
-    # two consumer warp groups of 64 rows (part and acc: 64 registers each a thread); the
-    # producer gives its registers to them: launched at 168, producer 32, consumers 232 (the
-    # budget tileiras's build of this kernel has)
+    # two consumer warp groups (sm_90a: 64 rows each, part and acc 64 registers each a
+    # thread; sm_100a: a column half of the 128 TMEM rows each); the producer gives its
+    # registers to them: launched at 168, producer 32, consumers 232 (the budget tileiras's
+    # build of this kernel has)
     assert (d.consumer_warps, d.producer_warps) == (8, 4)
     assert (d.producer_regs, d.consumer_regs) == (32, 232)
     ptx = c.ptx
     assert "setmaxnreg.inc.sync.aligned.u32 232" in ptx and ".reqntid 384, 1, 1" in ptx
     # the scales are no TMA boxes (a 128 x 1 column): the consumers load their rows and
-    # columns themselves; A and B come by TMA, B^T by the consumers' transpose
+    # columns themselves; A and B come by TMA
     assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster") == 2
     assert "cp.async.cg" not in ptx and "__tilegen_pipe" not in ptx
-    counts, _ = sass_counts(tmp_path, ptx, "sm_90a")  # asserts 0 spills
-    for op, least in (("UTMALDG", 2), ("SYNCS", 4), ("QGMMA", 1), ("USETMAXREG", 2)):
+    if target == "sm_100a":
+        # a producer warp issues each stage's MMAs into one of two TMEM buffers (256
+        # columns) while the consumers scale the other's
+        assert ptx.count("tcgen05.mma.cta_group::1.kind::f8f6f4") == 4
+        assert "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32" in ptx
+        assert ptx.count("tcgen05.ld.sync.aligned.32x32b.x32.b32") == 2
+    counts, _ = sass_counts(tmp_path, ptx, target)  # asserts 0 spills
+    for op, least in SASS[target]:
         assert counts.get(op, 0) >= least, (op, counts)
     assert "LDGSTS" not in counts and "HMMA" not in counts
     for m, n, k, seed in ((128, 128, 256, 0), (100, 208, 208, 3)):  # partial M, N and K tiles
@@ -88,7 +105,8 @@ def test_block_scaled_gemm_takes_the_async_path(tmp_path, kernel):
         np.testing.assert_array_equal(out[4], ref.astype(np.float32))
 
 
-def test_side_vectors_computed_in_the_loop(kernel):
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_side_vectors_computed_in_the_loop(kernel, target):
     """Elementwise ops on a side vector (here sa * sa, 128 x 1) run register by register in
     the fragment's row order before the broadcast."""
     _, text, cka = kernel
@@ -98,7 +116,7 @@ def test_side_vectors_computed_in_the_loop(kernel):
         text,
     )
     assert n == 1
-    c = driver.compile_source(text, CompileOptions(target="sm_90a"), "sq.mlir", until="ptx")
+    c = driver.compile_source(text, CompileOptions(target=target), "sq.mlir", until="ptx")
     assert c.async_plan[0].taken, c.async_plan[0].line()
     args, _, grid = _problem(cka, 100, 208, 208, 5)
     from tilegen.runtime import floats
@@ -155,9 +173,30 @@ def test_what_the_scaled_form_refuses(kernel, old, new, options, reason):
     assert reason in d.reason, d.reason
 
 
-def test_tcgen05_consumers_refuse_it_with_the_reason(kernel):
+def test_tcgen05_takes_two_column_halves_only(kernel):
     path, _, _ = kernel
-    c = driver.compile_source(path, CompileOptions(target="sm_100a"), until="async")
+    options = CompileOptions(target="sm_100a", num_warps=4)
+    c = driver.compile_source(path, options, until="async")
     (d,) = c.async_plan
     assert d.eligible and not d.taken
-    assert "tcgen05" in d.reason
+    assert "the emitter's tcgen05 scaled accumulate takes 8 warps" in d.reason
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_library_block_gemm_with_a_scalar_scale(tmp_path, target):
+    """tests/cutile_kernels_lib.py's fp8_block_gemm: 128 x 64 tiles, B's scale one element per
+    128 x 128 block (a 1 x 1 side tile) times A's 128 x 1 column, bf16 out - strict ptxsim."""
+    pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
+    import cutile_kernels_lib as lib
+
+    case = lib.cases()["fp8_block_gemm"]
+    path = tmp_path / "fp8_block_gemm.tileirbc"
+    path.write_bytes(lib.export_bytecode(case))
+    c = driver.compile_source(path, CompileOptions(target=target), until="ptx")
+    (d,) = c.async_plan
+    assert d.taken and d.tile == (128, 64, 128), d.line()
+    args, grid = case.make_args(np.random.default_rng(0))
+    expected = case.reference(dict(args))
+    arrays = [np.asarray(v) for _, v in args]
+    out = run_ptx(c.ptx, arrays, tuple(grid) + (1,) * (3 - len(grid)), strict_async=True)
+    assert case.mismatches({k: o for (k, _), o in zip(args, out)}, expected) == []

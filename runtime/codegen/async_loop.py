@@ -20,7 +20,7 @@ in whatever layout the layout stage gave the loop's value.
 
 from __future__ import annotations
 
-from tilegen.runtime.codegen import tcgen05, tma
+from tilegen.runtime.codegen import async_scaled, tcgen05, tma
 from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
@@ -134,7 +134,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
     bar_off = bt_off + (BT_BUFFERS * bt.bytes if bt else 0)
     slot_off = bar_off + 16 * stages
     tmem_off, done_off = slot_off + 8, slot_off + 16  # sm_100: TMEM address, MMAs-done barrier
-    maps_off = _align(slot_off + 24, 128)
+    tbar_off = slot_off + 24  # sm_100 scaled accumulate: the two TMEM buffers' barriers
+    tc_scaled = tc and scaled
+    maps_off = _align(tbar_off + (async_scaled.TMEM_BARRIER_BYTES if tc_scaled else 0), 128)
+    tcols = tcgen05.columns(2 * N if tc_scaled else N)
     # the epilogue's TMA store (async_rule.tma_store_plan marked it): a third map in the slot
     store = _tma_store_of(op)
     nmaps = 3 if store is not None else 2
@@ -174,6 +177,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
         mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages + s)}", 1 if tc else nthreads)
     if tc:
         mbarrier_init(em, f"{ASYNC_SYMBOL}+{done_off}", 1)
+    if tc_scaled:
+        for i in range(2):  # TMEM buffer i: full (the issuer's commit), empty (the consumers)
+            mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 8 * i}", 1)
+            mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 16 + 8 * i}", nthreads)
     mbarrier_init_fence(em)
     slot = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim")
     em.ins(f"st.shared.u32 [{ASYNC_SYMBOL}+{slot_off}], {slot}")
@@ -194,7 +201,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         tma.publish_tensormap(em, g, src)
     if tc:  # warp 0 allocates the accumulator's TMEM columns
         em.ins(
-            f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [{ASYNC_SYMBOL}+{tmem_off}], {tcgen05.columns(N)}"
+            f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [{ASYNC_SYMBOL}+{tmem_off}], {tcols}"
         )
         em.ins("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned")
     em.label(skip_pub)
@@ -210,6 +217,9 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.ins(f"@!{prod} bra {consumer}")
     if regs is not None:
         setmaxnreg(em, False, regs.value)
+    if tc_scaled:  # the second warp issues the MMAs (the consumers scale meanwhile)
+        mmas = _tcgen05_stage(dot, ab, a, b, M, N, K, acc_int)
+        async_scaled.tcgen05_issuer(em, locals())
     # one elected lane of the producer's first warp issues (elect.sync, as tileiras does)
     leader = em.new("pred")
     em.ins(f"setp.lt.u32 {leader}, {tid}, {nthreads + 32}")
@@ -279,8 +289,16 @@ def async_for(em: Emitter, op, stages: int) -> None:
             t0=t0,
         )
     init = em.get(op.operands[3])
-    if tc and scaled:
-        fail(op, "PTX backend: the tcgen05 consumers do not lower a scaled accumulate")
+    if tc_scaled:
+        acc, order = async_scaled.tcgen05_consumer(em, op, locals())
+        _release_tmem(em, t0, store, slot_off, slots, tcols)
+        chain = _fragment_chain(op, store)
+        if chain is not None:
+            em.fragment_order = dict.fromkeys(chain, ("rows", M, N, order.groups))
+            em.set(op.results[0], acc)
+            return
+        em.set(op.results[0], _from_rows(em, op, acc, order))
+        return
     if tc:
         res = _tcgen05_consumer(em, op, locals())
         em.set(op.results[0], res)
@@ -288,7 +306,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
     acc = _to_fragment(em, op, op.operands[3].type, init, M, N, acc_int)
     cls = "b32" if acc_int else "f32"
     part = [em.new(cls) for _ in acc] if scaled else None  # the stage's partial product
-    chain = _scaled_slice(body, dot) if scaled else None
+    chain = async_scaled.scaled_slice(body, dot) if scaled else None
+    order = async_scaled.WgmmaOrder(em, M, N) if scaled else None
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
@@ -324,7 +343,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.ins(f"@{stop} bra {end}")
     if scaled:  # the side vectors' loads go out before the wait: they land under the MMAs
         em.values[body.args[0]] = iv
-        _side_vectors(em, chain, M, N)
+        async_scaled.side_vectors(em, chain, order)
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
@@ -362,7 +381,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     if scaled:  # the partial product is needed now: wait for it, free the stage, scale it in
         em.ins("wgmma.wait_group.sync.aligned 0")
         em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
-        _scaled_update(em, body, chain, dot, part, acc, M, N)
+        async_scaled.scaled_update(em, body, chain, dot, part, acc, order)
     else:
         em.ins("wgmma.wait_group.sync.aligned 1")  # the previous stage's wgmmas are done: free it
         em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
@@ -398,137 +417,52 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.set(op.results[0], res)
 
 
-def _scaled_slice(body, dot) -> list:
-    """The body ops the scaled accumulate needs, in order: what the yielded value depends on,
-    short of the dot's result and the block arguments (async_rule.scaled_chain's form)."""
-    need, todo = set(), [body.ops[-1].operands[0]]
-    while todo:
-        v = todo.pop()
-        o = getattr(v, "op", None)
-        if o is None or o is dot or o.parent is not body or o in need:
-            continue
-        need.add(o)
-        todo.extend(o.operands)
-    return [o for o in body.ops if o in need]
+def _release_tmem(em: Emitter, t0, store, slot_off: int, slots: int, tcols: int) -> None:
+    """After the consumers' last TMEM read (every MMA done, so every copy landed): thread 0
+    frees the map slot (unless the TMA store still needs it), warp 0 the TMEM columns."""
+    if store is None:
+        skip = em.new_label("async_free")
+        em.ins(f"@!{t0} bra {skip}")
+        sl = em.new("b32")
+        em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{slot_off}]")
+        tma.release_slot(em, f"{em.symbol}_slots", sl, slots)
+        em.label(skip)
+    em.barrier()
+    tid, _, _ = em.tid()
+    w0 = em.new("pred")
+    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
+    skip = em.new_label("async_dealloc")
+    em.ins(f"@!{w0} bra {skip}")
+    tmem = em.new("b32")
+    em.ins(f"ld.shared.u32 {tmem}, [{ASYNC_SYMBOL}+{slot_off + 8}]")
+    em.ins(f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 {tmem}, {tcols}")
+    em.label(skip)
 
 
-def _side_vectors(em: Emitter, chain: list, M: int, N: int) -> None:
-    """The index math and the side vector loads of the scaled accumulate (M x 1, 1 x N and
-    1 x 1 ``tiled_load``s), each loaded by this thread for its own fragment rows or columns, in
-    fragment order: rows 64 q + 8 h (register 2 q + h) of its first row, columns 8 j + s
-    (register 2 j + s) of its 2 t; a 1 x 1 tile is one register."""
-    from tilegen.runtime.codegen.memory import (
-        _space,
-        _tiled_operands,
-        ld_opcode,
-        load_elems,
-        mem_types,
-        scaled_offset,
-    )
+def _from_rows(em: Emitter, op, acc: list, order) -> list:
+    """Registers in TMEM row order (:class:`~.async_scaled.RowsOrder`) -> the loop result in
+    the layout the layout stage gave it (through the scratch buffer, row-major f32)."""
+    from tilegen.runtime.codegen.exchange import row_major
 
-    for o in chain:
-        if not any(getattr(r.type, "rank", 0) for r in o.results):
-            em.emit_op(o)  # index math
-            continue
-        if o.name != "nv_tileaa.tiled_load":
-            continue
-        mem, indices, in_bounds = _tiled_operands(em, o)
-        starts = [em.scalar(o, v) for v in indices]
-        (other,) = o.opdef.operand_group(o, "other") or (None,)
-        pad = None
-        if other is not None:
-            if other not in em.values:
-                em.emit_op(other.op)
-            pad = em.get(other)
-            pad = pad[0] if isinstance(pad, list) else pad
-        kt = mem_types(o, mem.element)
-        opcode = ld_opcode(em, o, _space(mem.type))
-        shape = tuple(o.results[0].type.shape)
-        first = list(starts)
-        if shape == (M, 1):
-            axis, nq = 0, M // (16 * em.num_warps)
-            pos = [64 * q + 8 * h for q in range(nq) for h in range(2)]
-            first[0] = em.lincomb(0, [(1, starts[0]), (1, _fragment_thread(em, M)[0])])
-        elif shape == (1, N):
-            axis, pos = 1, [8 * j + s for j in range(N // 8) for s in range(2)]
-            first[1] = em.lincomb(0, [(1, starts[1]), (2, _fragment_thread(em, M)[2])])
-        else:  # 1 x 1: one element, the same for every thread
-            axis, pos = 1, [0]
-        addr = mem.ptr
-        for i, x in enumerate(first):
-            if isinstance(x, int) and x == 0:
-                continue
-            n = em.new("b64")
-            em.ins(f"add.s64 {n}, {addr}, {scaled_offset(em, x, None, mem.strides[i], kt[1])}")
-            addr = n
-        fixed = None  # the other dim's bound, the same for every register
-        if not in_bounds[1 - axis]:
-            fixed = em.lt_u(first[1 - axis], mem.sizes[1 - axis])
-        stride = mem.strides[axis]
-        regs = []
-        for k in pos:
-            guard = fixed
-            if not in_bounds[axis]:
-                p = em.lt_u(em.lincomb(k, [(1, first[axis])]), mem.sizes[axis])
-                if guard is not None:
-                    both = em.new("pred")
-                    em.ins(f"and.pred {both}, {guard}, {p}")
-                    p = both
-                guard = p
-            if not k:
-                ref = f"[{addr}]"
-            elif isinstance(stride, int):
-                ref = f"[{addr}+{k * stride * kt[1]}]"
-            else:
-                a = em.new("b64")
-                em.ins(f"add.s64 {a}, {addr}, {scaled_offset(em, k, None, stride, kt[1])}")
-                ref = f"[{a}]"
-            regs += load_elems(em, opcode, kt, guard, [pad], ref)
-        em.set(o.results[0], regs)
-        for r in o.results[1:]:
-            em.set(r, None)
-
-
-def _scaled_update(em: Emitter, body, chain, dot, part, acc, M: int, N: int) -> None:
-    """acc <- the body's elementwise ops on the partial product (``part``), the carried value
-    (``acc``), uniform tiles and the side vectors broadcast in fragment order; register k of
-    every M x N tile is fragment element k (and of a side vector, its row or column k as
-    :func:`_side_vectors` orders them), so the ordinary handlers compute it register by
-    register."""
-    em.values[dot.results[0]] = part
-    em.values[body.args[1]] = acc
-    nq = M // (16 * em.num_warps)
-    for o in chain:
-        if o.name == "nv_tileaa.tiled_load" or not any(
-            getattr(r.type, "rank", 0) for r in o.results
-        ):
-            continue
-        if o.name == "nv_tileas.convert_layout":  # of a side vector: already in fragment order
-            em.set(o.results[0], em.get(o.operands[0]))
-            continue
-        src = o.operands[0] if o.name == "nv_tileaa.broadcast" else None
-        sshape = tuple(getattr(src.type, "shape", ())) if src is not None else ()
-        if sshape in ((M, 1), (1, N)) and sshape != (1, 1):
-            regs = em.tile(o, src)
-            # register ((q (N / 8) + j) 2 + h) 2 + s: row (q, h) = regs[2 q + h], column
-            # (j, s) = regs[2 j + s]
-            em.set(
-                o.results[0],
-                [
-                    regs[2 * q + h] if sshape == (M, 1) else regs[2 * j + s]
-                    for q in range(nq)
-                    for j in range(N // 8)
-                    for h in range(2)
-                    for s in range(2)
-                ],
-            )
-            continue
-        em.emit_op(o)
-    new = em.tile(body.ops[-1], body.ops[-1].operands[0])
+    M, N = order.M, order.N
     cls = em.reg_class(acc[0])
-    for a, r in zip(acc, new):
-        if a != r:
-            em.ins(f"mov.{cls} {a}, {r}")
+    em.need_smem(M * N * 4)
+    at = em.new("b32")
+    em.ins(f"mad.lo.s32 {at}, {order.row}, {N}, {order.col}")
+    at = em.smem_addr(at, 4)
+    for c, r in enumerate(acc):
+        em.ins(f"st.shared.{cls} [{at}+{4 * c}], {r}")
+    em.barrier()
+    t = op.results[0].type
+    d = em.dist_of(op, t)
+    form = row_major((M, N))
+    out = []
+    for k in range(d.nregs):
+        r = em.new(cls)
+        em.ins(f"ld.shared.{cls} {r}, {em.smem_ref(d, form, k, 4)}")
+        out.append(r)
+    em.barrier()
+    return out
 
 
 def _uniform(v) -> bool:
@@ -616,23 +550,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     iv = em.mov(iv_cls, lb)
     acc_in = em.new("pred")
     em.ins(f"setp.ne.u32 {acc_in}, {tid}, {tid}")  # the first MMA overwrites D
-    ab = v["ab"]
-    kind = tcgen05.kind(ab)
-    unsigned = (False, False)
-    if ab == "i8":
-        from tilegen.runtime.layouts.mma_choice import _signedness
-
-        sa, sb = _signedness(dot) or (True, True)
-        unsigned = (not sa, not sb)
-    idesc = tcgen05.instruction_descriptor(
-        M,
-        N,
-        ab,
-        "s32" if acc_int else "f32",
-        b_elem=elem_key(dot.operands[1].type),
-        unsigned=unsigned,
-        saturate=ab == "i8",
-    )
+    mmas = _tcgen05_stage(dot, v["ab"], a, b, M, N, K, acc_int)
     top, end = em.new_label("async_issue"), em.new_label("async_issue_end")
     em.label(top)
     stop = em.new("pred")
@@ -650,20 +568,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         issued = em.new_label("async_stage_issued")
         em.ins(f"@!{t0} bra {issued}")
     em.ins("tcgen05.fence::after_thread_sync")
-    tk = 32 // a.esz  # every MMA K step is 32 bytes (K 16 f16, 8 tf32, 32 8-bit)
-    for kk in range(K // tk):
-        kb = kk * 32
-        a_off = (kb // a.span) * a.box_bytes + kb % a.span
-        b_off = b.offset + kk * tk * b.span  # B MN-major: tk K rows of its column boxes
-        sa, sb = em.new("b32"), em.new("b32")
-        em.ins(f"add.s32 {sa}, {sbase}, {a_off}")
-        em.ins(f"add.s32 {sb}, {sbase}, {b_off}")
-        da = tcgen05.smem_descriptor(em, sa, 16, 8 * a.span, a.span)
-        # B MN-major: atoms of 8 K rows (4 with the 32-byte-atom swizzle of a tf32 B) at SBO
-        sbo = (4 if b.atom == 32 else 8) * b.span
-        db = tcgen05.smem_descriptor(em, sb, K * b.span, sbo, b.span, b.atom)
-        em.ins(f"tcgen05.mma.cta_group::1.kind::{kind} [{taddr}], {da}, {db}, {idesc}, {acc_in}")
-        em.ins(f"setp.eq.u32 {acc_in}, {tid}, {tid}")
+    mmas(em, sbase, taddr, acc_in, tid)
     mb = bar(1, ring.stage)
     em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{mb}]")
     if issued is not None:
@@ -736,7 +641,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 {taddr}, {tcgen05.columns(N)}")
     em.label(skip3)
     if rows is not None:
-        em.fragment_order = dict.fromkeys(chain, ("rows", M, N))
+        em.fragment_order = dict.fromkeys(chain, ("rows", M, N, 1))
         return rows
     d = em.dist_of(op, op.results[0].type)
     out = []
@@ -746,6 +651,48 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         out.append(r)
     em.barrier()
     return out
+
+
+def _tcgen05_stage(dot, ab: str, a: "_Operand", b: "_Operand", M: int, N: int, K: int, acc_int):
+    """A function emitting one stage's ``tcgen05.mma``s (one per 32-byte K step) from the stage
+    at ``sbase`` into the TMEM accumulator at ``taddr``: ``acc_in`` (a predicate) says whether
+    the first adds to D; it is set true after it (``tid == tid``)."""
+    kind = tcgen05.kind(ab)
+    unsigned = (False, False)
+    if ab == "i8":
+        from tilegen.runtime.layouts.mma_choice import _signedness
+
+        sa, sb = _signedness(dot) or (True, True)
+        unsigned = (not sa, not sb)
+    idesc = tcgen05.instruction_descriptor(
+        M,
+        N,
+        ab,
+        "s32" if acc_int else "f32",
+        b_elem=elem_key(dot.operands[1].type),
+        unsigned=unsigned,
+        saturate=ab == "i8",
+    )
+
+    def emit(em: Emitter, sbase, taddr, acc_in, tid) -> None:
+        tk = 32 // a.esz  # every MMA K step is 32 bytes (K 16 f16, 8 tf32, 32 8-bit)
+        for kk in range(K // tk):
+            kb = kk * 32
+            a_off = (kb // a.span) * a.box_bytes + kb % a.span
+            b_off = b.offset + kk * tk * b.span  # B MN-major: tk K rows of its column boxes
+            sa, sb = em.new("b32"), em.new("b32")
+            em.ins(f"add.s32 {sa}, {sbase}, {a_off}")
+            em.ins(f"add.s32 {sb}, {sbase}, {b_off}")
+            da = tcgen05.smem_descriptor(em, sa, 16, 8 * a.span, a.span)
+            # B MN-major: atoms of 8 K rows (4 with the 32-byte-atom swizzle of a tf32 B) at SBO
+            sbo = (4 if b.atom == 32 else 8) * b.span
+            db = tcgen05.smem_descriptor(em, sb, K * b.span, sbo, b.span, b.atom)
+            em.ins(
+                f"tcgen05.mma.cta_group::1.kind::{kind} [{taddr}], {da}, {db}, {idesc}, {acc_in}"
+            )
+            em.ins(f"setp.eq.u32 {acc_in}, {tid}, {tid}")
+
+    return emit
 
 
 def _tma_store_of(loop):
@@ -783,20 +730,19 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         _stmatrix_store(em, regs, M, N, base)
         refs, swizzled = [], True
     else:
-        refs = _swizzled_refs(em, fragment[0], M, N, esz, base) if fragment is not None else None
+        refs = _swizzled_refs(em, fragment, esz, base) if fragment is not None else None
         swizzled = refs is not None
     if swizzled:
         pass
     elif fragment is not None:  # the loop's accumulator registers as they are (_fragment_chain)
-        kind, fm, fn = fragment
+        kind, fm, fn = fragment[:3]
         if kind == "wgmma":
             th, offs = _fragment_elems(em, fm, fn)
-        else:  # tcgen05, M 128: consumer thread t holds row t, columns in order
-            _, lane, warp = em.tid()
+        else:  # tcgen05, M 128: thread 32 (w % 4) + lane holds that row, columns in order
+            row, col, per = _row_thread(em, fn, fragment[3])  # (from column (w / 4) N / G)
             th = em.new("b32")
-            em.ins(f"mad.lo.s32 {th}, {warp}, {32 * fn}, 0")
-            em.ins(f"mad.lo.s32 {th}, {lane}, {fn}, {th}")
-            offs = list(range(fn))
+            em.ins(f"mad.lo.s32 {th}, {row}, {fn}, {col}")
+            offs = list(range(per))
         at = em.new("b32")
         em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
         refs = [(at, esz * e) for e in offs]
@@ -1171,14 +1117,28 @@ def _stmatrix_store(em: Emitter, regs: list, M: int, N: int, base) -> None:
             )
 
 
-def _swizzled_refs(em: Emitter, kind: str, M: int, N: int, esz: int, base) -> list | None:
+def _row_thread(em: Emitter, N: int, groups: int) -> tuple:
+    """(row, first column, columns) of a thread of tcgen05 row order over ``groups`` column
+    groups: row 32 (w % 4) + lane, columns (w / 4) N / groups .. of it."""
+    _, lane, warp = em.tid()
+    row, col = em.new("b32"), em.new("b32")
+    em.ins(f"and.b32 {row}, {warp}, 3")
+    em.ins(f"mad.lo.s32 {row}, {row}, 32, {lane}")
+    em.ins(f"shr.u32 {col}, {warp}, 2")
+    em.ins(f"mul.lo.s32 {col}, {col}, {N // groups}")
+    return row, col, N // groups
+
+
+def _swizzled_refs(em: Emitter, fragment: tuple, esz: int, base) -> list | None:
     """(address register, offset) of each accumulator register in the stage ring laid out as
     ``N * esz / 128`` TMA boxes of 128-byte rows with the 128-byte swizzle (box b at
     ``base + b * M * 128``; in it, 16-byte chunk c of row r sits at chunk ``c ^ (r % 8)``):
     the warp's stores then spread over all banks, where unswizzled rows 256 bytes apart hit
     the same ones. None where the layout does not fit: rows not a multiple of 128 bytes, or a
     wgmma fragment of other than 16-bit elements (their pairs never straddle a chunk)."""
-    if (N * esz) % 128 or (kind == "wgmma" and esz != 2):
+    kind, M, N = fragment[:3]
+    groups = fragment[3] if kind == "rows" else 1
+    if (N * esz) % 128 or (kind == "wgmma" and esz != 2) or (N // groups * esz) % 128:
         return None
     refs, cache = [], {}
 
@@ -1199,12 +1159,17 @@ def _swizzled_refs(em: Emitter, kind: str, M: int, N: int, esz: int, base) -> li
                         off = j // 8 * M * 128 + (64 * q + 8 * h) * 128 + 2 * s
                         refs.append((chunk_addr(j % 8, g, rowbase), off))
         return refs
-    _, lane, warp = em.tid()  # tcgen05 rows: thread 32 w + lane holds that row, in order
+    # tcgen05 rows: thread 32 (w % 4) + lane holds that row, columns (w / 4) N / G .. in order
+    # (whole 128-byte boxes: box (w / 4) N esz / 128 G ..)
+    _, lane, _ = em.tid()
+    row, col, per = _row_thread(em, N, groups)
     key = em.new("b32")
     em.ins(f"and.b32 {key}, {lane}, 7")
-    em.ins(f"mad.lo.s32 {rowbase}, {warp}, {32 * 128}, {base}")
-    em.ins(f"mad.lo.s32 {rowbase}, {lane}, 128, {rowbase}")
-    for c in range(N):
+    em.ins(f"mad.lo.s32 {rowbase}, {row}, 128, {base}")
+    box = em.new("b32")
+    em.ins(f"mul.lo.s32 {box}, {col}, {esz * M}")  # (col esz / 128) boxes of M 128 bytes
+    em.ins(f"add.s32 {rowbase}, {rowbase}, {box}")
+    for c in range(per):
         x = c * esz
         refs.append((chunk_addr(x % 128 >> 4, key, rowbase), x // 128 * M * 128 + (x & 15)))
     return refs

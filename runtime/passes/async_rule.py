@@ -484,7 +484,14 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
     # a num_stages hint is honored as the pass took it; otherwise as many stages as fit, up to
     # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget)
     stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
-    if sm >= 100 and (warps != 4 or M not in (64, 128) or N % 32):
+    scaled = not isinstance(dot.operands[2], BlockArgument)
+    if scaled and sm >= 100 and (warps != 8 or M != 128 or N % 64 or N > 256):
+        return (
+            f"the emitter's tcgen05 scaled accumulate takes 8 warps (two column halves of the "
+            f"128 TMEM rows), M 128 and N a multiple of 64 up to 256, not {warps} warps, {M}x{N}",
+            stages,
+        )
+    if sm >= 100 and not scaled and (warps != 4 or M not in (64, 128) or N % 32):
         return (
             f"the emitter's tcgen05 path takes 4 warps, M 64 or 128 and N a multiple of 32, "
             f"not {warps} warps, {M}x{N}",
@@ -509,11 +516,10 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
     body = loop.regions[0].blocks[0]
     loads = {id(s.load) for s in plan.loads}
     tf32 = {id(v.op) for v in dot.operands[:2] if isinstance(v, OpResult)}
-    scaled = not isinstance(dot.operands[2], BlockArgument)
     if scaled:  # the block-scaled form: a fresh partial product per stage, scaled into acc
-        if sm >= 100:
-            return "the tcgen05 consumers do not lower a scaled accumulate yet", stages
-        if 2 * (M // (16 * warps) * N // 2) > 128:
+        if sm >= 100 and not _uniform_tile(loop.operands[3]):
+            return "the tcgen05 scaled accumulate starts from a uniform tile", stages
+        if sm < 100 and 2 * (M // (16 * warps) * N // 2) > 128:
             return (
                 f"a scaled accumulate holds two fragments of {M // (16 * warps) * N // 2} "
                 f"registers per thread (at most 64 each: {warps} warps are too few)",
