@@ -303,7 +303,9 @@ def test_cutile_128x128x64_gemm_takes_the_async_path(tmp_path, cutile_gemm, targ
     path, problems = cutile_gemm
     c = driver.compile_source(Path(path), CompileOptions(target=target))
     d = c.async_plan[0]
-    assert d.taken and d.tile == (128, 128, 64) and d.stages == 5
+    # as many 32 KB stages as fit (the accumulator never goes through a scratch buffer, so
+    # none is reserved): 7, tileiras's 230 KB of shared memory for this kernel
+    assert d.taken and d.tile == (128, 128, 64) and d.stages == 7
     counts, log = sass_counts(tmp_path, c.ptx, target)
     assert counts.get("UTMALDG", 0) >= 3  # A, and B in two 128-byte column boxes
     # zero-initialised and stored by TMA: the accumulator (wgmma fragment / the tcgen05.ld

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from tilegen.runtime.codegen import async_scaled, tcgen05, tma
 from tilegen.runtime.codegen.core import Emitter, elem_key, fail
+from tilegen.runtime.layouts.async_forms import fragment_chain
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
     Ring,
@@ -41,6 +42,8 @@ ASYNC_ATTR = "nv_tileas.async_stages"
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
 #: the loop attribute with the consumers' setmaxnreg.inc (the scaled accumulate's two fragments)
 ASYNC_CONSUMER_REGS_ATTR = "nv_tileas.async_consumer_regs"
+#: on a side vector load the producer copies into the stage (async_rule.staged_sides)
+ASYNC_STAGED_ATTR = "nv_tileas.async_staged"
 ASYNC_SYMBOL = "tg_async"
 #: the attribute runtime/passes/async_rule.py puts on a tiled_store the epilogue writes by TMA
 TMA_STORE_ATTR = "nv_tileas.tma_store"
@@ -62,12 +65,14 @@ def _align(n: int, a: int) -> int:
 class _Operand:
     """One staged operand: its load, tile, boxes and place in a stage."""
 
-    def __init__(self, load, offset: int):
+    def __init__(self, load, offset: int, plain: bool = False):
         self.load = load
         self.tile = tuple(load.results[0].type.shape)
         self.elem = elem_key(load.results[0].type)
         self.esz = _ESZ[self.elem]
         self.boxes = tma.column_boxes(self.tile, self.esz)
+        if plain:  # one unswizzled box (a side vector: a row the consumers read as it is)
+            self.boxes = [(0, tma.TmaBox(self.tile, self.esz, 0))]
         self.offset = offset  # bytes into the stage
         self.bytes = self.tile[0] * self.tile[1] * self.esz
         self.span = self.boxes[0][1].swizzle  # swizzle span (bytes of one box row)
@@ -129,7 +134,14 @@ def async_for(em: Emitter, op, stages: int) -> None:
     bt = None if tc or ab in _TRANSPOSABLE else _KMajor(N, K, a.esz)
     if tc and ab == "tf32" and b.span == 128:
         b.atom = 32
-    stage_bytes = _align(b.offset + b.bytes, _ALIGN)
+    # the scaled accumulate's side vectors the producer copies too (1 x N rows), 128-aligned
+    sides, end = [], b.offset + b.bytes
+    for o in body.ops:
+        if ASYNC_STAGED_ATTR in o.attributes:
+            sides.append(_Operand(o, _align(end, 128), plain=True))
+            end = sides[-1].offset + sides[-1].bytes
+    staged = [a, b] + sides
+    stage_bytes = _align(end, _ALIGN)
     bt_off = stages * stage_bytes
     bar_off = bt_off + (BT_BUFFERS * bt.bytes if bt else 0)
     slot_off = bar_off + 16 * stages
@@ -140,7 +152,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     tcols = tcgen05.columns(2 * N if tc_scaled else N)
     # the epilogue's TMA store (async_rule.tma_store_plan marked it): a third map in the slot
     store = _tma_store_of(op)
-    nmaps = 3 if store is not None else 2
+    nmaps = len(staged) + (store is not None)
     total = maps_off + nmaps * tma.TENSORMAP_BYTES
     em.need_isa("8.6" if tc else "8.3")  # tcgen05 / tensormap.replace
     em.need_target_suffix("a")
@@ -166,6 +178,9 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.ins(f"add.s32 {r}, {r}, {bar_off + 8 * stages * i}")
         return r
 
+    # a stage is empty once every consumer thread arrived (wgmma), or once the MMAs' commit
+    # arrived (tcgen05) - and, for staged side vectors on sm_100a, every consumer thread read them
+    empty_count = (1 + (nthreads if sides else 0)) if tc else nthreads
     # ---- thread 0: barriers, tensor maps (claimed per-SM slot); then every thread syncs
     t0 = em.new("pred")
     em.ins(f"setp.eq.u32 {t0}, {tid}, 0")
@@ -174,7 +189,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     for s in range(stages):
         mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * s}", 1)
         # empty: every consumer thread arrives (wgmma), or the MMAs' tcgen05.commit
-        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages + s)}", 1 if tc else nthreads)
+        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages + s)}", empty_count)
     if tc:
         mbarrier_init(em, f"{ASYNC_SYMBOL}+{done_off}", 1)
     if tc_scaled:
@@ -184,7 +199,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     mbarrier_init_fence(em)
     slot = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim")
     em.ins(f"st.shared.u32 [{ASYNC_SYMBOL}+{slot_off}], {slot}")
-    for i, x in enumerate((a, b)):
+    for i, x in enumerate(staged):
         m = em.new("b32")
         em.ins(f"add.s32 {m}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
         _build_map(em, x, m)
@@ -194,7 +209,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     skip_pub = em.new_label("async_publish")
     em.ins(f"@!{w0} bra {skip_pub}")
     em.ins("bar.warp.sync -1")
-    gmaps = _slot_maps(em, sym, slot_off, nmaps)[:2]
+    gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
     for i, g in enumerate(gmaps):
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
@@ -206,7 +221,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.ins("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned")
     em.label(skip_pub)
     em.ins("bar.sync 0")
-    gmaps = _slot_maps(em, sym, slot_off, nmaps)[:2]
+    gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
 
     regs = op.attributes.get(ASYNC_REGS_ATTR)
 
@@ -250,10 +265,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.ins(f"xor.b32 {lap}, {ring.phase}, 1")
     mbarrier_wait(em, bar(1, ring.stage), lap)
     full = bar(0, ring.stage)
-    mbarrier_arrive_expect_tx(em, full, a.bytes + b.bytes)
+    mbarrier_arrive_expect_tx(em, full, sum(x.bytes for x in staged))
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
-    for x, g in ((a, gmaps[0]), (b, gmaps[1])):
+    for x, g in zip(staged, gmaps):
         od = x.load.opdef
         row, col = (_s32(em, em.scalar(x.load, v)) for v in od.operand_group(x.load, "indices"))
         for i, (c0, box) in enumerate(x.boxes):
@@ -286,13 +301,14 @@ def async_for(em: Emitter, op, stages: int) -> None:
             slots=slots,
             nmaps=nmaps,
             ring_bytes=stages * stage_bytes,
+            store_map=len(staged),
             t0=t0,
         )
     init = em.get(op.operands[3])
     if tc_scaled:
         acc, order = async_scaled.tcgen05_consumer(em, op, locals())
         _release_tmem(em, t0, store, slot_off, slots, tcols)
-        chain = _fragment_chain(op, store)
+        chain = fragment_chain(op, store)
         if chain is not None:
             em.fragment_order = dict.fromkeys(chain, ("rows", M, N, order.groups))
             em.set(op.results[0], acc)
@@ -347,6 +363,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
+    if sides:  # the staged side vectors, before the stage goes back
+        async_scaled.staged_vectors(em, sides, order, sbase)
     abase = sbase
     if G > 1:  # this warp group's 64 rows of A
         abase = em.new("b32")
@@ -408,7 +426,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{slot_off}]")
         tma.release_slot(em, f"{sym}_slots", sl, slots)
         em.label(skip)
-    chain = _fragment_chain(op, store)
+    chain = fragment_chain(op, store)
     if chain is not None:  # the registers stay in fragment order up to the TMA store
         em.fragment_order = dict.fromkeys(chain, ("wgmma", M, N))
         em.set(op.results[0], acc)
@@ -465,51 +483,6 @@ def _from_rows(em: Emitter, op, acc: list, order) -> list:
     return out
 
 
-def _uniform(v) -> bool:
-    """Whether tile ``v`` is one value everywhere (a splat, a splat constant, or a broadcast
-    of a one-element tile), so any register order will do."""
-    op = getattr(v, "op", None)
-    if op is None:
-        return False
-    if op.name == "nv_tileaa.splat":
-        return True
-    if op.name == "nv_tileaa.broadcast":  # of a one-element tile (a scalar operand, as cuTile
-        shape = getattr(op.operands[0].type, "shape", None)  # writes `acc * 0.5`)
-        return shape is not None and all(n == 1 for n in shape)
-    value = op.attributes.get("value") if op.name == "arith.constant" else None
-    return bool(getattr(value, "is_splat", False))
-
-
-def _fragment_chain(loop, store) -> list | None:
-    """The values from ``loop``'s result to the tile the TMA ``store`` writes, when nothing
-    but that store reads them in their layout: a single-use chain of elementwise ops on that
-    one tile (other operands scalars or splats) with the loop result's layout throughout. Register k
-    then means the same element all along, whatever order the registers are in, so the loop
-    can hand over its wgmma fragment as is and the store write it by fragment position
-    (skipping the exchange into the layout stage's layout); else None."""
-    from tilegen.runtime.codegen.core import is_tile
-    from tilegen.runtime.codegen.elementwise import _is_elementwise
-
-    if store is None:
-        return None
-    v = loop.results[0]
-    chain = [v]
-    while True:
-        if v.num_uses != 1:
-            return None
-        (user,) = v.users
-        if user is store:
-            return chain if store.opdef.operand_group(store, "value")[0] is v else None
-        others = [o for o in user.operands if o is not v and is_tile(o.type)]
-        if not _is_elementwise(user) or not all(_uniform(o) for o in others):
-            return None
-        r = user.results[0]
-        if r.type.shape != v.type.shape or r.type.encoding != v.type.encoding:
-            return None
-        v = r
-        chain.append(v)
-
-
 def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     """sm_100a: consumer thread 0 issues tcgen05.mma per stage into the TMEM accumulator
     (M 128: TMEM lane = row; M 64: 16 lanes of each warp's quarter) and commits each stage's MMAs to its empty barrier, the last to
@@ -524,7 +497,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     acc_int, dot = v["acc_int"], v["dot"]
     cls = "b32" if acc_int else "f32"
     init = v["init"]
-    chain = _fragment_chain(op, v["store"]) if M == 128 else None
+    chain = fragment_chain(op, v["store"]) if M == 128 else None
     rows = None  # thread t's row of the result, in registers (row-major order): see below
     if chain is not None and init and all(r == init[0] for r in init):
         # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
@@ -734,7 +707,7 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         swizzled = refs is not None
     if swizzled:
         pass
-    elif fragment is not None:  # the loop's accumulator registers as they are (_fragment_chain)
+    elif fragment is not None:  # the loop's accumulator registers as they are (fragment_chain)
         kind, fm, fn = fragment[:3]
         if kind == "wgmma":
             th, offs = _fragment_elems(em, fm, fn)
@@ -778,7 +751,7 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     done = em.new_label("tma_store_done")
     em.ins(f"@!{w0} bra {done}")
     smap = em.new("b32")
-    em.ins(f"add.s32 {smap}, {base}, {st['maps_off'] + 2 * tma.TENSORMAP_BYTES}")
+    em.ins(f"add.s32 {smap}, {base}, {st['maps_off'] + st['store_map'] * tma.TENSORMAP_BYTES}")
     t0 = st["t0"]
     built = em.new_label("tma_store_map")
     em.ins(f"@!{t0} bra {built}")
@@ -791,7 +764,7 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     tma.build_tensormap(em, smap, spec)
     em.label(built)
     em.ins("bar.warp.sync -1")
-    g = _slot_maps(em, em.symbol, st["slot_off"], st["nmaps"])[2]
+    g = _slot_maps(em, em.symbol, st["slot_off"], st["nmaps"])[st["store_map"]]
     tma.publish_tensormap(em, g, smap)
     em.ins(f"@!{t0} bra {done}")
     tma.acquire_tensormap(em, g)

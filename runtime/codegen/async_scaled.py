@@ -19,6 +19,9 @@ from tilegen.runtime.codegen import tcgen05
 from tilegen.runtime.codegen.core import Emitter, fail
 from tilegen.runtime.codegen.pipeline import Ring, mbarrier_wait
 
+#: on a side vector load the producer copies into the stage (async_rule.staged_sides)
+STAGED_ATTR = "nv_tileas.async_staged"
+
 
 def _rank(v) -> int:
     return getattr(v.type, "rank", 0)
@@ -74,6 +77,9 @@ class WgmmaOrder:
     def length(self, shape: tuple) -> int:
         return {(self.M, 1): 2 * self.nq, (1, self.N): self.N // 4}.get(shape, 1)
 
+    #: what the first column (:meth:`cols`) is a multiple of
+    col_align = 2
+
 
 class RowsOrder:
     """sm_100a, M 128 on 2 G warp groups... in general G = warps / 4 column groups: warp w holds
@@ -104,6 +110,10 @@ class RowsOrder:
     def length(self, shape: tuple) -> int:
         return self.cols_per if shape == (1, self.N) else 1
 
+    @property
+    def col_align(self) -> int:
+        return self.cols_per
+
 
 def side_vectors(em: Emitter, chain: list, order) -> None:
     """The index math and the side vector loads (M x 1, 1 x N, 1 x 1 ``tiled_load``s) of the
@@ -123,8 +133,8 @@ def side_vectors(em: Emitter, chain: list, order) -> None:
         if not any(_rank(r) for r in o.results):
             em.emit_op(o)  # index math
             continue
-        if o.name != "nv_tileaa.tiled_load":
-            continue
+        if o.name != "nv_tileaa.tiled_load" or STAGED_ATTR in o.attributes:
+            continue  # (a staged one is read from the stage: staged_vectors)
         mem, indices, in_bounds = _tiled_operands(em, o)
         starts = [em.scalar(o, v) for v in indices]
         (other,) = o.opdef.operand_group(o, "other") or (None,)
@@ -180,6 +190,38 @@ def side_vectors(em: Emitter, chain: list, order) -> None:
             regs += load_elems(em, opcode, kt, guard, [pad], ref)
         em.set(o.results[0], regs)
         for r in o.results[1:]:
+            em.set(r, None)
+
+
+def staged_vectors(em: Emitter, sides: list, order, sbase) -> None:
+    """The staged side vectors (1 x N rows the producer copied, unswizzled, into the stage at
+    ``sbase``; TMA filled what lies outside the tensor with zeros): each thread reads its
+    columns in ``order``, in vector loads of up to 16 bytes where they run on."""
+    from tilegen.runtime.codegen.memory import mem_types
+
+    for x in sides:
+        cls, esz, lt, _ = mem_types(x.load, x.elem)
+        c0, pos = order.cols()
+        at = em.new("b32")
+        em.ins(f"mad.lo.s32 {at}, {c0}, {esz}, {sbase}")
+        regs, k = [], 0
+        while k < len(pos):
+            v = 1
+            while (
+                v * 2 * esz <= 16
+                and v * 2 <= order.col_align
+                and pos[k] % (v * 2) == 0
+                and pos[k : k + v * 2] == list(range(pos[k], pos[k] + v * 2))
+            ):
+                v *= 2
+            dst = [em.new(cls) for _ in range(v)]
+            vec = f".v{v}" if v > 1 else ""
+            out = f"{{{', '.join(dst)}}}" if v > 1 else dst[0]
+            em.ins(f"ld.shared{vec}.{lt} {out}, [{at}+{x.offset + pos[k] * esz}]")
+            regs += dst
+            k += v
+        em.set(x.load.results[0], regs)
+        for r in x.load.results[1:]:
             em.set(r, None)
 
 
@@ -318,6 +360,10 @@ def tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"add.s32 {src0}, {src0}, {order.col}")
     tring = Ring(2)
     tring.start(em, 0)
+    sides = v["sides"]
+    ring = Ring(v["stages"])  # the stage ring, for the staged side vectors
+    if sides:
+        ring.start(em, 0)
     iv = em.mov(v["iv_cls"], v["lb"])
     top, end = em.new_label("async_scale"), em.new_label("async_scaled")
     em.label(top)
@@ -326,6 +372,14 @@ def tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"@{stop} bra {end}")
     em.values[body.args[0]] = iv
     side_vectors(em, chain, order)
+    if sides:  # read from the stage, which then waits for these threads too (its empty count)
+        bar = v["bar"]
+        mbarrier_wait(em, bar(0, ring.stage), ring.phase)
+        sbase = em.new("b32")
+        em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {v['stage_bytes']}, {base}")
+        staged_vectors(em, sides, order, sbase)
+        em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
+        ring.advance(em)
     mbarrier_wait(em, _tbar(em, base, tbar, 0, tring.stage), tring.phase)
     em.ins("tcgen05.fence::after_thread_sync")
     buf = em.new("b32")

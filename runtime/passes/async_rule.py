@@ -29,6 +29,7 @@ from math import prod
 from typing import Optional
 
 from tilegen.runtime.ir import BlockArgument, Operation, OpResult
+from tilegen.runtime.layouts.async_forms import fragment_chain, uniform_tile, zero_tile
 from tilegen.runtime.records import dataclass
 
 #: target sm -> the async path's tensor-core instruction
@@ -71,6 +72,8 @@ ASYNC_ATTR = "nv_tileas.async_stages"
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
 #: the consumers' ``setmaxnreg.inc`` (the scaled accumulate: two fragments live per thread)
 ASYNC_CONSUMER_REGS_ATTR = "nv_tileas.async_consumer_regs"
+#: on a scaled accumulate's 1 x N side vector load the producer copies by TMA into the stage
+ASYNC_STAGED_ATTR = "nv_tileas.async_staged"
 #: the attribute the ``async`` stage puts on the kernel's final ``tiled_store`` when the
 #: epilogue writes through TMA (registers -> the idle stage ring -> cp.async.bulk.tensor)
 TMA_STORE_ATTR = "nv_tileas.tma_store"
@@ -206,38 +209,9 @@ def _operands_staged(dot: Operation, plan) -> Optional[str]:
     acc = dot.operands[2]
     if isinstance(acc, BlockArgument) and acc.owner is dot.parent:
         return None
-    if not _zero_tile(acc):
+    if not zero_tile(acc):
         return "the dot's accumulator is neither loop-carried nor a zero tile (a scaled partial product)"
     return None
-
-
-def _zero_tile(v) -> bool:
-    """Whether tile ``v`` is zero everywhere (a splat of a zero constant, or a zero constant)."""
-    op = v.op if isinstance(v, OpResult) else None
-    if op is not None and op.name == "nv_tileaa.splat":
-        v = op.operands[0]
-        op = v.op if isinstance(v, OpResult) else None
-    value = op.attributes.get("value") if op is not None and op.name == "arith.constant" else None
-    if value is None:
-        return False
-    if getattr(value, "values", None) is not None:  # a dense (tile) constant
-        vals = value.values
-        return len(set(map(repr, vals))) == 1 and float(vals[0]) == 0.0
-    return float(getattr(value, "value", 1)) == 0.0
-
-
-def _uniform_tile(v) -> bool:
-    """A tile that holds one value everywhere: a splat, a splat constant, or a broadcast of a
-    one-element tile (runtime/codegen/async_loop.py ``_uniform`` reads the same forms)."""
-    op = v.op if isinstance(v, OpResult) else None
-    if op is None:
-        return False
-    if op.name == "nv_tileaa.splat":
-        return True
-    if op.name == "nv_tileaa.broadcast":
-        return all(n == 1 for n in getattr(op.operands[0].type, "shape", (0,)))
-    value = op.attributes.get("value") if op.name == "arith.constant" else None
-    return bool(getattr(value, "is_splat", False))
 
 
 def scaled_chain(loop: Operation, dot: Operation, staged: set) -> Optional[str]:
@@ -266,7 +240,7 @@ def scaled_chain(loop: Operation, dot: Operation, staged: set) -> Optional[str]:
     side = set()  # ops whose result is a side vector
 
     def is_side(v) -> bool:
-        return isinstance(v, OpResult) and (id(v.op) in side or _uniform_tile(v))
+        return isinstance(v, OpResult) and (id(v.op) in side or uniform_tile(v))
 
     for op in body.ops:
         if id(op) in staged or op is dot or op is body.ops[-1]:
@@ -284,13 +258,13 @@ def scaled_chain(loop: Operation, dot: Operation, staged: set) -> Optional[str]:
             if shape not in vectors:
                 return f"a {'x'.join(map(str, shape))} tile is loaded beside the dot"
             group = op.opdef.operand_group
-            if group(op, "mask") or not all(_uniform_tile(o) for o in group(op, "other")):
+            if group(op, "mask") or not all(uniform_tile(o) for o in group(op, "other")):
                 return "a side vector's load is masked or padded with a non-uniform tile"
             if len(op.results) > 1 and op.results[1].has_uses:
                 return "a side vector load's token is used"
             side.add(id(op))
             continue
-        if op.name in ("nv_tileaa.splat", "arith.constant") and _uniform_tile(op.results[0]):
+        if op.name in ("nv_tileaa.splat", "arith.constant") and uniform_tile(op.results[0]):
             continue
         if op.name == "nv_tileas.convert_layout" and shape in vectors:
             if not is_side(op.operands[0]):
@@ -299,7 +273,7 @@ def scaled_chain(loop: Operation, dot: Operation, staged: set) -> Optional[str]:
             continue
         if op.name == "nv_tileaa.broadcast":
             src = op.operands[0]
-            if _uniform_tile(op.results[0]):  # of one element
+            if uniform_tile(op.results[0]):  # of one element
                 if shape in vectors:
                     side.add(id(op))
                 continue
@@ -407,7 +381,11 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         return AsyncDecision(name, target, True, False, why, **kw)
     if plan.producer_regs and not isinstance(dot.operands[2], BlockArgument):
         kw["consumer_regs"] = consumer_regs_inc(plan)
-    _, store_why = tma_store_plan(func, loop, kw["stages"], stage_bytes_of(dot))
+    sides = staged_sides(loop, dot)
+    kw["stage_bytes"] += sum(
+        _BYTES.get(_elem_key(o.results[0].type), 4) * prod(o.results[0].type.shape) for o in sides
+    )
+    _, store_why = tma_store_plan(func, loop, kw["stages"], stage_bytes_of(dot, sides))
     kw.update(tma_store=store_why is None, store_reason=store_why or "")
     return AsyncDecision(name, target, True, True, "", **kw)
 
@@ -425,12 +403,48 @@ def consumer_regs_inc(plan) -> int:
     return min(MAX_REGS_RANGE[1], launch + freed // consumers) // 8 * 8
 
 
-def stage_bytes_of(dot) -> int:
-    """Bytes of one stage as the emitter lays it out (A's and B's boxes, each 1024-aligned)."""
+def stage_bytes_of(dot, sides: tuple = ()) -> int:
+    """Bytes of one stage as the emitter lays it out: A's and B's boxes, each 1024-aligned, then
+    the staged side vectors (``sides``), each 128-aligned, the stage 1024-aligned."""
+    from tilegen.runtime.layouts.access import element_bytes
+
     a, b = dot.operands[0].type, dot.operands[1].type
     esz = _BYTES[_elem_key(a)]
     (M, K), N = a.shape, b.shape[1]
-    return -(-(M * K * esz) // 1024) * 1024 + -(-(K * N * esz) // 1024) * 1024
+    n = -(-(M * K * esz) // 1024) * 1024 + -(-(K * N * esz) // 1024) * 1024
+    for o in sides:
+        t = o.results[0].type
+        n += -(-(prod(t.shape) * element_bytes(t.element)) // 128) * 128
+    return -(-n // 1024) * 1024
+
+
+def staged_sides(loop: Operation, dot: Operation) -> list:
+    """The side vector loads of a scaled accumulate the producer copies by TMA with A and B
+    (``nv_tileas.async_staged``): 1 x N rows TMA can describe (as the operands' rule: unit
+    inner stride, 16-byte aligned base and strides, zero padding), the memref defined before
+    the loop, the indices from the induction variable and invariants. The consumers read them
+    from the stage (tileiras stages its block-scaled GEMM's scale row the same way); an M x 1
+    column (4-byte rows) is no TMA box: the consumers load it themselves."""
+    from tilegen.runtime.passes.k_loop_pipelining import (
+        _operand_slice,
+        is_defined_outside,
+        tma_describable,
+    )
+
+    if isinstance(dot.operands[2], BlockArgument):
+        return []
+    N = dot.results[0].type.shape[1]
+    out = []
+    for op in loop.regions[0].blocks[0].ops:
+        if op.name != "nv_tileaa.tiled_load" or tuple(op.results[0].type.shape) != (1, N):
+            continue
+        if any(u is dot or u.name == "nv_tileaa.fp_to_fp" for u in op.results[0].users):
+            continue  # an operand of the dot
+        base = op.opdef.operand_group(op, "base")[0]
+        if tma_describable(op) is None and is_defined_outside(base, loop):
+            if _operand_slice(op, loop) is not None:
+                out.append(op)
+    return out
 
 
 def tma_store_plan(func: Operation, loop: Operation, stages: int, stage_bytes: int) -> tuple:
@@ -474,16 +488,20 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
     a, b, c = (v.type for v in dot.operands[:3])
     (M, K), N = a.shape, b.shape[1]
     esz = _BYTES[_elem_key(a)]
-    stage = -(-(M * K * esz) // 1024) * 1024 + -(-(K * N * esz) // 1024) * 1024
+    stage = stage_bytes_of(dot, tuple(staged_sides(loop, dot)))
     from tilegen.runtime.targets import shared_optin
 
     # sm_90 tf32 / 8-bit: three K-major B^T buffers the consumers transpose each stage's B into
     # (async_loop.BT_BUFFERS: one stage's wgmmas stay in flight over the next transpose)
     bt = 3 * (-(-(K * N * esz) // 1024) * 1024) if sm < 100 and _elem_key(a) in TRANSPOSED_B else 0
-    fit = (shared_optin(sm) - M * N * 4 - SMEM_EXTRA - bt) // stage
     # a num_stages hint is honored as the pass took it; otherwise as many stages as fit, up to
-    # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget)
-    stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
+    # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget),
+    # beside the accumulator's scratch buffer unless the registers never go through it
+    for scratch in (0, M * N * 4) if _registers_only(func, loop, sm, M) else (M * N * 4,):
+        fit = (shared_optin(sm) - scratch - SMEM_EXTRA - bt) // stage
+        stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
+        if scratch or tma_store_plan(func, loop, stages, stage)[0] is not None:
+            break
     scaled = not isinstance(dot.operands[2], BlockArgument)
     if scaled and sm >= 100 and (warps != 8 or M != 128 or N % 64 or N > 256):
         return (
@@ -517,7 +535,7 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
     loads = {id(s.load) for s in plan.loads}
     tf32 = {id(v.op) for v in dot.operands[:2] if isinstance(v, OpResult)}
     if scaled:  # the block-scaled form: a fresh partial product per stage, scaled into acc
-        if sm >= 100 and not _uniform_tile(loop.operands[3]):
+        if sm >= 100 and not uniform_tile(loop.operands[3]):
             return "the tcgen05 scaled accumulate starts from a uniform tile", stages
         if sm < 100 and 2 * (M // (16 * warps) * N // 2) > 128:
             return (
@@ -540,6 +558,27 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
     return _before_loop(func, loop), stages
 
 
+def _registers_only(func: Operation, loop: Operation, sm: int, M: int) -> bool:
+    """Whether the emitter keeps the accumulator out of the scratch buffer: a uniform initial
+    value goes straight into the registers, the result reaches the TMA store by
+    :func:`fragment_chain` (sm_100: the TMEM row order of M = 128), and nothing else after the
+    loop holds a tile that is not uniform (which a layout exchange might stage there)."""
+    if not uniform_tile(loop.operands[3]) or (sm >= 100 and M != 128):
+        return False
+    store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)  # (the ring's size checked later)
+    chain = fragment_chain(loop, store)
+    if chain is None:
+        return False
+    ops = func.regions[0].blocks[0].ops
+    inside = {id(v.op) for v in chain[1:]} | {id(store)}
+    for op in ops[ops.index(loop) + 1 :]:
+        if id(op) in inside:
+            continue
+        if any(getattr(r.type, "rank", 0) and not uniform_tile(r) for r in op.results):
+            return False
+    return True
+
+
 def _before_loop(func, loop) -> Optional[str]:
     """Why the kernel's prologue cannot run on the producer warp group too, or None."""
     for op in func.regions[0].blocks[0].ops:
@@ -559,7 +598,7 @@ def _unsigned(dot: Operation) -> bool:
 def decide(root: Operation, options, annotate: bool = False) -> list:
     """[:class:`AsyncDecision`] for every kernel of a laid-out nv_tileaa module; ``annotate``
     marks each taken kernel's K loop for the emitter (``nv_tileas.async_stages``)."""
-    from tilegen.runtime.attributes import IntegerAttr
+    from tilegen.runtime.attributes import IntegerAttr, UnitAttr
     from tilegen.runtime.passes.k_loop_pipelining import kernel_functions
     from tilegen.runtime.types import I32
 
@@ -578,8 +617,12 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 loop.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
             if d.producer_regs and not isinstance(_loop_dot(loop).operands[2], BlockArgument):
                 loop.set_attr(ASYNC_CONSUMER_REGS_ATTR, IntegerAttr(d.consumer_regs, I32))
+            for side in staged_sides(loop, _loop_dot(loop)):
+                side.set_attr(ASYNC_STAGED_ATTR, UnitAttr())
             if d.tma_store:
-                store, _ = tma_store_plan(func, loop, d.stages, stage_bytes_of(_loop_dot(loop)))
+                dot = _loop_dot(loop)
+                sides = staged_sides(loop, dot)
+                store, _ = tma_store_plan(func, loop, d.stages, stage_bytes_of(dot, sides))
                 store.set_attr(TMA_STORE_ATTR, IntegerAttr(1, I32))
                 _store_unconverted(store)
     return out
