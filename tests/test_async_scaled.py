@@ -202,3 +202,77 @@ def test_library_block_gemm_with_a_scalar_scale(tmp_path, target):
     arrays = [np.asarray(v) for _, v in args]
     out = run_ptx(c.ptx, arrays, tuple(grid) + (1,) * (3 - len(grid)), strict_async=True)
     assert case.mismatches({k: o for (k, _), o in zip(args, out)}, expected) == []
+
+
+#: (A/B element, TM, TN, TK, problem M, N, K) variants of the block-scaled GEMM; each is taken
+#: on sm_90a, and on sm_100a where the tcgen05 form covers it (8 warps: TM 128, TN 64 or 128)
+VARIANTS = [
+    ("e4m3", 128, 64, 128, 200, 136, 384),  # 8 warps, one m64n64 instance per warp group
+    ("e4m3", 128, 128, 64, 128, 256, 200),  # a K tile of 64 (two scales per 128 columns of K)
+    ("e4m3", 64, 128, 128, 100, 128, 256),  # 4 warps: one warp group of 64 rows
+    ("e5m2", 128, 128, 128, 128, 128, 256),
+    ("f16", 128, 128, 64, 72, 200, 136),  # 16-bit operands: B read N-major, no transpose
+]
+
+
+def _variant(cka, elem: str, tiles: tuple, tmp: Path) -> Path:
+    """The block-scaled kernel exported with other tile constants / operand element type."""
+    import cuda.tile as ct
+    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
+
+    case = cka.kernels()[NAME]
+    params = list(case.params)
+    if elem != "e4m3":
+        dtype = {"e5m2": ct.float8_e5m2, "f16": ct.float16}[elem]
+        params[0] = type(params[0])(**{**params[0].__dict__, "dtype": dtype})
+        params[1] = type(params[1])(**{**params[1].__dict__, "dtype": dtype})
+    params[-3:] = list(tiles)
+    sig = KernelSignature(params, getattr(CallingConvention, case.calling_convention)())
+    path = tmp / f"{NAME}_{elem}_{'x'.join(map(str, tiles))}.tileirbc"
+    export_kernel(case.kernel, [sig], str(path), output_format="tileir_bytecode")
+    return path
+
+
+def _variant_problem(cka, elem: str, TM: int, TN: int, TK: int, m: int, n: int, k: int):
+    from tilegen.runtime import floats
+
+    rng = np.random.default_rng(m + n + k)
+    kb = -(-k // TK)
+    vals = rng.integers(-4, 5, size=(m, k)) * 0.5, rng.integers(-4, 5, size=(k, n)) * 0.5
+    if elem == "f16":
+        (av, abits), (bv, bbits) = (
+            (v.astype(np.float16).astype(np.float64), v.astype(np.float16)) for v in vals
+        )
+    else:
+        key = {"e4m3": "f8E4M3FN", "e5m2": "f8E5M2"}[elem]
+        bits = [floats.encode(v, key) for v in vals]
+        (av, abits), (bv, bbits) = ((floats.decode(b, key).astype(np.float64), b) for b in bits)
+    sa = (2.0 ** rng.integers(-2, 3, size=(m, -(-kb // 4) * 4))).astype(np.float32)
+    sb = (2.0 ** rng.integers(-2, 3, size=(kb, n))).astype(np.float32)
+    ref = np.zeros((m, n))
+    for j in range(kb):
+        part = av[:, j * TK : (j + 1) * TK] @ bv[j * TK : (j + 1) * TK, :]
+        ref += part * sa[:, j : j + 1] * sb[j : j + 1, :]
+    args = [abits, bbits, sa, sb, np.zeros((m, n), np.float32)]
+    return args, ref, (-(-m // TM), -(-n // TN), 1)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(map(str, v[:4])))
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_block_scaled_variants(tmp_path, kernel, variant, target):
+    _, _, cka = kernel
+    elem, TM, TN, TK, m, n, k = variant
+    path = _variant(cka, elem, (TM, TN, TK), tmp_path)
+    c = driver.compile_source(path, CompileOptions(target=target), until="ptx")
+    (d,) = c.async_plan
+    if target == "sm_100a" and TM != 128:
+        assert not d.taken and "tcgen05 scaled accumulate takes 8 warps" in d.reason
+        return
+    assert d.taken and d.tile == (TM, TN, TK), d.line()
+    counts, _ = sass_counts(tmp_path, c.ptx, target)  # 0 spills
+    mma = {"sm_90a": "QGMMA" if elem != "f16" else "HGMMA", "sm_100a": "UTC"}[target]
+    assert any(op.startswith(mma) for op in counts), counts
+    args, ref, grid = _variant_problem(cka, elem, TM, TN, TK, m, n, k)
+    out = run_ptx(c.ptx, args, grid, strict_async=True)
+    np.testing.assert_array_equal(out[4], ref.astype(np.float32))

@@ -503,10 +503,11 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
         if scratch or tma_store_plan(func, loop, stages, stage)[0] is not None:
             break
     scaled = not isinstance(dot.operands[2], BlockArgument)
-    if scaled and sm >= 100 and (warps != 8 or M != 128 or N % 64 or N > 256):
+    if scaled and sm >= 100 and (warps != 8 or M != 128 or N not in (64, 128)):
+        # a thread holds N / 2 columns of the partial product, the sum and a 1 x N side vector
         return (
             f"the emitter's tcgen05 scaled accumulate takes 8 warps (two column halves of the "
-            f"128 TMEM rows), M 128 and N a multiple of 64 up to 256, not {warps} warps, {M}x{N}",
+            f"128 TMEM rows), M 128 and N 64 or 128, not {warps} warps, {M}x{N}",
             stages,
         )
     if sm >= 100 and not scaled and (warps != 4 or M not in (64, 128) or N % 32):
