@@ -29,15 +29,19 @@ VARIANTS = {
     },
     "gemm bf16 8192^3": {"num_warps=8": {"num_warps": 8}},
     "gemm e4m3 8192^3 (f16 out)": {"num_warps=8": {"num_warps": 8}},
-    # the layout stage's 8 warps (two groups of 64 rows) beside one group of 128 rows, and a
-    # third K/V stage (prefetch two tiles ahead: 126 registers, no spills on sm_90)
+    # the async path's general form (the default on sm_90 since docs/pipelines.md section 13:
+    # K/V by TMA from a producer warp group) beside today's path (cp.async by the consumers),
+    # and a third K/V stage
     "attention causal fwd h16 s8192 d64": {
-        "num_warps=4": {"num_warps": 4},
+        "no warp specialization": {"warp_specialize": False},
         "num_stages=3": {"num_stages": 3},
     },
-    # 8 warps (the default since 2026-11-28: 256 threads, 173 registers) beside the 4 of before
-    # (128 threads at 255 registers)
-    "gemm e4m3 block-scaled 4096^3 (f32 out)": {"num_warps=4": {"num_warps": 4}},
+    "attention causal fwd h16 s4096 d64": {"no warp specialization": {"warp_specialize": False}},
+    # the async path's scaled accumulate (the default since section 12: 384 threads, TMA,
+    # consumers at 232 registers) beside today's path (256 threads, cp.async)
+    "gemm e4m3 block-scaled 4096^3 (f32 out)": {
+        "no warp specialization": {"warp_specialize": False}
+    },
 }
 
 GEMM_TILES = {"f16": (128, 128, 64), "bf16": (128, 128, 64), "e4m3": (128, 128, 128)}

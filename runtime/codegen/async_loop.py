@@ -40,6 +40,8 @@ ASYNC_ATTR = "nv_tileas.async_stages"
 #: the loop attribute with the producer warp group's register budget (setmaxnreg.dec; the
 #: consumers keep theirs, as tileiras's two-warp-group GEMMs do)
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
+#: on a K loop the async path takes in its general form (async_rule.general_loads)
+ASYNC_GENERAL_ATTR = "nv_tileas.async_general"
 #: the loop attribute with the consumers' setmaxnreg.inc (the scaled accumulate's two fragments)
 ASYNC_CONSUMER_REGS_ATTR = "nv_tileas.async_consumer_regs"
 #: on a side vector load the producer copies into the stage (async_rule.staged_sides)
@@ -74,7 +76,9 @@ class _Operand:
         if plain:  # one unswizzled box (a side vector: a row the consumers read as it is)
             self.boxes = [(0, tma.TmaBox(self.tile, self.esz, 0))]
         self.offset = offset  # bytes into the stage
-        self.bytes = self.tile[0] * self.tile[1] * self.esz
+        self.bytes = self.esz
+        for n in self.tile:
+            self.bytes *= n
         self.span = self.boxes[0][1].swizzle  # swizzle span (bytes of one box row)
         self.box_bytes = self.boxes[0][1].bytes
         #: bytes the 128-byte swizzle moves as a unit: 32 for a tcgen05 MN-major tf32 B
@@ -108,6 +112,8 @@ def _staged_load(v):
 def async_for(em: Emitter, op, stages: int) -> None:
     """Emit the marked K loop ``op`` as the warp-specialized TMA pipeline."""
     body = op.regions[0].blocks[0]
+    if ASYNC_GENERAL_ATTR in op.attributes:
+        return _general_for(em, op, stages)
     dots = [o for o in body.ops if o.name == "nv_tileaa.dot"]
     if len(dots) != 1:
         fail(op, "PTX backend: the async K loop needs exactly one dot")
@@ -142,149 +148,15 @@ def async_for(em: Emitter, op, stages: int) -> None:
             end = sides[-1].offset + sides[-1].bytes
     staged = [a, b] + sides
     stage_bytes = _align(end, _ALIGN)
-    bt_off = stages * stage_bytes
-    bar_off = bt_off + (BT_BUFFERS * bt.bytes if bt else 0)
-    slot_off = bar_off + 16 * stages
-    tmem_off, done_off = slot_off + 8, slot_off + 16  # sm_100: TMEM address, MMAs-done barrier
-    tbar_off = slot_off + 24  # sm_100 scaled accumulate: the two TMEM buffers' barriers
-    tc_scaled = tc and scaled
-    maps_off = _align(tbar_off + (async_scaled.TMEM_BARRIER_BYTES if tc_scaled else 0), 128)
-    tcols = tcgen05.columns(2 * N if tc_scaled else N)
-    # the epilogue's TMA store (async_rule.tma_store_plan marked it): a third map in the slot
-    store = _tma_store_of(op)
-    nmaps = len(staged) + (store is not None)
-    total = maps_off + nmaps * tma.TENSORMAP_BYTES
-    em.need_isa("8.6" if tc else "8.3")  # tcgen05 / tensormap.replace
-    em.need_target_suffix("a")
-    base = em.new("b32")
-    em.pre.insert(0, f"\t.shared .align {_ALIGN} .b8 {ASYNC_SYMBOL}[{total}];")
-    em.ins(f"mov.u32 {base}, {ASYNC_SYMBOL}")
-    em.async_smem = total
-    tid, _, _ = em.tid()
-    threads = nthreads + 128
-    slots = map_slots(threads, total + em.smem_bytes)
-    sym = em.symbol
-    em.globals += [
-        f".global .align 128 .b8 {sym}_tmaps[{slots * nmaps * tma.TENSORMAP_BYTES * MAX_SMS}];",
-        f".global .align 4 .b32 {sym}_slots[{MAX_SMS}];",
-    ]
-    lb, ub, step = (em.scalar(op, v) for v in op.operands[:3])
-    iv_cls = em.reg_class(lb) or em.reg_class(ub) or "b32"
-    ty = ("u" if "unsignedCmp" in op.attributes else "s") + ("64" if iv_cls == "b64" else "32")
-
-    def bar(i: int, s) -> str:
-        r = em.new("b32")
-        em.ins(f"mad.lo.s32 {r}, {s}, 8, {base}")
-        em.ins(f"add.s32 {r}, {r}, {bar_off + 8 * stages * i}")
-        return r
-
-    # a stage is empty once every consumer thread arrived (wgmma), or once the MMAs' commit
-    # arrived (tcgen05) - and, for staged side vectors on sm_100a, every consumer thread read them
-    empty_count = (1 + (nthreads if sides else 0)) if tc else nthreads
-    # ---- thread 0: barriers, tensor maps (claimed per-SM slot); then every thread syncs
-    t0 = em.new("pred")
-    em.ins(f"setp.eq.u32 {t0}, {tid}, 0")
-    skip = em.new_label("async_init")
-    em.ins(f"@!{t0} bra {skip}")
-    for s in range(stages):
-        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * s}", 1)
-        # empty: every consumer thread arrives (wgmma), or the MMAs' tcgen05.commit
-        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages + s)}", empty_count)
-    if tc:
-        mbarrier_init(em, f"{ASYNC_SYMBOL}+{done_off}", 1)
-    if tc_scaled:
-        for i in range(2):  # TMEM buffer i: full (the issuer's commit), empty (the consumers)
-            mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 8 * i}", 1)
-            mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 16 + 8 * i}", nthreads)
-    mbarrier_init_fence(em)
-    slot = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim")
-    em.ins(f"st.shared.u32 [{ASYNC_SYMBOL}+{slot_off}], {slot}")
-    for i, x in enumerate(staged):
-        m = em.new("b32")
-        em.ins(f"add.s32 {m}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
-        _build_map(em, x, m)
-    em.label(skip)
-    w0 = em.new("pred")
-    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
-    skip_pub = em.new_label("async_publish")
-    em.ins(f"@!{w0} bra {skip_pub}")
-    em.ins("bar.warp.sync -1")
-    gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
-    for i, g in enumerate(gmaps):
-        src = em.new("b32")
-        em.ins(f"add.s32 {src}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
-        tma.publish_tensormap(em, g, src)
-    if tc:  # warp 0 allocates the accumulator's TMEM columns
-        em.ins(
-            f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [{ASYNC_SYMBOL}+{tmem_off}], {tcols}"
-        )
-        em.ins("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned")
-    em.label(skip_pub)
-    em.ins("bar.sync 0")
-    gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
-
-    regs = op.attributes.get(ASYNC_REGS_ATTR)
-
-    # ---- producer warp group (after the consumers): one thread issues the copies
-    prod = em.new("pred")
-    em.ins(f"setp.ge.u32 {prod}, {tid}, {nthreads}")
-    consumer = em.new_label("async_consumer")
-    em.ins(f"@!{prod} bra {consumer}")
-    if regs is not None:
-        setmaxnreg(em, False, regs.value)
-    if tc_scaled:  # the second warp issues the MMAs (the consumers scale meanwhile)
-        mmas = _tcgen05_stage(dot, ab, a, b, M, N, K, acc_int)
-        async_scaled.tcgen05_issuer(em, locals())
-    # one elected lane of the producer's first warp issues (elect.sync, as tileiras does)
-    leader = em.new("pred")
-    em.ins(f"setp.lt.u32 {leader}, {tid}, {nthreads + 32}")
-    out = em.new_label("async_producer_done")
-    em.ins(f"@!{leader} bra {out}")
-    elected = em.new("b32")
-    em.ins(f"elect.sync {elected}|{leader}, -1")
-    em.ins(f"@!{leader} bra {out}")
-    for g in gmaps:
-        tma.acquire_tensormap(em, g)
-        tma.prefetch_tensormap(em, g)
-    ring = Ring(stages)
-    ring.start(em, 0)
-    iv = em.mov(iv_cls, lb)
-    top, end = em.new_label("async_produce"), em.new_label("async_produced")
-    em.label(top)
-    stop = em.new("pred")
-    em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
-    em.ins(f"@{stop} bra {end}")
-    em.values[body.args[0]] = iv
-    for o in body.ops:  # the loads' index math (the rule admits only scalar ops beside them)
-        if o in (la, lb_, dot) or o.name == "scf.yield":
-            continue
-        if any(getattr(r.type, "rank", 0) for r in o.results):
-            continue  # tiles (the loads' padding splats): TMA fills with zeros itself
-        em.emit_op(o)
-    lap = em.new("b32")
-    em.ins(f"xor.b32 {lap}, {ring.phase}, 1")
-    mbarrier_wait(em, bar(1, ring.stage), lap)
-    full = bar(0, ring.stage)
-    mbarrier_arrive_expect_tx(em, full, sum(x.bytes for x in staged))
-    sbase = em.new("b32")
-    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
-    for x, g in zip(staged, gmaps):
-        od = x.load.opdef
-        row, col = (_s32(em, em.scalar(x.load, v)) for v in od.operand_group(x.load, "indices"))
-        for i, (c0, box) in enumerate(x.boxes):
-            dst = em.new("b32")
-            em.ins(f"add.s32 {dst}, {sbase}, {x.offset + i * x.box_bytes}")
-            cc = col
-            if c0:
-                cc = em.new("b32")
-                em.ins(f"add.s32 {cc}, {col}, {c0}")
-            tma.tma_load(em, dst, g, [cc, row], full)
-    ring.advance(em)
-    em.ins(f"add.{ty} {iv}, {iv}, {step}")
-    em.ins(f"bra {top}")
-    em.label(end)
-    em.label(out)
-    em.ins("ret")
+    store = _tma_store_of(op)  # the epilogue's TMA store (async_rule.tma_store_plan marked it)
+    fr = _frame(em, op, staged, stages, stage_bytes, locals())
+    base, bar, t0, tid = fr["base"], fr["bar"], fr["t0"], fr["tid"]
+    slot_off, slots, maps_off, nmaps = fr["slot_off"], fr["slots"], fr["maps_off"], fr["nmaps"]
+    lb, ub, step, ty, iv_cls = fr["lb"], fr["ub"], fr["step"], fr["ty"], fr["iv_cls"]
+    tmem_off, done_off, tbar_off, tcols = (
+        fr[k] for k in ("tmem_off", "done_off", "tbar_off", "tcols")
+    )
+    tc_scaled, consumer, bt_off, sym = fr["tc_scaled"], fr["consumer"], fr["bt_off"], em.symbol
 
     # ---- consumers: the kernel's warps
     em.label(consumer)
@@ -433,6 +305,267 @@ def async_for(em: Emitter, op, stages: int) -> None:
         return
     res = _from_fragment(em, op, op.results[0].type, acc, M, N, acc_int)
     em.set(op.results[0], res)
+
+
+def _general_for(em: Emitter, op, stages: int) -> None:
+    """The general form (docs/pipelines.md section 13; async_rule.general_loads): the producer
+    warp group copies every marked load of the body (dots' B operands, as loaded) into the
+    stage ring by TMA; the consumer warps run the body as today's path emits it - loop-invariant
+    A operands kept in shared memory once (``mma.keep_invariant_a``), A from registers, each
+    dot's B read from the stage through swizzled descriptors (``mma.StagedBox``) - waiting for
+    the stage's full barrier before it and arriving on its empty barrier after it (every dot
+    has waited for its wgmmas by then)."""
+    from tilegen.runtime.codegen.control import _bind, _slots, copy_into
+    from tilegen.runtime.codegen.mma import StagedBox, keep_invariant_a
+    from tilegen.runtime.codegen.reduce import run_region
+
+    body = op.regions[0].blocks[0]
+    staged, end = [], 0
+    for o in body.ops:
+        if ASYNC_STAGED_ATTR in o.attributes:
+            staged.append(_Operand(o, _align(end, _ALIGN)))
+            end = staged[-1].offset + staged[-1].bytes
+    if not staged:
+        fail(op, "PTX backend: the general async loop stages no load")
+    stage_bytes = _align(end, _ALIGN)
+    nthreads = 32 * em.num_warps
+    facts = dict(bt=None, tc=False, scaled=False, sides=[], store=None, nthreads=nthreads, N=0)
+    fr = _frame(em, op, staged, stages, stage_bytes, facts)
+    base, bar, t0 = fr["base"], fr["bar"], fr["t0"]
+    lb, ub, step, ty, iv_cls = fr["lb"], fr["ub"], fr["step"], fr["ty"], fr["iv_cls"]
+
+    # ---- consumers: the kernel's warps run the body
+    em.label(fr["consumer"])
+    em.producer_threads = 128
+    em.barrier_threads = nthreads
+    keep_invariant_a(em, op)  # loop-invariant wgmma A operands (attention's Q): once, here
+    slots = _slots(em, op, [r.type for r in op.results])
+    copy_into(em, op, slots, [em.get(v) for v in op.operands[3:]])
+    ring = Ring(stages)
+    ring.start(em, 0)
+    iv = em.mov(iv_cls, lb)
+    top, done = em.new_label("async_body"), em.new_label("async_body_end")
+    em.label(top)
+    stop = em.new("pred")
+    em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
+    em.ins(f"@{stop} bra {done}")
+    mbarrier_wait(em, bar(0, ring.stage), ring.phase)
+    sbase = em.new("b32")
+    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
+    bufs = {}
+    for x in staged:
+        r = em.new("b32")
+        em.ins(f"add.s32 {r}, {sbase}, {x.offset}")
+        kmajor = _transposed(x.load)
+        bufs[x.load] = StagedBox(r, x.span, kmajor, x.box_bytes)
+    saved = getattr(em, "pipe_bufs", {})
+    em.pipe_bufs, em._pipelining = {**saved, **bufs}, True
+    try:
+        copy_into(em, op, slots, run_region(em, body, [iv] + slots))
+    finally:
+        em.pipe_bufs, em._pipelining = saved, False
+    em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
+    ring.advance(em)
+    em.ins(f"add.{ty} {iv}, {iv}, {step}")
+    em.ins(f"bra {top}")
+    em.label(done)
+    # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
+    skip = em.new_label("async_free")
+    em.ins(f"@!{t0} bra {skip}")
+    sl = em.new("b32")
+    em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{fr['slot_off']}]")
+    tma.release_slot(em, f"{em.symbol}_slots", sl, fr["slots"])
+    em.label(skip)
+    _bind(em, op.results, slots)
+
+
+def _transposed(load) -> bool:
+    """Whether a staged load reaches its dot transposed (a permute in between: B^T, K-major)."""
+    from tilegen.runtime.layouts.staging import chain_to_dot
+
+    res = load.results[0]
+    found = chain_to_dot(res, res.type.rank - 2)
+    return bool(found and found[3])
+
+
+def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: dict) -> dict:
+    """The pipeline's frame, shared by every form of the async loop: the one ``.shared`` array
+    (the stage ring, the B^T buffers of sm_90's transposing consumers, the full and empty
+    barriers, the map slot, TMEM bookkeeping on sm_100a, the device-built maps), thread 0's
+    set-up (barriers, claimed slot, maps) and warp 0's publication, then the producer warp
+    group: its last warp group's first warp copies each stage's ``staged`` operands by TMA
+    (and, for sm_100a's scaled accumulate, its second warp issues the MMAs) and returns. ``facts``:
+    the caller's (``bt``, ``tc``, ``scaled``, ``sides``, ``store``, ``nthreads``, ``N``
+    and, for the issuer, the dot). Returns what the consumers need."""
+    body = op.regions[0].blocks[0]
+    bt, tc, scaled = facts["bt"], facts["tc"], facts["scaled"]
+    sides, store, nthreads, N = facts["sides"], facts["store"], facts["nthreads"], facts["N"]
+    bt_off = stages * stage_bytes
+    bar_off = bt_off + (BT_BUFFERS * bt.bytes if bt else 0)
+    slot_off = bar_off + 16 * stages
+    tmem_off, done_off = slot_off + 8, slot_off + 16  # sm_100: TMEM address, MMAs-done barrier
+    tbar_off = slot_off + 24  # sm_100 scaled accumulate: the two TMEM buffers' barriers
+    tc_scaled = tc and scaled
+    maps_off = _align(tbar_off + (async_scaled.TMEM_BARRIER_BYTES if tc_scaled else 0), 128)
+    tcols = tcgen05.columns(2 * N if tc_scaled else N)
+    nmaps = len(staged) + (store is not None)
+    total = maps_off + nmaps * tma.TENSORMAP_BYTES
+    em.need_isa("8.6" if tc else "8.3")  # tcgen05 / tensormap.replace
+    em.need_target_suffix("a")
+    base = em.new("b32")
+    em.pre.insert(0, f"\t.shared .align {_ALIGN} .b8 {ASYNC_SYMBOL}[{total}];")
+    em.ins(f"mov.u32 {base}, {ASYNC_SYMBOL}")
+    em.async_smem = total
+    tid, _, _ = em.tid()
+    threads = nthreads + 128
+    slots = map_slots(threads, total + em.smem_bytes)
+    sym = em.symbol
+    em.globals += [
+        f".global .align 128 .b8 {sym}_tmaps[{slots * nmaps * tma.TENSORMAP_BYTES * MAX_SMS}];",
+        f".global .align 4 .b32 {sym}_slots[{MAX_SMS}];",
+    ]
+    lb, ub, step = (em.scalar(op, v) for v in op.operands[:3])
+    iv_cls = em.reg_class(lb) or em.reg_class(ub) or "b32"
+    ty = ("u" if "unsignedCmp" in op.attributes else "s") + ("64" if iv_cls == "b64" else "32")
+
+    def bar(i: int, s) -> str:
+        r = em.new("b32")
+        em.ins(f"mad.lo.s32 {r}, {s}, 8, {base}")
+        em.ins(f"add.s32 {r}, {r}, {bar_off + 8 * stages * i}")
+        return r
+
+    # a stage is empty once every consumer thread arrived (wgmma), or once the MMAs' commit
+    # arrived (tcgen05) - and, for staged side vectors on sm_100a, every consumer thread read them
+    empty_count = (1 + (nthreads if sides else 0)) if tc else nthreads
+    # ---- thread 0: barriers, tensor maps (claimed per-SM slot); then every thread syncs
+    t0 = em.new("pred")
+    em.ins(f"setp.eq.u32 {t0}, {tid}, 0")
+    skip = em.new_label("async_init")
+    em.ins(f"@!{t0} bra {skip}")
+    for s in range(stages):
+        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * s}", 1)
+        # empty: every consumer thread arrives (wgmma), or the MMAs' tcgen05.commit
+        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages + s)}", empty_count)
+    if tc:
+        mbarrier_init(em, f"{ASYNC_SYMBOL}+{done_off}", 1)
+    if tc_scaled:
+        for i in range(2):  # TMEM buffer i: full (the issuer's commit), empty (the consumers)
+            mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 8 * i}", 1)
+            mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 16 + 8 * i}", nthreads)
+    mbarrier_init_fence(em)
+    slot = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim")
+    em.ins(f"st.shared.u32 [{ASYNC_SYMBOL}+{slot_off}], {slot}")
+    for i, x in enumerate(staged):
+        m = em.new("b32")
+        em.ins(f"add.s32 {m}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
+        _build_map(em, x, m)
+    em.label(skip)
+    w0 = em.new("pred")
+    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
+    skip_pub = em.new_label("async_publish")
+    em.ins(f"@!{w0} bra {skip_pub}")
+    em.ins("bar.warp.sync -1")
+    gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
+    for i, g in enumerate(gmaps):
+        src = em.new("b32")
+        em.ins(f"add.s32 {src}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
+        tma.publish_tensormap(em, g, src)
+    if tc:  # warp 0 allocates the accumulator's TMEM columns
+        em.ins(
+            f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [{ASYNC_SYMBOL}+{tmem_off}], {tcols}"
+        )
+        em.ins("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned")
+    em.label(skip_pub)
+    em.ins("bar.sync 0")
+    gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
+
+    regs = op.attributes.get(ASYNC_REGS_ATTR)
+
+    # ---- producer warp group (after the consumers): one thread issues the copies
+    prod = em.new("pred")
+    em.ins(f"setp.ge.u32 {prod}, {tid}, {nthreads}")
+    consumer = em.new_label("async_consumer")
+    em.ins(f"@!{prod} bra {consumer}")
+    if regs is not None:
+        setmaxnreg(em, False, regs.value)
+    if tc_scaled:  # the second warp issues the MMAs (the consumers scale meanwhile)
+        a, b, dot = facts["a"], facts["b"], facts["dot"]
+        mmas = _tcgen05_stage(dot, facts["ab"], a, b, facts["M"], N, facts["K"], facts["acc_int"])
+        async_scaled.tcgen05_issuer(em, locals())
+    # one elected lane of the producer's first warp issues (elect.sync, as tileiras does)
+    leader = em.new("pred")
+    em.ins(f"setp.lt.u32 {leader}, {tid}, {nthreads + 32}")
+    out = em.new_label("async_producer_done")
+    em.ins(f"@!{leader} bra {out}")
+    elected = em.new("b32")
+    em.ins(f"elect.sync {elected}|{leader}, -1")
+    em.ins(f"@!{leader} bra {out}")
+    for g in gmaps:
+        tma.acquire_tensormap(em, g)
+        tma.prefetch_tensormap(em, g)
+    ring = Ring(stages)
+    ring.start(em, 0)
+    iv = em.mov(iv_cls, lb)
+    top, end = em.new_label("async_produce"), em.new_label("async_produced")
+    em.label(top)
+    stop = em.new("pred")
+    em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
+    em.ins(f"@{stop} bra {end}")
+    em.values[body.args[0]] = iv
+    skip_ops = {x.load for x in staged} | {facts.get("dot")}
+    for o in body.ops:  # the loads' index math (the rule admits only scalar ops beside them)
+        if o in skip_ops or o.name == "scf.yield":
+            continue
+        if any(getattr(r.type, "rank", 0) for r in o.results):
+            continue  # tiles (the loads' padding splats): TMA fills with zeros itself
+        em.emit_op(o)
+    lap = em.new("b32")
+    em.ins(f"xor.b32 {lap}, {ring.phase}, 1")
+    mbarrier_wait(em, bar(1, ring.stage), lap)
+    full = bar(0, ring.stage)
+    mbarrier_arrive_expect_tx(em, full, sum(x.bytes for x in staged))
+    sbase = em.new("b32")
+    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
+    for x, g in zip(staged, gmaps):
+        od = x.load.opdef
+        idx = [_s32(em, em.scalar(x.load, v)) for v in od.operand_group(x.load, "indices")]
+        col, outer = idx[-1], idx[-2::-1]  # coordinates innermost first
+        for i, (c0, box) in enumerate(x.boxes):
+            dst = em.new("b32")
+            em.ins(f"add.s32 {dst}, {sbase}, {x.offset + i * x.box_bytes}")
+            cc = col
+            if c0:
+                cc = em.new("b32")
+                em.ins(f"add.s32 {cc}, {col}, {c0}")
+            tma.tma_load(em, dst, g, [cc] + outer, full)
+    ring.advance(em)
+    em.ins(f"add.{ty} {iv}, {iv}, {step}")
+    em.ins(f"bra {top}")
+    em.label(end)
+    em.label(out)
+    em.ins("ret")
+    return dict(
+        base=base,
+        bar=bar,
+        t0=t0,
+        tid=tid,
+        slot_off=slot_off,
+        slots=slots,
+        maps_off=maps_off,
+        nmaps=nmaps,
+        lb=lb,
+        ub=ub,
+        step=step,
+        ty=ty,
+        iv_cls=iv_cls,
+        tmem_off=tmem_off,
+        done_off=done_off,
+        tbar_off=tbar_off,
+        tcols=tcols,
+        tc_scaled=tc_scaled,
+        consumer=consumer,
+        bt_off=bt_off,
+    )
 
 
 def _release_tmem(em: Emitter, t0, store, slot_off: int, slots: int, tcols: int) -> None:
@@ -984,21 +1117,15 @@ def _s32(em: Emitter, x):
 
 
 def _build_map(em: Emitter, x: _Operand, smem_map: str) -> None:
-    """The operand's CUtensorMap (2-d, innermost first) from its memref's registers."""
+    """The operand's CUtensorMap (its memref's rank, innermost first) from the memref's
+    registers: the sizes, the byte strides of the outer dims (the innermost is unit-stride)."""
     mem = em.get(x.load.opdef.operand_group(x.load, "base")[0])
-    dims = [_s32(em, mem.sizes[1]), _s32(em, mem.sizes[0])]
+    dims = [_s32(em, d) for d in reversed(mem.sizes)]
     dims = [em.mov("b32", d) if isinstance(d, int) else d for d in dims]
-    st = mem.strides[0]
-    stb = em.new("b64")
-    if isinstance(st, int):
-        em.ins(f"mov.b64 {stb}, {st * x.esz}")
-    elif em.reg_class(st) == "b64":
-        em.ins(f"mul.lo.s64 {stb}, {st}, {x.esz}")
-    else:
-        em.ins(f"mul.wide.u32 {stb}, {st}, {x.esz}")
+    strides = tuple(_stride_bytes(em, st, x.esz) for st in reversed(mem.strides[:-1]))
     box = x.boxes[0][1]
     spec = tma.TensorMapSpec(
-        x.elem, x.esz, mem.ptr, tuple(dims), (stb,), box.box[::-1], x.span, x.atom
+        x.elem, x.esz, mem.ptr, tuple(dims), strides, box.box[::-1], x.span, x.atom
     )
     tma.build_tensormap(em, smem_map, spec)
 

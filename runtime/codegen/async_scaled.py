@@ -15,7 +15,6 @@ computed (:func:`tcgen05_consumer`).
 
 from __future__ import annotations
 
-from tilegen.runtime.codegen import tcgen05
 from tilegen.runtime.codegen.core import Emitter, fail
 from tilegen.runtime.codegen.pipeline import Ring, mbarrier_wait
 

@@ -407,6 +407,20 @@ def _pad_guards(em: Emitter, lane, warp, row, wn: int, M0: int, N0: int, M: int,
     return keep
 
 
+@dataclass(frozen=True)
+class StagedBox:
+    """A dot's B operand a TMA copy put into a pipeline stage (the async path's general loop,
+    runtime/codegen/async_loop.py): ``addr`` (b32 shared address), the tile as loaded in
+    128-byte-wide column boxes (``box_bytes`` each), swizzled by ``span`` (tma.column_boxes):
+    K x N, N-major (read with the transpose bit), or, ``kmajor``, N x K (B^T, K-major, as
+    wgmma reads B by default)."""
+
+    addr: str
+    span: int
+    kmajor: bool = False
+    box_bytes: int = 0
+
+
 def _staged(em: Emitter, v):
     from tilegen.runtime.codegen.memory import Staged
 
@@ -1097,7 +1111,16 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             em.ins(f"shr.u32 {wg}, {warp}, 2")
             wgo = em.lincomb(0, [(8 * sbo, wg)])
         desc_a = _descriptor(em, _plus(em, a_st.pipe_buf, wgo), sbo)
-    if b_st is not None and b_st.pipe_buf is not None and not b8:
+    boxed = b_st.pipe_buf if b_st is not None and isinstance(b_st.pipe_buf, StagedBox) else None
+    if boxed is not None:  # TMA's swizzled column boxes: start, LBO (next box), SBO (8 rows)
+        from tilegen.runtime.codegen.pipeline import wgmma_descriptor
+
+        if esz != 2 or boxed.kmajor != b_st.transposed:
+            fail(op, "PTX backend: a TMA-staged wgmma B operand must be 16-bit")
+        span = boxed.span
+        lbo = 16 if boxed.kmajor else K * span
+        desc_b = wgmma_descriptor(em, boxed.addr, lbo, 8 * span, span)
+    elif b_st is not None and b_st.pipe_buf is not None and not b8:
         desc_b = _descriptor(em, b_st.pipe_buf, b_sbo, b_lbo)
     imms = plan.imms[: plan.imms.rindex(",")] + ", 1" if bn else plan.imms
     a_frag = None
@@ -1122,6 +1145,11 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
                     ra = em.new("b64")
                     em.ins(f"add.s64 {ra}, {desc_a}, {(q * G * 8 * sbo + step) >> 4}")
                 b_off = n0 // 8 * b_sbo + (s * tk // 8 * b_lbo if bn else step)
+                if boxed is not None and boxed.kmajor:  # rows n; K bytes in column boxes
+                    kb = s * tk * esz
+                    b_off = n0 * boxed.span + kb // boxed.span * boxed.box_bytes + kb % boxed.span
+                elif boxed is not None:  # K rows of span bytes; column boxes K span apart
+                    b_off = n0 * esz // 128 * K * boxed.span + s * tk * boxed.span
                 em.ins(f"add.s64 {rb}, {desc_b}, {b_off >> 4}")
                 em.ins(f"{row.opcode(n)} {{{dregs}}}, {ra}, {rb}, {scale_d}{imms}")
             if fused:  # this instance's partial result, consumed before the next one starts

@@ -72,8 +72,13 @@ ASYNC_ATTR = "nv_tileas.async_stages"
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
 #: the consumers' ``setmaxnreg.inc`` (the scaled accumulate: two fragments live per thread)
 ASYNC_CONSUMER_REGS_ATTR = "nv_tileas.async_consumer_regs"
-#: on a scaled accumulate's 1 x N side vector load the producer copies by TMA into the stage
+#: on a scaled accumulate's 1 x N side vector load the producer copies by TMA into the stage,
+#: and on every load of a general loop's stage
 ASYNC_STAGED_ATTR = "nv_tileas.async_staged"
+#: on a K loop the async path takes in its general form (several dots: section 13)
+ASYNC_GENERAL_ATTR = "nv_tileas.async_general"
+#: the general form's ring depth without a hint (FlashAttention-3's K/V pipeline is 2 deep)
+GENERAL_STAGES = 2
 #: the attribute the ``async`` stage puts on the kernel's final ``tiled_store`` when the
 #: epilogue writes through TMA (registers -> the idle stage ring -> cp.async.bulk.tensor)
 TMA_STORE_ATTR = "nv_tileas.tma_store"
@@ -337,7 +342,7 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     loop = loops[0]
     dot = _loop_dot(loop)
     if dot is None:
-        return no("the K loop's body does not hold exactly one dot directly")
+        return _general_decision(func, loop, options, name, target, mma)
     warps = klp._consumer_warps(func)
     why = _shape_reason(dot, sm, mma, warps)
     if why is not None:
@@ -580,6 +585,116 @@ def _registers_only(func: Operation, loop: Operation, sm: int, M: int) -> bool:
     return True
 
 
+def general_loads(func: Operation, loop: Operation, sm: int) -> tuple:
+    """(why the async path's *general* form cannot take ``loop``, or None; the loads the
+    producer copies). The form (docs/pipelines.md section 13; flash attention's two dots):
+    wgmma (sm_90); every dot of the body is at its top level and laid out for wgmma; every
+    ``tiled_load`` of the body is a dot's B operand of 16-bit elements as loaded (N-major,
+    through views only) that TMA can copy (the operands' rule), from a memref defined before
+    the loop, at indices from the induction variable and invariants; the loop writes no
+    memory; and nothing before the loop writes memory (the producer warp group runs the
+    kernel's prologue too: its loads only repeat reads). The body then runs on the consumer
+    warps as today's path emits it, each dot reading its B from the stage."""
+    from tilegen.runtime.layouts.decisions import mma_family
+    from tilegen.runtime.layouts.staging import chain_to_dot
+    from tilegen.runtime.passes.k_loop_pipelining import (
+        _operand_slice,
+        _writes_memory,
+        is_defined_outside,
+        tma_describable,
+    )
+
+    if sm != 90:
+        return "the general async loop (several dots) is lowered for wgmma (sm_90) only", []
+    body = loop.regions[0].blocks[0]
+    dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
+    if any(d.parent is not body for d in dots):
+        return "a dot of the K loop is nested in a region", []
+    for d in dots:
+        if mma_family(d) != "wgmma" or getattr(d.operands[0].type, "rank", 0) != 2:
+            return "the layout stage did not lay every dot of the loop out for wgmma", []
+    writer = _writes_memory(loop)
+    if writer is not None:
+        return f"the loop writes memory ('{writer.name}')", []
+    loads = []
+    for op in body.ops:
+        if op.name != "nv_tileaa.tiled_load":
+            if op.regions and any(
+                "load" in o.name or "gather" in o.name for o in op.walk() if o is not op
+            ):
+                return f"a load of the loop is nested in '{op.name}'", []
+            continue
+        res = op.results[0]
+        found = chain_to_dot(res, res.type.rank - 2)
+        if found is None or found[2] != 1 or found[4]:
+            return "a load of the loop is not a dot's B operand (as loaded or transposed)", []
+        if _BYTES.get(_elem_key(res.type)) != 2:
+            return "a staged B operand of the loop is not 16-bit", []
+        if len(op.results) > 1 and op.results[1].has_uses:
+            return "a staged load's token is used", []
+        why = tma_describable(op)
+        base = op.opdef.operand_group(op, "base")[0]
+        if why is None and not is_defined_outside(base, loop):
+            why = "the memref is defined in the loop"
+        if why is None and _operand_slice(op, loop) is None:
+            why = "its indices depend on loop-carried values"
+        if why is not None:
+            return f"a B operand's load cannot be a TMA copy: {why}", []
+        loads.append(op)
+    if not loads:
+        return "no load of the loop to stage", []
+    for op in func.regions[0].blocks[0].ops:
+        if op is loop:
+            break
+        if op.regions or any(w in op.name.split(".")[-1] for w in _MEMORY_OPS if w != "load"):
+            return f"'{op.name}' runs before the K loop (the producer would run it too)", []
+    return None, loads
+
+
+def _general_decision(func, loop, options, name: str, target: str, mma: str) -> AsyncDecision:
+    """The decision for a K loop that is not one dot's (section 13)."""
+    from math import prod as _prod
+
+    from tilegen.runtime.passes import k_loop_pipelining as klp
+    from tilegen.runtime.targets import shared_optin
+
+    why, loads = general_loads(func, loop, options.target.sm)
+    if why is not None:
+        return AsyncDecision(name, target, False, False, why)
+    warps = klp._consumer_warps(func)
+    stage = sum(
+        -(-(_BYTES[_elem_key(o.results[0].type)] * _prod(o.results[0].type.shape)) // 1024) * 1024
+        for o in loads
+    )
+    hint = options.num_stages or klp._stages_hint(func)
+    fit = (shared_optin(options.target.sm) - 64 * 1024 - SMEM_EXTRA) // stage
+    stages = min(hint or GENERAL_STAGES, fit, ASYNC_MAX_STAGES)
+    dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
+    kw = dict(
+        mma=mma,
+        stages=stages,
+        tile=tuple(dots[0].operands[0].type.shape) + (dots[0].operands[1].type.shape[1],),
+        elements=" ; ".join(
+            f"{_elem_key(d.operands[0].type)} x {_elem_key(d.operands[1].type)} -> "
+            f"{_elem_key(d.results[0].type)}"
+            for d in dots
+        ),
+        stage_bytes=stage,
+        consumer_warps=warps,
+        producer_warps=4,
+        producer_regs=klp.PRODUCER_REGS,
+        store_reason="the general form keeps the kernel's own epilogue",
+    )
+    if warps % 4:
+        return AsyncDecision(
+            name, target, True, False, f"{warps} warps: not whole warp groups", **kw
+        )
+    if stages < 2:
+        why = "two stages do not fit in shared memory beside 64 KB for the body"
+        return AsyncDecision(name, target, True, False, why, **kw)
+    return AsyncDecision(name, target, True, True, "", **kw)
+
+
 def _before_loop(func, loop) -> Optional[str]:
     """Why the kernel's prologue cannot run on the producer warp group too, or None."""
     for op in func.regions[0].blocks[0].ops:
@@ -614,6 +729,12 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 if o.name == "scf.for" and any(i.name == "nv_tileaa.dot" for i in o.walk())
             ]
             loop.set_attr(ASYNC_ATTR, IntegerAttr(d.stages, I32))
+            if _loop_dot(loop) is None:  # the general form: the loads it stages
+                loop.set_attr(ASYNC_GENERAL_ATTR, UnitAttr())
+                loop.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
+                for ld in general_loads(func, loop, options.target.sm)[1]:
+                    ld.set_attr(ASYNC_STAGED_ATTR, UnitAttr())
+                continue
             if d.producer_regs:
                 loop.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
             if d.producer_regs and not isinstance(_loop_dot(loop).operands[2], BlockArgument):

@@ -1,0 +1,112 @@
+"""The async path's general form (docs/pipelines.md section 13): a K loop with several dots -
+flash attention - on sm_90a. A producer warp group copies each iteration's dot B operands (K^T
+and V tiles, 3-d boxes) by TMA into a stage ring; the consumer warps run the loop body as
+today's path emits it (softmax, reductions, P to wgmma in registers, Q kept in shared memory),
+each dot reading its B from the stage through swizzled descriptors, waiting for the stage's
+full barrier and releasing it after the body. ptxas-clean, in SASS, and within tolerance of
+NumPy in strict ptxsim; what the rule refuses says why."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paths import CORPUS_OUT, needs_shared
+from tilegen.runtime import driver
+from tilegen.runtime.options import CompileOptions
+from tilegen.runtime.ptx.launch import run_ptx
+from tilegen.runtime.ptxas import find_ptxas
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_async_pipeline_e2e import sass_counts  # noqa: E402
+
+PTXAS = find_ptxas()
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas not found")
+
+
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory):
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import cutile_kernels_async as cka
+
+    out = tmp_path_factory.mktemp("async_general")
+    return Path(cka.export_bytecode(str(out), ["attention_causal_fwd"])["attention_causal_fwd"])
+
+
+def _attention_problem(heads: int, seq: int, d: int = 64, seed: int = 7):
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
+    kt = (rng.standard_normal((heads, d, seq)) * 0.5).astype(np.float16)
+    v = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
+    scale = np.float32(1.0 / math.sqrt(d))
+    s = np.einsum("hsd,hdt->hst", q.astype(np.float64), kt.astype(np.float64)) * float(scale)
+    s = np.where(np.tril(np.ones((seq, seq), bool))[None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    o = np.einsum("hst,htd->hsd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+    return [q, kt, v, np.zeros_like(q), scale], o, (seq // 128, heads, 1)
+
+
+@needs_ptxas
+def test_causal_attention_takes_the_general_async_path(tmp_path, attention):
+    c = driver.compile_source(attention, CompileOptions(target="sm_90a"))
+    (d,) = c.async_plan
+    assert d.taken, d.line()
+    assert d.elements == "f16 x f16 -> f32 ; f16 x f16 -> f32" and d.tile == (128, 64, 64)
+    # two consumer warp groups (the layout stage's 8 warps) and a producer warp group
+    assert (d.consumer_warps, d.producer_warps, d.stages) == (8, 4, 2)
+    ptx = c.ptx
+    assert ".reqntid 384, 1, 1" in ptx and "setmaxnreg.dec.sync.aligned.u32 32" in ptx
+    # K^T and V: one 3-d box each (1 x 64 x 64 f16, 128-byte rows, swizzled), nothing by
+    # cp.async any more; both dots read B through swizzled (128B) descriptors
+    assert ptx.count("cp.async.bulk.tensor.3d.shared::cluster") == 2
+    assert "cp.async.cg" not in ptx and "cp.async.ca" not in ptx
+    counts, _ = sass_counts(tmp_path, ptx, "sm_90a")  # asserts 0 spills
+    for op, least in (("UTMALDG", 2), ("SYNCS", 4), ("HGMMA", 2), ("USETMAXREG", 1)):
+        assert counts.get(op, 0) >= least, (op, counts)
+    assert "LDGSTS" not in counts
+    for heads, seq in ((1, 256), (2, 384)):
+        args, ref, grid = _attention_problem(heads, seq)
+        out = run_ptx(ptx, args, grid, strict_async=True)
+        np.testing.assert_allclose(out[3].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
+@needs_shared(CORPUS_OUT)
+@pytest.mark.parametrize("name", ["flash_attention"])
+def test_corpus_flash_attention_with_a_transposed_b(name):
+    """The corpus's flash attention loads K as 64 x 64 and transposes it for QK^T: the stage
+    holds it as loaded, read as a K-major B (no transpose bit)."""
+    c = driver.compile_source(CORPUS_OUT / f"{name}.tileirbc", CompileOptions(target="sm_90a"))
+    (d,) = c.async_plan
+    assert d.taken and (d.consumer_warps, d.stages) == (4, 2), d.line()
+    assert c.ptx.count("cp.async.bulk.tensor.3d.shared::cluster") == 2
+    data = np.load(CORPUS_OUT / f"{name}.npz")
+    keys = [k for k in data.files if k.startswith("arg__")]
+    out = run_ptx(
+        c.ptx,
+        [np.array(data[k]) for k in keys],
+        tuple(int(x) for x in data["grid"]),
+        strict_async=True,
+    )
+    for i, k in enumerate(keys):
+        if "expected__" + k[5:] in data.files:
+            np.testing.assert_allclose(out[i], data["expected__" + k[5:]], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "target,options,reason",
+    [
+        ("sm_100a", {}, "the general async loop (several dots) is lowered for wgmma (sm_90) only"),
+        ("sm_90a", {"warp_specialize": False}, "warp_specialize is off"),
+        ("sm_90a", {"use_wgmma": False}, "use_wgmma is off"),
+    ],
+)
+def test_what_keeps_todays_path(attention, target, options, reason):
+    c = driver.compile_source(attention, CompileOptions(target=target, **options), until="async")
+    (d,) = c.async_plan
+    assert not d.taken and reason in d.reason, d.reason
