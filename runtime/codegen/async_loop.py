@@ -292,12 +292,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
     # (after the epilogue's TMA store instead, when there is one)
     if store is None:
-        skip = em.new_label("async_free")
-        em.ins(f"@!{t0} bra {skip}")
-        sl = em.new("b32")
-        em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{slot_off}]")
-        tma.release_slot(em, f"{sym}_slots", sl, slots)
-        em.label(skip)
+        _free_slot(em, t0, slot_off, slots)
     chain = fragment_chain(op, store)
     if chain is not None:  # the registers stay in fragment order up to the TMA store
         em.fragment_order = dict.fromkeys(chain, ("wgmma", M, N))
@@ -315,9 +310,8 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     dot's B read from the stage through swizzled descriptors (``mma.StagedBox``) - waiting for
     the stage's full barrier before it and arriving on its empty barrier after it (every dot
     has waited for its wgmmas by then)."""
-    from tilegen.runtime.codegen.control import _bind, _slots, copy_into
+    from tilegen.runtime.codegen.control import _bind, _slots, copy_into, run_staged_body
     from tilegen.runtime.codegen.mma import StagedBox, keep_invariant_a
-    from tilegen.runtime.codegen.reduce import run_region
 
     body = op.regions[0].blocks[0]
     staged, end = [], 0
@@ -344,11 +338,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
-    top, done = em.new_label("async_body"), em.new_label("async_body_end")
-    em.label(top)
-    stop = em.new("pred")
-    em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
-    em.ins(f"@{stop} bra {done}")
+    top, done = loop_head(em, "async_body", ty, iv, ub)
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
@@ -358,25 +348,36 @@ def _general_for(em: Emitter, op, stages: int) -> None:
         em.ins(f"add.s32 {r}, {sbase}, {x.offset}")
         kmajor = _transposed(x.load)
         bufs[x.load] = StagedBox(r, x.span, kmajor, x.box_bytes)
-    saved = getattr(em, "pipe_bufs", {})
-    em.pipe_bufs, em._pipelining = {**saved, **bufs}, True
-    try:
-        copy_into(em, op, slots, run_region(em, body, [iv] + slots))
-    finally:
-        em.pipe_bufs, em._pipelining = saved, False
+    run_staged_body(em, op, slots, iv, bufs)
     em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
     em.label(done)
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
+    _free_slot(em, t0, fr["slot_off"], fr["slots"])
+    _bind(em, op.results, slots)
+
+
+def _free_slot(em: Emitter, t0, slot_off: int, slots) -> None:
+    """Thread 0 (predicate ``t0``) gives this CTA's tensor-map slot back (every copy landed)."""
     skip = em.new_label("async_free")
     em.ins(f"@!{t0} bra {skip}")
     sl = em.new("b32")
-    em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{fr['slot_off']}]")
-    tma.release_slot(em, f"{em.symbol}_slots", sl, fr["slots"])
+    em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{slot_off}]")
+    tma.release_slot(em, f"{em.symbol}_slots", sl, slots)
     em.label(skip)
-    _bind(em, op.results, slots)
+
+
+def loop_head(em: Emitter, name: str, ty: str, iv, ub) -> tuple:
+    """(top, end) labels of one side's copy of the K loop: ``top:`` then leave for ``end`` once
+    the induction variable ``iv`` reaches ``ub`` (``ty``: the compare type)."""
+    top, end = em.new_label(name), em.new_label(name + "_end")
+    em.label(top)
+    stop = em.new("pred")
+    em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
+    em.ins(f"@{stop} bra {end}")
+    return top, end
 
 
 def _transposed(load) -> bool:
@@ -506,11 +507,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
-    top, end = em.new_label("async_produce"), em.new_label("async_produced")
-    em.label(top)
-    stop = em.new("pred")
-    em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
-    em.ins(f"@{stop} bra {end}")
+    top, end = loop_head(em, "async_produce", ty, iv, ub)
     em.values[body.args[0]] = iv
     skip_ops = {x.load for x in staged} | {facts.get("dot")}
     for o in body.ops:  # the loads' index math (the rule admits only scalar ops beside them)
@@ -572,28 +569,14 @@ def _release_tmem(em: Emitter, t0, store, slot_off: int, slots: int, tcols: int)
     """After the consumers' last TMEM read (every MMA done, so every copy landed): thread 0
     frees the map slot (unless the TMA store still needs it), warp 0 the TMEM columns."""
     if store is None:
-        skip = em.new_label("async_free")
-        em.ins(f"@!{t0} bra {skip}")
-        sl = em.new("b32")
-        em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{slot_off}]")
-        tma.release_slot(em, f"{em.symbol}_slots", sl, slots)
-        em.label(skip)
+        _free_slot(em, t0, slot_off, slots)
     em.barrier()
-    tid, _, _ = em.tid()
-    w0 = em.new("pred")
-    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
-    skip = em.new_label("async_dealloc")
-    em.ins(f"@!{w0} bra {skip}")
-    tmem = em.new("b32")
-    em.ins(f"ld.shared.u32 {tmem}, [{ASYNC_SYMBOL}+{slot_off + 8}]")
-    em.ins(f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 {tmem}, {tcols}")
-    em.label(skip)
+    tcgen05.dealloc_columns(em, None, 0, f"{ASYNC_SYMBOL}+{slot_off + 8}", tcols)  # warp 0
 
 
 def _from_rows(em: Emitter, op, acc: list, order) -> list:
     """Registers in TMEM row order (:class:`~.async_scaled.RowsOrder`) -> the loop result in
     the layout the layout stage gave it (through the scratch buffer, row-major f32)."""
-    from tilegen.runtime.codegen.exchange import row_major
 
     M, N = order.M, order.N
     cls = em.reg_class(acc[0])
@@ -604,7 +587,15 @@ def _from_rows(em: Emitter, op, acc: list, order) -> list:
     for c, r in enumerate(acc):
         em.ins(f"st.shared.{cls} [{at}+{4 * c}], {r}")
     em.barrier()
-    t = op.results[0].type
+    return _scratch_to_layout(em, op, op.results[0].type, cls, M, N)
+
+
+def _scratch_to_layout(em: Emitter, op, t, cls: str, M: int, N: int) -> list:
+    """The M x N tile the consumers just wrote row-major (4-byte elements) into the scratch
+    buffer (and met at the barrier), read back in the layout of ``t``; then the barrier again
+    (the scratch may be reused)."""
+    from tilegen.runtime.codegen.exchange import row_major
+
     d = em.dist_of(op, t)
     form = row_major((M, N))
     out = []
@@ -657,11 +648,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     acc_in = em.new("pred")
     em.ins(f"setp.ne.u32 {acc_in}, {tid}, {tid}")  # the first MMA overwrites D
     mmas = _tcgen05_stage(dot, v["ab"], a, b, M, N, K, acc_int)
-    top, end = em.new_label("async_issue"), em.new_label("async_issue_end")
-    em.label(top)
-    stop = em.new("pred")
-    em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
-    em.ins(f"@{stop} bra {end}")
+    top, end = loop_head(em, "async_issue", ty, iv, ub)
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
@@ -694,12 +681,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     mbarrier_wait(em, done, 0)
     em.ins("tcgen05.fence::after_thread_sync")
     if v["store"] is None:  # every copy landed: thread 0 frees the map slot
-        skip2 = em.new_label("async_free")
-        em.ins(f"@!{t0} bra {skip2}")
-        sl = em.new("b32")
-        em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{v['slot_off']}]")
-        tma.release_slot(em, f"{em.symbol}_slots", sl, v["slots"])
-        em.label(skip2)
+        _free_slot(em, t0, v["slot_off"], v["slots"])
     # no iteration: TMEM holds nothing; the result is the initial value
     ran = em.new("pred")
     em.ins(f"setp.lt.{ty} {ran}, {lb}, {ub}")
@@ -749,14 +731,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     if rows is not None:
         em.fragment_order = dict.fromkeys(chain, ("rows", M, N, 1))
         return rows
-    d = em.dist_of(op, op.results[0].type)
-    out = []
-    for k in range(d.nregs):
-        r = em.new(cls)
-        em.ins(f"ld.shared.{cls} {r}, {em.smem_ref(d, form, k, 4)}")
-        out.append(r)
-    em.barrier()
-    return out
+    return _scratch_to_layout(em, op, op.results[0].type, cls, M, N)
 
 
 def _tcgen05_stage(dot, ab: str, a: "_Operand", b: "_Operand", M: int, N: int, K: int, acc_int):
@@ -1333,7 +1308,6 @@ def _to_fragment(em: Emitter, op, t, init, M: int, N: int, acc_int: bool = False
 def _from_fragment(em: Emitter, op, t, acc: list, M: int, N: int, acc_int: bool = False) -> list:
     """This thread's fragment registers -> the loop result in the layout the layout stage gave
     it (through the scratch buffer)."""
-    from tilegen.runtime.codegen.exchange import row_major
 
     cls = "b32" if acc_int else "f32"
     em.need_smem(M * N * 4)
@@ -1342,12 +1316,4 @@ def _from_fragment(em: Emitter, op, t, acc: list, M: int, N: int, acc_int: bool 
         addr, off = where[i]
         em.ins(f"st.shared.v2.{cls} [{addr}+{off}], {{{acc[i]}, {acc[i + 1]}}}")
     em.barrier()
-    d = em.dist_of(op, t)
-    form = row_major((M, N))
-    out = []
-    for k in range(d.nregs):
-        r = em.new(cls)
-        em.ins(f"ld.shared.{cls} {r}, {em.smem_ref(d, form, k, 4)}")
-        out.append(r)
-    em.barrier()
-    return out
+    return _scratch_to_layout(em, op, t, cls, M, N)

@@ -275,7 +275,7 @@ def tcgen05_issuer(em: Emitter, v: dict) -> None:
     emptied that buffer, and commits them to the stage's empty barrier (the copies may reuse
     it) and to the buffer's full barrier (the consumers may read it). The other producer warps
     go on to the copies (the first) or leave."""
-    from tilegen.runtime.codegen.async_loop import ASYNC_SYMBOL
+    from tilegen.runtime.codegen.async_loop import ASYNC_SYMBOL, loop_head
 
     tid, nthreads, base = v["tid"], v["nthreads"], v["base"]
     stages, stage_bytes, bar, N = v["stages"], v["stage_bytes"], v["bar"], v["N"]
@@ -297,11 +297,7 @@ def tcgen05_issuer(em: Emitter, v: dict) -> None:
     tring.start(em, 0)
     iv = em.mov(v["iv_cls"], v["lb"])
     acc_in = em.new("pred")
-    top, end = em.new_label("async_issue"), em.new_label("async_issue_end")
-    em.label(top)
-    stop = em.new("pred")
-    em.ins(f"setp.ge.{v['ty']} {stop}, {iv}, {v['ub']}")
-    em.ins(f"@{stop} bra {end}")
+    top, end = loop_head(em, "async_issue", v["ty"], iv, v["ub"])
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     lap = em.new("b32")
     em.ins(f"xor.b32 {lap}, {tring.phase}, 1")
@@ -339,7 +335,7 @@ def tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     reads its row's N / G columns of the partial product (``tcgen05.ld.32x32b``), frees the
     buffer and runs the body's elementwise ops in :class:`RowsOrder`; the accumulator stays in
     registers. Returns them (row order: the TMA store writes them by position)."""
-    from tilegen.runtime.codegen.async_loop import ASYNC_SYMBOL
+    from tilegen.runtime.codegen.async_loop import ASYNC_SYMBOL, loop_head
 
     body, dot, M, N = v["body"], v["dot"], v["M"], v["N"]
     base, tbar, init = v["base"], v["tbar_off"], v["init"]
@@ -364,11 +360,7 @@ def tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     if sides:
         ring.start(em, 0)
     iv = em.mov(v["iv_cls"], v["lb"])
-    top, end = em.new_label("async_scale"), em.new_label("async_scaled")
-    em.label(top)
-    stop = em.new("pred")
-    em.ins(f"setp.ge.{v['ty']} {stop}, {iv}, {v['ub']}")
-    em.ins(f"@{stop} bra {end}")
+    top, end = loop_head(em, "async_scale", v["ty"], iv, v["ub"])
     em.values[body.args[0]] = iv
     side_vectors(em, chain, order)
     if sides:  # read from the stage, which then waits for these threads too (its empty count)

@@ -202,6 +202,19 @@ def _issue(em: Emitter, body, plan_loads, iv_value, buf: str, stage_off: int, gu
 _MISSING = object()
 
 
+def run_staged_body(em: Emitter, op, slots, iv, bufs: dict) -> None:
+    """One iteration of scf.for ``op``'s body with its staged loads already in shared memory
+    (``bufs``: load -> its buffer there; nothing nested is pipelined), the yielded values
+    copied into the loop's ``slots``."""
+    body = op.regions[0].blocks[0]
+    saved = getattr(em, "pipe_bufs", {})
+    em.pipe_bufs, em._pipelining = {**saved, **bufs}, True
+    try:
+        copy_into(em, op, slots, run_region(em, body, [iv] + slots))
+    finally:
+        em.pipe_bufs, em._pipelining = saved, False
+
+
 def _pipelined_for(em: Emitter, op, plan) -> None:
     """scf.for with its dot operands prefetched ``S - 1`` iterations ahead (docs/codegen.md,
     "K-loop pipelining"): S stage buffers; the prologue issues iterations 0 .. S-2 (one
@@ -266,12 +279,7 @@ def _pipelined_for(em: Emitter, op, plan) -> None:
         r = em.new("b32")
         em.ins(f"add.s32 {r}, {cur}, {pl.off}")
         bufs[pl.load] = r
-    saved = getattr(em, "pipe_bufs", {})
-    em.pipe_bufs, em._pipelining = {**saved, **bufs}, True
-    try:
-        copy_into(em, op, slots, run_region(em, body, [iv] + slots))
-    finally:
-        em.pipe_bufs, em._pipelining = saved, False
+    run_staged_body(em, op, slots, iv, bufs)
     em.ins(f"add.s32 {stage}, {stage}, {SB}")
     w2 = em.new("pred")
     em.ins(f"setp.ge.u32 {w2}, {stage}, {S * SB}")
