@@ -137,7 +137,7 @@ def markdown(rows) -> str:
         s = r["sass"]
         g = s["HGMMA"] + s["IGMMA"] + s["QGMMA"]
         u = s["UTCHMMA"] + s["UTCQMMA"] + s["UTCIMMA"]
-        path = r["path"] if not r["why"] else f"today's ({r['why'][:70]})"
+        path = r["path"] if not r["why"] else f"today's ({r['why'][:90]})"
         lines.append(
             f"| {r['kernel']} | {r['target']} | {path} | {r['stages']} | {r['store']} | "
             f"{r['threads']} | {r['regs']} | {r['smem']} | {'YES' if r['spills'] else 0} | "
