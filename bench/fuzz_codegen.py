@@ -734,7 +734,8 @@ class Gen:
     def generate(self) -> Kernel:
         rng = self.rng
         warps = rng.choice([1, 1, 2, 4, 4, 8])
-        sm = "sm_80" if rng.random() < 0.15 else "sm_90"
+        u = rng.random()  # sm_100: tcgen05-era selection (paired f32 rows, f32x2)
+        sm = "sm_80" if u < 0.15 else "sm_100" if u < 0.35 else "sm_90"
         dot = rng.random() < 0.12
         inputs = []  # (name, tile shape, e, array, padding)
         if dot:
@@ -1005,7 +1006,7 @@ def _have_ptxas() -> bool:
 def _ptxas(ptx: str, sm: str):
     from tilegen.runtime.codegen.driver import find_ptxas
 
-    arch = "sm_90a" if sm == "sm_90" and "sm_90a" in ptx else sm
+    arch = sm + "a" if f".target {sm}a" in ptx else sm
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "k.ptx"
         src.write_text(ptx)

@@ -24,7 +24,14 @@ from tilegen.runtime.codegen.core import (
     is_tile,
 )
 from tilegen.runtime.codegen.epilogue import done
-from tilegen.runtime.codegen.selection import attr_keyword, has_rows, keys, render, select
+from tilegen.runtime.codegen.selection import (
+    attr_keyword,
+    has_rows,
+    keys,
+    render,
+    select,
+    select_pair,
+)
 
 _HALF = ("f16", "bf16")
 _FLOATS = ("f16", "bf16", "f32", "f64")
@@ -201,6 +208,30 @@ def _regs(em: Emitter, op, v):
     return _scalar_const(em, cls, str(r))
 
 
+def _paired(em: Emitter, op, row: dict, src: str, res: str, ins: list) -> list:
+    """Registers 0 .. 2 m - 1 of a tile op by its paired row (two at once, packed in b64:
+    spec/ptx/selection.yaml ``pair``); the caller does an odd last one alone."""
+    em.need_isa(row["ptx_isa"])
+    packed: dict = {}
+
+    def pack(lo: str, hi: str) -> str:
+        if (lo, hi) not in packed:
+            r = em.new("b64")
+            em.ins(f"mov.b64 {r}, {{{lo}, {hi}}}")
+            packed[(lo, hi)] = r
+        return packed[(lo, hi)]
+
+    cls = ELEMENTS[res][0]
+    out = []
+    for k in range(0, len(ins[0]) - 1, 2):
+        d = em.new("b64")
+        render(em, op, row, src, res, d, [pack(x[k], x[k + 1]) for x in ins])
+        lo, hi = em.new(cls), em.new(cls)
+        em.ins(f"mov.b64 {{{lo}, {hi}}}, {d}")
+        out += [lo, hi]
+    return out
+
+
 def _is_elementwise(op) -> bool:
     return len(op.results) == 1 and not op.regions and bool(op.operands) and has_rows(op.name)
 
@@ -225,8 +256,11 @@ def elementwise(em: Emitter, op) -> None:
     akeys = [elem_key(v.type) for v in op.operands]
     if is_tile(res.type):
         ins = [em.tile(op, v) for v in op.operands]
-        out = [
-            apply(em, op, row, src, rkey, [x[k] for x in ins], akeys) for k in range(len(ins[0]))
+        n = len(ins[0])
+        pair = select_pair(op, em.sm) if n > 1 else None
+        out = _paired(em, op, pair, src, rkey, ins) if pair is not None else []
+        out += [
+            apply(em, op, row, src, rkey, [x[k] for x in ins], akeys) for k in range(len(out), n)
         ]
         em.set(res, out)
     else:

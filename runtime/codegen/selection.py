@@ -137,11 +137,27 @@ def select(
     s, r = keys(op)
     src, res = src or s, res or r
     for row in rows:
-        if src not in row["element"]:
-            continue
+        if "pair" in row or src not in row["element"]:
+            continue  # (paired rows: select_pair)
         if "result" in row and res not in row["result"]:
             continue
         if sm is not None and row.get("sm_fallback") and row.get("sm", 0) > sm:
+            continue
+        if all(_when_ok(op, attr, allowed) for attr, allowed in row.get("when", {}).items()):
+            return row
+    return None
+
+
+def select_pair(op, sm: int) -> Optional[dict]:
+    """The paired row for tile ``op`` on ``sm`` (``pair:`` lists it), or None: it computes two
+    neighbouring registers at once (spec/ptx/selection.yaml)."""
+    s, r = keys(op)
+    for row in _BY_OP.get(op.name, ()):
+        if "pair" not in row or sm not in row["pair"] or s not in row["element"]:
+            continue
+        if "result" in row and r not in row["result"]:
+            continue
+        if any(elem_key(v.type) != s for v in op.operands):
             continue
         if all(_when_ok(op, attr, allowed) for attr, allowed in row.get("when", {}).items()):
             return row

@@ -70,7 +70,7 @@ def match(opcode: str) -> Form | None:
             otypes.append(WIDE[t] if ot == "wide" else ot)
         code = compile(ast.parse(row["semantics"], mode="eval"), row["name"], "eval")
         rnd = mods.get("rnd")
-        directed = row.get("rounded") and rnd in ("rz", "rm", "rp") and t in ("f32", "f64")
+        directed = row.get("rounded") and rnd in ("rz", "rm", "rp") and t in _DIRECTED_TYPES
         fn = None
         if not directed and "sat" not in mods and "ftz" not in mods:
             env = dict(VOCABULARY, **{k: None for k in (row.get("modifiers") or {})})
@@ -159,6 +159,10 @@ def _round_directed_f32(name: str, near: np.ndarray, args: list, rnd: str) -> np
 
 
 _FAST_DIRECTED = {"add.float", "sub.float", "mul.float", "fma.float"}
+#: types whose rounded instructions honour .rz / .rm / .rp (an f32x2 pair: each half, as f32)
+_DIRECTED_TYPES = ("f32", "f64", "f32x2")
+#: a paired f32 instruction -> the per-element row whose exact rounding its halves follow
+_PAIRED = {f"{o}.f32x2": f"{o}.float" for o in ("add", "sub", "mul", "fma")}
 
 
 def _round_directed(name: str, near: np.ndarray, args: list, rnd: str) -> np.ndarray:
@@ -220,13 +224,16 @@ def evaluate(form: Form, args: list[np.ndarray]) -> np.ndarray:
     if "ftz" in mods:
         args = [_ftz(a) for a in args]
     rnd = mods.get("rnd")
-    directed = form.row.get("rounded") and rnd in ("rz", "rm", "rp") and form.type in ("f32", "f64")
+    directed = (
+        form.row.get("rounded") and rnd in ("rz", "rm", "rp") and form.type in _DIRECTED_TYPES
+    )
     env = dict(VOCABULARY, **names)
     env.update(zip(form.row["operands"][1:], args))
     with np.errstate(all="ignore"):
         out = eval(form.code, {"__builtins__": {}}, env)  # noqa: S307 - spec expression
         if directed:
-            out = _round_directed(form.row["name"], np.asarray(out), args, rnd)
+            name = _PAIRED.get(form.row["name"], form.row["name"])
+            out = _round_directed(name, np.asarray(out), args, rnd)
         if "sat" in mods:
             out = np.where(np.isnan(out), 0, np.clip(out, 0, 1)).astype(out.dtype)
         if "ftz" in mods:
