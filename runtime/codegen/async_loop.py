@@ -32,7 +32,8 @@ from tilegen.runtime.codegen.pipeline import (
     mbarrier_init_fence,
     mbarrier_wait,
     setmaxnreg,
-    wgmma_descriptor,
+    wgmma_descriptor_at,
+    wgmma_descriptor_parts,
 )
 
 #: the loop attribute the driver's ``async`` stage sets: the pipeline's stage count
@@ -207,13 +208,13 @@ def async_for(em: Emitter, op, stages: int) -> None:
     # previous stage is released one iteration late, the last one after the loop
     prev, have_prev = em.new("b32"), em.new("pred")
     em.ins(f"mov.b32 {prev}, 0")
-    em.ins(f"setp.ne.u32 {have_prev}, {tid}, {tid}")
+    em.ins(f"setp.ne.u32 {have_prev}, 0, 0")
     if bt is not None:  # B^T buffers in turn
         btbase, btend = em.new("b32"), em.new("b32")
         em.ins(f"add.s32 {btbase}, {base}, {bt_off}")
         em.ins(f"add.s32 {btend}, {btbase}, {BT_BUFFERS * bt.bytes}")
     p = em.new("pred")
-    em.ins(f"setp.eq.u32 {p}, {tid}, {tid}")
+    em.ins(f"setp.eq.u32 {p}, 0, 0")
     _, _, warp = em.tid()
     wgoff = 0
     if G > 1:
@@ -224,7 +225,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     zero_d = None
     if scaled:  # scale-d false: the first K step of each instance overwrites the partial product
         zero_d = em.new("pred")
-        em.ins(f"setp.ne.u32 {zero_d}, {tid}, {tid}")
+        em.ins(f"setp.ne.u32 {zero_d}, 0, 0")
     em.label(top)
     stop = em.new("pred")
     em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
@@ -251,20 +252,23 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.ins("wgmma.fence.sync.aligned")
     tk = 32 // a.esz  # every wgmma K step is 32 bytes
     per = N // 2  # fragment registers of one m64nN instance
+    # one descriptor per operand and stage; each K step (and m64 instance) adds its byte
+    # offset / 16 to the start-address field (bits 0-13: shared addresses stay below 256 KB)
+    da0 = wgmma_descriptor_parts(em, abase, 16, 8 * a.span, a.span)
+    if bt is None:  # B N-major from the stage (transpose bit)
+        sb0 = em.new("b32")
+        em.ins(f"add.s32 {sb0}, {sbase}, {b.offset}")
+        db0 = wgmma_descriptor_parts(em, sb0, K * b.span, 8 * b.span, b.span)
+    else:  # B^T K-major, as A
+        db0 = wgmma_descriptor_parts(em, btbase, 16, 8 * bt.span, bt.span)
+    moved = lambda parts, off: wgmma_descriptor_at(em, parts, off)  # noqa: E731
+
     for q in range(nq):
         dregs = ", ".join((part or acc)[q * per : (q + 1) * per])
         for kk in range(K // tk):
             kb = kk * 32  # K byte offset in A's rows
-            a_off = (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span
-            sa, sb = em.new("b32"), em.new("b32")
-            em.ins(f"add.s32 {sa}, {abase}, {a_off}")
-            da = wgmma_descriptor(em, sa, 16, 8 * a.span, a.span)
-            if bt is None:  # B N-major from the stage (transpose bit)
-                em.ins(f"add.s32 {sb}, {sbase}, {b.offset + kk * tk * b.span}")
-                db = wgmma_descriptor(em, sb, K * b.span, 8 * b.span, b.span)
-            else:  # B^T K-major, as A
-                em.ins(f"add.s32 {sb}, {btbase}, {bt.offset(0, kb)}")
-                db = wgmma_descriptor(em, sb, 16, 8 * bt.span, bt.span)
+            da = moved(da0, (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span)
+            db = moved(db0, kk * tk * b.span if bt is None else bt.offset(0, kb))
             d_in = zero_d if scaled and kk == 0 else p
             em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {d_in}{wg_imms}")
     em.ins("wgmma.commit_group.sync.aligned")
@@ -276,7 +280,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.ins("wgmma.wait_group.sync.aligned 1")  # the previous stage's wgmmas are done: free it
         em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
         em.ins(f"mov.b32 {prev}, {ring.stage}")
-        em.ins(f"setp.eq.u32 {have_prev}, {tid}, {tid}")
+        em.ins(f"setp.eq.u32 {have_prev}, 0, 0")
     if bt is not None:
         wrap = em.new("pred")
         em.ins(f"add.s32 {btbase}, {btbase}, {bt.bytes}")
@@ -646,7 +650,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
     acc_in = em.new("pred")
-    em.ins(f"setp.ne.u32 {acc_in}, {tid}, {tid}")  # the first MMA overwrites D
+    em.ins(f"setp.ne.u32 {acc_in}, 0, 0")  # the first MMA overwrites D
     mmas = _tcgen05_stage(dot, v["ab"], a, b, M, N, K, acc_int)
     top, end = loop_head(em, "async_issue", ty, iv, ub)
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
@@ -757,21 +761,24 @@ def _tcgen05_stage(dot, ab: str, a: "_Operand", b: "_Operand", M: int, N: int, K
 
     def emit(em: Emitter, sbase, taddr, acc_in, tid) -> None:
         tk = 32 // a.esz  # every MMA K step is 32 bytes (K 16 f16, 8 tf32, 32 8-bit)
+        # one descriptor per operand and stage, stepped through its low word (as wgmma's)
+        sb0 = em.new("b32")
+        em.ins(f"add.s32 {sb0}, {sbase}, {b.offset}")
+        # B MN-major: atoms of 8 K rows (4 with the 32-byte-atom swizzle of a tf32 B) at SBO
+        sbo = (4 if b.atom == 32 else 8) * b.span
+        pa = wgmma_descriptor_parts(em, sbase, 16, 0, 0)[0]
+        pb = wgmma_descriptor_parts(em, sb0, K * b.span, 0, 0)[0]
+        ha = tcgen05.smem_descriptor_hi(8 * a.span, a.span)
+        hb = tcgen05.smem_descriptor_hi(sbo, b.span, b.atom)
         for kk in range(K // tk):
             kb = kk * 32
             a_off = (kb // a.span) * a.box_bytes + kb % a.span
-            b_off = b.offset + kk * tk * b.span  # B MN-major: tk K rows of its column boxes
-            sa, sb = em.new("b32"), em.new("b32")
-            em.ins(f"add.s32 {sa}, {sbase}, {a_off}")
-            em.ins(f"add.s32 {sb}, {sbase}, {b_off}")
-            da = tcgen05.smem_descriptor(em, sa, 16, 8 * a.span, a.span)
-            # B MN-major: atoms of 8 K rows (4 with the 32-byte-atom swizzle of a tf32 B) at SBO
-            sbo = (4 if b.atom == 32 else 8) * b.span
-            db = tcgen05.smem_descriptor(em, sb, K * b.span, sbo, b.span, b.atom)
+            da = wgmma_descriptor_at(em, (pa, ha), a_off)
+            db = wgmma_descriptor_at(em, (pb, hb), kk * tk * b.span)
             em.ins(
                 f"tcgen05.mma.cta_group::1.kind::{kind} [{taddr}], {da}, {db}, {idesc}, {acc_in}"
             )
-            em.ins(f"setp.eq.u32 {acc_in}, {tid}, {tid}")
+            em.ins(f"setp.eq.u32 {acc_in}, 0, 0")
 
     return emit
 

@@ -306,7 +306,7 @@ def tcgen05_issuer(em: Emitter, v: dict) -> None:
     sbase, dst = em.new("b32"), em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
     em.ins(f"mad.lo.s32 {dst}, {tring.stage}, {N}, {taddr}")
-    em.ins(f"setp.ne.u32 {acc_in}, {tid}, {tid}")  # each stage's product starts from zero
+    em.ins(f"setp.ne.u32 {acc_in}, 0, 0")  # each stage's product starts from zero
     v["mmas"](em, sbase, dst, acc_in, tid)
     commit = "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64"
     em.ins(f"{commit} [{bar(1, ring.stage)}]")

@@ -540,6 +540,12 @@ class _ConsumerCtx:
 def wgmma_descriptor(em, start, lbo: int, sbo: int, swizzle: int) -> str:
     """A wgmma shared-memory matrix descriptor (sm_90): start >> 4 in bits 0-13, LBO >> 4 in
     16-29, SBO >> 4 in 32-45, layout type in 62-63 (1: 128B, 2: 64B, 3: 32B swizzle)."""
+    return wgmma_descriptor_at(em, wgmma_descriptor_parts(em, start, lbo, sbo, swizzle), 0)
+
+
+def wgmma_descriptor_parts(em, start, lbo: int, sbo: int, swizzle: int) -> tuple:
+    """(low word register, high word constant) of :func:`wgmma_descriptor`: a K loop steps the
+    start address through the low word alone (:func:`wgmma_descriptor_at`)."""
     mode = {0: 0, 128: 1, 64: 2, 32: 3}[swizzle]
     hi = (sbo >> 4) | (mode << 30)
     lo = em.new("b32")
@@ -547,6 +553,17 @@ def wgmma_descriptor(em, start, lbo: int, sbo: int, swizzle: int) -> str:
     em.ins(f"and.b32 {lo}, {lo}, 16383")
     if lbo:
         em.ins(f"or.b32 {lo}, {lo}, {(lbo >> 4) << 16}")
+    return lo, hi
+
+
+def wgmma_descriptor_at(em, parts: tuple, offset: int) -> str:
+    """The descriptor of ``parts`` with its start address ``offset`` bytes further (a 32-bit add
+    on the low word: shared addresses stay below 256 KB, so the 14-bit field never carries)."""
+    lo, hi = parts
+    if offset:
+        moved = em.new("b32")
+        em.ins(f"add.s32 {moved}, {lo}, {offset >> 4}")
+        lo = moved
     d = em.new("b64")
     em.ins(f"mov.b64 {d}, {{{lo}, {hi}}}")
     return d
