@@ -110,3 +110,23 @@ def test_what_keeps_todays_path(attention, target, options, reason):
     c = driver.compile_source(attention, CompileOptions(target=target, **options), until="async")
     (d,) = c.async_plan
     assert not d.taken and reason in d.reason, d.reason
+
+
+def test_the_async_stage_decides_alone(attention, tmp_path):
+    """Async-path attributes written into the input IR by hand are dropped: the `async` stage's
+    rule decides (here sm_100a, where attention keeps today's path)."""
+    from tilegen.runtime.asm import print_module
+
+    laid = driver.compile_source(attention, CompileOptions(target="sm_100a"), until="layouts")
+    text = print_module(laid.module)
+    old = "} {nv_tileas.num_stages = 2 : i32}"
+    assert old in text
+    forged = text.replace(
+        old,
+        "} {nv_tileas.async_general, nv_tileas.async_stages = 2 : i32, "
+        "nv_tileas.num_stages = 2 : i32}",
+    )
+    c = driver.compile_source(forged, CompileOptions(target="sm_100a"), "forged.mlir", until="ptx")
+    (d,) = c.async_plan
+    assert not d.taken
+    assert "cp.async.bulk.tensor" not in c.ptx and "mma.sync" in c.ptx

@@ -720,6 +720,11 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
 
     out = []
     for func in kernel_functions(root):
+        if annotate:  # the decisions are this stage's own: none comes in with the IR
+            for op in func.walk():
+                for name in _DECISION_ATTRS:
+                    if name in op.attributes:
+                        op.remove_attr(name)
         d = decide_kernel(func, options)
         out.append(d)
         if annotate and d.taken:
@@ -748,6 +753,17 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 store.set_attr(TMA_STORE_ATTR, IntegerAttr(1, I32))
                 _store_unconverted(store)
     return out
+
+
+#: every attribute the stage writes (docs/pipelines.md section 8's table)
+_DECISION_ATTRS = (
+    ASYNC_ATTR,
+    ASYNC_REGS_ATTR,
+    ASYNC_CONSUMER_REGS_ATTR,
+    ASYNC_GENERAL_ATTR,
+    ASYNC_STAGED_ATTR,
+    TMA_STORE_ATTR,
+)
 
 
 def _store_unconverted(store: Operation) -> None:
