@@ -20,6 +20,8 @@ in whatever layout the layout stage gave the loop's value.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from tilegen.runtime.codegen import async_scaled, tcgen05, tma
 from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.layouts.async_forms import fragment_chain
@@ -151,13 +153,11 @@ def async_for(em: Emitter, op, stages: int) -> None:
     stage_bytes = _align(end, _ALIGN)
     store = _tma_store_of(op)  # the epilogue's TMA store (async_rule.tma_store_plan marked it)
     fr = _frame(em, op, staged, stages, stage_bytes, locals())
-    base, bar, t0, tid = fr["base"], fr["bar"], fr["t0"], fr["tid"]
-    slot_off, slots, maps_off, nmaps = fr["slot_off"], fr["slots"], fr["maps_off"], fr["nmaps"]
-    lb, ub, step, ty, iv_cls = fr["lb"], fr["ub"], fr["step"], fr["ty"], fr["iv_cls"]
-    tmem_off, done_off, tbar_off, tcols = (
-        fr[k] for k in ("tmem_off", "done_off", "tbar_off", "tcols")
-    )
-    tc_scaled, consumer, bt_off, sym = fr["tc_scaled"], fr["consumer"], fr["bt_off"], em.symbol
+    base, bar, t0, tid = fr.base, fr.bar, fr.t0, fr.tid
+    slot_off, slots, maps_off, nmaps = fr.slot_off, fr.slots, fr.maps_off, fr.nmaps
+    lb, ub, step, ty, iv_cls = fr.lb, fr.ub, fr.step, fr.ty, fr.iv_cls
+    tmem_off, done_off, tbar_off, tcols = fr.tmem_off, fr.done_off, fr.tbar_off, fr.tcols
+    tc_scaled, consumer, bt_off, sym = fr.tc_scaled, fr.consumer, fr.bt_off, em.symbol
 
     # ---- consumers: the kernel's warps
     em.label(consumer)
@@ -329,11 +329,11 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     nthreads = 32 * em.num_warps
     facts = dict(bt=None, tc=False, scaled=False, sides=[], store=None, nthreads=nthreads, N=0)
     fr = _frame(em, op, staged, stages, stage_bytes, facts)
-    base, bar, t0 = fr["base"], fr["bar"], fr["t0"]
-    lb, ub, step, ty, iv_cls = fr["lb"], fr["ub"], fr["step"], fr["ty"], fr["iv_cls"]
+    base, bar, t0 = fr.base, fr.bar, fr.t0
+    lb, ub, step, ty, iv_cls = fr.lb, fr.ub, fr.step, fr.ty, fr.iv_cls
 
     # ---- consumers: the kernel's warps run the body
-    em.label(fr["consumer"])
+    em.label(fr.consumer)
     em.producer_threads = 128
     em.barrier_threads = nthreads
     keep_invariant_a(em, op)  # loop-invariant wgmma A operands (attention's Q): once, here
@@ -359,7 +359,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     em.ins(f"bra {top}")
     em.label(done)
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
-    _free_slot(em, t0, fr["slot_off"], fr["slots"])
+    _free_slot(em, t0, fr.slot_off, fr.slots)
     _bind(em, op.results, slots)
 
 
@@ -393,7 +393,16 @@ def _transposed(load) -> bool:
     return bool(found and found[3])
 
 
-def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: dict) -> dict:
+class Frame(SimpleNamespace):
+    """What :func:`_frame` leaves the consumers: ``base`` (the shared array's address), ``bar(i,
+    stage)`` (the stage's full, i = 0, or empty, i = 1, barrier), ``t0`` (thread 0), ``tid``,
+    the map slot (``slot_off``, ``slots``, ``maps_off``, ``nmaps``), the loop bounds (``lb``,
+    ``ub``, ``step``, ``ty``, ``iv_cls``), the TMEM bookkeeping (``tmem_off``, ``done_off``,
+    ``tbar_off``, ``tcols``, ``tc_scaled``), the consumers' label and the B^T buffers'
+    offset."""
+
+
+def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: dict) -> "Frame":
     """The pipeline's frame, shared by every form of the async loop: the one ``.shared`` array
     (the stage ring, the B^T buffers of sm_90's transposing consumers, the full and empty
     barriers, the map slot, TMEM bookkeeping on sm_100a, the device-built maps), thread 0's
@@ -401,7 +410,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     group: its last warp group's first warp copies each stage's ``staged`` operands by TMA
     (and, for sm_100a's scaled accumulate, its second warp issues the MMAs) and returns. ``facts``:
     the caller's (``bt``, ``tc``, ``scaled``, ``sides``, ``store``, ``nthreads``, ``N``
-    and, for the issuer, the dot). Returns what the consumers need."""
+    and, for the issuer, the dot). Returns what the consumers need (:class:`Frame`)."""
     body = op.regions[0].blocks[0]
     bt, tc, scaled = facts["bt"], facts["tc"], facts["scaled"]
     sides, store, nthreads, N = facts["sides"], facts["store"], facts["nthreads"], facts["N"]
@@ -545,7 +554,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     em.label(end)
     em.label(out)
     em.ins("ret")
-    return dict(
+    return Frame(
         base=base,
         bar=bar,
         t0=t0,
