@@ -81,9 +81,9 @@ class WgmmaOrder:
 
 
 class RowsOrder:
-    """sm_100a, M 128 on 2 G warp groups... in general G = warps / 4 column groups: warp w holds
-    TMEM lanes (rows) 32 (w % 4) .., one row a thread, and columns (w / 4) N / G .. of it in
-    order; a side vector is one register (M x 1), or N / G (1 x N)."""
+    """sm_100a, M 128, over G = warps / 4 column groups: warp w holds TMEM lanes (rows)
+    32 (w % 4) .., one row a thread, and the columns (w / 4) N / G .. of it in order; a side
+    vector is one register (M x 1) or N / G (1 x N)."""
 
     def __init__(self, em: Emitter, M: int, N: int):
         self.em, self.M, self.N = em, M, N
