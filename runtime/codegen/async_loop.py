@@ -865,6 +865,19 @@ def tma_store_epilogue(em: Emitter, op) -> None:
             em.ins(f"st.shared.b32 [{reg}+{imm}], {pair}")
             k += 2
             continue
+        # 32-bit neighbours (registers in position order: their address registers are 8- or,
+        # for TMEM rows, 16-byte aligned) go out as v2 / v4 stores
+        n = 1
+        while esz == 4 and fragment is not None and n < 4 and k + n < len(refs):
+            if refs[k + n] != (reg, imm + 4 * n):
+                break
+            n += 1
+        v = 4 if n == 4 and imm % 16 == 0 and fragment[0] == "rows" else 2 if n >= 2 else 1
+        if v > 1 and imm % (4 * v) == 0:
+            vals = ", ".join(regs[k : k + v])
+            em.ins(f"st.shared.v{v}.{sfx} [{reg}+{imm}], {{{vals}}}")
+            k += v
+            continue
         em.ins(f"st.shared.{sfx} [{reg}+{imm}], {regs[k]}")
         k += 1
     tma.fence_proxy_async(em)  # generic writes -> the bulk copy's async-proxy reads
@@ -1226,10 +1239,10 @@ def _swizzled_refs(em: Emitter, fragment: tuple, esz: int, base) -> list | None:
     ``base + b * M * 128``; in it, 16-byte chunk c of row r sits at chunk ``c ^ (r % 8)``):
     the warp's stores then spread over all banks, where unswizzled rows 256 bytes apart hit
     the same ones. None where the layout does not fit: rows not a multiple of 128 bytes, or a
-    wgmma fragment of other than 16-bit elements (their pairs never straddle a chunk)."""
+    wgmma fragment of other than 16- or 32-bit elements (whose pairs never straddle a chunk)."""
     kind, M, N = fragment[:3]
     groups = fragment[3] if kind == "rows" else 1
-    if (N * esz) % 128 or (kind == "wgmma" and esz != 2) or (N // groups * esz) % 128:
+    if (N * esz) % 128 or (kind == "wgmma" and esz not in (2, 4)) or (N // groups * esz) % 128:
         return None
     refs, cache = [], {}
 
@@ -1239,6 +1252,27 @@ def _swizzled_refs(em: Emitter, fragment: tuple, esz: int, base) -> list | None:
         return cache[chunk]
 
     rowbase = em.new("b32")
+    if kind == "wgmma" and esz == 4:
+        # row r0 + 64 q + 8 h (r % 8 = g); column 8 j + 2 t + s is byte 32 (j % 4) + 8 t + 4 s
+        # of box j / 4's row: chunk 2 (j % 4) + t / 2 (swizzled: ^ g), byte 8 (t % 2) + 4 s in it
+        r0, g, t = _fragment_thread(em, M)
+        th, tl = em.new("b32"), em.new("b32")
+        em.ins(f"shr.u32 {th}, {t}, 1")
+        em.ins(f"and.b32 {tl}, {t}, 1")
+        em.ins(f"mad.lo.s32 {rowbase}, {r0}, 128, {base}")
+        em.ins(f"mad.lo.s32 {rowbase}, {tl}, 8, {rowbase}")
+        chunks = []
+        for jj in range(4):
+            c = em.new("b32")
+            em.ins(f"add.s32 {c}, {th}, {2 * jj}")
+            chunks.append(_swizzled_chunk(em, c, g, rowbase))
+        for q in range(M // (16 * em.num_warps)):
+            for j in range(N // 8):
+                for h in range(2):
+                    for s in range(2):
+                        off = j // 4 * M * 128 + (64 * q + 8 * h) * 128 + 4 * s
+                        refs.append((chunks[j % 4], off))
+        return refs
     if kind == "wgmma":  # row r0 + 64 q + 8 h (r % 8 = g), bytes 16 j + 4 t + 2 s
         r0, g, t = _fragment_thread(em, M)
         em.ins(f"mad.lo.s32 {rowbase}, {r0}, 128, {base}")

@@ -128,6 +128,10 @@ class Hazards:
         mask = self.st.cur_mask
         lanes = np.nonzero(mask)[0] if mask is not None else np.zeros(0, np.int64)
         offs = addrs.astype(np.int64)[:, None] + np.arange(width)
+        if len(lanes) and len(addrs) > len(lanes) and len(addrs) % len(lanes) == 0:
+            # a vector access: its addresses come element-major (handwritten.do_st / do_ld),
+            # so element k of every lane - each byte stays its own warp's
+            lanes = np.tile(lanes, len(addrs) // len(lanes))
         if len(lanes) != len(addrs):
             w = int(lanes[0] // 32) if len(lanes) else 0
             yield w, np.unique(offs)
