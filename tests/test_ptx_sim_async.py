@@ -497,3 +497,53 @@ def test_swizzle_functions() -> None:
     np.testing.assert_array_equal(s32 >> 5 & 3, (a >> 5 & 3) ^ (a >> 7 & 3))
     np.testing.assert_array_equal(s32 & 16, a & 16)
     np.testing.assert_array_equal(swizzle(a, 32) >> 4 & 1, (a >> 4 & 1) ^ (a >> 7 & 1))
+
+
+VECTOR_STORE = """.version 8.8
+.target sm_90a
+.address_size 64
+.visible .entry v(.param .u64 v_out, .param .u32 v_m, .param .u32 v_t,
+                  .hidden .param .align 64 .b8 v_map[128])
+.reqntid 64
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<8>;
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<4>;
+    .shared .align 128 .b8 buf[512];
+    mov.u32 %r1, %tid.x;
+    cvt.rn.f32.u32 %f1, %r1;
+    add.f32 %f2, %f1, 0f3F000000;
+    mov.u32 %r2, buf;
+    mad.lo.s32 %r3, %r1, 8, %r2;
+    st.shared.v2.f32 [%r3], {%f1, %f2};
+    fence.proxy.async.shared::cta;
+    bar.sync 0;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra $DONE;
+    mov.b64 %rd1, v_map;
+    cvta.param.u64 %rd2, %rd1;
+    mov.u32 %r4, 0;
+    cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%rd2, {%r4}], [%r2];
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group 0;
+$DONE:
+    ret;
+}
+"""
+
+
+def test_vector_stores_of_other_warps_need_the_barrier() -> None:
+    """Two warps write a shared buffer with ``st.shared.v2``; thread 0 sends it by TMA. With the
+    barrier the copy is right; without it strict mode names the other warp's write - each
+    element of a vector access belongs to its own lane's warp (it once all went to the first
+    lane's, which hid this)."""
+    maps = [{"array": 0, "box": [128], "swizzle": 0}]
+    want = np.stack([np.arange(64), np.arange(64) + 0.5], axis=1).reshape(-1).astype(np.float32)
+    out = run_ptx(
+        VECTOR_STORE, [np.zeros(128, np.float32)], (1, 1, 1), tensor_maps=maps, strict_async=True
+    )[0]
+    np.testing.assert_array_equal(out, want)
+    bad = VECTOR_STORE.replace("    bar.sync 0;\n", "")
+    with pytest.raises(PtxSimError, match=r"written at line \d+ by warp 1 with no barrier"):
+        run_ptx(bad, [np.zeros(128, np.float32)], (1, 1, 1), tensor_maps=maps, strict_async=True)
