@@ -76,15 +76,18 @@ def test_causal_attention_takes_the_general_async_path(tmp_path, attention):
         np.testing.assert_allclose(out[3].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
 
 
+@needs_ptxas
 @needs_shared(CORPUS_OUT)
 @pytest.mark.parametrize("name", ["flash_attention"])
-def test_corpus_flash_attention_with_a_transposed_b(name):
+def test_corpus_flash_attention_with_a_transposed_b(tmp_path, name):
     """The corpus's flash attention loads K as 64 x 64 and transposes it for QK^T: the stage
     holds it as loaded, read as a K-major B (no transpose bit)."""
     c = driver.compile_source(CORPUS_OUT / f"{name}.tileirbc", CompileOptions(target="sm_90a"))
     (d,) = c.async_plan
     assert d.taken and (d.consumer_warps, d.stages) == (4, 2), d.line()
     assert c.ptx.count("cp.async.bulk.tensor.3d.shared::cluster") == 2
+    counts, _ = sass_counts(tmp_path, c.ptx, "sm_90a")  # ptxas accepts it, 0 spills
+    assert counts.get("UTMALDG", 0) >= 2 and counts.get("HGMMA", 0) >= 2, counts
     data = np.load(CORPUS_OUT / f"{name}.npz")
     keys = [k for k in data.files if k.startswith("arg__")]
     out = run_ptx(

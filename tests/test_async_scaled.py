@@ -107,8 +107,9 @@ def test_block_scaled_gemm_takes_the_async_path(tmp_path, kernel, target):
         np.testing.assert_array_equal(out[4], ref.astype(np.float32))
 
 
+@needs_ptxas
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
-def test_side_vectors_computed_in_the_loop(kernel, target):
+def test_side_vectors_computed_in_the_loop(tmp_path, kernel, target):
     """Elementwise ops on a side vector (here sa * sa, 128 x 1) run register by register in
     the fragment's row order before the broadcast."""
     _, text, cka = kernel
@@ -120,6 +121,7 @@ def test_side_vectors_computed_in_the_loop(kernel, target):
     assert n == 1
     c = driver.compile_source(text, CompileOptions(target=target), "sq.mlir", until="ptx")
     assert c.async_plan[0].taken, c.async_plan[0].line()
+    sass_counts(tmp_path, c.ptx, target)  # ptxas accepts it, 0 spills
     args, _, grid = _problem(cka, 100, 208, 208, 5)
     from tilegen.runtime import floats
 
@@ -184,6 +186,7 @@ def test_tcgen05_takes_two_column_halves_only(kernel):
     assert "the emitter's tcgen05 scaled accumulate takes 8 warps" in d.reason
 
 
+@needs_ptxas
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
 def test_library_block_gemm_with_a_scalar_scale(tmp_path, target):
     """tests/cutile_kernels_lib.py's fp8_block_gemm: 128 x 64 tiles, B's scale one element per
@@ -197,6 +200,7 @@ def test_library_block_gemm_with_a_scalar_scale(tmp_path, target):
     c = driver.compile_source(path, CompileOptions(target=target), until="ptx")
     (d,) = c.async_plan
     assert d.taken and d.tile == (128, 64, 128), d.line()
+    sass_counts(tmp_path, c.ptx, target)  # ptxas accepts it, 0 spills
     args, grid = case.make_args(np.random.default_rng(0))
     expected = case.reference(dict(args))
     arrays = [np.asarray(v) for _, v in args]

@@ -64,9 +64,14 @@ def _reference(x0, x1, x2):
     return out
 
 
+@pytest.mark.skipif(PTXAS is None, reason="ptxas not found")
 @pytest.mark.parametrize("sm,paired", [("sm_100", True), ("sm_90", False), ("sm_120", False)])
-def test_f32_tile_ops_pair_on_sm_100(sm, paired):
+def test_f32_tile_ops_pair_on_sm_100(tmp_path, sm, paired):
     ptx = compile_to_ptx(parse_module(_kernel(BODY, 3)), sm)
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    p = subprocess.run([PTXAS, f"-arch={sm}", str(src), "-o", str(tmp_path / "k.cubin")])
+    assert p.returncode == 0  # what the simulator runs, ptxas accepts
     for ins in ("mul.rz.f32x2", "sub.rp.f32x2", "fma.rm.f32x2", "add.rn.f32x2"):
         assert (ins in ptx) is paired, (ins, sm)
     rng = np.random.default_rng(3)
