@@ -335,6 +335,7 @@ def convert_passes(options: CompileOptions) -> list:
 #: CompileOptions field -> the layout pass option that carries it (where the pass declares it)
 LAYOUT_PASS_OPTIONS = {
     "use_wgmma": "wgmma",
+    "use_tcgen05": "tcgen05",
     "use_cp_async": "cp-async",
     "pipelining": "pipeline",
     "num_stages": "num-stages",

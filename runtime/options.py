@@ -79,7 +79,9 @@ class CompileOptions:
     * ``num_warps``: the CTA's warps for every kernel (None: each kernel's ``num_warps``, else
       the layout stage's rule, runtime/layouts/kernel.default_num_warps); on the async path
       these are the consumer warps, the producer warp group comes on top.
-    * ``use_wgmma`` (sm_90 ``wgmma`` for dots, else ``mma.sync``), ``use_cp_async`` (dot
+    * ``use_wgmma`` (sm_90 ``wgmma`` for dots, else ``mma.sync``), ``use_tcgen05`` (sm_100
+      ``tcgen05.mma`` for the dots it fits, accumulator in tensor memory, else ``mma.sync``;
+      runtime/layouts/mma_choice.py), ``use_cp_async`` (dot
       operands copied to shared memory with ``cp.async``), ``pipelining`` (prefetch dot operands
       across K-loop iterations).
     * ``use_tma`` (sm_90/sm_100 K loops staged by TMA into an mbarrier pipeline) and
@@ -95,6 +97,7 @@ class CompileOptions:
     num_stages: Optional[int] = None
     num_warps: Optional[int] = None
     use_wgmma: bool = True
+    use_tcgen05: bool = True
     use_cp_async: bool = True
     pipelining: bool = True
     use_tma: bool = True
@@ -124,6 +127,7 @@ class CompileOptions:
             raise _config(f"invalid num_warps: {w} ({', '.join(map(str, NUM_WARPS))})")
         for name in (
             "use_wgmma",
+            "use_tcgen05",
             "use_cp_async",
             "pipelining",
             "use_tma",
@@ -158,6 +162,7 @@ class CompileOptions:
                 "num_stages",
                 "num_warps",
                 "use_wgmma",
+                "use_tcgen05",
                 "use_cp_async",
                 "pipelining",
                 "use_tma",

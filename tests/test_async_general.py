@@ -9,6 +9,7 @@ NumPy in strict ptxsim; what the rule refuses says why."""
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -77,6 +78,46 @@ def test_causal_attention_takes_the_general_async_path(tmp_path, attention):
 
 
 @needs_ptxas
+def test_causal_attention_on_sm100_takes_the_general_form_with_tcgen05(tmp_path, attention):
+    """sm_100a (docs/pipelines.md section 15): the same producer warp group and TMA ring; the
+    consumers' two dots are tcgen05.mma into tensor memory, Q kept in shared memory, P written
+    there per iteration, B read from the stage (K^T and V N-major, MN-major descriptors), and
+    each row of S and O read back into one thread (the softmax's reductions in-thread)."""
+    c = driver.compile_source(attention, CompileOptions(target="sm_100a"))
+    (d,) = c.async_plan
+    assert d.taken and d.mma == "tcgen05", d.line()
+    assert (d.consumer_warps, d.producer_warps, d.stages) == (8, 4, 2)
+    ptx = c.ptx
+    assert ptx.count("cp.async.bulk.tensor.3d.shared::cluster") == 2
+    assert "mma.sync" not in ptx and "wgmma" not in ptx
+    # K 64 in steps of 16, two dots; one TMEM allocation for both (64 columns)
+    assert len(re.findall(r"tcgen05\.mma\.cta_group::1\.kind::f16 ", ptx)) == 8
+    assert ptx.count("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32") == 1
+    assert "tcgen05.ld.sync.aligned.32x32b.x32.b32" in ptx
+    counts, _ = sass_counts(tmp_path, ptx, "sm_100a")  # asserts 0 spills
+    for op, least in (("UTMALDG", 2), ("UTCHMMA", 8), ("LDTM", 2), ("USETMAXREG", 1)):
+        assert counts.get(op, 0) >= least, (op, counts)
+    assert "HMMA" not in counts and "LDGSTS" not in counts
+    for heads, seq in ((1, 256), (2, 200)):
+        args, ref, grid = _attention_problem(heads, seq)
+        out = run_ptx(ptx, args, grid, strict_async=True)
+        np.testing.assert_allclose(out[3].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_causal_attention_on_sm100_todays_path_runs_tcgen05_dots(attention):
+    """Without warp specialization the body's dots are still tcgen05 (Q, K^T and V through
+    registers into shared memory), and match in strict ptxsim."""
+    opts = CompileOptions(target="sm_100a", warp_specialize=False)
+    c = driver.compile_source(attention, opts)
+    (d,) = c.async_plan
+    assert not d.taken
+    assert "tcgen05.mma" in c.ptx and "mma.sync" not in c.ptx
+    args, ref, grid = _attention_problem(1, 256)
+    out = run_ptx(c.ptx, args, grid, strict_async=True)
+    np.testing.assert_allclose(out[3].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
+@needs_ptxas
 @needs_shared(CORPUS_OUT)
 @pytest.mark.parametrize("name", ["flash_attention"])
 def test_corpus_flash_attention_with_a_transposed_b(tmp_path, name):
@@ -104,7 +145,11 @@ def test_corpus_flash_attention_with_a_transposed_b(tmp_path, name):
 @pytest.mark.parametrize(
     "target,options,reason",
     [
-        ("sm_100a", {}, "the general async loop (several dots) is lowered for wgmma (sm_90) only"),
+        (
+            "sm_100a",
+            {"use_tcgen05": False},
+            "the layout stage did not lay every dot of the loop out for tcgen05",
+        ),
         ("sm_90a", {"warp_specialize": False}, "warp_specialize is off"),
         ("sm_90a", {"use_wgmma": False}, "use_wgmma is off"),
     ],
@@ -117,10 +162,11 @@ def test_what_keeps_todays_path(attention, target, options, reason):
 
 def test_the_async_stage_decides_alone(attention, tmp_path):
     """Async-path attributes written into the input IR by hand are dropped: the `async` stage's
-    rule decides (here sm_100a, where attention keeps today's path)."""
+    rule decides (here sm_100a without tcgen05, where attention keeps today's path)."""
     from tilegen.runtime.asm import print_module
 
-    laid = driver.compile_source(attention, CompileOptions(target="sm_100a"), until="layouts")
+    opts = CompileOptions(target="sm_100a", use_tcgen05=False)
+    laid = driver.compile_source(attention, opts, until="layouts")
     text = print_module(laid.module)
     old = "} {nv_tileas.num_stages = 2 : i32}"
     assert old in text
@@ -129,7 +175,7 @@ def test_the_async_stage_decides_alone(attention, tmp_path):
         "} {nv_tileas.async_general, nv_tileas.async_stages = 2 : i32, "
         "nv_tileas.num_stages = 2 : i32}",
     )
-    c = driver.compile_source(forged, CompileOptions(target="sm_100a"), "forged.mlir", until="ptx")
+    c = driver.compile_source(forged, opts, "forged.mlir", until="ptx")
     (d,) = c.async_plan
     assert not d.taken
     assert "cp.async.bulk.tensor" not in c.ptx and "mma.sync" in c.ptx

@@ -232,6 +232,7 @@ def test_pass_is_registered_with_options():
         "cp-async": None,  # unset: on (runtime/passes/layout_assignment.LayoutOptions)
         "pipeline": None,
         "num-stages": 3,
+        "tcgen05": None,  # unset: on (sm_100 dots that fit tcgen05)
     }
     with pytest.raises(ValueError, match="bad value"):
         info.parse_options({"num-warps": "eight"})

@@ -170,6 +170,8 @@ class Emitter:
         #: ``keep_invariant_a``): dot -> b32 register with the region's shared address
         self.resident_a: dict = {}
         self.resident_bytes = 0
+        #: the kernel's tensor memory and tcgen05 MMA barrier (tcgen05_dot.tensor_memory)
+        self.tmem = None
         #: ops between a cp.async-staged load and its dot (memory.StagePlan.chain): they pass
         #: the ``memory.Staged`` through unless the dot materializes it
         self.staged_chain: set = set()

@@ -59,6 +59,10 @@ def _assume(em: Emitter, op) -> None:
 
 @handles("nv_tileaa.return")
 def _return(em: Emitter, op) -> None:
+    if em.tmem is not None:  # tcgen05 dots: free the tensor memory first
+        from tilegen.runtime.codegen.tcgen05_dot import release
+
+        release(em)
     em.ins("ret")
 
 

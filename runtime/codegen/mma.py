@@ -15,6 +15,12 @@ from tilegen.runtime.records import dataclass
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail, handles, load_reg
 from tilegen.runtime.codegen.exchange import Form, row_major
 from tilegen.runtime.layouts.decisions import mma_family
+from tilegen.runtime.codegen.tcgen05_dot import (
+    keep_fields,
+    staged_fields,
+    tcgen05_dot,
+    tcgen05_plan,
+)
 from tilegen.runtime.layouts.mma_choice import (  # noqa: F401 (SMEM_LIMIT: used by control.py)
     LBO as _LBO,
     SMEM_LIMIT,
@@ -463,6 +469,9 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
         return None
     M, K = a.shape
     N = b.shape[1]
+    tc = tcgen05_plan(op, num_warps, sm)
+    if tc is not None:
+        return staged_fields(tc, idx, transposed, convert)
     plan = wgmma_plan(op, num_warps, sm)
     if plan is not None:
         if idx == 1 and not transposed and not convert and plan.esz == 2:
@@ -894,23 +903,20 @@ def keep_invariant_a(em: Emitter, loop) -> None:
         if op.name != "nv_tileaa.dot" or op in em.resident_a:
             continue
         plan = wgmma_plan(op, em.num_warps, em.sm)
+        tc = tcgen05_plan(op, em.num_warps, em.sm) if plan is None else None
         a = op.operands[0]
-        if plan is None or not _outside(a, loop) or _staged(em, a) is not None:
+        if (plan is None and tc is None) or not _outside(a, loop) or _staged(em, a) is not None:
             continue
         M, K = a.type.shape
-        sbo = _wgmma_sbo(K, plan.esz)
-        region = em.resident_region(M // 8 * sbo)
+        if tc is not None:  # rows in order (TMEM lane = row)
+            nbytes, fields = keep_fields(tc)
+            esz = tc.esz
+        else:
+            nbytes, fields = M // 8 * _wgmma_sbo(K, plan.esz), _a_fields(K, plan.esz, plan.groups)
+            esz = plan.esz
+        region = em.resident_region(nbytes)
         em.resident_a[op] = region
-        _write_fields(
-            em,
-            em.tile(op, a),
-            em.dist_of(op, a.type),
-            _a_fields(K, plan.esz, plan.groups),
-            1,
-            0,
-            plan.esz,
-            base=region,
-        )
+        _write_fields(em, em.tile(op, a), em.dist_of(op, a.type), fields, 1, 0, esz, base=region)
         kept += 1
     if kept:
         em.ins("fence.proxy.async.shared::cta")
@@ -1445,6 +1451,9 @@ def dot(em: Emitter, op) -> None:
     plan = wgmma_plan(op, em.num_warps, em.sm)
     if plan is not None:
         return wgmma_dot(em, op, plan)
+    tc = tcgen05_plan(op, em.num_warps, em.sm)
+    if tc is not None:
+        return tcgen05_dot(em, op, tc)
     ka, kb, kc = elem_key(a.type), elem_key(b.type), elem_key(c.type)
     row = select_row(op, ka, kb, kc, em.sm)
     if row is None:

@@ -5,11 +5,15 @@ The layout stage decides once per dot (``nv_tileas.mma``, runtime/layouts/decisi
 * ``wgmma`` on sm_90 when :func:`wgmma_instruction` finds a form (f16/bf16/tf32/s8/fp8 with
   f32/s32 accumulators, num_warps a multiple of 4, M a multiple of 64 per warpgroup, N of 8, K
   of the instruction K, A and B within the shared budget) and wgmma is allowed;
+* ``tcgen05`` on sm_100/sm_103/sm_110 when :func:`tcgen05_instruction` finds a form (f16/bf16
+  with an f32 accumulator, M 128, 4 or 8 warps, N a power of two 32..256, K a multiple of 16,
+  A and B within the shared budget) and tcgen05 is allowed;
 * else what spec/ptx/mma.yaml selects (runtime/layouts/mma_select.py): ``mma.sync`` or ``fma``.
 
 The accumulator (C and the result) then gets the blocked layout that *is* the instruction's
 fragment: :func:`wgmma_accumulator_layout` or :func:`mma_sync_accumulator_layout`
-(docs/tensor_cores.md). Code generation reads the recorded family and builds its plan.
+(docs/tensor_cores.md), or for tcgen05 :func:`tcgen05_accumulator_layout`, the rows the warps
+read from tensor memory. Code generation reads the recorded family and builds its plan.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ SMEM_LIMIT = 48 * 1024
 LBO = 144
 
 WGMMA = "wgmma"
+TCGEN05 = "tcgen05"
 MMA_SYNC = "mma.sync"
 FMA = "fma"
 
@@ -96,13 +101,59 @@ def wgmma_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[tuple[M
     return row, tk
 
 
-def choose_dot_family(op, num_warps: int, sm: Optional[int], wgmma: bool = True) -> Optional[str]:
-    """``wgmma``, ``mma.sync`` or ``fma`` for ``dot`` ``op``; None when spec/ptx/mma.yaml has
-    no instruction for its types on ``sm`` (code generation reports tileiras's diagnostic)."""
+#: targets whose dots may run on tcgen05 (cta_group::1, accumulator in tensor memory)
+TCGEN05_SMS = (100, 103, 110)
+
+
+def tcgen05_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[MmaRow]:
+    """The spec/ptx/mma.yaml tcgen05 row when ``dot`` ``op`` can run on ``tcgen05.mma`` as a
+    dot of its own (runtime/codegen/tcgen05_dot.py) on ``sm`` with ``num_warps``, else None:
+    f16/bf16 operands, an f32 accumulator, M 128 (TMEM lane = row), 4 warps (a row each) or 8
+    (two column halves), N a power of two from 32 (one ``tcgen05.ld`` x32 per thread and
+    half) to 256, K a multiple of 16, A and B within the shared budget."""
+    if sm not in TCGEN05_SMS or op.name != "nv_tileaa.dot" or len(op.operands) != 3:
+        return None
+    a, b, c = (v.type for v in op.operands)
+    if any(getattr(t, "rank", 0) != 2 for t in (a, b, c)):
+        return None
+    ka, kb, kc = element_key(a), element_key(b), element_key(c)
+    if ka not in ("f16", "bf16") or kb != ka or kc != "f32" or num_warps not in (4, 8):
+        return None
+    try:
+        row = select_mma(ka, kb, kc, sm, family="tcgen05")
+    except MmaSelectError:
+        return None
+    M, K = a.shape
+    N = b.shape[1]
+    halves = num_warps // 4
+    if M != 128 or K % 16 or N & (N - 1) or not 32 * halves <= N <= 256:
+        return None
+    if (M + N) // 8 * wgmma_sbo(K, 2) > SMEM_LIMIT:
+        return None
+    return row
+
+
+def tcgen05_accumulator_layout(num_warps: int, n: int) -> BlockedLayout:
+    """The rows of a tcgen05 accumulator as the warps read them (``tcgen05.ld .32x32b``): warp
+    w may read TMEM lanes 32 (w % 4) ..; thread (lane, w) holds row 32 (w % 4) + lane, columns
+    n / h (w / 4) .. of the h = num_warps / 4 column parts. A row's reductions stay in one
+    thread (a softmax's max and sum)."""
+    h = num_warps // 4
+    return BlockedLayout((1, n // h), (32, 1), (4, h), (0, 1))
+
+
+def choose_dot_family(
+    op, num_warps: int, sm: Optional[int], wgmma: bool = True, tcgen05: bool = True
+) -> Optional[str]:
+    """``wgmma``, ``tcgen05``, ``mma.sync`` or ``fma`` for ``dot`` ``op``; None when
+    spec/ptx/mma.yaml has no instruction for its types on ``sm`` (code generation reports
+    tileiras's diagnostic)."""
     if op.name != "nv_tileaa.dot" or len(op.operands) < 3:
         return None
     if wgmma and wgmma_instruction(op, num_warps, sm) is not None:
         return WGMMA
+    if tcgen05 and tcgen05_instruction(op, num_warps, sm) is not None:
+        return TCGEN05
     keys = [element_key(v.type) for v in op.operands[:3]]
     if sm is None or None in keys:
         return None
@@ -146,4 +197,6 @@ def accumulator_layout(op, num_warps: int, family: Optional[str]) -> Optional[Bl
         return None
     if family == WGMMA:
         return wgmma_accumulator_layout(num_warps)
+    if family == TCGEN05:
+        return tcgen05_accumulator_layout(num_warps, op.operands[1].type.shape[1])
     return mma_sync_accumulator_layout(op, num_warps)

@@ -604,15 +604,19 @@ def general_loads(func: Operation, loop: Operation, sm: int) -> tuple:
         tma_describable,
     )
 
-    if sm != 90:
-        return "the general async loop (several dots) is lowered for wgmma (sm_90) only", []
+    mma = ASYNC_MMA.get(sm)
+    if mma is None:
+        return "the general async loop (several dots) is lowered for wgmma and tcgen05 only", []
     body = loop.regions[0].blocks[0]
     dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
     if any(d.parent is not body for d in dots):
         return "a dot of the K loop is nested in a region", []
     for d in dots:
-        if mma_family(d) != "wgmma" or getattr(d.operands[0].type, "rank", 0) != 2:
-            return "the layout stage did not lay every dot of the loop out for wgmma", []
+        if mma_family(d) != mma or getattr(d.operands[0].type, "rank", 0) != 2:
+            why = f"the layout stage did not lay every dot of the loop out for {mma}"
+            if mma == "tcgen05":  # runtime/layouts/mma_choice.tcgen05_instruction
+                why += " (a tcgen05 dot takes f16/bf16 -> f32, M 128, 4 or 8 warps, N 32..256)"
+            return why, []
     writer = _writes_memory(loop)
     if writer is not None:
         return f"the loop writes memory ('{writer.name}')", []

@@ -85,7 +85,7 @@ def permute_layout(layout: BlockedLayout, perm: tuple[int, ...]) -> BlockedLayou
 
 class LayoutOptions:
     """The choices of ``nv-tileas-assign-layouts`` (its pass options): CTA size (0: what the
-    kernel asks for), whether dots may use wgmma, whether dot operands may be staged by
+    kernel asks for), whether dots may use wgmma (tcgen05), whether dot operands may be staged by
     cp.async, whether K loops may be pipelined, and the stage count (0: the kernel's). A choice
     left unset (None, 0) is the compile's (runtime/options.py :func:`current`: the driver's
     CompileOptions while it runs the stage, the defaults elsewhere)."""
@@ -97,10 +97,12 @@ class LayoutOptions:
         cp_async: Optional[bool] = None,
         pipeline: Optional[bool] = None,
         num_stages: int = 0,
+        tcgen05: Optional[bool] = None,
     ):
         compile_options = current()
         self.num_warps = num_warps or compile_options.num_warps or 0
         self.wgmma = compile_options.use_wgmma if wgmma is None else wgmma
+        self.tcgen05 = compile_options.use_tcgen05 if tcgen05 is None else tcgen05
         self.cp_async = compile_options.use_cp_async if cp_async is None else cp_async
         self.pipeline = self.cp_async and (
             compile_options.pipelining if pipeline is None else pipeline
@@ -144,7 +146,9 @@ class LayoutAssigner:
     def dot_family(self, op: Operation) -> Optional[str]:
         """The instruction family of ``dot`` ``op`` (decided once, recorded on the op)."""
         if op not in self._families:
-            fam = choose_dot_family(op, self.num_warps, self.sm, self.options.wgmma)
+            fam = choose_dot_family(
+                op, self.num_warps, self.sm, self.options.wgmma, self.options.tcgen05
+            )
             self._families[op] = fam
             if fam is not None:
                 D.set_str(op, D.MMA, fam)
@@ -350,8 +354,14 @@ class LayoutAssigner:
                 # access's width is stored as is (no conversion through shared memory)
                 val = op.opdef.operand_group(op, "value")[0]
                 cur = self.layout.get(val) if val not in self.pending else None
-                if isinstance(cur, BlockedLayout) and cur.order[0] == info.order[0]:
-                    if cur.size_per_thread[info.order[0]] >= info.vec:
+                inner = info.order[0]
+                if isinstance(cur, BlockedLayout):
+                    spt = cur.size_per_thread
+                    # registers run along the contiguous dim first, or only along it (a
+                    # tcgen05 accumulator's rows: a vector per register run, not per lane)
+                    along = cur.order[0] == inner and spt[inner] >= info.vec
+                    only = all(n == 1 for d, n in enumerate(spt) if d != inner)
+                    if along or (only and spt[inner] >= max(info.vec, 2)):
                         anchor = cur
             for r in tiles:
                 if r.type.shape == t.shape:
@@ -606,6 +616,7 @@ def unassigned_tiles(root: Operation) -> list[Value]:
         "cp-async": (parse_bool, None),
         "pipeline": (parse_bool, None),
         "num-stages": (int, 0),
+        "tcgen05": (parse_bool, None),  # None: on (LayoutOptions)
     },
     summary="assign nv_tileas layouts to the tile values of nv_tileaa functions and record the "
     "layout stage's decisions (CTA size, vector widths, MMA family, cp.async staging, "
@@ -620,5 +631,6 @@ def _pass(op: Operation, options: dict) -> None:
             options.get("cp-async"),
             options.get("pipeline"),
             options.get("num-stages", 0),
+            options.get("tcgen05"),
         ),
     )

@@ -23,6 +23,7 @@ def add_codegen_arguments(p) -> None:
     """The code generator's switches (each a CompileOptions field; all on by default)."""
     g = p.add_argument_group("code generation (docs/driver.md)")
     g.add_argument("--no-wgmma", action="store_true", help="sm_90 dots on mma.sync, not wgmma")
+    g.add_argument("--no-tcgen05", action="store_true", help="sm_100 dots on mma.sync, not tcgen05")
     g.add_argument(
         "--no-cp-async", action="store_true", help="dot operands through registers, no cp.async"
     )
@@ -95,6 +96,7 @@ def compile_options(args, gpu_name, **overrides):
         num_stages=getattr(args, "num_stages", None),
         num_warps=getattr(args, "num_warps", None),
         use_wgmma=not getattr(args, "no_wgmma", False),
+        use_tcgen05=not getattr(args, "no_tcgen05", False),
         use_cp_async=not getattr(args, "no_cp_async", False),
         pipelining=not getattr(args, "no_pipeline", False),
         use_tma=not getattr(args, "no_tma", False),

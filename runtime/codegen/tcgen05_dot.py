@@ -1,0 +1,332 @@
+"""A ``dot`` of its own on tcgen05 (sm_100a; the layout stage's ``tcgen05`` family,
+runtime/layouts/mma_choice.py ``tcgen05_instruction``).
+
+``D = A @ B + C`` with ``tcgen05.mma.cta_group::1`` into tensor memory, wherever the dot sits:
+in today's path, or in the body of the async path's general loop (docs/pipelines.md section
+15), where B comes from a TMA stage (``mma.StagedBox``).
+
+* **Operands.** A (M = 128 x K) and B are read through shared-memory descriptors: the no-swizzle
+  K-major canonical layout wgmma uses (8 x 16-byte core matrices, LBO = 144 along K, SBO = K / 8
+  x 144 per 8 rows), rows in order (TMEM lane = row, no permutation). A and B held in registers
+  are written there; a cp.async-staged one is copied there directly (:func:`staged_fields`);
+  a loop-invariant A (attention's Q) once before the loop (``mma.keep_invariant_a``); a TMA
+  stage is read where it landed (128-byte swizzle, N-major with the MN-major bit, or K-major).
+* **Tensor memory.** One allocation per kernel (:func:`tensor_memory`, in the kernel's
+  prologue: warp 0 allocates the widest dot's columns, thread 0 initialises the MMA barrier)
+  serves every dot: each dot is complete, read and waited for (``tcgen05.wait::ld``) before
+  the next one issues. Warp 0 frees it at the kernel's return (:func:`release`).
+* **Protocol.** Operand writes, ``fence.proxy.async``, ``tcgen05.fence::before_thread_sync``,
+  the CTA barrier; thread 0 issues the K steps (the first overwrites D) and commits them to the
+  MMA barrier; every thread waits for its phase (a parity register flipped per dot), reads its
+  row (``tcgen05.ld.32x32b``, warp w: lanes 32 (w % 4) ..; 8 warps take column halves) and adds
+  C in registers unless C is a zero tile.
+
+The result is in :func:`~tilegen.runtime.layouts.mma_choice.tcgen05_accumulator_layout`: a
+row per thread, so a softmax's row reductions stay in the thread.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Optional
+
+from tilegen.runtime.codegen import tcgen05
+from tilegen.runtime.codegen.core import Emitter, elem_key, fail
+from tilegen.runtime.codegen.pipeline import (
+    mbarrier_init,
+    mbarrier_init_fence,
+    mbarrier_wait,
+    wgmma_descriptor_at,
+    wgmma_descriptor_parts,
+)
+from tilegen.runtime.layouts.async_forms import zero_tile
+from tilegen.runtime.layouts.decisions import mma_family
+from tilegen.runtime.layouts.mma_choice import (
+    LBO,
+    TCGEN05,
+    tcgen05_accumulator_layout,
+    tcgen05_instruction,
+    wgmma_sbo,
+)
+from tilegen.runtime.records import dataclass
+
+#: the kernel's tcgen05 bookkeeping: the MMA barrier (8 bytes), then the TMEM address
+SYMBOL = "__tilegen_tmem"
+
+
+@dataclass(frozen=True)
+class Tcgen05Plan:
+    """How one dot runs on ``tcgen05.mma`` (kind::f16, f32 D in tensor memory)."""
+
+    row: object  # the spec/ptx/mma.yaml row
+    M: int
+    N: int
+    K: int
+    esz: int
+    halves: int  # column parts of a row (8 warps: 2)
+    ab: str
+
+
+def tcgen05_plan(op, num_warps: int, sm) -> Optional[Tcgen05Plan]:
+    """The plan of ``dot`` ``op`` when the layout stage laid it out for tcgen05, else None."""
+    if mma_family(op) != TCGEN05:
+        return None
+    row = tcgen05_instruction(op, num_warps, sm)
+    if row is None:
+        fail(op, f"PTX backend: this dot was laid out for tcgen05, which sm_{sm} cannot run here")
+    a, b = op.operands[0].type, op.operands[1].type
+    M, K = a.shape
+    return Tcgen05Plan(row, M, b.shape[1], K, 2, num_warps // 4, elem_key(a))
+
+
+def _rows(K: int, esz: int) -> tuple:
+    """(row fields, K fields) of the K-major no-swizzle layout, rows in order."""
+    sbo = wgmma_sbo(K, esz)
+    kb = 4 - (esz.bit_length() - 1)  # bits of k within a 16-byte core-matrix row
+    return ((0, 3, 16), (3, None, sbo)), ((0, kb, esz), (kb, None, LBO))
+
+
+def staged_fields(plan: Tcgen05Plan, idx: int, transposed: bool, convert) -> Optional[tuple]:
+    """(row fields, column fields, bytes) a cp.async-staged operand is copied into (A as loaded,
+    B^T: rows n, K-major), or None: that operand comes through registers."""
+    if convert or transposed != (idx == 1):
+        return None
+    rows, kf = _rows(plan.K, plan.esz)
+    n = plan.M if idx == 0 else plan.N
+    return rows, kf, n // 8 * wgmma_sbo(plan.K, plan.esz)
+
+
+def keep_fields(plan: Tcgen05Plan) -> tuple:
+    """(bytes, dim fields) of a loop-invariant A kept in shared memory (``keep_invariant_a``)."""
+    rows, kf = _rows(plan.K, plan.esz)
+    return plan.M // 8 * wgmma_sbo(plan.K, plan.esz), (rows, kf)
+
+
+def _columns(em: Emitter) -> int:
+    """TMEM columns for the kernel: the widest tcgen05 dot's N (a power of two >= 32)."""
+    n = 32
+    for o in em.func.walk():
+        if o.name == "nv_tileaa.dot" and mma_family(o) == TCGEN05:
+            n = max(n, o.operands[1].type.shape[1])
+    return tcgen05.columns(n)
+
+
+def _allocates_later(em: Emitter) -> bool:
+    """Whether an async K loop of the GEMM or scaled form allocates TMEM columns of its own
+    (runtime/codegen/async_loop.py): the kernel's allocation keeps its permit for it."""
+    from tilegen.runtime.codegen.async_loop import ASYNC_ATTR, ASYNC_GENERAL_ATTR
+
+    return any(
+        o.name == "scf.for"
+        and ASYNC_ATTR in o.attributes
+        and ASYNC_GENERAL_ATTR not in o.attributes
+        for o in em.func.walk()
+    )
+
+
+def tensor_memory(em: Emitter) -> SimpleNamespace:
+    """The kernel's TMEM and MMA barrier, set up in its prologue on first use: ``taddr`` (b32),
+    ``bar`` (the barrier's shared address), ``phase`` (the parity the next wait expects),
+    ``off``/``on`` (constant predicates for enable-input-d)."""
+    if em.tmem is not None:
+        return em.tmem
+    em.need_isa("8.6")
+    em.need_target_suffix("a")
+    ncols = _columns(em)
+    tid, _, warp = em.tid()
+    em.pre.insert(0, f"\t.shared .align 8 .b8 {SYMBOL}[16];")
+    em.resident_bytes += 16
+    with em.hoisted():
+        bar = em.new("b32")
+        em.ins(f"mov.u32 {bar}, {SYMBOL}")
+        t0, w0 = em.new("pred"), em.new("pred")
+        em.ins(f"setp.eq.u32 {t0}, {tid}, 0")
+        em.ins(f"setp.eq.u32 {w0}, {warp}, 0")
+        skip = em.new_label("tmem_init")
+        em.ins(f"@!{t0} bra {skip}")
+        mbarrier_init(em, bar, 1)
+        mbarrier_init_fence(em)
+        em.pre.append(f"{skip}:")
+        skip = em.new_label("tmem_alloc")
+        em.ins(f"@!{w0} bra {skip}")
+        em.ins(f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [{SYMBOL}+8], {ncols}")
+        if not _allocates_later(em):
+            em.ins("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned")
+        em.pre.append(f"{skip}:")
+        em.ins("bar.sync 0")
+        taddr, phase = em.new("b32"), em.new("b32")
+        em.ins(f"ld.shared.u32 {taddr}, [{SYMBOL}+8]")
+        em.ins(f"mov.b32 {phase}, 0")
+        off, on = em.new("pred"), em.new("pred")
+        em.ins(f"setp.ne.u32 {off}, 0, 0")
+        em.ins(f"setp.eq.u32 {on}, 0, 0")
+    em.tmem = SimpleNamespace(
+        taddr=taddr, bar=bar, phase=phase, t0=t0, w0=w0, off=off, on=on, ncols=ncols
+    )
+    return em.tmem
+
+
+def release(em: Emitter) -> None:
+    """At the kernel's return: once every thread's last TMEM read is done, warp 0 frees the
+    columns."""
+    tm = em.tmem
+    em.ins("tcgen05.fence::before_thread_sync")
+    em.barrier()
+    skip = em.new_label("tmem_free")
+    em.ins(f"@!{tm.w0} bra {skip}")
+    em.ins("tcgen05.fence::after_thread_sync")
+    em.ins(f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 {tm.taddr}, {tm.ncols}")
+    em.label(skip)
+
+
+def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
+    """Emit ``dot`` ``op`` on tcgen05 (module docstring)."""
+    from tilegen.runtime.codegen.memory import cp_async_tile
+    from tilegen.runtime.codegen.mma import (
+        StagedBox,
+        _staged,
+        _unstage,
+        _write_fields,
+        cp_async_commit_wait,
+    )
+
+    a, b, c = op.operands[0], op.operands[1], op.operands[2]
+    res = op.results[0]
+    M, N, K, esz = plan.M, plan.N, plan.K, plan.esz
+    for v, i in ((a, 0), (b, 1)):  # what does not copy into the K-major layout
+        st = _staged(em, v)
+        if isinstance(getattr(st, "pipe_buf", None), StagedBox):
+            continue  # a TMA stage: read where it landed
+        if st is not None and staged_fields(plan, i, st.transposed, st.convert) is None:
+            _unstage(em, v)
+    a_st, b_st = _staged(em, a), _staged(em, b)
+    kept_a = em.resident_a.get(op)
+    boxed = b_st.pipe_buf if b_st is not None and isinstance(b_st.pipe_buf, StagedBox) else None
+    if boxed is not None and boxed.kmajor != b_st.transposed:
+        fail(op, "PTX backend: a TMA-staged tcgen05 B operand is read as it was staged")
+    dl = em.dist_of(op, res.type)
+    lay = tcgen05_accumulator_layout(em.num_warps, N)
+    if dl.layout != lay or em.dist_of(op, c.type).layout != lay:
+        fail(op, "PTX backend: a tcgen05 dot's accumulator must be in its TMEM row layout")
+    tm = tensor_memory(em)
+    em.need_isa(plan.row.ptx_isa)
+    rows, kf = _rows(K, esz)
+    sbo = wgmma_sbo(K, esz)
+    off_b = M // 8 * sbo
+    a_regs = a_st is None and kept_a is None
+    b_regs = b_st is None
+    writes = a_regs or b_regs or any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
+    if writes:
+        em.need_smem(off_b + N // 8 * sbo)
+        em.barrier()  # earlier readers of the scratch are done
+    if a_regs:
+        _write_fields(em, em.tile(op, a), em.dist_of(op, a.type), (rows, kf), 1, 0, esz)
+    elif a_st is not None and a_st.pipe_buf is None:
+        cp_async_tile(em, a_st, rows, kf, em.smem_base())
+    if b_regs:  # B[k, n] at row n, K-major
+        _write_fields(em, em.tile(op, b), em.dist_of(op, b.type), (kf, rows), 0, off_b, esz)
+    elif b_st.pipe_buf is None:
+        cp_async_tile(em, b_st, rows, kf, em.smem_base(), off_b)
+    if any(x is not None and x.pipe_buf is None for x in (a_st, b_st)):
+        cp_async_commit_wait(em)
+    if writes:
+        em.ins("fence.proxy.async.shared::cta")
+    # every thread's earlier TMEM reads and shared writes, then one thread issues
+    em.ins("tcgen05.fence::before_thread_sync")
+    em.barrier()
+    skip = em.new_label("tc_issued")
+    em.ins(f"@!{tm.t0} bra {skip}")
+    em.ins("tcgen05.fence::after_thread_sync")
+    _issue(em, op, plan, a_st, b_st, kept_a, boxed, off_b, sbo)
+    em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{tm.bar}]")
+    em.label(skip)
+    mbarrier_wait(em, tm.bar, tm.phase)
+    em.ins(f"xor.b32 {tm.phase}, {tm.phase}, 1")
+    em.ins("tcgen05.fence::after_thread_sync")
+    em.set(res, _read_rows(em, op, plan, dl, c))
+
+
+def _issue(em: Emitter, op, plan: Tcgen05Plan, a_st, b_st, kept_a, boxed, off_b, sbo) -> None:
+    """Thread 0: the K steps' ``tcgen05.mma`` (32 bytes of K each; the first overwrites D)."""
+    from tilegen.runtime.codegen.mma import _plus
+
+    tm = em.tmem
+    K, esz = plan.K, plan.esz
+    if kept_a is not None:
+        pa = kept_a
+    elif a_st is not None and a_st.pipe_buf is not None:
+        pa = a_st.pipe_buf
+    else:
+        pa = em.smem_base()
+    da = (wgmma_descriptor_parts(em, pa, LBO, 0, 0)[0], tcgen05.smem_descriptor_hi(sbo, 0))
+    b_mn = boxed is not None and not boxed.kmajor
+    if boxed is not None:  # TMA's 128-byte swizzled column boxes
+        span = boxed.span
+        lbo = 16 if boxed.kmajor else boxed.box_bytes
+        db = (
+            wgmma_descriptor_parts(em, boxed.addr, lbo, 0, 0)[0],
+            tcgen05.smem_descriptor_hi(8 * span, span),
+        )
+    else:
+        pb = b_st.pipe_buf if b_st is not None and b_st.pipe_buf is not None else None
+        pb = pb if pb is not None else _plus(em, em.smem_base(), off_b)
+        db = (wgmma_descriptor_parts(em, pb, LBO, 0, 0)[0], tcgen05.smem_descriptor_hi(sbo, 0))
+    idesc = tcgen05.instruction_descriptor(plan.M, plan.N, plan.ab, "f32", b_mn_major=b_mn)
+    for s in range(K * esz // 32):
+        kb = 32 * s
+        a_off = 2 * s * LBO
+        if boxed is None:
+            b_off = 2 * s * LBO
+        elif boxed.kmajor:  # rows n; K bytes in column boxes
+            b_off = kb // boxed.span * boxed.box_bytes + kb % boxed.span
+        else:  # K rows of span bytes
+            b_off = 16 * s * boxed.span
+        ra = wgmma_descriptor_at(em, da, a_off)
+        rb = wgmma_descriptor_at(em, db, b_off)
+        enable = tm.on if s else tm.off
+        em.ins(f"{plan.row.ptx} [{tm.taddr}], {ra}, {rb}, {idesc}, {enable}")
+
+
+def _read_rows(em: Emitter, op, plan: Tcgen05Plan, dl, c) -> list:
+    """Every thread's part of its row from TMEM (``tcgen05.ld.32x32b``), plus C."""
+    tm = em.tmem
+    _, _, warp = em.tid()
+    part = plan.N // plan.halves
+    key = ("tc-rows", plan.N, plan.halves)
+    if key not in em._smem_refs:
+        with em.hoisted():
+            q, h = em.new("b32"), em.new("b32")
+            em.ins(f"and.b32 {q}, {warp}, 3")
+            em.ins(f"shr.u32 {h}, {warp}, 2")
+            addr = em.new("b32")
+            em.ins(f"shl.b32 {addr}, {q}, 21")  # (32 (w % 4)) << 16: the lane field
+            em.ins(f"mad.lo.s32 {addr}, {h}, {part}, {addr}")
+            em._smem_refs[key] = addr
+    lanes = em._smem_refs[key]
+    chunk = min(32, part)
+    cin = None if zero_tile(c) else em.tile(op, c)
+    # register k of the layout -> its column in the thread's part
+    by_col: dict = {}
+    for k in range(dl.nregs):
+        by_col.setdefault(dl.raw[k][1] % part, []).append(k)
+    out = [None] * dl.nregs
+    for c0 in range(0, part, chunk):
+        regs = [em.new("b32") for _ in range(chunk)]
+        src = em.new("b32")
+        em.ins(f"add.s32 {src}, {lanes}, {tm.taddr}")
+        if c0:
+            em.ins(f"add.s32 {src}, {src}, {c0}")
+        em.ins(f"tcgen05.ld.sync.aligned.32x32b.x{chunk}.b32 {{{', '.join(regs)}}}, [{src}]")
+        # each chunk is used (C added) before the next one loads: C and D are never both
+        # whole in registers
+        em.ins("tcgen05.wait::ld.sync.aligned")
+        for i, reg in enumerate(regs):
+            for k in by_col.get(c0 + i, ()):
+                r = em.new("f32")
+                em.ins(f"mov.b32 {r}, {reg}")
+                if cin is not None:
+                    s = em.new("f32")
+                    em.ins(f"add.rn.f32 {s}, {cin[k]}, {r}")
+                    r = s
+                out[k] = r
+    return out

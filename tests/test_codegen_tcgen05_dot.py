@@ -1,0 +1,118 @@
+"""runtime/codegen/tcgen05_dot.py: a dot of its own on ``tcgen05.mma`` (sm_100a), the
+accumulator in tensor memory and read back a row per thread (docs/pipelines.md section 15).
+The layout stage's choice (runtime/layouts/mma_choice.py), exact results against NumPy in strict
+ptxsim (f16, bf16, 4 and 8 warps, C added, C zero), ptxas-clean with UTCHMMA/LDTM in SASS, and
+the mma.sync fallbacks (shapes tcgen05 does not take here, ``use_tcgen05=False``)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilegen.runtime.asm import parse_module
+from tilegen.runtime.codegen.driver import assemble, find_ptxas
+from tilegen.runtime.options import CompileOptions
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_codegen_wgmma import _operands, _src  # noqa: E402
+
+PTXAS = find_ptxas()
+
+
+def _sm100_src(et, m, n, k, warps=None, zero_c=False):
+    src = _src(et, m, n, k, warps).replace("sm_90 =", "sm_100 =")
+    if zero_c:  # C is a zero tile: the MMA's first K step overwrites D, nothing is added
+        src = src.replace(
+            "  %d = mmaf %x, %y, %w",
+            f"  %w0 = constant <f32: 0.0> : tile<{m}x{n}xf32>\n  %d = mmaf %x, %y, %w0",
+        )
+    return src
+
+
+def _run(et, m, n, k, warps=None, options=None, zero_c=False, seed=0):
+    from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
+
+    src = _sm100_src(et, m, n, k, warps, zero_c)
+    ptx = compile_to_ptx(parse_module(src, "mm.mlir"), "sm_100", options=options)
+    a, b, c, ra, rb, rc = _operands(et, m, n, k, seed or m * 7 + n * 3 + k)
+    args = [("a", a), ("b", b), ("c", c)]
+    out = run_ptxsim(parse_module(src, "mm.mlir"), args, (1, 1, 1), "sm_100", options=options)
+    ref = ra.astype(np.float64) @ rb.astype(np.float64) + (0 if zero_c else rc)
+    np.testing.assert_array_equal(out["c"].astype(np.float64), ref)
+    return ptx
+
+
+TCGEN05_CASES = [
+    ("f16", 128, 32, 16, None),
+    ("f16", 128, 64, 64, None),
+    ("f16", 128, 256, 32, None),  # a 256-column row per thread, 8 loads of x32
+    ("bf16", 128, 128, 32, None),
+    ("f16", 128, 64, 32, 8),  # two column halves
+    ("bf16", 128, 256, 16, 8),
+]
+
+
+@pytest.mark.parametrize("et,m,n,k,warps", TCGEN05_CASES)
+def test_tcgen05_dot_matches_numpy_in_strict_ptxsim(et, m, n, k, warps):
+    ptx = _run(et, m, n, k, warps)
+    assert ".target sm_100a" in ptx and "mma.sync" not in ptx
+    # one MMA per 16 of K, one allocation, one commit per dot, one row read per thread
+    assert len(re.findall(r"tcgen05\.mma\.cta_group::1\.kind::f16 ", ptx)) == k // 16
+    assert ptx.count("tcgen05.alloc.cta_group::1") == 1
+    assert ptx.count("tcgen05.dealloc.cta_group::1") == 1
+    assert ptx.count("tcgen05.commit.cta_group::1") == 1
+    part = n // ((warps or 4) // 4)
+    assert ptx.count("tcgen05.ld.sync.aligned.32x32b.x") == -(-part // 32)
+    assert "add.rn.f32" in ptx  # C added in registers
+
+
+def test_zero_accumulator_adds_nothing():
+    ptx = _run("f16", 128, 64, 32, zero_c=True)
+    assert "add.rn.f32" not in ptx and "tcgen05.mma" in ptx
+
+
+@pytest.mark.parametrize(
+    "m,n,k,warps,why",
+    [
+        (64, 64, 32, None, "M 64"),
+        (128, 32, 8, None, "K 8: not a multiple of 16"),
+        (128, 32, 32, 8, "N 32 over two column halves"),
+    ],
+)
+def test_shapes_tcgen05_does_not_take_stay_on_mma_sync(m, n, k, warps, why):
+    ptx = _run("f16", m, n, k, warps)
+    assert "tcgen05" not in ptx and "mma.sync.aligned" in ptx, why
+
+
+def test_no_tcgen05_option_forces_mma_sync():
+    ptx = _run("f16", 128, 64, 32, options=CompileOptions(target="sm_100", use_tcgen05=False))
+    assert "tcgen05" not in ptx and "mma.sync.aligned" in ptx
+
+
+def test_family_choice():
+    from tilegen.runtime.layouts.attrs import BlockedLayout
+    from tilegen.runtime.layouts.mma_choice import tcgen05_accumulator_layout
+
+    # warp w reads TMEM lanes 32 (w % 4): rows by w % 4, column halves by w / 4
+    assert tcgen05_accumulator_layout(8, 128) == BlockedLayout((1, 64), (32, 1), (4, 2), (0, 1))
+    assert tcgen05_accumulator_layout(4, 64) == BlockedLayout((1, 64), (32, 1), (4, 1), (0, 1))
+
+
+@pytest.mark.skipif(PTXAS is None, reason="ptxas not found")
+@pytest.mark.parametrize("et,n,warps", [("f16", 128, 8), ("bf16", 64, None)])
+def test_tcgen05_dot_ptxas_clean_and_sass(tmp_path, et, n, warps):
+    from tilegen.runtime.ptxsim import compile_to_ptx
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_async_pipeline_e2e import sass_counts
+
+    ptx = compile_to_ptx(parse_module(_sm100_src(et, 128, n, 64, warps), "mm.mlir"), "sm_100")
+    cubin, log = assemble(ptx, 100, verbose=True)
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    counts, _ = sass_counts(tmp_path, ptx, "sm_100a")
+    assert counts.get("UTCHMMA", 0) == 4 and counts.get("LDTM", 0) >= 1, counts
+    assert "HMMA" not in counts, counts
