@@ -370,16 +370,49 @@ def exchange(
     base = claim_scratch(em, op, size * isize) // isize
     for (regs, d, _), form in zip(writes, wforms):
         form = form.shifted(base)
-        for j in range(d.nregs):
+        for j, n in _runs(d, form, cls, isize):
             idx = form.emit(em, d, j)
-            r, st = store_reg(em, cls, regs[j])
-            em.ins(f"st.shared.{st} [{em.smem_addr(idx, isize)}], {r}")
+            if n == 1:
+                r, st = store_reg(em, cls, regs[j])
+                em.ins(f"st.shared.{st} [{em.smem_addr(idx, isize)}], {r}")
+            else:
+                vals = ", ".join(regs[j : j + n])
+                em.ins(f"st.shared.v{n}.{cls} [{em.smem_addr(idx, isize)}], {{{vals}}}")
     em.ins("bar.warp.sync -1") if local else em.barrier()
     out = []
     rform = rform.shifted(base)
-    for k in range(read_dist.nregs):
+    for k, n in _runs(read_dist, rform, cls, isize):
         idx = rform.emit(em, read_dist, k)
-        out.append(load_reg(em, cls, "shared", em.smem_addr(idx, isize)))
+        if n == 1:
+            out.append(load_reg(em, cls, "shared", em.smem_addr(idx, isize)))
+            continue
+        regs = [em.new(cls) for _ in range(n)]
+        em.ins(f"ld.shared.v{n}.{cls} {{{', '.join(regs)}}}, [{em.smem_addr(idx, isize)}]")
+        out += regs
+    return out
+
+
+#: register classes a vector shared access moves as they are (4 or 8 bytes each)
+_VECTOR_CLASSES = ("b32", "f32", "b64", "f64")
+
+
+def _runs(d: Dist, form: Form, cls: str, isize: int) -> list:
+    """(first register, count) covering ``d``'s registers in order: ``count`` registers that
+    sit at consecutive indices under ``form`` in every thread, the first a multiple of
+    ``count`` (so one ``.v2``/``.v4`` access of at most 16 bytes moves them), else 1."""
+    if cls not in _VECTOR_CLASSES or isize not in (4, 8) or d.nregs == 1:
+        return [(j, 1) for j in range(d.nregs)]
+    f = flats(d, form)
+    out, j, top = [], 0, 16 // isize
+    while j < d.nregs:
+        n = top
+        while n > 1:
+            if j + n <= d.nregs and not (f[:, j] % n).any():
+                if (f[:, j : j + n] - f[:, j : j + 1] == np.arange(n)).all():
+                    break
+            n //= 2
+        out.append((j, n))
+        j += n
     return out
 
 

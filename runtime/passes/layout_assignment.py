@@ -26,6 +26,8 @@ with code generation, which never imports this module).
 
 from __future__ import annotations
 
+from math import prod as _prod
+
 from typing import Optional
 
 from tilegen.runtime.ir import Block, Operation, OpResult, Value
@@ -81,6 +83,14 @@ def permute_layout(layout: BlockedLayout, perm: tuple[int, ...]) -> BlockedLayou
         tuple(layout.warps_per_cta[p] for p in perm),
         tuple(perm.index(o) for o in layout.order),
     )
+
+
+def _copies(lay: BlockedLayout, shape) -> int:
+    """How many threads hold each element of a ``shape`` tile in blocked layout ``lay``."""
+    distinct = 1
+    for n, spt, t, w in zip(shape, lay.size_per_thread, lay.threads_per_warp, lay.warps_per_cta):
+        distinct *= min(t * w, max(1, -(-n // spt)))
+    return max(1, _prod(lay.threads_per_warp) * _prod(lay.warps_per_cta) // distinct)
 
 
 class LayoutOptions:
@@ -142,6 +152,8 @@ class LayoutAssigner:
         self._families: dict[Operation, Optional[str]] = {}
         #: the MMA accumulator layouts given to dot results: elementwise ops prefer them
         self.mma_layouts: set = set()
+        #: broadcasts whose result took its consumers' layout: their sources follow at the end
+        self.late_broadcasts: list = []
 
     def dot_family(self, op: Operation) -> Optional[str]:
         """The instruction family of ``dot`` ``op`` (decided once, recorded on the op)."""
@@ -295,6 +307,8 @@ class LayoutAssigner:
         for v in list(self.pending):
             if v in self.pending:
                 self.get(v)
+        for op in self.late_broadcasts:
+            self.require(op, 0, self.layout[op.results[0]])
         for v, layout in self.layout.items():
             t = v.type
             v.type = TileType(t.shape, t.element, layout)
@@ -425,6 +439,13 @@ class LayoutAssigner:
         if name in _ATOMICS and tiles:
             self.visit_atomic(op, tiles[0])
             return
+        if name == "nv_tileaa.broadcast" and tiles and self._spread_over_ones(op):
+            # kept, the source's layout would copy each element into more threads than need
+            # it: the result waits for its consumers' layout (else the default), and the
+            # source is required in it once that is known (run's end)
+            self.pending[tiles[0]] = []
+            self.late_broadcasts.append(op)
+            return
         if self.is_elementwise(op, tiles):
             ops_ = self.tile_operands(op)
             fixed = [i for i in ops_ if op.operands[i] not in self.pending]
@@ -474,6 +495,25 @@ class LayoutAssigner:
             else:
                 self.get(op.operands[i])
         self.layout[result] = layout
+
+    def _spread_over_ones(self, op: Operation) -> bool:
+        """Whether broadcast ``op``'s result, kept in its laid-out source's layout, would hold
+        each element in more threads than the result shape's default layout does (a
+        one-element extract's default layout spreads 128 threads along a dim the broadcast
+        widens to 8: every thread then held 128 elements). A layout whose copies match a
+        consumer (a row vector in an MMA accumulator's layout) replicates no more than the
+        default and stays."""
+        src = op.operands[0]
+        if not _is_tile(src.type) or src in self.pending or src not in self.layout:
+            return False
+        lay = self.layout[src]
+        out = op.results[0].type
+        if not isinstance(lay, BlockedLayout) or src.type.rank != out.rank:
+            return False
+        default = self.default(out)
+        return isinstance(default, BlockedLayout) and _copies(lay, out.shape) > _copies(
+            default, out.shape
+        )
 
     def is_elementwise(self, op: Operation, tiles: list) -> bool:
         if not tiles:
