@@ -30,13 +30,17 @@ VARIANTS = {
     "gemm bf16 8192^3": {"num_warps=8": {"num_warps": 8}},
     "gemm e4m3 8192^3 (f16 out)": {"num_warps=8": {"num_warps": 8}},
     # the async path's general form (the default on sm_90 since docs/pipelines.md section 13:
-    # K/V by TMA from a producer warp group) beside today's path (cp.async by the consumers),
-    # and a third K/V stage
+    # K/V by TMA from a producer warp group; since section 16 with P V overlapping the next
+    # QK^T and 3 stages) beside the form without the overlap (2 stages) and today's path
+    # (cp.async by the consumers)
     "attention causal fwd h16 s8192 d64": {
+        "no overlap": {"overlap_mma": False},
         "no warp specialization": {"warp_specialize": False},
-        "num_stages=3": {"num_stages": 3},
     },
-    "attention causal fwd h16 s4096 d64": {"no warp specialization": {"warp_specialize": False}},
+    "attention causal fwd h16 s4096 d64": {
+        "no overlap": {"overlap_mma": False},
+        "no warp specialization": {"warp_specialize": False},
+    },
     # the async path's scaled accumulate (the default since section 12: 384 threads, TMA,
     # consumers at 232 registers) beside today's path (256 threads, cp.async)
     "gemm e4m3 block-scaled 4096^3 (f32 out)": {

@@ -86,7 +86,9 @@ class CompileOptions:
       across K-loop iterations).
     * ``use_tma`` (sm_90/sm_100 K loops staged by TMA into an mbarrier pipeline) and
       ``warp_specialize`` (a producer warp group feeding the kernel's warps): the async path
-      of docs/pipelines.md, where runtime/passes/async_rule.py says it applies.
+      of docs/pipelines.md, where runtime/passes/async_rule.py says it applies;
+      ``overlap_mma`` (its general form on sm_90 issues a loop's last dot beside the next
+      iteration's first: FlashAttention-3's intra-warpgroup overlap, section 16).
     * ``lineinfo``, ``device_debug`` (only at ``opt_level`` 0, as tileiras), ``sanitize``
       (None or ``"memcheck"``): carried to the emitter; see docs/driver.md for what each emits.
     * ``verify``: run the verifier after every stage.
@@ -102,6 +104,7 @@ class CompileOptions:
     pipelining: bool = True
     use_tma: bool = True
     warp_specialize: bool = True
+    overlap_mma: bool = True
     lineinfo: bool = False
     device_debug: bool = False
     sanitize: Optional[str] = None
@@ -132,6 +135,7 @@ class CompileOptions:
             "pipelining",
             "use_tma",
             "warp_specialize",
+            "overlap_mma",
             "lineinfo",
             "device_debug",
         ):
@@ -167,6 +171,7 @@ class CompileOptions:
                 "pipelining",
                 "use_tma",
                 "warp_specialize",
+                "overlap_mma",
                 "lineinfo",
                 "device_debug",
                 "sanitize",

@@ -20,6 +20,7 @@ from paths import CORPUS_OUT, needs_shared
 from tilegen.runtime import driver
 from tilegen.runtime.options import CompileOptions
 from tilegen.runtime.ptx.launch import run_ptx
+from tilegen.runtime.ptx.sim.cta import PtxSimError
 from tilegen.runtime.ptxas import find_ptxas
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,8 +60,9 @@ def test_causal_attention_takes_the_general_async_path(tmp_path, attention):
     (d,) = c.async_plan
     assert d.taken, d.line()
     assert d.elements == "f16 x f16 -> f32 ; f16 x f16 -> f32" and d.tile == (128, 64, 64)
-    # two consumer warp groups (the layout stage's 8 warps) and a producer warp group
-    assert (d.consumer_warps, d.producer_warps, d.stages) == (8, 4, 2)
+    # two consumer warp groups (the layout stage's 8 warps) and a producer warp group; a third
+    # stage for the overlap (section 16: a stage is held until its P V is done)
+    assert (d.consumer_warps, d.producer_warps, d.stages) == (8, 4, 3) and d.overlap
     ptx = c.ptx
     assert ".reqntid 384, 1, 1" in ptx and "setmaxnreg.dec.sync.aligned.u32 32" in ptx
     # K^T and V: one 3-d box each (1 x 64 x 64 f16, 128-byte rows, swizzled), nothing by
@@ -125,7 +127,8 @@ def test_corpus_flash_attention_with_a_transposed_b(tmp_path, name):
     holds it as loaded, read as a K-major B (no transpose bit)."""
     c = driver.compile_source(CORPUS_OUT / f"{name}.tileirbc", CompileOptions(target="sm_90a"))
     (d,) = c.async_plan
-    assert d.taken and (d.consumer_warps, d.stages) == (4, 2), d.line()
+    # no overlap: two accumulators and two P tiles do not fit its 128 registers (occupancy 2)
+    assert d.taken and (d.consumer_warps, d.stages) == (4, 2) and not d.overlap, d.line()
     assert c.ptx.count("cp.async.bulk.tensor.3d.shared::cluster") == 2
     counts, _ = sass_counts(tmp_path, c.ptx, "sm_90a")  # ptxas accepts it, 0 spills
     assert counts.get("UTMALDG", 0) >= 2 and counts.get("HGMMA", 0) >= 2, counts
@@ -140,6 +143,61 @@ def test_corpus_flash_attention_with_a_transposed_b(tmp_path, name):
     for i, k in enumerate(keys):
         if "expected__" + k[5:] in data.files:
             np.testing.assert_allclose(out[i], data["expected__" + k[5:]], rtol=1e-3, atol=1e-3)
+
+
+@needs_ptxas
+def test_overlap_issues_pv_beside_the_next_qk(tmp_path, attention):
+    """Section 16: iteration j issues its QK^T, then the previous iteration's P V, waits for
+    the QK^T alone and runs the softmax while P V runs; strict ptxsim (a wgmma's registers
+    land at the wait that retires it) matches NumPy for one, two and many iterations."""
+    c = driver.compile_source(attention, CompileOptions(target="sm_90a"))
+    ptx = c.ptx
+    start = re.search(r"^\$L__async_body_\d+:", ptx, re.M).end()
+    loop = ptx[start : re.search(r"^\$L__async_body_end_\d+:", ptx, re.M).start()]
+    assert loop.count("wgmma.wait_group.sync.aligned 1") == 1
+    i_qk = loop.index("wgmma.mma_async")
+    i_pv = loop.index("wgmma.mma_async", loop.index("@!%p", i_qk))
+    assert i_qk < i_pv < loop.index("wgmma.wait_group.sync.aligned 1") < loop.index("ex2.approx")
+    counts, log = sass_counts(tmp_path, ptx, "sm_90a")  # 0 spills
+    assert "serialized" not in log, log
+    assert counts.get("HGMMA", 0) == 12  # QK^T and P V in the loop, P V once after it
+    for heads, seq in ((1, 64), (1, 128), (2, 1000)):
+        args, ref, grid = _attention_problem(heads, seq, seed=seq)
+        out = run_ptx(ptx, args, grid, strict_async=True)
+        np.testing.assert_allclose(out[3].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+    # the ping-pong of the two warp groups: each waits for its turn before issuing (named
+    # barriers 2 and 3) and hands it over after; group 1's first arrival starts group 0
+    assert loop.index("bar.sync 2, 256") < i_qk < i_pv < loop.index("bar.arrive 3, 256")
+    first = re.search(r"\t@!%p\d+ bar.arrive 2, 256;\n", ptx)
+    assert first and first.start() < start
+    args, ref, grid = _attention_problem(1, 256)
+    with pytest.raises(PtxSimError, match=r"deadlock: barrier \[2, 3\] never fills"):
+        run_ptx(ptx[: first.start()] + ptx[first.end() :], args, grid, strict_async=True)
+
+
+def test_overlap_needs_the_registers(attention):
+    """With 4 consumer warps each thread holds twice the rows: two accumulators and two P
+    tiles would not fit 255 registers (ptxas spilled 436 bytes), so the overlap is off."""
+    c = driver.compile_source(
+        attention, CompileOptions(target="sm_90a", num_warps=4), until="async"
+    )
+    (d,) = c.async_plan
+    assert d.taken and d.consumer_warps == 4 and not d.overlap and d.stages == 2
+
+
+def test_overlap_off_keeps_one_wait_per_dot(attention):
+    c = driver.compile_source(attention, CompileOptions(target="sm_90a", overlap_mma=False))
+    (d,) = c.async_plan
+    assert d.taken and not d.overlap and d.stages == 2
+    assert "wgmma.wait_group.sync.aligned 1" not in c.ptx
+    from tilegen.runtime.asm import print_module
+
+    laid = driver.compile_source(
+        attention, CompileOptions(target="sm_90a", overlap_mma=False), until="async"
+    )
+    assert "nv_tileas.async_overlap" not in print_module(laid.module)
+    laid = driver.compile_source(attention, CompileOptions(target="sm_90a"), until="async")
+    assert "nv_tileas.async_overlap" in print_module(laid.module)
 
 
 @pytest.mark.parametrize(

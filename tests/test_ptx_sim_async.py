@@ -547,3 +547,68 @@ def test_vector_stores_of_other_warps_need_the_barrier() -> None:
     bad = VECTOR_STORE.replace("    bar.sync 0;\n", "")
     with pytest.raises(PtxSimError, match=r"written at line \d+ by warp 1 with no barrier"):
         run_ptx(bad, [np.zeros(128, np.float32)], (1, 1, 1), tensor_maps=maps, strict_async=True)
+
+
+ARRIVE = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry h(.param .u64 h_out)
+.reqntid 64
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<4>;
+    .shared .align 16 .b8 buf[128];
+    ld.param.u64 %rd1, [h_out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 31;
+    mov.u32 %r3, buf;
+    mad.lo.s32 %r4, %r2, 4, %r3;
+    mov.u32 %r10, 0;
+    mov.u32 %r11, 0;
+    setp.lt.u32 %p1, %r1, 32;
+$LOOP:
+    @!%p1 bra $CONSUMER;
+    // warp 0: wait until warp 1 read the last round (barrier 2), write, hand over (barrier 1)
+    setp.eq.u32 %p2, %r10, 0;
+    @!%p2 bar.sync 2, 64;
+    mad.lo.s32 %r5, %r10, 100, %r2;
+    st.shared.u32 [%r4], %r5;
+    bar.arrive 1, 64;
+    bra $NEXT;
+$CONSUMER:
+    // warp 1: wait for the round, read it, release the buffer (barrier 2)
+    bar.sync 1, 64;
+    ld.shared.u32 %r6, [%r4];
+    add.s32 %r11, %r11, %r6;
+    setp.lt.u32 %p3, %r10, 2;
+    @%p3 bar.arrive 2, 64;
+$NEXT:
+    add.s32 %r10, %r10, 1;
+    setp.lt.u32 %p2, %r10, 3;
+    @%p2 bra $LOOP;
+    @%p1 bra $DONE;
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r11;
+$DONE:
+    ret;
+}
+"""
+
+
+def test_bar_arrive_hands_a_buffer_between_warps() -> None:
+    """``bar.arrive`` (the producer side of a named barrier: counted, not waited at) against
+    ``bar.sync`` on the consumer side, three rounds each way: warp 1 sums what warp 0 wrote in
+    each round (FlashAttention-3's ping-pong uses the same pairs)."""
+    from tilegen.runtime.codegen.driver import assemble, find_ptxas
+
+    if find_ptxas() is not None:  # legal PTX
+        assemble(ARRIVE, 90)
+    out = run_ptx(ARRIVE, [np.zeros(32, np.uint32)], (1, 1, 1), strict_async=True)[0]
+    np.testing.assert_array_equal(out, 3 * np.arange(32) + 300)
+    # one arrival short: the consumer's barrier never fills
+    bad = ARRIVE.replace("    bar.arrive 1, 64;\n", "    @%p2 bar.arrive 1, 64;\n")
+    with pytest.raises(PtxSimError, match="deadlock"):
+        run_ptx(bad, [np.zeros(32, np.uint32)], (1, 1, 1), strict_async=True)

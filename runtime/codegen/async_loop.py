@@ -45,6 +45,8 @@ ASYNC_ATTR = "nv_tileas.async_stages"
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
 #: on a K loop the async path takes in its general form (async_rule.general_loads)
 ASYNC_GENERAL_ATTR = "nv_tileas.async_general"
+#: on a general-form loop whose last dot overlaps the next iteration's first (async_overlap.py)
+ASYNC_OVERLAP_ATTR = "nv_tileas.async_overlap"
 #: the loop attribute with the consumers' setmaxnreg.inc (the scaled accumulate's two fragments)
 ASYNC_CONSUMER_REGS_ATTR = "nv_tileas.async_consumer_regs"
 #: on a side vector load the producer copies into the stage (async_rule.staged_sides)
@@ -339,6 +341,23 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     keep_invariant_a(em, op)  # loop-invariant wgmma A operands (attention's Q): once, here
     slots = _slots(em, op, [r.type for r in op.results])
     copy_into(em, op, slots, [em.get(v) for v in op.operands[3:]])
+
+    def bufs_of(sbase) -> dict:
+        """Each staged load's box in the stage at ``sbase``."""
+        bufs = {}
+        for x in staged:
+            r = em.new("b32")
+            em.ins(f"add.s32 {r}, {sbase}, {x.offset}")
+            bufs[x.load] = StagedBox(r, x.span, _transposed(x.load), x.box_bytes)
+        return bufs
+
+    if ASYNC_OVERLAP_ATTR in op.attributes:  # FA3's overlap: section 16
+        from tilegen.runtime.codegen import async_overlap
+
+        async_overlap.consumers(em, op, fr, slots, stage_bytes, bufs_of, stages)
+        _free_slot(em, t0, fr.slot_off, fr.slots)
+        _bind(em, op.results, slots)
+        return
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
@@ -346,13 +365,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
-    bufs = {}
-    for x in staged:
-        r = em.new("b32")
-        em.ins(f"add.s32 {r}, {sbase}, {x.offset}")
-        kmajor = _transposed(x.load)
-        bufs[x.load] = StagedBox(r, x.span, kmajor, x.box_bytes)
-    run_staged_body(em, op, slots, iv, bufs)
+    run_staged_body(em, op, slots, iv, bufs_of(sbase))
     em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")

@@ -18,7 +18,7 @@ from tilegen.runtime.codegen.core import (
 from tilegen.runtime.attributes import DenseArrayAttr, IntegerAttr
 from tilegen.runtime.diagnostics import Diagnostic
 from tilegen.runtime.layouts.decisions import num_warps
-from tilegen.runtime.layouts.kernel import kernel_spec_int
+from tilegen.runtime.layouts.kernel import kernel_spec_int, register_cap
 from tilegen.runtime.targets import STATIC_SHARED_PLAIN, static_shared_limit
 
 PTX_VERSION = "8.0"
@@ -100,15 +100,9 @@ def launch_directives(func, threads: int, sm: int) -> list[str]:
     out = [f".reqntid {threads}, 1, 1"]
     minctasm = func.attributes.get("nvvm.minctasm")
     out.append(f".minnctapersm {minctasm.value if isinstance(minctasm, IntegerAttr) else 1}")
-    maxnreg = func.attributes.get("nvvm.maxnreg")
-    if isinstance(maxnreg, IntegerAttr):
-        out.append(f".maxnreg {maxnreg.value}")
-    else:
-        occ = kernel_spec_int(func, "occupancy")
-        if occ and occ > 0:
-            regs = min(255, (65536 // (threads * occ)) // 8 * 8)
-            if regs < 255:
-                out.append(f".maxnreg {regs}")
+    cap = register_cap(func, threads)
+    if cap is not None:
+        out.append(f".maxnreg {cap}")
     spec = func.attributes.get("nv_tileaa.kernel_spec")
     cluster = None
     for k, v in getattr(spec, "items", ()):

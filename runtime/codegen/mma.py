@@ -1068,6 +1068,8 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     where = []  # per register of dl: (q, chunk, index)
     c_in = em.tile(op, c) if in_regs else None
     fused = bool(ep) and in_regs
+    if op in em.wgmma_deferred and (fused or not in_regs):
+        fail(op, "PTX backend: an overlapped wgmma dot must keep its accumulator in registers")
     inits: dict = {}  # (q, chunk) -> the copies of C into that instance's registers
     for k in range(dl.nregs):
         rr, rc = dl.raw[k]
@@ -1165,7 +1167,8 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
                 epilogue.chunk(em, ep, regs)
     if not fused:
         em.ins("wgmma.commit_group.sync.aligned")
-        em.ins("wgmma.wait_group.sync.aligned 0")
+        if op not in em.wgmma_deferred:  # else the caller waits (async_overlap.py)
+            em.ins("wgmma.wait_group.sync.aligned 0")
     if in_regs:
         em.set(res, [acc[(q, ci)][idx] for q, ci, idx in where])
         if fused:

@@ -75,3 +75,47 @@ def fragment_chain(loop: Operation, store: Optional[Operation]) -> Optional[list
             return None
         v = r
         chain.append(v)
+
+
+def deferred_dot(loop: Operation) -> Optional[tuple]:
+    """FlashAttention-3's intra-warpgroup overlap (docs/pipelines.md section 16): the loop's last
+    dot may run beside the next iteration's first when the body splits in two - part B, the
+    last dot and the ops that build only its accumulator operand (``acc * alpha``), and part A,
+    everything else - such that the last dot's result goes straight to the ``scf.yield``, the
+    iteration argument it replaces is read by part B alone, part A reads nothing part B makes,
+    and part B is elementwise ops, broadcasts and views on registers. Returns (the last dot,
+    part B's ops in body order, the yield position), or None."""
+    body = loop.regions[0].blocks[0]
+    ops = list(body.ops)
+    dots = [o for o in ops if o.name == "nv_tileaa.dot"]
+    if len(dots) < 2 or ops[-1].name != "scf.yield":
+        return None
+    last = dots[-1]
+    res = last.results[0]
+    yield_op = ops[-1]
+    if res.num_uses != 1 or next(iter(res.users)) is not yield_op:
+        return None
+    k = list(yield_op.operands).index(res)
+    part_b = {id(last): last}
+    for o in reversed(ops[: ops.index(last)]):  # what builds only the accumulator operand
+        if o.regions or o.name == "nv_tileaa.dot" or len(o.results) != 1:
+            continue
+        r = o.results[0]
+        if not r.has_uses or not all(id(u) in part_b for u in r.users):
+            continue
+        if o is not _op(last.operands[2]) and not any(
+            id(u) in part_b and u is not last for u in r.users
+        ):
+            continue  # feeds the last dot's A or B operand (P, V): part A
+        if not (elementwise(o) or o.name in ("nv_tileaa.broadcast", "nv_tileaa.view")):
+            return None
+        part_b[id(o)] = o
+    acc = body.args[1 + k]
+    if not acc.has_uses or not all(id(u) in part_b for u in acc.users):
+        return None
+    for o in ops:
+        if id(o) in part_b or o is yield_op:
+            continue
+        if any(id(getattr(v, "op", None)) in part_b for v in o.operands):
+            return None
+    return last, [o for o in ops if id(o) in part_b], k

@@ -23,6 +23,28 @@ def kernel_spec_int(func: Operation, key: str) -> Optional[int]:
     return None
 
 
+def register_cap(func: Operation, threads: int) -> Optional[int]:
+    """The ``.maxnreg`` a kernel of ``threads`` gets (seed 002): ``nvvm.maxnreg``, else from the
+    ``occupancy`` hint (the 64K-register file shared by ``occupancy`` CTAs, as tileiras derives
+    it), else None."""
+    maxnreg = func.attributes.get("nvvm.maxnreg")
+    if isinstance(maxnreg, IntegerAttr):
+        return maxnreg.value
+    occ = kernel_spec_int(func, "occupancy")
+    if occ and occ > 0:
+        regs = min(255, (65536 // (threads * occ)) // 8 * 8)
+        if regs < 255:
+            return regs
+    return None
+
+
+def register_budget(func: Operation, threads: int) -> int:
+    """Registers a thread of the kernel may use: its cap, else what one CTA of ``threads``
+    leaves in the 64K-register file (at most 255)."""
+    cap = register_cap(func, threads)
+    return cap if cap is not None else min(255, 65536 // threads // 8 * 8)
+
+
 def enclosing_int_attr(op: Operation, name: str) -> Optional[int]:
     """Integer attribute ``name`` on ``op`` or the nearest enclosing op carrying it."""
     p = op

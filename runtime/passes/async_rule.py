@@ -29,7 +29,12 @@ from math import prod
 from typing import Optional
 
 from tilegen.runtime.ir import BlockArgument, Operation, OpResult
-from tilegen.runtime.layouts.async_forms import fragment_chain, uniform_tile, zero_tile
+from tilegen.runtime.layouts.async_forms import (
+    deferred_dot,
+    fragment_chain,
+    uniform_tile,
+    zero_tile,
+)
 from tilegen.runtime.records import dataclass
 
 #: target sm -> the async path's tensor-core instruction
@@ -79,6 +84,12 @@ ASYNC_STAGED_ATTR = "nv_tileas.async_staged"
 ASYNC_GENERAL_ATTR = "nv_tileas.async_general"
 #: the general form's ring depth without a hint (FlashAttention-3's K/V pipeline is 2 deep)
 GENERAL_STAGES = 2
+#: on a general-form K loop whose last dot the consumers issue beside the next iteration's
+#: first (section 16: async_forms.deferred_dot)
+ASYNC_OVERLAP_ATTR = "nv_tileas.async_overlap"
+#: the overlapped loop's ring depth without a hint: a stage is held until its last dot is
+#: done, in the middle of the next iteration, so a third stage keeps the producer a stage ahead
+OVERLAP_STAGES = 3
 #: the attribute the ``async`` stage puts on the kernel's final ``tiled_store`` when the
 #: epilogue writes through TMA (registers -> the idle stage ring -> cp.async.bulk.tensor)
 TMA_STORE_ATTR = "nv_tileas.tma_store"
@@ -108,6 +119,8 @@ class AsyncDecision:
     #: the epilogue's store goes through TMA; else why not (taken kernels only)
     tma_store: bool = False
     store_reason: str = ""
+    #: the general form's last dot runs beside the next iteration's first (section 16)
+    overlap: bool = False
 
     @property
     def over_48k(self) -> bool:
@@ -133,6 +146,8 @@ class AsyncDecision:
             )
             if self.consumer_regs:
                 head += f", setmaxnreg {self.producer_regs}/{self.consumer_regs}"
+            if self.overlap:
+                head += "; the last dot overlaps the next iteration's first"
         if self.taken:
             head += (
                 "; TMA store" if self.tma_store else f"; st.global epilogue ({self.store_reason})"
@@ -672,7 +687,8 @@ def _general_decision(func, loop, options, name: str, target: str, mma: str) -> 
     )
     hint = options.num_stages or klp._stages_hint(func)
     fit = (shared_optin(options.target.sm) - 64 * 1024 - SMEM_EXTRA) // stage
-    stages = min(hint or GENERAL_STAGES, fit, ASYNC_MAX_STAGES)
+    overlap = _overlap(func, loop, options, mma, warps)
+    stages = min(hint or (OVERLAP_STAGES if overlap else GENERAL_STAGES), fit, ASYNC_MAX_STAGES)
     dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
     kw = dict(
         mma=mma,
@@ -688,6 +704,7 @@ def _general_decision(func, loop, options, name: str, target: str, mma: str) -> 
         producer_warps=4,
         producer_regs=klp.PRODUCER_REGS,
         store_reason="the general form keeps the kernel's own epilogue",
+        overlap=overlap,
     )
     if warps % 4:
         return AsyncDecision(
@@ -697,6 +714,33 @@ def _general_decision(func, loop, options, name: str, target: str, mma: str) -> 
         why = "two stages do not fit in shared memory beside 64 KB for the body"
         return AsyncDecision(name, target, True, False, why, **kw)
     return AsyncDecision(name, target, True, True, "", **kw)
+
+
+#: registers a consumer thread needs beside the overlap's tiles (addresses, the softmax's
+#: temporaries): attention_causal_fwd with 8 warps needs 2 x 64 + 32 = 160 of its 168 and does
+#: not spill; with 4 warps 2 x 128 + 32 > 255, and ptxas spilled 436 bytes (section 16)
+OVERLAP_SLACK = 32
+
+
+def _overlap(func, loop, options, mma: str, warps: int) -> bool:
+    """Whether the general form's consumers overlap the last dot with the next iteration's
+    first (section 16): wgmma (the tcgen05 dots share one TMEM allocation, so each waits for
+    the one before), ``overlap_mma``, the loop splits (``deferred_dot``), and the registers
+    fit: while the last dot runs, the first one's result, the last one's old and new
+    accumulators and two P tiles are live, about twice the dots' accumulator registers per
+    consumer thread; with :data:`OVERLAP_SLACK` that must fit the kernel's register budget
+    (its ``.maxnreg``, else one CTA's share)."""
+    from tilegen.runtime.layouts.kernel import register_budget
+
+    if mma != "wgmma" or not options.overlap_mma or deferred_dot(loop) is None:
+        return False
+    acc = sum(
+        prod(d.results[0].type.shape) // (32 * warps)
+        for d in loop.walk()
+        if d.name == "nv_tileaa.dot"
+    )
+    threads = 32 * (warps + 4)
+    return 2 * acc + OVERLAP_SLACK <= register_budget(func, threads)
 
 
 def _before_loop(func, loop) -> Optional[str]:
@@ -741,6 +785,8 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
             if _loop_dot(loop) is None:  # the general form: the loads it stages
                 loop.set_attr(ASYNC_GENERAL_ATTR, UnitAttr())
                 loop.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
+                if d.overlap:
+                    loop.set_attr(ASYNC_OVERLAP_ATTR, UnitAttr())
                 for ld in general_loads(func, loop, options.target.sm)[1]:
                     ld.set_attr(ASYNC_STAGED_ATTR, UnitAttr())
                 continue
@@ -765,6 +811,7 @@ _DECISION_ATTRS = (
     ASYNC_REGS_ATTR,
     ASYNC_CONSUMER_REGS_ATTR,
     ASYNC_GENERAL_ATTR,
+    ASYNC_OVERLAP_ATTR,
     ASYNC_STAGED_ATTR,
     TMA_STORE_ATTR,
 )

@@ -41,6 +41,11 @@ def add_codegen_arguments(p) -> None:
         help="no producer warp group feeding the kernel's warps (docs/pipelines.md)",
     )
     g.add_argument(
+        "--no-overlap-mma",
+        action="store_true",
+        help="the async general form waits for each dot before the next (docs/pipelines.md)",
+    )
+    g.add_argument(
         "--num-stages",
         type=_num_stages,
         metavar="N",
@@ -101,6 +106,7 @@ def compile_options(args, gpu_name, **overrides):
         pipelining=not getattr(args, "no_pipeline", False),
         use_tma=not getattr(args, "no_tma", False),
         warp_specialize=not getattr(args, "no_warp_specialize", False),
+        overlap_mma=not getattr(args, "no_overlap_mma", False),
         lineinfo=getattr(args, "lineinfo", False),
         device_debug=getattr(args, "device_debug", False),
         sanitize=getattr(args, "sanitize", None),

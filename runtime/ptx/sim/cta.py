@@ -281,14 +281,23 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
             m = m if g is None else (g | m)
             groups[t] = full if m is not full and m.all() else m
 
+    arrivals = st.bar_arrivals = {}  # barrier key -> threads that passed it by bar.arrive
+
     def release() -> None:
         for b, count in list(need.items()):  # keys: cta * 65536 + barrier id
             arrived = bar_of == b
             live = count or int((~exited & (st.cta_of == b // 65536)).sum())
-            if arrived.sum() >= live:
+            passed = arrivals.get(b, 0)
+            if arrived.sum() + passed >= live:
                 bar_of[arrived] = -1
-                del need[b]
-                if eng.hazards is not None:
+                # the barrier completed: arrivals beyond its count open its next phase
+                left = passed - max(0, live - int(arrived.sum()))
+                if left > 0:
+                    arrivals[b] = left
+                else:
+                    arrivals.pop(b, None)
+                    del need[b]
+                if eng.hazards is not None and arrived.any():
                     eng.hazards.bar_sync(np.nonzero(arrived)[0])
                 add(arrived)
 
@@ -399,6 +408,16 @@ def _loop(
         if action == "exit":
             exited |= mask
             add(here & ~mask)
+            release()
+            progress = True
+        elif action == "arrive":  # bar.arrive: counted at the barrier, the lanes go on
+            bar_id, count = st.barrier
+            key = st.cta_of * 65536 + bar_id
+            for k in np.unique(key[mask]):
+                k = int(k)
+                st.bar_arrivals[k] = st.bar_arrivals.get(k, 0) + int((key[mask] == k).sum())
+                need[k] = count
+            add(here)
             release()
             progress = True
         elif action == "barrier":

@@ -617,14 +617,17 @@ _NOOPS = ("membar", "griddepcontrol", "prefetch", "pmevent")
 def _bar(st: "CtaState", ins: Instr, mask: np.ndarray, pc, at) -> str | None:
     if "warp" in ins.parts:
         return None
-    if "arrive" in ins.parts:
-        raise _err("bar.arrive (producer/consumer barriers) is not supported")
+    arrive = "arrive" in ins.parts
+    if arrive and len(ins.operands) < 2:
+        raise _err("bar.arrive needs a thread count")
     ids = st.read(ins.operands[0], "u32")[mask]
     counts = st.read(ins.operands[1], "u32")[mask] if len(ins.operands) > 1 else None
     if len(set(ids.tolist())) != 1:
         raise _err("lanes at one bar.sync name different barriers")
+    if counts is not None and (len(set(counts.tolist())) != 1 or int(counts[0]) % 32):
+        raise _err("a barrier's thread count must be one multiple of 32 for all lanes")
     st.barrier = (int(ids[0]), None if counts is None else int(counts[0]))
-    return "barrier"
+    return "arrive" if arrive else "barrier"
 
 
 def _cp(st: "CtaState", ins: Instr, mask: np.ndarray, pc, at) -> None:
