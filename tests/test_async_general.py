@@ -175,6 +175,31 @@ def test_overlap_issues_pv_beside_the_next_qk(tmp_path, attention):
         run_ptx(ptx[: first.start()] + ptx[first.end() :], args, grid, strict_async=True)
 
 
+@needs_ptxas
+def test_causal_mask_skipped_where_it_is_all_true(tmp_path, attention):
+    """Section 17: the softmax is emitted twice behind a per-iteration predicate - every
+    element of the causal mask ``rows >= cols`` holds (min row >= max column, bounds in 64
+    bits that must fit i32) - once as written, once without the ``select``. Forcing the fast
+    copy everywhere breaks the diagonal blocks, which the strict run must notice."""
+    c = driver.compile_source(attention, CompileOptions(target="sm_90a"))
+    ptx = c.ptx
+    branch = re.search(r"\t@(%p\d+) bra (\$L__mask_free_\d+);\n", ptx)
+    assert branch, "no mask-free copy"
+    start = ptx.index(branch.group(2) + ":")
+    end = start + re.search(r"^\$L__mask_join_\d+:", ptx[start:], re.M).start()
+    fast, slow = ptx[start:end], ptx[branch.end() : start]
+    assert "ex2.approx" in fast and "ex2.approx" in slow  # both copies hold the softmax
+    assert slow.count("selp") >= 32 and "selp" not in fast
+    counts, _ = sass_counts(tmp_path, ptx, "sm_90a")  # 0 spills with both copies
+    assert counts.get("HGMMA", 0) == 12
+    args, ref, grid = _attention_problem(2, 700, seed=3)
+    out = run_ptx(ptx, args, grid, strict_async=True)
+    np.testing.assert_allclose(out[3].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+    forced = ptx.replace(branch.group(0), f"\tbra {branch.group(2)};\n")
+    out = run_ptx(forced, args, grid, strict_async=True)
+    assert np.abs(out[3].astype(np.float64) - ref).max() > 0.05
+
+
 def test_overlap_needs_the_registers(attention):
     """With 4 consumer warps each thread holds twice the rows: two accumulators and two P
     tiles would not fit 255 registers (ptxas spilled 436 bytes), so the overlap is off."""

@@ -165,8 +165,7 @@ def consumers(em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int
         body_lines, em.body = em.body, []
         em._sink = em.body
         try:
-            for o in a2:
-                em.emit_op(o)
+            _emit_unswitched(em, op, a2)
             later = em.body
         finally:
             em.body = body_lines
@@ -212,6 +211,77 @@ def consumers(em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int
     em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, held)}]")
     copy_into(em, op, [slots[k]], [out])
     em.label(skip)
+
+
+def _emit_unswitched(em: Emitter, loop, ops: list) -> None:
+    """Emit ``ops`` (part A after the first dot); where a mask of theirs is all true in most
+    iterations (uniform_select.py: attention's causal mask), emit them twice behind the
+    iteration's predicate: as written, and with each such ``select`` replaced by its true
+    operand; the values used after them end in the first copy's registers."""
+    from tilegen.runtime.codegen.uniform_select import all_true, maskable
+
+    selects = maskable(ops)
+    inside = {id(o) for o in ops}
+
+    fresh: set = set()
+
+    def scalar(v):
+        """The register of scalar ``v``: the body's scalar ops it needs are emitted here first
+        (em.values may still hold another copy's registers, the producer's)."""
+        o = getattr(v, "op", None)
+        if o is not None and id(o) in inside and id(o) not in fresh:
+            if any(getattr(r.type, "rank", 0) for r in o.results):
+                return em.scalar(loop, v)  # not a scalar: fails with a located message
+            for w in o.operands:
+                scalar(w)
+            em.emit_op(o)
+            fresh.add(id(o))
+        return em.scalar(loop, v)
+
+    pred = all_true(em, selects, scalar) if selects else None
+    if pred is None:
+        for o in ops:
+            em.emit_op(o)
+        return
+    made = {r for o in ops for r in o.results}
+    body = loop.regions[0].blocks[0]
+    used_after = [
+        r
+        for r in made
+        if any(id(u) not in inside or u is body.ops[-1] for u in r.users) and r in made
+    ]
+    fast, join = em.new_label("mask_free"), em.new_label("mask_join")
+    em.ins(f"@{pred} bra {fast}")
+    for o in ops:
+        em.emit_op(o)
+    kept = {v: em.get(v) for v in used_after if v in em.values}
+    em.ins(f"bra.uni {join}")
+    em.label(fast)
+    replaced = {id(o) for o in selects}
+    # the masks' own computation, unused once the selects are gone (a replaced select still
+    # uses its true operand: it becomes the select's value)
+    dead = set(replaced)
+
+    def live_use(r, u) -> bool:
+        if id(u) not in dead:
+            return True
+        return id(u) in replaced and u.operands[1] is r
+
+    for o in reversed(ops):
+        if id(o) not in dead and not o.regions and o.results:
+            if all(r.has_uses for r in o.results) and not any(
+                live_use(r, u) for r in o.results for u in r.users
+            ):
+                dead.add(id(o))
+    for o in ops:
+        if id(o) in replaced:  # every element takes the true operand
+            em.set(o.results[0], em.get(o.operands[1]))
+        elif id(o) not in dead:
+            em.emit_op(o)
+    for v, regs in kept.items():
+        _copy(em, regs, em.get(v))
+        em.values[v] = regs
+    em.label(join)
 
 
 class _PingPong:
