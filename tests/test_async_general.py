@@ -200,6 +200,25 @@ def test_causal_mask_skipped_where_it_is_all_true(tmp_path, attention):
     assert np.abs(out[3].astype(np.float64) - ref).max() > 0.05
 
 
+@pytest.mark.parametrize(
+    "target,options", [("sm_100a", {}), ("sm_90a", {"overlap_mma": False})], ids=str
+)
+def test_causal_mask_skipped_without_the_overlap(attention, target, options):
+    """The general form without the overlap (sm_100a's tcgen05 dots, ``overlap_mma=False``)
+    unswitches the body after the first dot the same way."""
+    c = driver.compile_source(attention, CompileOptions(target=target, **options))
+    assert c.async_plan[0].taken and not c.async_plan[0].overlap
+    branch = re.search(r"\t@(%p\d+) bra (\$L__mask_free_\d+);\n", c.ptx)
+    assert branch, "no mask-free copy"
+    for heads, seq in ((1, 128), (2, 700)):
+        args, ref, grid = _attention_problem(heads, seq, seed=seq)
+        out = run_ptx(c.ptx, args, grid, strict_async=True)
+        np.testing.assert_allclose(out[3].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+    forced = c.ptx.replace(branch.group(0), f"\tbra {branch.group(2)};\n")
+    out = run_ptx(forced, args, grid, strict_async=True)
+    assert np.abs(out[3].astype(np.float64) - ref).max() > 0.05
+
+
 def test_overlap_needs_the_registers(attention):
     """With 4 consumer warps each thread holds twice the rows: two accumulators and two P
     tiles would not fit 255 registers (ptxas spilled 436 bytes), so the overlap is off."""

@@ -165,7 +165,7 @@ def consumers(em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int
         body_lines, em.body = em.body, []
         em._sink = em.body
         try:
-            _emit_unswitched(em, op, a2)
+            emit_unswitched(em, op, a2)
             later = em.body
         finally:
             em.body = body_lines
@@ -213,7 +213,7 @@ def consumers(em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int
     em.label(skip)
 
 
-def _emit_unswitched(em: Emitter, loop, ops: list) -> None:
+def emit_unswitched(em: Emitter, loop, ops: list) -> None:
     """Emit ``ops`` (part A after the first dot); where a mask of theirs is all true in most
     iterations (uniform_select.py: attention's causal mask), emit them twice behind the
     iteration's predicate: as written, and with each such ``select`` replaced by its true
@@ -308,3 +308,31 @@ class _PingPong:
 
     def finish(self) -> None:
         self.em.ins(f"@{self.first} bar.sync {PINGPONG}, 256")
+
+
+def staged_body(em: Emitter, op, slots, iv, bufs: dict) -> None:
+    """One iteration of the general form's body without the overlap (``control.
+    run_staged_body``'s work), the part between the first dot and the last through
+    :func:`emit_unswitched` (the dots themselves once: ptxas serialized every wgmma of a
+    body whose second dot was in both copies)."""
+    from tilegen.runtime.codegen.control import copy_into
+
+    body = op.regions[0].blocks[0]
+    ops = body.ops[:-1]
+    dots = [i for i, o in enumerate(ops) if o.name == "nv_tileaa.dot"]
+    cut = dots[0] + 1 if dots else 0
+    end = dots[-1] if len(dots) > 1 else len(ops)
+    saved = getattr(em, "pipe_bufs", {})
+    em.pipe_bufs, em._pipelining = {**saved, **bufs}, True
+    try:
+        em.set(body.args[0], iv)
+        for a, s in zip(body.args[1:], slots):
+            em.set(a, s)
+        for o in ops[:cut]:
+            em.emit_op(o)
+        emit_unswitched(em, op, ops[cut:end])
+        for o in ops[end:]:
+            em.emit_op(o)
+        copy_into(em, op, slots, [em.get(v) for v in body.ops[-1].operands])
+    finally:
+        em.pipe_bufs, em._pipelining = saved, False
