@@ -316,7 +316,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     dot's B read from the stage through swizzled descriptors (``mma.StagedBox``) - waiting for
     the stage's full barrier before it and arriving on its empty barrier after it (every dot
     has waited for its wgmmas by then)."""
-    from tilegen.runtime.codegen.control import _bind, _slots, copy_into
+    from tilegen.runtime.codegen.control import _bind, _slots, copy_into, run_staged_body
     from tilegen.runtime.codegen.mma import StagedBox, keep_invariant_a
 
     body = op.regions[0].blocks[0]
@@ -365,9 +365,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
-    from tilegen.runtime.codegen.async_overlap import staged_body
-
-    staged_body(em, op, slots, iv, bufs_of(sbase))  # a causal mask skipped where all true
+    run_staged_body(em, op, slots, iv, bufs_of(sbase))  # (a mask skipped where all true)
     em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")

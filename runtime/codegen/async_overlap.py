@@ -19,12 +19,10 @@ other's to hand it over), so one group's softmax runs while the other's dots do.
 
 from __future__ import annotations
 
-import copy
-
 from tilegen.runtime.codegen.control import _slots, copy_into
 from tilegen.runtime.codegen.core import Emitter
-from tilegen.runtime.codegen.mma import StagedBox
 from tilegen.runtime.codegen.pipeline import Ring, mbarrier_wait
+from tilegen.runtime.codegen.uniform_select import _copy, _like, emit_ops
 from tilegen.runtime.layouts.async_forms import deferred_dot
 
 #: the ping-pong's named barriers: PINGPONG + warp group (0 and 1 are the CTA's and the
@@ -56,34 +54,6 @@ class _Carry:
         for v in self.values:
             em.values[v] = self.regs[v]
         return saved
-
-
-def _like(em: Emitter, x):
-    """Fresh registers shaped as value ``x`` (a register, a list, a staged load)."""
-    from tilegen.runtime.codegen.control import _class_from_name
-
-    if isinstance(x, str) and x.startswith("%"):
-        return em.new(_class_from_name(x))
-    if isinstance(x, list):
-        return [_like(em, r) for r in x]
-    if hasattr(x, "pipe_buf") and isinstance(x.pipe_buf, StagedBox):
-        y = copy.copy(x)
-        box = x.pipe_buf
-        y.pipe_buf = StagedBox(em.new("b32"), box.span, box.kmajor, box.box_bytes)
-        return y
-    return x  # an immediate: nothing to copy
-
-
-def _copy(em: Emitter, dst, src) -> None:
-    from tilegen.runtime.codegen.control import _move
-
-    if isinstance(dst, list):
-        for d, s in zip(dst, src):
-            _copy(em, d, s)
-    elif isinstance(dst, str) and dst != src:
-        _move(em, dst, src)
-    elif hasattr(dst, "pipe_buf") and isinstance(dst.pipe_buf, StagedBox):
-        em.ins(f"mov.b32 {dst.pipe_buf.addr}, {src.pipe_buf.addr}")
 
 
 def consumers(em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int) -> None:
@@ -165,7 +135,7 @@ def consumers(em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int
         body_lines, em.body = em.body, []
         em._sink = em.body
         try:
-            emit_unswitched(em, op, a2)
+            emit_ops(em, op, a2)
             later = em.body
         finally:
             em.body = body_lines
@@ -213,77 +183,6 @@ def consumers(em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int
     em.label(skip)
 
 
-def emit_unswitched(em: Emitter, loop, ops: list) -> None:
-    """Emit ``ops`` (part A after the first dot); where a mask of theirs is all true in most
-    iterations (uniform_select.py: attention's causal mask), emit them twice behind the
-    iteration's predicate: as written, and with each such ``select`` replaced by its true
-    operand; the values used after them end in the first copy's registers."""
-    from tilegen.runtime.codegen.uniform_select import all_true, maskable
-
-    selects = maskable(ops)
-    inside = {id(o) for o in ops}
-
-    fresh: set = set()
-
-    def scalar(v):
-        """The register of scalar ``v``: the body's scalar ops it needs are emitted here first
-        (em.values may still hold another copy's registers, the producer's)."""
-        o = getattr(v, "op", None)
-        if o is not None and id(o) in inside and id(o) not in fresh:
-            if any(getattr(r.type, "rank", 0) for r in o.results):
-                return em.scalar(loop, v)  # not a scalar: fails with a located message
-            for w in o.operands:
-                scalar(w)
-            em.emit_op(o)
-            fresh.add(id(o))
-        return em.scalar(loop, v)
-
-    pred = all_true(em, selects, scalar) if selects else None
-    if pred is None:
-        for o in ops:
-            em.emit_op(o)
-        return
-    made = {r for o in ops for r in o.results}
-    body = loop.regions[0].blocks[0]
-    used_after = [
-        r
-        for r in made
-        if any(id(u) not in inside or u is body.ops[-1] for u in r.users) and r in made
-    ]
-    fast, join = em.new_label("mask_free"), em.new_label("mask_join")
-    em.ins(f"@{pred} bra {fast}")
-    for o in ops:
-        em.emit_op(o)
-    kept = {v: em.get(v) for v in used_after if v in em.values}
-    em.ins(f"bra.uni {join}")
-    em.label(fast)
-    replaced = {id(o) for o in selects}
-    # the masks' own computation, unused once the selects are gone (a replaced select still
-    # uses its true operand: it becomes the select's value)
-    dead = set(replaced)
-
-    def live_use(r, u) -> bool:
-        if id(u) not in dead:
-            return True
-        return id(u) in replaced and u.operands[1] is r
-
-    for o in reversed(ops):
-        if id(o) not in dead and not o.regions and o.results:
-            if all(r.has_uses for r in o.results) and not any(
-                live_use(r, u) for r in o.results for u in r.users
-            ):
-                dead.add(id(o))
-    for o in ops:
-        if id(o) in replaced:  # every element takes the true operand
-            em.set(o.results[0], em.get(o.operands[1]))
-        elif id(o) not in dead:
-            em.emit_op(o)
-    for v, regs in kept.items():
-        _copy(em, regs, em.get(v))
-        em.values[v] = regs
-    em.label(join)
-
-
 class _PingPong:
     """The two consumer warp groups' turns at issuing (named barriers PINGPONG + group, 256
     threads: the waiting group's ``bar.sync`` and the other group's ``bar.arrive``; immediate
@@ -308,31 +207,3 @@ class _PingPong:
 
     def finish(self) -> None:
         self.em.ins(f"@{self.first} bar.sync {PINGPONG}, 256")
-
-
-def staged_body(em: Emitter, op, slots, iv, bufs: dict) -> None:
-    """One iteration of the general form's body without the overlap (``control.
-    run_staged_body``'s work), the part between the first dot and the last through
-    :func:`emit_unswitched` (the dots themselves once: ptxas serialized every wgmma of a
-    body whose second dot was in both copies)."""
-    from tilegen.runtime.codegen.control import copy_into
-
-    body = op.regions[0].blocks[0]
-    ops = body.ops[:-1]
-    dots = [i for i, o in enumerate(ops) if o.name == "nv_tileaa.dot"]
-    cut = dots[0] + 1 if dots else 0
-    end = dots[-1] if len(dots) > 1 else len(ops)
-    saved = getattr(em, "pipe_bufs", {})
-    em.pipe_bufs, em._pipelining = {**saved, **bufs}, True
-    try:
-        em.set(body.args[0], iv)
-        for a, s in zip(body.args[1:], slots):
-            em.set(a, s)
-        for o in ops[:cut]:
-            em.emit_op(o)
-        emit_unswitched(em, op, ops[cut:end])
-        for o in ops[end:]:
-            em.emit_op(o)
-        copy_into(em, op, slots, [em.get(v) for v in body.ops[-1].operands])
-    finally:
-        em.pipe_bufs, em._pipelining = saved, False

@@ -210,9 +210,23 @@ def run_staged_body(em: Emitter, op, slots, iv, bufs: dict) -> None:
     saved = getattr(em, "pipe_bufs", {})
     em.pipe_bufs, em._pipelining = {**saved, **bufs}, True
     try:
-        copy_into(em, op, slots, run_region(em, body, [iv] + slots))
+        copy_into(em, op, slots, loop_body(em, op, [iv] + slots))
     finally:
         em.pipe_bufs, em._pipelining = saved, False
+
+
+def loop_body(em: Emitter, op, args) -> list:
+    """Emit one iteration of scf.for ``op``'s body with its arguments bound to ``args``; the
+    yielded values. A mask all true in most iterations (uniform_select.py) is skipped behind a
+    per-iteration predicate: the ops of :func:`~.uniform_select.unswitched_span` are emitted
+    twice."""
+    from tilegen.runtime.codegen.uniform_select import emit_ops
+
+    body = op.regions[0].blocks[0]
+    for a, v in zip(body.args, args):
+        em.set(a, v)
+    emit_ops(em, op, body.ops[:-1])
+    return [em.get(v) for v in body.ops[-1].operands]
 
 
 def _pipelined_for(em: Emitter, op, plan) -> None:
@@ -324,7 +338,7 @@ def for_(em: Emitter, op) -> None:
     em.ins(f"setp.ge.{ty} {p}, {iv}, {ub}")
     em.ins(f"@{p} bra {end}")
     em.label(top)
-    copy_into(em, op, slots, run_region(em, body, [iv] + slots))
+    copy_into(em, op, slots, loop_body(em, op, [iv] + slots))
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     q = em.new("pred")
     em.ins(f"setp.lt.{ty} {q}, {iv}, {ub}")

@@ -1,11 +1,11 @@
 """Masks that are all true in most iterations: a causal mask ``select(rows >= cols, s, -inf)``
 in an attention loop keeps every element except near the diagonal (docs/pipelines.md section
-17). :func:`maskable` finds the ``select``s of a loop body whose condition compares two integer
+17), a bound mask ``select(cols < n, x, 0)`` every element except in the last tile. :func:`maskable` finds the ``select``s of a loop body whose condition compares two integer
 tiles built from ``make_range``, splats, broadcasts, views, ``addi``/``subi`` and
 multiplication by a constant; :func:`all_true` emits, per iteration, one uniform predicate:
 every element of that comparison holds. The body is then emitted twice (async_overlap.py): as
 written, and with each such ``select`` replaced by its true operand, taken when the predicate
-holds.
+holds (:func:`emit_unswitched`, for every loop: control.py, async_loop.py, async_overlap.py).
 
 The bounds are computed in 64 bits, and the predicate also requires every intermediate bound
 to fit in 32 bits, where the tile's own i32 arithmetic then cannot have wrapped: a kernel
@@ -13,6 +13,7 @@ whose indices overflow keeps the masked copy."""
 
 from __future__ import annotations
 
+import copy
 from typing import Optional
 
 from tilegen.runtime.codegen.core import Emitter
@@ -189,3 +190,145 @@ def all_true(em: Emitter, selects: list, scalar) -> Optional[str]:
     for p in b.checks:
         em.ins(f"and.pred {out}, {out}, {p}")
     return out
+
+
+#: op name parts that touch memory: an unswitched span holds none (a load's handler issues
+#: prefetches and keeps per-loop state; emitted twice, today's path ran wrong)
+_MEMORY = ("load", "store", "atomic", "gather", "scatter", "print", "assert")
+
+
+def _touches_memory(op) -> bool:
+    return any(w in op.name.split(".")[-1] for w in _MEMORY) or any(
+        _touches_memory(o) for r in op.regions for b in r.blocks for o in b.ops
+    )
+
+
+def unswitched_span(ops: list) -> tuple:
+    """(first, end): the ops of a loop body to emit twice. Between the first dot and the last
+    when there are two or more (attention's softmax; a dot in both copies made ptxas
+    serialize the loop's wgmmas), after the only dot, or all of them; then narrowed to the
+    ops around the maskable ``select``s that touch no memory."""
+    dots = [i for i, o in enumerate(ops) if o.name == "nv_tileaa.dot"]
+    first = dots[0] + 1 if dots else 0
+    end = dots[-1] if len(dots) > 1 else len(ops)
+    sel = [i for i, o in enumerate(ops) if first <= i < end and o in maskable(ops[first:end])]
+    if not sel:
+        return first, first
+    for i in range(first, sel[0]):
+        if _touches_memory(ops[i]):
+            first = i + 1
+    for i in range(sel[-1] + 1, end):
+        if _touches_memory(ops[i]):
+            return first, i
+    return first, end
+
+
+def _like(em: Emitter, x):
+    """Fresh registers shaped as value ``x`` (a register, a list, a staged load)."""
+    from tilegen.runtime.codegen.control import _class_from_name
+    from tilegen.runtime.codegen.mma import StagedBox
+
+    if isinstance(x, str) and x.startswith("%"):
+        return em.new(_class_from_name(x))
+    if isinstance(x, list):
+        return [_like(em, r) for r in x]
+    if hasattr(x, "pipe_buf") and isinstance(x.pipe_buf, StagedBox):
+        y = copy.copy(x)
+        box = x.pipe_buf
+        y.pipe_buf = StagedBox(em.new("b32"), box.span, box.kmajor, box.box_bytes)
+        return y
+    return x  # an immediate: nothing to copy
+
+
+def _copy(em: Emitter, dst, src) -> None:
+    from tilegen.runtime.codegen.control import _move
+    from tilegen.runtime.codegen.mma import StagedBox
+
+    if isinstance(dst, list):
+        for d, s in zip(dst, src):
+            _copy(em, d, s)
+    elif isinstance(dst, str) and dst != src:
+        _move(em, dst, src)
+    elif hasattr(dst, "pipe_buf") and isinstance(dst.pipe_buf, StagedBox):
+        em.ins(f"mov.b32 {dst.pipe_buf.addr}, {src.pipe_buf.addr}")
+
+
+def emit_unswitched(em: Emitter, loop, ops: list) -> None:
+    """Emit ``ops`` (a loop body's :func:`unswitched_span`, or the overlap's part A after the
+    first dot); where a mask of theirs is all true in most iterations (:func:`maskable`:
+    attention's causal mask), emit them twice behind the iteration's predicate: as written,
+    and with each such ``select`` (and the mask's own computation) replaced by its true
+    operand; the values used after them end in the first copy's registers."""
+    selects = maskable(ops)
+    inside = {id(o) for o in ops}
+
+    fresh: set = set()
+
+    def scalar(v):
+        """The register of scalar ``v``: the body's scalar ops it needs are emitted here first
+        (em.values may still hold another copy's registers, the producer's)."""
+        o = getattr(v, "op", None)
+        if o is not None and id(o) in inside and id(o) not in fresh:
+            if any(getattr(r.type, "rank", 0) for r in o.results):
+                return em.scalar(loop, v)  # not a scalar: fails with a located message
+            for w in o.operands:
+                scalar(w)
+            em.emit_op(o)
+            fresh.add(id(o))
+        return em.scalar(loop, v)
+
+    pred = all_true(em, selects, scalar) if selects else None
+    if pred is None:
+        for o in ops:
+            em.emit_op(o)
+        return
+    made = {r for o in ops for r in o.results}
+    body = loop.regions[0].blocks[0]
+    used_after = [
+        r
+        for r in made
+        if any(id(u) not in inside or u is body.ops[-1] for u in r.users) and r in made
+    ]
+    fast, join = em.new_label("mask_free"), em.new_label("mask_join")
+    em.ins(f"@{pred} bra {fast}")
+    for o in ops:
+        em.emit_op(o)
+    kept = {v: em.get(v) for v in used_after if v in em.values}
+    em.ins(f"bra.uni {join}")
+    em.label(fast)
+    replaced = {id(o) for o in selects}
+    # the masks' own computation, unused once the selects are gone (a replaced select still
+    # uses its true operand: it becomes the select's value)
+    dead = set(replaced)
+
+    def live_use(r, u) -> bool:
+        if id(u) not in dead:
+            return True
+        return id(u) in replaced and u.operands[1] is r
+
+    for o in reversed(ops):
+        if id(o) not in dead and not o.regions and o.results:
+            if all(r.has_uses for r in o.results) and not any(
+                live_use(r, u) for r in o.results for u in r.users
+            ):
+                dead.add(id(o))
+    for o in ops:
+        if id(o) in replaced:  # every element takes the true operand
+            em.set(o.results[0], em.get(o.operands[1]))
+        elif id(o) not in dead:
+            em.emit_op(o)
+    for v, regs in kept.items():
+        _copy(em, regs, em.get(v))
+        em.values[v] = regs
+    em.label(join)
+
+
+def emit_ops(em: Emitter, loop, ops: list) -> None:
+    """Emit ``ops`` of ``loop``'s body in order, the :func:`unswitched_span` of them through
+    :func:`emit_unswitched`."""
+    first, end = unswitched_span(ops)
+    for o in ops[:first]:
+        em.emit_op(o)
+    emit_unswitched(em, loop, ops[first:end])
+    for o in ops[end:]:
+        em.emit_op(o)
