@@ -323,10 +323,34 @@ def emit_unswitched(em: Emitter, loop, ops: list) -> None:
     em.label(join)
 
 
+#: registers a thread needs beside twice the loop's dot results to unswitch (section 17)
+UNSWITCH_SLACK = 32
+
+
+def unswitch_fits(em: Emitter, loop) -> bool:
+    """Whether the registers allow two copies of the span: about twice the loop body's dot
+    results per thread plus :data:`UNSWITCH_SLACK` within the kernel's register budget (its
+    ``.maxnreg``, else one CTA's share). Attention on sm_80 (4 warps, 2 x 128 + 32 > 255)
+    spilled 140 bytes unswitched, 16 without; with 8 warps (2 x 64 + 32 = 160) sm_90a and
+    sm_100a stay within 168 registers and spill nothing."""
+    from math import prod
+
+    from tilegen.runtime.layouts.kernel import register_budget
+
+    threads = em.num_threads
+    acc = sum(
+        prod(o.results[0].type.shape) // threads
+        for o in loop.regions[0].blocks[0].ops
+        if o.name == "nv_tileaa.dot"
+    )
+    budget = register_budget(em.func, threads + getattr(em, "producer_threads", 0))
+    return 2 * acc + UNSWITCH_SLACK <= budget
+
+
 def emit_ops(em: Emitter, loop, ops: list) -> None:
     """Emit ``ops`` of ``loop``'s body in order, the :func:`unswitched_span` of them through
-    :func:`emit_unswitched`."""
-    first, end = unswitched_span(ops)
+    :func:`emit_unswitched` where :func:`unswitch_fits`."""
+    first, end = unswitched_span(ops) if unswitch_fits(em, loop) else (0, 0)
     for o in ops[:first]:
         em.emit_op(o)
     emit_unswitched(em, loop, ops[first:end])
