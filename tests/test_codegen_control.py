@@ -8,6 +8,8 @@ loop body.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -190,3 +192,56 @@ def test_control_ptxas_clean(tmp_path, name, sm):
 @pytest.mark.parametrize("kernel", ["for_loops", "control_if"])
 def test_corpus_kernel(tmp_path, capsys, kernel):
     corpus_check(tmp_path, capsys, kernel)
+
+
+#: a bound mask in a loop without dots: acc += select(iota + 16 i < m, x, 0); all true while
+#: 16 i + 127 < m (docs/pipelines.md section 17: the body is emitted twice behind that test)
+MASKED_LOOP = (
+    HEAD.replace("%n: tile<i32>)", "%n: tile<i32>, %m: tile<i32>)")
+    + f"""  %c16 = constant <i32: 16> : tile<i32>
+  %io = iota : tile<{N}xi32>
+  %mr = reshape %m : tile<i32> -> tile<1xi32>
+  %mb = broadcast %mr : tile<1xi32> -> tile<{N}xi32>
+  %y = for %i in (%c0 to %n, step %c1) : tile<i32> iter_values(%acc = %z) -> ({T}) {{
+    %off = muli %i, %c16 : tile<i32>
+    %offr = reshape %off : tile<i32> -> tile<1xi32>
+    %offb = broadcast %offr : tile<1xi32> -> tile<{N}xi32>
+    %cols = addi %io, %offb : tile<{N}xi32>
+    %mask = cmpi less_than %cols, %mb, signed : tile<{N}xi32> -> tile<{N}xi1>
+    %v = select %mask, %t, %z : tile<{N}xi1>, {T}
+    %a2 = addf %acc, %v : {T}
+    continue %a2 : {T}
+  }}
+"""
+    + TAIL
+)
+
+
+def masked_loop_expected(x, n, m):
+    acc = np.zeros_like(x)
+    for i in range(n):
+        acc = acc + np.where(np.arange(N) + 16 * i < m, x, 0)
+    return acc
+
+
+@pytest.mark.skipif(PTXAS is None, reason="ptxas not found")
+@pytest.mark.parametrize("n,m", [(0, 0), (3, 1000), (9, 200), (12, 130), (5, -7)])
+def test_bound_mask_skipped_where_all_true(tmp_path, capsys, n, m):
+    """The loop body is emitted twice: with the select, and without it behind the
+    per-iteration test that every column is below m (64-bit bounds that must fit i32); both
+    paths, zero trips and a negative bound match NumPy."""
+    x = np.random.default_rng(n + 7).integers(-4, 4, N).astype(np.float32)
+    args = {
+        "arg__x": x,
+        "arg__o": np.zeros(N, np.float32),
+        "arg__n": np.array(n, np.int32),
+        "arg__m": np.array(m, np.int32),
+        "expected__o": masked_loop_expected(x, n, m).astype(np.float32),
+    }
+    src, npz = write_case(tmp_path, f"mloop_{n}_{m}", MASKED_LOOP, args)
+    run_check(capsys, src, npz)
+    ptx = ptxas_clean(tmp_path, src, "sm_90")
+    branch = re.search(r"@(%p\d+) bra (\$L__mask_free_\d+);", ptx)
+    assert branch, "no mask-free copy"
+    # the select is in the masked copy only
+    assert ptx.count("selp.") == ptx[: ptx.index(branch.group(2) + ":")].count("selp.") > 0
