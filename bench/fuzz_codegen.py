@@ -119,6 +119,8 @@ class Gen:
         self.rng2 = random.Random(seed * 7919 + 1)
         # index math, scalar parameters, pointer loads, the grid (added later again)
         self.rng3 = random.Random(seed * 104729 + 3)
+        # masks in loop bodies that are all true in some iterations (uniform_select.py)
+        self.rng4 = random.Random(seed * 15485863 + 5)
         self.nprng = np.random.RandomState(seed & 0xFFFFFFFF)
         self.skip = set(skip)
         self.max_steps = max_steps
@@ -581,6 +583,8 @@ class Gen:
             )
             lines += self._combiner(a.e, comb)
             nx = sc
+        if self.rng4.random() < 0.35:
+            nx = self._loop_mask(lines, iv, acc, nx, a.shape, t)
         lines.append(f"continue {nx} : {t}")
         lines.append("}")
         self.lines += lines
@@ -588,6 +592,39 @@ class Gen:
         if isf(a.e) and op in ("mulf",):
             pass
         self.add(Val(name, a.shape, a.e, tol))
+
+    def _loop_mask(self, lines: list, iv: str, acc: str, nx: str, shape, t: str) -> str:
+        """``select(iota(last dim) + iv * k PRED bound, nx, acc)`` in a loop body: a mask whose
+        every element holds in some iterations and not in others (the backend emits the body
+        twice behind a per-iteration test: runtime/codegen/uniform_select.py)."""
+        r, d = len(shape), shape[-1]
+        ti = ty(shape, "i32")
+        ones = ty((1,) * r, "i32")
+        io = self.fresh()
+        lines.append(f"{io} = iota : tile<{d}xi32>")
+        cols = io
+        if r > 1:
+            ior, iob = self.fresh(), self.fresh()
+            lines.append(
+                f"{ior} = reshape {io} : tile<{d}xi32> -> {ty((1,) * (r - 1) + (d,), 'i32')}"
+            )
+            lines.append(f"{iob} = broadcast {ior} : {ty((1,) * (r - 1) + (d,), 'i32')} -> {ti}")
+            cols = iob
+        k = self.rng4.choice([1, 3, 8, 16])
+        kc = self.const("i32", (), k)
+        off, offr, offb, at = self.fresh(), self.fresh(), self.fresh(), self.fresh()
+        lines.append(f"{off} = muli {iv}, {kc} : tile<i32>")
+        lines.append(f"{offr} = reshape {off} : tile<i32> -> {ones}")
+        lines.append(f"{offb} = broadcast {offr} : {ones} -> {ti}")
+        lines.append(f"{at} = addi {cols}, {offb} : {ti}")
+        bound = self.const("i32", shape, self.rng4.randint(-2, d + 4 * k))
+        pred = self.rng4.choice(
+            ["less_than", "less_than_or_equal", "greater_than", "greater_than_or_equal"]
+        )
+        m, out = self.fresh(), self.fresh()
+        lines.append(f"{m} = cmpi {pred} {at}, {bound}, signed : {ti} -> {ty(shape, 'i1')}")
+        lines.append(f"{out} = select {m}, {nx}, {acc} : {ty(shape, 'i1')}, {t}")
+        return out
 
     def op_if(self):
         a = self.pick()

@@ -1,7 +1,8 @@
 """Masks that are all true in most iterations: a causal mask ``select(rows >= cols, s, -inf)``
 in an attention loop keeps every element except near the diagonal (docs/pipelines.md section
-17), a bound mask ``select(cols < n, x, 0)`` every element except in the last tile. :func:`maskable` finds the ``select``s of a loop body whose condition compares two integer
-tiles built from ``make_range``, splats, broadcasts, views, ``addi``/``subi`` and
+17), a bound mask ``select(cols < n, x, 0)`` every element except in the last tile.
+:func:`maskable` finds the ``select``s of a loop body whose condition compares two integer
+tiles built from ``make_range``, constants, splats, broadcasts, views, ``addi``/``subi`` and
 multiplication by a constant; :func:`all_true` emits, per iteration, one uniform predicate:
 every element of that comparison holds. The body is then emitted twice (async_overlap.py): as
 written, and with each such ``select`` replaced by its true operand, taken when the predicate
@@ -45,6 +46,9 @@ def _constant(v) -> Optional[int]:
     if op is not None and op.name == "arith.constant":
         value = op.attributes.get("value")
         x = getattr(value, "value", None)
+        vals = getattr(value, "values", None)
+        if vals is not None and getattr(value, "is_splat", False) and len(vals):
+            x = vals[0]  # a splat tile constant
         if isinstance(x, int) and not isinstance(x, bool):
             return x
     return None
@@ -59,7 +63,7 @@ def _understood(v, depth: int = 0) -> bool:
     op = _op(v)
     if op is None:
         return False
-    if op.name == "nv_tileaa.make_range":
+    if op.name == "nv_tileaa.make_range" or _constant(v) is not None:
         return True
     if op.name == "nv_tileaa.splat":
         return not _tile(op.operands[0])
@@ -134,6 +138,9 @@ class _Bounds:
         if op.name == "nv_tileaa.make_range":
             lo, hi = op.attributes["start"].value, op.attributes["end"].value - 1
             return lo, hi
+        c = _constant(v)
+        if c is not None:
+            return c, c
         if op.name == "nv_tileaa.splat":
             x = self.wide(self.scalar(op.operands[0]))
             return x, x
