@@ -236,8 +236,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.values[body.args[0]] = iv
         async_scaled.side_vectors(em, chain, order)
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
-    sbase = em.new("b32")
-    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
+    sbase = stage_address(em, ring.stage, stage_bytes)
     if sides:  # the staged side vectors, before the stage goes back
         async_scaled.staged_vectors(em, sides, order, sbase)
     abase = sbase
@@ -374,6 +373,19 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
     _free_slot(em, t0, fr.slot_off, fr.slots)
     _bind(em, op.results, slots)
+
+
+def stage_address(em: Emitter, stage, stage_bytes: int) -> str:
+    """The shared address of ring stage ``stage``, from the array's symbol moved in afresh, for
+    the GEMM form's wgmma consumers: computed from the prologue's copy of that address, every
+    descriptor built from it stayed in vector registers (an ``R2UR`` before each HGMMA); from
+    the symbol itself ptxas keeps them in uniform registers (f16 GEMM sm_90: R2UR 47 -> 18,
+    SASS 672 -> 640). The general form's boxes (attention) did worse with it (R2UR 11 -> 40)
+    and the producer's copies too, so they keep the prologue's address."""
+    sym, r = em.new("b32"), em.new("b32")
+    em.ins(f"mov.u32 {sym}, {ASYNC_SYMBOL}")
+    em.ins(f"mad.lo.s32 {r}, {stage}, {stage_bytes}, {sym}")
+    return r
 
 
 def _free_slot(em: Emitter, t0, slot_off: int, slots) -> None:
