@@ -116,3 +116,35 @@ def test_tcgen05_dot_ptxas_clean_and_sass(tmp_path, et, n, warps):
     counts, _ = sass_counts(tmp_path, ptx, "sm_100a")
     assert counts.get("UTCHMMA", 0) == 4 and counts.get("LDTM", 0) >= 1, counts
     assert "HMMA" not in counts, counts
+
+
+@pytest.mark.parametrize("target", ["sm_100a", "sm_90a"])
+def test_k_loop_on_todays_path_in_strict_ptxsim(tmp_path, target):
+    """The cuTile 128x128x64 GEMM without warp specialization: a K loop of tcgen05 (sm_100a)
+    or wgmma (sm_90a) dots whose A is copied by cp.async. Strict ptxsim once fed the MMA the
+    copies' poison: its async-proxy reads did not publish what the barrier after the copies'
+    wait made visible. Without that barrier strict mode names the other warp's copy."""
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import cutile_kernels_async as cka
+
+    from tilegen.runtime import driver
+    from tilegen.runtime.ptx.launch import run_ptx
+    from tilegen.runtime.ptx.sim.cta import PtxSimError
+
+    path = cka.export_bytecode(str(tmp_path))["gemm_f16_128x128x64"]
+    pr = cka.problems()["gemm_f16_128x128x64"]
+    c = driver.compile_source(Path(path), CompileOptions(target=target, warp_specialize=False))
+    assert ("tcgen05.mma" if target == "sm_100a" else "wgmma.mma_async") in c.ptx
+    assert "cp.async.cg" in c.ptx or "cp.async.ca" in c.ptx
+    args = [np.asarray(v) for v in pr.args.values()]
+    out = run_ptx(c.ptx, args, pr.grid, strict_async=True)
+    np.testing.assert_allclose(out[2], pr.expected["C"], rtol=pr.rtol, atol=pr.atol)
+    # the barrier between the copies' wait and the MMA, planted out
+    fence = "cp.async.wait_group 0;\n\tfence.proxy.async.shared::cta;\n"
+    i = c.ptx.index(fence)
+    j = c.ptx.index("bar.sync 0;", i)
+    bad = c.ptx[:j] + c.ptx[j + len("bar.sync 0;") :]
+    with pytest.raises(PtxSimError, match="with no barrier in between"):
+        run_ptx(bad, args, pr.grid, strict_async=True)

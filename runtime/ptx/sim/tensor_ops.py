@@ -332,6 +332,16 @@ class _Strict:
             return _orig(addrs, width)
 
         st.shared.load = load
+        raw = st.shared.raw_load
+
+        def raw_load(addrs, width, _raw=raw):
+            # an async-proxy read (wgmma, tcgen05.mma, TMA store) after a bar.sync sees the
+            # copies that barrier published, as a generic load does (without this, a tcgen05
+            # dot reading a cp.async-staged operand read poison in strict mode)
+            self.tick()
+            return _raw(addrs, width)
+
+        st.shared.raw_load = raw_load
 
     def tick(self) -> None:
         if self.st.barrier is not self.seen:  # a bar.sync happened: publish retired copies
