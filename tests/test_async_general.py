@@ -183,19 +183,23 @@ def test_causal_mask_skipped_where_it_is_all_true(tmp_path, attention):
     copy everywhere breaks the diagonal blocks, which the strict run must notice."""
     c = driver.compile_source(attention, CompileOptions(target="sm_90a"))
     ptx = c.ptx
-    branch = re.search(r"\t@(%p\d+) bra (\$L__mask_free_\d+);\n", ptx)
+    # the copy without the mask falls through; the masked one is branched to
+    branch = re.search(r"\t@!(%p\d+) bra (\$L__mask_kept_\d+);\n", ptx)
     assert branch, "no mask-free copy"
     start = ptx.index(branch.group(2) + ":")
     end = start + re.search(r"^\$L__mask_join_\d+:", ptx[start:], re.M).start()
-    fast, slow = ptx[start:end], ptx[branch.end() : start]
+    fast, slow = ptx[branch.end() : start], ptx[start:end]
     assert "ex2.approx" in fast and "ex2.approx" in slow  # both copies hold the softmax
     assert slow.count("selp") >= 32 and "selp" not in fast
+    # the registers the two copies share are the fast copy's: the moves are the masked one's
+    moves = lambda t: sum(line.startswith("\tmov") for line in t.splitlines())  # noqa: E731
+    assert moves(fast) < 8 <= moves(slow)
     counts, _ = sass_counts(tmp_path, ptx, "sm_90a")  # 0 spills with both copies
     assert counts.get("HGMMA", 0) == 12
     args, ref, grid = _attention_problem(2, 700, seed=3)
     out = run_ptx(ptx, args, grid, strict_async=True)
     np.testing.assert_allclose(out[3].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
-    forced = ptx.replace(branch.group(0), f"\tbra {branch.group(2)};\n")
+    forced = ptx.replace(branch.group(0), "")  # never the masked copy
     out = run_ptx(forced, args, grid, strict_async=True)
     assert np.abs(out[3].astype(np.float64) - ref).max() > 0.05
 
@@ -216,13 +220,13 @@ def test_causal_mask_skipped_without_the_overlap(attention, target, options):
     same way (the loads after the mask stay out of the copies)."""
     c = driver.compile_source(attention, CompileOptions(target=target, **options))
     assert not c.async_plan[0].overlap
-    branch = re.search(r"\t@(%p\d+) bra (\$L__mask_free_\d+);\n", c.ptx)
+    branch = re.search(r"\t@!(%p\d+) bra (\$L__mask_kept_\d+);\n", c.ptx)
     assert branch, "no mask-free copy"
     for heads, seq in ((1, 128), (2, 700)):
         args, ref, grid = _attention_problem(heads, seq, seed=seq)
         out = run_ptx(c.ptx, args, grid, strict_async=True)
         np.testing.assert_allclose(out[3].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
-    forced = c.ptx.replace(branch.group(0), f"\tbra {branch.group(2)};\n")
+    forced = c.ptx.replace(branch.group(0), "")  # never the masked copy
     out = run_ptx(forced, args, grid, strict_async=True)
     assert np.abs(out[3].astype(np.float64) - ref).max() > 0.05
 
@@ -232,7 +236,7 @@ def test_mask_unswitching_needs_the_registers(attention):
     per thread and the slack exceed 255 (unswitched, ptxas spilled 140 bytes), so the loop
     keeps one masked body."""
     c = driver.compile_source(attention, CompileOptions(target="sm_80"))
-    assert "mask_free" not in c.ptx and "selp" in c.ptx
+    assert "mask_kept" not in c.ptx and "selp" in c.ptx
     args, ref, grid = _attention_problem(1, 256)
     out = run_ptx(c.ptx, args, grid)
     np.testing.assert_allclose(out[3].astype(np.float64), ref, rtol=2e-2, atol=2e-2)

@@ -241,7 +241,7 @@ def test_bound_mask_skipped_where_all_true(tmp_path, capsys, n, m):
     src, npz = write_case(tmp_path, f"mloop_{n}_{m}", MASKED_LOOP, args)
     run_check(capsys, src, npz)
     ptx = ptxas_clean(tmp_path, src, "sm_90")
-    branch = re.search(r"@(%p\d+) bra (\$L__mask_free_\d+);", ptx)
+    branch = re.search(r"@!(%p\d+) bra (\$L__mask_kept_\d+);", ptx)
     assert branch, "no mask-free copy"
-    # the select is in the masked copy only
-    assert ptx.count("selp.") == ptx[: ptx.index(branch.group(2) + ":")].count("selp.") > 0
+    # the select is in the masked copy only (after its label)
+    assert ptx.count("selp.") == ptx[ptx.index(branch.group(2) + ":") :].count("selp.") > 0

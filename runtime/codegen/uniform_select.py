@@ -296,13 +296,10 @@ def emit_unswitched(em: Emitter, loop, ops: list) -> None:
         for r in made
         if any(id(u) not in inside or u is body.ops[-1] for u in r.users) and r in made
     ]
-    fast, join = em.new_label("mask_free"), em.new_label("mask_join")
-    em.ins(f"@{pred} bra {fast}")
-    for o in ops:
-        em.emit_op(o)
-    kept = {v: em.get(v) for v in used_after if v in em.values}
-    em.ins(f"bra.uni {join}")
-    em.label(fast)
+    # the copy without the mask falls through (most iterations); the masked copy, taken by
+    # the few iterations the mask cuts, moves its values into the first copy's registers
+    masked, join = em.new_label("mask_kept"), em.new_label("mask_join")
+    em.ins(f"@!{pred} bra {masked}")
     replaced = {id(o) for o in selects}
     # the masks' own computation, unused once the selects are gone (a replaced select still
     # uses its true operand: it becomes the select's value)
@@ -324,6 +321,11 @@ def emit_unswitched(em: Emitter, loop, ops: list) -> None:
             em.set(o.results[0], em.get(o.operands[1]))
         elif id(o) not in dead:
             em.emit_op(o)
+    kept = {v: em.get(v) for v in used_after if v in em.values}
+    em.ins(f"bra.uni {join}")
+    em.label(masked)
+    for o in ops:
+        em.emit_op(o)
     for v, regs in kept.items():
         _copy(em, regs, em.get(v))
         em.values[v] = regs
