@@ -19,7 +19,7 @@ other's to hand it over), so one group's softmax runs while the other's dots do.
 
 from __future__ import annotations
 
-from tilegen.runtime.codegen.control import _slots, copy_into
+from tilegen.runtime.codegen.control import copy_into
 from tilegen.runtime.codegen.core import Emitter
 from tilegen.runtime.codegen.pipeline import Ring, mbarrier_wait
 from tilegen.runtime.codegen.uniform_select import _copy, _like, emit_ops

@@ -206,7 +206,6 @@ def run_staged_body(em: Emitter, op, slots, iv, bufs: dict) -> None:
     """One iteration of scf.for ``op``'s body with its staged loads already in shared memory
     (``bufs``: load -> its buffer there; nothing nested is pipelined), the yielded values
     copied into the loop's ``slots``."""
-    body = op.regions[0].blocks[0]
     saved = getattr(em, "pipe_bufs", {})
     em.pipe_bufs, em._pipelining = {**saved, **bufs}, True
     try:
@@ -324,7 +323,6 @@ def for_(em: Emitter, op) -> None:
         return _pipelined_for(em, op, plan)
     lb, ub, step = (em.scalar(op, v) for v in op.operands[:3])
     inits = [em.get(v) for v in op.operands[3:]]
-    body = op.regions[0].blocks[0]
     iv_t = op.operands[0].type
     cls, esize, _ = elem_info(op, iv_t)
     if cls not in ("b32", "b64"):

@@ -18,7 +18,7 @@ from tilegen.runtime.codegen.core import (
 from tilegen.runtime.attributes import DenseArrayAttr, IntegerAttr
 from tilegen.runtime.diagnostics import Diagnostic
 from tilegen.runtime.layouts.decisions import num_warps
-from tilegen.runtime.layouts.kernel import kernel_spec_int, register_cap
+from tilegen.runtime.layouts.kernel import register_cap
 from tilegen.runtime.targets import STATIC_SHARED_PLAIN, static_shared_limit
 
 PTX_VERSION = "8.0"
