@@ -88,7 +88,9 @@ class CompileOptions:
       ``warp_specialize`` (a producer warp group feeding the kernel's warps): the async path
       of docs/pipelines.md, where runtime/passes/async_rule.py says it applies;
       ``overlap_mma`` (its general form on sm_90 issues a loop's last dot beside the next
-      iteration's first: FlashAttention-3's intra-warpgroup overlap, section 16).
+      iteration's first: FlashAttention-3's intra-warpgroup overlap, section 16);
+      ``cta_pair`` (a GEMM whose ``num_cta_in_cga`` hint is 2 runs on a CTA pair on sm_100:
+      ``tcgen05.mma.cta_group::2``, section 18).
     * ``lineinfo``, ``device_debug`` (only at ``opt_level`` 0, as tileiras), ``sanitize``
       (None or ``"memcheck"``): carried to the emitter; see docs/driver.md for what each emits.
     * ``verify``: run the verifier after every stage.
@@ -105,6 +107,7 @@ class CompileOptions:
     use_tma: bool = True
     warp_specialize: bool = True
     overlap_mma: bool = True
+    cta_pair: bool = True
     lineinfo: bool = False
     device_debug: bool = False
     sanitize: Optional[str] = None
@@ -136,6 +139,7 @@ class CompileOptions:
             "use_tma",
             "warp_specialize",
             "overlap_mma",
+            "cta_pair",
             "lineinfo",
             "device_debug",
         ):
@@ -172,6 +176,7 @@ class CompileOptions:
                 "use_tma",
                 "warp_specialize",
                 "overlap_mma",
+                "cta_pair",
                 "lineinfo",
                 "device_debug",
                 "sanitize",

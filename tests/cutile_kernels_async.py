@@ -279,6 +279,92 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
+def pair_kernels() -> dict[str, "KernelCase"]:
+    """GEMMs whose ``num_ctas=2`` hint asks for a CTA pair (docs/pipelines.md section 18):
+    256-row tiles (128 per CTA of the pair) in f16, bf16, e4m3 and i8, an epilogue of its own
+    (x 0.5 to f16), a 128-row tile (the pair's M 128 form: tileiras takes it, tilegen keeps one
+    CTA) and one with a second store (which both CTAs would run: no pair)."""
+    import cuda.tile as ct
+    from cuda.tile.compilation import ArrayConstraint
+
+    def arr(dtype):
+        return ArrayConstraint(
+            dtype,
+            2,
+            index_dtype=ct.int32,
+            stride_lower_bound_incl=0,
+            alias_groups=(),
+            may_alias_internally=False,
+            stride_constant=(None, 1),
+            stride_divisible_by=(128 // dtype.bitwidth, 1),
+            base_addr_divisible_by=16,
+        )
+
+    zero = ct.PaddingMode.ZERO
+
+    def gemm(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        i, j = ct.bid(0), ct.bid(1)
+        acc = ct.full((TM, TN), 0, C.dtype if C.dtype == ct.int32 else ct.float32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=zero)
+            b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=zero)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
+
+    def gemm_half(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        i, j = ct.bid(0), ct.bid(1)
+        acc = ct.full((TM, TN), 0.0, ct.float32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=zero)
+            b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=zero)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(i, j), tile=ct.astype(acc * 0.5, ct.float16))
+
+    def gemm_and_flag(A, B, C, F, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        i, j = ct.bid(0), ct.bid(1)
+        acc = ct.full((TM, TN), 0.0, ct.float32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=zero)
+            b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=zero)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(i, j), tile=acc)
+        ct.store(F, index=(i, j), tile=ct.full((1, 1), 1.0, ct.float32))
+
+    f16, bf16, fp8, i8 = ct.float16, ct.bfloat16, ct.float8_e4m3fn, ct.int8
+    f32, i32 = ct.float32, ct.int32
+    out = {}
+    for name, fn, params in (
+        ("pair_f16", gemm, [arr(f16), arr(f16), arr(f32), 256, 128, 64]),
+        ("pair_bf16", gemm, [arr(bf16), arr(bf16), arr(f32), 256, 128, 64]),
+        ("pair_e4m3", gemm, [arr(fp8), arr(fp8), arr(f16), 256, 128, 128]),
+        ("pair_i8", gemm, [arr(i8), arr(i8), arr(i32), 256, 128, 128]),
+        ("pair_f16_n64", gemm, [arr(f16), arr(f16), arr(f32), 256, 64, 64]),
+        ("pair_f16_half", gemm_half, [arr(f16), arr(f16), arr(f16), 256, 128, 64]),
+        ("pair_f16_m128", gemm, [arr(f16), arr(f16), arr(f32), 128, 128, 64]),
+        ("pair_f16_flag", gemm_and_flag, [arr(f16), arr(f16), arr(f32), arr(f32), 256, 128, 64]),
+    ):
+        k = ct.kernel(fn, num_ctas=2)
+        out[name] = KernelCase(name, k, params, "num_ctas=2 GEMM (a CTA pair on sm_100)")
+    return out
+
+
+def export_pair_bytecode(out_dir, names=None) -> dict[str, str]:
+    """Write ``<name>.tileirbc`` for :func:`pair_kernels` (or ``names``); {name: path}."""
+    import os
+
+    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
+
+    paths = {}
+    for name, c in pair_kernels().items():
+        if names is not None and name not in names:
+            continue
+        sig = KernelSignature(c.params, getattr(CallingConvention, c.calling_convention)())
+        path = os.path.join(out_dir, name + ".tileirbc")
+        export_kernel(c.kernel, [sig], path, output_format="tileir_bytecode")
+        paths[name] = path
+    return paths
+
+
 def gemm_epilogue_kernel():
     """A small f16 GEMM whose epilogue is its own (x 0.5, stored as f16): the kernel
     tests/test_async_pipeline_e2e.py launches through ``tilegen.cutile.launch``."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tilegen.runtime.codegen import async_scaled, tcgen05, tma
+from tilegen.runtime.codegen import async_scaled, cta_pair, tcgen05, tma
 from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.layouts.async_forms import fragment_chain
 from tilegen.runtime.codegen.pipeline import (
@@ -51,6 +51,8 @@ ASYNC_OVERLAP_ATTR = "nv_tileas.async_overlap"
 ASYNC_CONSUMER_REGS_ATTR = "nv_tileas.async_consumer_regs"
 #: on a side vector load the producer copies into the stage (async_rule.staged_sides)
 ASYNC_STAGED_ATTR = "nv_tileas.async_staged"
+#: on a GEMM-form loop that runs on a CTA pair (async_rule._pair_reason; section 18)
+ASYNC_PAIR_ATTR = "nv_tileas.cta_pair"
 ASYNC_SYMBOL = "tg_async"
 #: the attribute runtime/passes/async_rule.py puts on a tiled_store the epilogue writes by TMA
 TMA_STORE_ATTR = "nv_tileas.tma_store"
@@ -72,9 +74,12 @@ def _align(n: int, a: int) -> int:
 class _Operand:
     """One staged operand: its load, tile, boxes and place in a stage."""
 
-    def __init__(self, load, offset: int, plain: bool = False):
+    def __init__(self, load, offset: int, plain: bool = False, tile: tuple | None = None):
         self.load = load
-        self.tile = tuple(load.results[0].type.shape)
+        # ``tile``: this CTA's part of the load's tile (a CTA pair's half)
+        self.tile = tuple(tile or load.results[0].type.shape)
+        #: a CTA pair: (coordinate index, innermost first; elements per rank) of this CTA's part
+        self.pair: tuple | None = None
         self.elem = elem_key(load.results[0].type)
         self.esz = _ESZ[self.elem]
         self.boxes = tma.column_boxes(self.tile, self.esz)
@@ -129,10 +134,15 @@ def async_for(em: Emitter, op, stages: int) -> None:
     la, lb_ = _staged_load(dot.operands[0]), _staged_load(dot.operands[1])
     if la is None or lb_ is None:
         fail(op, "PTX backend: the async K loop's dot operands are not tiled_loads")
-    a = _Operand(la, 0)
-    b = _Operand(lb_, _align(a.bytes, _ALIGN))
+    # a CTA pair (section 18): each CTA stages half of A's rows and half of B's columns
+    pair = ASYNC_PAIR_ATTR in op.attributes
+    ta, tb = tuple(la.results[0].type.shape), tuple(lb_.results[0].type.shape)
+    a = _Operand(la, 0, tile=(ta[0] // 2, ta[1]) if pair else None)
+    b = _Operand(lb_, _align(a.bytes, _ALIGN), tile=(tb[0], tb[1] // 2) if pair else None)
+    if pair:
+        a.pair, b.pair = (1, a.tile[0]), (0, b.tile[1])
     M, K = a.tile
-    N = b.tile[1]
+    N = tb[1]
     W = em.num_warps
     G = W // 4
     nq = M // (64 * G)  # m64 instances per warp group: rows 64 (nq wg + q) ..
@@ -178,6 +188,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
             ring_bytes=stages * stage_bytes,
             store_map=len(staged),
             t0=t0,
+            pair=pair,
         )
     init = em.get(op.operands[3])
     if tc_scaled:
@@ -439,6 +450,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     body = op.regions[0].blocks[0]
     bt, tc, scaled = facts["bt"], facts["tc"], facts["scaled"]
     sides, store, nthreads, N = facts["sides"], facts["store"], facts["nthreads"], facts["N"]
+    pair = facts.get("pair", False)
     bt_off = stages * stage_bytes
     bar_off = bt_off + (BT_BUFFERS * bt.bytes if bt else 0)
     slot_off = bar_off + 16 * stages
@@ -449,7 +461,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     tcols = tcgen05.columns(2 * N if tc_scaled else N)
     nmaps = len(staged) + (store is not None)
     total = maps_off + nmaps * tma.TENSORMAP_BYTES
-    em.need_isa("8.6" if tc else "8.3")  # tcgen05 / tensormap.replace
+    em.need_isa("9.0" if pair else "8.6" if tc else "8.3")  # .blocksareclusters / tcgen05 / ...
     em.need_target_suffix("a")
     base = em.new("b32")
     em.pre.insert(0, f"\t.shared .align {_ALIGN} .b8 {ASYNC_SYMBOL}[{total}];")
@@ -509,13 +521,17 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
         tma.publish_tensormap(em, g, src)
-    if tc:  # warp 0 allocates the accumulator's TMEM columns
+    if tc:  # warp 0 allocates the accumulator's TMEM columns (of each CTA of a pair)
+        g = cta_pair.group(pair)
         em.ins(
-            f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [{ASYNC_SYMBOL}+{tmem_off}], {tcols}"
+            f"tcgen05.alloc.{g}.sync.aligned.shared::cta.b32 [{ASYNC_SYMBOL}+{tmem_off}], {tcols}"
         )
-        em.ins("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned")
+        em.ins(f"tcgen05.relinquish_alloc_permit.{g}.sync.aligned")
     em.label(skip_pub)
-    em.ins("bar.sync 0")
+    if pair:  # both CTAs' barriers exist before any remote arrival
+        cta_pair.cluster_sync(em)
+    else:
+        em.ins("bar.sync 0")
     gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
 
     regs = op.attributes.get(ASYNC_REGS_ATTR)
@@ -542,6 +558,11 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     for g in gmaps:
         tma.acquire_tensormap(em, g)
         tma.prefetch_tensormap(em, g)
+    shifts, lead = {}, None
+    if pair:  # this CTA's rows of A and columns of B; the even CTA's barriers
+        rk = cta_pair.rank(em)
+        lead = cta_pair.is_leader(em, rk)
+        shifts = cta_pair.offsets(em, staged, rk)
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
@@ -558,7 +579,14 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     em.ins(f"xor.b32 {lap}, {ring.phase}, 1")
     mbarrier_wait(em, bar(1, ring.stage), lap)
     full = bar(0, ring.stage)
-    mbarrier_arrive_expect_tx(em, full, sum(x.bytes for x in staged))
+    if pair:  # the even CTA expects both CTAs' copies on its full barrier
+        em.ins(
+            f"@{lead} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{full}], "
+            f"{2 * sum(x.bytes for x in staged)}"
+        )
+        full = cta_pair.leader_address(em, full)
+    else:
+        mbarrier_arrive_expect_tx(em, full, sum(x.bytes for x in staged))
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
     for x, g in zip(staged, gmaps):
@@ -572,7 +600,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
             if c0:
                 cc = em.new("b32")
                 em.ins(f"add.s32 {cc}, {col}, {c0}")
-            tma.tma_load(em, dst, g, [cc] + outer, full)
+            coords = cta_pair.shifted(em, [cc] + outer, x, shifts)
+            tma.tma_load(em, dst, g, coords, full, pair)
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
@@ -657,6 +686,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     lb, ub, step, ty, iv_cls = v["lb"], v["ub"], v["step"], v["ty"], v["iv_cls"]
     tid, t0 = v["tid"], v["t0"]
     acc_int, dot = v["acc_int"], v["dot"]
+    pair = v.get("pair", False)
     cls = "b32" if acc_int else "f32"
     init = v["init"]
     chain = fragment_chain(op, v["store"]) if M == 128 else None
@@ -665,6 +695,8 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
         # initial value now, the sum once the MMAs ran) and the store writes it by position
         rows = [em.mov(cls, init[0]) for _ in range(N)]
+    elif pair:  # async_rule._pair_reason admits only the registers-only form
+        fail(op, "PTX backend: a CTA pair's accumulator must reach a TMA store in registers")
     else:
         em.need_smem(M * N * 4)
         d = em.dist_of(op, op.operands[3].type)
@@ -678,14 +710,20 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     # f32 -> tf32 operands are rounded in place (cvt.rna) by every consumer thread per stage
     # before thread 0 issues; otherwise only thread 0 runs the loop
     rnd = [x for i, x in ((0, a), (1, b)) if _converted(dot.operands[i])]
+    if rnd and pair:
+        fail(op, "PTX backend: a CTA pair's operands must reach the MMA as they are staged")
+    issuer = t0
+    if pair:  # the even CTA's thread 0 issues for both
+        issuer = em.new("pred")
+        em.ins(f"and.pred {issuer}, {t0}, {cta_pair.is_leader(em, cta_pair.rank(em))}")
     if not rnd:
-        em.ins(f"@!{t0} bra {skip}")
+        em.ins(f"@!{issuer} bra {skip}")
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
     acc_in = em.new("pred")
     em.ins(f"setp.ne.u32 {acc_in}, 0, 0")  # the first MMA overwrites D
-    mmas = _tcgen05_stage(dot, v["ab"], a, b, M, N, K, acc_int)
+    mmas = _tcgen05_stage(dot, v["ab"], a, b, M, N, K, acc_int, pair)
     top, end = loop_head(em, "async_issue", ty, iv, ub)
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
@@ -700,8 +738,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         em.ins(f"@!{t0} bra {issued}")
     em.ins("tcgen05.fence::after_thread_sync")
     mmas(em, sbase, taddr, acc_in, tid)
-    mb = bar(1, ring.stage)
-    em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{mb}]")
+    cta_pair.commit(em, bar(1, ring.stage), pair)
     if issued is not None:
         em.label(issued)
     ring.advance(em)
@@ -712,7 +749,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         em.ins(f"@!{t0} bra {skip}")
     done = em.new("b32")
     em.ins(f"add.s32 {done}, {base}, {v['done_off']}")
-    em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{done}]")
+    cta_pair.commit(em, done, pair)
     em.label(skip)
     done = em.new("b32")
     em.ins(f"add.s32 {done}, {base}, {v['done_off']}")
@@ -764,7 +801,8 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     w0 = em.new("pred")
     em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
     em.ins(f"@!{w0} bra {skip3}")
-    em.ins(f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 {taddr}, {tcgen05.columns(N)}")
+    g = cta_pair.group(pair)
+    em.ins(f"tcgen05.dealloc.{g}.sync.aligned.b32 {taddr}, {tcgen05.columns(N)}")
     em.label(skip3)
     if rows is not None:
         em.fragment_order = dict.fromkeys(chain, ("rows", M, N, 1))
@@ -772,10 +810,13 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     return _scratch_to_layout(em, op, op.results[0].type, cls, M, N)
 
 
-def _tcgen05_stage(dot, ab: str, a: "_Operand", b: "_Operand", M: int, N: int, K: int, acc_int):
+def _tcgen05_stage(
+    dot, ab: str, a: "_Operand", b: "_Operand", M: int, N: int, K: int, acc_int, pair=False
+):
     """A function emitting one stage's ``tcgen05.mma``s (one per 32-byte K step) from the stage
     at ``sbase`` into the TMEM accumulator at ``taddr``: ``acc_in`` (a predicate) says whether
-    the first adds to D; it is set true after it (``tid == tid``)."""
+    the first adds to D; it is set true after it (``tid == tid``). ``pair``: M is one CTA's
+    rows; the MMAs are the pair's (M 2 x 128, ``cta_group::2``), B's stage half of N."""
     kind = tcgen05.kind(ab)
     unsigned = (False, False)
     if ab == "i8":
@@ -784,7 +825,7 @@ def _tcgen05_stage(dot, ab: str, a: "_Operand", b: "_Operand", M: int, N: int, K
         sa, sb = _signedness(dot) or (True, True)
         unsigned = (not sa, not sb)
     idesc = tcgen05.instruction_descriptor(
-        M,
+        2 * M if pair else M,
         N,
         ab,
         "s32" if acc_int else "f32",
@@ -810,7 +851,8 @@ def _tcgen05_stage(dot, ab: str, a: "_Operand", b: "_Operand", M: int, N: int, K
             da = wgmma_descriptor_at(em, (pa, ha), a_off)
             db = wgmma_descriptor_at(em, (pb, hb), kk * tk * b.span)
             em.ins(
-                f"tcgen05.mma.cta_group::1.kind::{kind} [{taddr}], {da}, {db}, {idesc}, {acc_in}"
+                f"tcgen05.mma.{cta_pair.group(pair)}.kind::{kind} [{taddr}], {da}, {db}, "
+                f"{idesc}, {acc_in}"
             )
             em.ins(f"setp.eq.u32 {acc_in}, 0, 0")
 
@@ -840,6 +882,8 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     od = op.opdef
     value = od.operand_group(op, "value")[0]
     M, N = value.type.shape
+    pair = st.get("pair", False)
+    M //= 2 if pair else 1  # a CTA pair: each CTA stores its own 128 rows
     key = elem_key(value.type)
     cls, esz, sfx = ELEMENTS[key]
     if cls == "pred":
@@ -931,6 +975,10 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     em.ins(f"@!{t0} bra {done}")
     tma.acquire_tensormap(em, g)
     row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
+    if pair:
+        moved = em.new("b32")
+        em.ins(f"mad.lo.s32 {moved}, {cta_pair.rank(em)}, {M}, {row}")
+        row = moved
     if not swizzled:
         tma.tma_store(em, g, [col, row], base)
     else:  # one copy per 128-byte column box

@@ -172,6 +172,9 @@ class Emitter:
         self.resident_bytes = 0
         #: the kernel's tensor memory and tcgen05 MMA barrier (tcgen05_dot.tensor_memory)
         self.tmem = None
+        #: the kernel runs on a CTA pair (docs/pipelines.md section 18): tile block ids are
+        #: cluster ids
+        self.cta_pair = False
         #: wgmma dots committed without a wait: their caller waits (async_overlap.py)
         self.wgmma_deferred: set = set()
         #: ops between a cp.async-staged load and its dot (memory.StagePlan.chain): they pass

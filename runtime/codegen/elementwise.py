@@ -257,6 +257,10 @@ def elementwise(em: Emitter, op) -> None:
     if is_tile(res.type):
         ins = [em.tile(op, v) for v in op.operands]
         n = len(ins[0])
+        if res in getattr(em, "fragment_order", {}):
+            # the async loop's registers in their own order (a CTA pair's: half the tile's);
+            # fragment_chain admits only uniform tiles beside them
+            n = min(len(x) for x in ins)
         pair = select_pair(op, em.sm) if n > 1 else None
         out = _paired(em, op, pair, src, rkey, ins) if pair is not None else []
         out += [

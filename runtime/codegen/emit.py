@@ -70,6 +70,8 @@ def _return(em: Emitter, op) -> None:
 def _grid(em: Emitter, op) -> None:
     dim = op.attributes["dim"].value
     sreg = "ctaid" if op.name.endswith("program_id") else "nctaid"
+    if em.cta_pair:  # .blocksareclusters: a tile block is a cluster (docs/pipelines.md s. 18)
+        sreg = "clusterid" if sreg == "ctaid" else "nclusterid"
     r = em.new("b32")
     em.ins(f"mov.u32 {r}, %{sreg}.{'xyz'[dim]}")
     em.set(op.results[0], r)
@@ -91,7 +93,7 @@ def _params(em: Emitter, block) -> list[tuple[str, str]]:
     return params
 
 
-def launch_directives(func, threads: int, sm: int) -> list[str]:
+def launch_directives(func, threads: int, sm: int, pair: bool = False) -> list[str]:
     """Seed 002's directives: ``.reqntid`` from num_warps; ``.minnctapersm`` (nvvm.minctasm,
     default 1 like tileiras); ``.maxnreg`` from nvvm.maxnreg, else from the ``occupancy`` hint
     (the 64K-register file shared by ``occupancy`` CTAs, as tileiras derives it:
@@ -108,7 +110,9 @@ def launch_directives(func, threads: int, sm: int) -> list[str]:
     for k, v in getattr(spec, "items", ()):
         if k == "cluster_dim" and isinstance(v, DenseArrayAttr):
             cluster = [int(x) for x in v.values]
-    if sm >= 90 and cluster and cluster != [1, 1, 1]:
+    if pair:  # a CTA pair per tile block: the grid counts clusters (cuTile's grid unchanged)
+        out += [".reqnctapercluster 2, 1, 1", ".blocksareclusters"]
+    elif sm >= 90 and cluster and cluster != [1, 1, 1]:
         out.append(".reqnctapercluster " + ", ".join(str(x) for x in (cluster + [1, 1])[:3]))
     return out
 
@@ -138,6 +142,17 @@ def _fit_static_shared(em: Emitter, func, suffix: str) -> None:
     )
 
 
+def _pair_kernel(func) -> bool:
+    """Whether the kernel's K loop runs on a CTA pair (async_loop.ASYNC_PAIR_ATTR)."""
+    from tilegen.runtime.codegen.async_loop import ASYNC_PAIR_ATTR
+
+    return any(
+        ASYNC_PAIR_ATTR in o.attributes
+        for o in func.regions[0].blocks[0].ops
+        if o.name == "scf.for"
+    )
+
+
 def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], list[str]]:
     """(module-level declarations, lines of the ``.entry``, least PTX ISA) for one kernel;
     ``info["target_suffix"]`` is set to what the kernel needs after ``sm_XX`` ("" or "a");
@@ -150,6 +165,7 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
     budget = None  # bytes for K-loop stage buffers (control.py); 0: no pipelining
     for attempt in range(3):
         em = Emitter(func, num_warps(func), sm)
+        em.cta_pair = _pair_kernel(func)
         em.pipe_budget = budget
         em.lines = (info or {}).get("lines")
         try:
@@ -167,7 +183,9 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
     lines = []
     plist = ",\n".join(f"\t.param .{t} {n}" for n, t in params)
     lines.append(f".visible .entry {em.symbol}(\n{plist}\n)")
-    lines += launch_directives(func, em.num_threads + em.producer_threads, sm)
+    lines += launch_directives(func, em.num_threads + em.producer_threads, sm, em.cta_pair)
+    if em.cta_pair:
+        em.need_isa("9.0")  # .blocksareclusters
     lines.append(TILE_LANGUAGE)
     em.isa = max(em.isa, LANGUAGE_ISA)
     lines.append("{")

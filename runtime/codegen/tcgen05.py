@@ -55,7 +55,10 @@ def instruction_descriptor(
     N >> 3 in 17-22, M >> 4 in 24-28. ``b_elem`` (default ``ab``) for mixed 8-bit floats;
     ``unsigned`` per operand for kind::i8 (u8 is format 0); ``saturate`` sets bit 3 (kind::i8:
     the s32 accumulator saturates, as wgmma's ``.satfinite`` and tileiras's descriptor do)."""
-    if m not in (64, 128) or n % 8 or not 8 <= n <= 256:
+    if m == 256:  # cta_group::2 (a CTA pair: 128 rows in each)
+        if n % 16 or not 32 <= n <= 256:
+            raise ValueError(f"no cta_group::2 kind::{kind(ab)} MMA of shape {m}x{n}")
+    elif m not in (64, 128) or n % 8 or not 8 <= n <= 256:
         raise ValueError(f"no cta_group::1 kind::{kind(ab)} MMA of shape {m}x{n}")
     fa = KIND_FORMAT[ab][1]
     fb = KIND_FORMAT[b_elem or ab][1]

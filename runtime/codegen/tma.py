@@ -115,15 +115,19 @@ def column_boxes(tile: Sequence[int], elem_bytes: int) -> list[tuple[int, TmaBox
 # --------------------------------------------------------------------------- copies
 
 
-def tma_load(em, dst: Operand, tmap: Operand, coords: Sequence[Operand], mbar: Operand) -> None:
+def tma_load(
+    em, dst: Operand, tmap: Operand, coords: Sequence[Operand], mbar: Operand, pair: bool = False
+) -> None:
     """``dst`` (shared address), ``tmap`` (generic address of the map: a param or global
-    slot), ``coords`` innermost first (s32), ``mbar`` (shared address of the full barrier)."""
-    em.need_isa("8.0")
+    slot), ``coords`` innermost first (s32), ``mbar`` (shared address of the full barrier;
+    with ``pair``, a shared::cluster address in either CTA of the pair: ``.cta_group::2``)."""
+    em.need_isa("8.6" if pair else "8.0")
     rank = len(coords)
     cs = ", ".join(str(c) for c in coords)
+    group = ".cta_group::2" if pair else ""
     em.ins(
-        f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-        f"[{dst}], [{tmap}, {{{cs}}}], [{mbar}]"
+        f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        f"{group} [{dst}], [{tmap}, {{{cs}}}], [{mbar}]"
     )
 
 

@@ -90,6 +90,9 @@ ASYNC_OVERLAP_ATTR = "nv_tileas.async_overlap"
 #: the overlapped loop's ring depth without a hint: a stage is held until its last dot is
 #: done, in the middle of the next iteration, so a third stage keeps the producer a stage ahead
 OVERLAP_STAGES = 3
+#: on a GEMM-form K loop that runs on a CTA pair (section 18: the ``num_cta_in_cga = 2`` hint,
+#: ``tcgen05.mma.cta_group::2`` issued by the even CTA for both)
+ASYNC_PAIR_ATTR = "nv_tileas.cta_pair"
 #: the attribute the ``async`` stage puts on the kernel's final ``tiled_store`` when the
 #: epilogue writes through TMA (registers -> the idle stage ring -> cp.async.bulk.tensor)
 TMA_STORE_ATTR = "nv_tileas.tma_store"
@@ -121,6 +124,8 @@ class AsyncDecision:
     store_reason: str = ""
     #: the general form's last dot runs beside the next iteration's first (section 16)
     overlap: bool = False
+    #: the GEMM form runs on a CTA pair (section 18); ``stage_bytes`` are then one CTA's
+    cta_pair: bool = False
 
     @property
     def over_48k(self) -> bool:
@@ -148,6 +153,8 @@ class AsyncDecision:
                 head += f", setmaxnreg {self.producer_regs}/{self.consumer_regs}"
             if self.overlap:
                 head += "; the last dot overlaps the next iteration's first"
+            if self.cta_pair:
+                head += "; a CTA pair (tcgen05.mma.cta_group::2, 128 rows per CTA)"
         if self.taken:
             head += (
                 "; TMA store" if self.tma_store else f"; st.global epilogue ({self.store_reason})"
@@ -180,8 +187,11 @@ def _loop_dot(loop: Operation) -> Optional[Operation]:
     return dots[0] if len(dots) == 1 else None
 
 
-def _shape_reason(dot: Operation, sm: int, mma: str, warps: int) -> Optional[str]:
-    """None when the instruction shapes cover the dot's tile on ``sm``, else why not."""
+def _shape_reason(
+    dot: Operation, sm: int, mma: str, warps: int, pair: bool = False
+) -> Optional[str]:
+    """None when the instruction shapes cover the dot's tile on ``sm`` (one CTA's half of its
+    rows with ``pair``), else why not."""
     a, b, c = (v.type for v in dot.operands[:3])
     if any(getattr(t, "rank", 0) != 2 for t in (a, b, c)):
         return f"the dot is rank {getattr(a, 'rank', 0)} (batched); the async path takes 2-d dots"
@@ -189,6 +199,7 @@ def _shape_reason(dot: Operation, sm: int, mma: str, warps: int) -> Optional[str
     if (ka, kc) not in ASYNC_ELEMENTS or _elem_key(b) != ka:
         return f"{ka} x {_elem_key(b)} -> {kc} dots have no {mma} instruction"
     M, K = a.shape
+    M //= 2 if pair else 1
     N = b.shape[1]
     tk = 32 // _BYTES[ka]
     if mma == "wgmma":
@@ -359,8 +370,14 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     if dot is None:
         return _general_decision(func, loop, options, name, target, mma)
     warps = klp._consumer_warps(func)
-    why = _shape_reason(dot, sm, mma, warps)
+    pair = False
+    if cta_pair_wanted(func) and mma == "tcgen05":
+        pair_why = _pair_reason(func, loop, dot, options)
+        pair = pair_why is None
+    why = _shape_reason(dot, sm, mma, warps, pair)
     if why is not None:
+        if cta_pair_wanted(func) and mma == "tcgen05":
+            why += f" (a CTA pair: {pair_why})"
         return no(why)
     plan = klp.plan_loop(loop, func, sm, options.num_stages or 0)
     if isinstance(plan, str):
@@ -374,8 +391,11 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         _BYTES.get(_elem_key(s.load.results[0].type), 4) * prod(s.load.results[0].type.shape)
         for s in plan.loads
     )
+    if pair:
+        stage_bytes //= 2  # one CTA's half of A's rows and of B's columns
     kw = dict(
         mma=mma,
+        cta_pair=pair,
         stages=plan.stages,
         tile=(a.shape[0], b.shape[1], a.shape[1]),
         elements=f"{ka} x {_elem_key(b)} -> {kc}",
@@ -395,7 +415,7 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         reason = "tcgen05 kind::i8 with unsigned operands is not in spec/ptx/mma.yaml"
         return AsyncDecision(name, target, True, False, reason, **kw)
     hinted = bool(options.num_stages or klp._stages_hint(func))
-    why, stages = _lowering(func, loop, dot, plan, warps, sm, hinted)
+    why, stages = _lowering(func, loop, dot, plan, warps, sm, hinted, pair)
     kw["stages"] = stages
     if why is not None:
         return AsyncDecision(name, target, True, False, why, **kw)
@@ -407,6 +427,9 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     )
     _, store_why = tma_store_plan(func, loop, kw["stages"], stage_bytes_of(dot, sides))
     kw.update(tma_store=store_why is None, store_reason=store_why or "")
+    if pair and store_why is not None:
+        reason = f"a CTA pair stores each CTA's rows by TMA, and here: {store_why}"
+        return AsyncDecision(name, target, True, False, reason, **kw)
     return AsyncDecision(name, target, True, True, "", **kw)
 
 
@@ -503,12 +526,17 @@ def tma_store_plan(func: Operation, loop: Operation, stages: int, stage_bytes: i
     return store, None
 
 
-def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) -> tuple:
-    """(why the emitter cannot lower this eligible loop, or None; the stage count it uses)."""
+def _lowering(
+    func, loop, dot, plan, warps: int, sm: int, hinted: bool = False, pair: bool = False
+) -> tuple:
+    """(why the emitter cannot lower this eligible loop, or None; the stage count it uses).
+    ``pair``: one CTA of a pair, with half of A's rows and half of B's columns."""
     a, b, c = (v.type for v in dot.operands[:3])
     (M, K), N = a.shape, b.shape[1]
     esz = _BYTES[_elem_key(a)]
     stage = stage_bytes_of(dot, tuple(staged_sides(loop, dot)))
+    if pair:
+        M, stage = M // 2, stage // 2
     from tilegen.runtime.targets import shared_optin
 
     # sm_90 tf32 / 8-bit: three K-major B^T buffers the consumers transpose each stage's B into
@@ -546,7 +574,8 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
             f"{M // (16 * warps) * N // 2} accumulator registers per thread (at most 128)",
             stages,
         )
-    if N > 256 or (N * esz > 128 and N * esz % 128):
+    nb = N // 2 if pair else N  # B's columns in a stage
+    if N > 256 or (nb * esz > 128 and nb * esz % 128):
         return f"the emitter takes N up to 256 in whole 128-byte column boxes, not {N}", stages
     if K * esz not in (32, 64) and K * esz % 128:
         return f"the emitter takes K rows of 32, 64 or n x 128 bytes, not {K * esz}", stages
@@ -577,6 +606,54 @@ def _lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool = False) 
         if op.regions or (tiles and op.name != "nv_tileaa.splat"):
             return f"the loop body computes more than the loads' indices ('{op.name}')", stages
     return _before_loop(func, loop), stages
+
+
+#: the memory ops a CTA pair must not run twice (each CTA runs the whole kernel but the loop's
+#: half and the TMA store's half)
+_WRITES = ("store", "atomic", "scatter", "print", "assert")
+
+
+def cta_pair_wanted(func: Operation) -> bool:
+    """Whether the kernel's hints ask for clusters of two CTAs (``num_cta_in_cga = 2``)."""
+    from tilegen.runtime.layouts.kernel import kernel_spec_int
+
+    return kernel_spec_int(func, "num_cta_in_cga") == 2
+
+
+def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> Optional[str]:
+    """None when the GEMM form runs on a CTA pair (docs/pipelines.md section 18), else why
+    not. The pair: the even CTA's thread issues ``tcgen05.mma.cta_group::2`` with M 256, each
+    CTA holding 128 rows of A and of the accumulator and half of B's columns; so the M x N
+    tile must be 256 rows, its accumulator must stay in registers up to a TMA store
+    (:func:`_registers_only`: each CTA stores its own rows), and nothing else in the kernel may
+    write memory (both CTAs run it)."""
+    if options.target.sm < 100:
+        return f"sm_{options.target.sm} has no CTA-pair MMA (tcgen05.mma.cta_group::2 is sm_100's)"
+    if not options.cta_pair:
+        return "cta_pair is off (--no-cta-pair)"
+    a, b = dot.operands[0].type, dot.operands[1].type
+    if getattr(a, "rank", 0) != 2 or getattr(b, "rank", 0) != 2:
+        return "the dot is not 2-d"
+    M, N = a.shape[0], b.shape[1]
+    if M != 256:
+        return f"the pair takes 256-row tiles (128 rows per CTA), not {M}"
+    if N % 64 or not 64 <= N <= 128:
+        return (
+            f"the pair takes N 64 or 128 (a thread holds a row of N accumulators; B's halves "
+            f"a multiple of 32 columns), not {N}"
+        )
+    if not isinstance(dot.operands[2], BlockArgument):
+        return "the pair takes the plain GEMM form (the dot accumulates into the loop's value)"
+    if not _registers_only(func, loop, options.target.sm, 128):
+        return (
+            "the pair keeps each CTA's rows in registers up to the kernel's TMA store: a "
+            "uniform initial value and elementwise ops from the loop to one tiled_store"
+        )
+    store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)
+    for op in func.walk():
+        if op is not store and any(w in op.name.split(".")[-1] for w in _WRITES):
+            return f"'{op.name}' would run in both CTAs of the pair"
+    return None
 
 
 def _registers_only(func: Operation, loop: Operation, sm: int, M: int) -> bool:
@@ -790,6 +867,8 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 for ld in general_loads(func, loop, options.target.sm)[1]:
                     ld.set_attr(ASYNC_STAGED_ATTR, UnitAttr())
                 continue
+            if d.cta_pair:
+                loop.set_attr(ASYNC_PAIR_ATTR, UnitAttr())
             if d.producer_regs:
                 loop.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
             if d.producer_regs and not isinstance(_loop_dot(loop).operands[2], BlockArgument):
@@ -812,6 +891,7 @@ _DECISION_ATTRS = (
     ASYNC_CONSUMER_REGS_ATTR,
     ASYNC_GENERAL_ATTR,
     ASYNC_OVERLAP_ATTR,
+    ASYNC_PAIR_ATTR,
     ASYNC_STAGED_ATTR,
     TMA_STORE_ATTR,
 )

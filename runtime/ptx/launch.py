@@ -62,6 +62,35 @@ def _block(entry: Entry) -> tuple[int, int, int]:
     return tuple((list(dims) + [1, 1])[:3])
 
 
+def _cluster(entry: Entry) -> tuple[int, int, int]:
+    """The entry's cluster shape (``.reqnctapercluster``; 1 x 1 x 1 without one)."""
+    dims = entry.directives.get("reqnctapercluster") or [1]
+    return tuple((list(dims) + [1, 1])[:3])
+
+
+def _ctas(grid: tuple, cluster: tuple, clusters: bool, entry: Entry, file: str) -> tuple:
+    """(the CTA grid, every CTA's coordinates in launch order): cluster by cluster, the CTAs of
+    one cluster in rank order (x fastest), so a batch of whole clusters holds each cluster's
+    CTAs side by side. ``clusters`` (``.blocksareclusters``): ``grid`` counts clusters."""
+    if clusters:
+        grid = tuple(g * c for g, c in zip(grid, cluster))
+    elif any(g % c for g, c in zip(grid, cluster)):
+        raise PtxSimError(
+            f"{file}: entry {entry.name}: grid {grid} is not a multiple of its cluster shape "
+            f"{cluster}"
+        )
+    cx, cy, cz = cluster
+    coords = []
+    for z in range(0, grid[2], cz):
+        for y in range(0, grid[1], cy):
+            for x in range(0, grid[0], cx):
+                for k in range(cz):
+                    for j in range(cy):
+                        for i in range(cx):
+                            coords.append((x + i, y + j, z + k))
+    return grid, coords
+
+
 def _explicit_maps(entry: Entry, args: list, arrays: list, nflat: int, maps, file: str):
     """Tensor maps from the caller's host-side descriptions, one per hidden param in order:
     {"array": index into `args`, "box": [outermost .. innermost], "swizzle": 0/32/64/128,
@@ -227,8 +256,11 @@ def run_ptx(
         heap.write(gvars[var.name], raw[: var.size])
     grid = tuple((list(int(g) for g in grid) + [1, 1])[:3])
     block = _block(entry)
-    coords = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
-    per = _batch(entry, block, strict_async)
+    cluster = _cluster(entry)
+    csize = cluster[0] * cluster[1] * cluster[2]
+    grid, coords = _ctas(grid, cluster, "blocksareclusters" in entry.directives, entry, file)
+    # the CTAs of a cluster run side by side (they share memory and barriers): whole clusters
+    per = max(1, _batch(entry, block, strict_async) // csize) * csize
     for i in range(0, len(coords), per):
         group = coords[i : i + per]
         st = CtaState(
@@ -241,6 +273,7 @@ def run_ptx(
             globals=gvars,
             strict_async=strict_async,
             more_ctas=tuple(group[1:]),
+            cluster=cluster,
         )
         run_cta(st, max_steps, file)
         for text in st.printed:

@@ -294,9 +294,11 @@ class _Parser:
         entry = Entry(name[1], params)
         while self.peek() and self.peek()[1].startswith(".") and self.peek()[1] != "{":
             d = self.next()[1]
-            vals = [self.int_tok()]
-            while self.accept(","):
+            vals = []  # none for flags (.blocksareclusters, .explicitcluster)
+            if self.peek() and self.peek()[0] == "num":
                 vals.append(self.int_tok())
+                while self.accept(","):
+                    vals.append(self.int_tok())
             entry.directives[d.lstrip(".")] = vals
         self.expect("{")
         self.body(entry)

@@ -60,6 +60,7 @@ HANDWRITTEN_PROBES: dict[str, tuple] = {
         "cvt.rn.bf16x2.f32 %r0, %r1, %r2;",
     ),
     "cvta": ("cvta.global.u64 %rd0, %rd1;", "cvta.to.global.u64 %rd0, %rd1;"),
+    "mapa": ("mapa.shared::cluster.u32 %r0, %r1, 1;", "mapa.u64 %rd0, %rd1, %r1;"),
     "bra": ("bra $L_end;", "bra.uni $L_end;"),
     "ret": ("ret;",),
     "exit": ("exit;",),

@@ -46,6 +46,11 @@ def add_codegen_arguments(p) -> None:
         help="the async general form waits for each dot before the next (docs/pipelines.md)",
     )
     g.add_argument(
+        "--no-cta-pair",
+        action="store_true",
+        help="num_cta_in_cga = 2 GEMMs on one CTA, not a tcgen05 CTA pair (docs/pipelines.md)",
+    )
+    g.add_argument(
         "--num-stages",
         type=_num_stages,
         metavar="N",
@@ -107,6 +112,7 @@ def compile_options(args, gpu_name, **overrides):
         use_tma=not getattr(args, "no_tma", False),
         warp_specialize=not getattr(args, "no_warp_specialize", False),
         overlap_mma=not getattr(args, "no_overlap_mma", False),
+        cta_pair=not getattr(args, "no_cta_pair", False),
         lineinfo=getattr(args, "lineinfo", False),
         device_debug=getattr(args, "device_debug", False),
         sanitize=getattr(args, "sanitize", None),

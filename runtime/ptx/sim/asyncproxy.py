@@ -456,6 +456,12 @@ def _tma_load(st, ins, mask, line, swizzle) -> None:
             _tma_load_1d_unboxed(st, ins, int(lane), int(d), tmap, int(coords[0][lane]), b, line)
             continue
         _check_box(tmap, ins, len(coords))
+        stride = int(st.shared_stride)
+        if stride and int(d) // stride != int(b) // stride and "cta_group::2" not in ins.parts:
+            raise _err(
+                "the mbarrier of a tensor copy is in another CTA than its destination "
+                "(only .cta_group::2 may signal the peer CTA's barrier)"
+            )
         if int(d) % 128:
             raise _err(f"tensor copy destination 0x{int(d):x} is not 128-byte aligned")
         gaddr, ok = _box_elements(tmap, [int(c[lane]) for c in coords])

@@ -54,6 +54,9 @@ class CtaState:
     # further CTAs simulated side by side with `ctaid` (launch.run_ptx batches independent
     # CTAs: lanes [k T, (k + 1) T) are CTA k's; each has its own slice of shared memory)
     more_ctas: tuple = ()
+    # the cluster shape (.reqnctapercluster): a batch holds whole clusters, each cluster's CTAs
+    # consecutive in rank order (launch._ctas), so CTA k's rank is k % csize
+    cluster: tuple = (1, 1, 1)
 
     def __post_init__(self) -> None:
         nx, ny, nz = self.ntid
@@ -74,7 +77,16 @@ class CtaState:
         # one slice of shared memory per CTA at 256 KiB steps: matrix descriptors (wgmma,
         # tcgen05) hold 18-bit shared addresses, relative to the issuing CTA's slice
         self.shared_stride = (top + (1 << 18) - 1) >> 18 << 18 if len(ctas) > 1 else top
+        self.csize = self.cluster[0] * self.cluster[1] * self.cluster[2]
+        if self.csize > 1:
+            # as on the hardware, a shared::cluster address holds the CTA's rank from bit 24
+            # (tileiras clears bit 24 to name the even CTA of a pair); untouched pages of the
+            # sparse slices cost nothing (NumPy's zeroed allocation)
+            self.shared_stride = 1 << 24
         self.shared_base = (self.cta_of * self.shared_stride).astype(np.uint64)
+        if len(ctas) % self.csize:
+            raise PtxSimError(f"{len(ctas)} CTAs side by side do not form whole clusters")
+        self.rank = self.cta_of % self.csize  # %cluster_ctarank per lane
         self.shared = Shared(self.shared_stride * len(ctas))
         ltop = 0
         for var in self.entry.local:
@@ -111,13 +123,13 @@ class CtaState:
             "%tid": lambda: self.tid[k].astype(np.uint64),
             "%ntid": lambda: full(self.ntid[k]),
             "%ctaid": lambda: self.ctaid_lanes[k],
-            "%clusterid": lambda: self.ctaid_lanes[k],
+            "%clusterid": lambda: self.ctaid_lanes[k] // np.uint64(self.cluster[k]),
             "%nctaid": lambda: full(self.nctaid[k]),
-            "%nclusterid": lambda: full(self.nctaid[k]),
-            "%cluster_ctaid": lambda: full(0),
-            "%cluster_nctaid": lambda: full(1),
-            "%cluster_ctarank": lambda: full(0),
-            "%cluster_nctarank": lambda: full(1),
+            "%nclusterid": lambda: full(self.nctaid[k] // self.cluster[k]),
+            "%cluster_ctaid": lambda: self.ctaid_lanes[k] % np.uint64(self.cluster[k]),
+            "%cluster_nctaid": lambda: full(self.cluster[k]),
+            "%cluster_ctarank": lambda: self.rank.astype(np.uint64),
+            "%cluster_nctarank": lambda: full(self.csize),
             "%laneid": lambda: lane.astype(np.uint64),
             "%warpid": lambda: warp.astype(np.uint64),
             "%nwarpid": lambda: full((self.threads + 31) // 32),
@@ -262,6 +274,7 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
     stalled = np.zeros(st.n, bool)
     full = np.ones(st.n, bool)  # the all-lanes mask: `is full` spares a reduction per step
     st.full_mask = full
+    st.exited = exited  # barrier.cluster counts the cluster's live threads
     groups: dict[int, np.ndarray] = {0: full}  # pc -> runnable lanes there
     progress = True
     eng = st.engine
@@ -326,6 +339,22 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
         )
 
 
+def _stuck(st: CtaState, stalled: np.ndarray) -> str:
+    """What the parked lanes wait for that can never come: a cluster barrier's missing
+    threads, else the mbarriers' pending phases."""
+    phase = st.__dict__.get("cluster_phase")
+    if phase is not None and (stalled & (phase >= 0)).any():
+        cl = st.cta_of // st.csize
+        c = int(cl[np.nonzero(stalled & (phase >= 0))[0][0]])
+        arrived = st.cluster_bar.get(c, [0, 0])[0]
+        live = int((~st.exited & (cl == c)).sum())
+        return (
+            f"barrier.cluster.wait can never complete: {arrived} of the cluster's {live} live "
+            "threads arrived"
+        )
+    return "mbarrier waits can never complete: " + st.engine.stuck()
+
+
 def _meta(entry: Entry) -> list:
     """Per instruction: (is a branch, guard register or None, guard negated), built once."""
     meta = getattr(entry, "_meta", None)
@@ -352,10 +381,7 @@ def _loop(
             if stalled.any():
                 if not progress:
                     if not eng.flush():  # operations in flight may complete the waited phases
-                        raise PtxSimError(
-                            f"{file}: error: deadlock: mbarrier waits can never complete: "
-                            + eng.stuck()
-                        )
+                        raise PtxSimError(f"{file}: error: deadlock: " + _stuck(st, stalled))
                 retry = stalled.copy()
                 stalled[:], progress = False, False
                 add(retry)

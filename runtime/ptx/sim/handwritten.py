@@ -149,7 +149,9 @@ def do_mov(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 
 def do_cvta(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     to = "to" in ins.parts
-    space = next(p for p in ins.parts if p in _SPACES)
+    # .shared::cta / .shared::cluster: the simulator's shared addresses name the cluster's CTAs
+    # alike (each its own slice), so both convert by the shared window
+    space = next(p.split("::")[0] for p in ins.parts if p.split("::")[0] in _SPACES)
     win = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
     src = st.bits(ins.operands[1]).astype(np.int64)
     st.write_bits(ins.operands[0], (src - win if to else src + win).astype(np.uint64), mask)
@@ -614,9 +616,66 @@ def do_setmaxnreg(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 _NOOPS = ("membar", "griddepcontrol", "prefetch", "pmevent")
 
 
+def do_mapa(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """mapa[.shared::cluster].u32/u64 d, a, rank: the address of the shared variable at ``a``
+    (this CTA's) in the cluster's CTA of that rank. The CTAs of a cluster are simulated side by
+    side, their shared memories ``shared_stride`` apart, so this moves ``a`` by the rank
+    difference (a generic address stays in the shared window)."""
+    from tilegen.runtime.ptx.sim.memory import SHARED_WINDOW
+
+    a = st.bits(ins.operands[1]).astype(np.int64)
+    r = st.read(ins.operands[2], "u32").astype(np.int64)
+    bad = mask & (r >= st.csize)
+    if bad.any():
+        raise _err(f"mapa: CTA rank {int(r[bad][0])} is outside the cluster of {st.csize} CTAs")
+    if "shared::cluster" not in ins.parts and (a[mask] < SHARED_WINDOW).any():
+        raise _err("mapa of a generic address outside shared memory")
+    out = a + (r - st.rank.astype(np.int64)) * st.shared_stride
+    width = 32 if ins.parts[-1] == "u32" else 64
+    st.write_bits(ins.operands[0], out.astype(np.uint64) & np.uint64((1 << width) - 1), mask)
+
+
+def _cluster_barrier(st: "CtaState", ins: Instr, mask: np.ndarray) -> str | None:
+    """barrier.cluster.arrive / wait: a phase completes once every live thread of the cluster
+    arrived; ``wait`` parks a thread until the phase it arrived in completed."""
+    cl = st.cta_of // st.csize
+    state = st.__dict__.setdefault("cluster_bar", {})  # cluster -> [arrivals, completed]
+    if "cluster_phase" not in st.__dict__:
+        st.cluster_phase = np.full(st.n, -1, np.int64)  # the phase each lane arrived in
+    phase = st.cluster_phase
+
+    def settle(c: int) -> None:
+        cnt, done = state.setdefault(c, [0, 0])
+        live = int((~st.exited & (cl == c)).sum())
+        if cnt and cnt >= live:
+            state[c] = [0, done + 1]
+
+    if "arrive" in ins.parts:
+        if (phase[mask] >= 0).any():
+            raise _err("barrier.cluster.arrive again before barrier.cluster.wait")
+        for c in np.unique(cl[mask]):
+            sel = mask & (cl == c)
+            entry = state.setdefault(int(c), [0, 0])
+            phase[sel] = entry[1]
+            entry[0] += int(sel.sum())
+            settle(int(c))
+        return None
+    if (phase[mask] < 0).any():
+        raise _err("barrier.cluster.wait without a barrier.cluster.arrive before it")
+    for c in np.unique(cl[mask]):
+        settle(int(c))
+    done_of = np.array([state.get(int(c), [0, 0])[1] for c in range(int(cl.max()) + 1)])
+    done = mask & (phase < done_of[cl])
+    phase[done] = -1
+    st.stall = mask & ~done
+    return "stall" if st.stall.any() else None
+
+
 def _bar(st: "CtaState", ins: Instr, mask: np.ndarray, pc, at) -> str | None:
     if "warp" in ins.parts:
         return None
+    if "cluster" in ins.parts:
+        return _cluster_barrier(st, ins, mask)
     arrive = "arrive" in ins.parts
     if arrive and len(ins.operands) < 2:
         raise _err("bar.arrive needs a thread count")
@@ -679,6 +738,7 @@ _HANDLERS = {
     "st": _simple(do_st),
     "mov": _simple(do_mov),
     "cvta": _simple(do_cvta),
+    "mapa": _simple(do_mapa),
     "cvt": _simple(do_cvt),
     "shfl": _simple(do_shfl),
     "vote": _simple(do_vote),

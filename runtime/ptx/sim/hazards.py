@@ -63,8 +63,10 @@ class Hazards:
         self.ar_op = np.zeros(size, np.int32)  # async read in flight (op id)
         self.rd_clock = np.zeros((size, self.W), np.int64)
         self.rd_line = np.zeros((size, self.W), np.int32)
-        self.tm_op = np.zeros((128, 512), np.int32)  # tcgen05.mma in flight (op id)
-        self.tm_writer = np.zeros((128, 512), np.int32)  # last mma to write the cell (op id)
+        # per CTA simulated side by side (a cluster's): TMEM lane r of CTA k is row 128 k + r
+        ctas = st.n // st.threads
+        self.tm_op = np.zeros((128 * ctas, 512), np.int32)  # tcgen05.mma in flight (op id)
+        self.tm_writer = np.zeros((128 * ctas, 512), np.int32)  # last mma to write it (op id)
         self.ops: dict[int, "AsyncOp"] = {}
         self.bvc: dict[int, list[np.ndarray]] = {}  # mbarrier -> [current phase, completed]
         self.nagents = self.W

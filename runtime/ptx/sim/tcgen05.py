@@ -108,9 +108,12 @@ def _tmem_addr(st: "CtaState", op, mask: np.ndarray) -> np.ndarray:
 
 # -- alloc / dealloc ------------------------------------------------------------------------------
 def do_alloc(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+    """alloc / dealloc / relinquish_alloc_permit. ``.cta_group::2``: one warp of each CTA of
+    the pair executes it, for its own tensor memory (both pick the same columns: the pair's
+    allocations go together)."""
     parts = ins.parts
-    if "cta_group::2" in parts:
-        raise _err(f"{ins.opcode}: cta_group::2 needs a CTA pair; the simulator runs one CTA")
+    if "cta_group::2" in parts and st.csize < 2:
+        raise _err(f"{ins.opcode}: cta_group::2 needs a cluster of at least 2 CTAs")
     if parts[1] == "relinquish_alloc_permit":
         for w in _warps_full(mask, ins.opcode):
             tmem(st, w * 32).relinquished = True
@@ -146,9 +149,9 @@ _DTYPES = {1: "f32", 2: "s32", 0: "f16"}
 _SWIZZLE = {0: (0, 16), 1: (128, 32), 2: (128, 16), 4: (64, 16), 6: (32, 16)}
 
 
-def decode_idesc(idesc: int, kind: str) -> dict:
+def decode_idesc(idesc: int, kind: str, pair: bool = False) -> dict:
     """Fields of a kind::f16/tf32/f8f6f4/i8 instruction descriptor (PTX ISA, "Instruction
-    descriptor")."""
+    descriptor"); ``pair``: a cta_group::2 MMA (M 256: 128 rows in each CTA of the pair)."""
     k, types = _KINDS[kind]
     f = {
         "sparse": (idesc >> 2) & 1,
@@ -171,6 +174,12 @@ def decode_idesc(idesc: int, kind: str) -> dict:
     if f["dtype"] == "f16":
         raise _err("tcgen05.mma with an f16 accumulator is not simulated")
     m, n = f["m"], f["n"]
+    if pair:
+        if m not in (128, 256) or not (32 <= n <= 256) or n % 32:
+            raise _err(
+                f"instruction descriptor 0x{idesc:08x}: M={m}, N={n} is not a cta_group::2 shape"
+            )
+        return f
     if m not in (64, 128) or not (8 <= n <= 256) or n % (8 if m == 64 else 16):
         raise _err(
             f"instruction descriptor 0x{idesc:08x}: M={m}, N={n} is not a cta_group::1 shape"
@@ -215,10 +224,22 @@ def row_lanes(m: int, lane0: int = 0) -> np.ndarray:
 _BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "u8": 8, "s8": 8}
 
 
+def _pair(st: "CtaState", lane: int) -> tuple[int, int]:
+    """The batch indices of the CTA pair (even rank first) of the CTA ``lane`` belongs to."""
+    if st.csize < 2 or st.csize % 2:
+        raise _err("cta_group::2 needs a cluster of an even number of CTAs")
+    cta = int(lane) // st.threads
+    even = cta - int(st.rank[lane]) % 2
+    return even, even + 1
+
+
 def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
+    """tcgen05.mma. ``.cta_group::2`` (M 256): one thread of the pair issues it; the even CTA
+    holds rows 0..127 of A and D, the odd CTA rows 128..255, and B's N columns are split the
+    same way (the first N/2 in the even CTA's shared memory); the descriptors and the TMEM
+    address apply in each CTA alike."""
     parts = ins.parts
-    if "cta_group::2" in parts:
-        raise _err(f"{ins.opcode}: cta_group::2 needs a CTA pair; the simulator runs one CTA")
+    pair = "cta_group::2" in parts
     if any(p.startswith("block_scale") or p == "ws" or p == "sp" for p in parts):
         raise _err(f"{ins.opcode}: block-scaled, .ws and sparse forms are not simulated")
     kind = next((p.split("::")[1] for p in parts if p.startswith("kind::")), None)
@@ -228,6 +249,8 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
     eng = st.engine
     d_addr = _tmem_addr(st, ops[0], mask)
     a_tmem = isinstance(ops[1], Addr)
+    if a_tmem and pair:
+        raise _err(f"{ins.opcode}: A from tensor memory with cta_group::2 is not simulated")
     a_vals = _tmem_addr(st, ops[1], mask) if a_tmem else st.bits(ops[1], "b64")[mask]
     b_vals = st.bits(ops[2], "b64")[mask]
     idescs = st.read(ops[3], "u32")[mask]
@@ -240,29 +263,44 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
     if len(rest) > 1:
         raise _err(f"{ins.opcode}: scale-input-d is not simulated")
     for k, lane in enumerate(np.nonzero(mask)[0]):
-        tm = tmem(st, lane)
-        base = int(st.shared_base[lane])  # descriptors address the issuing CTA's shared memory
-        f = decode_idesc(int(idescs[k]), kind)
+        f = decode_idesc(int(idescs[k]), kind, pair)
         m, n, kk = f["m"], f["n"], f["k"]
-        dcol = int(d_addr[k]) & 0xFFFF
-        tm.check_columns(dcol, dcol + n, ins.opcode)
-        rows = row_lanes(m, int(d_addr[k]) >> 16)
         at, bt = f["atype"], f["btype"]
         es_a, es_b = _BITS[at] // 8 or 1, _BITS[bt] // 8 or 1
-        reads = []
-        if a_tmem:
-            acol = int(a_vals[k]) & 0xFFFF
-            per = 32 // _BITS[at]
-            tm.check_columns(acol, acol + kk // per, ins.opcode)
-            a_src = ("tmem", acol, per, row_lanes(m, int(a_vals[k]) >> 16))
+        dcol = int(d_addr[k]) & 0xFFFF
+        # the CTAs taking part: (tensor memory, shared base, first TMEM row of the hazard map)
+        ctas = _pair(st, lane) if pair else (int(lane) // st.threads,)
+        share = [(tmem(st, c * st.threads), c * int(st.shared_stride), 128 * c) for c in ctas]
+        mc, nc = m // len(ctas), n // len(ctas)  # rows of A / D and columns of B per CTA
+        lane0 = int(d_addr[k]) >> 16
+        if pair and m == 128:
+            # 64 rows per CTA: row r's columns 0 .. N/2 in lane r, N/2 .. N in lane 64 + r (as
+            # tileiras's 16x32bx2 epilogue reads them; its sm_100 GEMM checks this exactly)
+            if lane0:
+                raise _err(f"an M=128 cta_group::2 accumulator must start at lane 0, not {lane0}")
+            r64 = np.arange(64)
+            dmap = [(r64, 0, n // 2), (64 + r64, n // 2, n // 2)]
         else:
-            fa = decode_smem_descriptor(int(a_vals[k]))
-            a_addr = base + canonical_addresses(fa, m, kk, es_a, bool(f["trans_a"]))
-            reads.append(np.unique(a_addr))
-            a_src = ("smem", a_addr)
-        fb = decode_smem_descriptor(int(b_vals[k]))
-        b_addr = base + canonical_addresses(fb, n, kk, es_b, bool(f["trans_b"]))
-        reads.append(np.unique(b_addr))
+            dmap = [(row_lanes(mc, lane0), 0, n)]
+        rows = np.concatenate([r for r, _, _ in dmap])
+        width = max(w for _, _, w in dmap)
+        reads, a_srcs, b_addrs = [], [], []
+        for tm, base, _ in share:
+            tm.check_columns(dcol, dcol + width, ins.opcode)
+            if a_tmem:
+                acol = int(a_vals[k]) & 0xFFFF
+                per = 32 // _BITS[at]
+                tm.check_columns(acol, acol + kk // per, ins.opcode)
+                a_srcs.append(("tmem", tm, acol, per, row_lanes(mc, int(a_vals[k]) >> 16)))
+            else:
+                fa = decode_smem_descriptor(int(a_vals[k]))
+                a_addr = base + canonical_addresses(fa, mc, kk, es_a, bool(f["trans_a"]))
+                reads.append(np.unique(a_addr))
+                a_srcs.append(("smem", a_addr))
+            fb = decode_smem_descriptor(int(b_vals[k]))
+            b_addr = base + canonical_addresses(fb, nc, kk, es_b, bool(f["trans_b"]))
+            reads.append(np.unique(b_addr))
+            b_addrs.append(b_addr)
         keep = np.ones(LANES, bool)
         if disable is not None:
             bits = disable[:, k].astype(np.uint64)
@@ -271,35 +309,60 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
                     keep[i] = False
         acc = bool(enable[k])
 
-        def land(a_src=a_src, b_addr=b_addr, f=f, dcol=dcol, rows=rows, keep=keep, acc=acc) -> None:
-            m, n, kk = f["m"], f["n"], f["k"]
+        def land(
+            a_srcs=a_srcs,
+            b_addrs=b_addrs,
+            f=f,
+            dcol=dcol,
+            dmap=dmap,
+            keep=keep,
+            acc=acc,
+            share=share,
+            mc=mc,
+            nc=nc,
+        ) -> None:
+            kk = f["k"]
             at, bt, dt = f["atype"], f["btype"], f["dtype"]
-            if a_src[0] == "smem":
-                a = decode(st.shared.raw_load(a_src[1].reshape(-1), _BITS[at] // 8), at)
-                a = a.reshape(m, kk)
-            else:
-                _, acol, per, arows = a_src
-                cells = tm.data[arows][:, acol : acol + kk // per].astype(np.uint64)
+            a_parts = []
+            for src in a_srcs:
+                if src[0] == "smem":
+                    raw = st.shared.raw_load(src[1].reshape(-1), _BITS[at] // 8)
+                    a_parts.append(decode(raw, at).reshape(mc, kk))
+                    continue
+                _, tm_a, acol, per, arows = src
+                cells = tm_a.data[arows][:, acol : acol + kk // per].astype(np.uint64)
                 w = _BITS[at]
                 parts_ = [(cells >> np.uint64(w * i)) & np.uint64((1 << w) - 1) for i in range(per)]
-                raw = np.stack(parts_, axis=-1).reshape(m, kk)
-                a = decode(raw, at)
-            b = decode(st.shared.raw_load(b_addr.reshape(-1), _BITS[bt] // 8), bt).reshape(n, kk)
+                a_parts.append(decode(np.stack(parts_, axis=-1).reshape(mc, kk), at))
+            a = np.concatenate(a_parts)
+            b = np.concatenate(
+                [
+                    decode(st.shared.raw_load(x.reshape(-1), _BITS[bt] // 8), bt).reshape(nc, kk)
+                    for x in b_addrs
+                ]
+            )
             if f["neg_a"]:
                 a = -a
             if f["neg_b"]:
                 b = -b
-            old = tm.data[rows, dcol : dcol + n].astype(np.uint64)
-            c = decode(old, dt) if acc else np.zeros((m, n))
-            if dt == "s32":
-                c = c.astype(np.int64)
-            d = matmul(a[None], b.T[None], c[None], dt, bool(f["saturate"]))[0]
-            new = encode(d.reshape(-1), dt).reshape(m, n).astype(np.uint32)
-            sel = keep[rows]
-            cur = tm.data[rows, dcol : dcol + n]
-            tm.data[rows, dcol : dcol + n] = np.where(sel[:, None], new, cur)
+            for j, (tm, _, _) in enumerate(share):
+                aj = a[j * mc : (j + 1) * mc]
+                for rows, c0, w in dmap:  # each block of D's columns in its TMEM lanes
+                    old = tm.data[rows, dcol : dcol + w].astype(np.uint64)
+                    c = decode(old, dt) if acc else np.zeros((mc, w))
+                    if dt == "s32":
+                        c = c.astype(np.int64)
+                    bj = b[c0 : c0 + w]
+                    d = matmul(aj[None], bj.T[None], c[None], dt, bool(f["saturate"]))[0]
+                    new = encode(d.reshape(-1), dt).reshape(mc, w).astype(np.uint32)
+                    sel = keep[rows]
+                    cur = tm.data[rows, dcol : dcol + w]
+                    tm.data[rows, dcol : dcol + w] = np.where(sel[:, None], new, cur)
 
-        op = AsyncOp("tcgen05.mma", line, int(lane), land, reads=reads, tmem=(rows, dcol, dcol + n))
+        hz_rows = np.concatenate([rows + r0 for _, _, r0 in share])
+        op = AsyncOp(
+            "tcgen05.mma", line, int(lane), land, reads=reads, tmem=(hz_rows, dcol, dcol + width)
+        )
         eng.tc_ops.setdefault(int(lane), []).append(op)
         eng.issue(op)
         if eng.hazards is not None:
@@ -307,22 +370,41 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
 
 
 def do_commit(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
+    """The mbarrier arrives once the thread's prior tcgen05 operations complete; with
+    ``.multicast::cluster`` the barrier at the same offset in every CTA of the 16-bit CTA mask
+    arrives (the pair's MMAs wrote both CTAs' tensor memory)."""
     eng = st.engine
-    if "multicast::cluster" in ins.parts:
-        raise _err(f"{ins.opcode}: multicast needs a cluster; the simulator runs one CTA")
+    multicast = "multicast::cluster" in ins.parts
+    cmask = st.read(ins.operands[1], "u16") if multicast else None
     for lane, a in zip(np.nonzero(mask)[0], shared_addrs(st, ins.operands[0], mask)):
+        targets = [int(a)]
+        if multicast:
+            bits = int(cmask[lane])
+            if bits >> st.csize:
+                raise _err(f"{ins.opcode}: CTA mask 0x{bits:x} names CTAs outside the cluster")
+            own = int(st.rank[lane])
+            targets = [
+                int(a) + (r - own) * int(st.shared_stride) for r in range(st.csize) if bits >> r & 1
+            ]
         # every prior operation of the thread: in flight, or (strict mode) still the last
         # writer of some tensor memory, whose readers may observe this commit instead
         deps = [
             op for op in eng.tc_ops.get(int(lane), []) if not op.done or getattr(op, "owned", 0) > 0
         ]
         eng.tc_ops[int(lane)] = deps
-        bar = eng.barrier(a)
-        eng.issue(
-            AsyncOp(
-                "tcgen05.commit", line, int(lane), lambda: None, bar.addr, arrive=True, deps=deps
+        for t in targets:
+            bar = eng.barrier(t)
+            eng.issue(
+                AsyncOp(
+                    "tcgen05.commit",
+                    line,
+                    int(lane),
+                    lambda: None,
+                    bar.addr,
+                    arrive=True,
+                    deps=deps,
+                )
             )
-        )
 
 
 # -- ld / st ------------------------------------------------------------------------------------
@@ -392,7 +474,8 @@ def do_ld_st(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         rows = lane0 + frag[:, :, 0]
         cols = col0 + frag[:, :, 1]
         if hz is not None:
-            hz.tmem_access(int(w), np.unique(rows), col0, cmax, store=not load)
+            cta_row = 128 * (int(w) * 32 // st.threads)  # the hazard map's rows of this CTA
+            hz.tmem_access(int(w), np.unique(rows) + cta_row, col0, cmax, store=not load)
         threads = np.arange(32) + 32 * w
         for r, reg in enumerate(regs):
             if load:

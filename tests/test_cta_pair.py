@@ -1,0 +1,296 @@
+"""CTA pairs on sm_100 (docs/pipelines.md section 18) and the simulator's clusters.
+
+A GEMM whose ``num_ctas=2`` hint asks for clusters of two runs on a CTA pair: each CTA stages
+128 rows of A and half of B's columns, the even CTA's thread issues
+``tcgen05.mma.cta_group::2`` (M 256) for both, the commits arrive on both CTAs' barriers and
+each CTA stores its own rows. ptxsim runs a cluster's CTAs side by side (``.reqnctapercluster``,
+``.blocksareclusters``, ``mapa``, ``barrier.cluster``, ``cta_group::2``); tileiras's own
+2-CTA kernels run in it exactly, which is what the simulator's model of the pair is checked
+against."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilegen.runtime import driver, floats
+from tilegen.runtime.options import CompileOptions
+from tilegen.runtime.ptx.launch import run_ptx
+from tilegen.runtime.ptx.sim.cta import PtxSimError
+from tilegen.runtime.ptxas import find_ptxas
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+#: kernel -> (A/B element, C element, TM, TN, TK) of tests/cutile_kernels_async.pair_kernels
+SHAPES = {
+    "pair_f16": ("f16", "f32", 256, 128, 64),
+    "pair_bf16": ("bf16", "f32", 256, 128, 64),
+    "pair_e4m3": ("e4m3", "f16", 256, 128, 128),
+    "pair_i8": ("i8", "i32", 256, 128, 128),
+    "pair_f16_n64": ("f16", "f32", 256, 64, 64),
+    "pair_f16_half": ("f16", "f16", 256, 128, 64),
+    "pair_f16_m128": ("f16", "f32", 128, 128, 64),
+}
+
+
+@pytest.fixture(scope="module")
+def pair_kernels(tmp_path_factory):
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import cutile_kernels_async as cka
+
+    out = tmp_path_factory.mktemp("pair")
+    return {k: Path(v) for k, v in cka.export_pair_bytecode(str(out)).items()}
+
+
+def _problem(name: str, seed: int = 0):
+    """(args, reference C, grid in tile blocks) for 2 x 2 tile blocks and 3 K steps."""
+    ab, c, tm, tn, tk = SHAPES[name]
+    rng = np.random.default_rng(seed)
+    m, n, k = 2 * tm, 2 * tn, 3 * tk
+    av = rng.integers(-3, 4, (m, k)).astype(np.float64)
+    bv = rng.integers(-3, 4, (k, n)).astype(np.float64)
+    if ab == "e4m3":
+        a, b = floats.encode(av, "f8E4M3FN"), floats.encode(bv, "f8E4M3FN")
+    elif ab == "bf16":
+        a, b = floats.encode(av, "bf16"), floats.encode(bv, "bf16")
+    else:
+        dt = {"f16": np.float16, "i8": np.int8}[ab]
+        a, b = av.astype(dt), bv.astype(dt)
+    cdt = {"f32": np.float32, "f16": np.float16, "i32": np.int32}[c]
+    ref = av @ bv * (0.5 if name.endswith("_half") else 1.0)
+    return [a, b, np.zeros((m, n), cdt)], ref, (m // tm, n // tn, 1)
+
+
+def _compile(path: Path, target: str = "sm_100a", **kw):
+    return driver.compile_source(path, CompileOptions(target=target, **kw), until="ptx")
+
+
+def _check(ptx: str, name: str, strict: bool = False) -> None:
+    args, ref, grid = _problem(name)
+    out = run_ptx(ptx, args, grid, strict_async=strict)[2]
+    np.testing.assert_array_equal(out.astype(np.float64), ref)
+
+
+def test_pair_gemm_matches_numpy_in_strict_ptxsim(pair_kernels):
+    c = _compile(pair_kernels["pair_f16"])
+    d = c.async_plan[0]
+    assert d.taken and d.cta_pair and d.tma_store, d.line()
+    assert "a CTA pair (tcgen05.mma.cta_group::2" in d.line()
+    ptx = c.ptx
+    assert ".reqnctapercluster 2, 1, 1" in ptx and ".blocksareclusters" in ptx
+    assert "%clusterid.x" in ptx and "%ctaid" not in ptx  # a tile block is a cluster
+    assert "tcgen05.alloc.cta_group::2" in ptx and "tcgen05.dealloc.cta_group::2" in ptx
+    assert re.search(r"tcgen05\.mma\.cta_group::2\.kind::f16 ", ptx)
+    assert "tcgen05.mma.cta_group::1" not in ptx
+    # the MMAs' commits reach both CTAs' empty and done barriers
+    assert ptx.count(".multicast::cluster.b64") == 2
+    # both CTAs' copies complete on the even CTA's full barrier
+    assert ptx.count("mbarrier::complete_tx::bytes.cta_group::2") == 2
+    assert "mapa.shared::cluster.u32" in ptx and "barrier.cluster.wait" in ptx
+    _check(ptx, "pair_f16", strict=True)
+
+
+@pytest.mark.parametrize(
+    "name", ["pair_bf16", "pair_e4m3", "pair_i8", "pair_f16_n64", "pair_f16_half"]
+)
+def test_pair_gemm_forms_match_numpy(pair_kernels, name):
+    """bf16, fp8 (f16 out), i8 (s32 accumulator), N 64 and an epilogue of its own."""
+    c = _compile(pair_kernels[name])
+    assert c.async_plan[0].cta_pair, c.async_plan[0].line()
+    _check(c.ptx, name)
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed (the nvcc wheel)")
+def test_pair_gemm_sass(pair_kernels, tmp_path):
+    """ptxas: no spills; SASS has the pair's instructions (tileiras's 2-CTA GEMM has the same
+    kinds: UTCHMMA.2CTA, UTMALDG.2D.2CTA, UTCBAR.2CTA.MULTICAST, UCGABAR)."""
+    c = _compile(pair_kernels["pair_f16"])
+    ptxas = Path(find_ptxas())
+    src, cubin = tmp_path / "k.ptx", tmp_path / "k.cubin"
+    src.write_text(c.ptx)
+    p = subprocess.run(
+        [str(ptxas), "-v", "-arch=sm_100a", str(src), "-o", str(cubin)],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "0 bytes spill stores, 0 bytes spill loads" in p.stderr, p.stderr
+    cuobjdump = ptxas.with_name("cuobjdump")
+    if not cuobjdump.exists():
+        pytest.skip("cuobjdump is not installed (nvidia-cuda-cuobjdump)")
+    sass = subprocess.run(
+        [str(cuobjdump), "-sass", str(cubin)], capture_output=True, text=True
+    ).stdout
+    for mnemonic in ("UTCHMMA.2CTA", "UTMALDG.2D.2CTA", "UTCBAR.2CTA.MULTICAST", "UCGABAR_WAIT"):
+        assert mnemonic in sass, mnemonic
+    elf = subprocess.run(
+        [str(cuobjdump), "-elf", str(cubin)], capture_output=True, text=True
+    ).stdout
+    assert "EIATTR_BLOCKS_ARE_CLUSTERS" in elf and "EIATTR_CTA_PER_CLUSTER" in elf
+
+
+def test_when_there_is_no_pair(pair_kernels):
+    # a 128-row tile: one CTA per tile block (tileiras pairs it with M 128: not here)
+    c = _compile(pair_kernels["pair_f16_m128"])
+    d = c.async_plan[0]
+    assert d.taken and not d.cta_pair
+    assert ".blocksareclusters" not in c.ptx and "cta_group::2" not in c.ptx
+    _check(c.ptx, "pair_f16_m128")
+    # a second store would run in both CTAs
+    d = driver.compile_source(
+        pair_kernels["pair_f16_flag"], CompileOptions(target="sm_100a"), until="async"
+    ).async_plan[0]
+    assert not d.taken and "a CTA pair: the pair keeps each CTA's rows" in d.reason
+    # the option
+    d = driver.compile_source(
+        pair_kernels["pair_f16"], CompileOptions(target="sm_100a", cta_pair=False), until="async"
+    ).async_plan[0]
+    assert not d.cta_pair and "(a CTA pair: cta_pair is off (--no-cta-pair))" in d.reason
+    # sm_90: the hint does not make a pair (no cluster directives either)
+    c = driver.compile_source(
+        pair_kernels["pair_f16"], CompileOptions(target="sm_90a"), until="async"
+    )
+    assert not c.async_plan[0].cta_pair
+
+
+def test_planted_pair_bugs_are_caught(pair_kernels):
+    """The strict simulator on the pair's PTX with one thing wrong each."""
+    ptx = _compile(pair_kernels["pair_f16"]).ptx
+    args, _, grid = _problem("pair_f16")
+    both = re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], (\d+);", ptx)
+    # the even CTA expects one CTA's bytes: the other's copy delivers more than expected
+    half = ptx.replace(
+        both.group(0), both.group(0).replace(both.group(1), str(int(both.group(1)) // 2))
+    )
+    with pytest.raises(PtxSimError, match="deliver more bytes than expected"):
+        run_ptx(half, [a.copy() for a in args], grid, strict_async=True)
+    # the copies without .cta_group::2 cannot signal the even CTA's barrier
+    plain = ptx.replace("mbarrier::complete_tx::bytes.cta_group::2", "mbarrier::complete_tx::bytes")
+    with pytest.raises(PtxSimError, match="in another CTA than its destination"):
+        run_ptx(plain, [a.copy() for a in args], grid, strict_async=True, assemble=False)
+    # the MMAs' done commit only to the issuing CTA: the other never reads its rows
+    k = ptx.rindex(".multicast::cluster.b64")
+    start = ptx.rindex("tcgen05.commit", 0, k)
+    end = ptx.index(";", k)
+    line = ptx[start:end]
+    one = line.replace(".multicast::cluster", "").rsplit(",", 1)[0]
+    lone = ptx[:start] + one + ptx[end:]
+    with pytest.raises(PtxSimError, match="deadlock"):
+        run_ptx(lone, [a.copy() for a in args], grid, strict_async=True)
+
+
+# ------------------------------------------------------------------------- the simulator
+
+_CLUSTER_PTX = r"""
+.version 9.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 out)
+.reqntid 64, 1, 1
+.reqnctapercluster 2, 1, 1
+.blocksareclusters
+{
+  .shared .align 4 .b32 slot[1];
+  .reg .b32 %r<16>;
+  .reg .b64 %rd<8>;
+  .reg .pred %p<2>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %cluster_ctarank;
+  mov.u32 %r3, %clusterid.x;
+  mov.u32 %r4, %ctaid.x;
+  mov.u32 %r5, %nclusterid.x;
+  setp.eq.u32 %p1, %r1, 0;
+  mad.lo.u32 %r6, %r3, 100, %r2;
+  @%p1 st.shared.u32 [slot], %r6;
+  barrier.cluster.arrive.release.aligned;
+  barrier.cluster.wait.acquire.aligned;
+  xor.b32 %r7, %r2, 1;
+  mov.u32 %r8, slot;
+  mapa.shared::cluster.u32 %r9, %r8, %r7;
+  ld.shared::cluster.u32 %r10, [%r9];
+  mul.lo.u32 %r11, %r4, 64;
+  add.u32 %r11, %r11, %r1;
+  mul.wide.u32 %rd2, %r11, 16;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.v4.u32 [%rd3], {%r3, %r4, %r10, %r5};
+  barrier.cluster.arrive.release.aligned;
+  barrier.cluster.wait.acquire.aligned;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_cluster_registers_distributed_shared_memory_and_barriers(strict):
+    """Three clusters of two CTAs (``.blocksareclusters``: the grid counts clusters): each CTA
+    reads its peer's shared variable through ``mapa`` after the cluster barrier."""
+    out = run_ptx(_CLUSTER_PTX, [np.zeros((6 * 64, 4), np.uint32)], (3, 1, 1), strict_async=strict)
+    rows = out[0][::64]
+    for cta, (cluster, ctaid, peer, nclusters) in enumerate(rows):
+        assert (cluster, ctaid, nclusters) == (cta // 2, cta, 3)
+        assert peer == 100 * (cta // 2) + (cta % 2 ^ 1)  # the peer's rank and cluster
+
+
+def test_cluster_errors():
+    args = [np.zeros((6 * 64, 4), np.uint32)]
+    grid_in_ctas = _CLUSTER_PTX.replace(".blocksareclusters\n", "")
+    with pytest.raises(PtxSimError, match=r"grid \(3, 1, 1\) is not a multiple of its cluster"):
+        run_ptx(grid_in_ctas, args, (3, 1, 1))
+    bad = _CLUSTER_PTX.replace("xor.b32 %r7, %r2, 1;", "add.u32 %r7, %r2, 2;")
+    with pytest.raises(PtxSimError, match="rank 2 is outside the cluster of 2 CTAs"):
+        run_ptx(bad, args, (3, 1, 1))
+    # thread 0 waits without arriving
+    lone = _CLUSTER_PTX.replace(
+        "  barrier.cluster.arrive.release.aligned;\n  barrier.cluster.wait.acquire.aligned;\n  xor",
+        "  @!%p1 barrier.cluster.arrive.release.aligned;\n"
+        "  barrier.cluster.wait.acquire.aligned;\n  xor",
+        1,
+    )
+    with pytest.raises(PtxSimError, match="barrier.cluster.wait without a barrier.cluster.arrive"):
+        run_ptx(lone, args, (3, 1, 1), assemble=False)
+
+
+def test_tileiras_pair_kernels_run_exactly(pair_kernels, tmp_path):
+    """tileiras's own sm_100 kernels for the 2-CTA hint (M 256 pairs, and M 128 pairs: 64 rows
+    per CTA, the accumulator's second column half in TMEM lanes 64..127) match NumPy exactly in
+    strict ptxsim: the simulator's pair model is the hardware's as tileiras uses it."""
+    import ptx_corpus
+
+    wb = ptx_corpus.wheel_bin()
+    if wb is None or not (wb / "tileiras").exists():
+        pytest.skip("tileiras is not installed (nvidia-cuda-tileiras)")
+    from tilegen.runtime.ptx.nv_host import tensor_maps
+
+    tileiras = ptx_corpus._toolchain(tmp_path, wb)
+    for name in ("pair_f16", "pair_f16_m128"):
+        stem = tmp_path / name
+        env = {"TILEGEN_CAPTURE": str(stem), "TILEGEN_REAL_PTXAS": str(wb / "ptxas")}
+        import os
+
+        r = subprocess.run(
+            [
+                str(tileiras),
+                "--gpu-name=sm_100",
+                "-o",
+                str(tmp_path / f"{name}.cubin"),
+                str(pair_kernels[name]),
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, **env),
+        )
+        assert r.returncode == 0, r.stderr
+        ptx = Path(f"{stem}.ptx").read_text()
+        assert "tcgen05.mma.cta_group::2" in ptx and ".blocksareclusters" in ptx
+        maps = tensor_maps(Path(f"{stem}.host.o"), ptx, [2, 2, 2])
+        args, ref, grid = _problem(name)
+        out = run_ptx(ptx, args, grid, tensor_maps=maps, strict_async=True)[2]
+        np.testing.assert_array_equal(out.astype(np.float64), ref)
