@@ -28,6 +28,8 @@ VARIANTS = {
         "num_warps=8 num_stages=4": {"num_warps": 8, "num_stages": 4},
     },
     "gemm bf16 8192^3": {"num_warps=8": {"num_warps": 8}},
+    # the CTA pair beside the hint ignored (one CTA per 256-row tile: mma.sync, spills)
+    "gemm f16 8192^3 num_ctas=2 (256x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm e4m3 8192^3 (f16 out)": {"num_warps=8": {"num_warps": 8}},
     # the async path's general form (the default on sm_90 since docs/pipelines.md section 13:
     # K/V by TMA from a producer warp group; since section 16 with P V overlapping the next
@@ -77,7 +79,6 @@ def kernels() -> dict:
 
     zero = ct.PaddingMode.ZERO
 
-    @ct.kernel
     def gemm(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
         i, j = ct.bid(0), ct.bid(1)
         acc = ct.full((TM, TN), 0.0, ct.float32)
@@ -87,7 +88,9 @@ def kernels() -> dict:
             acc = ct.mma(a, b, acc)
         ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
 
-    out = {"gemm": gemm}
+    # gemm_pair: 256-row tiles on clusters of two CTAs (num_ctas=2: docs/pipelines.md sections
+    # 18-19; on sm_90 each CTA takes 128 rows and B is multicast to both)
+    out = {"gemm": ct.kernel(gemm), "gemm_pair": ct.kernel(gemm, num_ctas=2)}
     ak = async_kernels()
     for name in ("gemm_fp8_blockscaled", "attention_causal_fwd"):
         out[name] = ak[name].kernel
@@ -111,6 +114,19 @@ def cases() -> list[PerfCase]:
                     "matmul",
                 )
             )
+    for s in (4096, 8192):  # the CTA pair (num_ctas=2, 256 x 128 tiles)
+        out.append(
+            PerfCase(
+                f"gemm f16 {s}^3 num_ctas=2 (256x128 tiles)",
+                "gemm_pair",
+                [("A", (s, s), "f16"), ("B", (s, s), "f16"), ("C", (s, s), "f16")]
+                + [("TM", 256), ("TN", 128), ("TK", 64)],
+                (s // 256, s // 128, 1),
+                2 * s**3,
+                2e-2,
+                "matmul",
+            )
+        )
     tm, tn, tk = GEMM_TILES["e4m3"]
     for s in (4096, 8192):
         out.append(

@@ -10,6 +10,7 @@ against."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -49,11 +50,11 @@ def pair_kernels(tmp_path_factory):
     return {k: Path(v) for k, v in cka.export_pair_bytecode(str(out)).items()}
 
 
-def _problem(name: str, seed: int = 0):
-    """(args, reference C, grid in tile blocks) for 2 x 2 tile blocks and 3 K steps."""
+def _problem(name: str, seed: int = 0, k_steps: int = 3):
+    """(args, reference C, grid in tile blocks) for 2 x 2 tile blocks and ``k_steps`` K steps."""
     ab, c, tm, tn, tk = SHAPES[name]
     rng = np.random.default_rng(seed)
-    m, n, k = 2 * tm, 2 * tn, 3 * tk
+    m, n, k = 2 * tm, 2 * tn, k_steps * tk
     av = rng.integers(-3, 4, (m, k)).astype(np.float64)
     bv = rng.integers(-3, 4, (k, n)).astype(np.float64)
     if ab == "e4m3":
@@ -153,11 +154,16 @@ def test_when_there_is_no_pair(pair_kernels):
         pair_kernels["pair_f16"], CompileOptions(target="sm_100a", cta_pair=False), until="async"
     ).async_plan[0]
     assert not d.cta_pair and "(a CTA pair: cta_pair is off (--no-cta-pair))" in d.reason
-    # sm_90: the hint does not make a pair (no cluster directives either)
-    c = driver.compile_source(
-        pair_kernels["pair_f16"], CompileOptions(target="sm_90a"), until="async"
-    )
-    assert not c.async_plan[0].cta_pair
+    # sm_120 has no async path, so no pair; the sm_90 pair takes f16/bf16 only
+    for target, name, why in (
+        ("sm_120", "pair_f16", None),
+        ("sm_90a", "pair_e4m3", "the sm_90 pair takes f16/bf16 operands"),
+        ("sm_90a", "pair_f16_n64", None),
+    ):
+        c = driver.compile_source(pair_kernels[name], CompileOptions(target=target), until="ptx")
+        assert not c.async_plan[0].cta_pair and ".blocksareclusters" not in c.ptx
+        if why:
+            assert why in c.async_plan[0].reason
 
 
 def test_planted_pair_bugs_are_caught(pair_kernels):
@@ -184,6 +190,65 @@ def test_planted_pair_bugs_are_caught(pair_kernels):
     lone = ptx[:start] + one + ptx[end:]
     with pytest.raises(PtxSimError, match="deadlock"):
         run_ptx(lone, [a.copy() for a in args], grid, strict_async=True)
+
+
+# ------------------------------------------------------------------------- sm_90: multicast
+
+
+@pytest.mark.parametrize("name,strict", [("pair_f16", True), ("pair_bf16", False)])
+def test_sm90_pair_gemm_matches_numpy(pair_kernels, name, strict):
+    """sm_90 (section 19): each CTA's wgmmas on its 128 rows and the whole of B, whose two
+    128-byte column boxes the two CTAs copy one each by TMA multicast into both; a stage is
+    free once both CTAs' consumers arrived on both CTAs' empty barriers."""
+    c = _compile(pair_kernels[name], "sm_90a")
+    d = c.async_plan[0]
+    assert d.taken and d.cta_pair and "B multicast by TMA to both CTAs" in d.line(), d.line()
+    ptx = c.ptx
+    assert ".reqnctapercluster 2, 1, 1" in ptx and ".blocksareclusters" in ptx
+    assert ptx.count("mbarrier::complete_tx::bytes.multicast::cluster") == 2
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+    # the empty barriers count both CTAs' 128 consumer threads
+    assert re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]*\], (\d+);", ptx)[1] == "256"
+    assert "m64n128k16" in ptx and "tcgen05" not in ptx
+    _check(ptx, name, strict=strict)
+
+
+def test_sm90_pair_without_the_remote_release_deadlocks(pair_kernels):
+    """Each consumer thread releases the stage in both CTAs; with the release in the other
+    CTA planted out, a K loop longer than the ring can never refill a stage."""
+    ptx = _compile(pair_kernels["pair_f16"], "sm_90a").ptx
+    lone = re.sub(
+        r"\n\t@%p\d+ mbarrier\.arrive\.release\.cluster\.shared::cluster\.b64 _, \[%r\d+\];",
+        "",
+        ptx,
+    )
+    assert lone != ptx
+    args, _, grid = _problem("pair_f16", k_steps=10)
+    with pytest.raises(PtxSimError, match="deadlock: mbarrier waits can never complete"):
+        run_ptx(lone, args, grid, strict_async=True)
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed (the nvcc wheel)")
+def test_sm90_pair_sass(pair_kernels, tmp_path):
+    c = _compile(pair_kernels["pair_f16"], "sm_90a")
+    ptxas = Path(find_ptxas())
+    src, cubin = tmp_path / "k.ptx", tmp_path / "k.cubin"
+    src.write_text(c.ptx)
+    p = subprocess.run(
+        [str(ptxas), "-v", "-arch=sm_90a", str(src), "-o", str(cubin)],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0 and "0 bytes spill stores" in p.stderr, p.stderr
+    assert "wgmma" not in p.stderr  # no serialization warning
+    cuobjdump = ptxas.with_name("cuobjdump")
+    if not cuobjdump.exists():
+        pytest.skip("cuobjdump is not installed (nvidia-cuda-cuobjdump)")
+    sass = subprocess.run(
+        [str(cuobjdump), "-sass", str(cubin)], capture_output=True, text=True
+    ).stdout
+    for mnemonic in ("UTMALDG.2D.MULTICAST", "HGMMA.64x128x16", "UCGABAR_WAIT", "UTMASTG"):
+        assert mnemonic in sass, mnemonic
 
 
 # ------------------------------------------------------------------------- the simulator
@@ -259,9 +324,10 @@ def test_cluster_errors():
 
 
 def test_tileiras_pair_kernels_run_exactly(pair_kernels, tmp_path):
-    """tileiras's own sm_100 kernels for the 2-CTA hint (M 256 pairs, and M 128 pairs: 64 rows
-    per CTA, the accumulator's second column half in TMEM lanes 64..127) match NumPy exactly in
-    strict ptxsim: the simulator's pair model is the hardware's as tileiras uses it."""
+    """tileiras's own kernels for the 2-CTA hint - sm_100 M 256 pairs, M 128 pairs (64 rows per
+    CTA, the accumulator's second column half in TMEM lanes 64..127) and sm_90's B multicast -
+    match NumPy exactly in strict ptxsim: the simulator's model of clusters is the hardware's as
+    tileiras uses it."""
     import ptx_corpus
 
     wb = ptx_corpus.wheel_bin()
@@ -270,17 +336,19 @@ def test_tileiras_pair_kernels_run_exactly(pair_kernels, tmp_path):
     from tilegen.runtime.ptx.nv_host import tensor_maps
 
     tileiras = ptx_corpus._toolchain(tmp_path, wb)
-    for name in ("pair_f16", "pair_f16_m128"):
-        stem = tmp_path / name
+    for name, arch, marker in (
+        ("pair_f16", "sm_100", "tcgen05.mma.cta_group::2"),
+        ("pair_f16_m128", "sm_100", "tcgen05.mma.cta_group::2"),
+        ("pair_f16", "sm_90", "bytes.multicast::cluster"),
+    ):
+        stem = tmp_path / f"{name}.{arch}"
         env = {"TILEGEN_CAPTURE": str(stem), "TILEGEN_REAL_PTXAS": str(wb / "ptxas")}
-        import os
-
         r = subprocess.run(
             [
                 str(tileiras),
-                "--gpu-name=sm_100",
+                f"--gpu-name={arch}",
                 "-o",
-                str(tmp_path / f"{name}.cubin"),
+                str(tmp_path / f"{name}.{arch}.cubin"),
                 str(pair_kernels[name]),
             ],
             capture_output=True,
@@ -289,7 +357,7 @@ def test_tileiras_pair_kernels_run_exactly(pair_kernels, tmp_path):
         )
         assert r.returncode == 0, r.stderr
         ptx = Path(f"{stem}.ptx").read_text()
-        assert "tcgen05.mma.cta_group::2" in ptx and ".blocksareclusters" in ptx
+        assert marker in ptx and ".blocksareclusters" in ptx
         maps = tensor_maps(Path(f"{stem}.host.o"), ptx, [2, 2, 2])
         args, ref, grid = _problem(name)
         out = run_ptx(ptx, args, grid, tensor_maps=maps, strict_async=True)[2]

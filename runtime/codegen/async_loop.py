@@ -80,6 +80,8 @@ class _Operand:
         self.tile = tuple(tile or load.results[0].type.shape)
         #: a CTA pair: (coordinate index, innermost first; elements per rank) of this CTA's part
         self.pair: tuple | None = None
+        #: an sm_90 pair's B: CTA r copies column boxes r, r + 2, ... and multicasts them
+        self.multicast = False
         self.elem = elem_key(load.results[0].type)
         self.esz = _ESZ[self.elem]
         self.boxes = tma.column_boxes(self.tile, self.esz)
@@ -135,12 +137,18 @@ def async_for(em: Emitter, op, stages: int) -> None:
     if la is None or lb_ is None:
         fail(op, "PTX backend: the async K loop's dot operands are not tiled_loads")
     # a CTA pair (section 18): each CTA stages half of A's rows and half of B's columns
+    # (sm_100: half of B's columns; sm_90: all of B, half of it copied here and multicast)
     pair = ASYNC_PAIR_ATTR in op.attributes
+    split_b = pair and em.sm >= 100
     ta, tb = tuple(la.results[0].type.shape), tuple(lb_.results[0].type.shape)
     a = _Operand(la, 0, tile=(ta[0] // 2, ta[1]) if pair else None)
-    b = _Operand(lb_, _align(a.bytes, _ALIGN), tile=(tb[0], tb[1] // 2) if pair else None)
+    b = _Operand(lb_, _align(a.bytes, _ALIGN), tile=(tb[0], tb[1] // 2) if split_b else None)
     if pair:
-        a.pair, b.pair = (1, a.tile[0]), (0, b.tile[1])
+        a.pair = (1, a.tile[0])
+        if split_b:
+            b.pair = (0, b.tile[1])
+        else:
+            b.multicast = True
     M, K = a.tile
     N = tb[1]
     W = em.num_warps
@@ -205,6 +213,17 @@ def async_for(em: Emitter, op, stages: int) -> None:
         res = _tcgen05_consumer(em, op, locals())
         em.set(op.results[0], res)
         return
+    peer = None
+    if pair:  # sm_90: a stage is free once both CTAs' consumers are done with its B
+        peer = em.new("b32")
+        em.ins(f"xor.b32 {peer}, {cta_pair.rank(em)}, 1")
+
+    def release(addr: str, pred: str) -> None:
+        if peer is None:
+            em.ins(f"@{pred} mbarrier.arrive.shared::cta.b64 _, [{addr}]")
+        else:
+            cta_pair.release_both(em, addr, pred, peer)
+
     acc = _to_fragment(em, op, op.operands[3].type, init, M, N, acc_int)
     cls = "b32" if acc_int else "f32"
     part = [em.new(cls) for _ in acc] if scaled else None  # the stage's partial product
@@ -290,7 +309,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         async_scaled.scaled_update(em, body, chain, dot, part, acc, order)
     else:
         em.ins("wgmma.wait_group.sync.aligned 1")  # the previous stage's wgmmas are done: free it
-        em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
+        release(bar(1, prev), have_prev)
         em.ins(f"mov.b32 {prev}, {ring.stage}")
         em.ins(f"setp.eq.u32 {have_prev}, 0, 0")
     if bt is not None:
@@ -304,7 +323,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.label(end)
     if not scaled:
         em.ins("wgmma.wait_group.sync.aligned 0")  # the last stage's wgmmas
-        em.ins(f"@{have_prev} mbarrier.arrive.shared::cta.b64 _, [{bar(1, prev)}]")
+        release(bar(1, prev), have_prev)
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
     # (after the epilogue's TMA store instead, when there is one)
     if store is None:
@@ -488,6 +507,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     # a stage is empty once every consumer thread arrived (wgmma), or once the MMAs' commit
     # arrived (tcgen05) - and, for staged side vectors on sm_100a, every consumer thread read them
     empty_count = (1 + (nthreads if sides else 0)) if tc else nthreads
+    if pair and not tc:  # sm_90: both CTAs' consumers read each stage's B halves
+        empty_count *= 2
     # ---- thread 0: barriers, tensor maps (claimed per-SM slot); then every thread syncs
     t0 = em.new("pred")
     em.ins(f"setp.eq.u32 {t0}, {tid}, 0")
@@ -559,10 +580,14 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         tma.acquire_tensormap(em, g)
         tma.prefetch_tensormap(em, g)
     shifts, lead = {}, None
+    cast = None
     if pair:  # this CTA's rows of A and columns of B; the even CTA's barriers
         rk = cta_pair.rank(em)
         lead = cta_pair.is_leader(em, rk)
         shifts = cta_pair.offsets(em, staged, rk)
+        if not tc:
+            cast = em.new("b16")
+            em.ins(f"mov.b16 {cast}, {cta_pair.PAIR_MASK}")
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
@@ -579,7 +604,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     em.ins(f"xor.b32 {lap}, {ring.phase}, 1")
     mbarrier_wait(em, bar(1, ring.stage), lap)
     full = bar(0, ring.stage)
-    if pair:  # the even CTA expects both CTAs' copies on its full barrier
+    if pair and tc:  # the even CTA expects both CTAs' copies on its full barrier
         em.ins(
             f"@{lead} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{full}], "
             f"{2 * sum(x.bytes for x in staged)}"
@@ -601,7 +626,11 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
                 cc = em.new("b32")
                 em.ins(f"add.s32 {cc}, {col}, {c0}")
             coords = cta_pair.shifted(em, [cc] + outer, x, shifts)
-            tma.tma_load(em, dst, g, coords, full, pair)
+            if x.multicast:  # box i from CTA i % 2, to both
+                pred = f"{'' if i % 2 == 0 else '!'}{lead}"
+                tma.tma_load(em, dst, g, coords, full, multicast=cast, pred=pred)
+                continue
+            tma.tma_load(em, dst, g, coords, full, pair and tc)
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")

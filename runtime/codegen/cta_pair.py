@@ -1,5 +1,8 @@
-"""A CTA pair on sm_100 (docs/pipelines.md section 18): the GEMM form of the async path for a
-kernel whose ``num_cta_in_cga`` hint is 2 and whose tile has 256 rows.
+"""A CTA pair (docs/pipelines.md sections 18-19): the GEMM form of the async path for a
+kernel whose ``num_cta_in_cga`` hint is 2 and whose tile has 256 rows. On sm_90 (section 19)
+each CTA runs its own wgmmas on its 128 rows and the whole of B: CTA r copies B's column boxes
+r, r + 2, ... by TMA multicast into both CTAs, and a stage is free once both CTAs' consumers
+arrived on both CTAs' empty barriers. On sm_100, as follows.
 
 The kernel is launched with ``.reqnctapercluster 2`` and ``.blocksareclusters`` (the grid
 counts clusters, so cuTile's grid is unchanged and the tile block id is ``%clusterid``). Each
@@ -86,3 +89,12 @@ def offsets(em, staged: list, rank_reg: str) -> dict:
             em.ins(f"mul.lo.s32 {r}, {rank_reg}, {x.pair[1]}")
             out[id(x)] = r
     return out
+
+
+def release_both(em, addr: str, pred: str, peer: str) -> None:
+    """sm_90: every consumer thread releases the stage at this CTA's offset ``addr`` in both
+    CTAs (the other CTA's multicast writes this CTA's stage too)."""
+    em.ins(f"@{pred} mbarrier.arrive.release.cluster.shared::cta.b64 _, [{addr}]")
+    r = em.new("b32")
+    em.ins(f"mapa.shared::cluster.u32 {r}, {addr}, {peer}")
+    em.ins(f"@{pred} mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{r}]")

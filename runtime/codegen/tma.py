@@ -116,18 +116,29 @@ def column_boxes(tile: Sequence[int], elem_bytes: int) -> list[tuple[int, TmaBox
 
 
 def tma_load(
-    em, dst: Operand, tmap: Operand, coords: Sequence[Operand], mbar: Operand, pair: bool = False
+    em,
+    dst: Operand,
+    tmap: Operand,
+    coords: Sequence[Operand],
+    mbar: Operand,
+    pair: bool = False,
+    multicast: Operand | None = None,
+    pred: str | None = None,
 ) -> None:
     """``dst`` (shared address), ``tmap`` (generic address of the map: a param or global
     slot), ``coords`` innermost first (s32), ``mbar`` (shared address of the full barrier;
-    with ``pair``, a shared::cluster address in either CTA of the pair: ``.cta_group::2``)."""
+    with ``pair``, a shared::cluster address in either CTA of the pair: ``.cta_group::2``).
+    ``multicast``: a b16 CTA mask, the box lands at ``dst``'s offset in each of those CTAs and
+    completes on the barrier at ``mbar``'s offset there; ``pred`` guards the copy."""
     em.need_isa("8.6" if pair else "8.0")
     rank = len(coords)
     cs = ", ".join(str(c) for c in coords)
-    group = ".cta_group::2" if pair else ""
+    mods = ".cta_group::2" if pair else ".multicast::cluster" if multicast else ""
+    tail = f", {multicast}" if multicast else ""
+    guard = f"@{pred} " if pred else ""
     em.ins(
-        f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-        f"{group} [{dst}], [{tmap}, {{{cs}}}], [{mbar}]"
+        f"{guard}cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx"
+        f"::bytes{mods} [{dst}], [{tmap}, {{{cs}}}], [{mbar}]{tail}"
     )
 
 

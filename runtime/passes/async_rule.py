@@ -154,7 +154,15 @@ class AsyncDecision:
             if self.overlap:
                 head += "; the last dot overlaps the next iteration's first"
             if self.cta_pair:
-                head += "; a CTA pair (tcgen05.mma.cta_group::2, 128 rows per CTA)"
+                head += (
+                    "; a CTA pair ("
+                    + (
+                        "tcgen05.mma.cta_group::2"
+                        if self.mma == "tcgen05"
+                        else "B multicast by TMA to both CTAs"
+                    )
+                    + ", 128 rows per CTA)"
+                )
         if self.taken:
             head += (
                 "; TMA store" if self.tma_store else f"; st.global epilogue ({self.store_reason})"
@@ -205,6 +213,8 @@ def _shape_reason(
     if mma == "wgmma":
         from tilegen.runtime.layouts.decisions import mma_family
 
+        if pair:  # the consumers' own m64 wgmmas on 128 rows (async_loop.async_for)
+            return None if M % 64 == 0 and N % 8 == 0 and K % tk == 0 else "no wgmma shape"
         if mma_family(dot) != "wgmma":
             return (
                 f"the layout stage did not lay this {M}x{N}x{K} dot out for wgmma "
@@ -370,13 +380,13 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     if dot is None:
         return _general_decision(func, loop, options, name, target, mma)
     warps = klp._consumer_warps(func)
-    pair = False
-    if cta_pair_wanted(func) and mma == "tcgen05":
+    pair, wanted = False, cta_pair_wanted(func)
+    if wanted:
         pair_why = _pair_reason(func, loop, dot, options)
         pair = pair_why is None
     why = _shape_reason(dot, sm, mma, warps, pair)
     if why is not None:
-        if cta_pair_wanted(func) and mma == "tcgen05":
+        if wanted:
             why += f" (a CTA pair: {pair_why})"
         return no(why)
     plan = klp.plan_loop(loop, func, sm, options.num_stages or 0)
@@ -391,8 +401,8 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         _BYTES.get(_elem_key(s.load.results[0].type), 4) * prod(s.load.results[0].type.shape)
         for s in plan.loads
     )
-    if pair:
-        stage_bytes //= 2  # one CTA's half of A's rows and of B's columns
+    if pair:  # one CTA's half of A's rows; of B's columns on sm_100 (sm_90: B whole)
+        stage_bytes = pair_stage_bytes(dot, sm)
     kw = dict(
         mma=mma,
         cta_pair=pair,
@@ -536,7 +546,7 @@ def _lowering(
     esz = _BYTES[_elem_key(a)]
     stage = stage_bytes_of(dot, tuple(staged_sides(loop, dot)))
     if pair:
-        M, stage = M // 2, stage // 2
+        M, stage = M // 2, pair_stage_bytes(dot, sm)
     from tilegen.runtime.targets import shared_optin
 
     # sm_90 tf32 / 8-bit: three K-major B^T buffers the consumers transpose each stage's B into
@@ -574,7 +584,7 @@ def _lowering(
             f"{M // (16 * warps) * N // 2} accumulator registers per thread (at most 128)",
             stages,
         )
-    nb = N // 2 if pair else N  # B's columns in a stage
+    nb = N // 2 if pair and sm >= 100 else N  # B's columns in a stage
     if N > 256 or (nb * esz > 128 and nb * esz % 128):
         return f"the emitter takes N up to 256 in whole 128-byte column boxes, not {N}", stages
     if K * esz not in (32, 64) and K * esz % 128:
@@ -613,6 +623,15 @@ def _lowering(
 _WRITES = ("store", "atomic", "scatter", "print", "assert")
 
 
+def pair_stage_bytes(dot: Operation, sm: int) -> int:
+    """One CTA's stage on a pair: 128 rows of A, and half of B (sm_100) or all of it (sm_90,
+    where the halves the two CTAs copy are multicast to both)."""
+    a, b = dot.operands[0].type, dot.operands[1].type
+    esz = _BYTES[_elem_key(a)]
+    (M, K), N = a.shape, b.shape[1]
+    return (M // 2 * K + K * (N // 2 if sm >= 100 else N)) * esz
+
+
 def cta_pair_wanted(func: Operation) -> bool:
     """Whether the kernel's hints ask for clusters of two CTAs (``num_cta_in_cga = 2``)."""
     from tilegen.runtime.layouts.kernel import kernel_spec_int
@@ -621,14 +640,16 @@ def cta_pair_wanted(func: Operation) -> bool:
 
 
 def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> Optional[str]:
-    """None when the GEMM form runs on a CTA pair (docs/pipelines.md section 18), else why
-    not. The pair: the even CTA's thread issues ``tcgen05.mma.cta_group::2`` with M 256, each
-    CTA holding 128 rows of A and of the accumulator and half of B's columns; so the M x N
-    tile must be 256 rows, its accumulator must stay in registers up to a TMA store
-    (:func:`_registers_only`: each CTA stores its own rows), and nothing else in the kernel may
-    write memory (both CTAs run it)."""
-    if options.target.sm < 100:
-        return f"sm_{options.target.sm} has no CTA-pair MMA (tcgen05.mma.cta_group::2 is sm_100's)"
+    """None when the GEMM form runs on a CTA pair (docs/pipelines.md sections 18-19), else why
+    not. Each CTA holds 128 rows of A and of the accumulator. On sm_100 the even CTA's thread
+    issues ``tcgen05.mma.cta_group::2`` (M 256) and each CTA stages half of B's columns; on
+    sm_90 each CTA runs its own wgmmas on the whole of B, which the two CTAs copy half each
+    and multicast to both. So the M x N tile must be 256 rows, its accumulator must stay in
+    registers up to a TMA store (:func:`_registers_only`: each CTA stores its own rows), and
+    nothing else in the kernel may write memory (both CTAs run it)."""
+    sm = options.target.sm
+    if sm not in (90, 100):
+        return f"sm_{sm} has no CTA pairs here (sm_90: TMA multicast, sm_100: cta_group::2)"
     if not options.cta_pair:
         return "cta_pair is off (--no-cta-pair)"
     a, b = dot.operands[0].type, dot.operands[1].type
@@ -637,14 +658,26 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
     M, N = a.shape[0], b.shape[1]
     if M != 256:
         return f"the pair takes 256-row tiles (128 rows per CTA), not {M}"
-    if N % 64 or not 64 <= N <= 128:
+    ab = _elem_key(a)
+    if sm == 90:
+        esz = _BYTES[ab]
+        if ab not in ("f16", "bf16"):
+            return f"the sm_90 pair takes f16/bf16 operands (wgmma reads {ab} B K-major only)"
+        if N * esz % 256 or N > 128:
+            return (
+                f"the sm_90 pair multicasts B in two 128-byte column halves and holds N / 2 "
+                f"accumulators a thread: N 128, not {N}"
+            )
+    elif N % 64 or not 64 <= N <= 128:
         return (
             f"the pair takes N 64 or 128 (a thread holds a row of N accumulators; B's halves "
             f"a multiple of 32 columns), not {N}"
         )
     if not isinstance(dot.operands[2], BlockArgument):
         return "the pair takes the plain GEMM form (the dot accumulates into the loop's value)"
-    if not _registers_only(func, loop, options.target.sm, 128):
+    if any(_converted_operand(v) for v in dot.operands[:2]):
+        return "the pair's operands reach the dot as staged (no f32 -> tf32 rounding)"
+    if not _registers_only(func, loop, sm, 128):
         return (
             "the pair keeps each CTA's rows in registers up to the kernel's TMA store: a "
             "uniform initial value and elementwise ops from the loop to one tiled_store"
@@ -654,6 +687,10 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
         if op is not store and any(w in op.name.split(".")[-1] for w in _WRITES):
             return f"'{op.name}' would run in both CTAs of the pair"
     return None
+
+
+def _converted_operand(v) -> bool:
+    return isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp"
 
 
 def _registers_only(func: Operation, loop: Operation, sm: int, M: int) -> bool:

@@ -428,8 +428,8 @@ def do_bulk(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
             eng.bulk_groups[int(lane)] = [groups[0]] + committed[len(done) :]
         eng.pending = [op for op in eng.pending if not op.done]
         return
-    if "multicast::cluster" in parts:
-        raise _err(f"{ins.opcode}: multicast needs a cluster; the simulator runs one CTA each")
+    if "multicast::cluster" in parts and "tensor" not in parts:
+        raise _err(f"{ins.opcode}: multicast bulk copies (not tensor) are not simulated")
     if "im2col" in parts or any(p.startswith("im2col") for p in parts):
         raise _err(f"{ins.opcode}: im2col tensor copies are not simulated")
     tensor = "tensor" in parts
@@ -445,12 +445,23 @@ def do_bulk(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
 
 
 def _tma_load(st, ins, mask, line, swizzle) -> None:
+    """A tensor copy into shared memory; ``.multicast::cluster`` copies the box to the same
+    offset in every CTA of its 16-bit CTA mask, each completing on its own barrier at the
+    barrier's offset."""
     eng = st.engine
     dst, src, mbar = ins.operands[:3]
     maps, coords = _tensor_operand(st, src, mask)
     lanes = np.nonzero(mask)[0]
     dsts, bars = shared_addrs(st, dst, mask), shared_addrs(st, mbar, mask)
+    cmask = st.read(ins.operands[3], "u16") if "multicast::cluster" in ins.parts else None
     for k, (lane, d, m, b) in enumerate(zip(lanes, dsts, maps, bars)):
+        deltas = [0]
+        if cmask is not None:
+            bits, own = int(cmask[lane]), int(st.rank[lane])
+            if not bits or bits >> st.csize:
+                raise _err(f"multicast CTA mask 0x{bits:x} for a cluster of {st.csize} CTAs")
+            step = int(st.shared_stride)
+            deltas = [(r - own) * step for r in range(st.csize) if bits >> r & 1]
         tmap = _tmap(st, m)
         if not tmap.box and "1d" in ins.parts and not eng.strict:
             _tma_load_1d_unboxed(st, ins, int(lane), int(d), tmap, int(coords[0][lane]), b, line)
@@ -469,19 +480,22 @@ def _tma_load(st, ins, mask, line, swizzle) -> None:
         n = gaddr.size
         saddr = swizzle(int(d) + np.arange(n) * es, tmap.swizzle, tmap.swizzle_atom)
 
-        def land(gaddr=gaddr, ok=ok, saddr=saddr, es=es, tmap=tmap) -> None:
-            data = np.zeros(gaddr.size, np.uint64)
-            if ok.any():
-                data[ok] = st.heap.load(gaddr[ok], es)
-            if tmap.oob_nan and not ok.all():
-                data[~ok] = {2: 0x7FFF, 4: 0x7FFFFFFF, 8: 0x7FFFFFFFFFFFFFFF}.get(es, 0)
-            st.shared.raw_store(saddr, es, data)
+        for delta in deltas:
 
-        eng.barrier(b)  # must exist at issue
-        span = (int(d), int(d) + n * es)
-        eng.issue(
-            AsyncOp("cp.async.bulk.tensor", line, int(lane), land, int(b), tx=n * es, writes=[span])
-        )
+            def land(gaddr=gaddr, ok=ok, saddr=saddr + delta, es=es, tmap=tmap) -> None:
+                data = np.zeros(gaddr.size, np.uint64)
+                if ok.any():
+                    data[ok] = st.heap.load(gaddr[ok], es)
+                if tmap.oob_nan and not ok.all():
+                    data[~ok] = {2: 0x7FFF, 4: 0x7FFFFFFF, 8: 0x7FFFFFFFFFFFFFFF}.get(es, 0)
+                st.shared.raw_store(saddr, es, data)
+
+            bd = int(b) + delta
+            eng.barrier(bd)  # must exist at issue
+            span = (int(d) + delta, int(d) + delta + n * es)
+            eng.issue(
+                AsyncOp("cp.async.bulk.tensor", line, int(lane), land, bd, tx=n * es, writes=[span])
+            )
 
 
 def _tma_load_1d_unboxed(st, ins, lane, d, tmap, c0, b, line) -> None:
