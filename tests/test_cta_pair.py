@@ -99,12 +99,20 @@ def test_pair_gemm_matches_numpy_in_strict_ptxsim(pair_kernels):
 
 
 @pytest.mark.parametrize(
-    "name", ["pair_bf16", "pair_e4m3", "pair_i8", "pair_f16_n64", "pair_f16_half"]
+    "name", ["pair_bf16", "pair_e4m3", "pair_i8", "pair_f16_n64", "pair_f16_half", "pair_f16_m128"]
 )
 def test_pair_gemm_forms_match_numpy(pair_kernels, name):
-    """bf16, fp8 (f16 out), i8 (s32 accumulator), N 64 and an epilogue of its own."""
+    """bf16, fp8 (f16 out), i8 (s32 accumulator), N 64, an epilogue of its own, and the M 128
+    pair (64 rows per CTA; thread t reads TMEM lane t: half of row t % 64)."""
     c = _compile(pair_kernels[name])
-    assert c.async_plan[0].cta_pair, c.async_plan[0].line()
+    d = c.async_plan[0]
+    assert d.cta_pair, d.line()
+    rows = SHAPES[name][2] // 2
+    assert f"{rows} rows per CTA" in d.line()
+    if rows == 64:  # the pair's M 128 in the instruction descriptor, N whole
+        from tilegen.runtime.codegen.tcgen05 import instruction_descriptor
+
+        assert f", {instruction_descriptor(128, 128)}, " in c.ptx
     _check(c.ptx, name)
 
 
@@ -138,12 +146,6 @@ def test_pair_gemm_sass(pair_kernels, tmp_path):
 
 
 def test_when_there_is_no_pair(pair_kernels):
-    # a 128-row tile: one CTA per tile block (tileiras pairs it with M 128: not here)
-    c = _compile(pair_kernels["pair_f16_m128"])
-    d = c.async_plan[0]
-    assert d.taken and not d.cta_pair
-    assert ".blocksareclusters" not in c.ptx and "cta_group::2" not in c.ptx
-    _check(c.ptx, "pair_f16_m128")
     # a second store would run in both CTAs
     d = driver.compile_source(
         pair_kernels["pair_f16_flag"], CompileOptions(target="sm_100a"), until="async"
@@ -195,7 +197,9 @@ def test_planted_pair_bugs_are_caught(pair_kernels):
 # ------------------------------------------------------------------------- sm_90: multicast
 
 
-@pytest.mark.parametrize("name,strict", [("pair_f16", True), ("pair_bf16", False)])
+@pytest.mark.parametrize(
+    "name,strict", [("pair_f16", True), ("pair_bf16", False), ("pair_f16_m128", True)]
+)
 def test_sm90_pair_gemm_matches_numpy(pair_kernels, name, strict):
     """sm_90 (section 19): each CTA's wgmmas on its 128 rows and the whole of B, whose two
     128-byte column boxes the two CTAs copy one each by TMA multicast into both; a stage is

@@ -718,12 +718,15 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     pair = v.get("pair", False)
     cls = "b32" if acc_int else "f32"
     init = v["init"]
-    chain = fragment_chain(op, v["store"]) if M == 128 else None
+    # a pair with M 64 per CTA: thread t holds half of row t % 64 (cta_pair.py)
+    half = pair and M == 64
+    chain = fragment_chain(op, v["store"]) if M == 128 or half else None
     rows = None  # thread t's row of the result, in registers (row-major order): see below
+    per = N // 2 if half else N
     if chain is not None and init and all(r == init[0] for r in init):
         # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
         # initial value now, the sum once the MMAs ran) and the store writes it by position
-        rows = [em.mov(cls, init[0]) for _ in range(N)]
+        rows = [em.mov(cls, init[0]) for _ in range(per)]
     elif pair:  # async_rule._pair_reason admits only the registers-only form
         fail(op, "PTX backend: a CTA pair's accumulator must reach a TMA store in registers")
     else:
@@ -794,16 +797,16 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     _, lane, warp = em.tid()
     row, lane_base = em.new("b32"), em.new("b32")
     # M 128: TMEM lane = row; M 64: rows 16 w .. in lanes 32 w .. 32 w + 15 of each quarter
-    em.ins(f"mad.lo.s32 {row}, {warp}, {32 if M == 128 else 16}, {lane}")
+    em.ins(f"mad.lo.s32 {row}, {warp}, {32 if M == 128 or half else 16}, {lane}")
     live = None
-    if M == 64:
+    if M == 64 and not half:
         live = em.new("pred")
         em.ins(f"setp.lt.u32 {live}, {lane}, 16")
     em.ins(f"shl.b32 {lane_base}, {warp}, 21")  # (32 w) << 16: the TMEM lane field
     em.ins(f"add.s32 {lane_base}, {lane_base}, {taddr}")
     rowaddr = None if rows is not None else em.smem_addr(em.lincomb(0, [(N, row)]), 4)
     add = "s32" if acc_int else "rn.f32"
-    for chunk in range(N // 32):
+    for chunk in range(per // 32):
         regs = [em.new("b32") for _ in range(32)]
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {lane_base}, {32 * chunk}")
@@ -834,7 +837,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"tcgen05.dealloc.{g}.sync.aligned.b32 {taddr}, {tcgen05.columns(N)}")
     em.label(skip3)
     if rows is not None:
-        em.fragment_order = dict.fromkeys(chain, ("rows", M, N, 1))
+        em.fragment_order = dict.fromkeys(chain, ("rows", M, N, 2 if half else 1))
         return rows
     return _scratch_to_layout(em, op, op.results[0].type, cls, M, N)
 
@@ -934,7 +937,7 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         if kind == "wgmma":
             th, offs = _fragment_elems(em, fm, fn)
         else:  # tcgen05, M 128: thread 32 (w % 4) + lane holds that row, columns in order
-            row, col, per = _row_thread(em, fn, fragment[3])  # (from column (w / 4) N / G)
+            row, col, per = _row_thread(em, fn, fragment[3], fm)  # (from column (w / 4) N / G)
             th = em.new("b32")
             em.ins(f"mad.lo.s32 {th}, {row}, {fn}, {col}")
             offs = list(range(per))
@@ -1323,11 +1326,17 @@ def _stmatrix_store(em: Emitter, regs: list, M: int, N: int, base) -> None:
             )
 
 
-def _row_thread(em: Emitter, N: int, groups: int) -> tuple:
+def _row_thread(em: Emitter, N: int, groups: int, M: int = 128) -> tuple:
     """(row, first column, columns) of a thread of tcgen05 row order over ``groups`` column
-    groups: row 32 (w % 4) + lane, columns (w / 4) N / groups .. of it."""
-    _, lane, warp = em.tid()
+    groups: row 32 (w % 4) + lane, columns (w / 4) N / groups .. of it. ``M`` 64: a CTA pair's
+    M 128 accumulator (section 18), thread t holds row t % 64, columns (t / 64) N / 2 ..."""
+    tid, lane, warp = em.tid()
     row, col = em.new("b32"), em.new("b32")
+    if M == 64:
+        em.ins(f"and.b32 {row}, {tid}, 63")
+        em.ins(f"shr.u32 {col}, {tid}, 6")
+        em.ins(f"mul.lo.s32 {col}, {col}, {N // groups}")
+        return row, col, N // groups
     em.ins(f"and.b32 {row}, {warp}, 3")
     em.ins(f"mad.lo.s32 {row}, {row}, 32, {lane}")
     em.ins(f"shr.u32 {col}, {warp}, 2")
@@ -1389,7 +1398,7 @@ def _swizzled_refs(em: Emitter, fragment: tuple, esz: int, base) -> list | None:
     # tcgen05 rows: thread 32 (w % 4) + lane holds that row, columns (w / 4) N / G .. in order
     # (whole 128-byte boxes: box (w / 4) N esz / 128 G ..)
     _, lane, _ = em.tid()
-    row, col, per = _row_thread(em, N, groups)
+    row, col, per = _row_thread(em, N, groups, M)
     key = em.new("b32")
     em.ins(f"and.b32 {key}, {lane}, 7")
     em.ins(f"mad.lo.s32 {rowbase}, {row}, 128, {base}")

@@ -161,7 +161,7 @@ class AsyncDecision:
                         if self.mma == "tcgen05"
                         else "B multicast by TMA to both CTAs"
                     )
-                    + ", 128 rows per CTA)"
+                    + f", {m // 2} rows per CTA)"
                 )
         if self.taken:
             head += (
@@ -656,8 +656,8 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
     if getattr(a, "rank", 0) != 2 or getattr(b, "rank", 0) != 2:
         return "the dot is not 2-d"
     M, N = a.shape[0], b.shape[1]
-    if M != 256:
-        return f"the pair takes 256-row tiles (128 rows per CTA), not {M}"
+    if M not in (128, 256):
+        return f"the pair takes 128 or 256-row tiles (64 or 128 rows per CTA), not {M}"
     ab = _elem_key(a)
     if sm == 90:
         esz = _BYTES[ab]
