@@ -30,6 +30,7 @@ VARIANTS = {
     "gemm bf16 8192^3": {"num_warps=8": {"num_warps": 8}},
     # the CTA pair beside the hint ignored (one CTA per 256-row tile: mma.sync, spills)
     "gemm f16 8192^3 num_ctas=2 (256x128 tiles)": {"no CTA pair": {"cta_pair": False}},
+    "gemm f16 8192^3 num_ctas=2 (128x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm e4m3 8192^3 (f16 out)": {"num_warps=8": {"num_warps": 8}},
     # the async path's general form (the default on sm_90 since docs/pipelines.md section 13:
     # K/V by TMA from a producer warp group; since section 16 with P V overlapping the next
@@ -114,14 +115,15 @@ def cases() -> list[PerfCase]:
                     "matmul",
                 )
             )
-    for s in (4096, 8192):  # the CTA pair (num_ctas=2, 256 x 128 tiles)
+    # the CTA pair (num_ctas=2: 256 x 128 tiles, and 128 x 128 ones beside "gemm f16 8192^3")
+    for s, tm in ((4096, 256), (8192, 256), (8192, 128)):
         out.append(
             PerfCase(
-                f"gemm f16 {s}^3 num_ctas=2 (256x128 tiles)",
+                f"gemm f16 {s}^3 num_ctas=2 ({tm}x128 tiles)",
                 "gemm_pair",
                 [("A", (s, s), "f16"), ("B", (s, s), "f16"), ("C", (s, s), "f16")]
-                + [("TM", 256), ("TN", 128), ("TK", 64)],
-                (s // 256, s // 128, 1),
+                + [("TM", tm), ("TN", 128), ("TK", 64)],
+                (s // tm, s // 128, 1),
                 2 * s**3,
                 2e-2,
                 "matmul",
