@@ -57,7 +57,11 @@ def _kernels(tmp: Path) -> dict:
     except Exception as e:  # noqa: BLE001 - cuTile missing or failing: corpus only
         print(f"# cuTile kernels skipped: {e}", file=sys.stderr)
         return out
-    for name, pr in cka.problems().items():
+    problems = dict(cka.problems())
+    # the num_ctas=2 GEMMs: CTA pairs (docs/pipelines.md sections 18-19)
+    paths.update(cka.export_pair_bytecode(str(tmp), list(cka.PAIR_SHAPES)))
+    problems.update({name: cka.pair_problem(name) for name in cka.PAIR_SHAPES})
+    for name, pr in problems.items():
         names = list(pr.args)
         exp = {names.index(k): v for k, v in pr.expected.items()}
         args = [np.asarray(v) for v in pr.args.values()]
@@ -80,7 +84,7 @@ def measure(name, entry, target: str, tmp: Path) -> dict:
         row["error"] = str(e.diagnostics[0].message)[:80]
         return row
     d = c.async_plan[0]
-    row["path"] = "async" if d.taken else "today's"
+    row["path"] = ("async, CTA pair" if d.cta_pair else "async") if d.taken else "today's"
     row["why"] = "" if d.taken else d.reason
     row["stages"] = d.stages if d.taken else "-"
     row["store"] = ("TMA" if d.tma_store else "st.global") if d.taken else "-"

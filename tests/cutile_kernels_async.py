@@ -348,6 +348,45 @@ def pair_kernels() -> dict[str, "KernelCase"]:
     return out
 
 
+#: pair kernel -> (A/B element, C element, TM, TN, TK)
+PAIR_SHAPES = {
+    "pair_f16": ("f16", "f32", 256, 128, 64),
+    "pair_bf16": ("bf16", "f32", 256, 128, 64),
+    "pair_e4m3": ("e4m3", "f16", 256, 128, 128),
+    "pair_i8": ("i8", "i32", 256, 128, 128),
+    "pair_f16_n64": ("f16", "f32", 256, 64, 64),
+    "pair_f16_half": ("f16", "f16", 256, 128, 64),
+    "pair_f16_m128": ("f16", "f32", 128, 128, 64),
+}
+
+
+def pair_problem(name: str, seed: int = 0, k_steps: int = 3) -> Problem:
+    """A launch of :func:`pair_kernels`'s ``name`` over 2 x 2 tile blocks and ``k_steps`` K
+    steps, small integers (every result exact)."""
+    from tilegen.runtime import floats
+
+    ab, c, tm, tn, tk = PAIR_SHAPES[name]
+    rng = np.random.default_rng(seed)
+    m, n, k = 2 * tm, 2 * tn, k_steps * tk
+    av = rng.integers(-3, 4, (m, k)).astype(np.float64)
+    bv = rng.integers(-3, 4, (k, n)).astype(np.float64)
+    if ab in ("e4m3", "bf16"):
+        key = "f8E4M3FN" if ab == "e4m3" else "bf16"
+        a, b = floats.encode(av, key), floats.encode(bv, key)
+    else:
+        dt = {"f16": np.float16, "i8": np.int8}[ab]
+        a, b = av.astype(dt), bv.astype(dt)
+    cdt = {"f32": np.float32, "f16": np.float16, "i32": np.int32}[c]
+    ref = av @ bv * (0.5 if name.endswith("_half") else 1.0)
+    return Problem(
+        {"A": a, "B": b, "C": np.zeros((m, n), cdt)},
+        {"C": ref.astype(cdt)},
+        (m // tm, n // tn, 1),
+        rtol=0.0,
+        atol=0.0,
+    )
+
+
 def export_pair_bytecode(out_dir, names=None) -> dict[str, str]:
     """Write ``<name>.tileirbc`` for :func:`pair_kernels` (or ``names``); {name: path}."""
     import os

@@ -19,24 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tilegen.runtime import driver, floats
+from tilegen.runtime import driver
 from tilegen.runtime.options import CompileOptions
 from tilegen.runtime.ptx.launch import run_ptx
 from tilegen.runtime.ptx.sim.cta import PtxSimError
 from tilegen.runtime.ptxas import find_ptxas
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-#: kernel -> (A/B element, C element, TM, TN, TK) of tests/cutile_kernels_async.pair_kernels
-SHAPES = {
-    "pair_f16": ("f16", "f32", 256, 128, 64),
-    "pair_bf16": ("bf16", "f32", 256, 128, 64),
-    "pair_e4m3": ("e4m3", "f16", 256, 128, 128),
-    "pair_i8": ("i8", "i32", 256, 128, 128),
-    "pair_f16_n64": ("f16", "f32", 256, 64, 64),
-    "pair_f16_half": ("f16", "f16", 256, 128, 64),
-    "pair_f16_m128": ("f16", "f32", 128, 128, 64),
-}
 
 
 @pytest.fixture(scope="module")
@@ -51,22 +40,11 @@ def pair_kernels(tmp_path_factory):
 
 
 def _problem(name: str, seed: int = 0, k_steps: int = 3):
-    """(args, reference C, grid in tile blocks) for 2 x 2 tile blocks and ``k_steps`` K steps."""
-    ab, c, tm, tn, tk = SHAPES[name]
-    rng = np.random.default_rng(seed)
-    m, n, k = 2 * tm, 2 * tn, k_steps * tk
-    av = rng.integers(-3, 4, (m, k)).astype(np.float64)
-    bv = rng.integers(-3, 4, (k, n)).astype(np.float64)
-    if ab == "e4m3":
-        a, b = floats.encode(av, "f8E4M3FN"), floats.encode(bv, "f8E4M3FN")
-    elif ab == "bf16":
-        a, b = floats.encode(av, "bf16"), floats.encode(bv, "bf16")
-    else:
-        dt = {"f16": np.float16, "i8": np.int8}[ab]
-        a, b = av.astype(dt), bv.astype(dt)
-    cdt = {"f32": np.float32, "f16": np.float16, "i32": np.int32}[c]
-    ref = av @ bv * (0.5 if name.endswith("_half") else 1.0)
-    return [a, b, np.zeros((m, n), cdt)], ref, (m // tm, n // tn, 1)
+    """(args, reference C, grid in tile blocks): cutile_kernels_async.pair_problem."""
+    import cutile_kernels_async as cka
+
+    pr = cka.pair_problem(name, seed, k_steps)
+    return list(pr.args.values()), pr.expected["C"].astype(np.float64), pr.grid
 
 
 def _compile(path: Path, target: str = "sm_100a", **kw):
@@ -107,7 +85,9 @@ def test_pair_gemm_forms_match_numpy(pair_kernels, name):
     c = _compile(pair_kernels[name])
     d = c.async_plan[0]
     assert d.cta_pair, d.line()
-    rows = SHAPES[name][2] // 2
+    import cutile_kernels_async as cka
+
+    rows = cka.PAIR_SHAPES[name][2] // 2
     assert f"{rows} rows per CTA" in d.line()
     if rows == 64:  # the pair's M 128 in the instruction descriptor, N whole
         from tilegen.runtime.codegen.tcgen05 import instruction_descriptor

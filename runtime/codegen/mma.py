@@ -560,6 +560,22 @@ def cp_async_commit_wait(em: Emitter) -> None:
 FMA_UNROLL_K = 16
 
 
+def scratch_cap(em: Emitter) -> int:
+    """Bytes of shared memory a dot's staging may take: 48 KB of static ``.shared``, or on a
+    target with an arch-specific variant (sm_90a, sm_100a, sm_120a: emit.py's
+    ``_fit_static_shared`` then builds for it, as tileiras always does) that variant's static
+    limit. Only the dots that do not fit 48 KB take more (a 256 x 256 tile's operands)."""
+    from tilegen.runtime.targets import VARIANTS, static_shared_limit
+
+    return static_shared_limit(em.sm, "a") if em.sm in VARIANTS["a"] else SMEM_LIMIT
+
+
+def _check_scratch(em: Emitter, op, total: int) -> None:
+    cap = max(SMEM_LIMIT, scratch_cap(em))
+    if total > cap:
+        fail(op, f"PTX backend: dot staging needs {total} bytes of shared memory (limit {cap})")
+
+
 def _dims(op):
     """(batch, M, N, K) of a rank-2 or rank-3 (batched) dot."""
     a, b = op.operands[0].type, op.operands[1].type
@@ -587,11 +603,7 @@ def fma_dot(em: Emitter, op) -> None:
     cls = ELEMENTS[key][0]
     off_b = _align(nb * M * K * esz)
     total = off_b + nb * N * K * esz
-    if total > SMEM_LIMIT:
-        fail(
-            op,
-            f"PTX backend: dot staging needs {total} bytes of shared memory (limit {SMEM_LIMIT})",
-        )
+    _check_scratch(em, op, total)
     em.need_smem(total)
     st = "f64" if esz == 8 else "b32"
     da, db, dr = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, res.type)
@@ -992,11 +1004,7 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         db = em.dist_of(op, b.type)
     if b8 and b_st.pipe_buf is None:
         total = off_raw + kchunk * praw
-    if total > SMEM_LIMIT:
-        fail(
-            op,
-            f"PTX backend: dot staging needs {total} bytes of shared memory (limit {SMEM_LIMIT})",
-        )
+    _check_scratch(em, op, total)
     em.need_smem(total)
     a_rows, kf = _a_fields(K, esz, G)
     b_rows = ((0, 3, 16), (3, None, sbo))
@@ -1252,11 +1260,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         _unstage(em, a)  # the padded layouts do not fit: the register path's might
         _unstage(em, b)
         return dot(em, op)
-    if total > SMEM_LIMIT:
-        fail(
-            op,
-            f"PTX backend: dot staging needs {total} bytes of shared memory (limit {SMEM_LIMIT})",
-        )
+    _check_scratch(em, op, total)
     em.need_smem(total)
     st_ab = {1: "b8", 2: "b16", 4: "b32", 8: "f64"}[esz]
     st_c = {"f32": "f32", "b32": "b32", "f64": "f64"}[row.c_cls]
@@ -1498,11 +1502,7 @@ def dot(em: Emitter, op) -> None:
     off_b = _align(nb * M * K * esz)
     off_c = _align(off_b + nb * N * K * esz)
     total = off_c if in_regs else off_c + nb * M * N * csz
-    if total > SMEM_LIMIT:
-        fail(
-            op,
-            f"PTX backend: dot staging needs {total} bytes of shared memory (limit {SMEM_LIMIT})",
-        )
+    _check_scratch(em, op, total)
     em.need_smem(total)
     st_ab = {1: "b8", 2: "b16", 4: "b32", 8: "f64"}[esz]
     st_c = {"f32": "f32", "b32": "b32", "f64": "f64"}[row.c_cls]
