@@ -80,8 +80,10 @@ class _Operand:
         self.tile = tuple(tile or load.results[0].type.shape)
         #: a CTA pair: (coordinate index, innermost first; elements per rank) of this CTA's part
         self.pair: tuple | None = None
-        #: an sm_90 pair's B: CTA r copies column boxes r, r + 2, ... and multicasts them
+        #: an sm_90 pair's B: CTA r copies K rows r K/2 .. of every column box and multicasts
+        #: them into both CTAs (``pair`` shifts the row coordinate, ``half`` the destination)
         self.multicast = False
+        self.half = 0  # bytes of half a column box (K/2 rows)
         self.elem = elem_key(load.results[0].type)
         self.esz = _ESZ[self.elem]
         self.boxes = tma.column_boxes(self.tile, self.esz)
@@ -148,7 +150,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
         if split_b:
             b.pair = (0, b.tile[1])
         else:
-            b.multicast = True
+            b.multicast, b.pair = True, (1, tb[0] // 2)
+            b.half = b.box_bytes // 2
     M, K = a.tile
     N = tb[1]
     W = em.num_warps
@@ -233,7 +236,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
     top, end = em.new_label("async_consume"), em.new_label("async_consumed")
-    wg_ins, wg_imms = _wgmma_form(dot, W, N, ab)
+    wg_ins, wg_imms = _wgmma_form(dot, W, N, ab, pair)
     round_a, round_b = (_converted(dot.operands[i]) for i in (0, 1))
     btbase = btend = None
     # one stage's wgmmas stay in flight while the next stage's are issued (wait_group 1): the
@@ -580,7 +583,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         tma.acquire_tensormap(em, g)
         tma.prefetch_tensormap(em, g)
     shifts, lead = {}, None
-    cast = None
+    cast, halves = None, {}
     if pair:  # this CTA's rows of A and columns of B; the even CTA's barriers
         rk = cta_pair.rank(em)
         lead = cta_pair.is_leader(em, rk)
@@ -588,6 +591,10 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         if not tc:
             cast = em.new("b16")
             em.ins(f"mov.b16 {cast}, {cta_pair.PAIR_MASK}")
+            for x in staged:
+                if x.multicast:
+                    halves[id(x)] = em.new("b32")
+                    em.ins(f"mul.lo.s32 {halves[id(x)]}, {rk}, {x.half}")
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
@@ -626,9 +633,10 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
                 cc = em.new("b32")
                 em.ins(f"add.s32 {cc}, {col}, {c0}")
             coords = cta_pair.shifted(em, [cc] + outer, x, shifts)
-            if x.multicast:  # box i from CTA i % 2, to both
-                pred = f"{'' if i % 2 == 0 else '!'}{lead}"
-                tma.tma_load(em, dst, g, coords, full, multicast=cast, pred=pred)
+            if x.multicast:  # this CTA's half of the box's rows, into both CTAs
+                moved = em.new("b32")
+                em.ins(f"add.s32 {moved}, {dst}, {halves[id(x)]}")
+                tma.tma_load(em, moved, g, coords, full, multicast=cast)
                 continue
             tma.tma_load(em, dst, g, coords, full, pair and tc)
     ring.advance(em)
@@ -1042,14 +1050,18 @@ def _stride_bytes(em: Emitter, st, esz: int) -> str:
     return stb
 
 
-def _wgmma_form(dot, warps: int, N: int, ab: str) -> tuple:
+def _wgmma_form(dot, warps: int, N: int, ab: str, pair: bool = False) -> tuple:
     """(instruction, trailing immediates) of the consumers' wgmma: 16-bit types read B N-major
     (imm-trans-b 1); tf32 / 8-bit ones K-major B^T (spec/ptx/mma.yaml's row, no transpose
-    immediates: wgmma has none for them)."""
+    immediates: wgmma has none for them). A CTA pair's dot is laid out for its whole tile,
+    not for the m64 wgmmas each CTA issues on its rows: the row comes from the types alone."""
     if ab in _TRANSPOSABLE:
         return f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{ab}.{ab}", ", 1, 1, 0, 1"
-    from tilegen.runtime.codegen.mma import wgmma_plan
+    from tilegen.runtime.codegen.mma import wgmma_form, wgmma_plan
 
+    if pair:
+        row, imms = wgmma_form(dot)
+        return row.ptx.format(n=N), imms
     plan = wgmma_plan(dot, warps, 90)
     if plan is None:
         fail(dot, "PTX backend: the async K loop's dot was not laid out for wgmma")
@@ -1232,10 +1244,10 @@ def _build_map(em: Emitter, x: _Operand, smem_map: str) -> None:
     dims = [_s32(em, d) for d in reversed(mem.sizes)]
     dims = [em.mov("b32", d) if isinstance(d, int) else d for d in dims]
     strides = tuple(_stride_bytes(em, st, x.esz) for st in reversed(mem.strides[:-1]))
-    box = x.boxes[0][1]
-    spec = tma.TensorMapSpec(
-        x.elem, x.esz, mem.ptr, tuple(dims), strides, box.box[::-1], x.span, x.atom
-    )
+    box = x.boxes[0][1].box[::-1]
+    if x.multicast:  # half of the box's rows a copy (an sm_90 pair's B)
+        box = box[:-1] + (box[-1] // 2,)
+    spec = tma.TensorMapSpec(x.elem, x.esz, mem.ptr, tuple(dims), strides, box, x.span, x.atom)
     tma.build_tensormap(em, smem_map, spec)
 
 

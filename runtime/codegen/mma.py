@@ -673,6 +673,20 @@ class WgmmaPlan:
     c_cls: str
 
 
+def wgmma_form(op) -> tuple:
+    """(spec/ptx/mma.yaml wgmma row, trailing immediates) for ``dot`` ``op``'s element types,
+    whatever its shape (the async path's CTA pair issues m64 wgmmas on one CTA's rows)."""
+    from tilegen.runtime.layouts.mma_choice import _signedness
+
+    a, b, c = (v.type for v in op.operands)
+    ka, kb, kc = elem_key(a), elem_key(b), elem_key(c)
+    try:
+        row = select_mma(ka, kb, kc, 90, signed=_signedness(op), family="wgmma")
+    except MmaSelectError as e:
+        fail(op, f"PTX backend: {e}")
+    return row, _WG_IMMS.get(ka, "" if ka == "i8" else ", 1, 1")
+
+
 def wgmma_plan(op, num_warps: int, sm) -> "WgmmaPlan | None":
     """How ``dot`` ``op`` runs on wgmma when the layout stage chose that (``nv_tileas.mma`` =
     ``"wgmma"``; runtime/layouts/mma_choice.py ``wgmma_instruction`` says when it can), else

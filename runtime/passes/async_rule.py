@@ -658,16 +658,10 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
     M, N = a.shape[0], b.shape[1]
     if M not in (128, 256):
         return f"the pair takes 128 or 256-row tiles (64 or 128 rows per CTA), not {M}"
-    ab = _elem_key(a)
     if sm == 90:
-        esz = _BYTES[ab]
-        if ab not in ("f16", "bf16"):
-            return f"the sm_90 pair takes f16/bf16 operands (wgmma reads {ab} B K-major only)"
-        if N * esz % 256 or N > 128:
-            return (
-                f"the sm_90 pair multicasts B in two 128-byte column halves and holds N / 2 "
-                f"accumulators a thread: N 128, not {N}"
-            )
+        K = a.shape[1]
+        if K % 16:
+            return f"the sm_90 pair multicasts B in two halves of K rows, multiples of 8: not K {K}"
     elif N % 64 or not 64 <= N <= 128:
         return (
             f"the pair takes N 64 or 128 (a thread holds a row of N accumulators; B's halves "
