@@ -105,8 +105,8 @@ def test_dot_ptxas_clean_with_mma(tmp_path, sm, et, ct):
 def test_a_256x256_dot_takes_the_arch_specific_shared_memory():
     """A dot whose operands alone take 64 KB of staging (256 x 256 x 64 f16): 48 KB of static
     shared memory is all a plain target has, so sm_80 refuses it with a located message; on
-    sm_90 it builds for sm_90a, whose static limit is the CTA's whole shared memory (as
-    tileiras does), and matches NumPy. It was refused on every target."""
+    sm_120 and sm_90 it builds for the ``a`` target, whose static limit is larger (as tileiras
+    does), and matches NumPy. It was refused on every target."""
     from tilegen.runtime.ptxsim import PtxSimRunError, compile_to_ptx, run_ptxsim
 
     src = _src("f16", "f32", 256, 256, 64)
@@ -116,17 +116,19 @@ def test_a_256x256_dot_takes_the_arch_specific_shared_memory():
         "PTX backend: dot staging needs 65536 bytes of shared memory (limit 49152)"
     )
     assert e.value.diagnostics[0].loc is not None
-    ptx = compile_to_ptx(parse_module(src, "mm.mlir"), "sm_90")
-    assert ".target sm_90a" in ptx and "mma.sync.aligned" in ptx
     rs = np.random.RandomState(7)
     a = rs.randint(-4, 5, (256, 64)).astype(np.float16)
     b = rs.randint(-4, 5, (64, 256)).astype(np.float16)
     c = rs.randint(-4, 5, (256, 256)).astype(np.float32)
-    out = run_ptxsim(
-        parse_module(src, "mm.mlir"), [("a", a), ("b", b), ("c", c)], (1, 1, 1), "sm_90"
-    )
     ref = a.astype(np.float64) @ b.astype(np.float64) + c
-    np.testing.assert_array_equal(out["c"].astype(np.float64), ref)
+    # sm_120: mma.sync with 64 KB of staging; sm_90: wgmma's K-major scratch, 72 KB
+    for sm, inst in (("sm_120", "mma.sync.aligned"), ("sm_90", "wgmma.mma_async")):
+        ptx = compile_to_ptx(parse_module(src, "mm.mlir"), sm)
+        assert f".target {sm}a" in ptx and inst in ptx
+        out = run_ptxsim(
+            parse_module(src, "mm.mlir"), [("a", a), ("b", b), ("c", c)], (1, 1, 1), sm
+        )
+        np.testing.assert_array_equal(out["c"].astype(np.float64), ref)
 
 
 def test_fp8_dot_on_sm80_is_tileiras_diagnostic():

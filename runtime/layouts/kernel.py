@@ -103,10 +103,22 @@ def default_num_warps(func: Operation) -> int:
         dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
         body = loop.regions[0].blocks[0]
         if len(dots) == 1 and dots[0].operands[2] in body.args:
-            continue  # the async path's K loop: its consumer warps stay the kernel's 4
+            # the async path's K loop: its consumer warps stay the kernel's 4 (a CTA pair's
+            # too: 128 rows per CTA), unless one warp group would hold 256 rows of
+            # accumulators; two then take 128 each (2 x 64 registers a thread, N 128)
+            if _tall_dot(dots[0]) and kernel_spec_int(func, "num_cta_in_cga") != 2:
+                return WIDE_NUM_WARPS
+            continue
         if any(_wide_dot(d) for d in dots):
             return WIDE_NUM_WARPS
     return DEFAULT_NUM_WARPS
+
+
+def _tall_dot(dot: Operation) -> bool:
+    """A 2-d dot of 256 or more rows (a multiple of 128), the async path's GEMM form with two
+    consumer warp groups."""
+    shape = getattr(dot.operands[0].type, "shape", ())
+    return len(shape) == 2 and shape[0] >= 256 and shape[0] % 128 == 0
 
 
 def _wide_dot(dot: Operation) -> bool:

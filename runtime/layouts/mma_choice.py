@@ -27,6 +27,10 @@ from tilegen.runtime.types import FloatType, IntegerType, NvPointerType, STORAGE
 
 #: bytes of static shared memory per CTA the dot paths may use
 SMEM_LIMIT = 48 * 1024
+#: a wgmma dot's A and B in the K-major scratch (today's path; the async path reads them from
+#: its TMA stages instead): wgmma needs sm_90a, whose static shared memory goes past 48 KB,
+#: up to half the SM's so that two CTAs still fit (codegen/control.pipeline_smem_cap)
+WGMMA_SCRATCH = 113 * 1024
 #: wgmma's leading-byte offset: a core matrix plus 16 bytes of padding, so that a warp storing
 #: one row's K elements (lanes along K) spreads its core matrices over different banks
 LBO = 144
@@ -96,7 +100,7 @@ def wgmma_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[tuple[M
     esz = key_bytes(ka)
     if M % (64 * groups) or N % 8 or K % tk or tk * esz != 32:
         return None
-    if (M + N) // 8 * wgmma_sbo(K, esz) > SMEM_LIMIT:
+    if (M + N) // 8 * wgmma_sbo(K, esz) > WGMMA_SCRATCH:
         return None
     return row, tk
 
