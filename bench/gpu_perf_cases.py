@@ -115,6 +115,19 @@ def cases() -> list[PerfCase]:
                     "matmul",
                 )
             )
+    # 256 x 128 tiles on one CTA: two consumer warp groups (docs/layouts.md "CTA size")
+    out.append(
+        PerfCase(
+            "gemm f16 8192^3 (256x128 tiles)",
+            "gemm",
+            [("A", (8192, 8192), "f16"), ("B", (8192, 8192), "f16"), ("C", (8192, 8192), "f16")]
+            + [("TM", 256), ("TN", 128), ("TK", 64)],
+            (8192 // 256, 8192 // 128, 1),
+            2 * 8192**3,
+            2e-2,
+            "matmul",
+        )
+    )
     # the CTA pair (num_ctas=2: 256 x 128 tiles, and 128 x 128 ones beside "gemm f16 8192^3")
     for s, tm in ((4096, 256), (8192, 256), (8192, 128)):
         out.append(
