@@ -280,10 +280,11 @@ if __name__ == "__main__":
 
 
 def pair_kernels() -> dict[str, "KernelCase"]:
-    """GEMMs whose ``num_ctas=2`` hint asks for a CTA pair (docs/pipelines.md section 18):
+    """GEMMs whose ``num_ctas=2`` hint asks for a CTA pair (docs/pipelines.md sections 18-19):
     256-row tiles (128 per CTA of the pair) in f16, bf16, e4m3 and i8, an epilogue of its own
-    (x 0.5 to f16), a 128-row tile (the pair's M 128 form: tileiras takes it, tilegen keeps one
-    CTA) and one with a second store (which both CTAs would run: no pair)."""
+    (x 0.5 to f16), a 128-row tile (64 rows per CTA) and one with a second store (which both
+    CTAs would run: no pair); and ``tall_*``, 256-row tiles without the hint (one CTA, two
+    consumer warp groups)."""
     import cuda.tile as ct
     from cuda.tile.compilation import ArrayConstraint
 
@@ -342,8 +343,11 @@ def pair_kernels() -> dict[str, "KernelCase"]:
         ("pair_f16_half", gemm_half, [arr(f16), arr(f16), arr(f16), 256, 128, 64]),
         ("pair_f16_m128", gemm, [arr(f16), arr(f16), arr(f32), 128, 128, 64]),
         ("pair_f16_flag", gemm_and_flag, [arr(f16), arr(f16), arr(f32), arr(f32), 256, 128, 64]),
+        # one CTA per 256-row tile (no hint): two consumer warp groups (docs/layouts.md)
+        ("tall_f16", gemm, [arr(f16), arr(f16), arr(f32), 256, 128, 64]),
+        ("tall_e4m3", gemm, [arr(fp8), arr(fp8), arr(f16), 256, 128, 128]),
     ):
-        k = ct.kernel(fn, num_ctas=2)
+        k = ct.kernel(fn, num_ctas=1 if name.startswith("tall") else 2)
         out[name] = KernelCase(name, k, params, "num_ctas=2 GEMM (a CTA pair on sm_100)")
     return out
 
@@ -357,6 +361,8 @@ PAIR_SHAPES = {
     "pair_f16_n64": ("f16", "f32", 256, 64, 64),
     "pair_f16_half": ("f16", "f16", 256, 128, 64),
     "pair_f16_m128": ("f16", "f32", 128, 128, 64),
+    "tall_f16": ("f16", "f32", 256, 128, 64),
+    "tall_e4m3": ("e4m3", "f16", 256, 128, 128),
 }
 
 

@@ -350,3 +350,28 @@ def test_tileiras_pair_kernels_run_exactly(pair_kernels, tmp_path):
         args, ref, grid = _problem(name)
         out = run_ptx(ptx, args, grid, tensor_maps=maps, strict_async=True)[2]
         np.testing.assert_array_equal(out.astype(np.float64), ref)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+@pytest.mark.parametrize("name", ["tall_f16", "tall_e4m3"])
+def test_256_row_tiles_on_one_cta(pair_kernels, target, name):
+    """Without the hint a 256-row tile runs on one CTA with two consumer warp groups of 128
+    rows (8 warps: docs/layouts.md "CTA size"): wgmma on sm_90; on sm_100 two M 128 tcgen05
+    accumulators in TMEM columns 0 .. N and N .. 2 N, thread t reading row t. Before, 4 warps
+    fell to mma.sync with over a kilobyte of stack (tileiras spills here too)."""
+    c = _compile(pair_kernels[name], target)
+    d = c.async_plan[0]
+    assert d.taken and not d.cta_pair and d.consumer_warps == 8, d.line()
+    assert ".reqntid 384, 1, 1" in c.ptx and ".blocksareclusters" not in c.ptx
+    if target == "sm_100a":
+        n = 128
+        mmas = re.findall(r"tcgen05\.mma\.cta_group::1\.kind::\w+ \[(%r\d+)\]", c.ptx)
+        assert len(set(mmas)) == 2  # the two accumulators
+        assert "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32" in c.ptx
+        assert f", {2 * n};" in c.ptx  # 2 N columns
+    _check(c.ptx, name, strict=name == "tall_f16")
+    if find_ptxas() is not None:
+        from tilegen.runtime.ptxas import assemble
+
+        _, log = assemble(c.ptx, int(target[3:-1]), verbose=True)
+        assert "0 bytes spill stores" in log, log

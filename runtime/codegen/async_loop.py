@@ -480,7 +480,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     tbar_off = slot_off + 24  # sm_100 scaled accumulate: the two TMEM buffers' barriers
     tc_scaled = tc and scaled
     maps_off = _align(tbar_off + (async_scaled.TMEM_BARRIER_BYTES if tc_scaled else 0), 128)
-    tcols = tcgen05.columns(2 * N if tc_scaled else N)
+    tall = tc and not pair and facts.get("M") == 256  # two M 128 accumulators
+    tcols = tcgen05.columns(2 * N if tc_scaled or tall else N)
     nmaps = len(staged) + (store is not None)
     total = maps_off + nmaps * tma.TENSORMAP_BYTES
     em.need_isa("9.0" if pair else "8.6" if tc else "8.3")  # .blocksareclusters / tcgen05 / ...
@@ -728,15 +729,18 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     init = v["init"]
     # a pair with M 64 per CTA: thread t holds half of row t % 64 (cta_pair.py)
     half = pair and M == 64
-    chain = fragment_chain(op, v["store"]) if M == 128 or half else None
+    # one CTA's 256 rows (8 warps): two M 128 MMAs a K step into TMEM columns 0 .. N and
+    # N .. 2 N; thread t reads row t (warp w: lanes 32 (w % 4) .., columns (w / 4) N ..)
+    tall = not pair and M == 256
+    chain = fragment_chain(op, v["store"]) if M == 128 or half or tall else None
     rows = None  # thread t's row of the result, in registers (row-major order): see below
     per = N // 2 if half else N
     if chain is not None and init and all(r == init[0] for r in init):
         # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
         # initial value now, the sum once the MMAs ran) and the store writes it by position
         rows = [em.mov(cls, init[0]) for _ in range(per)]
-    elif pair:  # async_rule._pair_reason admits only the registers-only form
-        fail(op, "PTX backend: a CTA pair's accumulator must reach a TMA store in registers")
+    elif pair or tall:  # async_rule admits only the registers-only form for these
+        fail(op, "PTX backend: this accumulator must reach a TMA store in registers")
     else:
         em.need_smem(M * N * 4)
         d = em.dist_of(op, op.operands[3].type)
@@ -764,6 +768,8 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     acc_in = em.new("pred")
     em.ins(f"setp.ne.u32 {acc_in}, 0, 0")  # the first MMA overwrites D
     mmas = _tcgen05_stage(dot, v["ab"], a, b, M, N, K, acc_int, pair)
+    if tall:
+        mmas = _tall_stage(dot, v["ab"], a, b, N, K, acc_int)
     top, end = loop_head(em, "async_issue", ty, iv, ub)
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
@@ -805,12 +811,19 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     _, lane, warp = em.tid()
     row, lane_base = em.new("b32"), em.new("b32")
     # M 128: TMEM lane = row; M 64: rows 16 w .. in lanes 32 w .. 32 w + 15 of each quarter
-    em.ins(f"mad.lo.s32 {row}, {warp}, {32 if M == 128 or half else 16}, {lane}")
+    em.ins(f"mad.lo.s32 {row}, {warp}, {32 if M in (128, 256) or half else 16}, {lane}")
     live = None
     if M == 64 and not half:
         live = em.new("pred")
         em.ins(f"setp.lt.u32 {live}, {lane}, 16")
-    em.ins(f"shl.b32 {lane_base}, {warp}, 21")  # (32 w) << 16: the TMEM lane field
+    if tall:  # warp w: lanes 32 (w % 4) .., the second accumulator's columns for w >= 4
+        wq, wh = em.new("b32"), em.new("b32")
+        em.ins(f"and.b32 {wq}, {warp}, 3")
+        em.ins(f"shr.u32 {wh}, {warp}, 2")
+        em.ins(f"shl.b32 {lane_base}, {wq}, 21")
+        em.ins(f"mad.lo.s32 {lane_base}, {wh}, {N}, {lane_base}")
+    else:
+        em.ins(f"shl.b32 {lane_base}, {warp}, 21")  # (32 w) << 16: the TMEM lane field
     em.ins(f"add.s32 {lane_base}, {lane_base}, {taddr}")
     rowaddr = None if rows is not None else em.smem_addr(em.lincomb(0, [(N, row)]), 4)
     add = "s32" if acc_int else "rn.f32"
@@ -842,7 +855,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
     em.ins(f"@!{w0} bra {skip3}")
     g = cta_pair.group(pair)
-    em.ins(f"tcgen05.dealloc.{g}.sync.aligned.b32 {taddr}, {tcgen05.columns(N)}")
+    em.ins(f"tcgen05.dealloc.{g}.sync.aligned.b32 {taddr}, {v['tcols']}")
     em.label(skip3)
     if rows is not None:
         em.fragment_order = dict.fromkeys(chain, ("rows", M, N, 2 if half else 1))
@@ -874,11 +887,12 @@ def _tcgen05_stage(
         saturate=ab == "i8",
     )
 
-    def emit(em: Emitter, sbase, taddr, acc_in, tid) -> None:
+    def emit(em: Emitter, sbase, taddr, acc_in, tid, b_base=None) -> None:
         tk = 32 // a.esz  # every MMA K step is 32 bytes (K 16 f16, 8 tf32, 32 8-bit)
-        # one descriptor per operand and stage, stepped through its low word (as wgmma's)
+        # one descriptor per operand and stage, stepped through its low word (as wgmma's);
+        # ``b_base``: the stage of B when A's rows start elsewhere (_tall_stage)
         sb0 = em.new("b32")
-        em.ins(f"add.s32 {sb0}, {sbase}, {b.offset}")
+        em.ins(f"add.s32 {sb0}, {b_base or sbase}, {b.offset}")
         # B MN-major: atoms of 8 K rows (4 with the 32-byte-atom swizzle of a tf32 B) at SBO
         sbo = (4 if b.atom == 32 else 8) * b.span
         pa = wgmma_descriptor_parts(em, sbase, 16, 0, 0)[0]
@@ -895,6 +909,26 @@ def _tcgen05_stage(
                 f"{idesc}, {acc_in}"
             )
             em.ins(f"setp.eq.u32 {acc_in}, 0, 0")
+
+    return emit
+
+
+def _tall_stage(dot, ab: str, a: "_Operand", b: "_Operand", N: int, K: int, acc_int):
+    """One stage's MMAs for a 256-row tile on one CTA: per K step, rows 0-127 of A into TMEM
+    columns 0 .. N and rows 128-255 (128 rows further into each of A's column boxes) into
+    N .. 2 N, both M 128 ``cta_group::1``."""
+    half = _tcgen05_stage(dot, ab, a, b, 128, N, K, acc_int)
+
+    def emit(em: Emitter, sbase, taddr, acc_in, tid) -> None:
+        # the first MMA of each accumulator overwrites it: acc_in is false until after the
+        # second accumulator's first K step
+        second, t2 = em.new("b32"), em.new("b32")
+        em.ins(f"add.s32 {second}, {sbase}, {128 * a.span}")
+        em.ins(f"add.s32 {t2}, {taddr}, {N}")
+        keep = em.new("pred")
+        em.ins(f"mov.pred {keep}, {acc_in}")
+        half(em, sbase, taddr, acc_in, tid)
+        half(em, second, t2, keep, tid, b_base=sbase)
 
     return emit
 
@@ -1341,9 +1375,14 @@ def _stmatrix_store(em: Emitter, regs: list, M: int, N: int, base) -> None:
 def _row_thread(em: Emitter, N: int, groups: int, M: int = 128) -> tuple:
     """(row, first column, columns) of a thread of tcgen05 row order over ``groups`` column
     groups: row 32 (w % 4) + lane, columns (w / 4) N / groups .. of it. ``M`` 64: a CTA pair's
-    M 128 accumulator (section 18), thread t holds row t % 64, columns (t / 64) N / 2 ..."""
+    M 128 accumulator (section 18), thread t holds row t % 64, columns (t / 64) N / 2 ...;
+    ``M`` 256: one CTA's two accumulators (8 warps), thread t holds row t."""
     tid, lane, warp = em.tid()
     row, col = em.new("b32"), em.new("b32")
+    if M == 256:  # one CTA's 256 rows in two accumulators (_tall_stage): thread t, row t
+        em.ins(f"mov.u32 {row}, {tid}")
+        em.ins(f"mov.u32 {col}, 0")
+        return row, col, N
     if M == 64:
         em.ins(f"and.b32 {row}, {tid}, 63")
         em.ins(f"shr.u32 {col}, {tid}, 6")

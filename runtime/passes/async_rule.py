@@ -222,8 +222,11 @@ def _shape_reason(
                 f"{warps} warps, N of 8, K of {tk})"
             )
         return None
-    if M not in (64, 128):
-        return f"tcgen05 (cta_group::1) takes M 64 or 128, the tile has M {M}"
+    if M not in (64, 128) and not (M == 256 and not pair and warps == 8):
+        return (
+            f"tcgen05 (cta_group::1) takes M 64 or 128 (256 as two MMAs with 8 warps), the tile "
+            f"has M {M}"
+        )
     if N % (8 if M == 64 else 16) or not 8 <= N <= 256:
         return f"tcgen05 M{M} takes N a multiple of {8 if M == 64 else 16} up to 256, not {N}"
     if K % tk:
@@ -568,7 +571,14 @@ def _lowering(
             f"128 TMEM rows), M 128 and N 64 or 128, not {warps} warps, {M}x{N}",
             stages,
         )
-    if sm >= 100 and not scaled and (warps != 4 or M not in (64, 128) or N % 32):
+    tall = sm >= 100 and not scaled and M == 256 and warps == 8 and not pair
+    if tall and (N % 32 or N > 128 or not _registers_only(func, loop, sm, M)):
+        return (
+            "the emitter's two-accumulator tcgen05 form (M 256, 8 warps) takes N a multiple "
+            "of 32 up to 128 and keeps the rows in registers up to a TMA store",
+            stages,
+        )
+    if sm >= 100 and not scaled and not tall and (warps != 4 or M not in (64, 128) or N % 32):
         return (
             f"the emitter's tcgen05 path takes 4 warps, M 64 or 128 and N a multiple of 32, "
             f"not {warps} warps, {M}x{N}",
@@ -692,7 +702,7 @@ def _registers_only(func: Operation, loop: Operation, sm: int, M: int) -> bool:
     value goes straight into the registers, the result reaches the TMA store by
     :func:`fragment_chain` (sm_100: the TMEM row order of M = 128), and nothing else after the
     loop holds a tile that is not uniform (which a layout exchange might stage there)."""
-    if not uniform_tile(loop.operands[3]) or (sm >= 100 and M != 128):
+    if not uniform_tile(loop.operands[3]) or (sm >= 100 and M not in (128, 256)):
         return False
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)  # (the ring's size checked later)
     chain = fragment_chain(loop, store)

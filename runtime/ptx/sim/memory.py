@@ -79,7 +79,10 @@ class Heap(Flat):
         return addr
 
     def write(self, addr: int, raw: bytes) -> None:
-        self.data[addr - self.base : addr - self.base + len(raw)] = np.frombuffer(raw, np.uint8)
+        off = addr - self.base
+        if off < 0 or off + len(raw) > self.top:
+            raise MemoryFault(f"global write of {len(raw)} bytes at 0x{addr:x} is out of bounds")
+        self.data[off : off + len(raw)] = np.frombuffer(raw, np.uint8)
 
     def read(self, addr: int, nbytes: int) -> bytes:
         return self.data[addr - self.base : addr - self.base + nbytes].tobytes()
