@@ -173,6 +173,27 @@ def test_fp8_conversion_interpreter_and_ptx_agree_bitwise(src, dst):
     _assert_same_bits(ptx["y"], interp["y"], x, f"{src} -> {dst}")
 
 
+def test_f64_to_bf16_rounds_once():
+    """f64 -> bf16 (spec/ptx/selection.yaml: f32 rounded to odd, then one rounding to bf16):
+    the interpreter and the PTX agree bitwise on every bf16 rounding boundary one f64 ulp off
+    both ways (where rounding through f32 to nearest would round twice), overflow, NaN,
+    subnormals; and 1 + 2^-8 + 2^-40 (just above a tie) rounds up, which a nearest f32 step
+    first would send to the even 1.0."""
+    tile = 1024
+    codes = np.arange(0, 0x7F80, 7, dtype=np.uint32)
+    lo = (codes << np.uint32(16)).view(np.float32).astype(np.float64)
+    hi = ((codes + 1) << np.uint32(16)).view(np.float32).astype(np.float64)
+    mid = np.concatenate([(lo + hi) / 2, -(lo + hi) / 2])
+    near = np.concatenate([mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf)])
+    special = [1 + 2.0**-8 + 2.0**-40, np.nan, np.inf, -np.inf, 1e300, -1e-300, 3.3961e38, 0.0]
+    x = _pad(np.concatenate([near, special]), tile)
+    y = np.zeros(len(x), np.uint16)
+    interp, ptx = _run_both(_ftof_src("f64", "bf16", tile), [("x", x), ("y", y)], tile, "sm_80")
+    _assert_same_bits(ptx["y"], interp["y"], x, "f64 -> bf16")
+    i = len(near)
+    assert ptx["y"][i] == 0x3F81  # 1 + 2^-7: up from just above the tie
+
+
 def test_fp8_anchor_values():
     """Values fixed by the formats (OCP FP8, NVIDIA's cvt .satfinite), independent of both
     implementations above: 448 is e4m3's largest finite value (0x7E), 464 the tie above it

@@ -48,6 +48,8 @@ FOUND = {
     0: "i64 view index: add.s32 of a b32 and a b64 register (ptxas)",
     1: "i64 pointer offsets and a 2^33 intermediate (ptxas)",
     116: "i64 view indices: setp.lt.u32 against a b64 bound, mul.wide.s32 of a b64 (ptxas)",
+    139816703: "a dot's fused epilogue with an f64 -> bf16 ftof, which had no selection row: "
+    "an internal error (the epilogue now fuses only selectable ops; f64 -> bf16 has a row)",
 }
 
 

@@ -66,6 +66,8 @@ MIN_REGS = 96
 def plan(em: Emitter, dot) -> Optional[Plan]:
     """The epilogue of ``dot`` that can run per chunk (None when there is none, or when the
     result is small enough not to need it: :data:`MIN_REGS`)."""
+    from tilegen.runtime.codegen.selection import select
+
     block = getattr(dot, "parent", None)
     d = dot.results[0]
     if block is None or not is_tile(d.type) or d.type.encoding is None:
@@ -100,6 +102,9 @@ def plan(em: Emitter, dot) -> Optional[Plan]:
                     for v in op.operands
                 )
                 and all(not is_tile(v.type) or v.type.shape == d.type.shape for v in op.operands)
+                # an op with no selection row for this target is not fused: the elementwise
+                # handler reports it (or its ``via`` row's own) with a located message
+                and select(op, sm=em.sm) is not None
             )
             if not ok:
                 break
