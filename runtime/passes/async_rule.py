@@ -224,8 +224,8 @@ def _shape_reason(
         return None
     if M not in (64, 128) and not (M == 256 and not pair and warps == 8):
         return (
-            f"tcgen05 (cta_group::1) takes M 64 or 128 (256 as two MMAs with 8 warps), the tile "
-            f"has M {M}"
+            f"tcgen05 (cta_group::1) takes M 64 or 128, the tile has M {M} (M 256 as two MMAs "
+            "with 8 warps)"
         )
     if N % (8 if M == 64 else 16) or not 8 <= N <= 256:
         return f"tcgen05 M{M} takes N a multiple of {8 if M == 64 else 16} up to 256, not {N}"
