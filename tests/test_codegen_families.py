@@ -194,6 +194,63 @@ def test_f64_to_bf16_rounds_once():
     assert ptx["y"][i] == 0x3F81  # 1 + 2^-7: up from just above the tie
 
 
+@pytest.mark.parametrize("src", ["i32", "i64"])
+@pytest.mark.parametrize("sign", ["signed", "unsigned"])
+def test_wide_integers_to_bf16_round_once(src, sign):
+    """itof i32/i64 -> bf16 (spec/ptx/selection.yaml: f32 rounded to odd, then one rounding):
+    interpreter and PTX agree bitwise on every bf16 tie above 2^24 one off both ways, and
+    2^25 + 2^17 + 1 (just above a tie) rounds up where a nearest f32 step first (to the tie
+    itself) would round to the even 2^25."""
+    tile = 512
+    bits = 32 if src == "i32" else 64
+    dt = {("i32", "signed"): np.int32, ("i64", "signed"): np.int64}.get(
+        (src, sign), np.uint32 if src == "i32" else np.uint64
+    )
+    rng = np.random.default_rng(3)
+    e = rng.integers(25, bits - 1, 2048).astype(object)
+    m = rng.integers(0, 128, 2048).astype(object)
+    ties = [
+        (1 << int(k)) + int(j) * (1 << (int(k) - 7)) + (1 << (int(k) - 8)) for k, j in zip(e, m)
+    ]
+    vals = [v + d for v in ties for d in (-1, 0, 1)] + [(1 << 25) + (1 << 17) + 1, 0, 1, 7]
+    if sign == "signed":
+        vals += [-v for v in vals[:3000]] + [-(1 << (bits - 1))]
+    x = _pad(np.array(vals, dtype=object).astype(dt), tile)
+    y = np.zeros(len(x), np.uint16)
+    body = f"  %r = itof %v {sign} : tile<{tile}x{src}> -> tile<{tile}xbf16>"
+    src_text = UNARY.format(s=src, d="bf16", t=tile, extra="", body=body)
+    interp, ptx = _run_both(src_text, [("x", x), ("y", y)], tile, "sm_80")
+    _assert_same_bits(ptx["y"], interp["y"], x, f"{src} {sign} -> bf16")
+    i = vals.index((1 << 25) + (1 << 17) + 1)
+    assert ptx["y"][i] == 0x4C01  # 2^25 (1 + 2^-7)
+
+
+@pytest.mark.parametrize("dst", ["f16", "bf16", "f32", "f64"])
+@pytest.mark.parametrize("sign", ["signed", "unsigned"])
+def test_i1_to_float(sign, dst):
+    """itof of an i1 (a predicate in the PTX: selp of the constants): true is 1.0 unsigned and
+    -1.0 signed, false +0, in the interpreter and the PTX alike."""
+    tile = 64
+    body = (
+        f"  %z = constant <i32: 0> : tile<{tile}xi32>\n"
+        f"  %m = cmpi greater_than %v, %z, signed : tile<{tile}xi32> -> tile<{tile}xi1>\n"
+        f"  %r = itof %m {sign} : tile<{tile}xi1> -> tile<{tile}x{dst}>"
+    )
+    src = UNARY.format(s="i32", d=dst, t=tile, extra="", body=body)
+    x = np.arange(-tile // 2, tile // 2, dtype=np.int32)
+    y = np.zeros(tile, STORE[dst])
+    interp, ptx = _run_both(src, [("x", x), ("y", y)], tile)
+    _assert_same_bits(ptx["y"], interp["y"], x, f"i1 {sign} -> {dst}")
+    one = {"f16": 0x3C00, "bf16": 0x3F80}.get(dst)
+    got = ptx["y"].astype(np.float64) if one is None else _bits(ptx["y"])
+    t = (
+        (-1.0 if sign == "signed" else 1.0)
+        if one is None
+        else one | (0x8000 if sign == "signed" else 0)
+    )
+    assert (got[x > 0] == t).all() and (got[x <= 0] == 0).all()
+
+
 def test_fp8_anchor_values():
     """Values fixed by the formats (OCP FP8, NVIDIA's cvt .satfinite), independent of both
     implementations above: 448 is e4m3's largest finite value (0x7E), 464 the tie above it

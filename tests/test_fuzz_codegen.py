@@ -50,6 +50,12 @@ FOUND = {
     116: "i64 view indices: setp.lt.u32 against a b64 bound, mul.wide.s32 of a b64 (ptxas)",
     139816703: "a dot's fused epilogue with an f64 -> bf16 ftof, which had no selection row: "
     "an internal error (the epilogue now fuses only selectable ops; f64 -> bf16 has a row)",
+    # refused with a located message before spec/ptx/selection.yaml had the rows
+    691614861: "uitofp i1 -> f64",
+    691614907: "uitofp i1 -> f16",
+    691615719: "uitofp i1 -> f64",
+    691615838: "uitofp i64 -> bf16 (f32 rounded to odd first)",
+    691616648: "sitofp i32 -> bf16",
 }
 
 

@@ -519,3 +519,80 @@ def test_cp_async_mbarrier_arrive(noinc) -> None:
     for strict in (False, True):
         out = run_ptx(src, [data, np.zeros(64, np.int32)], (1, 1, 1), strict_async=strict)[1]
         np.testing.assert_array_equal(out, data[np.arange(64) ^ 1])
+
+
+def _rounded(v: int, p: int, mode: str, max_finite: float) -> float:
+    """``v`` correctly rounded to a ``p``-bit significand in ``mode`` (the reference)."""
+    from fractions import Fraction
+
+    if v == 0:
+        return 0.0
+    neg, a = v < 0, abs(v)
+    shift = max(a.bit_length() - p, 0)
+    q, rem = a >> shift, Fraction(a - ((a >> shift) << shift), 1 << shift) if shift else 0
+    up = {
+        "rn": rem > Fraction(1, 2) or (rem == Fraction(1, 2) and q & 1),
+        "rz": False,
+        "rm": neg and rem > 0,
+        "rp": not neg and rem > 0,
+    }[mode]
+    r = float((q + int(bool(up))) << shift)
+    if r > max_finite:
+        away = mode == "rn" or (mode == "rm" and neg) or (mode == "rp" and not neg)
+        r = float("inf") if away else max_finite
+    return -r if neg else r
+
+
+@pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
+@pytest.mark.parametrize("dst", ["f16", "f32", "f64"])
+@pytest.mark.parametrize("src", ["s32", "u32", "s64", "u64"])
+def test_cvt_integer_to_float_rounds_once_in_every_mode(src, dst, mode):
+    """cvt.<mode>.<float>.<int>: one correct rounding, whatever the widths (the simulator went
+    through float64 first, which rounded 64-bit integers twice, and ignored rz/rm/rp where the
+    integer was as wide as the float). Ties, ties one off, the extremes, 2^53 + 1."""
+    bits, signed = int(src[1:]), src[0] == "s"
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    rng = np.random.default_rng(bits + len(dst) + len(mode))
+    vals = [lo, hi, 0, 1, (1 << 53) + 1, (1 << 24) + 1, 65520, 65519, 2049]
+    p = {"f16": 11, "f32": 24, "f64": 53}[dst]
+    top = bits - (1 if signed else 0)
+    for _ in range(48 if p + 1 < top else 0):  # (every 32-bit integer is an f64)
+        e = int(rng.integers(p + 1, top))
+        tie = (1 << e) + (int(rng.integers(0, 1 << 8)) << (e - p)) + (1 << (e - p - 1))
+        vals += [tie - 1, tie, tie + 1]
+    vals = [v for v in vals if lo <= v <= hi]
+    vals += [-v for v in vals if signed and lo <= -v <= hi]
+    n = len(vals)
+    dtype = {"s32": np.int32, "u32": np.uint32, "s64": np.int64, "u64": np.uint64}[src]
+    fdt = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[dst]
+    ptx = f"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 x, .param .u32 xn, .param .u32 xs,
+                  .param .u64 y, .param .u32 yn, .param .u32 ys)
+.reqntid {n}
+{{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    .reg .{'b64' if bits == 64 else 'b32'} %a<2>;
+    .reg .{'b16' if dst == 'f16' else dst} %f<2>;
+    ld.param.b64 %rd1, [x];
+    ld.param.b64 %rd4, [y];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, {bits // 8};
+    add.s64 %rd3, %rd1, %rd2;
+    ld.global.{src} %a1, [%rd3];
+    cvt.{mode}.{dst}.{src} %f1, %a1;
+    mul.wide.u32 %rd5, %r1, {np.dtype(fdt).itemsize};
+    add.s64 %rd6, %rd4, %rd5;
+    st.global.{'b16' if dst == 'f16' else dst} [%rd6], %f1;
+    ret;
+}}
+"""
+    x = np.array(vals, dtype=object).astype(dtype)
+    y = run_ptx(ptx, [x, np.zeros(n, fdt)], (1, 1, 1))[1]
+    mx = float(np.finfo(fdt).max)
+    want = np.array([_rounded(int(v), p, mode, mx) for v in x], np.float64).astype(fdt)
+    bad = np.nonzero(y.astype(np.float64) != want.astype(np.float64))[0]
+    assert not bad.size, f"{src} -> {dst} {mode}: {int(x[bad[0]])} gave {y[bad[0]]!r}"

@@ -250,6 +250,52 @@ def _round_directed(x: np.ndarray, dtype, mode: str) -> np.ndarray:
     return r.astype(np.float64)
 
 
+_PRECISION = {"f16": 11, "f32": 24, "f64": 53}
+_MAX_FINITE = {
+    "f16": 65504.0,
+    "f32": float(np.finfo(np.float32).max),
+    "f64": float(np.finfo(np.float64).max),
+}
+
+
+def _int_to_float(x: np.ndarray, dt: str, mode: str) -> np.ndarray:
+    """Integers rounded once to ``dt`` (f16/f32/f64) in ``mode`` (rn, rz, rm, rp), as float64.
+    Values within 2^53 are exact in float64 and take the vectorised narrowing; wider 64-bit
+    ones are rounded from the integer itself (a float64 step first would round twice)."""
+    wide = (x > (1 << 53)) | (x < -(1 << 53)) if x.dtype.kind == "i" else x > (1 << 53)
+    out = x.astype(np.float64)
+    if dt != "f64":
+        np_dt = np.float32 if dt == "f32" else np.float16
+        if mode == "rn":
+            out = out.astype(np_dt).astype(np.float64)
+        else:
+            out = _round_directed(out, np_dt, mode)
+            if dt == "f16":  # toward zero / away from the sign's infinity: no overflow to inf
+                big = np.isinf(out) & (
+                    (mode == "rz") | ((mode == "rm") & (out > 0)) | ((mode == "rp") & (out < 0))
+                )
+                out = np.where(big, np.sign(out) * _MAX_FINITE["f16"], out)
+    if wide.any():
+        p = _PRECISION[dt]
+        for i in np.nonzero(wide)[0]:
+            v = int(x[i])
+            neg, a = v < 0, abs(v)
+            shift = a.bit_length() - p
+            q, rem = a >> shift, a & ((1 << shift) - 1)
+            half = 1 << (shift - 1)
+            up = (
+                (mode == "rn" and (rem > half or (rem == half and q & 1)))
+                or (mode == "rm" and neg and rem)
+                or (mode == "rp" and not neg and rem)
+            )
+            r = float((q + bool(up)) << shift)
+            if r > _MAX_FINITE[dt]:
+                away = mode == "rn" or (mode == "rm" and neg) or (mode == "rp" and not neg)
+                r = float("inf") if away else _MAX_FINITE[dt]
+            out[i] = -r if neg else r
+    return out
+
+
 def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     parts = ins.parts
     dt, at = parts[-2], parts[-1]
@@ -276,6 +322,10 @@ def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         x = np.where(np.abs(x) < np.finfo(np.float32).tiny, x * np.float32(0), x)
     rnd = next((m for m in mods if m in _ROUND_INT), None)
     with np.errstate(all="ignore"):
+        if x.dtype.kind in "iu" and dt in _PRECISION:  # integers: one rounding, any mode
+            mode = next((m for m in mods if m in ("rn", "rz", "rm", "rp")), "rn")
+            st.write(ins.operands[0], _int_to_float(x, dt, mode), dt, mask)
+            return
         if dt[0] == "f" or dt == "bf16":
             if x.dtype.kind == "f":
                 x = x.astype(np.float64) if rnd else x
