@@ -112,3 +112,14 @@ def test_compare_tolerances():
         fuzz_codegen.compare(a, np.array([1.0, -0.0, 2.0], np.float32), 0.0, nan_amb=True) is None
     )
     assert fuzz_codegen.compare(np.arange(3), np.array([0, 1, 3]), 0.0)
+
+
+def test_nan_padding_through_a_min_scan_into_a_boolean_is_ambiguous_not_a_mismatch():
+    """Seed 929115725: a reverse minf scan over columns of NaN padding feeds ``cmpf ... ordered``
+    and its i1 reaches the output. Whether the scan's identity is combined into each result is
+    unspecified (minnum(+inf, NaN) = +inf, NaN alone stays NaN), so the interpreter's 1 and
+    the PTX's 0 are both right; the harness reports it as ``ambiguous`` because with zero
+    padding the two agree (a real mismatch would not go away)."""
+    status, detail, kernel = fuzz_codegen.run_kernel(929115725, check_ptxas=False, timeout=30)
+    assert status == "ambiguous", f"{status}\n{detail}"
+    assert "padding_value = nan" in kernel.text and "minf" in kernel.text
