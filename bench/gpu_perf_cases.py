@@ -28,7 +28,7 @@ VARIANTS = {
         "num_warps=8 num_stages=4": {"num_warps": 8, "num_stages": 4},
     },
     "gemm bf16 8192^3": {"num_warps=8": {"num_warps": 8}},
-    # the CTA pair beside the hint ignored (one CTA per 256-row tile: mma.sync, spills)
+    # the CTA pair beside one CTA per 256-row tile (two consumer warp groups, section 20)
     "gemm f16 8192^3 num_ctas=2 (256x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm f16 8192^3 num_ctas=2 (128x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm e4m3 8192^3 (f16 out)": {"num_warps=8": {"num_warps": 8}},

@@ -131,11 +131,11 @@ def test_when_there_is_no_pair(pair_kernels):
         pair_kernels["pair_f16_flag"], CompileOptions(target="sm_100a"), until="async"
     ).async_plan[0]
     assert not d.taken and "a CTA pair: the pair keeps each CTA's rows" in d.reason
-    # the option
-    d = driver.compile_source(
-        pair_kernels["pair_f16"], CompileOptions(target="sm_100a", cta_pair=False), until="async"
-    ).async_plan[0]
-    assert not d.cta_pair and "(a CTA pair: cta_pair is off (--no-cta-pair))" in d.reason
+    # the option: one CTA per 256-row tile, two consumer warp groups (section 20)
+    for target in ("sm_90a", "sm_100a"):
+        opts = CompileOptions(target=target, cta_pair=False)
+        d = driver.compile_source(pair_kernels["pair_f16"], opts, until="async").async_plan[0]
+        assert d.taken and not d.cta_pair and d.consumer_warps == 8, d.line()
     # sm_120 has no pairs
     c = driver.compile_source(pair_kernels["pair_f16"], CompileOptions(target="sm_120"))
     assert not c.async_plan[0].cta_pair and ".blocksareclusters" not in c.ptx

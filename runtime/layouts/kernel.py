@@ -106,12 +106,20 @@ def default_num_warps(func: Operation) -> int:
             # the async path's K loop: its consumer warps stay the kernel's 4 (a CTA pair's
             # too: 128 rows per CTA), unless one warp group would hold 256 rows of
             # accumulators; two then take 128 each (2 x 64 registers a thread, N 128)
-            if _tall_dot(dots[0]) and kernel_spec_int(func, "num_cta_in_cga") != 2:
+            if _tall_dot(dots[0]) and not _may_pair(func, sm):
                 return WIDE_NUM_WARPS
             continue
         if any(_wide_dot(d) for d in dots):
             return WIDE_NUM_WARPS
     return DEFAULT_NUM_WARPS
+
+
+def _may_pair(func: Operation, sm: int) -> bool:
+    """Whether the kernel asks for a CTA pair where the async path builds them (sm_90 and
+    sm_100 with ``CompileOptions.cta_pair``: docs/pipelines.md sections 18-19)."""
+    from tilegen.runtime.options import current
+
+    return kernel_spec_int(func, "num_cta_in_cga") == 2 and sm in (90, 100) and current().cta_pair
 
 
 def _tall_dot(dot: Operation) -> bool:
