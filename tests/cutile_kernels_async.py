@@ -230,14 +230,15 @@ def problems(seed: int = 0, small: bool = True) -> dict[str, Problem]:
 # --------------------------------------------------------------------------- export
 
 
-def export_bytecode(out_dir, names=None) -> dict[str, str]:
-    """Write ``<name>.tileirbc`` for every kernel (or ``names``); {name: path}."""
+def export_bytecode(out_dir, names=None, cases=None) -> dict[str, str]:
+    """Write ``<name>.tileirbc`` for every kernel of ``cases`` (default :func:`kernels`; or
+    only ``names``); {name: path}."""
     import os
 
     from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
 
     paths = {}
-    for name, c in kernels().items():
+    for name, c in (kernels() if cases is None else cases).items():
         if names is not None and name not in names:
             continue
         sig = KernelSignature(c.params, getattr(CallingConvention, c.calling_convention)())
@@ -395,19 +396,7 @@ def pair_problem(name: str, seed: int = 0, k_steps: int = 3) -> Problem:
 
 def export_pair_bytecode(out_dir, names=None) -> dict[str, str]:
     """Write ``<name>.tileirbc`` for :func:`pair_kernels` (or ``names``); {name: path}."""
-    import os
-
-    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
-
-    paths = {}
-    for name, c in pair_kernels().items():
-        if names is not None and name not in names:
-            continue
-        sig = KernelSignature(c.params, getattr(CallingConvention, c.calling_convention)())
-        path = os.path.join(out_dir, name + ".tileirbc")
-        export_kernel(c.kernel, [sig], path, output_format="tileir_bytecode")
-        paths[name] = path
-    return paths
+    return export_bytecode(out_dir, names, pair_kernels())
 
 
 def gemm_epilogue_kernel():

@@ -96,16 +96,14 @@ def test_pair_gemm_forms_match_numpy(pair_kernels, name):
     _check(c.ptx, name)
 
 
-@pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed (the nvcc wheel)")
-def test_pair_gemm_sass(pair_kernels, tmp_path):
-    """ptxas: no spills; SASS has the pair's instructions (tileiras's 2-CTA GEMM has the same
-    kinds: UTCHMMA.2CTA, UTMALDG.2D.2CTA, UTCBAR.2CTA.MULTICAST, UCGABAR)."""
-    c = _compile(pair_kernels["pair_f16"])
+def _assembled(ptx: str, arch: str, tmp_path: Path) -> tuple[str, str, str]:
+    """(ptxas -v stderr, SASS, ELF dump) of ``ptx`` on ``arch``; ptxas must accept it with no
+    spills; skips where cuobjdump is missing."""
     ptxas = Path(find_ptxas())
     src, cubin = tmp_path / "k.ptx", tmp_path / "k.cubin"
-    src.write_text(c.ptx)
+    src.write_text(ptx)
     p = subprocess.run(
-        [str(ptxas), "-v", "-arch=sm_100a", str(src), "-o", str(cubin)],
+        [str(ptxas), "-v", f"-arch={arch}", str(src), "-o", str(cubin)],
         capture_output=True,
         text=True,
     )
@@ -114,14 +112,20 @@ def test_pair_gemm_sass(pair_kernels, tmp_path):
     cuobjdump = ptxas.with_name("cuobjdump")
     if not cuobjdump.exists():
         pytest.skip("cuobjdump is not installed (nvidia-cuda-cuobjdump)")
-    sass = subprocess.run(
-        [str(cuobjdump), "-sass", str(cubin)], capture_output=True, text=True
-    ).stdout
+    dump = [
+        subprocess.run([str(cuobjdump), f, str(cubin)], capture_output=True, text=True).stdout
+        for f in ("-sass", "-elf")
+    ]
+    return p.stderr, dump[0], dump[1]
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed (the nvcc wheel)")
+def test_pair_gemm_sass(pair_kernels, tmp_path):
+    """ptxas: no spills; SASS has the pair's instructions (tileiras's 2-CTA GEMM has the same
+    kinds: UTCHMMA.2CTA, UTMALDG.2D.2CTA, UTCBAR.2CTA.MULTICAST, UCGABAR)."""
+    _, sass, elf = _assembled(_compile(pair_kernels["pair_f16"]).ptx, "sm_100a", tmp_path)
     for mnemonic in ("UTCHMMA.2CTA", "UTMALDG.2D.2CTA", "UTCBAR.2CTA.MULTICAST", "UCGABAR_WAIT"):
         assert mnemonic in sass, mnemonic
-    elf = subprocess.run(
-        [str(cuobjdump), "-elf", str(cubin)], capture_output=True, text=True
-    ).stdout
     assert "EIATTR_BLOCKS_ARE_CLUSTERS" in elf and "EIATTR_CTA_PER_CLUSTER" in elf
 
 
@@ -218,23 +222,8 @@ def test_sm90_pair_without_the_remote_release_deadlocks(pair_kernels):
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed (the nvcc wheel)")
 def test_sm90_pair_sass(pair_kernels, tmp_path):
-    c = _compile(pair_kernels["pair_f16"], "sm_90a")
-    ptxas = Path(find_ptxas())
-    src, cubin = tmp_path / "k.ptx", tmp_path / "k.cubin"
-    src.write_text(c.ptx)
-    p = subprocess.run(
-        [str(ptxas), "-v", "-arch=sm_90a", str(src), "-o", str(cubin)],
-        capture_output=True,
-        text=True,
-    )
-    assert p.returncode == 0 and "0 bytes spill stores" in p.stderr, p.stderr
-    assert "wgmma" not in p.stderr  # no serialization warning
-    cuobjdump = ptxas.with_name("cuobjdump")
-    if not cuobjdump.exists():
-        pytest.skip("cuobjdump is not installed (nvidia-cuda-cuobjdump)")
-    sass = subprocess.run(
-        [str(cuobjdump), "-sass", str(cubin)], capture_output=True, text=True
-    ).stdout
+    log, sass, _ = _assembled(_compile(pair_kernels["pair_f16"], "sm_90a").ptx, "sm_90a", tmp_path)
+    assert "wgmma" not in log  # no serialization warning
     for mnemonic in ("UTMALDG.2D.MULTICAST", "HGMMA.64x128x16", "UCGABAR_WAIT", "UTMASTG"):
         assert mnemonic in sass, mnemonic
 
