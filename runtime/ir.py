@@ -37,13 +37,14 @@ class Value:
     was ~150 bytes).
     """
 
-    __slots__ = ("type", "_users", "name_hint", "loc")
+    __slots__ = ("type", "_users")
 
-    def __init__(self, type: Type, name_hint: Optional[str] = None):
+    #: a block argument's location (``BlockArgument`` keeps one per argument); results have none
+    loc: Optional[Location] = None
+
+    def __init__(self, type: Type):
         self.type = type
         self._users: "Operation | list[Operation] | tuple" = ()
-        self.name_hint = name_hint
-        self.loc: Optional[Location] = None
 
     # ----- use-list maintenance
     def _add_use(self, op: "Operation", index: int) -> None:
@@ -122,7 +123,7 @@ class OpResult(Value):
 
 
 class BlockArgument(Value):
-    __slots__ = ("block", "index")
+    __slots__ = ("block", "index", "loc")
 
     def __init__(self, type: Type, block: "Block", index: int, loc: Optional[Location] = None):
         super().__init__(type)
@@ -152,7 +153,6 @@ class Operation:
         "parent",
         "opdef",
         "successors",
-        "__weakref__",
     )
 
     def __init__(
@@ -170,13 +170,12 @@ class Operation:
         self.operands: list[Value] = list(operands) if operands else []  # exact size
         for i, v in enumerate(self.operands):
             v._add_use(self, i)
-        if result_types:
-            results: list[OpResult] = [None] * len(result_types)  # type: ignore[list-item]
-            for i, t in enumerate(result_types):
-                results[i] = OpResult(t, self, i)
-            self.results = results
-        else:
-            self.results = []
+        #: a tuple (results never change after creation): one shared ``()`` for ops without any
+        self.results: tuple[OpResult, ...] = (
+            tuple([OpResult(t, self, i) for i, t in enumerate(result_types)])
+            if result_types
+            else ()
+        )
         #: a dict, or a read-only map shared between ops (empty, or one a reader interned):
         #: change attributes with set_attr / remove_attr, which copy a shared map first
         self.attributes: dict[str, Attribute] = (

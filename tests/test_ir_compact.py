@@ -126,3 +126,34 @@ def test_use_storage_moves_between_none_one_and_many():
     add3.set_operands([add1.results[0], add1.results[0]])
     assert v.uses == [(add2, 0)] and v.num_uses == 1
     assert add1.results[0].uses == [(add3, 0), (add3, 1)]
+
+
+def test_results_are_tuples_and_ops_without_results_share_one():
+    m = parse_module(KERNEL)
+    adds = _ops(m, "cuda_tile.addi")
+    ret = _ops(m, "cuda_tile.return")[0]
+    assert all(type(op.results) is tuple and len(op.results) == 1 for op in adds)
+    assert (
+        ret.results == ()
+        and ret.results is _ops(parse_module(KERNEL), "cuda_tile.return")[0].results
+    )
+    # results carry no location or name-hint slot; block arguments keep their location
+    r = adds[0].results[0]
+    assert r.loc is None and not hasattr(r, "name_hint") and not hasattr(r, "__dict__")
+    arg = _ops(m, "cuda_tile.entry")[0].regions[0].blocks[0].args[0]
+    arg.loc = FileLineColLoc("f.py", 3, 4)
+    assert arg.loc == FileLineColLoc("f.py", 3, 4)
+    assert "__weakref__" not in type(adds[0]).__slots__
+
+
+def test_printed_pieces_join_to_the_printout_and_number_values_by_int():
+    from tilegen.runtime.asm import print_pieces
+    from tilegen.runtime.asm.printer import SSANames
+
+    m = parse_module(KERNEL)
+    pieces = print_pieces(m)
+    assert len(pieces) > 3 and "".join(pieces) == print_module(m)
+    names = SSANames(m, False)
+    adds = _ops(m, "cuda_tile.addi")
+    assert [names.ids[op.results[0]] for op in adds] == [0, 1, 2, 3]
+    assert [names.name(op.results[0]) for op in adds] == ["%0", "%1", "%2", "%3"]

@@ -54,11 +54,34 @@ def print_module(
     regions without ``op`` itself, and ``default_dialect="cuda_tile"`` strips the dialect prefix
     at top level too: together they reproduce ``tileirdisasm``'s layout. ``alias_mnemonics`` prints
     ops under their spec text alias (``pow`` as ``fpowf``), as ``tileirdisasm`` 13.5 does."""
+    return "".join(
+        print_pieces(
+            op,
+            generic=generic,
+            debuginfo=debuginfo,
+            body_only=body_only,
+            default_dialect=default_dialect,
+            alias_mnemonics=alias_mnemonics,
+        )
+    )
+
+
+def print_pieces(
+    op: "Operation",
+    *,
+    generic: bool = False,
+    debuginfo: bool = False,
+    body_only: bool = False,
+    default_dialect: str = "",
+    alias_mnemonics: bool = False,
+) -> list[str]:
+    """:func:`print_module`'s text as a list of pieces, for writers that stream them out (a
+    large module's text is then held once, not joined into a second copy)."""
     from tilegen.runtime.asm.printer import OpPrinter
     from tilegen.runtime.limits import deep_stack
 
     pr = OpPrinter(generic=generic, debuginfo=debuginfo, alias_mnemonics=alias_mnemonics)
-    return deep_stack(pr.print_top, op, body_only=body_only, default_dialect=default_dialect)
+    return deep_stack(pr.print_pieces, op, body_only=body_only, default_dialect=default_dialect)
 
 
-__all__ = ["parse_module", "print_module"]
+__all__ = ["parse_module", "print_module", "print_pieces"]

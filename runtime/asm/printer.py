@@ -80,9 +80,10 @@ class SSANames:
 
     def __init__(self, top: Operation, generic: bool):
         self.generic = generic
-        #: value -> "%name" (group leader or single); keyed by the Value object itself (values
-        #: hash by identity), which spares an int object per value
-        self.ids: dict[Value, str] = {}
+        #: value -> its number N (printed ``%N``) or its whole name (``%arg0``, ``%cst``): the
+        #: group leader or single value, keyed by the Value object itself (values hash by
+        #: identity). A number costs an int where ``"%N"`` cost a 55-byte string.
+        self.ids: dict[Value, "int | str"] = {}
         self.groups: dict[int, list[int]] = {}  # id(op) -> sorted result group starts
         self.block_ids: dict[int, str] = {}
         self._next_value = 0
@@ -116,7 +117,7 @@ class SSANames:
 
     def _set_name(self, v: Value, name: Optional[str]) -> None:
         if not name:
-            self.ids[v] = f"%{self._next_value}"
+            self.ids[v] = self._next_value
             self._next_value += 1
         else:
             self.ids[v] = "%" + self._unique(name)
@@ -178,9 +179,9 @@ class SSANames:
             i = len([s for s in starts if s <= v.index]) - 1
             start = starts[i]
             end = starts[i + 1] if i + 1 < len(starts) else len(op.results)
-            leader = self.ids.get(op.results[start], _UNKNOWN)
+            leader = _text(self.ids.get(op.results[start], _UNKNOWN))
             return leader if end - start == 1 else f"{leader}#{v.index - start}"
-        return self.ids.get(v, _UNKNOWN)
+        return _text(self.ids.get(v, _UNKNOWN))
 
     def result_groups(self, op: Operation) -> list[tuple[int, int]]:
         """(start, count) of each result group of ``op``."""
@@ -189,6 +190,11 @@ class SSANames:
         return [
             (s, (starts[i + 1] if i + 1 < len(starts) else n) - s) for i, s in enumerate(starts)
         ]
+
+
+def _text(name: "int | str") -> str:
+    """The printed form of an :attr:`SSANames.ids` entry."""
+    return name if name.__class__ is str else f"%{name}"
 
 
 def _name_hooks() -> tuple[dict, dict]:
@@ -464,11 +470,11 @@ class OpPrinter:
         if results:
             names = self._names
             if len(results) == 1:
-                self._out.append(names.ids.get(results[0], _UNKNOWN))
+                self._out.append(_text(names.ids.get(results[0], _UNKNOWN)))
             else:
                 parts = []
                 for start, count in names.result_groups(op):
-                    text = names.ids.get(results[start], _UNKNOWN)
+                    text = _text(names.ids.get(results[start], _UNKNOWN))
                     if count > 1:
                         text += f":{count}"
                     parts.append(text)
@@ -542,6 +548,13 @@ class OpPrinter:
     def print_top(
         self, op: Operation, *, body_only: bool = False, default_dialect: str = ""
     ) -> str:
+        return "".join(self.print_pieces(op, body_only=body_only, default_dialect=default_dialect))
+
+    def print_pieces(
+        self, op: Operation, *, body_only: bool = False, default_dialect: str = ""
+    ) -> list[str]:
+        """The printout as the pieces that make it up, in order: write them one by one to hold
+        the text once (a join would hold it twice, and a text file's encoder a third time)."""
         self._names = SSANames(op, self.generic)
         if default_dialect:
             self._default_dialect.append(default_dialect)
@@ -555,8 +568,12 @@ class OpPrinter:
             self.aliases.assign()
         self._print_body(op, body_only)
         head, tail = self.aliases.render(self, all_after=body_only)
-        # one join of everything: no second copy of the (possibly large) body
-        return "".join([head, *self._out, "\n", tail])
+        self._names = None  # the name table goes before the caller writes the pieces
+        out, self._out = self._out, []
+        out.insert(0, head)
+        out.append("\n")
+        out.append(tail)
+        return out
 
     def _print_body(self, op: Operation, body_only: bool) -> None:
         if body_only:

@@ -213,7 +213,6 @@ def constant_to_splat_or_dense(op: Operation, rw: PatternRewriter, ctx: Conversi
         else:
             scalar_attr = IntegerAttr(int(value), element)
         scalar = rw.create("arith.constant", [], [element], {"value": scalar_attr}, op.loc)
-        scalar.results[0].name_hint = op.results[0].name_hint
         if not isinstance(t, TileType):
             rw.replace_op(op, scalar.results)
             return True
@@ -444,7 +443,6 @@ def _per_axis(op: Operation, rw: PatternRewriter, name: str) -> bool:
     values = []
     for dim, res in enumerate(op.results):
         new = rw.create(name, [], [convert_type(res.type)], {"dim": IntegerAttr(dim, I32)}, op.loc)
-        new.results[0].name_hint = res.name_hint
         values.append(new.results[0])
     rw.replace_op(op, values)
     return True
@@ -937,7 +935,6 @@ def _dim_sizes(op: Operation, rw: PatternRewriter, tiles, vt=None) -> bool:
         if tiles is not None and tiles[i] != 1:
             k = _scalar_constant(rw, t, tiles[i], op.loc)
             value = rw.create("arith.ceildivui", [value, k], [t], {}, op.loc).results[0]
-        value.name_hint = res.name_hint
         values.append(value)
     rw.replace_op(op, values)
     return True

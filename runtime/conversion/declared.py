@@ -100,10 +100,7 @@ def build(
     operands = [v for g in groups for v in g]
     types = convert_types(r.type for r in op.results) if result_types is None else result_types
     rw.set_insertion_point(op)
-    new = rw.create(name, operands, list(types), attrs, op.loc, regions)
-    for old, res in zip(op.results, new.results):
-        res.name_hint = old.name_hint
-    return new
+    return rw.create(name, operands, list(types), attrs, op.loc, regions)
 
 
 def _replace(

@@ -26,7 +26,6 @@
 from __future__ import annotations
 
 import keyword
-import weakref
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Optional
@@ -225,6 +224,7 @@ class _Plan:
     ftz: bool
     result_types: list
     snapshot: tuple  # attributes and types the plan was made from (IR may be edited in place)
+    opdef: OpDef
 
 
 def _snapshot(op) -> tuple:
@@ -235,13 +235,17 @@ def _snapshot(op) -> tuple:
     )
 
 
-_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: id(op) -> its plan. A plan is checked against the op's definition and snapshot before use,
+#: so an id a freed op left behind yields a plan only where it would be rebuilt identically.
+#: Ops carry no weak-reference slot (8 bytes each); the memo starts over past _PLANS_MAX.
+_PLANS: dict[int, _Plan] = {}
+_PLANS_MAX = 1 << 16
 
 
 def _plan(op, opdef: OpDef, sem: Semantics) -> _Plan:
-    plan = _PLANS.get(op)
+    plan = _PLANS.get(id(op))
     snap = _snapshot(op)
-    if plan is not None and plan.snapshot == snap:
+    if plan is not None and plan.opdef is opdef and plan.snapshot == snap:
         return plan
     ns: dict[str, Any] = dict(semlib.NAMESPACE)
     for a in opdef.attributes:
@@ -270,8 +274,10 @@ def _plan(op, opdef: OpDef, sem: Semantics) -> _Plan:
         (py_name(d.name), d.kind, start, n, op.operands[start].type if n else None)
         for d, (start, n) in segments
     ]
-    plan = _Plan(ns, names, signed, mode, ftz, result_types, snap)
-    _PLANS[op] = plan
+    plan = _Plan(ns, names, signed, mode, ftz, result_types, snap, opdef)
+    if len(_PLANS) >= _PLANS_MAX:
+        _PLANS.clear()
+    _PLANS[id(op)] = plan
     return plan
 
 

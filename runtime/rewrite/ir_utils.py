@@ -155,7 +155,6 @@ def clone_op(op: Operation, mapping: dict[int, Value]) -> Operation:
         properties=dict(op.properties),
     )
     for old, res in zip(op.results, new.results):
-        res.name_hint = old.name_hint
         mapping[id(old)] = res
     for region in op.regions:
         new_region = new.add_region(Region())

@@ -520,14 +520,18 @@ def find_tool(name: str) -> Optional[str]:
     return shutil.which(name)
 
 
-def write_output(path: Optional[str], text: str) -> None:
+def write_output(path: Optional[str], text: "str | list[str]") -> None:
+    """Write ``text`` (or its pieces, one by one: no joined copy) to ``path`` or stdout."""
+    pieces = [text] if isinstance(text, str) else text
     if path is None or path == "-":
-        sys.stdout.write(text)
+        for piece in pieces:
+            sys.stdout.write(piece)
         sys.stdout.flush()
         return
     try:
         with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+            for piece in pieces:
+                f.write(piece)
     except OSError as e:
         raise UsageError(f"could not open output file '{path}': {e.strerror}") from None
 

@@ -164,10 +164,18 @@ def decode(data: bytes, opts: TranslateOptions, engine: DiagnosticEngine):
 
 
 def print_text(module, opts: TranslateOptions) -> str:
-    from tilegen.runtime.asm import print_module
+    return "".join(print_text_pieces(module, opts))
 
-    text = print_module(module, generic=opts.generic, debuginfo=opts.debuginfo)
-    return text if text.endswith("\n") else text + "\n"
+
+def print_text_pieces(module, opts: TranslateOptions) -> list[str]:
+    """The module's text, ending in a newline, as pieces to write one by one."""
+    from tilegen.runtime.asm import print_pieces
+
+    pieces = print_pieces(module, generic=opts.generic, debuginfo=opts.debuginfo)
+    last = next((p for p in reversed(pieces) if p), "")
+    if not last.endswith("\n"):
+        pieces.append("\n")
+    return pieces
 
 
 def text_to_bytecode(text: str, engine: DiagnosticEngine, opts: TranslateOptions):
@@ -213,7 +221,8 @@ def _body(o: dict) -> int:
         engine = DiagnosticEngine()
         try:
             module = decode(data, opts, engine)
-            out = print_text(module, opts) if module is not None else None
+            out = print_text_pieces(module, opts) if module is not None else None
+            del module  # the IR goes before the text is written
         except Exception as e:  # noqa: BLE001 - never a traceback
             engine.diagnostics.append(driver.internal_error(e, name, 0))
             out = None
