@@ -194,6 +194,46 @@ def test_f64_to_bf16_rounds_once():
     assert ptx["y"][i] == 0x3F81  # 1 + 2^-7: up from just above the tie
 
 
+@pytest.mark.parametrize("sm", ["sm_80", "sm_90", "sm_100"])
+def test_f32_to_tf32_and_back(sm):
+    """f32 -> tf32 -> f32 (cuTile's ``astype(matmul(tf32, tf32), float32)``): the widening is a
+    move of the register (as tileiras's PTX), the narrowing ties to even on sm_90+
+    (``cvt.rn.tf32.f32``, bitwise as the interpreter) and away from zero on sm_80, which has only
+    ``cvt.rna``; both assemble with ptxas."""
+    tile = 1024
+    mant = np.arange(0, 1 << 14, 3, dtype=np.uint32)  # the kept lsb and every dropped bit pattern
+    bits = np.concatenate([(0x3F800000 | mant), (0xC0000000 | (mant << np.uint32(9)))])
+    ties = np.array([0x3F801000, 0x3F803000, 0x7F7FF000, 0x00001000], np.uint32)  # 1 + ulp/2 ...
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 3e38], np.float32)
+    x = _pad(np.concatenate([bits.view(np.float32), ties.view(np.float32), special]), tile)
+    y = np.zeros(len(x), np.float32)
+    body = (
+        f"  %w = ftof %v : tile<{tile}xf32> -> tile<{tile}xtf32>\n"
+        f"  %r = ftof %w : tile<{tile}xtf32> -> tile<{tile}xf32>"
+    )
+    src = UNARY.format(s="f32", d="f32", t=tile, extra="", body=body)
+    interp, ptx = _run_both(src, [("x", x), ("y", y)], tile, sm)
+    got, want = _bits(ptx["y"]), _bits(interp["y"])
+    tie_at = len(bits)
+    if sm == "sm_80":  # ties away from zero: only the exact ties may differ from the interpreter
+        differ = np.nonzero(got != want)[0]
+        assert set(differ.tolist()) <= set(range(tie_at, tie_at + 4)) | {
+            i for i in range(len(bits)) if bits[i] & 0x1FFF == 0x1000
+        }
+        assert got[tie_at] == 0x3F802000  # 1 + ulp/2 rounds away
+    else:
+        _assert_same_bits(ptx["y"], interp["y"], x, "f32 -> tf32 -> f32")
+        assert got[tie_at] == 0x3F800000 and got[tie_at + 1] == 0x3F804000  # to even
+        assert got[tie_at + 2] == 0x7F800000  # the largest tie overflows to inf
+    assert np.all(got[: len(bits)] & 0x1FFF == 0)  # 19 significant bits
+    if PTXAS is not None:
+        from tilegen.runtime.ptxsim import compile_to_ptx
+
+        ptx = compile_to_ptx(parse_module(src, "k.mlir"), sm)
+        assert ("cvt.rna.tf32.f32" if sm == "sm_80" else "cvt.rn.tf32.f32") in ptx
+        assert _ptxas(ptx, sm)[1:] == (0, 0)
+
+
 @pytest.mark.parametrize("src", ["i32", "i64"])
 @pytest.mark.parametrize("sign", ["signed", "unsigned"])
 def test_wide_integers_to_bf16_round_once(src, sign):

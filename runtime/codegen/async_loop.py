@@ -368,6 +368,9 @@ def _general_for(em: Emitter, op, stages: int) -> None:
 
     # ---- consumers: the kernel's warps run the body
     em.label(fr.consumer)
+    inc = op.attributes.get(ASYNC_CONSUMER_REGS_ATTR)
+    if inc is not None:  # the producer's registers, under an occupancy cap (section 21)
+        setmaxnreg(em, True, inc.value)
     em.producer_threads = 128
     em.barrier_threads = nthreads
     keep_invariant_a(em, op)  # loop-invariant wgmma A operands (attention's Q): once, here

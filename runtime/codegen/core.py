@@ -169,6 +169,8 @@ class Emitter:
         #: loop-invariant wgmma A operands written once before their loop (mma.py
         #: ``keep_invariant_a``): dot -> b32 register with the region's shared address
         self.resident_a: dict = {}
+        #: (value, layout, bytes, element size, fields) -> the region keeping it (mma.py)
+        self.resident_by_value: dict = {}
         self.resident_bytes = 0
         #: the kernel's tensor memory and tcgen05 MMA barrier (tcgen05_dot.tensor_memory)
         self.tmem = None

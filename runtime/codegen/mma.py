@@ -940,9 +940,16 @@ def keep_invariant_a(em: Emitter, loop) -> None:
         else:
             nbytes, fields = M // 8 * _wgmma_sbo(K, plan.esz), _a_fields(K, plan.esz, plan.groups)
             esz = plan.esz
-        region = em.resident_region(nbytes)
+        d = em.dist_of(op, a.type)
+        # one array per kept value and layout: the loops loop_split makes of one loop (each
+        # with its own dot) share it; each still writes it (the copies may sit on paths that
+        # do not all pass the first), after the earlier loop's dots have waited
+        key = (a, d.layout, nbytes, esz, repr(fields))
+        region = em.resident_by_value.get(key)
+        if region is None:
+            region = em.resident_by_value[key] = em.resident_region(nbytes)
         em.resident_a[op] = region
-        _write_fields(em, em.tile(op, a), em.dist_of(op, a.type), fields, 1, 0, esz, base=region)
+        _write_fields(em, em.tile(op, a), d, fields, 1, 0, esz, base=region)
         kept += 1
     if kept:
         em.ins("fence.proxy.async.shared::cta")
@@ -1002,13 +1009,25 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     lay = wgmma_accumulator_layout(W)
     in_regs = dc.layout == dr.layout == lay
     sbo = _wgmma_sbo(K, esz)
-    off_b = M // 8 * sbo
-    off_c = _align(off_b + N // 8 * sbo)
-    total = off_c if in_regs else off_c + M * N * csz
     # 8-bit B row-major: copied as is (raw), then transposed into the K-major layout; 16-bit
     # B row-major: copied as is into the N-major layout (bn), read with imm-trans-b
     b8 = b_st is not None and not b_st.transposed and esz == 1
     bn = b_st is not None and not b_st.transposed and esz == 2
+    kept_a = em.resident_a.get(op)  # written before the loop (keep_invariant_a)
+    # A in the accumulator's own layout (attention's P = exp(QK^T - m) as f16): handed to
+    # wgmma in registers, the m64nNk16 C fragment being the A fragment of the next MMA
+    a_regs = (
+        a_st is None and kept_a is None and esz == 2 and da.layout == wgmma_accumulator_layout(W)
+    )
+    # the scratch holds only what this dot writes there: A unless it is kept, in registers or
+    # in a pipeline stage; B unless it is in a stage (a kept Q and a TMA-staged K^T: nothing)
+    a_here = (a_st is None and kept_a is None and not a_regs) or (
+        a_st is not None and a_st.pipe_buf is None
+    )
+    b_here = b_st is None or b_st.pipe_buf is None or b8
+    off_b = M // 8 * sbo if a_here else 0
+    off_c = _align(off_b + N // 8 * sbo) if b_here else off_b
+    total = off_c if in_regs else off_c + M * N * csz
     praw = _pitch(N, 1)
     off_raw = _align(total)
     kchunk = _raw_rows(off_raw, K, praw) if b8 and b_st.pipe_buf is None else K
@@ -1023,12 +1042,6 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     a_rows, kf = _a_fields(K, esz, G)
     b_rows = ((0, 3, 16), (3, None, sbo))
     st_c = {"f32": "f32", "b32": "b32"}[plan.c_cls]
-    kept_a = em.resident_a.get(op)  # written before the loop (keep_invariant_a)
-    # A in the accumulator's own layout (attention's P = exp(QK^T - m) as f16): handed to
-    # wgmma in registers, the m64nNk16 C fragment being the A fragment of the next MMA
-    a_regs = (
-        a_st is None and kept_a is None and esz == 2 and da.layout == wgmma_accumulator_layout(W)
-    )
     # what this dot writes to shared memory itself (else no barrier around it: the staged
     # operands' stage was made visible by the loop's own wait + barrier)
     writes = (
@@ -1111,7 +1124,7 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         for lines in inits.values():
             for line in lines:
                 em.ins(line)
-    key = ("wgmma-desc", M, N, K, esz, G, bn, kept_a)
+    key = ("wgmma-desc", M, N, K, esz, G, bn, kept_a, off_b)
     b_sbo, b_lbo = (_NM_SBO, _nmajor_lbo(N)) if bn else (sbo, _LBO)
     if key not in em._smem_refs:
         with em.hoisted():

@@ -755,7 +755,9 @@ def _num_warps_given(op: Operation, ctx: ConversionContext) -> bool:
     if isinstance(hints, OptimizationHintsAttr):
         for arch, entry in hints.entries:
             if arch == "default" or _arch_cc(arch) == ctx.compute_capability:
-                if isinstance(entry, DictAttr) and any(k == "num_warps" for k, _ in entry.items):
+                if isinstance(entry, DictAttr) and any(
+                    k in ("num_warps", "num_worker_warps_per_cta") for k, _ in entry.items
+                ):
                     return True
     return False
 

@@ -50,13 +50,17 @@ def elementwise(op: Operation) -> bool:
     return len(op.results) == 1 and not op.regions and op.opdef.has_trait("Elementwise")
 
 
-def fragment_chain(loop: Operation, store: Optional[Operation]) -> Optional[list]:
+def fragment_chain(
+    loop: Operation, store: Optional[Operation], through_conversion: bool = False
+) -> Optional[list]:
     """The values from ``loop``'s result to the tile the TMA ``store`` writes, when nothing but
     that store reads them in their layout: a single-use chain of elementwise ops on that one
     tile (other operands scalars or uniform tiles) with the loop result's layout throughout.
     Register k then means the same element all along, whatever order the registers are in, so
     the loop can hand over its accumulator registers as they are and the store write them by
-    position (no exchange into the layout stage's layout); else None."""
+    position (no exchange into the layout stage's layout); else None. ``through_conversion``:
+    as the chain will be once the async stage drops a ``convert_layout`` that only feeds the
+    store (``async_rule._store_unconverted``); the conversion's result ends the chain."""
     if store is None:
         return None
     v = loop.results[0]
@@ -67,6 +71,11 @@ def fragment_chain(loop: Operation, store: Optional[Operation]) -> Optional[list
         (user,) = v.users
         if user is store:
             return chain if store.opdef.operand_group(store, "value")[0] is v else None
+        if through_conversion and user.name == "nv_tileas.convert_layout":
+            r = user.results[0]
+            if r.num_uses == 1 and r.users[0] is store:
+                value = store.opdef.operand_group(store, "value")[0]
+                return chain + [r] if value is r else None
         others = [o for o in user.operands if o is not v and getattr(o.type, "rank", 0)]
         if not elementwise(user) or not all(uniform_tile(o) for o in others):
             return None

@@ -8,6 +8,7 @@ from typing import Optional
 
 from tilegen.runtime.attributes import DictAttr, IntegerAttr
 from tilegen.runtime.ir import Operation
+from tilegen.runtime.types import NvPointerType, PointerType
 
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 2
@@ -23,13 +24,21 @@ def kernel_spec_int(func: Operation, key: str) -> Optional[int]:
     return None
 
 
-def register_cap(func: Operation, threads: int) -> Optional[int]:
+#: on a kernel whose warp-specialised consumers cannot hold their accumulators within the
+#: ``occupancy`` hint's register share even after the producer gives its registers back: the
+#: hint's ``.maxnreg`` is not emitted (docs/pipelines.md section 21)
+OCCUPANCY_CAP_DROPPED = "nv_tileas.occupancy_cap_dropped"
+
+
+def register_cap(func: Operation, threads: int, honor_dropped: bool = True) -> Optional[int]:
     """The ``.maxnreg`` a kernel of ``threads`` gets (seed 002): ``nvvm.maxnreg``, else from the
     ``occupancy`` hint (the 64K-register file shared by ``occupancy`` CTAs, as tileiras derives
-    it), else None."""
+    it; not where the async stage marked :data:`OCCUPANCY_CAP_DROPPED`), else None."""
     maxnreg = func.attributes.get("nvvm.maxnreg")
     if isinstance(maxnreg, IntegerAttr):
         return maxnreg.value
+    if honor_dropped and OCCUPANCY_CAP_DROPPED in func.attributes:
+        return None
     occ = kernel_spec_int(func, "occupancy")
     if occ and occ > 0:
         regs = min(255, (65536 // (threads * occ)) // 8 * 8)
@@ -57,9 +66,15 @@ def enclosing_int_attr(op: Operation, name: str) -> Optional[int]:
 
 
 def kernel_num_warps(func: Operation) -> int:
-    """The CTA size the kernel asks for: ``kernel_spec.num_warps``, else ``tt.num_warps``,
-    else :data:`DEFAULT_NUM_WARPS` (seed 002's default: 128 threads)."""
-    for n in (kernel_spec_int(func, "num_warps"), enclosing_int_attr(func, "tt.num_warps")):
+    """The CTA size the kernel asks for: cuTile's ``num_worker_warps_per_cta`` hint (the warps
+    that compute: a TMA producer warp group, where the async path adds one, comes on top, as in
+    tileiras), else ``kernel_spec.num_warps``, else ``tt.num_warps``, else
+    :data:`DEFAULT_NUM_WARPS` (seed 002's default: 128 threads)."""
+    for n in (
+        kernel_spec_int(func, "num_worker_warps_per_cta"),
+        kernel_spec_int(func, "num_warps"),
+        enclosing_int_attr(func, "tt.num_warps"),
+    ):
         if n is not None:
             return n
     return DEFAULT_NUM_WARPS
@@ -94,8 +109,13 @@ def default_num_warps(func: Operation) -> int:
     none on 8). Else :data:`DEFAULT_NUM_WARPS`."""
     if "nv_tileaa.num_warps_default" not in func.attributes:  # the producer's choice
         return kernel_num_warps(func)
+    if not func.regions or not func.regions[0].blocks:
+        return DEFAULT_NUM_WARPS
+    footprint = _footprint_num_warps(func)
+    if footprint is not None:
+        return footprint
     sm = target_sm(func)
-    if sm is None or sm < 90 or not func.regions or not func.regions[0].blocks:
+    if sm is None or sm < 90:
         return DEFAULT_NUM_WARPS
     for loop in func.regions[0].blocks[0].ops:
         if loop.name != "scf.for":
@@ -106,7 +126,7 @@ def default_num_warps(func: Operation) -> int:
             # the async path's K loop: its consumer warps stay the kernel's 4 (a CTA pair's
             # too: 128 rows per CTA), unless one warp group would hold 256 rows of
             # accumulators; two then take 128 each (2 x 64 registers a thread, N 128)
-            if _tall_dot(dots[0]) and not _may_pair(func, sm):
+            if _tall_dot(dots[0]) and not _may_pair(func, sm, dots[0]):
                 return WIDE_NUM_WARPS
             continue
         if any(_wide_dot(d) for d in dots):
@@ -114,12 +134,57 @@ def default_num_warps(func: Operation) -> int:
     return DEFAULT_NUM_WARPS
 
 
-def _may_pair(func: Operation, sm: int) -> bool:
+#: Registers a thread may spend on the kernel's largest tile before :func:`default_num_warps`
+#: widens a dot-free CTA, and the widest CTA it goes to (512 threads).
+TILE_REGISTERS_PER_THREAD = 64
+MAX_FOOTPRINT_NUM_WARPS = 16
+
+
+def _footprint_num_warps(func: Operation) -> Optional[int]:
+    """For a kernel without dots whose largest tile would take more than
+    :data:`TILE_REGISTERS_PER_THREAD` 32-bit registers a thread on 4 warps: the fewest warps (8
+    or 16) that bring it within that, so a whole-row tile (TileGym's silu_and_mul at hidden
+    11008, a 16384-element tile; an 8 x 4096 row sum) is held without spilling. tileiras keeps
+    128 threads there and streams the elementwise chain through the tile; tilegen holds every
+    tile value whole, so it spreads the tile over more threads instead. None otherwise
+    (kernels with dots keep the dot rules below)."""
+    largest = 0
+    for op in func.walk():
+        if op.name == "nv_tileaa.dot":
+            return None
+        for r in op.results:
+            t = r.type
+            shape = getattr(t, "shape", None)
+            if not shape or any(not isinstance(d, int) or d <= 0 for d in shape):
+                continue
+            n = 1
+            for d in shape:
+                n *= d
+            element = getattr(t, "element", None)
+            bits = getattr(element, "width", None) or (
+                64 if isinstance(element, (PointerType, NvPointerType)) else 32
+            )
+            largest = max(largest, n * max(1, bits // 32))
+    warps = DEFAULT_NUM_WARPS
+    while largest > TILE_REGISTERS_PER_THREAD * 32 * warps and warps < MAX_FOOTPRINT_NUM_WARPS:
+        warps *= 2
+    return warps if warps != DEFAULT_NUM_WARPS else None
+
+
+def _may_pair(func: Operation, sm: int, dot: Operation) -> bool:
     """Whether the kernel asks for a CTA pair where the async path builds them (sm_90 and
-    sm_100 with ``CompileOptions.cta_pair``: docs/pipelines.md sections 18-19)."""
+    sm_100 with ``CompileOptions.cta_pair``: docs/pipelines.md sections 18-19) for a dot it can
+    pair: N at most 128 (each CTA's 128 rows x N on one warp group; a 256 x 256 tile's pair
+    would hold 256 accumulator registers a thread, so it keeps two warp groups on one CTA)."""
     from tilegen.runtime.options import current
 
-    return kernel_spec_int(func, "num_cta_in_cga") == 2 and sm in (90, 100) and current().cta_pair
+    n = getattr(dot.operands[1].type, "shape", (0, 0))[-1]
+    return (
+        kernel_spec_int(func, "num_cta_in_cga") == 2
+        and sm in (90, 100)
+        and current().cta_pair
+        and n <= 128
+    )
 
 
 def _tall_dot(dot: Operation) -> bool:

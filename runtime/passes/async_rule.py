@@ -29,6 +29,7 @@ from math import prod
 from typing import Optional
 
 from tilegen.runtime.ir import BlockArgument, Operation, OpResult
+from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_DROPPED
 from tilegen.runtime.layouts.async_forms import (
     deferred_dot,
     fragment_chain,
@@ -126,6 +127,12 @@ class AsyncDecision:
     overlap: bool = False
     #: the GEMM form runs on a CTA pair (section 18); ``stage_bytes`` are then one CTA's
     cta_pair: bool = False
+    #: the consumers take the producer's registers under the kernel's ``.maxnreg``
+    #: (``consumer_regs`` is their ``setmaxnreg.inc``; section 21)
+    rebalance: bool = False
+    #: the occupancy hint's ``.maxnreg`` is dropped: even rebalanced, the consumers could not
+    #: hold their accumulators within it (section 21)
+    cap_dropped: bool = False
 
     @property
     def over_48k(self) -> bool:
@@ -432,8 +439,19 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     kw["stages"] = stages
     if why is not None:
         return AsyncDecision(name, target, True, False, why, **kw)
-    if plan.producer_regs and not isinstance(dot.operands[2], BlockArgument):
-        kw["consumer_regs"] = consumer_regs_inc(plan)
+    if plan.producer_regs:
+        rows = a.shape[0] // 2 if pair else a.shape[0]
+        acc = rows * b.shape[1] // (32 * plan.consumer_warps)
+        scaled = not isinstance(dot.operands[2], BlockArgument)
+        need = (2 if scaled else 1) * acc + CONSUMER_SLACK
+        inc, dropped = consumer_registers(
+            func, plan.consumer_warps, plan.producer_warps, plan.producer_regs, need
+        )
+        kw["cap_dropped"] = dropped
+        if inc is not None:
+            kw.update(consumer_regs=inc, rebalance=True)
+        elif scaled:
+            kw["consumer_regs"] = consumer_regs_inc(plan)
     sides = staged_sides(loop, dot)
     kw["stage_bytes"] += sum(
         _BYTES.get(_elem_key(o.results[0].type), 4) * prod(o.results[0].type.shape) for o in sides
@@ -455,8 +473,50 @@ def consumer_regs_inc(plan) -> int:
 
     consumers, producers = 32 * plan.consumer_warps, 32 * plan.producer_warps
     launch = min(255, REGISTER_FILE // (consumers + producers)) // 8 * 8
-    freed = (launch - plan.producer_regs) * producers
+    return _inc(launch, plan.consumer_warps, plan.producer_warps, plan.producer_regs)
+
+
+def _inc(launch: int, consumer_warps: int, producer_warps: int, producer_regs: int) -> int:
+    """The consumers' ``setmaxnreg.inc`` when every thread is launched at ``launch`` registers
+    and the producer warp group drops to ``producer_regs``."""
+    from tilegen.runtime.passes.k_loop_pipelining import MAX_REGS_RANGE
+
+    consumers, producers = 32 * consumer_warps, 32 * producer_warps
+    freed = (launch - producer_regs) * producers
     return min(MAX_REGS_RANGE[1], launch + freed // consumers) // 8 * 8
+
+
+#: registers a warp-specialised consumer thread needs beside its accumulators (addresses,
+#: loop counters, the epilogue's temporaries)
+CONSUMER_SLACK = 32
+
+
+def consumer_registers(
+    func, consumer_warps: int, producer_warps: int, producer_regs: int, need: int
+) -> tuple:
+    """(the consumers' ``setmaxnreg.inc`` under the kernel's register cap, or None where it has
+    none; whether the occupancy hint's cap is dropped; the inc is then the uncapped one). With a cap (``nvvm.maxnreg`` or the
+    ``occupancy`` hint's share of the register file) every thread launches at it; the producer
+    warp group gives its registers back and the consumers take them, as tileiras's
+    occupancy-2 GEMM does (``.maxnreg 128``, producer 32, consumers 224). Where even that
+    leaves the consumers fewer than ``need`` registers (their accumulators and
+    :data:`CONSUMER_SLACK`), an occupancy hint's cap is dropped: ptxas would refuse the kernel
+    (C7602 "Insufficient registers") or spill the accumulators. An explicit ``nvvm.maxnreg``
+    stays."""
+    from tilegen.runtime.layouts.kernel import register_cap
+    from tilegen.runtime.passes.k_loop_pipelining import REGISTER_FILE
+
+    threads = 32 * (consumer_warps + producer_warps)
+    cap = register_cap(func, threads, honor_dropped=False)
+    if cap is None:
+        return None, False
+    inc = _inc(cap, consumer_warps, producer_warps, producer_regs)
+    if inc >= need or "nvvm.maxnreg" in func.attributes:
+        return max(inc, cap), False
+    # uncapped, every thread launches at its share of the register file; the consumers still
+    # take what the producer gives back
+    launch = min(255, REGISTER_FILE // threads) // 8 * 8
+    return max(launch, _inc(launch, consumer_warps, producer_warps, producer_regs)), True
 
 
 def stage_bytes_of(dot, sides: tuple = ()) -> int:
@@ -559,7 +619,7 @@ def _lowering(
     # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget),
     # beside the accumulator's scratch buffer unless the registers never go through it
     for scratch in (0, M * N * 4) if _registers_only(func, loop, sm, M) else (M * N * 4,):
-        fit = (shared_optin(sm) - scratch - SMEM_EXTRA - bt) // stage
+        fit = (_shared_budget(func, sm, stage, scratch + bt) - scratch - SMEM_EXTRA - bt) // stage
         stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
         if scratch or tma_store_plan(func, loop, stages, stage)[0] is not None:
             break
@@ -705,7 +765,7 @@ def _registers_only(func: Operation, loop: Operation, sm: int, M: int) -> bool:
     if not uniform_tile(loop.operands[3]) or (sm >= 100 and M not in (128, 256)):
         return False
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)  # (the ring's size checked later)
-    chain = fragment_chain(loop, store)
+    chain = fragment_chain(loop, store, through_conversion=True)  # (_store_unconverted's)
     if chain is None:
         return False
     ops = func.regions[0].blocks[0].ops
@@ -788,6 +848,20 @@ def general_loads(func: Operation, loop: Operation, sm: int) -> tuple:
     return None, loads
 
 
+def _shared_budget(func, sm: int, stage: int, fixed: int = 64 * 1024) -> int:
+    """Shared memory the stages and their neighbours may take: the share that lets the
+    ``occupancy`` hint's CTAs fit on an SM (``targets.occupancy_shared``), where two stages
+    still fit in it beside ``fixed`` bytes; else the CTA's whole opt-in (the hint then cannot
+    be met by any ring)."""
+    from tilegen.runtime.layouts.kernel import kernel_spec_int
+    from tilegen.runtime.targets import occupancy_shared, shared_optin
+
+    share = occupancy_shared(sm, kernel_spec_int(func, "occupancy"))
+    if share - fixed - SMEM_EXTRA >= 2 * stage:
+        return share
+    return shared_optin(sm)
+
+
 def _general_decision(func, loop, options, name: str, target: str, mma: str) -> AsyncDecision:
     """The decision for a K loop that is not one dot's (section 13)."""
     from math import prod as _prod
@@ -804,7 +878,7 @@ def _general_decision(func, loop, options, name: str, target: str, mma: str) -> 
         for o in loads
     )
     hint = options.num_stages or klp._stages_hint(func)
-    fit = (shared_optin(options.target.sm) - 64 * 1024 - SMEM_EXTRA) // stage
+    fit = (_shared_budget(func, options.target.sm, stage) - 64 * 1024 - SMEM_EXTRA) // stage
     overlap = _overlap(func, loop, options, mma, warps)
     stages = min(hint or (OVERLAP_STAGES if overlap else GENERAL_STAGES), fit, ASYNC_MAX_STAGES)
     dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
@@ -831,7 +905,12 @@ def _general_decision(func, loop, options, name: str, target: str, mma: str) -> 
     if stages < 2:
         why = "two stages do not fit in shared memory beside 64 KB for the body"
         return AsyncDecision(name, target, True, False, why, **kw)
-    return AsyncDecision(name, target, True, True, "", **kw)
+    acc = sum(prod(d.results[0].type.shape) // (32 * warps) for d in dots)
+    need = (2 if overlap else 1) * acc + OVERLAP_SLACK
+    inc, dropped = consumer_registers(func, warps, 4, klp.PRODUCER_REGS, need)
+    if inc is not None:
+        kw.update(consumer_regs=inc, rebalance=True)
+    return AsyncDecision(name, target, True, True, "", cap_dropped=dropped, **kw)
 
 
 #: registers a consumer thread needs beside the overlap's tiles (addresses, the softmax's
@@ -893,6 +972,8 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                         op.remove_attr(name)
         d = decide_kernel(func, options)
         out.append(d)
+        if annotate and d.taken and d.cap_dropped:
+            func.set_attr(OCCUPANCY_CAP_DROPPED, UnitAttr())
         if annotate and d.taken:
             (loop,) = [
                 o
@@ -903,6 +984,8 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
             if _loop_dot(loop) is None:  # the general form: the loads it stages
                 loop.set_attr(ASYNC_GENERAL_ATTR, UnitAttr())
                 loop.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
+                if d.rebalance:
+                    loop.set_attr(ASYNC_CONSUMER_REGS_ATTR, IntegerAttr(d.consumer_regs, I32))
                 if d.overlap:
                     loop.set_attr(ASYNC_OVERLAP_ATTR, UnitAttr())
                 for ld in general_loads(func, loop, options.target.sm)[1]:
@@ -912,7 +995,9 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 loop.set_attr(ASYNC_PAIR_ATTR, UnitAttr())
             if d.producer_regs:
                 loop.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
-            if d.producer_regs and not isinstance(_loop_dot(loop).operands[2], BlockArgument):
+            if d.producer_regs and (
+                d.rebalance or not isinstance(_loop_dot(loop).operands[2], BlockArgument)
+            ):
                 loop.set_attr(ASYNC_CONSUMER_REGS_ATTR, IntegerAttr(d.consumer_regs, I32))
             for side in staged_sides(loop, _loop_dot(loop)):
                 side.set_attr(ASYNC_STAGED_ATTR, UnitAttr())
@@ -927,6 +1012,7 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
 
 #: every attribute the stage writes (docs/pipelines.md section 8's table)
 _DECISION_ATTRS = (
+    OCCUPANCY_CAP_DROPPED,
     ASYNC_ATTR,
     ASYNC_REGS_ATTR,
     ASYNC_CONSUMER_REGS_ATTR,

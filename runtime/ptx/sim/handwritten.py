@@ -309,12 +309,16 @@ def do_cvt(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             hi, lo = np.maximum(hi, 0), np.maximum(lo, 0)
         st.write_bits(ins.operands[0], (conv(hi) << np.uint64(16)) | conv(lo), mask)
         return
-    if dt == "tf32":  # cvt.rna[.satfinite].tf32.f32: round the low 13 mantissa bits away
+    if dt == "tf32":  # cvt.{rna,rn}[.satfinite].tf32.f32: round the low 13 mantissa bits away
         b = st.bits(ins.operands[1], "b32").astype(np.uint64) & np.uint64(0xFFFFFFFF)
         finite = (b & np.uint64(0x7F800000)) != np.uint64(0x7F800000)
-        if "rna" not in mods:
-            raise _err(f"{ins.opcode}: only the .rna rounding of tf32 is simulated")
-        r = np.where(finite, (b + np.uint64(0x1000)) & np.uint64(0xFFFFE000), b)
+        if "rna" in mods:  # ties away from zero
+            up = np.uint64(0x1000)
+        elif "rn" in mods:  # ties to even: half an ulp, less one unless the kept lsb is odd
+            up = np.uint64(0xFFF) + ((b >> np.uint64(13)) & np.uint64(1))
+        else:
+            raise _err(f"{ins.opcode}: only the .rna and .rn roundings of tf32 are simulated")
+        r = np.where(finite, (b + up) & np.uint64(0xFFFFE000), b)
         st.write_bits(ins.operands[0], r & np.uint64(0xFFFFFFFF), mask)
         return
     x = st.read(ins.operands[1], at)
