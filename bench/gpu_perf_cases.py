@@ -31,6 +31,9 @@ VARIANTS = {
     # the CTA pair beside one CTA per 256-row tile (two consumer warp groups, section 20)
     "gemm f16 8192^3 num_ctas=2 (256x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm f16 8192^3 num_ctas=2 (128x128 tiles)": {"no CTA pair": {"cta_pair": False}},
+    "gemm f16 8192^3 num_ctas=2 (256x256 tiles)": {"no CTA pair": {"cta_pair": False}},
+    # two consumer warp groups of 64 rows (the default since section 21) beside one of 128
+    "gemm f16 8192^3 (128x256 tiles)": {"num_warps=4": {"num_warps": 4}},
     "gemm e4m3 8192^3 (f16 out)": {"num_warps=8": {"num_warps": 8}},
     # the async path's general form (the default on sm_90 since docs/pipelines.md section 13:
     # K/V by TMA from a producer warp group; since section 16 with P V overlapping the next
@@ -128,15 +131,29 @@ def cases() -> list[PerfCase]:
             "matmul",
         )
     )
-    # the CTA pair (num_ctas=2: 256 x 128 tiles, and 128 x 128 ones beside "gemm f16 8192^3")
-    for s, tm in ((4096, 256), (8192, 256), (8192, 128)):
+    # 128 x 256 tiles: two consumer warp groups of 64 rows (section 21; tileiras: one, spilling)
+    out.append(
+        PerfCase(
+            "gemm f16 8192^3 (128x256 tiles)",
+            "gemm",
+            [("A", (8192, 8192), "f16"), ("B", (8192, 8192), "f16"), ("C", (8192, 8192), "f16")]
+            + [("TM", 128), ("TN", 256), ("TK", 64)],
+            (8192 // 128, 8192 // 256, 1),
+            2 * 8192**3,
+            2e-2,
+            "matmul",
+        )
+    )
+    # the CTA pair (num_ctas=2: 256 x 128 tiles, 128 x 128 ones beside "gemm f16 8192^3", and
+    # 256 x 256 with two consumer warp groups per CTA: section 21)
+    for s, tm, tn in ((4096, 256, 128), (8192, 256, 128), (8192, 128, 128), (8192, 256, 256)):
         out.append(
             PerfCase(
-                f"gemm f16 {s}^3 num_ctas=2 ({tm}x128 tiles)",
+                f"gemm f16 {s}^3 num_ctas=2 ({tm}x{tn} tiles)",
                 "gemm_pair",
                 [("A", (s, s), "f16"), ("B", (s, s), "f16"), ("C", (s, s), "f16")]
-                + [("TM", tm), ("TN", 128), ("TK", 64)],
-                (s // tm, s // 128, 1),
+                + [("TM", tm), ("TN", tn), ("TK", 64)],
+                (s // tm, s // tn, 1),
                 2 * s**3,
                 2e-2,
                 "matmul",
@@ -177,11 +194,11 @@ def cases() -> list[PerfCase]:
             None,
         )
     )
-    for heads, seq in ((16, 4096), (16, 8192)):
-        d = 64
+    for heads, seq, d, tn in ((16, 4096, 64, 64), (16, 8192, 64, 64), (16, 8192, 128, 128)):
+        label = "" if d == 64 else f" (128x{tn} tiles)"
         out.append(
             PerfCase(
-                f"attention causal fwd h{heads} s{seq} d{d}",
+                f"attention causal fwd h{heads} s{seq} d{d}{label}",
                 "attention_causal_fwd",
                 [
                     ("Q", (heads, seq, d), "f16"),
@@ -190,7 +207,7 @@ def cases() -> list[PerfCase]:
                     ("Out", (heads, seq, d), "f16"),
                     ("qk_scale", 1.0 / math.sqrt(d)),
                     ("TM", 128),
-                    ("TN", 64),
+                    ("TN", tn),
                     ("D", d),
                 ],
                 (seq // 128, heads, 1),

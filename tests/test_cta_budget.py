@@ -290,13 +290,14 @@ def _attention_args(S: int, D: int, TM: int, TN: int):
     return (q, k, v, np.zeros((S, D), np.float16), TM, TN, D), ref
 
 
-@pytest.mark.parametrize("occupancy", [1, 2])
+@pytest.mark.parametrize("occupancy", [None, 1, 2])
 def test_attention_128_rows_head_dim_128_fits(occupancy):
     """TileGym's sm_90 attention tile (128 x 128, head dim 128): a dot whose A is kept (Q) and
     whose B is a TMA stage (K^T) writes nothing to the scratch, which no longer reserves 72 KB
     for them (242,048 B of shared memory were refused); under occupancy 2 the consumers still
-    take the producer's registers (ptxas spilled 352 B)."""
-    kernel = attention.replace_hints(occupancy=occupancy)
+    take the producer's registers (ptxas spilled 352 B), as they do with no hint at all (368 B
+    on 168 registers before)."""
+    kernel = attention if occupancy is None else attention.replace_hints(occupancy=occupancy)
     args, ref = _attention_args(256, 128, 128, 128)
     d = _plan(kernel, args)
     assert d.taken and d.rebalance and d.consumer_regs == 232, d.line()
@@ -341,3 +342,20 @@ def test_loop_copies_share_one_kept_operand():
         for b in range(2)
     ]
     np.testing.assert_allclose(args[2], np.concatenate(want), rtol=1e-3, atol=1e-3)
+
+
+def test_128_by_256_gemm_tile_takes_two_consumer_warp_groups():
+    """TileGym's 128 x 256 GEMM tile on sm_90: one warp group would hold 256 accumulator
+    registers a thread (today's path, 1.5 KB of stack); two of 64 rows hold 128 each on the async
+    path (tileiras: one group, 255 registers and 1.8 KB of stack). Exact in strict ptxsim."""
+    kernel = _gemm(1)
+    args = _gemm_args(256, 512, 128, (128, 256, 64))
+    d = _plan(kernel, args)
+    assert d.taken and d.consumer_warps == 8 and d.tile == (128, 256, 64), d.line()
+    ptx = tc.compile_kernel(kernel, args, gpu_name="sm_90").ptx
+    assert _threads(ptx) == 384 and "wgmma.mma_async.sync.aligned.m64n256k16" in ptx
+    if find_ptxas() is not None:
+        assert _ptxas(ptx, 90)[1] == 0
+    out = _run_strict(kernel, args, (2, 2))
+    want = args[0].astype(np.float64) @ args[1].astype(np.float64)
+    np.testing.assert_array_equal(out[2].astype(np.float64), want)

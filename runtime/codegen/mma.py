@@ -1038,7 +1038,7 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     if b8 and b_st.pipe_buf is None:
         total = off_raw + kchunk * praw
     _check_scratch(em, op, total)
-    em.need_smem(total)
+    em.need_smem(max(total, 16))  # (the descriptors' base is the scratch's, even when empty)
     a_rows, kf = _a_fields(K, esz, G)
     b_rows = ((0, 3, 16), (3, None, sbo))
     st_c = {"f32": "f32", "b32": "b32"}[plan.c_cls]

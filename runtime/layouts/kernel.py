@@ -126,7 +126,9 @@ def default_num_warps(func: Operation) -> int:
             # the async path's K loop: its consumer warps stay the kernel's 4 (a CTA pair's
             # too: 128 rows per CTA), unless one warp group would hold 256 rows of
             # accumulators; two then take 128 each (2 x 64 registers a thread, N 128)
-            if _tall_dot(dots[0]) and not _may_pair(func, sm, dots[0]):
+            if (_tall_dot(dots[0]) or (sm == 90 and _wide_n_dot(dots[0]))) and not _may_pair(
+                func, sm, dots[0]
+            ):
                 return WIDE_NUM_WARPS
             continue
         if any(_wide_dot(d) for d in dots):
@@ -192,6 +194,22 @@ def _tall_dot(dot: Operation) -> bool:
     consumer warp groups."""
     shape = getattr(dot.operands[0].type, "shape", ())
     return len(shape) == 2 and shape[0] >= 256 and shape[0] % 128 == 0
+
+
+def _wide_n_dot(dot: Operation) -> bool:
+    """A 2-d dot of 128 rows whose accumulator would take one warp group more than 128
+    registers a thread (N over 128: TileGym's 128 x 256 GEMM tile); two warp groups of 64 rows
+    hold half each on wgmma (sm_90; tileiras keeps one group there, at 255 registers and 1.8 KB
+    of stack)."""
+    a, b = dot.operands[0].type, dot.operands[1].type
+    shape_a, shape_b = getattr(a, "shape", ()), getattr(b, "shape", ())
+    return (
+        len(shape_a) == 2
+        and len(shape_b) == 2
+        and shape_a[0] == 128
+        and shape_b[1] > 128
+        and shape_b[1] % 64 == 0
+    )
 
 
 def _wide_dot(dot: Operation) -> bool:

@@ -908,6 +908,9 @@ def _general_decision(func, loop, options, name: str, target: str, mma: str) -> 
     acc = sum(prod(d.results[0].type.shape) // (32 * warps) for d in dots)
     need = (2 if overlap else 1) * acc + OVERLAP_SLACK
     inc, dropped = consumer_registers(func, warps, 4, klp.PRODUCER_REGS, need)
+    launch = min(255, klp.REGISTER_FILE // (32 * (warps + 4))) // 8 * 8
+    if inc is None and launch < 248:  # no cap: the consumers still take the producer's share
+        inc = max(launch, _inc(launch, warps, 4, klp.PRODUCER_REGS))
     if inc is not None:
         kw.update(consumer_regs=inc, rebalance=True)
     return AsyncDecision(name, target, True, True, "", cap_dropped=dropped, **kw)
