@@ -49,7 +49,11 @@ def options_flags(options) -> list[str]:
 
 
 def _pipe_cmd(ptxas: str, arch: str, flags) -> list[str]:
-    return [ptxas, f"-arch={arch}", "/dev/stdin", "-o", "/dev/stdout"] + list(flags)
+    from tilegen.runtime.targets import EXTENDED_SMEM_FLAG
+
+    return [ptxas, f"-arch={arch}", "/dev/stdin", "-o", "/dev/stdout", EXTENDED_SMEM_FLAG] + list(
+        flags
+    )
 
 
 def _pipes() -> bool:
@@ -149,7 +153,9 @@ def assemble(
     with tempfile.TemporaryDirectory() as d:
         src, out = Path(d) / "k.ptx", Path(d) / "k.cubin"
         src.write_text(ptx)
-        cmd = [ptxas, f"-arch={arch}", str(src), "-o", str(out)] + flags
+        from tilegen.runtime.targets import EXTENDED_SMEM_FLAG
+
+        cmd = [ptxas, f"-arch={arch}", str(src), "-o", str(out), EXTENDED_SMEM_FLAG] + flags
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise PtxasError(f"ptxas failed:\n{p.stderr.strip()}")

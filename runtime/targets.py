@@ -106,10 +106,20 @@ def occupancy_shared(sm: "int | None", occupancy: "int | None") -> int:
     return min(whole, per_sm // occupancy - SHARED_RESERVED_PER_CTA)
 
 
+#: the ptxas option tileiras 13.5 passes on every target (captured from its ptxas call): static
+#: ``.shared`` may then take the CTA's whole opt-in shared memory on any target (ptxas 13.5:
+#: sm_80/87 166,912 B, sm_86/89/120 101,376, sm_90/100 232,448; without it 48 KiB except on
+#: ``a`` targets). runtime/ptxas.py passes it on every assembly.
+EXTENDED_SMEM_FLAG = "--enable-extended-smem=true"
+
+
 def static_shared_limit(sm: int, suffix: str) -> int:
-    """Bytes of static ``.shared`` ptxas 13 accepts for ``.target sm_<sm><suffix>``: 48 KiB, or,
-    on an arch-specific ``a`` target, the CTA's whole opt-in shared memory (ptxas: 0x38c00 on
-    sm_90a/100a/103a/110a, 0x18c00 on sm_120a/121a)."""
-    if suffix == "a" and sm in VARIANTS["a"]:
+    """Bytes of static ``.shared`` a kernel for ``.target sm_<sm><suffix>`` may take: on an
+    arch-specific ``a`` target the CTA's whole opt-in shared memory (ptxas: 0x38c00 on
+    sm_90a/100a/103a/110a, 0x18c00 on sm_120a/121a); on a target with no ``a`` variant (sm_80,
+    86, 87, 89) the same through :data:`EXTENDED_SMEM_FLAG`, as tileiras builds its sm_80
+    GEMMs (147,456 B); else 48 KiB (a target with an ``a`` variant switches to it instead:
+    codegen/emit.py ``_fit_static_shared``)."""
+    if (suffix == "a" and sm in VARIANTS["a"]) or sm not in VARIANTS["a"]:
         return shared_optin(sm)
     return STATIC_SHARED_PLAIN

@@ -98,13 +98,25 @@ def ptx_of(text: str, sm: str = "sm_90") -> str:
     return compile_to_ptx(parse_module(text, "k.mlir"), sm)
 
 
+from tilegen.runtime.targets import EXTENDED_SMEM_FLAG  # noqa: E402
+
+
 def ptxas(ptx: str, sm: str) -> str:
     """ptxas -v stderr; raises AssertionError when ptxas rejects the PTX."""
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "k.ptx"
         src.write_text(ptx)
         p = subprocess.run(
-            [PTXAS, "-v", f"-arch={sm}", str(src), "-o", str(Path(d) / "k.cubin")],
+            # (tilegen's own assembly passes tileiras's extended-shared-memory flag too)
+            [
+                PTXAS,
+                "-v",
+                f"-arch={sm}",
+                EXTENDED_SMEM_FLAG,
+                str(src),
+                "-o",
+                str(Path(d) / "k.cubin"),
+            ],
             capture_output=True,
             text=True,
         )

@@ -277,19 +277,35 @@ def test_scratch_over_48k_takes_the_arch_specific_target(sm):
     ptxas(ptx, sm + "a")
 
 
+@pytest.mark.skipif(PTXAS is None, reason="ptxas not found")
+def test_scratch_over_48k_on_sm80_takes_extended_shared_memory():
+    """sm_80 has no ``a`` target: the 64 KiB scratch is static ``.shared`` beyond 48 KiB, which
+    ptxas takes with tileiras's ``--enable-extended-smem=true`` (up to 166,912 B)."""
+    in_shape, out_shape, body = _permute((128, 128), (1, 0))
+    ptx = ptx_of(kernel(in_shape, out_shape, body, warps=4), "sm_80")
+    assert re.search(r"^\.target sm_80$", ptx, re.M)
+    assert int(re.search(r"__tilegen_smem\[(\d+)\]", ptx).group(1)) > 48 * 1024
+    ptxas(ptx, "sm_80")
+
+
 @pytest.mark.parametrize(
-    "sm, allowed",
-    [("sm_80", "sm_80 allows 49152 bytes"), ("sm_120f", "sm_120f allows 49152 bytes")],
+    "sm, shape, allowed",
+    [
+        ("sm_80", (256, 256), "sm_80 allows 166912 bytes"),
+        ("sm_120f", (128, 128), "sm_120f allows 49152 bytes"),
+    ],
 )
-def test_scratch_over_the_static_limit_is_a_located_error(sm, allowed):
-    """Where no ``a`` target can hold it (sm_80), or the user chose another variant, the compile
-    stops with the sizes and the kernel's location, not with ptxas's message."""
+def test_scratch_over_the_static_limit_is_a_located_error(sm, shape, allowed):
+    """Over what any target can hold (sm_80's 166,912 B), or over 48 KiB where the user chose a
+    variant without the larger limit, the compile stops with the sizes and the kernel's
+    location, not with ptxas's message."""
     from tilegen.runtime.ptxsim import RunError
 
-    in_shape, out_shape, body = _permute((128, 128), (1, 0))
+    in_shape, out_shape, body = _permute(shape, (1, 0))
     with pytest.raises(RunError) as e:
         ptx_of(kernel(in_shape, out_shape, body, warps=4), sm)
     msg = str(e.value)
-    assert msg.startswith("k.mlir:1:") and "the kernel needs 65536 bytes of shared memory" in msg
+    need = shape[0] * shape[1] * 4
+    assert msg.startswith("k.mlir:1:") and f"the kernel needs {need} bytes of shared memory" in msg
     assert allowed in msg
     assert ("(sm_120a: 101376)" in msg) == (sm == "sm_120f")

@@ -111,13 +111,15 @@ class _PipeLoad:
 
 def pipeline_smem_cap(sm: int, suffix: str) -> int:
     """Shared memory (bytes, scratch included) a kernel with pipelined loops may take: 48 KB of
-    static ``.shared``, or on an ``a`` target (a wgmma kernel is built for sm_90a) more, but at
-    most half the SM's, so that two CTAs still fit (what 4 warps at 255 registers allow)."""
-    from tilegen.runtime.targets import STATIC_SHARED_PLAIN, shared_optin, static_shared_limit
+    static ``.shared``, or on an ``a`` target (a wgmma kernel is built for sm_90a) and on a
+    target with no ``a`` variant (sm_80: extended shared memory) more, but at most half the
+    SM's, so that two CTAs still fit (what 4 warps at 255 registers allow)."""
+    from tilegen.runtime.targets import STATIC_SHARED_PLAIN, VARIANTS, shared_optin
+    from tilegen.runtime.targets import static_shared_limit
 
-    if suffix != "a":
+    if suffix != "a" and sm in VARIANTS["a"]:
         return STATIC_SHARED_PLAIN
-    return min(static_shared_limit(sm, "a"), shared_optin(sm) // 2 - 1024)
+    return min(static_shared_limit(sm, suffix), shared_optin(sm) // 2 - 1024)
 
 
 def _pipeline_plan(em: Emitter, op):

@@ -561,13 +561,14 @@ FMA_UNROLL_K = 16
 
 
 def scratch_cap(em: Emitter) -> int:
-    """Bytes of shared memory a dot's staging may take: 48 KB of static ``.shared``, or on a
-    target with an arch-specific variant (sm_90a, sm_100a, sm_120a: emit.py's
-    ``_fit_static_shared`` then builds for it, as tileiras always does) that variant's static
-    limit. Only the dots that do not fit 48 KB take more (a 256 x 256 tile's operands)."""
+    """Bytes of shared memory a dot's staging may take: on a target with an arch-specific
+    variant (sm_90a, sm_100a, sm_120a: emit.py's ``_fit_static_shared`` then builds for it, as
+    tileiras always does) that variant's static limit; on one without (sm_80, 86, 89) the
+    static limit ptxas's extended shared memory allows (``targets.static_shared_limit``). Only
+    the dots that do not fit 48 KB take more (a 256 x 256 tile's operands)."""
     from tilegen.runtime.targets import VARIANTS, static_shared_limit
 
-    return static_shared_limit(em.sm, "a") if em.sm in VARIANTS["a"] else SMEM_LIMIT
+    return static_shared_limit(em.sm, "a" if em.sm in VARIANTS["a"] else "")
 
 
 def _check_scratch(em: Emitter, op, total: int) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 
 from tilegen.runtime.ptx.sim.cta import PtxSimError
+from tilegen.runtime.targets import EXTENDED_SMEM_FLAG
 
 
 class PtxasRefused(PtxSimError):
@@ -83,7 +84,8 @@ _MEMO: dict[str, str | None] = {}  # sha -> None (accepted) or ptxas's message
 def verdict(ptx: str, flags: tuple = (), ptxas: str | None = None) -> str | None:
     """None if ptxas accepts `ptx` for its target, else ptxas's error output. `flags` are
     extra ptxas options the PTX's producer assembles it with (tileiras passes
-    `--enable-extended-smem=true`, which lifts the 48 KiB limit on static shared memory)."""
+    `--enable-extended-smem=true`, which lifts the 48 KiB limit on static shared memory; tilegen
+    passes it too, so it is always on)."""
     ptxas = ptxas or find_ptxas()
     if ptxas is None:
         raise FileNotFoundError("ptxas not found (set PTXAS or install nvidia-cuda-nvcc)")
@@ -102,7 +104,8 @@ def verdict(ptx: str, flags: tuple = (), ptxas: str | None = None) -> str | None
         src = Path(tmp) / "k.ptx"
         src.write_text(ptx)
         r = subprocess.run(
-            [ptxas, f"-arch={target_arch(ptx)}", "-O0", *flags, str(src), "-o", os.devnull],
+            [ptxas, f"-arch={target_arch(ptx)}", "-O0", EXTENDED_SMEM_FLAG, *flags]
+            + [str(src), "-o", os.devnull],
             capture_output=True,
             text=True,
         )
