@@ -75,6 +75,7 @@ def measure(name, entry, target: str, tmp: Path) -> dict:
     from tilegen.runtime.options import CompileOptions
     from tilegen.runtime.ptx.launch import run_ptx
     from tilegen.runtime.ptxas import find_ptxas
+    from tilegen.runtime.targets import EXTENDED_SMEM_FLAG
 
     path, args, exp, grid, rtol, atol = entry
     row = {"kernel": name, "target": target}
@@ -92,7 +93,9 @@ def measure(name, entry, target: str, tmp: Path) -> dict:
     src, cubin = tmp / f"{name}.{target}.ptx", tmp / f"{name}.{target}.cubin"
     src.write_text(c.ptx)
     p = subprocess.run(
-        [ptxas, "-v", f"-arch={target}", str(src), "-o", str(cubin)], capture_output=True, text=True
+        [ptxas, "-v", f"-arch={target}", EXTENDED_SMEM_FLAG, str(src), "-o", str(cubin)],
+        capture_output=True,
+        text=True,
     )
     if p.returncode:
         row["error"] = p.stderr.strip().splitlines()[-1][:80]

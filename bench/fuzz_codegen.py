@@ -1064,13 +1064,15 @@ def _have_ptxas() -> bool:
 
 def _ptxas(ptx: str, sm: str):
     from tilegen.runtime.codegen.driver import find_ptxas
+    from tilegen.runtime.targets import EXTENDED_SMEM_FLAG
 
     arch = sm + "a" if f".target {sm}a" in ptx else sm
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "k.ptx"
         src.write_text(ptx)
         p = subprocess.run(
-            [find_ptxas(), "-v", f"-arch={arch}", str(src), "-o", str(Path(d) / "k.cubin")],
+            [find_ptxas(), "-v", f"-arch={arch}", EXTENDED_SMEM_FLAG, str(src)]
+            + ["-o", str(Path(d) / "k.cubin")],
             capture_output=True,
             text=True,
         )

@@ -169,6 +169,8 @@ class Emitter:
         #: loop-invariant wgmma A operands written once before their loop (mma.py
         #: ``keep_invariant_a``): dot -> b32 register with the region's shared address
         self.resident_a: dict = {}
+        #: register -> (base register or None, constant, small): codegen/affine.py
+        self.affine: dict = {}
         #: (value, layout, bytes, element size, fields) -> the region keeping it (mma.py)
         self.resident_by_value: dict = {}
         self.resident_bytes = 0
@@ -240,6 +242,11 @@ class Emitter:
     def mov(self, cls: str, src) -> str:
         r = self.new(cls)
         self.ins(f"mov.{'pred' if cls == 'pred' else cls} {r}, {src}")
+        if cls in ("b32", "b64") and (
+            isinstance(src, int) or (isinstance(src, str) and src.lstrip("-").isdigit())
+        ):  # an integer constant (codegen/affine.py)
+            v = int(src)
+            self.affine[r] = (None, v, 0 <= v < (1 << 30))
         return r
 
     # ----- values
@@ -413,6 +420,8 @@ class Emitter:
                 m = self.new("b32")
                 self.ins(f"and.b32 {m}, {r}, {size - 1}")
                 r = m
+            elif isinstance(b, str) and b.startswith("%"):  # codegen/affine.py
+                self.affine.setdefault(r, (b, raw, True))
             out = r
         self._coord[key] = out
         return out

@@ -13,6 +13,7 @@ import struct
 
 from tilegen.runtime.attributes import BoolAttr, FloatAttr, IntegerAttr, fastmath_flags
 from tilegen.runtime.codegen import mathlib
+from tilegen.runtime.codegen import affine
 from tilegen.runtime.codegen.core import (
     ELEMENTS,
     Emitter,
@@ -257,6 +258,16 @@ def elementwise(em: Emitter, op) -> None:
     if is_tile(res.type):
         ins = [em.tile(op, v) for v in op.operands]
         n = len(ins[0])
+        if res not in getattr(em, "fragment_order", {}) and all(len(x) == n for x in ins):
+            if n > 1 and all(all(r == x[0] for r in x) for x in ins):
+                # every operand the same register throughout (splats, broadcasts): once
+                one = apply(em, op, row, src, rkey, [x[0] for x in ins], akeys)
+                em.set(res, [one] * n)
+                return
+            out = affine.elementwise(em, op, ins, akeys, rkey)
+            if out is not None:  # registers that differ by constants (codegen/affine.py)
+                em.set(res, out)
+                return
         if res in getattr(em, "fragment_order", {}):
             # the async loop's registers in their own order (a CTA pair's: half the tile's);
             # fragment_chain admits only uniform tiles beside them

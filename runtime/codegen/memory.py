@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from tilegen.runtime.codegen import affine
 from tilegen.runtime.codegen.core import (
     ELEMENTS,
     Emitter,
@@ -588,7 +589,10 @@ def addptr(em: Emitter, op) -> None:
         return
     d = em.dist_of(op, res.type)
     ps, os = _per_reg(em, op, base, d), _per_reg(em, op, off, d)
-    em.set(res, [_offset(em, p, o, ocls, esize) for p, o in zip(ps, os)])
+    out = affine.addptr(em, ps, os, esize) if ocls == "b64" else None
+    if out is None:
+        out = [_offset(em, p, o, ocls, esize) for p, o in zip(ps, os)]
+    em.set(res, out)
 
 
 def _offset(em: Emitter, p, o, ocls: str, esize: int) -> str:
@@ -699,7 +703,8 @@ class Elements:
                 offs = _per_reg(em, op, idx[0], self.d)
                 cls = _int_cls(op, idx[0].type)
                 ptrs = [_offset(em, p, o, cls, esize) for p, o in zip(ptrs, offs)]
-            self.addrs = [f"[{reg(em, 'b64', p)}]" for p in ptrs]
+            # a pointer with a fact: [base+c], one base register for the whole tile
+            self.addrs = [affine.address(em, p) or f"[{reg(em, 'b64', p)}]" for p in ptrs]
             self.pointer = base
         self.kt = mem_types(op, self.key)
         self.esize = ELEMENTS[self.key][1] if self.key in ELEMENTS else 1

@@ -4,6 +4,7 @@ convert_layout, extract_slice, cat, extract, make_range."""
 from __future__ import annotations
 
 from tilegen.runtime.attributes import IntegerAttr
+from tilegen.runtime.codegen import affine
 from tilegen.runtime.codegen.epilogue import done
 from tilegen.runtime.codegen.core import (
     Emitter,
@@ -202,21 +203,31 @@ def make_range(em: Emitter, op) -> None:
     cls, _, _ = elem_info(op, res.type)
     d = em.dist_of(op, res.type)
     out = []
+    wide: dict = {}  # 32-bit base coordinate -> its 64-bit copy (codegen/affine.py)
     for k in range(d.nregs):
         c = em.coord(d, k, 0)
         if isinstance(c, int):
             out.append(em.mov(cls, c + start))
+            affine.record(em, out[-1], None, c + start, 0 <= c + start < affine.SMALL)
             continue
+        f = affine.fact(em, c)
         if cls == "b64":
             r = em.new("b64")
             em.ins(f"cvt.u64.u32 {r}, {c}")
             if start:
                 em.ins(f"add.s64 {r}, {r}, {start}")
+            if f is not None and f[0] is not None:
+                if f[0] not in wide:
+                    wide[f[0]] = em.new("b64")
+                    em.ins(f"cvt.u64.u32 {wide[f[0]]}, {f[0]}")
+                affine.record(em, r, wide[f[0]], f[1] + start, f[2] and 0 <= start < affine.SMALL)
         elif cls == "b32":
             r = c
             if start:
                 r = em.new("b32")
                 em.ins(f"add.s32 {r}, {c}, {start}")
+                if f is not None:
+                    affine.record(em, r, f[0], f[1] + start, f[2] and 0 <= start < affine.SMALL)
         else:
             fail(op, f"PTX backend does not support make_range of {res.type.element} yet")
         out.append(r)
