@@ -98,47 +98,54 @@ def elementwise(em, op, ins: list, akeys: list, rkey: str) -> Optional[list]:
     if len(ins) != 2 or any(k != rkey for k in akeys):
         return None
     x, y = ins
-    if not (_uniform(y) or _uniform(x)):
-        return None
-    if _uniform(x) and not _uniform(y) and name != "arith.subi":
-        x, y = y, x  # the varying operand first (add and mul commute)
-    if not _uniform(y):
-        return None
     fx = [fact(em, r) for r in x]
+    if name != "arith.subi" and any(f is None for f in fx):
+        x, y = y, x  # the operand with facts first (add and mul commute)
+        fx = [fact(em, r) for r in x]
     if any(f is None for f in fx):
         return None
-    u = y[0]
-    fu = fact(em, u)
-    out = []
+    if name == "arith.muli":
+        if not _uniform(y):
+            return None
+        fu = fact(em, y[0])
+        if fu is None or fu[0] is not None:
+            return None  # a runtime multiplier: the offsets would not be constants
+        m = fu[1]
+        memo: dict = {}
+        out = []
+        for base, c, _small in fx:
+            if base is not None and base not in memo:
+                memo[base] = em.new(cls)
+                em.ins(f"mul.lo.s{bits} {memo[base]}, {base}, {m}")
+            out.append(_materialize(em, cls, memo.get(base), _wrap(c * m, bits), False))
+        return out
+    # addi / subi: the other operand's register (or its own fact's base) joins the base; one
+    # instruction per distinct pair of bases (a broadcast row offset: one per row)
+    sign = -1 if name == "arith.subi" else 1
     memo = {}
-    for base, c, _small in fx:
-        if name == "arith.muli":
-            if fu is None or fu[0] is not None:
-                return None  # a runtime multiplier: the offsets would not be constants
-            m = fu[1]
-            key = base
-            if base is not None and key not in memo:
-                memo[key] = em.new(cls)
-                em.ins(f"mul.lo.s{bits} {memo[key]}, {base}, {m}")
-            nb, nc = memo.get(key), _wrap(c * m, bits)
+    out = []
+    for (bx, cx, _small), yk in zip(fx, y):
+        fy = fact(em, yk)
+        if fy is None:
+            if not (isinstance(yk, str) and yk.startswith("%")):
+                return None
+            fy = (yk, 0, False)
+        by, cy = fy[0], fy[1]
+        if by is None:
+            nb = bx
+        elif bx is None and sign > 0:
+            nb = by
         else:
-            sign = -1 if name == "arith.subi" else 1
-            if fu is not None and fu[0] is None:  # a constant
-                nb, nc = base, _wrap(c + sign * fu[1], bits)
-            else:
-                key = base
-                if key not in memo:
-                    r = em.new(cls)
-                    if base is None:
-                        if sign > 0:
-                            em.ins(f"mov.b{bits} {r}, {u}")
-                        else:
-                            em.ins(f"neg.s{bits} {r}, {u}")
-                    else:
-                        em.ins(f"{'add' if sign > 0 else 'sub'}.s{bits} {r}, {base}, {u}")
-                    memo[key] = r
-                nb, nc = memo[key], c
-        out.append(_materialize(em, cls, nb, nc, False))
+            key = (bx, by)
+            if key not in memo:
+                r = em.new(cls)
+                if bx is None:  # 0 - by
+                    em.ins(f"neg.s{bits} {r}, {by}")
+                else:
+                    em.ins(f"{'add' if sign > 0 else 'sub'}.s{bits} {r}, {bx}, {by}")
+                memo[key] = r
+            nb = memo[key]
+        out.append(_materialize(em, cls, nb, _wrap(cx + sign * cy, bits), False))
     return out
 
 

@@ -274,9 +274,12 @@ def elementwise(em: Emitter, op) -> None:
             n = min(len(x) for x in ins)
         pair = select_pair(op, em.sm) if n > 1 else None
         out = _paired(em, op, pair, src, rkey, ins) if pair is not None else []
-        out += [
-            apply(em, op, row, src, rkey, [x[k] for x in ins], akeys) for k in range(len(out), n)
-        ]
+        same: dict = {}  # operand registers -> result: a register repeated (a broadcast row)
+        for k in range(len(out), n):
+            args = tuple(x[k] for x in ins)
+            if args not in same:
+                same[args] = apply(em, op, row, src, rkey, list(args), akeys)
+            out.append(same[args])
         em.set(res, out)
     else:
         args = [_regs(em, op, v) for v in op.operands]
