@@ -101,6 +101,20 @@ def kernels() -> dict:
     return out
 
 
+def _f16_gemm(name: str, kernel: str, s: int, tm: int, tn: int) -> PerfCase:
+    """An f16 GEMM of s^3 with tm x tn x 64 tiles, f16 out, beside cuBLAS."""
+    return PerfCase(
+        name,
+        kernel,
+        [("A", (s, s), "f16"), ("B", (s, s), "f16"), ("C", (s, s), "f16")]
+        + [("TM", tm), ("TN", tn), ("TK", 64)],
+        (s // tm, s // tn, 1),
+        2 * s**3,
+        2e-2,
+        "matmul",
+    )
+
+
 def cases() -> list[PerfCase]:
     out = []
     for dt, out_dt, sizes in (("f16", "f16", (4096, 8192)), ("bf16", "bf16", (4096, 8192))):
@@ -118,46 +132,15 @@ def cases() -> list[PerfCase]:
                     "matmul",
                 )
             )
-    # 256 x 128 tiles on one CTA: two consumer warp groups (docs/layouts.md "CTA size")
-    out.append(
-        PerfCase(
-            "gemm f16 8192^3 (256x128 tiles)",
-            "gemm",
-            [("A", (8192, 8192), "f16"), ("B", (8192, 8192), "f16"), ("C", (8192, 8192), "f16")]
-            + [("TM", 256), ("TN", 128), ("TK", 64)],
-            (8192 // 256, 8192 // 128, 1),
-            2 * 8192**3,
-            2e-2,
-            "matmul",
-        )
-    )
-    # 128 x 256 tiles: two consumer warp groups of 64 rows (section 21; tileiras: one, spilling)
-    out.append(
-        PerfCase(
-            "gemm f16 8192^3 (128x256 tiles)",
-            "gemm",
-            [("A", (8192, 8192), "f16"), ("B", (8192, 8192), "f16"), ("C", (8192, 8192), "f16")]
-            + [("TM", 128), ("TN", 256), ("TK", 64)],
-            (8192 // 128, 8192 // 256, 1),
-            2 * 8192**3,
-            2e-2,
-            "matmul",
-        )
-    )
+    # 256 x 128 tiles on one CTA: two consumer warp groups (docs/layouts.md "CTA size"); 128 x 256
+    # tiles: two of 64 rows (docs/pipelines.md section 21; tileiras: one, spilling)
+    for tm, tn in ((256, 128), (128, 256)):
+        out.append(_f16_gemm(f"gemm f16 8192^3 ({tm}x{tn} tiles)", "gemm", 8192, tm, tn))
     # the CTA pair (num_ctas=2: 256 x 128 tiles, 128 x 128 ones beside "gemm f16 8192^3", and
     # 256 x 256 with two consumer warp groups per CTA: section 21)
     for s, tm, tn in ((4096, 256, 128), (8192, 256, 128), (8192, 128, 128), (8192, 256, 256)):
         out.append(
-            PerfCase(
-                f"gemm f16 {s}^3 num_ctas=2 ({tm}x{tn} tiles)",
-                "gemm_pair",
-                [("A", (s, s), "f16"), ("B", (s, s), "f16"), ("C", (s, s), "f16")]
-                + [("TM", tm), ("TN", tn), ("TK", 64)],
-                (s // tm, s // tn, 1),
-                2 * s**3,
-                2e-2,
-                "matmul",
-            )
+            _f16_gemm(f"gemm f16 {s}^3 num_ctas=2 ({tm}x{tn} tiles)", "gemm_pair", s, tm, tn)
         )
     tm, tn, tk = GEMM_TILES["e4m3"]
     for s in (4096, 8192):
