@@ -331,7 +331,7 @@ EXTUI = register_op(OpDef(
     summary='Zero-extend an integer to a wider integer type.',
     traits=('Pure', 'Elementwise',),
     operands=(
-        OperandDef('in', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('in', 'NvTileAA_IntOrI4Like', 'single', '13.1'),
     ),
     attributes=(
     ),
@@ -1122,7 +1122,7 @@ TRUNCI = register_op(OpDef(
     attributes=(
     ),
     results=(
-        OperandDef('out', 'NvTileAA_IntLike', 'single', '13.1'),
+        OperandDef('out', 'NvTileAA_IntOrI4Like', 'single', '13.1'),
     ),
     regions=(
     ),

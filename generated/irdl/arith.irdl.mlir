@@ -116,7 +116,7 @@ irdl.dialect @arith {
     irdl.results(out: %c1)
   }
   // Zero-extend an integer to a wider integer type.
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike, NvTileAA_IntOrI4Like (unconstrained)
   irdl.operation @extui {
     %c0 = irdl.any
     %c1 = irdl.any
@@ -305,7 +305,7 @@ irdl.dialect @arith {
     irdl.results(result: %c0)
   }
   // Truncate an integer to a narrower integer type (keep the low bits).
-  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike (unconstrained)
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_IntLike, NvTileAA_IntOrI4Like (unconstrained)
   irdl.operation @trunci {
     %c0 = irdl.any
     %c1 = irdl.any

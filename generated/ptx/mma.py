@@ -11,7 +11,7 @@ DIAGNOSTICS = {'unsupported_type': "Incompatibility with architecture 'sm_{sm}':
  'mixed_operands': "'cuda_tile.mmaf' op failed to verify that all of {{lhs, rhs}} have the "
                    'same element type'}
 
-TYPE_MIN_SM = {'f8E4M3FN': 89, 'f8E5M2': 89}
+TYPE_MIN_SM = {'f8E4M3FN': 89, 'f8E5M2': 89, 'f4E2M1FN': 100}
 
 INSTRUCTIONS = [
     {'a': 'f16',

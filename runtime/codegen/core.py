@@ -103,6 +103,9 @@ ELEMENTS: dict[str, tuple[str, int, str]] = {
     "tf32": ("b32", 4, "b32"),
     "f8E4M3FN": ("b16", 1, "u8"),
     "f8E5M2": ("b16", 1, "u8"),
+    # 4-bit elements in registers only (the low nibble of a b16; pack / unpack make bytes)
+    "i4": ("b16", 1, "u8"),
+    "f4E2M1FN": ("b16", 1, "u8"),
     "ptr": ("b64", 8, "b64"),
 }
 

@@ -179,6 +179,8 @@ def apply(em: Emitter, op, row: dict, src: str, res: str, args: list[str], akeys
         fail(op, f"PTX backend does not support '{op.name}' on {src} for sm_{em.sm} yet")
     if "ptx_isa" in row:
         em.need_isa(row["ptx_isa"])
+    if "target_suffix" in row:  # e.g. cvt .e2m1x2: sm_100a / sm_120a only
+        em.need_target_suffix(row["target_suffix"])
     if row.get("unsigned"):
         zext = []
         for a, k in zip(args, akeys):

@@ -51,6 +51,9 @@ def mem_types(op, key: Optional[str]) -> tuple[str, int, str, str]:
     """(register class, bytes, ld type, st type) of an element key in memory (i1 as a u8)."""
     if key not in ELEMENTS:
         fail(op, f"PTX backend does not support '{op.name}' on elements of type {key} yet")
+    if key in ("i4", "f4E2M1FN"):  # two a byte in memory; in registers one a b16
+        what = f"'{op.name}' on 4-bit elements ({key})"
+        fail(op, f"PTX backend does not support {what} yet: pack them to bytes")
     cls, size, t = ELEMENTS[key]
     return cls, size, t, "b8" if size == 1 and cls != "pred" else t
 

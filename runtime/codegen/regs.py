@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-PREFIX = {"pred": "p", "b32": "r", "b64": "rd", "f32": "f", "f64": "fd", "b16": "h"}
+PREFIX = {"pred": "p", "b32": "r", "b64": "rd", "f32": "f", "f64": "fd", "b16": "h", "b8": "c"}
 
 
 class RegAlloc:

@@ -64,6 +64,7 @@ CMPF = dict(CMP, ult="ltu", ule="leu", ugt="gtu", uge="geu")
 #: element key -> register width in bits (i8 lives in a b16 register)
 WIDTH = {"i8": 16, "i16": 16, "i32": 32, "i64": 64, "ptr": 64, "f16": 16, "bf16": 16}
 WIDTH.update({"f32": 32, "f64": 64, "i1": 1, "f8E4M3FN": 16, "f8E5M2": 16})
+WIDTH.update({"i4": 16, "f4E2M1FN": 16})  # a 4-bit element: the low nibble of a b16
 #: 8-bit float element key -> its name in cvt's .e4m3x2 / .e5m2x2 types
 F8 = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
 
@@ -180,7 +181,7 @@ def ptx_types(key: str) -> dict[str, str]:
     return out
 
 
-_TEMP = re.compile(r"\{([ptsuf])(\d)\}")
+_TEMP = re.compile(r"\{([ptsufc])(\d)\}")
 
 
 def render(em, op, row: dict, src: str, res: str, d: str, args: list[str]) -> None:
@@ -199,7 +200,7 @@ def render(em, op, row: dict, src: str, res: str, d: str, args: list[str]) -> No
         subst[name] = reg
     src_cls = ELEMENTS[src][0] if src in ELEMENTS else "b32"
     res_cls = ELEMENTS[res][0] if res in ELEMENTS else "b32"
-    classes = {"p": "pred", "t": res_cls, "s": src_cls, "u": "b32", "f": "f32"}
+    classes = {"p": "pred", "t": res_cls, "s": src_cls, "u": "b32", "f": "f32", "c": "b8"}
     temps: dict[str, str] = {}
     for t in texts:
         for kind, n in _TEMP.findall(t):

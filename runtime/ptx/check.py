@@ -41,8 +41,9 @@ TYPES.update({"f32x2": ("f", 64)})
 # instruction-side types with no register type of their own: bit registers only
 for _t, _w in (("bf16", 16), ("bf16x2", 32), ("tf32", 32), ("e4m3x2", 16), ("e5m2x2", 16)):
     TYPES[_t] = ("x", _w)
-for _t in ("e2m3x2", "e3m2x2", "e2m1x2", "ue8m0x2"):
+for _t in ("e2m3x2", "e3m2x2", "ue8m0x2"):
     TYPES[_t] = ("x", 16)
+TYPES["e2m1x2"] = ("x", 8)  # two 4-bit codes: a .b8 register
 EXACT = {"e4m3x2", "e5m2x2", "e2m3x2", "e3m2x2", "e2m1x2", "ue8m0x2"}
 WIDE = {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64", "b16": "b32", "b32": "b64"}
 SPACES = ("param", "global", "shared", "local", "const", "tex")

@@ -160,27 +160,33 @@ def do_cvta(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
 _ROUND_INT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 
 
-#: 8-bit float formats of cvt: (exponent bits, mantissa bits, largest finite code)
-_F8 = {"e4m3x2": (4, 3, 0x7E), "e5m2x2": (5, 2, 0x7B)}
+#: 8- and 4-bit float formats of cvt: (exponent bits, mantissa bits, largest finite code)
+_F8 = {"e4m3x2": (4, 3, 0x7E), "e5m2x2": (5, 2, 0x7B), "e2m1x2": (2, 1, 0x7)}
+#: bits of one lane (the sign is its top bit)
+_LANE = {"e4m3x2": 8, "e5m2x2": 8, "e2m1x2": 4}
 
 
 def _f8_value(code: np.ndarray, kind: str) -> np.ndarray:
-    """float64 value of each fp8 code (NaN for e4m3 S.1111.111 and e5m2 S.11111.xx != 0)."""
+    """float64 value of each fp8 / fp4 code (NaN for e4m3 S.1111.111 and e5m2 S.11111.xx != 0;
+    e2m1 has none)."""
     eb, mb, _ = _F8[kind]
-    code = code.astype(np.int64) & 0xFF
+    lane = _LANE[kind]
+    code = code.astype(np.int64) & ((1 << lane) - 1)
     e, m = (code >> mb) & ((1 << eb) - 1), code & ((1 << mb) - 1)
     bias = (1 << (eb - 1)) - 1
     mag = np.where(e == 0, m * 2.0 ** (1 - bias - mb), (1 + m / 2.0**mb) * 2.0 ** (e - bias))
     if kind == "e5m2x2":
         mag = np.where(e == 31, np.where(m == 0, np.inf, np.nan), mag)
-    else:
+    elif kind == "e4m3x2":
         mag = np.where((e == 15) & (m == 7), np.nan, mag)
-    return np.where(code & 0x80, -mag, mag)
+    return np.where(code & (1 << (lane - 1)), -mag, mag)
 
 
 def _f8_code(x: np.ndarray, kind: str) -> np.ndarray:
-    """cvt.rn.satfinite to an fp8 code: round to nearest even on the format's grid; magnitudes
-    above the largest finite value (infinities too) give it with their sign; NaN gives 0x7F."""
+    """cvt.rn.satfinite to an fp8 / fp4 code: round to nearest even on the format's grid;
+    magnitudes above the largest finite value (infinities too) give it with their sign; NaN
+    gives 0x7F (fp8) or, e2m1 having no NaN, +MAX_NORM 0x7 (the PTX ISA's rule for the f4/f6
+    types as we read it; not checked on hardware: tilegen's own PTX never converts a NaN)."""
     eb, mb, top = _F8[kind]
     bias = (1 << (eb - 1)) - 1
     x = x.astype(np.float64)
@@ -192,13 +198,16 @@ def _f8_code(x: np.ndarray, kind: str) -> np.ndarray:
     q = np.where(q >= 2.0 ** (mb + 1), q / 2, q)  # rounded up into the next binade
     code = np.where(biased > 0, biased * 2**mb + (q - 2**mb), q).astype(np.int64)
     code = np.where((code > top) | np.isinf(x), top, code)
-    code = code | np.where(np.signbit(x), 0x80, 0)
-    return np.where(np.isnan(x), 0x7F, code).astype(np.uint64)
+    sign = 1 << (_LANE[kind] - 1)
+    code = code | np.where(np.signbit(x), sign, 0)
+    return np.where(np.isnan(x), sign - 1, code).astype(np.uint64)
 
 
 def _cvt_f8(st: "CtaState", ins: Instr, mask: np.ndarray, dt: str, at: str) -> None:
     """``cvt.rn.satfinite.{e4m3x2,e5m2x2}.{f32,f16x2}`` and ``cvt.rn.f16x2.{e4m3x2,e5m2x2}``
-    (sm_89+): two elements a register; f32 operands ``a``, ``b`` give the high and low byte."""
+    (sm_89+), ``cvt.rn.satfinite.e2m1x2.f32`` and ``cvt.rn.f16x2.e2m1x2`` (sm_100a+): two
+    elements a register (b16; b8 for e2m1x2); f32 operands ``a``, ``b`` give the high and low
+    lane."""
     mods = set(ins.parts[1:-2])
     if "rn" not in mods:
         raise _err(f"{ins.opcode}: only .rn conversions are simulated")
@@ -208,6 +217,8 @@ def _cvt_f8(st: "CtaState", ins: Instr, mask: np.ndarray, dt: str, at: str) -> N
             raise _err(f"{ins.opcode}: .satfinite is required for {dt} results")
         if at == "f32":
             hi, lo = (st.read(op, "f32").astype(np.float64) for op in ins.operands[1:3])
+        elif dt == "e2m1x2":
+            raise _err(f"{ins.opcode}: .e2m1x2 is converted from .f32 operands only")
         elif at == "f16x2":
             w = st.bits(ins.operands[1], "b32")
             lo, hi = (from_bits((w >> np.uint64(s)) & np.uint64(0xFFFF), "f16") for s in (0, 16))
@@ -215,15 +226,17 @@ def _cvt_f8(st: "CtaState", ins: Instr, mask: np.ndarray, dt: str, at: str) -> N
             raise _err(f"{ins.opcode}: unsupported source type {at}")
         if relu:
             hi, lo = (np.where(v < 0, 0.0, v) for v in (hi, lo))
-        out = (_f8_code(hi, dt) << np.uint64(8)) | _f8_code(lo, dt)
+        lane = _LANE[dt]
+        out = (_f8_code(hi, dt) << np.uint64(lane)) | _f8_code(lo, dt)
         st.write_bits(ins.operands[0], out, mask)
         return
     if dt != "f16x2":
         raise _err(f"{ins.opcode}: unsupported conversion")
-    b = st.bits(ins.operands[1], "b16")
+    lane = _LANE[at]
+    b = st.bits(ins.operands[1], "b16" if lane == 8 else "b8")
     halves = []
-    for s in (0, 8):
-        v = _f8_value((b >> np.uint64(s)) & np.uint64(0xFF), at)
+    for s in (0, lane):
+        v = _f8_value((b >> np.uint64(s)) & np.uint64((1 << lane) - 1), at)
         if relu:
             v = np.where(v < 0, 0.0, v)
         h = to_bits(v.astype(np.float16), "f16", st.n)  # exact: every fp8 value is an f16
