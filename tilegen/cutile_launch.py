@@ -16,7 +16,9 @@ The bytecode and the loaded module (interp) or PTX (ptxsim) are cached per signa
 dtypes, ranks, the divisibility class of shapes and strides, scalar types, constants, backend
 and target (:func:`cache_info`, :func:`clear_cache`).
 
-Arrays are NumPy arrays (bfloat16 / float8 through ``ml_dtypes``) or CPU ``torch`` tensors.
+Arrays are NumPy arrays (bfloat16 / float8 through ``ml_dtypes``) or CPU ``torch`` tensors; a
+Python list of them (one dtype and rank) is a list-of-arrays parameter (cuTile's
+``ListConstraint``; the backends take it as an ``ArrayList``: runtime/interp/calling.py).
 Scalars follow cuTile: a Python ``int`` is an ``int32`` parameter (``int64`` under
 ``ct.ScalarInt64``), a Python ``float`` a ``float32``; a NumPy scalar keeps its own dtype (an
 extension: ``ct.launch`` refuses NumPy scalars). Parameters annotated ``ct.Constant`` take their
@@ -80,8 +82,10 @@ class _Array:
 class _Prepared:
     constraints: list = field(default_factory=list)
     key: list = field(default_factory=list)
-    #: (parameter name, value) for every non-constant parameter, in order
+    #: (parameter name, value) for every non-constant parameter, in order: an array's bits, a
+    #: 0-d scalar, or an ``ArrayList`` of a list's items' bits
     runtime: list = field(default_factory=list)
+    #: every array (a list's items in its place), in order: what the backends give back
     arrays: list = field(default_factory=list)
     calling_convention: str = "cutile_python_v1"
 
@@ -157,39 +161,64 @@ def _divisible_16(n: int) -> bool:
     return n % 16 == 0
 
 
-def _array_constraint(arr: np.ndarray, ct_dtype, annotation, what: str):
+def _array_constraint(arrs: Sequence[np.ndarray], ct_dtype, annotation, what: str):
     """cuTile's launch-time specialisation of an array (cext/tile_kernel.cpp,
     compute_array_specialization_bits): base address 16-byte aligned, elements disjoint,
     per dimension stride == 1, stride divisible by 16 bytes, shape divisible by 16. The
-    backends place a row-major copy, so the strides are the copy's."""
+    backends place a row-major copy, so the strides are the copy's.
+
+    ``arrs`` holds one array, or every item of a list argument (one dtype and rank): the
+    constraint then holds for all of them (a property only where every item has it; annotated
+    static shapes and strides must agree, as cuTile's launcher requires)."""
     import cuda.tile as ct
     from cuda.tile.compilation import ArrayConstraint
 
     index = getattr(annotation, "index_dtype", ct.int32) if annotation is not None else ct.int32
     limit = 2**31 - 1 if index == ct.int32 else 2**63 - 1
-    shape = tuple(int(n) for n in arr.shape)
-    strides = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape)))
-    if any(n > limit for n in shape + strides):
-        raise LaunchError(
-            f"{what}: shape {shape} does not fit the array's {index} index type "
-            "(annotate the parameter ct.IndexedWithInt64)"
-        )
-    nd = len(shape)
-    itemsize = arr.dtype.itemsize
+    nd = arrs[0].ndim
+    itemsize = arrs[0].dtype.itemsize
+    shapes, strides = [], []
+    for i, arr in enumerate(arrs):
+        shape = tuple(int(n) for n in arr.shape)
+        stride = tuple(int(np.prod(shape[d + 1 :], dtype=np.int64)) for d in range(nd))
+        if any(n > limit for n in shape + stride):
+            item = f", item #{i}" if len(arrs) > 1 else ""
+            raise LaunchError(
+                f"{what}{item}: shape {shape} does not fit the array's {index} index type "
+                "(annotate the parameter ct.IndexedWithInt64)"
+            )
+        shapes.append(shape)
+        strides.append(stride)
+
+    def static(values: list[tuple], dims, kind: str) -> tuple:
+        """Per dimension: the annotated dims' (common) values, None elsewhere."""
+        wanted = {d % nd for d in dims}
+        out = []
+        for d in range(nd):
+            column = {v[d] for v in values}
+            if d in wanted and len(column) > 1:
+                a, b = sorted(column)[:2]
+                raise LaunchError(
+                    f"{what}: arrays in the list vary in static {kind} at axis {d}: {a} vs {b}"
+                )
+            out.append(column.pop() if d in wanted else None)
+        return tuple(out)
+
     static_strides = tuple(getattr(annotation, "static_stride_dims", ()) or ())
     static_shapes = tuple(getattr(annotation, "static_shape_dims", ()) or ())
     if static_strides:
-        wanted = {d % nd for d in static_strides}
-        stride_constant = tuple(s if i in wanted else None for i, s in enumerate(strides))
+        stride_constant = static(strides, static_strides, "stride")
     else:
-        stride_constant = tuple(1 if s == 1 else None for s in strides)
-    shape_constant = None
-    if static_shapes:
-        wanted = {d % nd for d in static_shapes}
-        shape_constant = tuple(n if i in wanted else None for i, n in enumerate(shape))
+        stride_constant = tuple(1 if all(s[d] == 1 for s in strides) else None for d in range(nd))
+    shape_constant = static(shapes, static_shapes, "shape") if static_shapes else None
     elements_16 = max(1, 16 // itemsize)
-    stride_div = tuple(elements_16 if (s * itemsize) % 16 == 0 and s != 0 else 1 for s in strides)
-    shape_div = tuple(16 if _divisible_16(n) and n != 0 else 1 for n in shape)
+    stride_div = tuple(
+        elements_16 if all((s[d] * itemsize) % 16 == 0 and s[d] != 0 for s in strides) else 1
+        for d in range(nd)
+    )
+    shape_div = tuple(
+        16 if all(_divisible_16(n[d]) and n[d] != 0 for n in shapes) else 1 for d in range(nd)
+    )
     return ArrayConstraint(
         ct_dtype,
         nd,
@@ -235,6 +264,92 @@ def _leaf(annotation_node):
     return annotation_node if getattr(annotation_node, "KIND", "leaf") == "leaf" else None
 
 
+def _host_array(value, what: str) -> Optional[np.ndarray]:
+    """``value`` as a NumPy array of at least one dimension, or None when it is no array."""
+    if _is_torch_tensor(value):
+        value = _torch_view(value, what)
+    if not isinstance(value, np.ndarray):
+        return None
+    if value.ndim == 0:
+        raise LaunchError(f"{what}: a 0-d array; pass a Python or NumPy scalar instead")
+    return value
+
+
+def _bits(value: np.ndarray, carrier) -> np.ndarray:
+    return np.ascontiguousarray(value.view(carrier) if carrier is not None else value)
+
+
+def _check_alias(seen: list, name: str, value: np.ndarray, what: str) -> None:
+    for other, arr in seen:
+        if np.may_share_memory(arr, value) and np.shares_memory(arr, value):
+            raise LaunchError(
+                f"{what}: shares memory with argument '{other}'; cuTile assumes array "
+                "arguments do not alias (pass each array once)"
+            )
+    seen.append((name, value))
+
+
+def _array_key(constraint) -> tuple:
+    index = constraint.index_dtype
+    return (
+        str(constraint.dtype),
+        constraint.ndim,
+        index.name if hasattr(index, "name") else "",
+        constraint.stride_constant,
+        constraint.shape_constant,
+        constraint.stride_divisible_by,
+        constraint.shape_divisible_by,
+    )
+
+
+def _list_arg(out: _Prepared, seen: list, pname: str, value, leaf, what: str):
+    """The ``ListConstraint`` of a list-of-arrays argument; adds its items to ``out``."""
+    from cuda.tile.compilation import ListConstraint
+
+    from tilegen.runtime.interp.calling import ArrayList
+
+    if not isinstance(value, list):
+        raise LaunchError(f"{what}: the parameter is annotated as a list; pass a list of arrays")
+    if not value:
+        raise LaunchError(
+            f"{what}: empty lists are not supported as kernel arguments (as in cuTile)"
+        )
+    items, first = [], None
+    for i, item in enumerate(value):
+        item_what = f"{what}, list item #{i}"
+        arr = _host_array(item, item_what)
+        if arr is None:
+            raise LaunchError(
+                f"{what}: unsupported argument type list: item #{i} is a "
+                f"{type(item).__name__}, not an array (a list parameter takes arrays)"
+            )
+        ct_dtype, carrier = _ct_dtype(arr.dtype, item_what)
+        if first is None:
+            first = arr
+        elif arr.dtype != first.dtype:
+            raise LaunchError(
+                f"{item_what}: arrays in the list vary in dtype ({arr.dtype}, item #0 is "
+                f"{first.dtype})"
+            )
+        elif arr.ndim != first.ndim:
+            raise LaunchError(
+                f"{item_what}: arrays in the list vary in rank ({arr.ndim}, item #0 has "
+                f"{first.ndim})"
+            )
+        _check_alias(seen, f"{pname}[{i}]", arr, item_what)
+        items.append((arr, _bits(arr, carrier)))
+    if len(items) > 2**31 - 1:
+        raise LaunchError(f"{what}: the list is too long")
+    element = leaf.list.element if leaf.list is not None else None
+    constraint = _array_constraint([a for a, _ in items], ct_dtype, element, what)
+    if any(n is not None for n in constraint.shape_constant):
+        out.calling_convention = "cutile_python_v2"
+    out.arrays += [_Array(a, bits, ct_dtype) for a, bits in items]
+    out.runtime.append((pname, ArrayList(tuple(bits for _, bits in items))))
+    out.key.append(("list", *_array_key(constraint)))
+    return ListConstraint(constraint, alias_groups=(), elements_may_alias=False)
+
+
 def _prepare(kernel, args: Sequence) -> _Prepared:
     """Constraints, cache key and runtime values for ``args``."""
     from cuda.tile.compilation import ConstantConstraint
@@ -253,8 +368,8 @@ def _prepare(kernel, args: Sequence) -> _Prepared:
     for pname, node, value in zip(params, ann.parameter_annotations, args):
         what = f"kernel '{name}', argument '{pname}'"
         leaf = _leaf(node)
-        if leaf is None or getattr(leaf, "list", None) is not None:
-            raise LaunchError(f"{what}: tuple and list parameters are not supported yet")
+        if leaf is None or (isinstance(value, tuple) and not leaf.constant):
+            raise LaunchError(f"{what}: tuple parameters are not supported yet")
         if leaf.constant:
             constraint = value if isinstance(value, ConstantConstraint) else None
             try:
@@ -264,37 +379,20 @@ def _prepare(kernel, args: Sequence) -> _Prepared:
             out.constraints.append(constraint)
             out.key.append(("const", type(constraint.value).__name__, repr(constraint.value)))
             continue
-        if _is_torch_tensor(value):
-            value = _torch_view(value, what)
-        if isinstance(value, np.ndarray):
-            if value.ndim == 0:
-                raise LaunchError(f"{what}: a 0-d array; pass a Python or NumPy scalar instead")
-            ct_dtype, carrier = _ct_dtype(value.dtype, what)
-            for other, arr in seen:
-                if np.may_share_memory(arr, value) and np.shares_memory(arr, value):
-                    raise LaunchError(
-                        f"{what}: shares memory with argument '{other}'; cuTile assumes array "
-                        "arguments do not alias (pass each array once)"
-                    )
-            seen.append((pname, value))
-            bits = np.ascontiguousarray(value.view(carrier) if carrier is not None else value)
-            constraint = _array_constraint(value, ct_dtype, leaf.array, what)
+        if leaf.list is not None or isinstance(value, list):
+            out.constraints.append(_list_arg(out, seen, pname, value, leaf, what))
+            continue
+        arr = _host_array(value, what)
+        if arr is not None:
+            ct_dtype, carrier = _ct_dtype(arr.dtype, what)
+            _check_alias(seen, pname, arr, what)
+            bits = _bits(arr, carrier)
+            constraint = _array_constraint([arr], ct_dtype, leaf.array, what)
             if any(n is not None for n in constraint.shape_constant):
                 out.calling_convention = "cutile_python_v2"
-            out.arrays.append(_Array(value, bits, ct_dtype))
+            out.arrays.append(_Array(arr, bits, ct_dtype))
             out.runtime.append((pname, bits))
-            out.key.append(
-                (
-                    "array",
-                    str(ct_dtype),
-                    value.ndim,
-                    constraint.index_dtype.name if hasattr(constraint.index_dtype, "name") else "",
-                    constraint.stride_constant,
-                    constraint.shape_constant,
-                    constraint.stride_divisible_by,
-                    constraint.shape_divisible_by,
-                )
-            )
+            out.key.append(("array", *_array_key(constraint)))
         else:
             constraint, scalar = _scalar(value, leaf.scalar, what)
             out.runtime.append((pname, scalar))
@@ -509,18 +607,31 @@ def _run(entry: _Compiled, prepared: _Prepared, grid, backend: str, name: str, s
             out = run_module(entry.module, prepared.runtime, grid, stdout=stdout)
         except RunError as e:
             raise _diag_error(e.diagnostics, name, "the interpreter stopped") from None
-        return [out[pname] for pname, v in prepared.runtime if v.ndim]
+        results = [out[pname] for pname, v in prepared.runtime if not _is_scalar(v)]
+        return _flat_results(results)
     from tilegen.runtime.ptx.launch import PtxSimError, run_ptx
 
     values = [v for _, v in prepared.runtime]
     try:
-        return run_ptx(entry.ptx, values, grid, file=f"<{name} ptx>", stdout=stdout)
+        return _flat_results(run_ptx(entry.ptx, values, grid, file=f"<{name} ptx>", stdout=stdout))
     except PtxSimError as e:
         from tilegen.runtime.diagnostics import Diagnostic
 
         raise _diag_error(
             [Diagnostic("error", f"ptxsim: {e}")], name, "the PTX simulator stopped"
         ) from None
+
+
+def _is_scalar(value) -> bool:
+    return isinstance(value, np.ndarray) and value.ndim == 0
+
+
+def _flat_results(results: list) -> list[np.ndarray]:
+    """Every array's contents in argument order, a list argument's items in its place."""
+    flat = []
+    for r in results:
+        flat += r if isinstance(r, list) else [r]
+    return flat
 
 
 def _write_back(arrays: list[_Array], results: list[np.ndarray]) -> None:

@@ -14,7 +14,13 @@ from typing import Optional, Sequence, TextIO, Union
 import numpy as np
 
 from tilegen.runtime.diagnostics import CompileError, Diagnostic, op_error_prefix
-from tilegen.runtime.interp.calling import entry_name, flatten_args, param_types, read_back
+from tilegen.runtime.interp.calling import (
+    ArrayList,
+    entry_name,
+    flatten_args,
+    param_types,
+    read_back,
+)
 from tilegen.runtime.interp.executor import Machine, allocate_globals, run_kernel
 from tilegen.runtime.interp.memory import Heap
 from tilegen.runtime.interp.values import InterpError
@@ -112,13 +118,15 @@ def run_module(
     gpu_name: str = "sm_90",
     options=None,
 ) -> dict[str, np.ndarray]:
-    """Run ``module``'s entry over ``grid`` on ``args`` (name -> array, in parameter order).
+    """Run ``module``'s entry over ``grid`` on ``args`` (name -> array, in parameter order; a
+    list-of-arrays parameter takes an :class:`ArrayList`).
 
     ``module`` may also be a path (``.mlir`` or ``.tileirbc``), loaded and verified first.
     ``lower_to="nv_tileaa"`` converts it (in place) for ``gpu_name`` first, with ``options``
     (runtime/options.CompileOptions; the opt level chiefly), and runs the nv_tileaa module
     (:func:`tilegen.runtime.interp.lowered.lower_module`).
-    Returns every argument's value after the run (scalars unchanged).
+    Returns every argument's value after the run (scalars unchanged; a list of arrays for an
+    :class:`ArrayList`).
     """
     if not isinstance(module, Operation):
         module = load_module(module)
@@ -139,9 +147,12 @@ def run_module(
         run_kernel(machine, ent, flat)
     except InterpError as e:
         raise RunError([_interp_diag(e)]) from None
-    out = {name: np.asarray(v) for name, v in items}
+    out = {name: list(v.items) if isinstance(v, ArrayList) else np.asarray(v) for name, v in items}
     for b in bindings:
-        out[b.name] = read_back(heap, b)
+        if b.item is None:
+            out[b.name] = read_back(heap, b)
+        else:
+            out[b.name][b.item] = read_back(heap, b)
     return out
 
 

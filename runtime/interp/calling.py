@@ -4,6 +4,9 @@ An array argument becomes ``(pointer, shape[0..n), stride[0..n))`` (strides in e
 scalar (0-d array) one parameter; constants are baked into the kernel. Arrays are copied into the
 interpreter heap row-major; the index types come from the entry signature. bf16 and f8 arrays may
 be given as their raw bits (``uint16`` / ``uint8``), as cuTile's corpus stores them.
+
+A list of arrays (:class:`ArrayList`, cuTile's ``ListConstraint``) becomes two parameters: an
+``i64`` pointer to a table of one row per item and the ``i32`` row count (:func:`list_table`).
 """
 
 from __future__ import annotations
@@ -73,6 +76,77 @@ class ArrayBinding:
     element: Type
     dtype: np.dtype
     raw: bool
+    #: the item's index when it belongs to the list argument ``name``
+    item: Optional[int] = None
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayList:
+    """A list-of-arrays kernel argument (cuTile's ``ListConstraint``). It takes two entry
+    parameters: the address of a table (:func:`list_table`) and ``len(items)`` as an ``i32``.
+    Every item is placed row-major, as an array argument is; all items have one rank."""
+
+    items: tuple
+
+    def __post_init__(self):
+        items = tuple(np.asarray(a) for a in self.items)
+        if len({a.ndim for a in items}) > 1 or any(a.ndim == 0 for a in items):
+            raise ValueError("ArrayList items must be arrays of one rank (at least 1)")
+        object.__setattr__(self, "items", items)
+
+
+def list_table(addrs: list[int], items: tuple) -> np.ndarray:
+    """The table a list argument points to: one dense row of ``1 + 2 * ndim`` int64 words per
+    item, ``[data address, shape..., strides in elements...]`` (row-major items)."""
+    rows = []
+    for addr, a in zip(addrs, items):
+        strides = [int(np.prod(a.shape[i + 1 :], dtype=np.int64)) for i in range(a.ndim)]
+        rows.append([int(addr), *(int(n) for n in a.shape), *strides])
+    width = 1 + 2 * items[0].ndim if items else 1
+    return np.array(rows, dtype=np.int64).reshape(len(items), width)
+
+
+def _check_list_params(name: str, params: list[Type], p: int) -> None:
+    ok = p + 2 <= len(params)
+    if ok:
+        ptr, length = params[p], params[p + 1]
+        pel = ptr.element if isinstance(ptr, TileType) else None
+        lel = length.element if isinstance(length, TileType) else None
+        ok = (
+            isinstance(pel, PointerType)
+            and ptr.shape == ()
+            and _type_name(pel.pointee) == "i64"
+            and isinstance(lel, IntegerType)
+            and length.shape == ()
+        )
+    if not ok:
+        have = ", ".join(_describe(t) for t in params[p : p + 2]) or "none"
+        raise CallError(
+            f"argument '{name}' is a list of arrays; it takes entry parameters #{p} and #{p + 1}: "
+            f"a tile<ptr<i64>> table and a rank-0 integer length (got {have})"
+        )
+
+
+def _place_list(name: str, value: ArrayList, heap: Heap) -> tuple[int, list[ArrayBinding]]:
+    """Copy every item (its raw bytes) and then the item table into ``heap``."""
+    bindings, addrs = [], []
+    for i, item in enumerate(value.items):
+        arr = np.ascontiguousarray(item)
+        addr = heap.alloc(arr.nbytes, name=f"{name}[{i}]")
+        _write_raw(heap, addr, arr)
+        addrs.append(addr)
+        bits = IntegerType(8 * arr.itemsize)
+        bindings.append(ArrayBinding(name, addr, arr.shape, bits, arr.dtype, True, item=i))
+    table = list_table(addrs, value.items)
+    addr = heap.alloc(table.nbytes, name=f"{name} table")
+    _write_raw(heap, addr, table)
+    return addr, bindings
+
+
+def _write_raw(heap: Heap, addr: int, arr: np.ndarray) -> None:
+    n = arr.itemsize
+    addrs = np.uint64(addr) + np.arange(arr.size, dtype=np.uint64) * np.uint64(n)
+    heap.write_bits(addrs, arr.reshape(-1).view(f"u{n}"), n)
 
 
 def _scalar_value(name: str, value: np.ndarray, t: Type, index: int) -> np.ndarray:
@@ -106,6 +180,14 @@ def flatten_args(
     bindings: list[ArrayBinding] = []
     p = 0
     for name, value in args:
+        if isinstance(value, ArrayList):
+            _check_list_params(name, params, p)
+            addr, items = _place_list(name, value, heap)
+            flat.append(np.array(addr, dtype=np.uint64))
+            flat.append(np.array(len(value.items), dtype=compute_dtype(params[p + 1].element)))
+            bindings += items
+            p += 2
+            continue
         value = np.asarray(value)
         if p >= len(params):
             raise CallError(
@@ -181,6 +263,8 @@ def read_back(heap: Heap, b: ArrayBinding) -> np.ndarray:
     addrs = np.uint64(b.addr) + np.arange(count, dtype=np.uint64) * np.uint64(n)
     bits = heap.read_bits(addrs, n)
     if b.raw:
+        if b.dtype.kind not in "biu":  # a list item's bytes (any dtype)
+            return bits.astype(f"u{n}").view(b.dtype).reshape(b.shape)
         return bits.astype(b.dtype).reshape(b.shape)
     vals = from_bits(bits, b.element)
     if b.dtype.kind == "u":

@@ -1,5 +1,6 @@
 """Launch a PTX entry over a grid in the SIMT simulator with the cuTile calling convention:
-each array argument becomes (pointer, shape..., strides... in elements), each scalar one param."""
+each array argument becomes (pointer, shape..., strides... in elements), each scalar one param,
+each list of arrays (``ArrayList``) (pointer to its item table, length)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from functools import lru_cache
 
+from tilegen.runtime.interp.calling import ArrayList, list_table
 from tilegen.runtime.ptx import assemble as _assemble
 from tilegen.runtime.ptx.check import check_module
 from tilegen.runtime.ptx.parser import Addr, Entry, Module, Sym, parse_ptx
@@ -18,14 +20,20 @@ from tilegen.runtime.ptx.sim import tensormap
 from tilegen.runtime.ptx.sim.cta import CtaState, PtxSimError, run_cta
 from tilegen.runtime.ptx.sim.memory import Heap
 
-__all__ = ["PtxSimError", "flat_params", "flatten_args", "run_ptx"]
+__all__ = ["ArrayList", "PtxSimError", "flat_params", "flatten_args", "run_ptx"]
 
 
 def flat_params(args: list, place) -> list:
     """cuTile's flattened parameter values for ``args``: each array as (``place(array)`` -- its
-    device address --, shape..., strides in elements...), each 0-d array as its scalar."""
+    device address --, shape..., strides in elements...), each 0-d array as its scalar, each
+    :class:`ArrayList` as (``place(table)``, length), its items placed first, in order, and the
+    table (runtime/interp/calling.list_table) holding their addresses."""
     flat = []
     for a in args:
+        if isinstance(a, ArrayList):
+            addrs = [place(np.ascontiguousarray(x)) for x in a.items]
+            flat += [place(list_table(addrs, a.items)), len(a.items)]
+            continue
         a = np.asarray(a)
         if a.ndim == 0:
             flat.append(a.item())
@@ -35,17 +43,26 @@ def flat_params(args: list, place) -> list:
     return flat
 
 
-def flatten_args(args: list, heap: Heap) -> tuple[list, list[tuple[int, np.ndarray]]]:
-    """Flat param values for `args` plus (address, array) of every array written to `heap`."""
-    arrays = []
+def flatten_args(args: list, heap: Heap) -> tuple[list, list]:
+    """Flat param values for `args`, and for each array argument the (address, array) written
+    to `heap` (for an :class:`ArrayList`, a list of those, one per item)."""
+    placed = []
 
     def place(c: np.ndarray) -> int:
         addr = heap.alloc(c.nbytes)
         heap.write(addr, c.tobytes())
-        arrays.append((addr, c))
+        placed.append((addr, c))
         return addr
 
-    return flat_params(args, place), arrays
+    flat = flat_params(args, place)
+    arrays, it = [], iter(placed)
+    for a in args:
+        if isinstance(a, ArrayList):
+            arrays.append([next(it) for _ in a.items])
+            next(it)  # its table
+        elif np.asarray(a).ndim:
+            arrays.append(next(it))
+    return flat, arrays
 
 
 def _pack(value, ptype: str) -> bytes:
@@ -104,7 +121,9 @@ def _explicit_maps(entry: Entry, args: list, arrays: list, nflat: int, maps, fil
         )
     index, k = {}, 0
     for i, a in enumerate(args):
-        if np.asarray(a).ndim > 0:
+        if isinstance(a, ArrayList):
+            k += 1  # list items are addressed through their table, never by a tensor map
+        elif np.asarray(a).ndim > 0:
             index[i] = arrays[k]
             k += 1
     out = []
@@ -149,6 +168,10 @@ def _tensor_maps(entry: Entry, args: list, arrays: list, nflat: int, file: str) 
     pos, unread = 0, []
     it = iter(arrays)
     for a in args:
+        if isinstance(a, ArrayList):
+            next(it)
+            pos += 2
+            continue
         a = np.asarray(a)
         if a.ndim == 0:
             pos += 1
@@ -211,9 +234,9 @@ def run_ptx(
     strict_async: bool = False,
 ) -> list[np.ndarray]:
     """Run `entry_name` (default: the only entry) on `args`; returns every array argument's
-    contents after the launch, in argument order (scalars omitted). `tensor_maps` describes
-    the hidden CUtensorMap params (see `_explicit_maps`); without it they are inferred for
-    1-D copies only.
+    contents after the launch, in argument order (scalars omitted; for an :class:`ArrayList`,
+    the list of its items' contents). `tensor_maps` describes the hidden CUtensorMap params
+    (see `_explicit_maps`); without it they are inferred for 1-D copies only.
 
     Nothing runs that ptxas would refuse: `check` applies the load-time operand rules of
     runtime/ptx/check.py, and `assemble` assembles the PTX with ptxas for its `.target`
@@ -278,7 +301,8 @@ def run_ptx(
         run_cta(st, max_steps, file)
         for text in st.printed:
             print(text, end="", file=stdout or sys.stdout)
-    out = []
-    for addr, arr in arrays:
-        out.append(np.frombuffer(heap.read(addr, arr.nbytes), arr.dtype).reshape(arr.shape))
-    return out
+
+    def read(addr: int, arr: np.ndarray) -> np.ndarray:
+        return np.frombuffer(heap.read(addr, arr.nbytes), arr.dtype).reshape(arr.shape)
+
+    return [[read(*x) for x in a] if isinstance(a, list) else read(*a) for a in arrays]
