@@ -145,6 +145,32 @@ def test_conversion_moves_above_broadcast_and_view():
     assert _by_name(m, "nv_tileaa.broadcast")[0].results[0].type.encoding == rows
 
 
+def test_broadcast_used_twice_is_copied_not_converted():
+    # the broadcast row vector meets the 2-D tile twice: each use gets its own broadcast in the
+    # tile's layout (a copy), and only the 128 source elements are converted - never the 512
+    # broadcast ones (attention's column indices met QK^T twice: two 128 KB exchanges)
+    args = ARGS2D + ", %w: !nv_tileaa.ptr<ELEM, 1>"
+    body = (
+        _load2d()
+        + """
+  %mw = nv_tileaa.make_memref %w sizes[%n] strides[] : (!nv_tileaa.ptr<ELEM, 1>, i32) -> !nv_tileaa.memref<?xELEM, 1, strides=[1]>
+  %g, %tg = nv_tileaa.tiled_load %mw[%c0] token %t0 sem weak {in_bounds = array<i1: false>} : (!nv_tileaa.memref<?xELEM, 1, strides=[1]>, i32, !nv_tileaa.mem_token) -> (tile<128xELEM>, !nv_tileaa.mem_token)
+  %gv = nv_tileaa.view %g : (tile<128xELEM>) -> tile<1x128xELEM>
+  %gb = nv_tileaa.broadcast %gv : (tile<1x128xELEM>) -> tile<4x128xELEM>
+  %x = nv_tileaa.mulf %v, %gb rounding<nearest_even> : (tile<4x128xELEM>, tile<4x128xELEM>) -> tile<4x128xELEM>
+  %x2 = nv_tileaa.addf %x, %gb rounding<nearest_even> : (tile<4x128xELEM>, tile<4x128xELEM>) -> tile<4x128xELEM>"""
+        + _store2d("%x2")
+    )
+    m, a, _ = _run(_kernel(body, args))
+    rows = _by_name(m, "nv_tileaa.tiled_load")[0].results[0].type.encoding
+    convs = _by_name(m, "nv_tileas.convert_layout")
+    assert convs and all(c.results[0].type.shape in ((128,), (1, 128)) for c in convs)
+    for name in ("nv_tileaa.mulf", "nv_tileaa.addf"):
+        (op,) = _by_name(m, name)
+        assert all(v.type.encoding == rows for v in op.operands)
+        assert op.operands[1].op.name == "nv_tileaa.broadcast"
+
+
 def test_softmax_shape_reduce_slice_view_broadcast():
     body = (
         _load2d(in_bounds="false, false")

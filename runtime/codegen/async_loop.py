@@ -331,6 +331,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     # (after the epilogue's TMA store instead, when there is one)
     if store is None:
         _free_slot(em, t0, slot_off, slots)
+    _ring_scratch(em, op, bt_off + (BT_BUFFERS * bt.bytes if bt else 0))
     chain = fragment_chain(op, store)
     if chain is not None:  # the registers stay in fragment order up to the TMA store
         em.fragment_order = dict.fromkeys(chain, ("wgmma", M, N))
@@ -391,6 +392,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
 
         async_overlap.consumers(em, op, fr, slots, stage_bytes, bufs_of, stages)
         _free_slot(em, t0, fr.slot_off, fr.slots)
+        _ring_scratch(em, op, stages * stage_bytes)
         _bind(em, op.results, slots)
         return
     ring = Ring(stages)
@@ -408,7 +410,16 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     em.label(done)
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
     _free_slot(em, t0, fr.slot_off, fr.slots)
+    _ring_scratch(em, op, stages * stage_bytes)
     _bind(em, op.results, slots)
+
+
+def _ring_scratch(em: Emitter, op, idle: int) -> None:
+    """The consumers are past the loop ``op``: the stage ring's first ``idle`` bytes (stages
+    and B^T buffers; not the barriers, map slot and maps after them) take the scratch claims
+    from here on (``Emitter.scratch_into_ring``)."""
+    if op.parent_op is em.func:
+        em.scratch_into_ring(ASYNC_SYMBOL, idle)
 
 
 def stage_address(em: Emitter, stage, stage_bytes: int) -> str:
@@ -967,6 +978,8 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         fail(op, "PTX backend: no TMA store of i1 tiles")
     regs = em.tile(op, value)
     base = st["base"]  # the stage ring: idle now, 1024-aligned
+    if em.ring_scratch is not None and em.ring_scratch.used:
+        em.barrier()  # (an exchange since the loop used the ring: its readers are done)
     fragment = getattr(em, "fragment_order", {}).get(value)
     matrix = fragment is not None and fragment[0] == "wgmma" and esz == 2 and (N * 2) % 128 == 0
     if matrix:  # four 8x8 matrices a store (tileiras's STSM)

@@ -28,6 +28,7 @@ from tilegen.runtime.codegen.dist import Dist, dist
 from tilegen.runtime.codegen.regs import RegAlloc
 from tilegen.runtime.diagnostics import Diagnostic
 from tilegen.runtime.layouts.attrs import WARP_SIZE
+from tilegen.runtime.records import dataclass
 from tilegen.runtime.types import FloatType, IntegerType, NvPointerType, TileType
 
 WARP = WARP_SIZE
@@ -155,6 +156,22 @@ def _value_class(v) -> Optional[str]:
 
 
 # ----------------------------------------------------------------------------- emitter
+#: where :meth:`Emitter.scratch_into_ring`'s barrier goes, until the kernel is emitted
+_RING_MARK = "\t// tilegen: scratch in the stage ring from here"
+
+
+@dataclass
+class RingScratch:
+    """The scratch buffer moved into an async loop's idle stage ring: the ring's address
+    register and symbol, its idle bytes, the barrier lines, the bytes claimed since."""
+
+    reg: str
+    symbol: str
+    limit: int
+    lines: list
+    used: int = 0
+
+
 class Emitter:
     def __init__(self, func, num_warps: int, sm: int):
         self.func, self.num_warps, self.sm = func, num_warps, sm
@@ -196,6 +213,9 @@ class Emitter:
         self._base: dict = {}
         self._coord: dict = {}
         self._smem_reg: Optional[str] = None
+        #: after an async K loop, the scratch in its idle stage ring (:meth:`scratch_into_ring`)
+        self.ring_scratch: Optional[RingScratch] = None
+        self.ring_scratch_allowed = True
         self.symbol = func.attributes["sym_name"].value
         #: threads beside the kernel's warps (the async K loop's producer warp group,
         #: async_loop.py); from where they split off, barriers are over the consumers alone
@@ -539,10 +559,51 @@ class Emitter:
 
     # ----- shared memory
     def smem_base(self) -> str:
-        """A b32 register holding the shared address of the kernel's scratch buffer."""
+        """A b32 register holding the shared address of the kernel's scratch buffer (after
+        :meth:`scratch_into_ring`, of the async loop's idle stage ring)."""
+        if self.ring_scratch is not None:
+            return self.ring_scratch.reg
         if self._smem_reg is None:
             self._smem_reg = self.regs.fixed("%tgsmem", "b32")
         return self._smem_reg
+
+    def scratch_in_use(self) -> int:
+        """Bytes of the scratch buffer claimed so far (exchange.claim_scratch's fresh top)."""
+        return self.ring_scratch.used if self.ring_scratch is not None else self.smem_bytes
+
+    def scratch_into_ring(self, symbol: str, limit: int) -> None:
+        """From here on (the kernel's top level, right after an async K loop) scratch claims
+        live in the loop's stage ring, ``limit`` bytes from ``symbol``: the stages are idle
+        once every consumer is past the loop, so the epilogue's exchanges (a 128 x 128 f32
+        accumulator's 64 KB) need no shared memory of their own. The consumers' barrier (after
+        a proxy fence: the ring was last read by wgmma / tcgen05 and written by TMA) goes in
+        here once a claim uses the ring; :meth:`finish_ring_scratch` says whether they fit."""
+        if not self.ring_scratch_allowed or self.ring_scratch is not None:
+            return
+        start = len(self.body)
+        self.ins("fence.proxy.async.shared::cta")
+        self.barrier()
+        lines = self.body[start:]
+        del self.body[start:]
+        self.body.append(_RING_MARK)
+        reg = self.regs.fixed("%tgring", "b32")
+        self.ring_scratch = RingScratch(reg, symbol, limit, lines)
+        self._smem_refs = {}  # (addresses cached from the old base)
+
+    def finish_ring_scratch(self) -> bool:
+        """After the kernel's body: the ring mark becomes the barrier (or goes); False when
+        the claims after it outgrew the idle ring (the caller emits again without)."""
+        rs = self.ring_scratch
+        if rs is None:
+            return True
+        i = self.body.index(_RING_MARK)
+        if rs.used > rs.limit:
+            return False
+        self.body[i : i + 1] = rs.lines if rs.used else []
+        if rs.used:  # the ring's address, right after its declaration (hoisted uses follow)
+            at = next(j for j, x in enumerate(self.pre) if f" {rs.symbol}[" in x) + 1
+            self.pre[at:at] = [f"\t.reg .b32 \t{rs.reg};", f"\tmov.u32 {rs.reg}, {rs.symbol};"]
+        return True
 
     def need_isa(self, version: str) -> None:
         """Record that an emitted instruction needs PTX ISA ``version`` (e.g. "8.4")."""
@@ -555,7 +616,10 @@ class Emitter:
         self.target_suffix = suffix
 
     def need_smem(self, nbytes: int) -> None:
-        self.smem_bytes = max(self.smem_bytes, nbytes)
+        if self.ring_scratch is not None:
+            self.ring_scratch.used = max(self.ring_scratch.used, nbytes)
+        else:
+            self.smem_bytes = max(self.smem_bytes, nbytes)
 
     def smem_ref(self, d: Dist, form, k: int, esize: int, byte_off: int = 0) -> str:
         """``[reg+imm]`` shared operand of element ``form(coords of register k)``: the thread
@@ -623,9 +687,13 @@ class Emitter:
         return reg
 
     def smem_prologue(self) -> list[str]:
-        if self._smem_reg is None:
-            return []
-        return [f"\t.reg .b32 \t{self._smem_reg};", f"\tmov.u32 {self._smem_reg}, {SMEM_SYMBOL};"]
+        out = []
+        if self._smem_reg is not None:
+            out += [
+                f"\t.reg .b32 \t{self._smem_reg};",
+                f"\tmov.u32 {self._smem_reg}, {SMEM_SYMBOL};",
+            ]
+        return out
 
 
 def store_reg(em: Emitter, cls: str, reg: str) -> tuple[str, str]:

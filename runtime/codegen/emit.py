@@ -163,22 +163,29 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
     check_target_types(func, sm)
     block = func.regions[0].blocks[0]
     budget = None  # bytes for K-loop stage buffers (control.py); 0: no pipelining
-    for attempt in range(3):
+    ring = True  # scratch claims after an async K loop may use its idle stage ring
+    attempt = 0
+    while attempt < 3:
         em = Emitter(func, num_warps(func), sm)
         em.cta_pair = _pair_kernel(func)
         em.pipe_budget = budget
+        em.ring_scratch_allowed = ring
         em.lines = (info or {}).get("lines")
         try:
             params = _params(em, block)
         except ValueError as e:
             raise CodegenError([Diagnostic("error", str(e), func.loc)]) from None
         em.emit_block(block)
+        if not em.finish_ring_scratch():  # the epilogue's claims outgrew the idle ring
+            ring = False
+            continue
+        attempt += 1
         cap = pipeline_smem_cap(sm, (info or {}).get("suffix") or em.target_suffix)
         if not em.pipe_bytes or em.pipe_bytes + em.smem_bytes + em.resident_bytes <= cap:
             break
         # the stage buffers and the scratch do not fit together: again with the buffers
         # limited to what the scratch left, then without pipelining
-        budget = max(0, cap - em.smem_bytes - em.resident_bytes) if attempt == 0 else 0
+        budget = max(0, cap - em.smem_bytes - em.resident_bytes) if attempt == 1 else 0
     _fit_static_shared(em, func, (info or {}).get("suffix", ""))
     lines = []
     plist = ",\n".join(f"\t.param .{t} {n}" for n, t in params)

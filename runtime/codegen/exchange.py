@@ -292,7 +292,7 @@ def claim_scratch(em: Emitter, op, nbytes: int) -> int:
     """Byte offset of a scratch region of ``nbytes`` that no earlier reader still needs: a fresh
     one at the kernel's top level (straight-line code, nothing used it before), else offset 0
     behind a ``bar.sync``."""
-    top = (em.smem_bytes + 15) // 16 * 16
+    top = (em.scratch_in_use() + 15) // 16 * 16
     if op is not None and _top_level(em, op) and top + nbytes <= FRESH_LIMIT:
         em.need_smem(top + nbytes)
         return top

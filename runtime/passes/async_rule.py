@@ -618,9 +618,19 @@ def _lowering(
     # a num_stages hint is honored as the pass took it; otherwise as many stages as fit, up to
     # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget),
     # beside the accumulator's scratch buffer unless the registers never go through it
+    # (sm_90: a uniform initial value goes straight into the registers, and the result's
+    # exchange after the loop waits in the idle stage ring when the ring holds it:
+    # Emitter.scratch_into_ring; sm_100's tcgen05 consumers keep the initial value in the
+    # scratch over the loop)
+    in_ring = sm < 100 and uniform_tile(loop.operands[3])
     for scratch in (0, M * N * 4) if _registers_only(func, loop, sm, M) else (M * N * 4,):
-        fit = (_shared_budget(func, sm, stage, scratch + bt) - scratch - SMEM_EXTRA - bt) // stage
-        stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
+        stages = 0
+        if scratch and in_ring:
+            fit = (_shared_budget(func, sm, stage, bt) - SMEM_EXTRA - bt) // stage
+            stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
+        if stages * stage + bt < scratch or not stages:
+            fit = _shared_budget(func, sm, stage, scratch + bt) - scratch - SMEM_EXTRA - bt
+            stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit // stage)
         if scratch or tma_store_plan(func, loop, stages, stage)[0] is not None:
             break
     scaled = not isinstance(dot.operands[2], BlockArgument)

@@ -202,6 +202,8 @@ class LayoutAssigner:
             return
         if self.layout[v] == layout or self.retarget(v, layout):
             return
+        if self.rematerialize(op, index, layout):
+            return
         conv = Operation("nv_tileas.convert_layout", [v], [v.type], loc=op.loc)
         self.layout[conv.results[0]] = layout
         block = op.parent
@@ -262,6 +264,36 @@ class LayoutAssigner:
                     self.require(prod, 0, SliceLayout(d, layout))
                     return True
         return False
+
+    def rematerialize(self, op: Operation, index: int, layout: DistributedLayout) -> bool:
+        """Operand ``index`` of ``op`` is a broadcast (same rank) or a ``splat`` /
+        ``make_range`` / constant that others use too: a copy of it in ``layout`` for ``op``
+        alone, the broadcast's smaller source converted instead. (Attention's column indices
+        ``broadcast(j * TN + arange(TN))``, compared twice with the rows in ``QK^T``'s
+        accumulator layout, cost two 128 KB exchanges an iteration at 256 x 128.)"""
+        v = op.operands[index]
+        prod = v.op if isinstance(v, OpResult) else None
+        if prod is None or prod.regions or len(prod.results) != 1:
+            return False
+        broadcast = prod.name == "nv_tileaa.broadcast" and prod.operands[0].type.rank == v.type.rank
+        if not broadcast and prod.name not in _CHEAP:
+            return False
+        copy = Operation(
+            prod.name,
+            list(prod.operands),
+            [v.type],
+            attributes=dict(prod.attributes),
+            loc=prod.loc,
+            opdef=prod.opdef,
+            properties=dict(prod.properties) if getattr(prod, "properties", None) else None,
+        )
+        block = op.parent
+        block.insert(block.ops.index(op), copy)
+        self.layout[copy.results[0]] = layout
+        op.set_operand(index, copy.results[0])
+        if broadcast:
+            self.require(copy, 0, layout)
+        return True
 
     def _cheap(self, v: Value, depth: int = 0) -> bool:
         """``v`` is built from scalars alone (``splat``, ``make_range``, constants, through
