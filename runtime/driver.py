@@ -407,18 +407,34 @@ def _stage_ptx(c: Compilation, after_pass) -> None:
 
 
 def _stage_ptxas(c: Compilation, after_pass) -> None:
-    from tilegen.runtime.ptxas import PtxasError, assemble, options_flags
+    from tilegen.runtime.ptxas import PtxasError, assemble, drop_occupancy_caps, options_flags
 
+    extra = options_flags(c.options)  # -g / --sanitize: tileiras's ptxas flags
     try:
-        extra = options_flags(c.options)  # -g / --sanitize: tileiras's ptxas flags
         pre, c.ptxas_pre = c.ptxas_pre, None
         try:
             c.cubin, c.ptxas_log = assemble(c.ptx, c.options.target.sm, extra=extra, pre=pre)
         finally:
             if pre is not None:
                 pre.close()  # not taken (another -arch) or already the assembler's: a no-op
+        return
     except PtxasError as e:
-        raise CompileError([Diagnostic("error", str(e), FileLoc(c.name))], EXIT_COMPILE, "ptxas")
+        error = e
+    # an instruction that does not fit under the occupancy hint's register cap (C7602): the
+    # kernel without the cap, as tileiras compiles it
+    uncapped = drop_occupancy_caps(c.ptx, str(error))
+    if uncapped is not None:
+        try:
+            c.cubin, log = assemble(uncapped, c.options.target.sm, extra=extra)
+        except PtxasError as e:
+            error = e
+        else:
+            c.ptx = uncapped
+            c.ptxas_log = (
+                "tilegen: the occupancy hint's .maxnreg dropped (ptxas C7602 under it)\n" + log
+            )
+            return
+    raise CompileError([Diagnostic("error", str(error), FileLoc(c.name))], EXIT_COMPILE, "ptxas")
 
 
 STAGES: tuple[Stage, ...] = (

@@ -29,6 +29,19 @@ class PtxasError(Exception):
     pass
 
 
+def drop_occupancy_caps(ptx: str, log: str) -> str | None:
+    """``ptx`` without the ``.maxnreg`` directives only the ``occupancy`` hint asked for
+    (codegen/emit.OCCUPANCY_CAP_MARK), when ptxas's ``log`` says an instruction does not fit
+    under one (C7602 "Insufficient registers"); None when that is not the failure or there is
+    no such cap. tileiras compiles those kernels at 255 registers."""
+    from tilegen.runtime.codegen.emit import OCCUPANCY_CAP_MARK
+
+    if "C7602" not in log or OCCUPANCY_CAP_MARK not in ptx:
+        return None
+    cap = re.compile(r"^\s*\.maxnreg \d+ " + re.escape(OCCUPANCY_CAP_MARK) + r"\n", re.M)
+    return cap.sub("", ptx)
+
+
 def ptx_target(ptx: str, sm: int) -> str:
     """The ptxas ``-arch`` for ``ptx``: its ``.target`` (``sm_90a``, ``sm_100f``) when that
     names ``sm``, else ``sm_<sm>``."""

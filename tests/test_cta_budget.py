@@ -359,3 +359,48 @@ def test_128_by_256_gemm_tile_takes_two_consumer_warp_groups():
     out = _run_strict(kernel, args, (2, 2))
     want = args[0].astype(np.float64) @ args[1].astype(np.float64)
     np.testing.assert_array_equal(out[2].astype(np.float64), want)
+
+
+# ----------------------------------------------------------------------------- C7602
+
+
+@ct.kernel
+def one_wide_dot(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+    a = ct.load(A, index=(ct.bid(0), 0), shape=(TM, TK))
+    b = ct.load(B, index=(0, 0), shape=(TK, TN))
+    acc = ct.mma(a, b, ct.full((TM, TN), 0, dtype=ct.float32))
+    ct.store(C, index=(ct.bid(0), 0), tile=acc.astype(C.dtype))
+
+
+@needs_ptxas
+def test_occupancy_cap_an_instruction_cannot_fit_under_is_dropped():
+    """A 64 x 256 wgmma holds 128 accumulator registers in one instruction: under ``occupancy=8``
+    (``.maxnreg 64`` at 128 threads) ptxas refuses it (C7602). tileiras compiles such kernels at
+    255 registers; tilegen assembles again without the hint's cap and says so in the log."""
+    A = np.zeros((64, 64), np.float16)
+    B = np.zeros((64, 256), np.float16)
+    C = np.zeros((64, 256), np.float16)
+    kernel = one_wide_dot.replace_hints(occupancy=8)
+    c = tc.compile_kernel(kernel, (A, B, C, 64, 256, 64), gpu_name="sm_90", emit="cubin")
+    assert c.cubin and ".maxnreg" not in c.ptx
+    assert "occupancy hint's .maxnreg dropped" in c.ptxas_log
+    # at occupancy 2 the cap (255 -> none at 128 threads) never bound: nothing dropped
+    c2 = tc.compile_kernel(
+        one_wide_dot.replace_hints(occupancy=2),
+        (A, B, C, 64, 256, 64),
+        gpu_name="sm_90",
+        emit="cubin",
+    )
+    assert "dropped" not in (c2.ptxas_log or "")
+
+
+def test_drop_occupancy_caps_strips_only_the_hints_caps():
+    from tilegen.runtime.codegen.emit import OCCUPANCY_CAP_MARK
+    from tilegen.runtime.ptxas import drop_occupancy_caps
+
+    ptx = f".entry a()\n.maxnreg 64 {OCCUPANCY_CAP_MARK}\n{{\n}}\n.entry b()\n.maxnreg 40\n{{\n}}\n"
+    fatal = "ptxas fatal   : (C7602) Insufficient registers (64) to compile instruction"
+    out = drop_occupancy_caps(ptx, fatal)
+    assert out is not None and ".maxnreg 64" not in out and ".maxnreg 40\n" in out
+    assert drop_occupancy_caps(ptx, "ptxas error : something else") is None
+    assert drop_occupancy_caps(ptx.replace(OCCUPANCY_CAP_MARK, ""), fatal) is None

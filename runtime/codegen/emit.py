@@ -93,6 +93,12 @@ def _params(em: Emitter, block) -> list[tuple[str, str]]:
     return params
 
 
+#: follows a ``.maxnreg`` that only the ``occupancy`` hint asked for: where ptxas cannot fit an
+#: instruction under it (C7602), the driver assembles the kernel without it, as tileiras does
+#: (runtime/driver._stage_ptxas, runtime/ptxas.drop_occupancy_caps)
+OCCUPANCY_CAP_MARK = "// occupancy hint"
+
+
 def launch_directives(func, threads: int, sm: int, pair: bool = False) -> list[str]:
     """Seed 002's directives: ``.reqntid`` from num_warps; ``.minnctapersm`` (nvvm.minctasm,
     default 1 like tileiras); ``.maxnreg`` from nvvm.maxnreg, else from the ``occupancy`` hint
@@ -104,7 +110,8 @@ def launch_directives(func, threads: int, sm: int, pair: bool = False) -> list[s
     out.append(f".minnctapersm {minctasm.value if isinstance(minctasm, IntegerAttr) else 1}")
     cap = register_cap(func, threads)
     if cap is not None:
-        out.append(f".maxnreg {cap}")
+        hinted = not isinstance(func.attributes.get("nvvm.maxnreg"), IntegerAttr)
+        out.append(f".maxnreg {cap}" + (f" {OCCUPANCY_CAP_MARK}" if hinted else ""))
     spec = func.attributes.get("nv_tileaa.kernel_spec")
     cluster = None
     for k, v in getattr(spec, "items", ()):
