@@ -31,10 +31,10 @@ class PtxasError(Exception):
 
 def drop_occupancy_caps(ptx: str, log: str) -> str | None:
     """``ptx`` without the ``.maxnreg`` directives only the ``occupancy`` hint asked for
-    (codegen/emit.OCCUPANCY_CAP_MARK), when ptxas's ``log`` says an instruction does not fit
+    (layouts/kernel.OCCUPANCY_CAP_MARK), when ptxas's ``log`` says an instruction does not fit
     under one (C7602 "Insufficient registers"); None when that is not the failure or there is
     no such cap. tileiras compiles those kernels at 255 registers."""
-    from tilegen.runtime.codegen.emit import OCCUPANCY_CAP_MARK
+    from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_MARK
 
     if "C7602" not in log or OCCUPANCY_CAP_MARK not in ptx:
         return None

@@ -330,6 +330,55 @@ def test_pow_special_value_grid(dt):
     assert not bad.any(), list(zip(x[bad], y[bad], got[bad], want[bad]))[:8]
 
 
+def _exact_reduction(x: float) -> tuple[int, float]:
+    """(quadrant mod 4, r) with x = k pi/2 + r, |r| <= pi/4, from 2/pi to 1,500 bits."""
+    from fractions import Fraction
+    from math import floor
+
+    words = mathlib._two_over_pi_words(24)
+    two_opi = Fraction(int("".join(f"{w:064b}" for w in words), 2), 1 << (64 * 23))
+    y = Fraction(x) * two_opi
+    k = floor(y + Fraction(1, 2))
+    pi = 2 / two_opi
+    return k % 4, float((y - k) * pi / 2)
+
+
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_f64_trig_of_huge_arguments_reduces_exactly(name):
+    """f64 sin/cos/tan at |x| >= 2^20 take the Payne-Hanek reduction (mathlib._payne_hanek_f64):
+    the quadrant no longer saturates at 2^31 (sin(4e9) was wrong: bench/fuzz_codegen seed
+    921810), and arguments next to a multiple of pi/2 keep their digits (5.319372648326541e255
+    lies 4.7e-19 from one; cos there is -4.687165924254628e-19). Checked against an exact
+    reduction with a 1,500-bit 2/pi, to 2 ulp."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate(
+        [
+            rng.uniform(-4e9, 4e9, 64),
+            10.0 ** rng.uniform(6, 308, 64) * rng.choice([-1, 1], 64),
+            [2.0**20, -(2.0**20), 2**31 * np.pi / 2, 5.319372648326541e255, 1e300, 1e22],
+            [np.finfo(np.float64).max, 1.5 * 2.0**1023],
+        ]
+    )
+    got = run_f32(name, [x])
+    want = []
+    for v in x:
+        q, r = _exact_reduction(float(v))
+        s, c = np.sin(r), np.cos(r)  # |r| <= pi/4: numpy is exact to 1 ulp here
+        want.append({"sin": (s, c, -s, -c)[q], "cos": (c, -s, -c, s)[q]}.get(name, 0.0))
+        if name == "tan":
+            want[-1] = s / c if q % 2 == 0 else -c / s
+    want = np.array(want)
+    ulp = np.abs(got - want) / np.spacing(np.abs(want))
+    assert ulp.max() <= 2.0, (x[ulp.argmax()], got[ulp.argmax()], want[ulp.argmax()])
+    specials = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0] + [0.0] * 3)
+    out = run_f32(name, [specials])
+    assert np.isnan(out[:3]).all()
+    if name == "cos":
+        assert out[3] == 1 and out[4] == 1
+    else:  # sin(-0) = tan(-0) = -0
+        assert out[3] == 0 and out[4] == 0 and not np.signbit(out[3]) and np.signbit(out[4])
+
+
 if __name__ == "__main__":
     n = 1 << int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 20
     names = sys.argv[2:] or sorted(BOUND)

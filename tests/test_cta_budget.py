@@ -395,7 +395,7 @@ def test_occupancy_cap_an_instruction_cannot_fit_under_is_dropped():
 
 
 def test_drop_occupancy_caps_strips_only_the_hints_caps():
-    from tilegen.runtime.codegen.emit import OCCUPANCY_CAP_MARK
+    from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_MARK
     from tilegen.runtime.ptxas import drop_occupancy_caps
 
     ptx = f".entry a()\n.maxnreg 64 {OCCUPANCY_CAP_MARK}\n{{\n}}\n.entry b()\n.maxnreg 40\n{{\n}}\n"

@@ -18,7 +18,7 @@ from tilegen.runtime.codegen.core import (
 from tilegen.runtime.attributes import DenseArrayAttr, IntegerAttr
 from tilegen.runtime.diagnostics import Diagnostic
 from tilegen.runtime.layouts.decisions import num_warps
-from tilegen.runtime.layouts.kernel import register_cap
+from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_MARK, register_cap
 from tilegen.runtime.targets import STATIC_SHARED_PLAIN, static_shared_limit
 
 PTX_VERSION = "8.0"
@@ -91,12 +91,6 @@ def _params(em: Emitter, block) -> list[tuple[str, str]]:
             em.ins(f"ld.param.{ptype} {r}, [{name}]")
             em.set(arg, r)
     return params
-
-
-#: follows a ``.maxnreg`` that only the ``occupancy`` hint asked for: where ptxas cannot fit an
-#: instruction under it (C7602), the driver assembles the kernel without it, as tileiras does
-#: (runtime/driver._stage_ptxas, runtime/ptxas.drop_occupancy_caps)
-OCCUPANCY_CAP_MARK = "// occupancy hint"
 
 
 def launch_directives(func, threads: int, sm: int, pair: bool = False) -> list[str]:

@@ -19,6 +19,7 @@ there and the `approx:`/`note:` of the selection rows.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 import struct
 from fractions import Fraction
 
@@ -295,12 +296,146 @@ def log10(em, op, t, args):
 
 # ----------------------------------------------------------------------------- trig
 def _reduce_pio2(f: F, x) -> tuple[str, str]:
-    """(r, quadrant b32) with x = q*pi/2 + r, |r| <= pi/4."""
-    kf = f.round(f.mul(x, f.c(2 / math.pi)))
+    """(r, quadrant b32) with x = q*pi/2 + r, |r| <= pi/4: Cody-Waite with a three-part pi/2
+    (exact products for |x| < 2^20), and for f64 at |x| >= 2^20, inf and NaN a branch to the
+    Payne-Hanek reduction (:func:`_payne_hanek_f64`; before it, the quadrant saturated at
+    2^31 and sin(4e9) came out wrong)."""
+    if f.t != "f64":
+        kf = f.round(f.mul(x, f.c(2 / math.pi)))
+        r = x
+        for part in PIO2_F32:
+            r = f.fma(f.neg(kf), f.c(part), r)
+        return r, f.iop(f"cvt.rzi.s32.{f.t}", kf, cls="b32")
+    # k through an integer: +0 for x = -0, so r keeps x's sign (sin(-0) = -0)
+    q = f.iop("cvt.rni.s32.f64", f.mul(x, f.c(2 / math.pi)), cls="b32")
+    kf = f.iop("cvt.rn.f64.s32", q, cls="f64")
     r = x
-    for part in PIO2 if f.t == "f64" else PIO2_F32:
-        r = f.fma(f.neg(kf), f.c(part), r)
-    q = f.iop(f"cvt.rzi.s32.{f.t}", kf, cls="b32")
+    for part in PIO2:
+        r = f.fma(kf, f.c(-part), r)
+    em = f.em
+    hi = f.iop("mov.b64", f.bits(x), cls="b64")
+    top = f.iop("cvt.u32.u64", f.iop("shr.u64", hi, 32, cls="b64"), cls="b32")
+    ax = f.iop("and.b32", top, 0x7FFFFFFF, cls="b32")
+    big = f.iop("setp.ge.u32", ax, 0x41300000, cls="pred")  # |x| >= 2^20, inf or NaN
+    done = em.new_label("trig_red")
+    em.ins(f"@!{big} bra {done}")
+    r2, q2 = _payne_hanek_f64(f, x)
+    r2 = f.selp(f.mul(x, f.c(0.0)), r2, f.iop("setp.ge.u32", ax, 0x7FF00000, cls="pred"))
+    em.ins(f"mov.f64 {r}, {r2}")
+    em.ins(f"mov.b32 {q}, {q2}")
+    em.label(done)
+    return r, q
+
+
+#: 2/pi's bits after the binary point as 64-bit words, after one zero word (the integer part):
+#: enough for every f64 exponent (:func:`_payne_hanek_f64` reads words j0 .. j0 + 3, j0 <= 16)
+_TWO_OPI_F64_WORDS = 20
+
+
+@lru_cache(maxsize=None)
+def _two_over_pi_words(n: int) -> tuple[int, ...]:
+    """``n`` 64-bit words of 2/pi (the first the integer part, 0), from Machin's formula in
+    Python integers (4 guard words)."""
+    bits = 64 * (n + 4)
+    one = 1 << bits
+
+    def arctan_inv(k: int) -> int:
+        total, term, i, sign = 0, one // k, 1, 1
+        while term:
+            total += sign * (term // i)
+            term //= k * k
+            i += 2
+            sign = -sign
+        return total
+
+    pi = 4 * (4 * arctan_inv(5) - arctan_inv(239))
+    two_opi = (2 * one * one) // pi  # 2/pi * 2^bits
+    words = []
+    for j in range(n):  # word j: bits [64 (j - 1), 64 j) after the point; j = 0: the integer
+        words.append((two_opi >> (bits - 64 * j)) & (2**64 - 1))
+    return tuple(words)
+
+
+def _payne_hanek_f64(f: F, x) -> tuple[str, str]:
+    """(r, q) for finite |x| >= 2^20: x = M 2^E (M the 53-bit significand); x 2/pi mod 4 from
+    M times the 256 bits of 2/pi that matter for E (four words of a global table, picked by
+    the exponent), a 256-bit integer product; its top two bits past the cut are the quadrant,
+    the next 128 the fraction, rounded to the nearer quadrant and scaled by pi/2 in
+    double-double (the fraction keeps >= 60 significant bits however close x is to a multiple
+    of pi/2)."""
+    em = f.em
+    sym = "__tilegen_two_over_pi"
+    if not any(sym in g for g in em.globals):
+        data = b"".join(w.to_bytes(8, "little") for w in _two_over_pi_words(_TWO_OPI_F64_WORDS))
+        em.globals.append(
+            f".global .align 8 .b8 {sym}[{len(data)}] = {{{', '.join(str(b) for b in data)}}};"
+        )
+    ix = f.bits(x)
+    e = f.iop("and.b64", f.iop("shr.u64", ix, 52), 0x7FF)
+    m = f.iop("or.b64", f.iop("and.b64", ix, 0xFFFFFFFFFFFFF), 0x10000000000000)
+    # x 2/pi = M 2^(E + 64) sum_j T[j] 2^(-64 (j + 1)), E = e - 1075; from word j0 =
+    # (E + 62) >> 6 on every word counts below 4 (mod 4); the shift left is (E + 62) & 63
+    e62 = f.iop("cvt.u32.u64", f.iop("sub.s64", e, 1013), cls="b32")  # E + 62 = e - 1013
+    j0 = f.iop("shr.u32", e62, 6, cls="b32")
+    sh = f.iop("and.b32", e62, 63, cls="b32")
+    table = em.new("b64")
+    em.ins(f"mov.u64 {table}, {sym}")
+    at = f.iop("add.s64", table, f.iop("mul.wide.u32", j0, 8, cls="b64"))
+    t = [em.new("b64") for _ in range(4)]
+    for k, tk in enumerate(t):
+        em.ins(f"ld.global.nc.u64 {tk}, [{at}+{8 * k}]")
+
+    def add_carry(a, b):  # (a + b mod 2^64, carry 0/1 as u64)
+        r = f.iop("add.u64", a, b)
+        return r, f.iop("selp.u64", 1, 0, f.iop("setp.lt.u64", r, a, cls="pred"))
+
+    # Z = M (T0 2^192 + T1 2^128 + T2 2^64 + T3), limbs z0 .. z3 (z4 >= 2^256: a multiple of 4)
+    z0 = f.iop("mul.lo.u64", m, t[3])
+    z1, c1 = add_carry(f.iop("mul.hi.u64", m, t[3]), f.iop("mul.lo.u64", m, t[2]))
+    z2, c2a = add_carry(f.iop("mul.hi.u64", m, t[2]), f.iop("mul.lo.u64", m, t[1]))
+    z2, c2b = add_carry(z2, c1)
+    z3 = f.iop("add.u64", f.iop("mul.hi.u64", m, t[1]), f.iop("mul.lo.u64", m, t[0]))
+    z3 = f.iop("add.u64", z3, f.iop("add.u64", c2a, c2b))
+    # V = Z << sh: bits 254, 255 are the quadrant, 126 .. 253 the fraction
+    rs = f.iop("sub.u32", 64, sh, cls="b32")
+    v1 = f.iop("or.b64", f.iop("shl.b64", z1, sh), f.iop("shr.u64", z0, rs))
+    v2 = f.iop("or.b64", f.iop("shl.b64", z2, sh), f.iop("shr.u64", z1, rs))
+    v3 = f.iop("or.b64", f.iop("shl.b64", z3, sh), f.iop("shr.u64", z2, rs))
+    q = f.iop("cvt.u32.u64", f.iop("shr.u64", v3, 62), cls="b32")
+    fh = f.iop("or.b64", f.iop("shl.b64", v3, 2), f.iop("shr.u64", v2, 62))
+    fl = f.iop("or.b64", f.iop("shl.b64", v2, 2), f.iop("shr.u64", v1, 62))
+    # the nearer quadrant: a fraction >= 1/2 is (fraction - 1) of the next one
+    q = f.iop("add.u32", q, f.iop("cvt.u32.u64", f.iop("shr.u64", fh, 63), cls="b32"), cls="b32")
+    s = f.iop("shr.s64", fh, 63)
+    fneg = f.iop("setp.lt.s64", fh, 0, cls="pred")
+    fh = f.iop("xor.b64", fh, s)  # |fraction| (one's complement: 2^-128 off)
+    fl = f.iop("xor.b64", fl, s)
+    lz = f.iop("clz.b64", fh, cls="b32")
+    n = f.iop(
+        "or.b64",
+        f.iop("shl.b64", fh, lz),
+        f.iop("shr.u64", fl, f.iop("sub.u32", 64, lz, cls="b32")),
+    )
+    tail = f.iop("shl.b64", fl, lz)
+    dh = f.iop("cvt.rz.f64.u64", n, cls="f64")
+    rem = f.iop("sub.u64", n, f.iop("cvt.rzi.u64.f64", dh))
+    dl = f.fma(
+        f.iop("cvt.rn.f64.u64", tail, cls="f64"),
+        f.c(2.0**-64),
+        f.iop("cvt.rn.f64.u64", rem, cls="f64"),
+    )
+    # |fraction| = (dh + dl) 2^(-64 - lz); times pi/2 in double-double
+    ph, pl = 1.5707963267948966, 6.123233995736766e-17
+    rh = f.mul(dh, f.c(ph))
+    err = f.fma(dh, f.c(ph), f.neg(rh))
+    rl = f.fma(dh, f.c(pl), f.fma(dl, f.c(ph), err))
+    expo = f.iop("shl.b64", f.iop("cvt.u64.u32", f.iop("sub.u32", 1023 - 64, lz, cls="b32")), 52)
+    r = f.mul(f.add(rh, rl), f.from_bits(expo))
+    xneg = f.iop("setp.lt.s64", ix, 0, cls="pred")
+    rneg = em.new("pred")
+    em.ins(f"xor.pred {rneg}, {fneg}, {xneg}")
+    r = f.selp(f.neg(r), r, rneg)
+    q = f.iop("selp.b32", f.iop("neg.s32", q, cls="b32"), q, xneg, cls="b32")
     return r, q
 
 

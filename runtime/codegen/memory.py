@@ -382,37 +382,45 @@ class Access:
         """Registers grouped into vector accesses (consecutive along the unit-stride dim), at
         most ``limit`` elements and 16 bytes each, and no wider than the access analysis of the
         layout pass proves aligned and uniformly masked."""
-        d = self.d
-        n = d.nregs
-        lay = d.root
-        fast = lay.order[0]
-        v = lay.size_per_thread[fast]
-        if (
-            d.layout is not lay
-            or self.mem.strides[fast] != 1
-            or v < 2
-            or any(d.wraps(r, k) for k in range(n) for r in range(lay.rank))
-        ):
+        fast = self.d.root.order[0]
+        if self.mem.strides[fast] != 1:
+            return [[k] for k in range(self.d.nregs)]
+        return vector_runs(self.d, min(limit, 16 // self.esize, _proven_width(self.op)))
+
+
+def vector_runs(d, v: int, wrapping: bool = False) -> list[list[int]]:
+    """``d``'s registers in groups of ``v`` that hold consecutive elements along the layout's
+    fastest dim, each starting at a multiple of ``v`` there (one vector access each), else one
+    group per register. ``wrapping``: a layout larger than the tile (its coordinates taken
+    modulo the shape, as per-element pointers are) is fine where ``v`` divides the fastest
+    dim's extent, so no run crosses the wrap."""
+    n = d.nregs
+    lay = d.root
+    fast = lay.order[0]
+    v = min(v, lay.size_per_thread[fast])
+    if v < 2 or d.layout is not lay:
+        return [[k] for k in range(n)]
+    if wrapping:
+        if d.pshape[fast] % v:
             return [[k] for k in range(n)]
-        v = min(v, limit, 16 // self.esize, _proven_width(self.op))
-        if v < 2:
-            return [[k] for k in range(n)]
-        groups = []
-        for k0 in range(0, n, v):
-            g = list(range(k0, min(n, k0 + v)))
-            ok = (
-                len(g) == v
-                and d.raw[g[0]][fast] % v == 0
-                and all(
-                    d.raw[g[j]][fast] == d.raw[g[0]][fast] + j
-                    and all(d.raw[g[j]][r] == d.raw[g[0]][r] for r in range(lay.rank) if r != fast)
-                    for j in range(v)
-                )
+    elif any(d.wraps(r, k) for k in range(n) for r in range(lay.rank)):
+        return [[k] for k in range(n)]
+    groups = []
+    for k0 in range(0, n, v):
+        g = list(range(k0, min(n, k0 + v)))
+        ok = (
+            len(g) == v
+            and d.raw[g[0]][fast] % v == 0
+            and all(
+                d.raw[g[j]][fast] == d.raw[g[0]][fast] + j
+                and all(d.raw[g[j]][r] == d.raw[g[0]][r] for r in range(lay.rank) if r != fast)
+                for j in range(v)
             )
-            groups.append(g if ok else None)
-        if any(g is None for g in groups):
+        )
+        if not ok:
             return [[k] for k in range(n)]
-        return groups
+        groups.append(g)
+    return groups
 
 
 def _proven_width(op) -> int:
@@ -432,11 +440,6 @@ def _tiled_operands(em: Emitter, op):
     if _memchecked():  # memcheck: every view access masked against the view's shape
         in_bounds = [False] * len(mem.sizes)
     return mem, indices, in_bounds
-
-
-def _packed16(g: list, kt) -> bool:
-    """Whether vector group ``g`` of 16-bit elements travels as packed b32 registers."""
-    return len(g) == 8 and kt[0] == "b16" and kt[1] == 2
 
 
 @handles("nv_tileaa.tiled_load")
@@ -467,23 +470,38 @@ def tiled_load(em: Emitter, op, force: bool = False) -> None:
         if mregs is not None:
             p = _and(em, p, mregs[g[0]]) if len(g) == 1 else fail(op, "masked vector load")
         others = [oregs[k] if oregs is not None else None for k in g]
-        if _packed16(g, kt):
-            po = [None] * 4
-            if p is not None:
-                po = [_pack(em, others[2 * j], others[2 * j + 1]) for j in range(4)]
-            words = load_elems(em, opcode, ("b32", 4, "b32", "b32"), p, po, acc.addr(g[0]))
-            regs = []
-            for w in words:
-                lo, hi = em.new("b16"), em.new("b16")
-                em.ins(f"mov.b32 {{{lo}, {hi}}}, {w}")
-                regs += [lo, hi]
-        else:
-            regs = load_elems(em, opcode, kt, p, others, acc.addr(g[0]))
+        regs = load_group(em, opcode, kt, p, others, acc.addr(g[0]), len(g))
         for r, k in zip(regs, g):
             out[k] = r
     em.set(res, out)
     for r in op.results[1:]:
         em.set(r, None)
+
+
+def load_group(em: Emitter, opcode: str, kt, guard, others: list, addr: str, n: int) -> list:
+    """One vector load of ``n`` elements at ``addr`` (8 16-bit elements as four packed b32
+    words), each element ``others[j]`` where ``guard`` is false."""
+    if n == 8 and kt[0] == "b16" and kt[1] == 2:
+        po = [None] * 4
+        if guard is not None:
+            po = [_pack(em, others[2 * j], others[2 * j + 1]) for j in range(4)]
+        words = load_elems(em, opcode, ("b32", 4, "b32", "b32"), guard, po, addr)
+        regs = []
+        for w in words:
+            lo, hi = em.new("b16"), em.new("b16")
+            em.ins(f"mov.b32 {{{lo}, {hi}}}, {w}")
+            regs += [lo, hi]
+        return regs
+    return load_elems(em, opcode, kt, guard, others, addr)
+
+
+def store_group(em: Emitter, opcode: str, kt, guard, vals: list, addr: str) -> None:
+    """One vector store of ``vals`` at ``addr`` (8 16-bit elements as four packed b32 words)."""
+    if len(vals) == 8 and kt[0] == "b16" and kt[1] == 2:
+        words = [_pack(em, vals[2 * j], vals[2 * j + 1]) for j in range(4)]
+        store_elems(em, opcode, ("b32", 4, "b32", "b32"), guard, words, addr)
+    else:
+        store_elems(em, opcode, kt, guard, vals, addr)
 
 
 def _pack(em: Emitter, lo, hi) -> Optional[str]:
@@ -519,12 +537,7 @@ def tiled_store(em: Emitter, op) -> None:
         if c == "0":
             continue
         p = _and(em, p, c)
-        vals = [regs[k] for k in g]
-        if _packed16(g, kt):
-            words = [_pack(em, vals[2 * j], vals[2 * j + 1]) for j in range(4)]
-            store_elems(em, opcode, ("b32", 4, "b32", "b32"), p, words, acc.addr(g[0]))
-        else:
-            store_elems(em, opcode, kt, p, vals, acc.addr(g[0]))
+        store_group(em, opcode, kt, p, [regs[k] for k in g], acc.addr(g[0]))
     for r in op.results:
         em.set(r, None)
 
@@ -743,17 +756,32 @@ def element_access(em: Emitter, op, load: bool) -> None:
         t = _group(op, "value")[0].type
     el = Elements(em, op, t)
     d = el.d
+    n = len(el.addrs)
+    # through a pointer tile the layout stage proved runs of contiguous, aligned, uniformly
+    # masked elements (layouts/axis_info.py): one vector access a run, its first element's
+    # address and mask; the guards of the other elements are then not needed
+    groups = [[k] for k in range(n)]
+    width = vector_width(op) if el.pointer is not None and d is not None else 1
+    if width > 1 and not _memchecked():
+        v = min(width, 8 if el.kt[1] == 2 else 4, 16 // el.esize)
+        groups = vector_runs(d, v, wrapping=True)
+    firsts = [g[0] for g in groups]
     mask = _group(op, "mask")
-    mregs = _per_reg(em, op, mask[0], d) if mask else [None] * len(el.addrs)
+    mregs = _per_reg(em, op, mask[0], d) if mask else [None] * n
     if load:
         other = _group(op, "other")
-        oregs = _per_reg(em, op, other[0], d) if other else [None] * len(el.addrs)
+        oregs = _per_reg(em, op, other[0], d) if other else [None] * n
         opcode = ld_opcode(em, op, el.space)
-        guards = [_and(em, el.preds[k], mregs[k]) for k in range(len(el.addrs))]
+        guards = [None] * n
+        for k in firsts:
+            guards[k] = _and(em, el.preds[k], mregs[k])
         _memcheck(em, op, el, guards, load)
-        out = []
-        for k, addr in enumerate(el.addrs):
-            out += load_elems(em, opcode, el.kt, guards[k], [oregs[k]], addr)
+        out = [None] * n
+        for g in groups:
+            others = [oregs[k] for k in g]
+            regs = load_group(em, opcode, el.kt, guards[g[0]], others, el.addrs[g[0]], len(g))
+            for r, k in zip(regs, g):
+                out[k] = r
         em.set(op.results[0], out if d is not None else out[0])
         for r in op.results[1:]:
             em.set(r, None)
@@ -761,13 +789,13 @@ def element_access(em: Emitter, op, load: bool) -> None:
     vregs = _per_reg(em, op, _group(op, "value")[0], d)
     opcode = st_opcode(em, op, el.space)
     lead = leader(em) if d is None else None
-    guards = []
-    for k in range(len(el.addrs)):
+    guards = [None] * n
+    for k in firsts:
         c = em.canonical(d, k) if d is not None else lead
-        guards.append(_and(em, _and(em, el.preds[k], mregs[k]), c))
+        guards[k] = _and(em, _and(em, el.preds[k], mregs[k]), c)
     _memcheck(em, op, el, guards, load)
-    for k, addr in enumerate(el.addrs):
-        store_elems(em, opcode, el.kt, guards[k], [vregs[k]], addr)
+    for g in groups:
+        store_group(em, opcode, el.kt, guards[g[0]], [vregs[k] for k in g], el.addrs[g[0]])
     for r in op.results:
         em.set(r, None)
 

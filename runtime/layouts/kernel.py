@@ -30,6 +30,12 @@ def kernel_spec_int(func: Operation, key: str) -> Optional[int]:
 OCCUPANCY_CAP_DROPPED = "nv_tileas.occupancy_cap_dropped"
 
 
+#: follows a ``.maxnreg`` that only the ``occupancy`` hint asked for (codegen/emit.py): where
+#: ptxas cannot fit an instruction under it (C7602), the driver assembles the kernel without it,
+#: as tileiras does (runtime/driver._stage_ptxas, runtime/ptxas.drop_occupancy_caps)
+OCCUPANCY_CAP_MARK = "// occupancy hint"
+
+
 def register_cap(func: Operation, threads: int, honor_dropped: bool = True) -> Optional[int]:
     """The ``.maxnreg`` a kernel of ``threads`` gets (seed 002): ``nvvm.maxnreg``, else from the
     ``occupancy`` hint (the 64K-register file shared by ``occupancy`` CTAs, as tileiras derives

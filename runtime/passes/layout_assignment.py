@@ -32,6 +32,7 @@ from typing import Optional
 
 from tilegen.runtime.ir import Block, Operation, OpResult, Value
 from tilegen.runtime.layouts import decisions as D
+from tilegen.runtime.layouts.axis_info import AxisInfo, analyze_pointer_access
 from tilegen.runtime.layouts.access import (  # noqa: F401 (divisibility, element_bytes: API)
     AccessInfo,
     analyze_memref_access,
@@ -154,6 +155,8 @@ class LayoutAssigner:
         self.mma_layouts: set = set()
         #: broadcasts whose result took its consumers' layout: their sources follow at the end
         self.late_broadcasts: list = []
+        #: contiguity / divisibility / constancy of pointer-tile accesses (layouts/axis_info.py)
+        self.axis = AxisInfo()
 
     def dot_family(self, op: Operation) -> Optional[str]:
         """The instruction family of ``dot`` ``op`` (decided once, recorded on the op)."""
@@ -379,7 +382,11 @@ class LayoutAssigner:
         name = op.name
         tiles = [r for r in op.results if _is_tile(r.type)]
         if name in _MEM_ANCHORS or name in _PTR_ANCHORS:
-            info = analyze_memref_access(op) if name in _MEM_ANCHORS else None
+            if name in _MEM_ANCHORS:
+                info = analyze_memref_access(op)
+            else:  # through a pointer tile: anchored by its vector width where it has one
+                info = analyze_pointer_access(op, self.axis)
+                info = info if info is not None and info.vec > 1 else None
             if info is not None:
                 self.accesses.append(info)
                 D.set_int(op, D.VECTOR_WIDTH, info.vec)
