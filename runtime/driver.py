@@ -404,6 +404,10 @@ def _stage_ptx(c: Compilation, after_pass) -> None:
         c.ptx = emit_ptx(c.module, c.options.target.sm, c.options)
     except CodegenError as e:
         raise CompileError(_name_file(list(e.diagnostics), c.name), EXIT_COMPILE, "ptx") from None
+    if c.async_plan:  # a kernel the emitter put back on today's path (shared memory)
+        from tilegen.runtime.passes.async_rule import after_codegen
+
+        c.async_plan = after_codegen(c.async_plan, c.module)
 
 
 def _stage_ptxas(c: Compilation, after_pass) -> None:

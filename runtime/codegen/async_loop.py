@@ -53,6 +53,9 @@ ASYNC_CONSUMER_REGS_ATTR = "nv_tileas.async_consumer_regs"
 ASYNC_STAGED_ATTR = "nv_tileas.async_staged"
 #: on a GEMM-form loop that runs on a CTA pair (async_rule._pair_reason; section 18)
 ASYNC_PAIR_ATTR = "nv_tileas.cta_pair"
+#: on the second and later loops of a chain of general-form loops (async_rule._chain_reason;
+#: section 23): the first loop's ring, maps and producer serve them
+ASYNC_CHAIN_ATTR = "nv_tileas.async_chained"
 ASYNC_SYMBOL = "tg_async"
 #: the attribute runtime/passes/async_rule.py puts on a tiled_store the epilogue writes by TMA
 TMA_STORE_ATTR = "nv_tileas.tma_store"
@@ -352,17 +355,18 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     from tilegen.runtime.codegen.control import _bind, _slots, copy_into, run_staged_body
     from tilegen.runtime.codegen.mma import StagedBox, keep_invariant_a
 
-    body = op.regions[0].blocks[0]
-    staged, end = [], 0
-    for o in body.ops:
-        if ASYNC_STAGED_ATTR in o.attributes:
-            staged.append(_Operand(o, _align(end, _ALIGN)))
-            end = staged[-1].offset + staged[-1].bytes
-    if not staged:
-        fail(op, "PTX backend: the general async loop stages no load")
-    stage_bytes = _align(end, _ALIGN)
+    if ASYNC_CHAIN_ATTR in op.attributes:  # a later loop of a chain (section 23)
+        return _chained_for(em, op)
+    staged, stage_bytes = _general_staged(op)
+    block = op.parent.ops
+    chain = [
+        (o, _general_staged(o)[0])
+        for o in block[block.index(op) + 1 :]
+        if o.name == "scf.for" and ASYNC_CHAIN_ATTR in o.attributes
+    ]
     nthreads = 32 * em.num_warps
     facts = dict(bt=None, tc=False, scaled=False, sides=[], store=None, nthreads=nthreads, N=0)
+    facts["chain"] = chain
     fr = _frame(em, op, staged, stages, stage_bytes, facts)
     base, bar, t0 = fr.base, fr.bar, fr.t0
     lb, ub, step, ty, iv_cls = fr.lb, fr.ub, fr.step, fr.ty, fr.iv_cls
@@ -397,20 +401,75 @@ def _general_for(em: Emitter, op, stages: int) -> None:
         return
     ring = Ring(stages)
     ring.start(em, 0)
+    _consume(em, op, slots, staged, fr, ring, stage_bytes, (lb, ub, step, ty, iv_cls))
+    if chain:  # the later loops continue on this ring (_chained_for)
+        em.async_chain = SimpleNamespace(fr=fr, ring=ring, stage_bytes=stage_bytes, left=len(chain))
+        _bind(em, op.results, slots)
+        return
+    # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
+    _free_slot(em, t0, fr.slot_off, fr.slots)
+    _ring_scratch(em, op, stages * stage_bytes)
+    _bind(em, op.results, slots)
+
+
+def _general_staged(op) -> tuple:
+    """(the staged loads of general-form loop ``op`` as :class:`_Operand` in stage order, the
+    stage's bytes)."""
+    staged, end = [], 0
+    for o in op.regions[0].blocks[0].ops:
+        if ASYNC_STAGED_ATTR in o.attributes:
+            staged.append(_Operand(o, _align(end, _ALIGN)))
+            end = staged[-1].offset + staged[-1].bytes
+    if not staged:
+        fail(op, "PTX backend: the general async loop stages no load")
+    return staged, _align(end, _ALIGN)
+
+
+def _consume(em: Emitter, op, slots, staged: list, fr, ring, stage_bytes: int, bounds) -> None:
+    """The consumers' loop over ``op``: each iteration waits for its stage's full barrier,
+    runs the body on the staged boxes (today's path otherwise) and frees the stage."""
+    from tilegen.runtime.codegen.control import run_staged_body
+    from tilegen.runtime.codegen.mma import StagedBox
+
+    lb, ub, step, ty, iv_cls = bounds
     iv = em.mov(iv_cls, lb)
     top, done = loop_head(em, "async_body", ty, iv, ub)
-    mbarrier_wait(em, bar(0, ring.stage), ring.phase)
+    mbarrier_wait(em, fr.bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
-    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
-    run_staged_body(em, op, slots, iv, bufs_of(sbase))  # (a mask skipped where all true)
-    em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
+    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {fr.base}")
+    bufs = {}
+    for x in staged:
+        r = em.new("b32")
+        em.ins(f"add.s32 {r}, {sbase}, {x.offset}")
+        bufs[x.load] = StagedBox(r, x.span, _transposed(x.load), x.box_bytes)
+    run_staged_body(em, op, slots, iv, bufs)  # (a mask skipped where all true)
+    em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{fr.bar(1, ring.stage)}]")
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
     em.label(done)
-    # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
-    _free_slot(em, t0, fr.slot_off, fr.slots)
-    _ring_scratch(em, op, stages * stage_bytes)
+
+
+def _chained_for(em: Emitter, op) -> None:
+    """A later loop of a chain (section 23): the consumers go on on the first loop's ring
+    (its stage and phase where that loop left them); the producer already copies this loop's
+    stages after the first's. The last loop frees the map slot."""
+    from tilegen.runtime.codegen.control import _bind, _slots, copy_into
+    from tilegen.runtime.codegen.mma import keep_invariant_a
+
+    st = getattr(em, "async_chain", None)
+    if st is None:
+        fail(op, "PTX backend: a chained async loop without the loop that starts its chain")
+    staged, _ = _general_staged(op)
+    keep_invariant_a(em, op)  # (Q: the first loop's region, kept once: resident_by_value)
+    slots = _slots(em, op, [r.type for r in op.results])
+    copy_into(em, op, slots, [em.get(v) for v in op.operands[3:]])
+    _consume(em, op, slots, staged, st.fr, st.ring, st.stage_bytes, _bounds(em, op))
+    st.left -= 1
+    if not st.left:
+        _free_slot(em, st.fr.t0, st.fr.slot_off, st.fr.slots)
+        _ring_scratch(em, op, st.ring.stages * st.stage_bytes)
+        em.async_chain = None
     _bind(em, op.results, slots)
 
 
@@ -612,52 +671,23 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
                     em.ins(f"mul.lo.s32 {halves[id(x)]}, {rk}, {x.half}")
     ring = Ring(stages)
     ring.start(em, 0)
-    iv = em.mov(iv_cls, lb)
-    top, end = loop_head(em, "async_produce", ty, iv, ub)
-    em.values[body.args[0]] = iv
-    skip_ops = {x.load for x in staged} | {facts.get("dot")}
-    for o in body.ops:  # the loads' index math (the rule admits only scalar ops beside them)
-        if o in skip_ops or o.name == "scf.yield":
-            continue
-        if any(getattr(r.type, "rank", 0) for r in o.results):
-            continue  # tiles (the loads' padding splats): TMA fills with zeros itself
-        em.emit_op(o)
-    lap = em.new("b32")
-    em.ins(f"xor.b32 {lap}, {ring.phase}, 1")
-    mbarrier_wait(em, bar(1, ring.stage), lap)
-    full = bar(0, ring.stage)
-    if pair and tc:  # the even CTA expects both CTAs' copies on its full barrier
-        em.ins(
-            f"@{lead} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{full}], "
-            f"{2 * sum(x.bytes for x in staged)}"
-        )
-        full = cta_pair.leader_address(em, full)
-    else:
-        mbarrier_arrive_expect_tx(em, full, sum(x.bytes for x in staged))
-    sbase = em.new("b32")
-    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
-    for x, g in zip(staged, gmaps):
-        od = x.load.opdef
-        idx = [_s32(em, em.scalar(x.load, v)) for v in od.operand_group(x.load, "indices")]
-        col, outer = idx[-1], idx[-2::-1]  # coordinates innermost first
-        for i, (c0, box) in enumerate(x.boxes):
-            dst = em.new("b32")
-            em.ins(f"add.s32 {dst}, {sbase}, {x.offset + i * x.box_bytes}")
-            cc = col
-            if c0:
-                cc = em.new("b32")
-                em.ins(f"add.s32 {cc}, {col}, {c0}")
-            coords = cta_pair.shifted(em, [cc] + outer, x, shifts)
-            if x.multicast:  # this CTA's half of the box's rows, into both CTAs
-                moved = em.new("b32")
-                em.ins(f"add.s32 {moved}, {dst}, {halves[id(x)]}")
-                tma.tma_load(em, moved, g, coords, full, multicast=cast)
-                continue
-            tma.tma_load(em, dst, g, coords, full, pair and tc)
-    ring.advance(em)
-    em.ins(f"add.{ty} {iv}, {iv}, {step}")
-    em.ins(f"bra {top}")
-    em.label(end)
+    produce = dict(
+        ring=ring,
+        bar=bar,
+        base=base,
+        stage_bytes=stage_bytes,
+        gmaps=gmaps,
+        pair=pair,
+        tc=tc,
+        lead=lead,
+        shifts=shifts,
+        cast=cast,
+        halves=halves,
+        dot=facts.get("dot"),
+    )
+    _produce(em, op, staged, produce, (lb, ub, step, ty, iv_cls))
+    for later, later_staged in facts.get("chain", ()):  # a chain: its loops in turn (section 23)
+        _produce(em, later, later_staged, produce, _bounds(em, later))
     em.label(out)
     em.ins("ret")
     return Frame(
@@ -682,6 +712,98 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         consumer=consumer,
         bt_off=bt_off,
     )
+
+
+#: on a kernel whose general-form async loops did not fit in shared memory once emitted: it was
+#: emitted on today's path instead, and the attribute says why (docs/pipelines.md section 23)
+ASYNC_FALLBACK_ATTR = "nv_tileas.async_fallback"
+
+
+def strip_general_async(func) -> bool:
+    """Take the async stage's marks off ``func``'s general-form loops (and their staged
+    loads), so the emitter lowers them on today's path; False when there are none (the GEMM
+    form's stage may have rewritten the epilogue: it is not undone)."""
+    from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_DROPPED
+
+    loops = [o for o in func.walk() if o.name == "scf.for" and ASYNC_ATTR in o.attributes]
+    if not loops or any(ASYNC_GENERAL_ATTR not in lp.attributes for lp in loops):
+        return False
+    names = (ASYNC_ATTR, ASYNC_GENERAL_ATTR, ASYNC_REGS_ATTR, ASYNC_CONSUMER_REGS_ATTR)
+    names += (ASYNC_OVERLAP_ATTR, ASYNC_CHAIN_ATTR, ASYNC_STAGED_ATTR)
+    for lp in loops:
+        for o in lp.walk():
+            for name in names:
+                if name in o.attributes:
+                    o.remove_attr(name)
+    if OCCUPANCY_CAP_DROPPED in func.attributes:
+        func.remove_attr(OCCUPANCY_CAP_DROPPED)
+    return True
+
+
+def _bounds(em: Emitter, op) -> tuple:
+    """(lb, ub, step, comparison type, induction register class) of the scf.for ``op``."""
+    lb, ub, step = (em.scalar(op, v) for v in op.operands[:3])
+    iv_cls = em.reg_class(lb) or em.reg_class(ub) or "b32"
+    ty = ("u" if "unsignedCmp" in op.attributes else "s") + ("64" if iv_cls == "b64" else "32")
+    return lb, ub, step, ty, iv_cls
+
+
+def _produce(em: Emitter, op, staged: list, p: dict, bounds: tuple) -> None:
+    """The producer's loop over ``op``'s iterations: each waits for its stage of the ring to be
+    empty, expects the stage's bytes on its full barrier and copies ``staged`` by TMA with the
+    maps ``p["gmaps"]`` (in ``staged``'s order); the ring continues from where it stands."""
+    ring, bar, base, stage_bytes = p["ring"], p["bar"], p["base"], p["stage_bytes"]
+    pair, tc, lead, shifts, cast, halves = (
+        p[k] for k in ("pair", "tc", "lead", "shifts", "cast", "halves")
+    )
+    lb, ub, step, ty, iv_cls = bounds
+    body = op.regions[0].blocks[0]
+    iv = em.mov(iv_cls, lb)
+    top, end = loop_head(em, "async_produce", ty, iv, ub)
+    em.values[body.args[0]] = iv
+    skip_ops = {x.load for x in staged} | {p["dot"]}
+    for o in body.ops:  # the loads' index math (the rule admits only scalar ops beside them)
+        if o in skip_ops or o.name == "scf.yield":
+            continue
+        if any(getattr(r.type, "rank", 0) for r in o.results):
+            continue  # tiles (the loads' padding splats): TMA fills with zeros itself
+        em.emit_op(o)
+    lap = em.new("b32")
+    em.ins(f"xor.b32 {lap}, {ring.phase}, 1")
+    mbarrier_wait(em, bar(1, ring.stage), lap)
+    full = bar(0, ring.stage)
+    if pair and tc:  # the even CTA expects both CTAs' copies on its full barrier
+        em.ins(
+            f"@{lead} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{full}], "
+            f"{2 * sum(x.bytes for x in staged)}"
+        )
+        full = cta_pair.leader_address(em, full)
+    else:
+        mbarrier_arrive_expect_tx(em, full, sum(x.bytes for x in staged))
+    sbase = em.new("b32")
+    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
+    for x, g in zip(staged, p["gmaps"]):
+        od = x.load.opdef
+        idx = [_s32(em, em.scalar(x.load, v)) for v in od.operand_group(x.load, "indices")]
+        col, outer = idx[-1], idx[-2::-1]  # coordinates innermost first
+        for i, (c0, box) in enumerate(x.boxes):
+            dst = em.new("b32")
+            em.ins(f"add.s32 {dst}, {sbase}, {x.offset + i * x.box_bytes}")
+            cc = col
+            if c0:
+                cc = em.new("b32")
+                em.ins(f"add.s32 {cc}, {col}, {c0}")
+            coords = cta_pair.shifted(em, [cc] + outer, x, shifts)
+            if x.multicast:  # this CTA's half of the box's rows, into both CTAs
+                moved = em.new("b32")
+                em.ins(f"add.s32 {moved}, {dst}, {halves[id(x)]}")
+                tma.tma_load(em, moved, g, coords, full, multicast=cast)
+                continue
+            tma.tma_load(em, dst, g, coords, full, pair and tc)
+    ring.advance(em)
+    em.ins(f"add.{ty} {iv}, {iv}, {step}")
+    em.ins(f"bra {top}")
+    em.label(end)
 
 
 def _release_tmem(em: Emitter, t0, store, slot_off: int, slots: int, tcols: int) -> None:

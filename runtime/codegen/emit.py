@@ -187,7 +187,17 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
         # the stage buffers and the scratch do not fit together: again with the buffers
         # limited to what the scratch left, then without pipelining
         budget = max(0, cap - em.smem_bytes - em.resident_bytes) if attempt == 1 else 0
-    _fit_static_shared(em, func, (info or {}).get("suffix", ""))
+    try:
+        _fit_static_shared(em, func, (info or {}).get("suffix", ""))
+    except CodegenError as e:
+        from tilegen.runtime.attributes import StringAttr
+        from tilegen.runtime.codegen.async_loop import ASYNC_FALLBACK_ATTR, strip_general_async
+
+        if not strip_general_async(func):
+            raise
+        # the general form's ring, kept operands and scratch outgrew shared memory: today's path
+        func.set_attr(ASYNC_FALLBACK_ATTR, StringAttr(e.diagnostics[0].message))
+        return emit_kernel(func, sm, info)
     lines = []
     plist = ",\n".join(f"\t.param .{t} {n}" for n, t in params)
     lines.append(f".visible .entry {em.symbol}(\n{plist}\n)")

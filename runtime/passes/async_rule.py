@@ -88,6 +88,10 @@ GENERAL_STAGES = 2
 #: on a general-form K loop whose last dot the consumers issue beside the next iteration's
 #: first (section 16: async_forms.deferred_dot)
 ASYNC_OVERLAP_ATTR = "nv_tileas.async_overlap"
+#: on the second and later K loops of a chain of general-form loops (section 23: cuTile splits
+#: a causal attention loop at the diagonal); the ring, the maps and the producer are the first
+#: loop's, which feeds them all in turn
+ASYNC_CHAIN_ATTR = "nv_tileas.async_chained"
 #: the overlapped loop's ring depth without a hint: a stage is held until its last dot is
 #: done, in the middle of the next iteration, so a third stage keeps the producer a stage ahead
 OVERLAP_STAGES = 3
@@ -133,6 +137,8 @@ class AsyncDecision:
     #: the occupancy hint's ``.maxnreg`` is dropped: even rebalanced, the consumers could not
     #: hold their accumulators within it (section 21)
     cap_dropped: bool = False
+    #: K loops the general form's ring feeds one after the other (section 23)
+    chain: int = 1
 
     @property
     def over_48k(self) -> bool:
@@ -160,6 +166,8 @@ class AsyncDecision:
                 head += f", setmaxnreg {self.producer_regs}/{self.consumer_regs}"
             if self.overlap:
                 head += "; the last dot overlaps the next iteration's first"
+            if self.chain > 1:
+                head += f"; a chain of {self.chain} K loops on one ring"
             if self.cta_pair:
                 head += (
                     "; a CTA pair ("
@@ -384,7 +392,13 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     if not loops:
         return no("no K loop with a dot at the top level of the kernel")
     if len(loops) > 1:
-        return no(f"{len(loops)} K loops with dots; the async path takes one")
+        why = _chain_reason(func, loops, sm)
+        if why is not None:
+            return no(
+                f"{len(loops)} K loops with dots; the async path takes one, or a chain of "
+                f"general-form loops ({why})"
+            )
+        return _general_decision(func, loops[0], options, name, target, mma, len(loops))
     loop = loops[0]
     dot = _loop_dot(loop)
     if dot is None:
@@ -788,7 +802,7 @@ def _registers_only(func: Operation, loop: Operation, sm: int, M: int) -> bool:
     return True
 
 
-def general_loads(func: Operation, loop: Operation, sm: int) -> tuple:
+def general_loads(func: Operation, loop: Operation, sm: int, first=None) -> tuple:
     """(why the async path's *general* form cannot take ``loop``, or None; the loads the
     producer copies). The form (docs/pipelines.md section 13; flash attention's two dots):
     wgmma (sm_90); every dot of the body is at its top level and laid out for wgmma; every
@@ -850,12 +864,53 @@ def general_loads(func: Operation, loop: Operation, sm: int) -> tuple:
         loads.append(op)
     if not loads:
         return "no load of the loop to stage", []
-    for op in func.regions[0].blocks[0].ops:
-        if op is loop:
+    for op in func.regions[0].blocks[0].ops:  # (a chain: before its first loop)
+        if op is (first or loop):
             break
         if op.regions or any(w in op.name.split(".")[-1] for w in _MEMORY_OPS if w != "load"):
             return f"'{op.name}' runs before the K loop (the producer would run it too)", []
     return None, loads
+
+
+def _chain_reason(func: Operation, loops: list, sm: int) -> Optional[str]:
+    """Why the K loops ``loops`` (in order) cannot run as one chain of the general form, or
+    None: each qualifies on its own, nothing but scalar and tile arithmetic runs between them
+    (the consumers alone run it), the later loops' bounds are computed before the first (the
+    producer, which leaves after the first loop's prologue, computes them too), and every loop
+    stages the same loads - the same memrefs, tile types, in the same order - so one stage
+    layout and one set of tensor maps serve them all."""
+    top = func.regions[0].blocks[0].ops
+    at = [top.index(lp) for lp in loops]
+    for a, b in zip(at, at[1:]):
+        for op in top[a + 1 : b]:
+            if op.regions or any(w in op.name.split(".")[-1] for w in _MEMORY_OPS):
+                return f"'{op.name}' runs between them"
+    before = {id(r) for op in top[: at[0]] for r in op.results}
+    for lp in loops[1:]:
+        for v in lp.operands[:3]:
+            if isinstance(v, OpResult) and id(v) not in before:
+                return "a later loop's bounds are computed after the first loop"
+        inside = {id(o) for o in lp.walk()}
+        for o in lp.walk():  # the scalars its loads' indices may use (the producer's)
+            for v in o.operands:
+                if (
+                    isinstance(v, OpResult)
+                    and not getattr(v.type, "rank", 0)
+                    and id(v.op) not in inside
+                    and id(v) not in before
+                ):
+                    return "a later loop uses a scalar computed after the first loop"
+    staged = []
+    for lp in loops:
+        if _loop_dot(lp) is not None:
+            return "a loop of one dot (the GEMM form) in the chain"
+        why, loads = general_loads(func, lp, sm, first=loops[0])
+        if why is not None:
+            return why
+        staged.append([(id(o.opdef.operand_group(o, "base")[0]), o.results[0].type) for o in loads])
+    if any(s != staged[0] for s in staged[1:]):
+        return "the loops stage different loads"
+    return None
 
 
 def _shared_budget(func, sm: int, stage: int, fixed: int = 64 * 1024) -> int:
@@ -872,8 +927,11 @@ def _shared_budget(func, sm: int, stage: int, fixed: int = 64 * 1024) -> int:
     return shared_optin(sm)
 
 
-def _general_decision(func, loop, options, name: str, target: str, mma: str) -> AsyncDecision:
-    """The decision for a K loop that is not one dot's (section 13)."""
+def _general_decision(
+    func, loop, options, name: str, target: str, mma: str, chain: int = 1
+) -> AsyncDecision:
+    """The decision for a K loop that is not one dot's (section 13); ``chain``: the loops of a
+    chain it is the first of (section 23: no overlap, which keeps a stage across iterations)."""
     from math import prod as _prod
 
     from tilegen.runtime.passes import k_loop_pipelining as klp
@@ -889,7 +947,7 @@ def _general_decision(func, loop, options, name: str, target: str, mma: str) -> 
     )
     hint = options.num_stages or klp._stages_hint(func)
     fit = (_shared_budget(func, options.target.sm, stage) - 64 * 1024 - SMEM_EXTRA) // stage
-    overlap = _overlap(func, loop, options, mma, warps)
+    overlap = chain == 1 and _overlap(func, loop, options, mma, warps)
     stages = min(hint or (OVERLAP_STAGES if overlap else GENERAL_STAGES), fit, ASYNC_MAX_STAGES)
     dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
     kw = dict(
@@ -907,6 +965,7 @@ def _general_decision(func, loop, options, name: str, target: str, mma: str) -> 
         producer_regs=klp.PRODUCER_REGS,
         store_reason="the general form keeps the kernel's own epilogue",
         overlap=overlap,
+        chain=chain,
     )
     if warps % 4:
         return AsyncDecision(
@@ -963,6 +1022,27 @@ def _before_loop(func, loop) -> Optional[str]:
     return None
 
 
+def after_codegen(decisions: list, root: Operation) -> list:
+    """``decisions`` with the kernels the emitter put back on today's path (their general-form
+    ring did not fit in shared memory once emitted: ``nv_tileas.async_fallback``) marked not
+    taken, with the emitter's reason."""
+    from tilegen.runtime.passes.k_loop_pipelining import kernel_functions
+    from tilegen.runtime.records import replace
+
+    why = {}
+    for func in kernel_functions(root):
+        a = func.attributes.get("nv_tileas.async_fallback")
+        if a is not None:
+            why[_kernel_name(func)] = a.value
+    out = []
+    for d in decisions:
+        if d.taken and d.kernel in why:
+            reason = f"the emitted async loop did not fit ({why[d.kernel]}), so today's path"
+            d = replace(d, taken=False, reason=reason)
+        out.append(d)
+    return out
+
+
 def _unsigned(dot: Operation) -> bool:
     from tilegen.runtime.layouts.mma_choice import _signedness
 
@@ -988,22 +1068,28 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
         if annotate and d.taken and d.cap_dropped:
             func.set_attr(OCCUPANCY_CAP_DROPPED, UnitAttr())
         if annotate and d.taken:
-            (loop,) = [
+            loops = [
                 o
                 for o in func.regions[0].blocks[0].ops
                 if o.name == "scf.for" and any(i.name == "nv_tileaa.dot" for i in o.walk())
             ]
-            loop.set_attr(ASYNC_ATTR, IntegerAttr(d.stages, I32))
+            loop = loops[0]
             if _loop_dot(loop) is None:  # the general form: the loads it stages
-                loop.set_attr(ASYNC_GENERAL_ATTR, UnitAttr())
-                loop.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
-                if d.rebalance:
-                    loop.set_attr(ASYNC_CONSUMER_REGS_ATTR, IntegerAttr(d.consumer_regs, I32))
-                if d.overlap:
-                    loop.set_attr(ASYNC_OVERLAP_ATTR, UnitAttr())
-                for ld in general_loads(func, loop, options.target.sm)[1]:
-                    ld.set_attr(ASYNC_STAGED_ATTR, UnitAttr())
+                for k, lp in enumerate(loops):  # (a chain: every loop, section 23)
+                    lp.set_attr(ASYNC_ATTR, IntegerAttr(d.stages, I32))
+                    lp.set_attr(ASYNC_GENERAL_ATTR, UnitAttr())
+                    lp.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
+                    if d.rebalance:
+                        lp.set_attr(ASYNC_CONSUMER_REGS_ATTR, IntegerAttr(d.consumer_regs, I32))
+                    if d.overlap:
+                        lp.set_attr(ASYNC_OVERLAP_ATTR, UnitAttr())
+                    if k:
+                        lp.set_attr(ASYNC_CHAIN_ATTR, IntegerAttr(k, I32))
+                    first = loop if k else None
+                    for ld in general_loads(func, lp, options.target.sm, first)[1]:
+                        ld.set_attr(ASYNC_STAGED_ATTR, UnitAttr())
                 continue
+            loop.set_attr(ASYNC_ATTR, IntegerAttr(d.stages, I32))
             if d.cta_pair:
                 loop.set_attr(ASYNC_PAIR_ATTR, UnitAttr())
             if d.producer_regs:
@@ -1026,6 +1112,7 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
 #: every attribute the stage writes (docs/pipelines.md section 8's table)
 _DECISION_ATTRS = (
     OCCUPANCY_CAP_DROPPED,
+    ASYNC_CHAIN_ATTR,
     ASYNC_ATTR,
     ASYNC_REGS_ATTR,
     ASYNC_CONSUMER_REGS_ATTR,

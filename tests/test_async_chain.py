@@ -1,0 +1,143 @@
+"""A chain of general-form K loops on one ring (docs/pipelines.md section 23): cuTile splits a
+causal attention loop at the diagonal (the tiles below it unmasked, the ones across it masked),
+so TileGym's causal FMHA has two K loops with dots. The async stage takes them as one chain:
+the first loop's producer warp group copies the stages of every loop in turn, and the consumers
+go on from the first loop's stage and phase into the next. Where the emitted kernel does not fit
+in shared memory, it is emitted on today's path and the decision says why."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+ct = pytest.importorskip(
+    "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+)
+tc = pytest.importorskip("tilegen.cutile")
+
+f16, f32 = ct.float16, ct.float32
+NEG = -1.0e30
+
+
+@ct.kernel
+def causal_split(Q, K, V, O, TM: ct.Constant[int], TN: ct.Constant[int], D: ct.Constant[int]):
+    i = ct.bid(0)
+    q = ct.load(Q, index=(i, 0), shape=(TM, D))
+    m_i = ct.full((TM, 1), NEG, f32)
+    l_i = ct.full((TM, 1), 0.0, f32)
+    acc = ct.full((TM, D), 0.0, f32)
+    rows = i * TM + ct.arange(TM, dtype=ct.int32)
+    below = (i * TM) // TN  # K tiles wholly below the diagonal
+    end = ((i + 1) * TM) // TN  # ... and those across it
+    for j in range(0, below):
+        k = ct.load(K, index=(0, j), shape=(D, TN), order=(1, 0))
+        qk = ct.mma(q, k, ct.full((TM, TN), 0.0, f32))
+        m_new = ct.maximum(m_i, ct.max(qk, axis=1, keepdims=True))
+        p = ct.exp(qk - m_new)
+        alpha = ct.exp(m_i - m_new)
+        l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+        v = ct.load(V, index=(j, 0), shape=(TN, D))
+        acc = ct.mma(ct.astype(p, f16), v, acc * alpha)
+        m_i = m_new
+    for j in range(below, end):
+        k = ct.load(K, index=(0, j), shape=(D, TN), order=(1, 0))
+        qk = ct.mma(q, k, ct.full((TM, TN), 0.0, f32))
+        cols = j * TN + ct.arange(TN, dtype=ct.int32)
+        qk = ct.where(ct.reshape(rows, (TM, 1)) >= ct.reshape(cols, (1, TN)), qk, NEG)
+        m_new = ct.maximum(m_i, ct.max(qk, axis=1, keepdims=True))
+        p = ct.exp(qk - m_new)
+        alpha = ct.exp(m_i - m_new)
+        l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+        v = ct.load(V, index=(j, 0), shape=(TN, D))
+        acc = ct.mma(ct.astype(p, f16), v, acc * alpha)
+        m_i = m_new
+    ct.store(O, index=(i, 0), tile=ct.astype(acc / l_i, O.dtype))
+
+
+def _problem(S, D, TM, TN, seed=0):
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal((S, D)) * 0.3).astype(np.float16)
+    k = (rng.standard_normal((S, D)) * 0.3).astype(np.float16)
+    v = rng.standard_normal((S, D)).astype(np.float16)
+    s = q.astype(np.float64) @ k.astype(np.float64).T
+    s = np.where(np.tril(np.ones((S, S), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    return (q, k, v, np.zeros((S, D), np.float16), TM, TN, D), want, (S // TM, 1, 1)
+
+
+def _strict(ptx, args, grid):
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    return run_ptx(
+        ptx, [v for _, v in _prepare(causal_split, args).runtime], grid, strict_async=True
+    )
+
+
+@pytest.mark.parametrize(
+    "gpu,S,D,TM,TN",
+    [
+        ("sm_90", 256, 64, 64, 64),  # the first CTA's first loop runs no iteration
+        ("sm_90", 256, 64, 64, 32),  # two masked iterations a CTA: the ring wraps mid-chain
+        ("sm_100", 256, 64, 128, 64),  # tcgen05 consumers
+    ],
+)
+def test_chain_of_two_loops_runs_on_one_ring(gpu, S, D, TM, TN):
+    args, want, grid = _problem(S, D, TM, TN)
+    c = tc.compile_kernel(causal_split, args, gpu_name=gpu)
+    (d,) = c.async_plan
+    assert d.taken and d.chain == 2 and "a chain of 2 K loops on one ring" in d.line()
+    assert c.ptx.count(".shared .align 1024 .b8 tg_async[") == 1  # one ring for both loops
+    assert len(re.findall(r"^\$L__async_produce_\d+:", c.ptx, re.M)) == 2  # the producer's two
+    assert len(re.findall(r"^\$L__async_body_\d+:", c.ptx, re.M)) == 2  # ... and consumers' loops
+    out = _strict(c.ptx, args, grid)
+    np.testing.assert_allclose(np.asarray(out[3]).astype(np.float64), want, atol=2e-3)
+
+
+def test_chain_that_outgrows_shared_memory_goes_back_to_todays_path():
+    """256 x 64 tiles with head dim 128 and a five-stage hint: the ring's five 32 KB stages
+    beside the kept 256 x 128 Q (72 KB with its padding) outgrow sm_90a's 232,448 B (the rule
+    reserves 64 KB beside the ring); the kernel is emitted on today's path, and the decision
+    says so."""
+    from tilegen.runtime.options import CompileOptions
+
+    args, _, _ = _problem(512, 128, 256, 64)
+    c = tc.compile_kernel(
+        causal_split, args, gpu_name="sm_90", options=CompileOptions(num_stages=5)
+    )
+    (d,) = c.async_plan
+    assert not d.taken and d.eligible and "did not fit" in d.reason and "today's path" in d.reason
+    assert "tg_async" not in c.ptx and "cp.async.bulk.tensor" not in c.ptx
+
+
+def test_loops_that_stage_different_loads_are_not_chained():
+    from tilegen.runtime.passes.async_rule import _chain_reason  # noqa: F401 (the rule's name)
+
+    @ct.kernel
+    def two_sources(
+        Q, K, K2, V, O, TM: ct.Constant[int], TN: ct.Constant[int], D: ct.Constant[int]
+    ):
+        i = ct.bid(0)
+        q = ct.load(Q, index=(i, 0), shape=(TM, D))
+        acc = ct.full((TM, D), 0.0, f32)
+        for j in range(0, 2):
+            k = ct.load(K, index=(0, j), shape=(D, TN), order=(1, 0))
+            p = ct.mma(q, k, ct.full((TM, TN), 0.0, f32))
+            v = ct.load(V, index=(j, 0), shape=(TN, D))
+            acc = ct.mma(ct.astype(p, f16), v, acc)
+        for j in range(2, 4):
+            k = ct.load(K2, index=(0, j), shape=(D, TN), order=(1, 0))
+            p = ct.mma(q, k, ct.full((TM, TN), 0.0, f32))
+            v = ct.load(V, index=(j, 0), shape=(TN, D))
+            acc = ct.mma(ct.astype(p, f16), v, acc)
+        ct.store(O, index=(i, 0), tile=ct.astype(acc, O.dtype))
+
+    rng = np.random.default_rng(1)
+    q, k, k2, v = (rng.standard_normal((256, 64)).astype(np.float16) for _ in range(4))
+    args = (q, k, k2, v, np.zeros((256, 64), np.float16), 64, 64, 64)
+    c = tc.compile_kernel(two_sources, args, gpu_name="sm_90")
+    (d,) = c.async_plan
+    assert not d.taken and "the loops stage different loads" in d.reason
