@@ -966,6 +966,14 @@ def compare(
             scale = np.max(np.abs(r[np.isfinite(r)]), initial=0.0) + 1.0
             bad |= ~nan & ~fin & (r != g)
             bad |= fin & (np.abs(r - g) > tol * (np.abs(r) + scale))
+            # an approximate value is a sum in a backend-chosen order: where it overflows, one
+            # order gives -inf and another inf - inf = NaN, or inf where another stays just
+            # finite (seed 933729: an f16 scan of a dot's result, sequential in the
+            # interpreter, a tree in the PTX): non-finite against non-finite or against a
+            # value past half the type's largest agree
+            big = np.finfo(ref.dtype).max / 2
+            edge = (~np.isfinite(r) | (np.abs(r) > big)) & (~np.isfinite(g) | (np.abs(g) > big))
+            bad &= ~(edge & ~(np.isfinite(r) & np.isfinite(g)))
     if not bad.any():
         return None
     idx = list(zip(*np.nonzero(bad)))

@@ -96,7 +96,7 @@ def kernels() -> dict:
     # 18-19; on sm_90 each CTA takes 128 rows and B is multicast to both)
     out = {"gemm": ct.kernel(gemm), "gemm_pair": ct.kernel(gemm, num_ctas=2)}
     ak = async_kernels()
-    for name in ("gemm_fp8_blockscaled", "attention_causal_fwd"):
+    for name in ("gemm_fp8_blockscaled", "attention_causal_fwd", "attention_causal_split"):
         out[name] = ak[name].kernel
     return out
 
@@ -177,12 +177,20 @@ def cases() -> list[PerfCase]:
             None,
         )
     )
-    for heads, seq, d, tn in ((16, 4096, 64, 64), (16, 8192, 64, 64), (16, 8192, 128, 128)):
+    # the last: the loop split at the diagonal as cuTile splits TileGym's FMHA (two K loops on
+    # one ring: docs/pipelines.md section 23)
+    for heads, seq, d, tn, kernel in (
+        (16, 4096, 64, 64, "attention_causal_fwd"),
+        (16, 8192, 64, 64, "attention_causal_fwd"),
+        (16, 8192, 128, 128, "attention_causal_fwd"),
+        (16, 8192, 128, 128, "attention_causal_split"),
+    ):
         label = "" if d == 64 else f" (128x{tn} tiles)"
+        split = " split at the diagonal" if kernel == "attention_causal_split" else ""
         out.append(
             PerfCase(
-                f"attention causal fwd h{heads} s{seq} d{d}{label}",
-                "attention_causal_fwd",
+                f"attention causal fwd{split} h{heads} s{seq} d{d}{label}",
+                kernel,
                 [
                     ("Q", (heads, seq, d), "f16"),
                     ("K", (heads, d, seq), "f16"),
@@ -267,7 +275,7 @@ def reference(case: PerfCase, args: tuple):
                 part = a[:, kk * 128 : (kk + 1) * 128] @ b[kk * 128 : (kk + 1) * 128]
                 ref += part * sa[:, kk : kk + 1] * sb[kk : kk + 1, :]
         return ref
-    if case.kernel == "attention_causal_fwd":
+    if case.kernel in ("attention_causal_fwd", "attention_causal_split"):
         q, kt, v = args[0].float(), args[1].float(), args[2].float()
         out = torch.empty_like(q)
         for h in range(q.shape[0]):  # per head: the S x S scores of all heads at once are large

@@ -10,6 +10,7 @@ compile with tilegen and with NVIDIA's tileiras.
 | ``gemm_f16_128x128x64`` | f16 x f16 -> f32, 128 x 128 output tile, K tile 64, long K loop, 8 warps |
 | ``gemm_fp8_blockscaled`` | e4m3 x e4m3 -> f32 per 128-wide K tile, scaled by per-128-block f32 scales of A (per row) and B (per column), DeepSeek-style |
 | ``attention_causal_fwd`` | causal flash attention forward, 128-row Q tile, 64-row K/V tiles, head dim 64 |
+| ``attention_causal_split`` | the same with the loop split at the diagonal, as cuTile splits TileGym's (two K loops) |
 
 ``python tests/cutile_kernels_async.py OUT_DIR`` exports every kernel's ``.tileirbc`` and an
 ``inputs.npz`` per kernel (``arg__*``, ``expected__*``, ``grid``; NumPy references).
@@ -162,6 +163,54 @@ def kernels() -> dict[str, "KernelCase"]:
             m_i = m_new
         ct.store(Out, index=(h, i, 0), tile=ct.reshape(ct.astype(acc / l_i, f16), (1, TM, D)))
 
+    @case(
+        "causal attention as cuTile splits TileGym's: K/V tiles below the diagonal unmasked, "
+        "then the diagonal's masked (two K loops: a chain, docs/pipelines.md section 23)",
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f16, 3),
+        S(f32),
+        128,
+        64,
+        64,
+    )
+    def attention_causal_split(
+        Q, K, V, Out, qk_scale, TM: ct.Constant[int], TN: ct.Constant[int], D: ct.Constant[int]
+    ):
+        i, h = ct.bid(0), ct.bid(1)
+        q = ct.reshape(ct.load(Q, index=(h, i, 0), shape=(1, TM, D)), (TM, D))
+        m_i = ct.full((TM, 1), NEG_INF, f32)
+        l_i = ct.full((TM, 1), 0.0, f32)
+        acc = ct.full((TM, D), 0.0, f32)
+        scale = qk_scale * 1.4426950408889634
+        rows = i * TM + ct.arange(TM, dtype=ct.int32)
+        below = i * (TM // TN)
+        for j in range(below):  # wholly below the diagonal: no mask
+            k = ct.reshape(ct.load(K, index=(h, 0, j), shape=(1, D, TN)), (D, TN))
+            qk = ct.mma(q, k, ct.full((TM, TN), 0.0, f32)) * scale
+            m_new = ct.maximum(m_i, ct.max(qk, axis=1, keepdims=True))
+            p = ct.exp2(qk - m_new)
+            alpha = ct.exp2(m_i - m_new)
+            l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+            v = ct.reshape(ct.load(V, index=(h, j, 0), shape=(1, TN, D)), (TN, D))
+            acc = ct.mma(ct.astype(p, f16), v, acc * alpha)
+            m_i = m_new
+        for j in range(below, (i + 1) * (TM // TN)):  # across the diagonal: masked
+            k = ct.reshape(ct.load(K, index=(h, 0, j), shape=(1, D, TN)), (D, TN))
+            qk = ct.mma(q, k, ct.full((TM, TN), 0.0, f32))
+            cols = j * TN + ct.arange(TN, dtype=ct.int32)
+            causal = ct.reshape(rows, (TM, 1)) >= ct.reshape(cols, (1, TN))
+            qk = ct.where(causal, qk * scale, NEG_INF)
+            m_new = ct.maximum(m_i, ct.max(qk, axis=1, keepdims=True))
+            p = ct.exp2(qk - m_new)
+            alpha = ct.exp2(m_i - m_new)
+            l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+            v = ct.reshape(ct.load(V, index=(h, j, 0), shape=(1, TN, D)), (TN, D))
+            acc = ct.mma(ct.astype(p, f16), v, acc * alpha)
+            m_i = m_new
+        ct.store(Out, index=(h, i, 0), tile=ct.reshape(ct.astype(acc / l_i, f16), (1, TM, D)))
+
     return {c.name: c for c in cases}
 
 
@@ -217,13 +266,14 @@ def problems(seed: int = 0, small: bool = True) -> dict[str, Problem]:
     s = np.where(mask[None], s, -np.inf)
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     o = np.einsum("hst,htd->hsd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
-    out["attention_causal_fwd"] = Problem(
-        {"Q": q, "K": kt, "V": v, "Out": np.zeros_like(q), "qk_scale": scale},
-        {"Out": o.astype(np.float16)},
-        (seq // 128, heads, 1),
-        rtol=2e-2,
-        atol=2e-2,
-    )
+    for name in ("attention_causal_fwd", "attention_causal_split"):
+        out[name] = Problem(
+            {"Q": q, "K": kt, "V": v, "Out": np.zeros_like(q), "qk_scale": scale},
+            {"Out": o.astype(np.float16)},
+            (seq // 128, heads, 1),
+            rtol=2e-2,
+            atol=2e-2,
+        )
     return out
 
 

@@ -141,3 +141,28 @@ def test_loops_that_stage_different_loads_are_not_chained():
     c = tc.compile_kernel(two_sources, args, gpu_name="sm_90")
     (d,) = c.async_plan
     assert not d.taken and "the loops stage different loads" in d.reason
+
+
+def test_later_bounds_computed_between_the_loops():
+    """tests/cutile_kernels_async.attention_causal_split computes the second loop's upper bound
+    after the first loop (cuTile emits it where the source has it): scalar arithmetic on values
+    from before the chain, which the producer computes too (async_loop.producer_scalars)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cutile_kernels_async as cka
+
+    case = cka.kernels()["attention_causal_split"]
+    pr = cka.problems()["attention_causal_split"]
+    args = tuple(pr.args.values()) + (128, 64, 64)
+    c = tc.compile_kernel(case.kernel, args, gpu_name="sm_90")
+    (d,) = c.async_plan
+    assert d.taken and d.chain == 2
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    values = [v for _, v in _prepare(case.kernel, args).runtime]
+    out = run_ptx(c.ptx, values, pr.grid, strict_async=True)
+    got = np.asarray(out[3]).astype(np.float64)
+    np.testing.assert_allclose(got, pr.expected["Out"].astype(np.float64), atol=2e-2)

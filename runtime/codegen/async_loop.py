@@ -24,6 +24,7 @@ from types import SimpleNamespace
 
 from tilegen.runtime.codegen import async_scaled, cta_pair, tcgen05, tma
 from tilegen.runtime.codegen.core import Emitter, elem_key, fail
+from tilegen.runtime.ir import OpResult
 from tilegen.runtime.layouts.async_forms import fragment_chain
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
@@ -687,6 +688,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     )
     _produce(em, op, staged, produce, (lb, ub, step, ty, iv_cls))
     for later, later_staged in facts.get("chain", ()):  # a chain: its loops in turn (section 23)
+        producer_scalars(em, op, later)
         _produce(em, later, later_staged, produce, _bounds(em, later))
     em.label(out)
     em.ins("ret")
@@ -738,6 +740,21 @@ def strip_general_async(func) -> bool:
     if OCCUPANCY_CAP_DROPPED in func.attributes:
         func.remove_attr(OCCUPANCY_CAP_DROPPED)
     return True
+
+
+def producer_scalars(em: Emitter, first, later) -> None:
+    """In the producer: the scalar ops between chain loops ``first`` and ``later`` that depend
+    on values from before ``first`` alone (the later loop's bounds, its loads' indices; the
+    rule admits no other dependence, async_rule._chain_reason); the consumers emit them again
+    where they stand."""
+    ops = first.parent.ops
+    have = {id(r) for o in ops[: ops.index(first)] for r in o.results}
+    for o in ops[ops.index(first) + 1 : ops.index(later)]:
+        if o.name == "scf.for" or o.regions or any(getattr(r.type, "rank", 0) for r in o.results):
+            continue
+        if all(id(v) in have or not isinstance(v, OpResult) for v in o.operands):
+            em.emit_op(o)
+            have.update(id(r) for r in o.results)
 
 
 def _bounds(em: Emitter, op) -> tuple:

@@ -875,8 +875,10 @@ def general_loads(func: Operation, loop: Operation, sm: int, first=None) -> tupl
 def _chain_reason(func: Operation, loops: list, sm: int) -> Optional[str]:
     """Why the K loops ``loops`` (in order) cannot run as one chain of the general form, or
     None: each qualifies on its own, nothing but scalar and tile arithmetic runs between them
-    (the consumers alone run it), the later loops' bounds are computed before the first (the
-    producer, which leaves after the first loop's prologue, computes them too), and every loop
+    (the consumers alone run it), the later loops' bounds and the scalars their bodies use are
+    computed before the first loop or from such values by scalar arithmetic between the loops
+    (the producer, which leaves the kernel's flow at the first loop, computes them too:
+    ``async_loop.producer_scalars``), and every loop
     stages the same loads - the same memrefs, tile types, in the same order - so one stage
     layout and one set of tensor maps serve them all."""
     top = func.regions[0].blocks[0].ops
@@ -886,10 +888,17 @@ def _chain_reason(func: Operation, loops: list, sm: int) -> Optional[str]:
             if op.regions or any(w in op.name.split(".")[-1] for w in _MEMORY_OPS):
                 return f"'{op.name}' runs between them"
     before = {id(r) for op in top[: at[0]] for r in op.results}
+    # scalar arithmetic between the loops on values from before the first: the producer
+    # computes it too (async_loop.producer_scalars)
+    for op in top[at[0] + 1 : at[-1]]:
+        if op in loops or op.regions or any(getattr(r.type, "rank", 0) for r in op.results):
+            continue
+        if all(not isinstance(v, OpResult) or id(v) in before for v in op.operands):
+            before.update(id(r) for r in op.results)
     for lp in loops[1:]:
         for v in lp.operands[:3]:
             if isinstance(v, OpResult) and id(v) not in before:
-                return "a later loop's bounds are computed after the first loop"
+                return "a later loop's bounds depend on the loops before it"
         inside = {id(o) for o in lp.walk()}
         for o in lp.walk():  # the scalars its loads' indices may use (the producer's)
             for v in o.operands:
@@ -899,7 +908,7 @@ def _chain_reason(func: Operation, loops: list, sm: int) -> Optional[str]:
                     and id(v.op) not in inside
                     and id(v) not in before
                 ):
-                    return "a later loop uses a scalar computed after the first loop"
+                    return "a later loop uses a scalar that depends on the loops before it"
     staged = []
     for lp in loops:
         if _loop_dot(lp) is not None:
