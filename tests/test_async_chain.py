@@ -166,3 +166,39 @@ def test_later_bounds_computed_between_the_loops():
     out = run_ptx(c.ptx, values, pr.grid, strict_async=True)
     got = np.asarray(out[3]).astype(np.float64)
     np.testing.assert_allclose(got, pr.expected["Out"].astype(np.float64), atol=2e-2)
+
+
+@pytest.mark.parametrize("name", ["attention_causal_fwd", "attention_causal_split"])
+def test_head_dim_128_attention_takes_tcgen05_on_sm100(name):
+    """128 x 128 x 128 dots take 64 KB of K-major A and B: the layout stage now gives them
+    tcgen05 (mma_choice.TCGEN05_OPERANDS_LIMIT), and in the general async form P . V claims
+    only A's 32 KB of scratch (B is read from the stage), so the kernel fits sm_100a."""
+    import math
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cutile_kernels_async as cka
+
+    heads, seq, d = 1, 256, 128
+    rng = np.random.default_rng(3)
+    q = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
+    kt = (rng.standard_normal((heads, d, seq)) * 0.5).astype(np.float16)
+    v = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
+    scale = np.float32(1.0 / math.sqrt(d))
+    s = np.einsum("hsd,hdt->hst", q.astype(np.float64), kt.astype(np.float64)) * float(scale)
+    s = np.where(np.tril(np.ones((seq, seq), bool))[None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    want = np.einsum("hst,htd->hsd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+    kernel = cka.kernels()[name].kernel
+    args = (q, kt, v, np.zeros_like(q), scale, 128, 128, d)
+    c = tc.compile_kernel(kernel, args, gpu_name="sm_100")
+    (dec,) = c.async_plan
+    assert dec.taken and dec.mma == "tcgen05", dec.line()
+    assert "tcgen05.mma" in c.ptx and "mma.sync" not in c.ptx
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    values = [x for _, x in _prepare(kernel, args).runtime]
+    out = run_ptx(c.ptx, values, (seq // 128, heads, 1), strict_async=True)
+    np.testing.assert_allclose(np.asarray(out[3]).astype(np.float64), want, atol=2e-2)

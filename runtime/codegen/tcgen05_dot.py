@@ -216,8 +216,9 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     a_regs = a_st is None and kept_a is None
     b_regs = b_st is None
     writes = a_regs or b_regs or any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
-    if writes:
-        em.need_smem(off_b + N // 8 * sbo)
+    if writes:  # A's region, and B's after it where B is written too (not read from a stage)
+        b_written = b_regs or (b_st is not None and b_st.pipe_buf is None)
+        em.need_smem(off_b + N // 8 * sbo if b_written else off_b)
         em.barrier()  # earlier readers of the scratch are done
     if a_regs:
         _write_fields(em, em.tile(op, a), em.dist_of(op, a.type), (rows, kf), 1, 0, esz)

@@ -27,6 +27,10 @@ from tilegen.runtime.types import FloatType, IntegerType, NvPointerType, STORAGE
 
 #: bytes of static shared memory per CTA the dot paths may use
 SMEM_LIMIT = 48 * 1024
+#: a tcgen05 dot's A and B in the scratch (K-major, both written where neither is staged):
+#: sm_100a's static shared memory goes to 227 KB; this leaves room for a K-loop ring beside
+#: them (attention's 128 x 128 head-dim-128 dots: 64 KB)
+TCGEN05_OPERANDS_LIMIT = 96 * 1024
 #: a wgmma dot's A and B in the K-major scratch (today's path; the async path reads them from
 #: its TMA stages instead): wgmma needs sm_90a, whose static shared memory goes past 48 KB,
 #: up to half the SM's so that two CTAs still fit (codegen/control.pipeline_smem_cap)
@@ -132,7 +136,7 @@ def tcgen05_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[MmaRo
     halves = num_warps // 4
     if M != 128 or K % 16 or N & (N - 1) or not 32 * halves <= N <= 256:
         return None
-    if (M + N) // 8 * wgmma_sbo(K, 2) > SMEM_LIMIT:
+    if (M + N) // 8 * wgmma_sbo(K, 2) > TCGEN05_OPERANDS_LIMIT:
         return None
     return row
 
