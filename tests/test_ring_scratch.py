@@ -144,3 +144,39 @@ def test_epilogue_larger_than_the_ring_keeps_its_own_scratch():
     out = _strict(gemm_reshaped, args, (1, 1, 1), c.ptx)
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(np.asarray(out[2]).reshape(M, N), want, rtol=1e-4, atol=1e-4)
+
+
+def test_prologue_exchange_runs_in_the_ring_before_the_frame():
+    """Q loaded as a 3-D tile and reshaped (as TileGym's FMHA does) is exchanged through the
+    scratch before the loop: that scratch lives in the not-yet-used stage ring
+    (``Emitter.scratch_before_ring``), the frame's CTA-wide barrier (after a proxy fence)
+    ordering its last reads before the producer's first copy; the kernel keeps only a
+    small scratch of its own. TileGym's 256 x 128 head-dim-128 FMHA fits sm_90a this way."""
+    import math
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cutile_kernels_async as cka
+
+    heads, seq, d = 1, 256, 128
+    rng = np.random.default_rng(4)
+    q = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
+    kt = (rng.standard_normal((heads, d, seq)) * 0.5).astype(np.float16)
+    v = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
+    scale = np.float32(1.0 / math.sqrt(d))
+    s = np.einsum("hsd,hdt->hst", q.astype(np.float64), kt.astype(np.float64)) * float(scale)
+    s = np.where(np.tril(np.ones((seq, seq), bool))[None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    want = np.einsum("hst,htd->hsd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+    kernel = cka.kernels()["attention_causal_fwd"].kernel
+    args = (q, kt, v, np.zeros_like(q), scale, 128, 128, d)
+    c = tc.compile_kernel(kernel, args, gpu_name="sm_90")
+    assert c.async_plan[0].taken
+    sizes = _shared(c.ptx)
+    assert sizes["__tilegen_smem"] < 128 * d * 2  # the reshape's 32 KB is not the kernel's own
+    assert re.search(r"fence\.proxy\.async\.shared::cta;\s*\n\s*bar\.sync 0;", c.ptx)
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    values = [x for _, x in _prepare(kernel, args).runtime]
+    out = run_ptx(c.ptx, values, (seq // 128, heads, 1), strict_async=True)
+    np.testing.assert_allclose(np.asarray(out[3]).astype(np.float64), want, atol=2e-2)

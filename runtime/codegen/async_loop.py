@@ -627,6 +627,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         )
         em.ins(f"tcgen05.relinquish_alloc_permit.{g}.sync.aligned")
     em.label(skip_pub)
+    if em.ring_ready(bar_off):  # the prologue's scratch was in the stages: generic -> async
+        em.ins("fence.proxy.async.shared::cta")
     if pair:  # both CTAs' barriers exist before any remote arrival
         cta_pair.cluster_sync(em)
     else:

@@ -216,6 +216,9 @@ class Emitter:
         #: after an async K loop, the scratch in its idle stage ring (:meth:`scratch_into_ring`)
         self.ring_scratch: Optional[RingScratch] = None
         self.ring_scratch_allowed = True
+        #: the scratch before an async K loop's frame, in its ring (:meth:`scratch_before_ring`)
+        self.ring_pre: Optional[RingScratch] = None
+        self.ring_pre_allowed = True
         self.symbol = func.attributes["sym_name"].value
         #: threads beside the kernel's warps (the async K loop's producer warp group,
         #: async_loop.py); from where they split off, barriers are over the consumers alone
@@ -580,6 +583,8 @@ class Emitter:
         here once a claim uses the ring; :meth:`finish_ring_scratch` says whether they fit."""
         if not self.ring_scratch_allowed or self.ring_scratch is not None:
             return
+        if self.ring_pre is not None:
+            self._smem_refs = {}
         start = len(self.body)
         self.ins("fence.proxy.async.shared::cta")
         self.barrier()
@@ -590,20 +595,47 @@ class Emitter:
         self.ring_scratch = RingScratch(reg, symbol, limit, lines)
         self._smem_refs = {}  # (addresses cached from the old base)
 
-    def finish_ring_scratch(self) -> bool:
-        """After the kernel's body: the ring mark becomes the barrier (or goes); False when
-        the claims after it outgrew the idle ring (the caller emits again without)."""
+    def scratch_before_ring(self, symbol: str) -> None:
+        """From the kernel's start, scratch claims live in the stage ring of the async K loop
+        the kernel's top level holds (``symbol``): nothing writes the ring before the loop's
+        frame, whose CTA-wide barrier (after a proxy fence, :meth:`ring_ready`) orders these
+        claims' last reads before the producer's first copy. The prologue's exchanges (a kept
+        Q's 64 KB reshape) then need no shared memory of their own."""
+        if self.ring_pre_allowed and self.ring_scratch is None:
+            self.ring_scratch = RingScratch(self.regs.fixed("%tgring", "b32"), symbol, 0, [])
+
+    def ring_ready(self, limit: int) -> bool:
+        """The async loop's frame, before its CTA-wide barrier: the claims before it end (the
+        kernel's own scratch from here), ``limit`` bytes of stages were theirs; True when they
+        used the ring (the caller fences the proxies before the barrier)."""
         rs = self.ring_scratch
-        if rs is None:
-            return True
-        i = self.body.index(_RING_MARK)
-        if rs.used > rs.limit:
+        if rs is None or self.ring_pre is not None or rs.lines:
             return False
-        self.body[i : i + 1] = rs.lines if rs.used else []
-        if rs.used:  # the ring's address, right after its declaration (hoisted uses follow)
-            at = next(j for j, x in enumerate(self.pre) if f" {rs.symbol}[" in x) + 1
-            self.pre[at:at] = [f"\t.reg .b32 \t{rs.reg};", f"\tmov.u32 {rs.reg}, {rs.symbol};"]
-        return True
+        rs.limit = limit
+        self.ring_pre, self.ring_scratch = rs, None
+        self._smem_refs = {}
+        return rs.used > 0
+
+    def finish_ring_scratch(self) -> Optional[str]:
+        """After the kernel's body: the ring mark becomes the barrier (or goes). None when the
+        ring's claims fit; "pre" / "post" when the claims before / after the loop outgrew its
+        idle stages (the caller emits again without)."""
+        pre, rs = self.ring_pre, self.ring_scratch
+        if rs is not None and not rs.lines:  # claims from the start but no frame came
+            return "pre" if rs.used else None
+        if pre is not None and pre.used > pre.limit:
+            return "pre"
+        if rs is not None:
+            i = self.body.index(_RING_MARK)
+            if rs.used > rs.limit:
+                return "post"
+            self.body[i : i + 1] = rs.lines if rs.used else []
+        used = [r for r in (pre, rs) if r is not None and r.used]
+        if used:  # the ring's address, right after its declaration (hoisted uses follow)
+            r = used[0]
+            at = next(j for j, x in enumerate(self.pre) if f" {r.symbol}[" in x) + 1
+            self.pre[at:at] = [f"\t.reg .b32 \t{r.reg};", f"\tmov.u32 {r.reg}, {r.symbol};"]
+        return None
 
     def need_isa(self, version: str) -> None:
         """Record that an emitted instruction needs PTX ISA ``version`` (e.g. "8.4")."""

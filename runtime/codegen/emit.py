@@ -143,6 +143,14 @@ def _fit_static_shared(em: Emitter, func, suffix: str) -> None:
     )
 
 
+def _ring_symbol(block):
+    """The stage ring's symbol when the kernel's top level holds an async K loop, else None."""
+    from tilegen.runtime.codegen.async_loop import ASYNC_ATTR, ASYNC_SYMBOL
+
+    found = any(o.name == "scf.for" and ASYNC_ATTR in o.attributes for o in block.ops)
+    return ASYNC_SYMBOL if found else None
+
+
 def _pair_kernel(func) -> bool:
     """Whether the kernel's K loop runs on a CTA pair (async_loop.ASYNC_PAIR_ATTR)."""
     from tilegen.runtime.codegen.async_loop import ASYNC_PAIR_ATTR
@@ -164,21 +172,26 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
     check_target_types(func, sm)
     block = func.regions[0].blocks[0]
     budget = None  # bytes for K-loop stage buffers (control.py); 0: no pipelining
-    ring = True  # scratch claims after an async K loop may use its idle stage ring
+    # scratch claims before and after an async K loop may use its idle stage ring
+    ring = {"pre": _ring_symbol(block) is not None, "post": True}
     attempt = 0
     while attempt < 3:
         em = Emitter(func, num_warps(func), sm)
         em.cta_pair = _pair_kernel(func)
         em.pipe_budget = budget
-        em.ring_scratch_allowed = ring
+        em.ring_scratch_allowed = ring["post"]
+        em.ring_pre_allowed = ring["pre"]
         em.lines = (info or {}).get("lines")
         try:
             params = _params(em, block)
         except ValueError as e:
             raise CodegenError([Diagnostic("error", str(e), func.loc)]) from None
+        if ring["pre"]:
+            em.scratch_before_ring(_ring_symbol(block))
         em.emit_block(block)
-        if not em.finish_ring_scratch():  # the epilogue's claims outgrew the idle ring
-            ring = False
+        outgrown = em.finish_ring_scratch()
+        if outgrown is not None:  # the claims before / after the loop outgrew the idle ring
+            ring[outgrown] = False
             continue
         attempt += 1
         cap = pipeline_smem_cap(sm, (info or {}).get("suffix") or em.target_suffix)
