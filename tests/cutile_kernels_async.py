@@ -257,15 +257,7 @@ def problems(seed: int = 0, small: bool = True) -> dict[str, Problem]:
     )
 
     heads, seq, d = (1, 256, 64) if small else (16, 4096, 64)
-    q = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
-    kt = (rng.standard_normal((heads, d, seq)) * 0.5).astype(np.float16)
-    v = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
-    scale = np.float32(1.0 / math.sqrt(d))
-    s = np.einsum("hsd,hdt->hst", q.astype(np.float64), kt.astype(np.float64)) * float(scale)
-    mask = np.tril(np.ones((seq, seq), bool))
-    s = np.where(mask[None], s, -np.inf)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    o = np.einsum("hst,htd->hsd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+    q, kt, v, scale, o = causal_attention_inputs(heads, seq, d, rng)
     for name in ("attention_causal_fwd", "attention_causal_split"):
         out[name] = Problem(
             {"Q": q, "K": kt, "V": v, "Out": np.zeros_like(q), "qk_scale": scale},
@@ -275,6 +267,22 @@ def problems(seed: int = 0, small: bool = True) -> dict[str, Problem]:
             atol=2e-2,
         )
     return out
+
+
+def causal_attention_inputs(heads: int, seq: int, d: int, rng) -> tuple:
+    """(Q, K^T, V, qk_scale, reference output) of a causal attention problem for
+    ``attention_causal_fwd`` / ``attention_causal_split`` (``rng``: a NumPy Generator or a
+    seed); the reference is float64 softmax(Q K^T scale, causal) V."""
+    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    q = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
+    kt = (rng.standard_normal((heads, d, seq)) * 0.5).astype(np.float16)
+    v = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
+    scale = np.float32(1.0 / math.sqrt(d))
+    s = np.einsum("hsd,hdt->hst", q.astype(np.float64), kt.astype(np.float64)) * float(scale)
+    s = np.where(np.tril(np.ones((seq, seq), bool))[None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    o = np.einsum("hst,htd->hsd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+    return q, kt, v, scale, o
 
 
 # --------------------------------------------------------------------------- export

@@ -152,21 +152,11 @@ def test_prologue_exchange_runs_in_the_ring_before_the_frame():
     (``Emitter.scratch_before_ring``), the frame's CTA-wide barrier (after a proxy fence)
     ordering its last reads before the producer's first copy; the kernel keeps only a
     small scratch of its own. TileGym's 256 x 128 head-dim-128 FMHA fits sm_90a this way."""
-    import math
-
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import cutile_kernels_async as cka
 
     heads, seq, d = 1, 256, 128
-    rng = np.random.default_rng(4)
-    q = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
-    kt = (rng.standard_normal((heads, d, seq)) * 0.5).astype(np.float16)
-    v = (rng.standard_normal((heads, seq, d)) * 0.5).astype(np.float16)
-    scale = np.float32(1.0 / math.sqrt(d))
-    s = np.einsum("hsd,hdt->hst", q.astype(np.float64), kt.astype(np.float64)) * float(scale)
-    s = np.where(np.tril(np.ones((seq, seq), bool))[None], s, -np.inf)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    want = np.einsum("hst,htd->hsd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+    q, kt, v, scale, want = cka.causal_attention_inputs(heads, seq, d, 4)
     kernel = cka.kernels()["attention_causal_fwd"].kernel
     args = (q, kt, v, np.zeros_like(q), scale, 128, 128, d)
     c = tc.compile_kernel(kernel, args, gpu_name="sm_90")
