@@ -104,6 +104,26 @@ def test_chain_of_two_loops_runs_on_one_ring(gpu, S, D, TM, TN):
         assert " 0 bytes spill stores" in log
 
 
+def test_kept_q_is_written_once_before_the_warp_groups_split():
+    """Q (the loop-invariant A of both loops' QK^T) goes into its kept array once, by the
+    consumer threads, before the split (section 24): its registers die before the consumers'
+    ``setmaxnreg``, and the producer warp group, which runs the prologue too, skips the writes
+    (its warps would address rows past the tile)."""
+    args, want, grid = _problem(256, 64, 64, 32)
+    c = tc.compile_kernel(causal_split, args, gpu_name="sm_90")
+    p = c.ptx
+    guard = re.search(r"setp\.lt\.u32 (%p\d+), %tgtid, 128;\n\t@!\1 bra (\$L__async_keep_\d+);", p)
+    assert guard, "the kept-Q writes are not guarded to the consumer threads"
+    start, end = guard.end(), p.index(guard.group(2) + ":")
+    split = re.search(r"^\$L__async_consumer_\d+:", p, re.M).start()
+    assert end < split
+    assert p[start:end].count("st.shared.v4.b32") == 64 * 64 * 2 // 16 // 128  # once: 4 a thread
+    consumers = p[split:]
+    assert "st.shared" not in consumers[: consumers.index("mbarrier.try_wait")]
+    out = _strict(c.ptx, args, grid)
+    np.testing.assert_allclose(np.asarray(out[3]).astype(np.float64), want, atol=2e-3)
+
+
 def test_chain_that_outgrows_shared_memory_goes_back_to_todays_path():
     """256 x 64 tiles with head dim 128 and a five-stage hint: the ring's five 32 KB stages
     beside the kept 256 x 128 Q (72 KB with its padding) outgrow sm_90a's 232,448 B (the rule

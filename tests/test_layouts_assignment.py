@@ -343,3 +343,48 @@ def test_pending_chain_takes_the_store_layout():
     for op in _by_name(m, "nv_tileaa.splat") + _by_name(m, "nv_tileaa.addf"):
         assert op.results[0].type.encoding == anchor
     assert a.converts == 0
+
+
+def test_unit_dims_view_keeps_the_registers():
+    from tilegen.runtime.passes.layout_assignment import unit_dims_view
+
+    load = BlockedLayout((1, 1, 1, 8), (1, 1, 2, 16), (1, 1, 4, 1), (3, 2, 1, 0))
+    got = unit_dims_view(load, (1, 1, 64, 128), (64, 128))
+    assert got == BlockedLayout((1, 8), (2, 16), (4, 1), (1, 0))
+    for tid in (0, 37, 127):  # every thread holds the same elements in the same registers
+        for reg in range(got.regs_per_thread((64, 128))):
+            assert load.element_of(tid, reg, (1, 1, 64, 128))[2:] == got.element_of(
+                tid, reg, (64, 128)
+            )
+    back = unit_dims_view(got, (64, 128), (1, 64, 1, 128))
+    assert back.size_per_thread == (1, 1, 1, 8) and back.warps_per_cta == (1, 4, 1, 1)
+    assert back.order[:2] == (3, 1)
+    # a unit dim holding threads (copies) or the non-unit dims changing: no such view
+    spread = BlockedLayout((1, 8), (2, 16), (4, 1), (1, 0))
+    assert unit_dims_view(spread, (1, 128), (128,)) is None
+    assert unit_dims_view(got, (64, 128), (128, 64)) is None
+
+
+def test_view_dropping_unit_dims_needs_no_conversion():
+    # cuTile loads a 4-d (batch, head, rows, cols) box and views it as the 2-d tile a dot or a
+    # store takes: the view keeps the load's registers (it was laid out anew: a 16 KB exchange)
+    args = "%p: !nv_tileaa.ptr<ELEM, 1>, %q: !nv_tileaa.ptr<ELEM, 1>, %m: i32, %n: i32, %s: i32"
+    body = """
+  %t0 = nv_tileaa.create_mem_token : !nv_tileaa.mem_token
+  %p1 = nv_tileaa.assume #cuda_tile.div_by<16>, %p : !nv_tileaa.ptr<ELEM, 1>
+  %s1 = nv_tileaa.assume #cuda_tile.div_by<16>, %s : i32
+  %mr = nv_tileaa.make_memref %p1 sizes[%n, %m] strides[%s1, %s1] : (!nv_tileaa.ptr<ELEM, 1>, i32, i32, i32, i32) -> !nv_tileaa.memref<?x?x128xELEM, 1, strides=[?,?,1]>
+  %c0 = "arith.constant"() {value = 0 : i32} : () -> i32
+  %v, %tok = nv_tileaa.tiled_load %mr[%c0, %c0, %c0] token %t0 sem weak {in_bounds = array<i1: false, false, false>} : (!nv_tileaa.memref<?x?x128xELEM, 1, strides=[?,?,1]>, i32, i32, i32, !nv_tileaa.mem_token) -> (tile<1x16x128xELEM>, !nv_tileaa.mem_token)
+  %w = nv_tileaa.view %v : (tile<1x16x128xELEM>) -> tile<16x128xELEM>
+  %q1 = nv_tileaa.assume #cuda_tile.div_by<16>, %q : !nv_tileaa.ptr<ELEM, 1>
+  %mq = nv_tileaa.make_memref %q1 sizes[%m] strides[%s1] : (!nv_tileaa.ptr<ELEM, 1>, i32, i32) -> !nv_tileaa.memref<?x128xELEM, 1, strides=[?,1]>
+  %st = nv_tileaa.tiled_store %mq[%c0, %c0], %w token %t0 sem weak {in_bounds = array<i1: false, false>} : (!nv_tileaa.memref<?x128xELEM, 1, strides=[?,1]>, tile<16x128xELEM>, i32, i32, !nv_tileaa.mem_token) -> !nv_tileaa.mem_token"""
+    m, _, _ = _run(_kernel(body, args, elem="f16"))
+    assert _by_name(m, "nv_tileas.convert_layout") == []
+    (view,) = _by_name(m, "nv_tileaa.view")
+    src, out = view.operands[0].type.encoding, view.results[0].type.encoding
+    assert src.size_per_thread == (1, 1, 8)
+    assert out == BlockedLayout(
+        src.size_per_thread[1:], src.threads_per_warp[1:], src.warps_per_cta[1:], (1, 0)
+    )

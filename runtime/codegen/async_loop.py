@@ -368,6 +368,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     nthreads = 32 * em.num_warps
     facts = dict(bt=None, tc=False, scaled=False, sides=[], store=None, nthreads=nthreads, N=0)
     facts["chain"] = chain
+    _keep_before_split(em, op, chain, nthreads)
     fr = _frame(em, op, staged, stages, stage_bytes, facts)
     base, bar, t0 = fr.base, fr.bar, fr.t0
     lb, ub, step, ty, iv_cls = fr.lb, fr.ub, fr.step, fr.ty, fr.iv_cls
@@ -411,6 +412,26 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     _free_slot(em, t0, fr.slot_off, fr.slots)
     _ring_scratch(em, op, stages * stage_bytes)
     _bind(em, op.results, slots)
+
+
+def _keep_before_split(em: Emitter, op, chain: list, nthreads: int) -> None:
+    """The loop-invariant A operands of the loop and its chain (attention's Q), written into
+    their kept arrays by the consumer threads before the warp groups split (section 24): their
+    registers die there, not at the consumers' ``setmaxnreg``, so the prologue's register cap
+    does not hold them (the frame's CTA-wide barrier orders the writes). The producer warp
+    group, which runs the prologue too, skips them: its warps would address rows past the
+    tile."""
+    from tilegen.runtime.codegen.mma import keep_invariant_a
+
+    tid, _, _ = em.tid()
+    mine = em.new("pred")
+    em.ins(f"setp.lt.u32 {mine}, {tid}, {nthreads}")
+    skip = em.new_label("async_keep")
+    em.ins(f"@!{mine} bra {skip}")
+    written: set = set()
+    for loop in [op] + [o for o, _ in chain]:
+        keep_invariant_a(em, loop, sync=False, start=op, written=written)
+    em.label(skip)
 
 
 def _general_staged(op) -> tuple:

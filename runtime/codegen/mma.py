@@ -771,7 +771,7 @@ def _write_fields(
     row) are packed into 32-bit words and stored with one ``st.shared[.v2/.v4].b32``."""
     st = {1: "b8", 2: "b16", 4: "b32"}[esz]
     key = ("wg-fields", d.layout, d.shape, dim_fields)
-    if key not in em._smem_refs:
+    if key not in em._smem_refs:  # the thread's byte offset, computed once
         with em.hoisted():
             bases = em.base(d)
             parts = []
@@ -779,13 +779,11 @@ def _write_fields(
                 rd = d.kept[i]
                 lim = d.max_base[rd] + 1
                 parts.append((1, _fields_emit(em, bases[rd], fields, lim)))
-            em._smem_refs[key] = em.smem_addr(em.lincomb(0, parts), 1)
-    thr = em._smem_refs[key]
-    if base is not None:  # another shared array than the scratch: the same thread part
-        moved = em.new("b32")
-        em.ins(f"sub.s32 {moved}, {thr}, {em.smem_base()}")
-        em.ins(f"add.s32 {moved}, {moved}, {base}")
-        thr = moved
+            em._smem_refs[key] = em.as_index(em.lincomb(0, parts), "b32")
+    off = em._smem_refs[key]
+    thr = em.new("b32")  # in the scratch, or another shared array (``base``)
+    start = em.smem_base() if base is None else base
+    em.ins(f"add.s32 {thr}, {start}, {off}")
     rk = d.kept[kdim]
     spt = d.root.size_per_thread[rk]
     vec = 1
@@ -918,12 +916,29 @@ def _a_fragments(em: Emitter, regs, d, W: int) -> dict:
     return out
 
 
-def keep_invariant_a(em: Emitter, loop) -> None:
+def _before(v, op) -> bool:
+    """``v`` is defined before ``op`` in program order (in ``op``'s block ahead of it, or in a
+    block enclosing it): its registers exist where ``op`` starts."""
+    block = v.op.parent if hasattr(v, "op") else getattr(v, "block", None)
+    at = v.op if hasattr(v, "op") else None
+    while block is not None and block is not op.parent:
+        at = block.parent_op if hasattr(block, "parent_op") else None
+        block = at.parent if at is not None else None
+    if block is None:  # not nested in op's block: an enclosing scope's value
+        return True
+    return at is None or block.ops.index(at) < block.ops.index(op)
+
+
+def keep_invariant_a(em: Emitter, loop, sync: bool = True, start=None, written=None) -> None:
     """Before ``loop``: the A operand of each wgmma dot of its body that is defined outside it
     and held in registers (attention's Q tile) is written once into a ``.shared`` array of its
     own, in the layout wgmma_dot reads (:func:`_a_fields`), instead of into the scratch in
     every iteration; the dot then reads it there (``Emitter.resident_a``), and a dot that
-    writes nothing to shared memory needs no barrier either."""
+    writes nothing to shared memory needs no barrier either. ``start``: write only the A
+    operands defined before that op (the first loop of an async chain, written before the
+    warp groups split, section 24); ``sync=False``: the caller's barrier orders the writes
+    (they end with the proxy fence); ``written``: the regions this straight-line run wrote
+    already (a chain's loops share Q's: one write)."""
     body = loop.regions[0].blocks[0] if loop.regions and loop.regions[0].blocks else None
     kept = 0
     for op in body.ops if body is not None else ():
@@ -933,6 +948,8 @@ def keep_invariant_a(em: Emitter, loop) -> None:
         tc = tcgen05_plan(op, em.num_warps, em.sm) if plan is None else None
         a = op.operands[0]
         if (plan is None and tc is None) or not _outside(a, loop) or _staged(em, a) is not None:
+            continue
+        if start is not None and not _before(a, start):
             continue
         M, K = a.type.shape
         if tc is not None:  # rows in order (TMEM lane = row)
@@ -950,11 +967,16 @@ def keep_invariant_a(em: Emitter, loop) -> None:
         if region is None:
             region = em.resident_by_value[key] = em.resident_region(nbytes)
         em.resident_a[op] = region
+        if written is not None:
+            if region in written:
+                continue
+            written.add(region)
         _write_fields(em, em.tile(op, a), d, fields, 1, 0, esz, base=region)
         kept += 1
     if kept:
         em.ins("fence.proxy.async.shared::cta")
-        em.barrier()
+        if sync:
+            em.barrier()
 
 
 def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:

@@ -86,6 +86,35 @@ def permute_layout(layout: BlockedLayout, perm: tuple[int, ...]) -> BlockedLayou
     )
 
 
+def unit_dims_view(
+    layout: BlockedLayout, src: tuple[int, ...], out: tuple[int, ...]
+) -> Optional[BlockedLayout]:
+    """The layout of a ``view`` from ``src`` to ``out`` that only drops or inserts unit dims (a
+    4-d ``load`` viewed as the 2-d tile a dot reads) when ``x`` has ``layout``: the same
+    registers, so the view costs nothing. None when the non-unit dims differ or a dropped unit
+    dim holds more than one thread or register (its copies would not survive the view)."""
+    keep = [i for i, n in enumerate(src) if n != 1]
+    if [src[i] for i in keep] != [n for n in out if n != 1]:
+        return None
+    for i, n in enumerate(src):
+        if n == 1 and (
+            layout.size_per_thread[i],
+            layout.threads_per_warp[i],
+            layout.warps_per_cta[i],
+        ) != (1, 1, 1):
+            return None
+    new = {j: i for j, i in zip([j for j, n in enumerate(out) if n != 1], keep)}
+    spt, tpw, wpc = [1] * len(out), [1] * len(out), [1] * len(out)
+    for j, i in new.items():
+        spt[j] = layout.size_per_thread[i]
+        tpw[j] = layout.threads_per_warp[i]
+        wpc[j] = layout.warps_per_cta[i]
+    back = {i: j for j, i in new.items()}
+    order = [back[o] for o in layout.order if o in back]
+    order += [j for j in reversed(range(len(out))) if j not in new]  # unit dims: slowest
+    return BlockedLayout(tuple(spt), tuple(tpw), tuple(wpc), tuple(order))
+
+
 def _copies(lay: BlockedLayout, shape) -> int:
     """How many threads hold each element of a ``shape`` tile in blocked layout ``lay``."""
     distinct = 1
@@ -437,7 +466,14 @@ class LayoutAssigner:
             self.layout[tiles[0]] = mma
             return
         if name == "nv_tileaa.reduce":
-            srcs = [self.get(op.operands[i]) for i in self.tile_operands(op)]
+            # the operands reduce together (argmax's values and indices): one layout for all,
+            # the first laid-out operand's
+            idx = self.tile_operands(op)
+            fixed = [i for i in idx if op.operands[i] not in self.pending]
+            common = self.layout[op.operands[fixed[0]]] if fixed else self.get(op.operands[idx[0]])
+            for i in idx:
+                self.require(op, i, common)
+            srcs = [common] * len(idx)
             axis = op.attributes["axis"].value
             for k, r in enumerate(op.results):  # result k reduces input k
                 if _is_tile(r.type) and k < len(srcs):
@@ -465,7 +501,10 @@ class LayoutAssigner:
             elif out.shape == src_v.type.shape:
                 self.layout[tiles[0]] = src
             else:
-                self.layout[tiles[0]] = self.default(out)
+                squeezed = None
+                if isinstance(src, BlockedLayout):
+                    squeezed = unit_dims_view(src, tuple(src_v.type.shape), tuple(out.shape))
+                self.layout[tiles[0]] = squeezed or self.default(out)
             return
         if name == "nv_tileaa.permute" and tiles:
             src = self.get(op.operands[0])
