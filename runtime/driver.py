@@ -355,7 +355,10 @@ def layout_passes(options: CompileOptions) -> list:
         value = getattr(options, field)
         if key in declared:
             pass_options[key] = str(value).lower() if isinstance(value, bool) else str(value or 0)
-    return [PassRef("nv-tileas-assign-layouts", pass_options)]
+    return [
+        PassRef("nv-tileaa-loop-counters", {}),
+        PassRef("nv-tileas-assign-layouts", pass_options),
+    ]
 
 
 def _pass_stage(name: str):

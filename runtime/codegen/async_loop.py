@@ -801,12 +801,14 @@ def _produce(em: Emitter, op, staged: list, p: dict, bounds: tuple) -> None:
     iv = em.mov(iv_cls, lb)
     top, end = loop_head(em, "async_produce", ty, iv, ub)
     em.values[body.args[0]] = iv
-    skip_ops = {x.load for x in staged} | {p["dot"]}
-    for o in body.ops:  # the loads' index math (the rule admits only scalar ops beside them)
-        if o in skip_ops or o.name == "scf.yield":
-            continue
-        if any(getattr(r.type, "rank", 0) for r in o.results):
-            continue  # tiles (the loads' padding splats): TMA fills with zeros itself
+    from tilegen.runtime.rewrite.ir_utils import loop_slice
+
+    need = set()  # the loads' index math: the ops their operands are computed by, no others
+    for x in staged:
+        need.update(id(o) for o in loop_slice(x.load, op) or ())
+    for o in body.ops:
+        if id(o) not in need or any(getattr(r.type, "rank", 0) for r in o.results):
+            continue  # (tiles, the loads' padding splats: TMA fills with zeros itself)
         em.emit_op(o)
     lap = em.new("b32")
     em.ins(f"xor.b32 {lap}, {ring.phase}, 1")

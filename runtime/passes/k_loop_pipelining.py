@@ -42,7 +42,12 @@ from tilegen.runtime.attributes import (
 from tilegen.runtime.ir import Block, BlockArgument, Operation, OpResult, Value
 from tilegen.runtime.passes.registry import register
 from tilegen.runtime.records import dataclass, field
-from tilegen.runtime.rewrite.ir_utils import clone_op, is_defined_outside, is_effect_free
+from tilegen.runtime.rewrite.ir_utils import (
+    clone_op,
+    is_defined_outside,
+    is_effect_free,
+    loop_slice,
+)
 from tilegen.runtime.types import (
     I32,
     AsyncTokenType,
@@ -245,29 +250,8 @@ def tma_store_describable(store: Operation) -> Optional[str]:
 
 
 def _operand_slice(load: Operation, loop: Operation) -> Optional[list]:
-    """The loop-body ops the load's operands are computed by (pure, region-free), or None when
-    they depend on anything but the induction variable and loop-invariant values."""
-    body = _body(loop)
-    iv = body.args[0]
-    need: list[Operation] = []
-    seen: set = set()
-    stack = list(load.operands)
-    while stack:
-        v = stack.pop()
-        if v is iv or is_defined_outside(v, loop):
-            continue
-        if isinstance(v, BlockArgument):
-            return None  # a loop-carried value
-        op = v.op
-        if id(op) in seen:
-            continue
-        if op.parent is not body or op.regions or not is_effect_free(op):
-            return None
-        seen.add(id(op))
-        need.append(op)
-        stack.extend(op.operands)
-    order = {id(o): i for i, o in enumerate(body.ops)}
-    return sorted(need, key=lambda o: order[id(o)])
+    """The loop-body ops the load's operands are computed by (``ir_utils.loop_slice``)."""
+    return loop_slice(load, loop)
 
 
 def _writes_memory(loop: Operation) -> Optional[Operation]:

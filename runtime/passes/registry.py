@@ -78,6 +78,7 @@ def load_passes() -> dict[str, PassInfo]:
         fuse_fma,
         k_loop_pipelining,
         layout_assignment,
+        loop_counters,
         loop_split,
     )
 

@@ -165,3 +165,30 @@ def clone_op(op: Operation, mapping: dict[int, Value]) -> Operation:
             for inner in block.ops:
                 nb.append(clone_op(inner, mapping))
     return new
+
+
+def loop_slice(op: Operation, loop: Operation) -> Optional[list]:
+    """The ops of ``loop``'s body that ``op``'s operands are computed by (pure, region-free, in
+    body order), or None when they depend on anything but the induction variable and values
+    defined outside the loop (a loop-carried value: a load so indexed cannot be issued ahead)."""
+    body = loop.regions[0].blocks[0]
+    iv = body.args[0]
+    need: list[Operation] = []
+    seen: set = set()
+    stack = list(op.operands)
+    while stack:
+        v = stack.pop()
+        if v is iv or is_defined_outside(v, loop):
+            continue
+        if isinstance(v, BlockArgument):
+            return None  # a loop-carried value
+        d = v.op
+        if id(d) in seen:
+            continue
+        if d.parent is not body or d.regions or not is_effect_free(d):
+            return None
+        seen.add(id(d))
+        need.append(d)
+        stack.extend(d.operands)
+    order = {id(o): i for i, o in enumerate(body.ops)}
+    return sorted(need, key=lambda o: order[id(o)])
