@@ -5,6 +5,8 @@ path takes such loops (it refused them: "its indices depend on loop-carried valu
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -38,6 +40,32 @@ def counted_attention(Q, K, V, O, TM: ct.Constant[int], TN: ct.Constant[int], D:
         m_i = m_new
         cnt += 1
     ct.store(O, index=(i, 0), tile=ct.astype(acc / l_i, O.dtype))
+
+
+@ct.kernel
+def gemma_form_attention(
+    Q, K, V, O, TM: ct.Constant[int], TN: ct.Constant[int], D: ct.Constant[int]
+):
+    """Gemma's form: the running max and sum are 1-d tiles (``(TM,)``, not ``(TM, 1)``) and a
+    counter indexes K and V."""
+    i = ct.bid(0)
+    q = ct.load(Q, index=(i, 0), shape=(TM, D))
+    m_i = ct.full((TM,), -1.0e30, f32)
+    l_i = ct.full((TM,), 0.0, f32)
+    acc = ct.full((TM, D), 0.0, f32)
+    cnt = 0
+    for _ in range(0, K.shape[1], TN):
+        k = ct.load(K, index=(0, cnt), shape=(D, TN))
+        qk = ct.mma(q, k, ct.full((TM, TN), 0.0, f32))
+        m_new = ct.maximum(m_i, ct.max(qk, axis=1))
+        p = ct.exp(qk - m_new[:, None])
+        alpha = ct.exp(m_i - m_new)
+        l_i = l_i * alpha + ct.sum(p, axis=1)
+        v = ct.load(V, index=(cnt, 0), shape=(TN, D))
+        acc = ct.mma(ct.astype(p, f16), v, acc * alpha[:, None])
+        m_i = m_new
+        cnt += 1
+    ct.store(O, index=(i, 0), tile=ct.astype(acc / l_i[:, None], O.dtype))
 
 
 @ct.kernel
@@ -111,3 +139,26 @@ def test_counters_with_any_start_step_and_increment(backend, lo, hi, step):
     out = np.zeros(16, np.int32)
     tc.launch((1, 1, 1), counters_after_the_loop, (x, out, lo, hi, step), backend=backend)
     np.testing.assert_array_equal(out, _counters_want(x, lo, hi, step))
+
+
+def test_running_stats_as_1d_tiles_stay_in_the_accumulator_rows():
+    """The running max meets QK^T's row max (a slice of the wgmma layout): the slice's layout
+    wins over the loop-carried value's, so the running statistics are carried in it and the
+    consumers' loop exchanges nothing through shared memory (it held two round trips an
+    iteration each for the max and the sum, behind the consumers' ``bar.sync 1``)."""
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    args, want, grid = _attention_problem(TM=128)
+    c = tc.compile_kernel(gemma_form_attention, args, gpu_name="sm_90")
+    (d,) = c.async_plan
+    assert d.taken, d.line()
+    top = re.search(r"^\$L__async_body_(\d+):", c.ptx, re.M)
+    end = re.search(r"^\$L__async_body_end_\d+:", c.ptx[top.end() :], re.M)
+    loop = c.ptx[top.end() : top.end() + end.start()]
+    assert loop.count("wgmma.mma_async") >= 2
+    # (the named barriers 2 / 3 that order the two warp groups' MMAs stay)
+    assert "bar.sync 1," not in loop and "st.shared" not in loop and "ld.shared" not in loop
+    values = [v for _, v in _prepare(gemma_form_attention, args).runtime]
+    out = run_ptx(c.ptx, values, grid, strict_async=True)
+    np.testing.assert_allclose(np.asarray(out[3]).astype(np.float64), want, atol=2e-2)

@@ -532,9 +532,22 @@ class LayoutAssigner:
                     self.pending[r] = [op.operands[i] for i in ops_]
                 return
             # an operand in an MMA accumulator layout wins (the other operands move, not the
-            # dot's result: attention's masked QK^T), else the first laid-out operand's
+            # dot's result: attention's masked QK^T), then one in a slice of it (a row max of
+            # QK^T against a running max carried as a 1-d tile: the running max moves, once,
+            # before the loop - carry_converted - not twice an iteration), else the first
+            # laid-out operand's
             lays = [self.layout[op.operands[i]] for i in fixed]
-            layout = next((x for x in lays if x in self.mma_layouts), lays[0])
+            layout = next(
+                (x for x in lays if x in self.mma_layouts),
+                next(
+                    (
+                        x
+                        for x in lays
+                        if isinstance(x, SliceLayout) and x.parent in self.mma_layouts
+                    ),
+                    lays[0],
+                ),
+            )
             for i in ops_:
                 self.require(op, i, layout)
             for r in tiles:
