@@ -124,6 +124,29 @@ def test_kept_q_is_written_once_before_the_warp_groups_split():
     np.testing.assert_allclose(np.asarray(out[3]).astype(np.float64), want, atol=2e-3)
 
 
+def test_each_loop_of_a_chain_overlaps_its_dots():
+    """Section 24: the loops of a chain each run FA3's overlap (the last dot beside the next
+    iteration's first, section 16) on the chain's ring, with the two consumer warp groups'
+    ping-pong (named barriers 2 and 3) at 128 rows; the held stage of a loop's last iteration
+    is released before the next loop starts (2 K tiles of 32 a diagonal: the ring of 3 wraps
+    inside and across the loops)."""
+    args, want, grid = _problem(512, 64, 128, 32)
+    c = tc.compile_kernel(causal_split, args, gpu_name="sm_90")
+    (d,) = c.async_plan
+    assert d.taken and d.chain == 2 and d.overlap and d.stages == 3, d.line()
+    assert len(re.findall(r"^\$L__overlap_none_\d+:", c.ptx, re.M)) == 2  # each loop's last B
+    assert "bar.arrive 3, 256" in c.ptx  # the ping-pong
+    out = _strict(c.ptx, args, grid)
+    np.testing.assert_allclose(np.asarray(out[3]).astype(np.float64), want, atol=2e-3)
+    from tilegen.runtime.ptxas import find_ptxas
+
+    if find_ptxas() is not None:
+        from tilegen.runtime.codegen.driver import assemble
+
+        _, log = assemble(c.ptx, 90, verbose=True)
+        assert " 0 bytes spill stores" in log
+
+
 def test_chain_that_outgrows_shared_memory_goes_back_to_todays_path():
     """256 x 64 tiles with head dim 128 and a five-stage hint: the ring's five 32 KB stages
     beside the kept 256 x 128 Q (72 KB with its padding) outgrow sm_90a's 232,448 B (the rule

@@ -353,8 +353,8 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     dot's B read from the stage through swizzled descriptors (``mma.StagedBox``) - waiting for
     the stage's full barrier before it and arriving on its empty barrier after it (every dot
     has waited for its wgmmas by then)."""
-    from tilegen.runtime.codegen.control import _bind, _slots, copy_into, run_staged_body
-    from tilegen.runtime.codegen.mma import StagedBox, keep_invariant_a
+    from tilegen.runtime.codegen.control import _bind, _slots, copy_into
+    from tilegen.runtime.codegen.mma import keep_invariant_a
 
     if ASYNC_CHAIN_ATTR in op.attributes:  # a later loop of a chain (section 23)
         return _chained_for(em, op)
@@ -384,26 +384,15 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     slots = _slots(em, op, [r.type for r in op.results])
     copy_into(em, op, slots, [em.get(v) for v in op.operands[3:]])
 
-    def bufs_of(sbase) -> dict:
-        """Each staged load's box in the stage at ``sbase``."""
-        bufs = {}
-        for x in staged:
-            r = em.new("b32")
-            em.ins(f"add.s32 {r}, {sbase}, {x.offset}")
-            bufs[x.load] = StagedBox(r, x.span, _transposed(x.load), x.box_bytes)
-        return bufs
-
-    if ASYNC_OVERLAP_ATTR in op.attributes:  # FA3's overlap: section 16
-        from tilegen.runtime.codegen import async_overlap
-
-        async_overlap.consumers(em, op, fr, slots, stage_bytes, bufs_of, stages)
-        _free_slot(em, t0, fr.slot_off, fr.slots)
-        _ring_scratch(em, op, stages * stage_bytes)
-        _bind(em, op.results, slots)
-        return
     ring = Ring(stages)
     ring.start(em, 0)
-    _consume(em, op, slots, staged, fr, ring, stage_bytes, (lb, ub, step, ty, iv_cls))
+    if ASYNC_OVERLAP_ATTR in op.attributes:  # FA3's overlap: section 16 (a chain's: 24)
+        from tilegen.runtime.codegen import async_overlap
+
+        bufs_of = lambda sbase: _boxes(em, staged, sbase)  # noqa: E731
+        async_overlap.consumers(em, op, fr, slots, stage_bytes, bufs_of, stages, ring)
+    else:
+        _consume(em, op, slots, staged, fr, ring, stage_bytes, (lb, ub, step, ty, iv_cls))
     if chain:  # the later loops continue on this ring (_chained_for)
         em.async_chain = SimpleNamespace(fr=fr, ring=ring, stage_bytes=stage_bytes, left=len(chain))
         _bind(em, op.results, slots)
@@ -447,11 +436,22 @@ def _general_staged(op) -> tuple:
     return staged, _align(end, _ALIGN)
 
 
+def _boxes(em: Emitter, staged: list, sbase) -> dict:
+    """Each staged load's box in the stage at ``sbase``."""
+    from tilegen.runtime.codegen.mma import StagedBox
+
+    bufs = {}
+    for x in staged:
+        r = em.new("b32")
+        em.ins(f"add.s32 {r}, {sbase}, {x.offset}")
+        bufs[x.load] = StagedBox(r, x.span, _transposed(x.load), x.box_bytes)
+    return bufs
+
+
 def _consume(em: Emitter, op, slots, staged: list, fr, ring, stage_bytes: int, bounds) -> None:
     """The consumers' loop over ``op``: each iteration waits for its stage's full barrier,
     runs the body on the staged boxes (today's path otherwise) and frees the stage."""
     from tilegen.runtime.codegen.control import run_staged_body
-    from tilegen.runtime.codegen.mma import StagedBox
 
     lb, ub, step, ty, iv_cls = bounds
     iv = em.mov(iv_cls, lb)
@@ -459,11 +459,7 @@ def _consume(em: Emitter, op, slots, staged: list, fr, ring, stage_bytes: int, b
     mbarrier_wait(em, fr.bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {fr.base}")
-    bufs = {}
-    for x in staged:
-        r = em.new("b32")
-        em.ins(f"add.s32 {r}, {sbase}, {x.offset}")
-        bufs[x.load] = StagedBox(r, x.span, _transposed(x.load), x.box_bytes)
+    bufs = _boxes(em, staged, sbase)
     run_staged_body(em, op, slots, iv, bufs)  # (a mask skipped where all true)
     em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{fr.bar(1, ring.stage)}]")
     ring.advance(em)
@@ -486,7 +482,16 @@ def _chained_for(em: Emitter, op) -> None:
     keep_invariant_a(em, op)  # (Q: the first loop's region, kept once: resident_by_value)
     slots = _slots(em, op, [r.type for r in op.results])
     copy_into(em, op, slots, [em.get(v) for v in op.operands[3:]])
-    _consume(em, op, slots, staged, st.fr, st.ring, st.stage_bytes, _bounds(em, op))
+    if ASYNC_OVERLAP_ATTR in op.attributes:  # each loop overlaps its dots (section 24)
+        from tilegen.runtime.codegen import async_overlap
+
+        bufs_of = lambda sbase: _boxes(em, staged, sbase)  # noqa: E731
+        stages = st.ring.stages
+        async_overlap.consumers(
+            em, op, st.fr, slots, st.stage_bytes, bufs_of, stages, st.ring, _bounds(em, op)
+        )
+    else:
+        _consume(em, op, slots, staged, st.fr, st.ring, st.stage_bytes, _bounds(em, op))
     st.left -= 1
     if not st.left:
         _free_slot(em, st.fr.t0, st.fr.slot_off, st.fr.slots)

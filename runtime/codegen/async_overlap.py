@@ -56,11 +56,15 @@ class _Carry:
         return saved
 
 
-def consumers(em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int) -> None:
+def consumers(
+    em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int, ring=None, bounds=None
+) -> None:
     """The consumer loop of the overlapped general form (module docstring). ``fr``: the
     pipeline's frame (async_loop.Frame); ``bufs_of(sbase)``: the staged loads' buffers in the
     stage at ``sbase`` (``stage_bytes`` apart); ``slots``: the loop-carried registers (the
-    caller binds the results to them)."""
+    caller binds the results to them). A loop of a chain (section 24) goes on on the chain's
+    ``ring`` with its own ``bounds`` (lb, ub, step, type, register class); its last iteration's
+    stage is released before it returns."""
     from tilegen.runtime.codegen.async_loop import loop_head
 
     body = op.regions[0].blocks[0]
@@ -82,12 +86,14 @@ def consumers(em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int
                     carried.append(v)
     carry = _Carry(em, op, carried)
     yields = body.ops[-1].operands
-    bar, ty, step = fr.bar, fr.ty, fr.step
+    lb, ub, step, ty, iv_cls = bounds or (fr.lb, fr.ub, fr.step, fr.ty, fr.iv_cls)
+    bar = fr.bar
 
     turns = _PingPong(em) if em.num_warps == 8 else None
-    ring = Ring(stages)
-    ring.start(em, 0)
-    iv = em.mov(fr.iv_cls, fr.lb)
+    if ring is None:
+        ring = Ring(stages)
+        ring.start(em, 0)
+    iv = em.mov(iv_cls, lb)
     prev = em.new("pred")  # an iteration ran: its part B is pending
     em.ins(f"setp.ne.u32 {prev}, 0, 0")
     held = em.new("b32")  # the stage that iteration's part B reads
@@ -112,7 +118,7 @@ def consumers(em: Emitter, op, fr, slots, stage_bytes: int, bufs_of, stages: int
                 em.values[v] = x
         return out
 
-    top, done = loop_head(em, "async_body", ty, iv, fr.ub)
+    top, done = loop_head(em, "async_body", ty, iv, ub)
     mbarrier_wait(em, bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {fr.base}")

@@ -398,7 +398,7 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
                 f"{len(loops)} K loops with dots; the async path takes one, or a chain of "
                 f"general-form loops ({why})"
             )
-        return _general_decision(func, loops[0], options, name, target, mma, len(loops))
+        return _general_decision(func, loops[0], options, name, target, mma, loops)
     loop = loops[0]
     dot = _loop_dot(loop)
     if dot is None:
@@ -937,10 +937,11 @@ def _shared_budget(func, sm: int, stage: int, fixed: int = 64 * 1024) -> int:
 
 
 def _general_decision(
-    func, loop, options, name: str, target: str, mma: str, chain: int = 1
+    func, loop, options, name: str, target: str, mma: str, loops: Optional[list] = None
 ) -> AsyncDecision:
-    """The decision for a K loop that is not one dot's (section 13); ``chain``: the loops of a
-    chain it is the first of (section 23: no overlap, which keeps a stage across iterations)."""
+    """The decision for a K loop that is not one dot's (section 13); ``loops``: the loops of a
+    chain it is the first of (section 23; each overlaps its dots where every one can, section
+    24: the last iteration's held stage is released before the next loop starts)."""
     from math import prod as _prod
 
     from tilegen.runtime.passes import k_loop_pipelining as klp
@@ -956,7 +957,9 @@ def _general_decision(
     )
     hint = options.num_stages or klp._stages_hint(func)
     fit = (_shared_budget(func, options.target.sm, stage) - 64 * 1024 - SMEM_EXTRA) // stage
-    overlap = chain == 1 and _overlap(func, loop, options, mma, warps)
+    loops = loops or [loop]
+    chain = len(loops)
+    overlap = all(_overlap(func, lp, options, mma, warps) for lp in loops)
     stages = min(hint or (OVERLAP_STAGES if overlap else GENERAL_STAGES), fit, ASYNC_MAX_STAGES)
     dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
     kw = dict(
