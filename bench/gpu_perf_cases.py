@@ -96,7 +96,12 @@ def kernels() -> dict:
     # 18-19; on sm_90 each CTA takes 128 rows and B is multicast to both)
     out = {"gemm": ct.kernel(gemm), "gemm_pair": ct.kernel(gemm, num_ctas=2)}
     ak = async_kernels()
-    for name in ("gemm_fp8_blockscaled", "attention_causal_fwd", "attention_causal_split"):
+    for name in (
+        "gemm_fp8_blockscaled",
+        "attention_causal_fwd",
+        "attention_causal_split",
+        "attention_causal_gemma_form",
+    ):
         out[name] = ak[name].kernel
     return out
 
@@ -185,9 +190,14 @@ def cases() -> list[PerfCase]:
         (16, 8192, 128, 128, "attention_causal_fwd"),
         (16, 8192, 64, 64, "attention_causal_split"),  # each loop overlapped (section 24)
         (16, 8192, 128, 128, "attention_causal_split"),
+        # TileGym Gemma's form: 1-d running statistics, counter-indexed K/V (section 24)
+        (16, 8192, 128, 128, "attention_causal_gemma_form"),
     ):
         label = "" if d == 64 else f" (128x{tn} tiles)"
-        split = " split at the diagonal" if kernel == "attention_causal_split" else ""
+        split = {
+            "attention_causal_split": " split at the diagonal",
+            "attention_causal_gemma_form": " in Gemma's form",
+        }.get(kernel, "")
         out.append(
             PerfCase(
                 f"attention causal fwd{split} h{heads} s{seq} d{d}{label}",
@@ -276,7 +286,7 @@ def reference(case: PerfCase, args: tuple):
                 part = a[:, kk * 128 : (kk + 1) * 128] @ b[kk * 128 : (kk + 1) * 128]
                 ref += part * sa[:, kk : kk + 1] * sb[kk : kk + 1, :]
         return ref
-    if case.kernel in ("attention_causal_fwd", "attention_causal_split"):
+    if case.kernel.startswith("attention_causal"):
         q, kt, v = args[0].float(), args[1].float(), args[2].float()
         out = torch.empty_like(q)
         for h in range(q.shape[0]):  # per head: the S x S scores of all heads at once are large

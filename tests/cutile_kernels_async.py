@@ -211,6 +211,58 @@ def kernels() -> dict[str, "KernelCase"]:
             m_i = m_new
         ct.store(Out, index=(h, i, 0), tile=ct.reshape(ct.astype(acc / l_i, f16), (1, TM, D)))
 
+    @case(
+        "causal attention in TileGym Gemma's form: 1-d running max and sum, K/V tiles indexed "
+        "by a loop-carried counter, the loop split at the diagonal (docs/pipelines.md section "
+        "24)",
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f16, 3),
+        S(f32),
+        128,
+        64,
+        64,
+    )
+    def attention_causal_gemma_form(
+        Q, K, V, Out, qk_scale, TM: ct.Constant[int], TN: ct.Constant[int], D: ct.Constant[int]
+    ):
+        i, h = ct.bid(0), ct.bid(1)
+        q = ct.reshape(ct.load(Q, index=(h, i, 0), shape=(1, TM, D)), (TM, D))
+        m_i = ct.full((TM,), NEG_INF, f32)
+        l_i = ct.full((TM,), 0.0, f32)
+        acc = ct.full((TM, D), 0.0, f32)
+        scale = qk_scale * 1.4426950408889634
+        offs_m = i * TM + ct.arange(TM, dtype=ct.int32)
+        offs_n = ct.arange(TN, dtype=ct.int32)
+        cnt = 0
+        for _ in range(0, i * TM, TN):  # wholly below the diagonal
+            k = ct.reshape(ct.load(K, index=(h, 0, cnt), shape=(1, D, TN)), (D, TN))
+            qk = ct.mma(q, k, ct.full((TM, TN), 0.0, f32))
+            m_new = ct.maximum(m_i, ct.max(qk, axis=1) * scale)
+            p = ct.exp2(qk * scale - m_new[:, None])
+            alpha = ct.exp2(m_i - m_new)
+            l_i = l_i * alpha + ct.sum(p, axis=1)
+            v = ct.reshape(ct.load(V, index=(h, cnt, 0), shape=(1, TN, D)), (TN, D))
+            acc = ct.mma(ct.astype(p, f16), v, acc * alpha[:, None])
+            m_i = m_new
+            cnt += 1
+        cnt = (i * TM) // TN
+        for start_n in range(i * TM, (i + 1) * TM, TN):  # across it: masked
+            k = ct.reshape(ct.load(K, index=(h, 0, cnt), shape=(1, D, TN)), (D, TN))
+            qk = ct.mma(q, k, ct.full((TM, TN), 0.0, f32))
+            qk = ct.where(offs_m[:, None] >= (start_n + offs_n[None, :]), qk, -1.0e6)
+            m_new = ct.maximum(m_i, ct.max(qk, axis=1) * scale)
+            p = ct.exp2(qk * scale - m_new[:, None])
+            alpha = ct.exp2(m_i - m_new)
+            l_i = l_i * alpha + ct.sum(p, axis=1)
+            v = ct.reshape(ct.load(V, index=(h, cnt, 0), shape=(1, TN, D)), (TN, D))
+            acc = ct.mma(ct.astype(p, f16), v, acc * alpha[:, None])
+            m_i = m_new
+            cnt += 1
+        out = ct.astype(acc / l_i[:, None], f16)
+        ct.store(Out, index=(h, i, 0), tile=ct.reshape(out, (1, TM, D)))
+
     return {c.name: c for c in cases}
 
 
@@ -258,7 +310,7 @@ def problems(seed: int = 0, small: bool = True) -> dict[str, Problem]:
 
     heads, seq, d = (1, 256, 64) if small else (16, 4096, 64)
     q, kt, v, scale, o = causal_attention_inputs(heads, seq, d, rng)
-    for name in ("attention_causal_fwd", "attention_causal_split"):
+    for name in ("attention_causal_fwd", "attention_causal_split", "attention_causal_gemma_form"):
         out[name] = Problem(
             {"Q": q, "K": kt, "V": v, "Out": np.zeros_like(q), "qk_scale": scale},
             {"Out": o.astype(np.float16)},

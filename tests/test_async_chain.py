@@ -243,3 +243,31 @@ def test_head_dim_128_attention_takes_tcgen05_on_sm100(name):
     values = [x for _, x in _prepare(kernel, args).runtime]
     out = run_ptx(c.ptx, values, (seq // 128, heads, 1), strict_async=True)
     np.testing.assert_allclose(np.asarray(out[3]).astype(np.float64), want, atol=2e-2)
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_gemma_form_runs_as_a_chain(gpu):
+    """tests/cutile_kernels_async.attention_causal_gemma_form (TileGym Gemma's form: 1-d
+    running statistics, K/V indexed by a loop-carried counter, two loops) takes the async path
+    as a chain (section 24; it was refused: the indices depended on loop-carried values), on
+    sm_90 with each loop overlapped, and matches in the strict simulator."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cutile_kernels_async as cka
+
+    case = cka.kernels()["attention_causal_gemma_form"]
+    pr = cka.problems()["attention_causal_gemma_form"]
+    args = tuple(pr.args.values()) + (128, 64, 64)
+    c = tc.compile_kernel(case.kernel, args, gpu_name=gpu)
+    (d,) = c.async_plan
+    assert d.taken and d.chain == 2, d.line()
+    assert d.overlap == (gpu == "sm_90")
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    values = [v for _, v in _prepare(case.kernel, args).runtime]
+    out = run_ptx(c.ptx, values, pr.grid, strict_async=True)
+    got = np.asarray(out[3]).astype(np.float64)
+    np.testing.assert_allclose(got, pr.expected["Out"].astype(np.float64), atol=2e-2)
