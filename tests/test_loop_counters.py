@@ -113,6 +113,9 @@ def test_the_pass_reads_counters_from_the_induction_variable():
     assert len(loads) == 2
     for load in loads:  # computed from the induction variable and invariants only
         assert loop_slice(load, loop) is not None
+    # lb 0, step TN, start 0, increment 1: the counter is iv / TN, one division (by a constant)
+    made = [op.name for op in body.ops[:3]]
+    assert made[0] == "arith.divui" and "arith.subi" not in made and "arith.addi" not in made
     (counter,) = [a for a in body.args[1:] if a.type == body.args[0].type]
     assert [op.name for op in counter.users] == ["arith.addi"]  # read by its increment alone
 

@@ -18,6 +18,15 @@ from tilegen.runtime.rewrite.rewriter import PatternRewriter
 from tilegen.runtime.types import TileType
 
 
+def _const(v: Value) -> Optional[int]:
+    """The value of an integer constant (``arith.constant`` or ``cuda_tile.constant``)."""
+    d = U.defined_by(v, "arith.constant")
+    if d is not None:
+        value = getattr(d.attributes.get("value"), "value", None)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return U.constant_int(v)
+
+
 def _step_of(arg: BlockArgument, y: Value, loop: Operation) -> Optional[tuple]:
     """(the increment, the ``addi`` op) when ``y`` is ``arg + c`` with ``c`` defined outside
     ``loop``, else None."""
@@ -58,12 +67,12 @@ def counters_to_iv(loop: Operation) -> int:
         def emit(name: str, a: Value, b: Value) -> Value:
             return rw.create(name, [a, b], [ty], {}, loc).results[0]
 
-        n = iv if U.constant_int(lb) == 0 else emit("arith.subi", iv, lb)
-        if U.constant_int(step) != 1:  # (iv - lb) >= 0 and step > 0: unsigned division
+        n = iv if _const(lb) == 0 else emit("arith.subi", iv, lb)
+        if _const(step) != 1:  # (iv - lb) >= 0 and step > 0: unsigned division
             n = emit("arith.divui", n, step)
-        if U.constant_int(inc) != 1:
+        if _const(inc) != 1:
             n = emit("arith.muli", n, inc)
-        if U.constant_int(inits[k]) != 0:
+        if _const(inits[k]) != 0:
             n = emit("arith.addi", inits[k], n)
         for op, i in uses:
             op.set_operand(i, n)
