@@ -263,6 +263,52 @@ def kernels() -> dict[str, "KernelCase"]:
         out = ct.astype(acc / l_i[:, None], f16)
         ct.store(Out, index=(h, i, 0), tile=ct.reshape(out, (1, TM, D)))
 
+    @case(
+        "attention backward dQ (TileGym's form): K is read by two dots, transposed by QK^T "
+        "and as loaded by dS K (one TMA box, two reads: docs/pipelines.md section 24)",
+        arr(f16, 2),
+        arr(f16, 2),
+        arr(f16, 2),
+        arr(f16, 2),
+        arr(f16, 2),
+        arr(f32, 1),
+        arr(f32, 1),
+        S(f32),
+        128,
+        64,
+        64,
+    )
+    def attention_bwd_dq(
+        Q,
+        K,
+        V,
+        dO,
+        dQ,
+        LSE,
+        Delta,
+        qk_scale,
+        TM: ct.Constant[int],
+        TN: ct.Constant[int],
+        D: ct.Constant[int],
+    ):
+        i = ct.bid(0)
+        q = ct.load(Q, index=(i, 0), shape=(TM, D))
+        do = ct.load(dO, index=(i, 0), shape=(TM, D))
+        rows = i * TM + ct.arange(TM, dtype=ct.int32)
+        lse = ct.reshape(ct.gather(LSE, rows), (TM, 1))
+        delta = ct.reshape(ct.gather(Delta, rows), (TM, 1))
+        scale = qk_scale * 1.4426950408889634
+        dq = ct.full((TM, D), 0.0, f32)
+        for j in range(ct.num_tiles(K, axis=0, shape=(TN, D))):
+            k = ct.load(K, index=(j, 0), shape=(TN, D))
+            v = ct.load(V, index=(j, 0), shape=(TN, D))
+            qk = ct.mma(q, ct.permute(k, (1, 0)), ct.full((TM, TN), 0.0, f32))
+            p = ct.exp2(qk * scale - lse)
+            dp = ct.mma(do, ct.permute(v, (1, 0)), ct.full((TM, TN), 0.0, f32))
+            ds = p * (dp - delta)
+            dq = ct.mma(ct.astype(ds, f16), k, dq)
+        ct.store(dQ, index=(i, 0), tile=ct.astype(dq * qk_scale, f16))
+
     return {c.name: c for c in cases}
 
 
@@ -318,6 +364,32 @@ def problems(seed: int = 0, small: bool = True) -> dict[str, Problem]:
             rtol=2e-2,
             atol=2e-2,
         )
+    seq, d = (256, 64) if small else (8192, 64)
+    q, k, v, do = ((rng.standard_normal((seq, d)) * 0.5).astype(np.float16) for _ in range(4))
+    scale = 1.0 / np.sqrt(d)
+    f = [x.astype(np.float64) for x in (q, k, v, do)]
+    s_ = f[0] @ f[1].T * scale
+    lse = np.log2(np.exp(s_ - s_.max(-1, keepdims=True)).sum(-1)) + s_.max(-1) / np.log(2)
+    p = np.exp2(s_ / np.log(2) - lse[:, None])
+    o = p @ f[2]
+    delta = (f[3] * o).sum(-1)
+    dq = (p * (f[3] @ f[2].T - delta[:, None])) @ f[1] * scale
+    out["attention_bwd_dq"] = Problem(
+        {
+            "Q": q,
+            "K": k,
+            "V": v,
+            "dO": do,
+            "dQ": np.zeros_like(q),
+            "LSE": lse.astype(np.float32),
+            "Delta": delta.astype(np.float32),
+            "qk_scale": np.float32(scale),
+        },
+        {"dQ": dq.astype(np.float16)},
+        (seq // 128, 1, 1),
+        rtol=2e-2,
+        atol=2e-2,
+    )
     return out
 
 

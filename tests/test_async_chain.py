@@ -271,3 +271,32 @@ def test_gemma_form_runs_as_a_chain(gpu):
     out = run_ptx(c.ptx, values, pr.grid, strict_async=True)
     got = np.asarray(out[3]).astype(np.float64)
     np.testing.assert_allclose(got, pr.expected["Out"].astype(np.float64), atol=2e-2)
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_a_stage_read_by_two_dots_one_transposed(gpu):
+    """tests/cutile_kernels_async.attention_bwd_dq (TileGym's dQ): K is read by ``QK^T``
+    transposed and by ``dS K`` as loaded. One TMA box serves both (section 24: each dot reads
+    it with its own major-ness); the async rule refused the loop ("a load of the loop is not a
+    dot's B operand"). Strict simulator, three dots an iteration."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cutile_kernels_async as cka
+
+    case = cka.kernels()["attention_bwd_dq"]
+    pr = cka.problems()["attention_bwd_dq"]
+    args = tuple(pr.args.values()) + (128, 64, 64)
+    c = tc.compile_kernel(case.kernel, args, gpu_name=gpu)
+    (d,) = c.async_plan
+    assert d.taken, d.line()
+    assert c.ptx.count("cp.async.bulk.tensor") == 2  # K and V: one copy each an iteration
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    values = [v for _, v in _prepare(case.kernel, args).runtime]
+    out = run_ptx(c.ptx, values, pr.grid, strict_async=True)
+    got = np.asarray(out[4]).astype(np.float64)
+    want = pr.expected["dQ"].astype(np.float64)
+    np.testing.assert_allclose(got, want, atol=5e-3 * np.abs(want).max())

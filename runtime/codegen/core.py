@@ -323,7 +323,10 @@ class Emitter:
 
     def emit_op(self, op) -> None:
         if op in self.staged_chain:  # a view/permute/convert between a staged load and its dot
-            self.set(op.results[0], self.get(op.operands[0]))
+            x = self.get(op.operands[0])
+            if op.name == "nv_tileaa.permute" and getattr(x, "flips", False):
+                x = x.flipped()  # (one path of several: memory._boxed_plan)
+            self.set(op.results[0], x)
             return
         h = HANDLERS.get(op.name)
         if h is None:

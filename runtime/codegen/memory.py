@@ -27,6 +27,8 @@ without hints.
 
 from __future__ import annotations
 
+import copy
+
 from typing import Optional
 
 from tilegen.runtime.codegen import affine
@@ -449,8 +451,13 @@ def tiled_load(em: Emitter, op, force: bool = False) -> None:
     if not is_tile(res.type):
         return element_access(em, op, load=True)
     plan = None if force else stage_plan(op)
+    several = False
+    if plan is None and not force:
+        plan = _boxed_plan(em, op)  # a TMA stage's tile read by several dots
+        several = plan is not None
     if plan is not None:  # staged for its dot (cp.async into the dot's shared layout)
         st = Staged(em, op, plan)
+        st.flips = several  # each path's permutes say how its dot reads the tile
         st.pipe_buf = getattr(em, "pipe_bufs", {}).get(op)
         em.set(res, st)
         em.staged_chain.update(plan.chain)  # pass the Staged through (Emitter.emit_op)
@@ -898,6 +905,10 @@ class Staged:
 
     def __init__(self, em: Emitter, op, plan: "StagePlan"):
         self.op, self.plan = op, plan
+        #: a tile several dots read (:func:`_boxed_plan`): a permute on the way flips
+        #: ``transposed`` for the dots after it (:meth:`flipped`, Emitter.emit_op)
+        self.flips = False
+        self._flip = False
         self.mem, indices, self.in_bounds = _tiled_operands(em, op)
         self.starts = [em.scalar(op, v) for v in indices]
         self.shape = tuple(op.results[0].type.shape)[-2:]
@@ -907,7 +918,13 @@ class Staged:
 
     @property
     def transposed(self) -> bool:
-        return self.plan.transposed
+        return self.plan.transposed != self._flip
+
+    def flipped(self) -> "Staged":
+        """The same staged tile, read transposed (a permute on one path of several)."""
+        out = copy.copy(self)
+        out._flip = not self._flip
+        return out
 
     @property
     def convert(self) -> Optional[str]:
@@ -937,6 +954,24 @@ def stage_plan(op) -> Optional[StagePlan]:
         fail(op, "PTX backend: a load staged for its dot no longer reaches the dot")
     chain, user, idx, transposed, convert = found
     return StagePlan(vec, chain, user, idx, transposed, convert)
+
+
+def _boxed_plan(em: Emitter, op) -> Optional[StagePlan]:
+    """A plan for a load the async general form staged by TMA (its box in ``em.pipe_bufs``)
+    that several dots read, some as loaded and some transposed (the attention backward's K:
+    docs/pipelines.md section 24): every view and permute on the way passes the staged tile
+    through; each dot reads the one box with its own major-ness."""
+    from tilegen.runtime.codegen.mma import StagedBox
+    from tilegen.runtime.layouts.staging import dot_paths
+
+    if not isinstance(getattr(em, "pipe_bufs", {}).get(op), StagedBox):
+        return None
+    res = op.results[0]
+    paths = dot_paths(res, res.type.rank - 2)
+    if not paths or len(paths) < 2:
+        return None
+    chain = list(dict.fromkeys(c for p in paths for c in p[0]))
+    return StagePlan(0, chain, None, 1, False, None)
 
 
 def stage_width(op) -> int:

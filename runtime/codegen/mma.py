@@ -1181,8 +1181,10 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     if boxed is not None:  # TMA's swizzled column boxes: start, LBO (next box), SBO (8 rows)
         from tilegen.runtime.codegen.pipeline import wgmma_descriptor
 
-        if esz != 2 or boxed.kmajor != b_st.transposed:
+        if esz != 2:
             fail(op, "PTX backend: a TMA-staged wgmma B operand must be 16-bit")
+        if boxed.kmajor != b_st.transposed:  # a box two dots read, one of them transposed
+            boxed = StagedBox(boxed.addr, boxed.span, b_st.transposed, boxed.box_bytes)
         span = boxed.span
         lbo = 16 if boxed.kmajor else K * span
         desc_b = wgmma_descriptor(em, boxed.addr, lbo, 8 * span, span)

@@ -202,8 +202,8 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     a_st, b_st = _staged(em, a), _staged(em, b)
     kept_a = em.resident_a.get(op)
     boxed = b_st.pipe_buf if b_st is not None and isinstance(b_st.pipe_buf, StagedBox) else None
-    if boxed is not None and boxed.kmajor != b_st.transposed:
-        fail(op, "PTX backend: a TMA-staged tcgen05 B operand is read as it was staged")
+    if boxed is not None and boxed.kmajor != b_st.transposed:  # one box, two dots' reads
+        boxed = StagedBox(boxed.addr, boxed.span, b_st.transposed, boxed.box_bytes)
     dl = em.dist_of(op, res.type)
     lay = tcgen05_accumulator_layout(em.num_warps, N)
     if dl.layout != lay or em.dist_of(op, c.type).layout != lay:

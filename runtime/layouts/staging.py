@@ -96,6 +96,43 @@ def chain_to_dot(res, lead: int):
         v = out
 
 
+def dot_paths(res, lead: int) -> Optional[list]:
+    """Every path of uses of the loaded tile ``res`` to a dot operand, each as
+    :func:`chain_to_dot` gives one (chain ops, dot, operand index, transposed, conversion): a
+    tile some dots read as loaded and others transposed (the attention backward's K: ``QK^T``
+    and ``dS K``). None when a use leads anywhere else."""
+    out: list = []
+    stack = [(res, [], False)]
+    while stack:
+        v, chain, transposed = stack.pop()
+        if not v.has_uses:
+            return None
+        for user, idx in v.uses:
+            if user.name == "nv_tileaa.dot":
+                if idx not in (0, 1) or len(user.operands) != 3 or v.type.rank != 2:
+                    return None
+                out.append((chain, user, idx, transposed, None))
+                continue
+            out_v = user.results[0] if len(user.results) == 1 else None
+            if out_v is None:
+                return None
+            if user.name in ("nv_tileaa.view", "nv_tileaa.reshape"):
+                if tuple(out_v.type.shape) != tuple(v.type.shape)[-2:] or any(
+                    d != 1 for d in tuple(v.type.shape)[:-2]
+                ):
+                    return None
+                stack.append((out_v, chain + [user], transposed))
+            elif user.name == "nv_tileaa.permute":
+                perm = [int(x) for x in user.attributes["permutation"].values]
+                r = len(perm)
+                if r < 2 or perm != list(range(r - 2)) + [r - 1, r - 2]:
+                    return None
+                stack.append((out_v, chain + [user], not transposed))
+            else:
+                return None
+    return out or None
+
+
 def _enum(op: Operation, name: str) -> int:
     a = op.attributes.get(name)
     return 0 if a is None else a.value

@@ -813,7 +813,7 @@ def general_loads(func: Operation, loop: Operation, sm: int, first=None) -> tupl
     kernel's prologue too: its loads only repeat reads). The body then runs on the consumer
     warps as today's path emits it, each dot reading its B from the stage."""
     from tilegen.runtime.layouts.decisions import mma_family
-    from tilegen.runtime.layouts.staging import chain_to_dot
+    from tilegen.runtime.layouts.staging import dot_paths
     from tilegen.runtime.passes.k_loop_pipelining import (
         _operand_slice,
         _writes_memory,
@@ -846,8 +846,8 @@ def general_loads(func: Operation, loop: Operation, sm: int, first=None) -> tupl
                 return f"a load of the loop is nested in '{op.name}'", []
             continue
         res = op.results[0]
-        found = chain_to_dot(res, res.type.rank - 2)
-        if found is None or found[2] != 1 or found[4]:
+        paths = dot_paths(res, res.type.rank - 2)  # (dQ's K: read as loaded and transposed)
+        if not paths or any(p[2] != 1 or p[4] for p in paths):
             return "a load of the loop is not a dot's B operand (as loaded or transposed)", []
         if _BYTES.get(_elem_key(res.type)) != 2:
             return "a staged B operand of the loop is not 16-bit", []
