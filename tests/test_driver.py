@@ -65,6 +65,7 @@ def test_every_stage_gives_its_artifact_and_timings():
         "loop-split",
         "canonicalize",
         "convert-cuda-tile-to-nv-tileaa",
+        "nv-tileaa-single-trip-loops",
         "nv-tileaa-loop-counters",
         "nv-tileas-assign-layouts",
     ]

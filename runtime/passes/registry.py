@@ -80,6 +80,7 @@ def load_passes() -> dict[str, PassInfo]:
         layout_assignment,
         loop_counters,
         loop_split,
+        single_trip_loops,
     )
 
     return PASSES
