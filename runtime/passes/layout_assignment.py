@@ -309,6 +309,9 @@ class LayoutAssigner:
             return False
         broadcast = prod.name == "nv_tileaa.broadcast" and prod.operands[0].type.rank == v.type.rank
         if not broadcast and prod.name not in _CHEAP:
+            if self._relayable(prod, v) and self._index_expr(v, [0]):
+                op.set_operand(index, self._recompute(v, layout, op))
+                return True
             return False
         copy = Operation(
             prod.name,
@@ -326,6 +329,52 @@ class LayoutAssigner:
         if broadcast:
             self.require(copy, 0, layout)
         return True
+
+    def _index_expr(self, v: Value, count: list) -> bool:
+        """``v`` is an index computation built from scalars alone (``splat``, ``make_range``,
+        constants, broadcasts of them, elementwise ops), of at most 8 ops, its values used
+        elsewhere too (unlike :meth:`_cheap`): recomputed for one consumer in its layout
+        (dK dV's LSE / Delta gathers: pointers and masks from ``base + m * TM + arange``)."""
+        prod = v.op if isinstance(v, OpResult) else None
+        if prod is None or prod.regions or len(prod.results) != 1 or count[0] >= 8:
+            return False
+        count[0] += 1
+        if prod.name in _CHEAP:
+            return True
+        tiles = [w for w in prod.operands if _is_tile(w.type)]
+        if prod.name == "nv_tileaa.broadcast":  # (same rank: the source moves with it)
+            return all(
+                isinstance(w, OpResult) and w.op.name in _CHEAP and w.type.rank == v.type.rank
+                for w in tiles
+            )
+        if not self._relayable(prod, v):
+            return False
+        return bool(tiles) and all(self._index_expr(w, count) for w in tiles)
+
+    def _recompute(self, v: Value, layout: DistributedLayout, at: Operation) -> Value:
+        """A copy of index computation ``v`` (:meth:`_index_expr`) in ``layout``, before
+        ``at``; a broadcast's source is converted (it is one scalar's splat)."""
+        prod = v.op
+        operands = list(prod.operands)
+        if prod.name not in _CHEAP and prod.name != "nv_tileaa.broadcast":
+            for i, w in enumerate(operands):
+                if _is_tile(w.type):
+                    operands[i] = self._recompute(w, layout, at)
+        copy = Operation(
+            prod.name,
+            operands,
+            [v.type],
+            attributes=dict(prod.attributes),
+            loc=prod.loc,
+            opdef=prod.opdef,
+            properties=dict(prod.properties) if getattr(prod, "properties", None) else None,
+        )
+        block = at.parent
+        block.insert(block.ops.index(at), copy)
+        self.layout[copy.results[0]] = layout
+        if prod.name == "nv_tileaa.broadcast":
+            self.require(copy, 0, layout)
+        return copy.results[0]
 
     def _cheap(self, v: Value, depth: int = 0) -> bool:
         """``v`` is built from scalars alone (``splat``, ``make_range``, constants, through

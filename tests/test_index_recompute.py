@@ -1,0 +1,75 @@
+"""Index computations used by several consumers are recomputed in each consumer's layout
+(``LayoutAssigner._recompute``, docs/pipelines.md section 24): attention backward's LSE / Delta
+gathers read ``m * TM + arange`` whose ``arange`` the causal mask laid out first; the gathers'
+pointers and masks went through shared memory every iteration (12 ``bar.sync`` in dK dV's
+consumer loop)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+ct = pytest.importorskip(
+    "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+)
+tc = pytest.importorskip("tilegen.cutile")
+
+f16, f32 = ct.float16, ct.float32
+
+
+@ct.kernel
+def masked_gathers(
+    Q, K, LSE, Delta, Out, TM: ct.Constant[int], TN: ct.Constant[int], D: ct.Constant[int]
+):
+    """dK dV's shape: per K tile, a loop over Q tiles with a causal mask and two gathers of
+    per-row statistics at the same indices; Q read as loaded and transposed."""
+    i = ct.bid(0)
+    k = ct.load(K, index=(i, 0), shape=(TN, D))
+    offs = ct.arange(TM, dtype=ct.int32)
+    acc = ct.full((TN, D), 0.0, f32)
+    for m in range(ct.num_tiles(Q, axis=0, shape=(TM, D))):
+        q = ct.load(Q, index=(m, 0), shape=(TM, D))
+        cols = m * TM + ct.arange(TM, dtype=ct.int32)
+        rows = m * TM + offs
+        lse = ct.gather(LSE, rows)
+        delta = ct.gather(Delta, rows)
+        qk = ct.mma(k, ct.permute(q, (1, 0)), ct.full((TN, TM), 0.0, f32))
+        keep = (i * TN + ct.arange(TN, dtype=ct.int32))[:, None] <= cols[None, :]
+        p = ct.where(keep, ct.exp2(qk - lse[None, :]) * delta[None, :], 0.0)
+        acc = ct.mma(ct.astype(p, f16), q, acc)
+    ct.store(Out, index=(i, 0), tile=ct.astype(acc, f16))
+
+
+def test_gather_indices_are_recomputed_not_exchanged():
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    rng = np.random.default_rng(0)
+    S, D, TM, TN = 256, 64, 128, 128
+    q = (rng.standard_normal((S, D)) * 0.3).astype(np.float16)
+    k = (rng.standard_normal((S, D)) * 0.3).astype(np.float16)
+    lse = (rng.standard_normal(S) * 0.1).astype(np.float32)
+    delta = (rng.standard_normal(S) * 0.5 + 1).astype(np.float32)
+    args = (q, k, lse, delta, np.zeros((S, D), np.float16), TM, TN, D)
+    c = tc.compile_kernel(masked_gathers, args, gpu_name="sm_90")
+    (d,) = c.async_plan
+    assert d.taken, d.line()
+    top = re.search(r"^\$L__async_body_\d+:", c.ptx, re.M)
+    end = re.search(r"^\$L__async_body_end_\d+:", c.ptx[top.end() :], re.M)
+    loop = c.ptx[top.end() : top.end() + end.start()]
+    # one exchange is left: the two gathered vectors into the rows of QK^T (it was 6)
+    assert loop.count("bar.sync 1,") == 2, loop.count("bar.sync 1,")
+    assert "st.shared.b64" not in loop and "st.shared.u8" not in loop  # pointers, masks
+    values = [v for _, v in _prepare(masked_gathers, args).runtime]
+    out = np.asarray(run_ptx(c.ptx, values, (S // TN, 1, 1), strict_async=True)[4])
+    qf, kf = q.astype(np.float64), k.astype(np.float64)
+    want = np.zeros((S, D))
+    for i in range(S // TN):
+        kt = kf[i * TN : (i + 1) * TN]
+        s = kt @ qf.T
+        keep = np.arange(i * TN, (i + 1) * TN)[:, None] <= np.arange(S)[None, :]
+        p = np.where(keep, np.exp2(s - lse[None, :]) * delta[None, :], 0.0)
+        want[i * TN : (i + 1) * TN] = p.astype(np.float16).astype(np.float64) @ qf
+    np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-2 * np.abs(want).max())
