@@ -8,6 +8,8 @@ in shared memory, it is emitted on today's path and the decision says why."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -75,6 +77,26 @@ def _strict(ptx, args, grid):
     return run_ptx(
         ptx, [v for _, v in _prepare(causal_split, args).runtime], grid, strict_async=True
     )
+
+
+def _async_case(name: str, gpu: str):
+    """(compiled kernel, problem, args, kernel) of tests/cutile_kernels_async's ``name`` at
+    128 x 64 tiles, head dim 64."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cutile_kernels_async as cka
+
+    case, pr = cka.kernels()[name], cka.problems()[name]
+    args = tuple(pr.args.values()) + (128, 64, 64)
+    return tc.compile_kernel(case.kernel, args, gpu_name=gpu), pr, args, case.kernel
+
+
+def _strict_out(kernel, c, args, grid, index: int) -> np.ndarray:
+    """Output ``index`` of ``c`` run in the strict simulator, as float64."""
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    values = [v for _, v in _prepare(kernel, args).runtime]
+    return np.asarray(run_ptx(c.ptx, values, grid, strict_async=True)[index]).astype(np.float64)
 
 
 @pytest.mark.parametrize(
@@ -197,24 +219,10 @@ def test_later_bounds_computed_between_the_loops():
     """tests/cutile_kernels_async.attention_causal_split computes the second loop's upper bound
     after the first loop (cuTile emits it where the source has it): scalar arithmetic on values
     from before the chain, which the producer computes too (async_loop.producer_scalars)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import cutile_kernels_async as cka
-
-    case = cka.kernels()["attention_causal_split"]
-    pr = cka.problems()["attention_causal_split"]
-    args = tuple(pr.args.values()) + (128, 64, 64)
-    c = tc.compile_kernel(case.kernel, args, gpu_name="sm_90")
+    c, pr, args, kernel = _async_case("attention_causal_split", "sm_90")
     (d,) = c.async_plan
     assert d.taken and d.chain == 2
-    from tilegen.cutile_launch import _prepare
-    from tilegen.runtime.ptx.launch import run_ptx
-
-    values = [v for _, v in _prepare(case.kernel, args).runtime]
-    out = run_ptx(c.ptx, values, pr.grid, strict_async=True)
-    got = np.asarray(out[3]).astype(np.float64)
+    got = _strict_out(kernel, c, args, pr.grid, 3)
     np.testing.assert_allclose(got, pr.expected["Out"].astype(np.float64), atol=2e-2)
 
 
@@ -251,25 +259,11 @@ def test_gemma_form_runs_as_a_chain(gpu):
     running statistics, K/V indexed by a loop-carried counter, two loops) takes the async path
     as a chain (section 24; it was refused: the indices depended on loop-carried values), on
     sm_90 with each loop overlapped, and matches in the strict simulator."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import cutile_kernels_async as cka
-
-    case = cka.kernels()["attention_causal_gemma_form"]
-    pr = cka.problems()["attention_causal_gemma_form"]
-    args = tuple(pr.args.values()) + (128, 64, 64)
-    c = tc.compile_kernel(case.kernel, args, gpu_name=gpu)
+    c, pr, args, kernel = _async_case("attention_causal_gemma_form", gpu)
     (d,) = c.async_plan
     assert d.taken and d.chain == 2, d.line()
     assert d.overlap == (gpu == "sm_90")
-    from tilegen.cutile_launch import _prepare
-    from tilegen.runtime.ptx.launch import run_ptx
-
-    values = [v for _, v in _prepare(case.kernel, args).runtime]
-    out = run_ptx(c.ptx, values, pr.grid, strict_async=True)
-    got = np.asarray(out[3]).astype(np.float64)
+    got = _strict_out(kernel, c, args, pr.grid, 3)
     np.testing.assert_allclose(got, pr.expected["Out"].astype(np.float64), atol=2e-2)
 
 
@@ -279,24 +273,10 @@ def test_a_stage_read_by_two_dots_one_transposed(gpu):
     transposed and by ``dS K`` as loaded. One TMA box serves both (section 24: each dot reads
     it with its own major-ness); the async rule refused the loop ("a load of the loop is not a
     dot's B operand"). Strict simulator, three dots an iteration."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import cutile_kernels_async as cka
-
-    case = cka.kernels()["attention_bwd_dq"]
-    pr = cka.problems()["attention_bwd_dq"]
-    args = tuple(pr.args.values()) + (128, 64, 64)
-    c = tc.compile_kernel(case.kernel, args, gpu_name=gpu)
+    c, pr, args, kernel = _async_case("attention_bwd_dq", gpu)
     (d,) = c.async_plan
     assert d.taken, d.line()
     assert c.ptx.count("cp.async.bulk.tensor") == 2  # K and V: one copy each an iteration
-    from tilegen.cutile_launch import _prepare
-    from tilegen.runtime.ptx.launch import run_ptx
-
-    values = [v for _, v in _prepare(case.kernel, args).runtime]
-    out = run_ptx(c.ptx, values, pr.grid, strict_async=True)
-    got = np.asarray(out[4]).astype(np.float64)
+    got = _strict_out(kernel, c, args, pr.grid, 4)
     want = pr.expected["dQ"].astype(np.float64)
     np.testing.assert_allclose(got, want, atol=5e-3 * np.abs(want).max())

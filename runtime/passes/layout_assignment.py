@@ -313,22 +313,30 @@ class LayoutAssigner:
                 op.set_operand(index, self._recompute(v, layout, op))
                 return True
             return False
+        copy = self._copy_before(prod, list(prod.operands), layout, op)
+        op.set_operand(index, copy.results[0])
+        if broadcast:
+            self.require(copy, 0, layout)
+        return True
+
+    def _copy_before(
+        self, prod: Operation, operands: list, layout: DistributedLayout, at: Operation
+    ) -> Operation:
+        """A copy of one-result ``prod`` on ``operands``, inserted before ``at``, its result
+        in ``layout``."""
         copy = Operation(
             prod.name,
-            list(prod.operands),
-            [v.type],
+            operands,
+            [prod.results[0].type],
             attributes=dict(prod.attributes),
             loc=prod.loc,
             opdef=prod.opdef,
             properties=dict(prod.properties) if getattr(prod, "properties", None) else None,
         )
-        block = op.parent
-        block.insert(block.ops.index(op), copy)
+        block = at.parent
+        block.insert(block.ops.index(at), copy)
         self.layout[copy.results[0]] = layout
-        op.set_operand(index, copy.results[0])
-        if broadcast:
-            self.require(copy, 0, layout)
-        return True
+        return copy
 
     def _index_expr(self, v: Value, count: list) -> bool:
         """``v`` is an index computation built from scalars alone (``splat``, ``make_range``,
@@ -360,18 +368,7 @@ class LayoutAssigner:
             for i, w in enumerate(operands):
                 if _is_tile(w.type):
                     operands[i] = self._recompute(w, layout, at)
-        copy = Operation(
-            prod.name,
-            operands,
-            [v.type],
-            attributes=dict(prod.attributes),
-            loc=prod.loc,
-            opdef=prod.opdef,
-            properties=dict(prod.properties) if getattr(prod, "properties", None) else None,
-        )
-        block = at.parent
-        block.insert(block.ops.index(at), copy)
-        self.layout[copy.results[0]] = layout
+        copy = self._copy_before(prod, operands, layout, at)
         if prod.name == "nv_tileaa.broadcast":
             self.require(copy, 0, layout)
         return copy.results[0]
