@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from tilegen.runtime.codegen import tmem_resident
 from tilegen.runtime.codegen.core import Emitter, Memref, elem_info, fail, handles, is_tile
 from tilegen.runtime.codegen.reduce import run_region
 from tilegen.runtime.codegen.regs import PREFIX
@@ -23,7 +24,12 @@ from tilegen.runtime.types import MemTokenType, TokenType
 def _slots(em: Emitter, op, types) -> list:
     """Fresh registers for values of ``types``: a name, a list of names, or None (token)."""
     out = []
-    for t in types:
+    for j, t in enumerate(types):
+        if op.name == "scf.for" and is_tile(t):  # an accumulator kept in tensor memory
+            tile = tmem_resident.slot(em, op, j)
+            if tile is not None:
+                out.append(tile)
+                continue
         if _is_token(t):
             out.append(None)
             continue
@@ -78,6 +84,8 @@ def _move(em: Emitter, dst: str, src) -> None:
 def copy_into(em: Emitter, op, slots, vals) -> None:
     """Parallel copy of ``vals`` into ``slots`` (sources that are also destinations are read
     before any destination is written)."""
+    if any(isinstance(s, tmem_resident.TmemTile) for s in slots):
+        slots, vals = tmem_resident.copy_into(em, slots, vals)
     pairs = [(d, s) for d, s in _flat(slots, vals, op) if d != s]
     dests = {d for d, _ in pairs}
     staged = []
@@ -92,6 +100,8 @@ def copy_into(em: Emitter, op, slots, vals) -> None:
 
 
 def _bind(em: Emitter, values, slots) -> None:
+    if any(isinstance(s, tmem_resident.TmemTile) for s in slots):
+        slots = tmem_resident.bind_results(em, values[0].op, slots)
     for v, s in zip(values, slots):
         em.set(v, s)
 

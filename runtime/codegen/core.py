@@ -196,6 +196,8 @@ class Emitter:
         self.resident_bytes = 0
         #: the kernel's tensor memory and tcgen05 MMA barrier (tcgen05_dot.tensor_memory)
         self.tmem = None
+        #: the accumulators kept in tensor memory across their loops (tmem_resident.plan_of)
+        self.tmem_plan = None
         #: the kernel runs on a CTA pair (docs/pipelines.md section 18): tile block ids are
         #: cluster ids
         self.cta_pair = False
@@ -328,6 +330,11 @@ class Emitter:
                 x = x.flipped()  # (one path of several: memory._boxed_plan)
             self.set(op.results[0], x)
             return
+        if self.tmem_plan is not None and op in self.tmem_plan.rescales:
+            from tilegen.runtime.codegen.tmem_resident import rescale
+
+            if rescale(self, op):  # an accumulator in tensor memory, scaled in place
+                return
         h = HANDLERS.get(op.name)
         if h is None:
             for pred, fn in FAMILY_HANDLERS:

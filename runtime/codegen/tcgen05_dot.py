@@ -30,7 +30,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Optional
 
-from tilegen.runtime.codegen import tcgen05
+from tilegen.runtime.codegen import tcgen05, tmem_resident
 from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.codegen.pipeline import (
     mbarrier_init,
@@ -63,8 +63,9 @@ class Tcgen05Plan:
     N: int
     K: int
     esz: int
-    halves: int  # column parts of a row (8 warps: 2)
+    halves: int  # column parts of a row (M 128 with 8 warps: 2)
     ab: str
+    blocks: int = 1  # 128-row blocks (M 256: two MMAs a K step, D blocks N columns apart)
 
 
 def tcgen05_plan(op, num_warps: int, sm) -> Optional[Tcgen05Plan]:
@@ -76,7 +77,8 @@ def tcgen05_plan(op, num_warps: int, sm) -> Optional[Tcgen05Plan]:
         fail(op, f"PTX backend: this dot was laid out for tcgen05, which sm_{sm} cannot run here")
     a, b = op.operands[0].type, op.operands[1].type
     M, K = a.shape
-    return Tcgen05Plan(row, M, b.shape[1], K, 2, num_warps // 4, elem_key(a))
+    blocks = M // 128
+    return Tcgen05Plan(row, M, b.shape[1], K, 2, num_warps // 4 // blocks, elem_key(a), blocks)
 
 
 def _rows(K: int, esz: int) -> tuple:
@@ -103,12 +105,9 @@ def keep_fields(plan: Tcgen05Plan) -> tuple:
 
 
 def _columns(em: Emitter) -> int:
-    """TMEM columns for the kernel: the widest tcgen05 dot's N (a power of two >= 32)."""
-    n = 32
-    for o in em.func.walk():
-        if o.name == "nv_tileaa.dot" and mma_family(o) == TCGEN05:
-            n = max(n, o.operands[1].type.shape[1])
-    return tcgen05.columns(n)
+    """TMEM columns for the kernel: the widest tcgen05 dot's D (N, both blocks at M 256) and
+    the accumulators kept in tensor memory (tmem_resident.py), a power of two >= 32."""
+    return tmem_resident.plan_of(em).columns
 
 
 def _allocates_later(em: Emitter) -> bool:
@@ -205,7 +204,7 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     if boxed is not None and boxed.kmajor != b_st.transposed:  # one box, two dots' reads
         boxed = StagedBox(boxed.addr, boxed.span, b_st.transposed, boxed.box_bytes)
     dl = em.dist_of(op, res.type)
-    lay = tcgen05_accumulator_layout(em.num_warps, N)
+    lay = tcgen05_accumulator_layout(em.num_warps, N, M)
     if dl.layout != lay or em.dist_of(op, c.type).layout != lay:
         fail(op, "PTX backend: a tcgen05 dot's accumulator must be in its TMEM row layout")
     tm = tensor_memory(em)
@@ -213,14 +212,22 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     rows, kf = _rows(K, esz)
     sbo = wgmma_sbo(K, esz)
     off_b = M // 8 * sbo
+    kept = em.get(c)
+    resident = kept if isinstance(kept, tmem_resident.TmemTile) else None
     a_regs = a_st is None and kept_a is None
+    a_tmem = a_regs and resident is not None and _a_in_tmem(em, op, plan)
     b_regs = b_st is None
-    writes = a_regs or b_regs or any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
+    writes = (a_regs and not a_tmem) or b_regs
+    writes = writes or any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
     if writes:  # A's region, and B's after it where B is written too (not read from a stage)
         b_written = b_regs or (b_st is not None and b_st.pipe_buf is None)
         em.need_smem(off_b + N // 8 * sbo if b_written else off_b)
         em.barrier()  # earlier readers of the scratch are done
-    if a_regs:
+    if a_tmem:  # P: into the scratch columns, each warp its own lanes and block
+        tmem_resident.store_packed(
+            em, em.dist_of(op, a.type), em.tile(op, a), K, _block_columns(em, plan)
+        )
+    elif a_regs:
         _write_fields(em, em.tile(op, a), em.dist_of(op, a.type), (rows, kf), 1, 0, esz)
     elif a_st is not None and a_st.pipe_buf is None:
         cp_async_tile(em, a_st, rows, kf, em.smem_base())
@@ -238,17 +245,45 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     skip = em.new_label("tc_issued")
     em.ins(f"@!{tm.t0} bra {skip}")
     em.ins("tcgen05.fence::after_thread_sync")
-    _issue(em, op, plan, a_st, b_st, kept_a, boxed, off_b, sbo)
+    a_src = _block_columns(em, plan) if a_tmem else None
+    _issue(em, op, plan, a_st, b_st, kept_a, boxed, off_b, sbo, resident, a_src)
     em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{tm.bar}]")
     em.label(skip)
     mbarrier_wait(em, tm.bar, tm.phase)
     em.ins(f"xor.b32 {tm.phase}, {tm.phase}, 1")
     em.ins("tcgen05.fence::after_thread_sync")
+    if resident is not None:  # the accumulator stays where the MMAs wrote it
+        em.set(res, resident)
+        return
     em.set(res, _read_rows(em, op, plan, dl, c))
 
 
-def _issue(em: Emitter, op, plan: Tcgen05Plan, a_st, b_st, kept_a, boxed, off_b, sbo) -> None:
-    """Thread 0: the K steps' ``tcgen05.mma`` (32 bytes of K each; the first overwrites D)."""
+def _block_columns(em: Emitter, plan: Tcgen05Plan) -> int:
+    """Columns between the scratch's 128-row blocks (where P is kept in tensor memory)."""
+    return tmem_resident.plan_of(em).scratch // plan.blocks
+
+
+def _a_in_tmem(em: Emitter, op, plan: Tcgen05Plan) -> bool:
+    """Whether A, in registers, goes to tensor memory (the dot's D is a resident accumulator,
+    so the scratch columns are free; A in the accumulator's row layout, 16-bit, both 128-row
+    blocks' halves of K fitting a block of the scratch)."""
+    a = op.operands[0]
+    lay = tcgen05_accumulator_layout(em.num_warps, plan.K, plan.M)
+    return (
+        plan.blocks == 2
+        and plan.esz == 2
+        and em.dist_of(op, a.type).layout == lay
+        and plan.K // 2 <= _block_columns(em, plan)
+    )
+
+
+def _issue(
+    em: Emitter, op, plan: Tcgen05Plan, a_st, b_st, kept_a, boxed, off_b, sbo, resident, a_src
+) -> None:
+    """Thread 0: the K steps' ``tcgen05.mma`` (32 bytes of K each; the first overwrites D
+    unless D is a resident accumulator), one per 128-row block (block b: A's rows 16 SBO
+    further, D ``b N`` columns further); A from tensor memory where ``a_src`` (the column
+    distance between its blocks) is given."""
     from tilegen.runtime.codegen.mma import _plus
 
     tm = em.tmem
@@ -258,8 +293,10 @@ def _issue(em: Emitter, op, plan: Tcgen05Plan, a_st, b_st, kept_a, boxed, off_b,
     elif a_st is not None and a_st.pipe_buf is not None:
         pa = a_st.pipe_buf
     else:
-        pa = em.smem_base()
-    da = (wgmma_descriptor_parts(em, pa, LBO, 0, 0)[0], tcgen05.smem_descriptor_hi(sbo, 0))
+        pa = em.smem_base() if a_src is None else None
+    da = None
+    if pa is not None:
+        da = (wgmma_descriptor_parts(em, pa, LBO, 0, 0)[0], tcgen05.smem_descriptor_hi(sbo, 0))
     b_mn = boxed is not None and not boxed.kmajor
     if boxed is not None:  # TMA's 128-byte swizzled column boxes
         span = boxed.span
@@ -272,38 +309,32 @@ def _issue(em: Emitter, op, plan: Tcgen05Plan, a_st, b_st, kept_a, boxed, off_b,
         pb = b_st.pipe_buf if b_st is not None and b_st.pipe_buf is not None else None
         pb = pb if pb is not None else _plus(em, em.smem_base(), off_b)
         db = (wgmma_descriptor_parts(em, pb, LBO, 0, 0)[0], tcgen05.smem_descriptor_hi(sbo, 0))
-    idesc = tcgen05.instruction_descriptor(plan.M, plan.N, plan.ab, "f32", b_mn_major=b_mn)
+    idesc = tcgen05.instruction_descriptor(128, plan.N, plan.ab, "f32", b_mn_major=b_mn)
+    dcol = resident.col if resident is not None else 0
+    dst = [_plus(em, tm.taddr, dcol + blk * plan.N) for blk in range(plan.blocks)]
     for s in range(K * esz // 32):
         kb = 32 * s
-        a_off = 2 * s * LBO
         if boxed is None:
             b_off = 2 * s * LBO
         elif boxed.kmajor:  # rows n; K bytes in column boxes
             b_off = kb // boxed.span * boxed.box_bytes + kb % boxed.span
         else:  # K rows of span bytes
             b_off = 16 * s * boxed.span
-        ra = wgmma_descriptor_at(em, da, a_off)
         rb = wgmma_descriptor_at(em, db, b_off)
-        enable = tm.on if s else tm.off
-        em.ins(f"{plan.row.ptx} [{tm.taddr}], {ra}, {rb}, {idesc}, {enable}")
+        enable = tm.on if s or resident is not None else tm.off
+        for blk in range(plan.blocks):
+            if a_src is not None:  # 16 elements of K: 8 columns
+                ra = f"[{_plus(em, tm.taddr, blk * a_src + 8 * s)}]"
+            else:
+                ra = wgmma_descriptor_at(em, da, 2 * s * LBO + 16 * sbo * blk)
+            em.ins(f"{plan.row.ptx} [{dst[blk]}], {ra}, {rb}, {idesc}, {enable}")
 
 
 def _read_rows(em: Emitter, op, plan: Tcgen05Plan, dl, c) -> list:
     """Every thread's part of its row from TMEM (``tcgen05.ld.32x32b``), plus C."""
     tm = em.tmem
-    _, _, warp = em.tid()
     part = plan.N // plan.halves
-    key = ("tc-rows", plan.N, plan.halves)
-    if key not in em._smem_refs:
-        with em.hoisted():
-            q, h = em.new("b32"), em.new("b32")
-            em.ins(f"and.b32 {q}, {warp}, 3")
-            em.ins(f"shr.u32 {h}, {warp}, 2")
-            addr = em.new("b32")
-            em.ins(f"shl.b32 {addr}, {q}, 21")  # (32 (w % 4)) << 16: the lane field
-            em.ins(f"mad.lo.s32 {addr}, {h}, {part}, {addr}")
-            em._smem_refs[key] = addr
-    lanes = em._smem_refs[key]
+    lanes = tmem_resident.lanes(em, part)
     chunk = min(32, part)
     cin = None if zero_tile(c) else em.tile(op, c)
     # register k of the layout -> its column in the thread's part

@@ -6,8 +6,8 @@ The layout stage decides once per dot (``nv_tileas.mma``, runtime/layouts/decisi
   f32/s32 accumulators, num_warps a multiple of 4, M a multiple of 64 per warpgroup, N of 8, K
   of the instruction K, A and B within the shared budget) and wgmma is allowed;
 * ``tcgen05`` on sm_100/sm_103/sm_110 when :func:`tcgen05_instruction` finds a form (f16/bf16
-  with an f32 accumulator, M 128, 4 or 8 warps, N a power of two 32..256, K a multiple of 16,
-  A and B within the shared budget) and tcgen05 is allowed;
+  with an f32 accumulator, M 128 with 4 or 8 warps or M 256 with 8, N a power of two 32..256,
+  K a multiple of 16, A and B within the shared budget) and tcgen05 is allowed;
 * else what spec/ptx/mma.yaml selects (runtime/layouts/mma_select.py): ``mma.sync`` or ``fma``.
 
 The accumulator (C and the result) then gets the blocked layout that *is* the instruction's
@@ -29,8 +29,10 @@ from tilegen.runtime.types import FloatType, IntegerType, NvPointerType, STORAGE
 SMEM_LIMIT = 48 * 1024
 #: a tcgen05 dot's A and B in the scratch (K-major, both written where neither is staged):
 #: sm_100a's static shared memory goes to 227 KB; this leaves room for a K-loop ring beside
-#: them (attention's 128 x 128 head-dim-128 dots: 64 KB)
-TCGEN05_OPERANDS_LIMIT = 96 * 1024
+#: them (attention's 128 x 128 head-dim-128 dots: 64 KB; at 256 rows, 108 KB: its A is the
+#: kept Q or P in tensor memory, codegen/tcgen05_dot.py, and a kernel over the budget is
+#: caught once emitted)
+TCGEN05_OPERANDS_LIMIT = 108 * 1024
 #: a wgmma dot's A and B in the K-major scratch (today's path; the async path reads them from
 #: its TMA stages instead): wgmma needs sm_90a, whose static shared memory goes past 48 KB,
 #: up to half the SM's so that two CTAs still fit (codegen/control.pipeline_smem_cap)
@@ -116,9 +118,11 @@ TCGEN05_SMS = (100, 103, 110)
 def tcgen05_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[MmaRow]:
     """The spec/ptx/mma.yaml tcgen05 row when ``dot`` ``op`` can run on ``tcgen05.mma`` as a
     dot of its own (runtime/codegen/tcgen05_dot.py) on ``sm`` with ``num_warps``, else None:
-    f16/bf16 operands, an f32 accumulator, M 128 (TMEM lane = row), 4 warps (a row each) or 8
-    (two column halves), N a power of two from 32 (one ``tcgen05.ld`` x32 per thread and
-    half) to 256, K a multiple of 16, A and B within the shared budget."""
+    f16/bf16 operands, an f32 accumulator, M 128 (TMEM lane = row) with 4 warps (a row each)
+    or 8 (two column halves), or M 256 with 8 warps (two M 128 MMAs a K step, the second's
+    rows N columns further; warps 4-7 read them), N a power of two from 32 (one
+    ``tcgen05.ld`` x32 per thread and part) to 256, K a multiple of 16, A and B within the
+    shared budget."""
     if sm not in TCGEN05_SMS or op.name != "nv_tileaa.dot" or len(op.operands) != 3:
         return None
     a, b, c = (v.type for v in op.operands)
@@ -133,19 +137,24 @@ def tcgen05_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[MmaRo
         return None
     M, K = a.shape
     N = b.shape[1]
-    halves = num_warps // 4
-    if M != 128 or K % 16 or N & (N - 1) or not 32 * halves <= N <= 256:
+    if M == 256 and num_warps != 8:
+        return None
+    halves = num_warps // 4 // (M // 128) if M in (128, 256) else 0
+    if not halves or K % 16 or N & (N - 1) or not 32 * halves <= N <= 256:
         return None
     if (M + N) // 8 * wgmma_sbo(K, 2) > TCGEN05_OPERANDS_LIMIT:
         return None
     return row
 
 
-def tcgen05_accumulator_layout(num_warps: int, n: int) -> BlockedLayout:
+def tcgen05_accumulator_layout(num_warps: int, n: int, m: int = 128) -> BlockedLayout:
     """The rows of a tcgen05 accumulator as the warps read them (``tcgen05.ld .32x32b``): warp
-    w may read TMEM lanes 32 (w % 4) ..; thread (lane, w) holds row 32 (w % 4) + lane, columns
-    n / h (w / 4) .. of the h = num_warps / 4 column parts. A row's reductions stay in one
-    thread (a softmax's max and sum)."""
+    w may read TMEM lanes 32 (w % 4) ..; with M 128, thread (lane, w) holds row 32 (w % 4) +
+    lane, columns n / h (w / 4) .. of the h = num_warps / 4 column parts; with M 256 (8
+    warps), row 32 w + lane, all n columns (rows 128 .. are the second MMA's, n TMEM columns
+    further). A row's reductions stay in one thread (a softmax's max and sum)."""
+    if m == 256:
+        return BlockedLayout((1, n), (32, 1), (8, 1), (0, 1))
     h = num_warps // 4
     return BlockedLayout((1, n // h), (32, 1), (4, h), (0, 1))
 
@@ -206,5 +215,6 @@ def accumulator_layout(op, num_warps: int, family: Optional[str]) -> Optional[Bl
     if family == WGMMA:
         return wgmma_accumulator_layout(num_warps)
     if family == TCGEN05:
-        return tcgen05_accumulator_layout(num_warps, op.operands[1].type.shape[1])
+        m, n = op.operands[2].type.shape
+        return tcgen05_accumulator_layout(num_warps, n, m)
     return mma_sync_accumulator_layout(op, num_warps)

@@ -1,0 +1,361 @@
+"""Loop-carried tcgen05 accumulators kept in tensor memory (docs/pipelines.md section 25).
+
+A 256-row attention on sm_100a (8 warps, a row per thread) would hold both its 128-column
+``Q K^T`` and its 128-column output accumulator O in registers: 256 a thread. As tileiras does,
+O stays in tensor memory across the K loop instead:
+
+* **Which.** A loop whose tcgen05 dots' results take more than :data:`RESIDENT_ABOVE`
+  registers a thread keeps iteration argument ``acc`` in tensor memory when the loop yields
+  ``dot(A, B, C)`` (a tcgen05 dot) for it, the dot's result has no other use, and C is ``acc``
+  itself or ``mulf(acc, s)`` (the online softmax's rescale), each used once (:func:`plan_of`).
+  A loop whose init is another resident accumulator's loop result (a chain, docs/pipelines.md
+  section 23) shares its columns. The async GEMM and scaled forms keep their own.
+* **Columns.** The kernel's allocation (``tcgen05_dot.tensor_memory``) holds the scratch of
+  the dots whose D is not resident (the widest, both 128-row blocks at M 256) and then each
+  resident accumulator's columns; a plan past 512 columns keeps every accumulator in
+  registers.
+* **Code.** The init is stored (``tcgen05.st``) before the loop; ``mulf(acc, s)`` loads, scales
+  and stores the accumulator 32 columns at a time (:func:`rescale`); the dot accumulates into
+  the columns (enable-input-d on every K step) and reads nothing back; the yield moves nothing.
+  After the loop the result is read into registers once (:func:`materialize`), unless it only
+  starts the next loop of a chain. A 256-row dot's A, when it comes from registers in the
+  accumulator's row layout (P), is stored in the scratch columns, which hold no live value by
+  then (each warp its own lanes and block), and read by ``tcgen05.mma`` from tensor memory
+  (``tcgen05_dot``): no shared memory.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tilegen.runtime.codegen.core import Emitter
+from tilegen.runtime.codegen.dist import Dist
+from tilegen.runtime.layouts.decisions import mma_family
+from tilegen.runtime.layouts.mma_choice import TCGEN05, tcgen05_accumulator_layout
+from tilegen.runtime.records import dataclass
+
+#: tensor memory's columns (sm_100: 128 lanes x 512 columns of 32 bits)
+TMEM_COLUMNS = 512
+#: columns one ``tcgen05.ld`` / ``tcgen05.st`` moves per thread
+CHUNK = 32
+#: a loop keeps its accumulators in tensor memory when its tcgen05 dots' results take more
+#: than this many registers a thread (256-row attention: 128 + 128; at 128 rows with 8 warps
+#: and head dim 128, 64 + 64 stay in registers)
+RESIDENT_ABOVE = 128
+
+
+@dataclass(frozen=True)
+class TmemTile:
+    """A tile held in tensor memory: columns ``col`` .. of the kernel's allocation, each thread
+    its rows' ``part`` columns (``tcgen05.ld .32x32b`` addressing, as a tcgen05 dot's result)."""
+
+    col: int
+    part: int
+    dl: Dist
+
+
+@dataclass(frozen=True)
+class TmemPlan:
+    """The kernel's resident accumulators: (loop, iteration-argument index) -> first column;
+    the ``mulf`` rescales that keep them there -> the operand index of the accumulator; the
+    dots' scratch columns (from 0) and the columns to allocate."""
+
+    residents: dict
+    rescales: dict
+    scratch: int
+    columns: int
+
+
+def _columns(n: int) -> int:
+    c = 32
+    while c < n:
+        c *= 2
+    return c
+
+
+def _is_tcgen05(op) -> bool:
+    return op is not None and op.name == "nv_tileaa.dot" and mma_family(op) == TCGEN05
+
+
+def _blocks_n(dot) -> tuple:
+    """(128-row blocks, N) of a tcgen05 dot."""
+    m, n = dot.operands[2].type.shape
+    return max(1, m // 128), n
+
+
+def dot_registers(loop, threads: int) -> int:
+    """Registers a thread holds for the results of ``loop``'s tcgen05 dots (its own body's)."""
+    return sum(
+        o.results[0].type.shape[0] * o.results[0].type.shape[1] // threads
+        for o in loop.regions[0].blocks[0].ops
+        if _is_tcgen05(o)
+    )
+
+
+def resident_dot(loop, j: int, threads: int) -> Optional[tuple]:
+    """(the dot, the rescale ``mulf`` or None) when iteration argument ``j`` of ``loop`` can
+    stay in tensor memory (module docstring), else None."""
+    body = loop.regions[0].blocks[0]
+    arg = body.args[1 + j]
+    d = getattr(body.ops[-1].operands[j], "op", None)
+    if not _is_tcgen05(d) or d.parent is not body or d.results[0].num_uses != 1:
+        return None
+    if arg.num_uses != 1 or dot_registers(loop, threads) <= RESIDENT_ABOVE:
+        return None
+    c = d.operands[2]
+    if c is arg:
+        return d, None
+    m = getattr(c, "op", None)
+    if m is None or m.name != "nv_tileaa.mulf" or m.parent is not body or c.num_uses != 1:
+        return None
+    if "flush_to_zero" in m.attributes or list(m.operands).count(arg) != 1:
+        return None
+    rm = m.attributes.get("rounding_mode")
+    if rm is not None and str(getattr(rm, "value", rm)) not in ("nearest_even", "0"):
+        return None
+    return d, m
+
+
+def plan_of(em: Emitter) -> TmemPlan:
+    """The kernel's :class:`TmemPlan` (computed once)."""
+    from tilegen.runtime.codegen.async_loop import ASYNC_ATTR, ASYNC_GENERAL_ATTR
+
+    p = getattr(em, "tmem_plan", None)
+    if p is not None:
+        return p
+    dots, loops, own = [], [], set()
+    for o in em.func.walk():
+        if _is_tcgen05(o) and o not in own:
+            dots.append(o)
+        elif o.name != "scf.for":
+            continue
+        elif ASYNC_ATTR not in o.attributes or ASYNC_GENERAL_ATTR in o.attributes:
+            loops.append(o)
+        else:  # the async GEMM and scaled forms: their dots and accumulators are their own
+            own.update(x for x in o.walk() if _is_tcgen05(x))
+    residents, rescales, kept, widths = {}, {}, set(), 0
+    for loop in loops:
+        for j in range(len(loop.results)):
+            found = resident_dot(loop, j, 32 * em.num_warps)
+            if found is None or not _row_layout(em, loop, j):
+                continue
+            d, m = found
+            init = loop.operands[3 + j]
+            src = getattr(init, "op", None)
+            at = None
+            if src is not None and src.name == "scf.for":
+                at = residents.get((src, list(src.results).index(init)))
+            if at is None:
+                blocks, n = _blocks_n(d)
+                at, widths = widths, widths + blocks * n
+            residents[(loop, j)] = at
+            kept.add(d)
+            if m is not None:
+                rescales[m] = list(m.operands).index(loop.regions[0].blocks[0].args[1 + j])
+    # the other dots' D (and P, kept in tensor memory by a resident dot) share the scratch
+    scratch = max([b * n for b, n in map(_blocks_n, (d for d in dots if d not in kept))] + [0])
+    scratch = _columns(scratch) if scratch else 0
+    if residents and _columns(scratch + widths) > TMEM_COLUMNS:
+        return _plan(em, {}, {}, _columns(max([b * n for b, n in map(_blocks_n, dots)] + [32])), 0)
+    return _plan(em, {k: scratch + v for k, v in residents.items()}, rescales, scratch, widths)
+
+
+def _plan(em: Emitter, residents: dict, rescales: dict, scratch: int, widths: int) -> TmemPlan:
+    em.tmem_plan = TmemPlan(residents, rescales, scratch, _columns(max(32, scratch + widths)))
+    return em.tmem_plan
+
+
+def _row_layout(em: Emitter, loop, j: int) -> bool:
+    """Whether ``loop``'s result ``j`` is in the tcgen05 accumulator's row layout."""
+    t = loop.results[j].type
+    m, n = t.shape
+    return em.dist_of(loop, t).layout == tcgen05_accumulator_layout(em.num_warps, n, m)
+
+
+def slot(em: Emitter, loop, j: int) -> Optional[TmemTile]:
+    """The tensor-memory slot of ``loop``'s iteration argument ``j``, or None (registers)."""
+    if em.sm not in (100, 103, 110):
+        return None
+    col = plan_of(em).residents.get((loop, j))
+    if col is None:
+        return None
+    t = loop.results[j].type
+    m, n = t.shape
+    return TmemTile(col, n // max(1, em.num_warps // 4 // (m // 128)), em.dist_of(loop, t))
+
+
+def lanes(em: Emitter, part: int) -> str:
+    """The thread's TMEM lane and column-part offset (hoisted): lane 32 (w % 4) in bits 16..,
+    column (w / 4) ``part``."""
+    _, _, warp = em.tid()
+    key = ("tc-rows", part)
+    if key not in em._smem_refs:
+        with em.hoisted():
+            q, h = em.new("b32"), em.new("b32")
+            em.ins(f"and.b32 {q}, {warp}, 3")
+            em.ins(f"shr.u32 {h}, {warp}, 2")
+            addr = em.new("b32")
+            em.ins(f"shl.b32 {addr}, {q}, 21")  # (32 (w % 4)) << 16: the lane field
+            em.ins(f"mad.lo.s32 {addr}, {h}, {part}, {addr}")
+            em._smem_refs[key] = addr
+    return em._smem_refs[key]
+
+
+def by_column(dl: Dist, part: int) -> dict:
+    """Column in the thread's part -> the layout's registers holding it."""
+    out: dict = {}
+    for k in range(dl.nregs):
+        out.setdefault(dl.raw[k][1] % part, []).append(k)
+    return out
+
+
+def _address(em: Emitter, part: int, col: int, c0: int) -> str:
+    """The TMEM address of the thread's column ``c0`` in the tile at ``col`` (column parts
+    ``part`` apart)."""
+    src = em.new("b32")
+    em.ins(f"add.s32 {src}, {lanes(em, part)}, {em.tmem.taddr}")
+    if col + c0:
+        em.ins(f"add.s32 {src}, {src}, {col + c0}")
+    return src
+
+
+def load_chunk(em: Emitter, part: int, col: int, c0: int, n: int) -> list:
+    """``n`` b32 registers: the thread's columns ``c0`` .. of its part at ``col``, loaded and
+    waited for."""
+    regs = [em.new("b32") for _ in range(n)]
+    src = _address(em, part, col, c0)
+    em.ins(f"tcgen05.ld.sync.aligned.32x32b.x{n}.b32 {{{', '.join(regs)}}}, [{src}]")
+    em.ins("tcgen05.wait::ld.sync.aligned")
+    return regs
+
+
+def store_chunk(em: Emitter, part: int, col: int, c0: int, regs: list) -> None:
+    """Store b32 ``regs`` to the thread's columns ``c0`` .. of its part at ``col``."""
+    src = _address(em, part, col, c0)
+    em.ins(f"tcgen05.st.sync.aligned.32x32b.x{len(regs)}.b32 [{src}], {{{', '.join(regs)}}}")
+
+
+def _tmem(em: Emitter):
+    from tilegen.runtime.codegen.tcgen05_dot import tensor_memory
+
+    return tensor_memory(em)
+
+
+def store_packed(em: Emitter, dl: Dist, regs: list, part: int, stride: int) -> None:
+    """Write a 16-bit tile (registers ``regs`` of row layout ``dl``, ``part`` elements of a row
+    a thread) two elements to a column (``tcgen05.mma``'s A from tensor memory: element k of
+    a row in bits 16 (k % 2) of column k / 2), warp w's rows at column (w / 4) ``stride``;
+    waited for."""
+    _tmem(em)
+    cols = by_column(dl, part)
+    words = []
+    for c in range(0, part, 2):
+        w = em.new("b32")
+        em.ins(f"mov.b32 {w}, {{{regs[cols[c][0]]}, {regs[cols[c + 1][0]]}}}")
+        words.append(w)
+    for c0 in range(0, len(words), CHUNK):
+        store_chunk(em, stride, 0, c0, words[c0 : c0 + CHUNK])
+    em.ins("tcgen05.wait::st.sync.aligned")
+
+
+def _b32(em: Emitter, x, cache: dict) -> str:
+    """A b32 register holding ``x`` (a register of any 32-bit class, or an immediate)."""
+    if x not in cache:
+        r = em.new("b32")
+        em.ins(f"mov.b32 {r}, {x}")
+        cache[x] = r
+    return cache[x]
+
+
+def store(em: Emitter, tile: TmemTile, regs: list) -> None:
+    """Write registers ``regs`` (``tile``'s layout) into its columns (a loop's init)."""
+    _tmem(em)
+    cols = by_column(tile.dl, tile.part)
+    cache: dict = {}
+    for c0 in range(0, tile.part, CHUNK):
+        n = min(CHUNK, tile.part)
+        store_chunk(
+            em, tile.part, tile.col, c0, [_b32(em, regs[cols[c0 + i][0]], cache) for i in range(n)]
+        )
+    em.ins("tcgen05.wait::st.sync.aligned")
+
+
+def materialize(em: Emitter, tile: TmemTile) -> list:
+    """``tile`` read into registers of its layout (after its loop: every MMA into it was
+    waited for)."""
+    _tmem(em)
+    cols = by_column(tile.dl, tile.part)
+    out = [None] * tile.dl.nregs
+    for c0 in range(0, tile.part, CHUNK):
+        n = min(CHUNK, tile.part)
+        for i, reg in enumerate(load_chunk(em, tile.part, tile.col, c0, n)):
+            for k in cols.get(c0 + i, ()):
+                r = em.new("f32")
+                em.ins(f"mov.b32 {r}, {reg}")
+                out[k] = r
+    return out
+
+
+def rescale(em: Emitter, op) -> bool:
+    """``mulf(acc, s)`` of a resident accumulator: each 32-column chunk loaded, scaled and
+    stored back in place; the result is the same columns. False (nothing emitted) when the
+    accumulator is in registers after all (its loop's layout did not allow the slot)."""
+    idx = plan_of(em).rescales[op]
+    tile = em.values.get(op.operands[idx])
+    if not isinstance(tile, TmemTile):
+        return False
+    s = em.tile(op, op.operands[1 - idx])
+    cols = by_column(tile.dl, tile.part)
+    for c0 in range(0, tile.part, CHUNK):
+        n = min(CHUNK, tile.part)
+        regs = load_chunk(em, tile.part, tile.col, c0, n)
+        out = []
+        for i, reg in enumerate(regs):
+            k = cols[c0 + i][0]
+            x, y = em.new("f32"), em.new("f32")
+            em.ins(f"mov.b32 {x}, {reg}")
+            em.ins(f"mul.rn.f32 {y}, {x}, {s[k]}")
+            r = em.new("b32")
+            em.ins(f"mov.b32 {r}, {y}")
+            out.append(r)
+        store_chunk(em, tile.part, tile.col, c0, out)
+    em.ins("tcgen05.wait::st.sync.aligned")
+    em.set(op.results[0], tile)
+    return True
+
+
+def bind_results(em: Emitter, loop, slots: list) -> list:
+    """``slots`` with each resident result that is used other than as the init of a loop that
+    keeps it resident read into registers."""
+    out = list(slots)
+    for j, s in enumerate(slots):
+        if not isinstance(s, TmemTile):
+            continue
+        r = loop.results[j]
+        chained = all(
+            u.name == "scf.for"
+            and any(
+                u.operands[3 + i] is r and slot(em, u, i) is not None
+                for i in range(len(u.operands) - 3)
+            )
+            for u in r.users
+        )
+        if not chained:
+            out[j] = materialize(em, s)
+    return out
+
+
+def copy_into(em: Emitter, slots: list, vals: list) -> tuple:
+    """Store each value bound for a tensor-memory slot there (nothing when it is that slot's
+    columns already: a yield, or a chain's next loop); the other (slot, value) pairs."""
+    rest_s, rest_v = [], []
+    for s, v in zip(slots, vals):
+        if not isinstance(s, TmemTile):
+            rest_s.append(s)
+            rest_v.append(v)
+        elif isinstance(v, TmemTile):
+            if v.col != s.col:
+                store(em, s, materialize(em, v))
+        else:
+            store(em, s, v)
+    return rest_s, rest_v

@@ -1,0 +1,138 @@
+"""Loop-carried tcgen05 accumulators kept in tensor memory, and tcgen05 dots of 256 rows
+(docs/pipelines.md section 25; runtime/codegen/tmem_resident.py, tcgen05_dot.py).
+
+A 256-row tcgen05 dot runs as two M 128 MMAs a K step (8 warps, a row a thread). A loop whose
+tcgen05 dots' results would take more than 128 registers a thread keeps each accumulator it
+yields from a dot in tensor memory: stored once before the loop, rescaled in place, accumulated
+into by the MMAs, read once after the loop; P (the second dot's A, in registers) goes to tensor
+memory too. The strict simulator checks every tensor-memory access against its MMA's commit."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ct = pytest.importorskip(
+    "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+)
+tc = pytest.importorskip("tilegen.cutile")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cutile_kernels_async as cka  # noqa: E402
+
+f16, f32 = ct.float16, ct.float32
+
+
+def _strict(kernel, c, args, grid, index: int) -> np.ndarray:
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    values = [v for _, v in _prepare(kernel, args).runtime]
+    return np.asarray(run_ptx(c.ptx, values, grid, strict_async=True)[index]).astype(np.float64)
+
+
+def _no_spills(ptx: str) -> None:
+    from tilegen.runtime.ptxas import find_ptxas
+
+    if find_ptxas() is None:
+        return
+    from tilegen.runtime.codegen.driver import assemble
+
+    _, log = assemble(ptx, 100, verbose=True)
+    assert " 0 bytes spill stores" in log, log
+
+
+def _attention(name: str, TM: int, TN: int, D: int, seq: int = None):
+    case = cka.kernels()[name]
+    seq = seq or 2 * TM
+    q, kt, v, scale, want = cka.causal_attention_inputs(1, seq, D, 0)
+    args = (q, kt, v, np.zeros_like(q), scale, TM, TN, D)
+    return case.kernel, args, want, (seq // TM, 1, 1)
+
+
+def _tmem_stores(ptx: str) -> int:
+    return len(re.findall(r"^\s*tcgen05\.st\.", ptx, re.M))
+
+
+@pytest.mark.parametrize("name", ["attention_causal_fwd", "attention_causal_split"])
+def test_256_row_attention_keeps_o_in_tensor_memory(name):
+    kernel, args, want, grid = _attention(name, 256, 128, 128)
+    c = tc.compile_kernel(kernel, args, gpu_name="sm_100")
+    (d,) = c.async_plan
+    assert d.taken and "tcgen05 256x128x128" in d.line(), d.line()
+    # P comes from tensor memory: an MMA with two bracketed TMEM operands
+    assert re.search(r"tcgen05\.mma\.cta_group::1\.kind::f16 \[%r\d+\], \[%r\d+\], %rd", c.ptx)
+    # the init, each loop's rescale (4 chunks of 32 columns) and P (2 chunks) are stores; no
+    # store between the loops of the chain: they share the columns
+    loops = 2 if name == "attention_causal_split" else 1
+    assert _tmem_stores(c.ptx) == 4 + loops * (4 + 2)
+    got = _strict(kernel, c, args, grid, 3)
+    np.testing.assert_allclose(got, want, atol=2e-3)
+    _no_spills(c.ptx)
+
+
+def test_the_plan_shares_columns_along_a_chain():
+    from tilegen.runtime.codegen import tmem_resident
+    from tilegen.runtime.codegen.core import Emitter
+
+    kernel, args, _, _ = _attention("attention_causal_split", 256, 128, 128)
+    c = tc.compile_kernel(kernel, args, gpu_name="sm_100", emit="nv_tileas")
+    (func,) = [o for o in c.module.walk() if o.name == "nv_tileaa.func"]
+    em = Emitter(func, 8, 100)
+    p = tmem_resident.plan_of(em)
+    assert p.scratch == 256  # the 256 x 128 Q K^T: both blocks
+    assert sorted(set(p.residents.values())) == [256]  # one 256-column O for both loops
+    assert len(p.residents) == 2 and len(p.rescales) == 2 and p.columns == 512
+
+
+@pytest.mark.parametrize(
+    "TM,TN,D,resident",
+    [
+        (128, 128, 128, False),  # 64 + 64 registers a thread: in registers
+        (128, 64, 256, True),  # 32 + 128: O in tensor memory (P through shared memory)
+    ],
+)
+def test_the_register_rule_at_128_rows(TM, TN, D, resident):
+    kernel, args, want, grid = _attention("attention_causal_gemma_form", TM, TN, D)
+    c = tc.compile_kernel(kernel, args, gpu_name="sm_100")
+    assert c.async_plan[0].taken
+    assert (_tmem_stores(c.ptx) > 0) == resident
+    got = _strict(kernel, c, args, grid, 3)
+    np.testing.assert_allclose(got, want, atol=2e-3)
+
+
+@ct.kernel
+def gemm_into(
+    A, B, Out, c0: float, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]
+):
+    i, j = ct.bid(0), ct.bid(1)
+    acc = ct.full((TM, TN), 0.0, f32) + c0  # registers, stored before the loop
+    for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+        a = ct.load(A, index=(i, k), shape=(TM, TK))
+        b = ct.load(B, index=(k, j), shape=(TK, TN))
+        acc = ct.mma(a, b, acc)
+    ct.store(Out, index=(i, j), tile=acc + 1.0)
+
+
+def test_todays_path_gemm_keeps_a_256_column_accumulator_in_tensor_memory():
+    """Today's path (no warp specialization): a 256 x 256 tile on 8 warps, 256 accumulators a
+    thread, accumulates in tensor memory from a computed init; exact in the strict
+    simulator."""
+    from tilegen.runtime.options import CompileOptions
+
+    rng = np.random.default_rng(3)
+    m, n, k = 256, 256, 192
+    a = rng.integers(-3, 4, size=(m, k)).astype(np.float16)
+    b = rng.integers(-3, 4, size=(k, n)).astype(np.float16)
+    args = (a, b, np.zeros((m, n), np.float32), np.float32(5.0), 256, 256, 64)
+    opts = CompileOptions(warp_specialize=False, num_warps=8)
+    c = tc.compile_kernel(gemm_into, args, gpu_name="sm_100", options=opts)
+    assert _tmem_stores(c.ptx) == 8  # the init: 256 columns a thread, 32 at a time
+    assert "tcgen05.mma.cta_group::1.kind::f16" in c.ptx
+    got = _strict(gemm_into, c, args, (1, 1, 1), 2)
+    want = a.astype(np.float64) @ b.astype(np.float64) + 6.0
+    np.testing.assert_array_equal(got, want)
