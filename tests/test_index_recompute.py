@@ -73,3 +73,66 @@ def test_gather_indices_are_recomputed_not_exchanged():
         p = np.where(keep, np.exp2(s - lse[None, :]) * delta[None, :], 0.0)
         want[i * TN : (i + 1) * TN] = p.astype(np.float16).astype(np.float64) @ qf
     np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-2 * np.abs(want).max())
+
+
+@ct.kernel
+def banded(
+    Q,
+    K,
+    V,
+    Out,
+    W: ct.Constant[int],
+    TM: ct.Constant[int],
+    TN: ct.Constant[int],
+    D: ct.Constant[int],
+):
+    """Attention with a band mask (the attention sink's form): the column indices
+    ``j * TN + arange(TN)[None, :]`` meet three comparisons in ``Q K^T``'s layout."""
+    i = ct.bid(0)
+    q = ct.load(Q, index=(i, 0), shape=(TM, D))
+    rows = (i * TM + ct.arange(TM, dtype=ct.int32))[:, None]
+    offs = ct.arange(TN, dtype=ct.int32)[None, :]
+    m_i = ct.full((TM, 1), -1.0e30, f32)
+    l_i = ct.full((TM, 1), 0.0, f32)
+    acc = ct.full((TM, D), 0.0, f32)
+    for j in range(ct.num_tiles(K, axis=1, shape=(D, TN))):
+        cols = j * TN + offs
+        qk = ct.mma(q, ct.load(K, index=(0, j), shape=(D, TN)), ct.full((TM, TN), 0.0, f32))
+        mask = (cols > rows) | (cols >= K.shape[1]) | (cols < rows - W)
+        qk = qk + ct.where(mask, -1.0e6, 0.0)
+        m_new = ct.maximum(m_i, ct.max(qk, axis=1, keepdims=True))
+        p = ct.exp2(qk - m_new)
+        alpha = ct.exp2(m_i - m_new)
+        l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+        acc = ct.mma(ct.astype(p, f16), ct.load(V, index=(j, 0), shape=(TN, D)), acc * alpha)
+        m_i = m_new
+    ct.store(Out, index=(i, 0), tile=ct.astype(acc / l_i, f16))
+
+
+def test_column_indices_are_recomputed_in_a_row_per_thread_layout():
+    """sm_100a, 256-row tcgen05 dots (a row of QK^T a thread): each comparison gets the column
+    indices computed in its layout (through the view's slice), not a whole-row exchange per
+    use (TileGym's attention sink: 712 B of stack and 11 BAR -> 0 and 5)."""
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    rng = np.random.default_rng(1)
+    S, D, TM, TN, W = 512, 64, 256, 128, 96
+    q, v = ((rng.standard_normal((S, D)) * 0.5).astype(np.float16) for _ in range(2))
+    kt = (rng.standard_normal((D, S)) * 0.5).astype(np.float16)
+    args = (q, kt, v, np.zeros((S, D), np.float16), W, TM, TN, D)
+    c = tc.compile_kernel(banded, args, gpu_name="sm_100")
+    assert c.async_plan[0].taken
+    top = re.search(r"^\$L__async_body_\d+:", c.ptx, re.M)
+    end = re.search(r"^\$L__async_body_end_\d+:", c.ptx[top.end() :], re.M)
+    loop = c.ptx[top.end() : top.end() + end.start()]
+    # the consumers' CTA barriers are the two MMAs' issues: no exchange through shared memory
+    assert loop.count("bar.sync 1,") == 2 and "st.shared" not in loop, loop.count("bar.sync 1,")
+    values = [x for _, x in _prepare(banded, args).runtime]
+    out = np.asarray(run_ptx(c.ptx, values, (S // TM, 1, 1), strict_async=True)[3])
+    s = q.astype(np.float64) @ kt.astype(np.float64)
+    r, col = np.arange(S)[:, None], np.arange(S)[None, :]
+    s = np.where((col > r) | (col < r - W), -np.inf, s)
+    p = np.exp2(s - s.max(1, keepdims=True))
+    want = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
+    np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-3)

@@ -60,6 +60,32 @@ from tilegen.runtime.rewrite import ir_utils as U
 from tilegen.runtime.types import TileType
 
 _CHEAP = {"nv_tileaa.splat", "nv_tileaa.make_range", "arith.constant"}
+_VIEWS = ("nv_tileaa.view", "nv_tileaa.expand_dims")
+
+
+def _whole_in_thread(layout, shape) -> bool:
+    """``layout`` is blocked and gives each thread the whole of a ``shape`` tile (a row of the
+    tcgen05 accumulator's layout): converting a value into it is a whole-row exchange, every
+    thread reading all of it, where recomputing it is one add per element from one base. (In
+    wgmma's layouts, a quarter of a row a thread, the exchange is cheaper and the recomputed
+    registers spilled more under ptxas: TileGym's attention sink on sm_90a, 416 -> 808 B.)"""
+    return isinstance(layout, BlockedLayout) and all(
+        n <= spt for n, spt in zip(shape, layout.size_per_thread)
+    )
+
+
+def _inserted_unit_dim(view: Operation) -> Optional[int]:
+    """The dim a ``view`` / ``expand_dims`` inserts (its result is its source with one unit dim
+    added there), else None."""
+    if not view.operands or not _is_tile(view.operands[0].type):
+        return None
+    ss, rs = tuple(view.operands[0].type.shape), tuple(view.results[0].type.shape)
+    for d in range(len(rs)):
+        if rs[d] == 1 and rs[:d] + rs[d + 1 :] == ss:
+            return d
+    return None
+
+
 _MEM_ANCHORS = {"nv_tileaa.tiled_load", "nv_tileaa.tiled_store"}
 _PTR_ANCHORS = {
     "nv_tileaa.load",
@@ -309,7 +335,7 @@ class LayoutAssigner:
             return False
         broadcast = prod.name == "nv_tileaa.broadcast" and prod.operands[0].type.rank == v.type.rank
         if not broadcast and prod.name not in _CHEAP:
-            if self._relayable(prod, v) and self._index_expr(v, [0]):
+            if self._relayable(prod, v) and self._index_expr(v, [0], layout):
                 op.set_operand(index, self._recompute(v, layout, op))
                 return True
             return False
@@ -338,11 +364,13 @@ class LayoutAssigner:
         self.layout[copy.results[0]] = layout
         return copy
 
-    def _index_expr(self, v: Value, count: list) -> bool:
+    def _index_expr(self, v: Value, count: list, layout: DistributedLayout) -> bool:
         """``v`` is an index computation built from scalars alone (``splat``, ``make_range``,
-        constants, broadcasts of them, elementwise ops), of at most 8 ops, its values used
-        elsewhere too (unlike :meth:`_cheap`): recomputed for one consumer in its layout
-        (dK dV's LSE / Delta gathers: pointers and masks from ``base + m * TM + arange``)."""
+        constants, broadcasts of them, views inserting a unit dim, elementwise ops), of at
+        most 8 ops, its values used elsewhere too (unlike :meth:`_cheap`): recomputed for one
+        consumer in its ``layout`` (dK dV's LSE / Delta gathers: pointers and masks from
+        ``base + m * TM + arange``; attention's column indices ``j * TN + arange(TN)[None, :]``
+        compared in a row-per-thread layout)."""
         prod = v.op if isinstance(v, OpResult) else None
         if prod is None or prod.regions or len(prod.results) != 1 or count[0] >= 8:
             return False
@@ -350,6 +378,13 @@ class LayoutAssigner:
         if prod.name in _CHEAP:
             return True
         tiles = [w for w in prod.operands if _is_tile(w.type)]
+        if prod.name in _VIEWS:  # its source in the slice of ``layout``
+            d = _inserted_unit_dim(prod)
+            return (
+                d is not None
+                and _whole_in_thread(layout, v.type.shape)
+                and self._index_expr(tiles[0], count, SliceLayout(d, layout))
+            )
         if prod.name == "nv_tileaa.broadcast":  # (same rank: the source moves with it)
             return all(
                 isinstance(w, OpResult) and w.op.name in _CHEAP and w.type.rank == v.type.rank
@@ -357,14 +392,17 @@ class LayoutAssigner:
             )
         if not self._relayable(prod, v):
             return False
-        return bool(tiles) and all(self._index_expr(w, count) for w in tiles)
+        return bool(tiles) and all(self._index_expr(w, count, layout) for w in tiles)
 
     def _recompute(self, v: Value, layout: DistributedLayout, at: Operation) -> Value:
         """A copy of index computation ``v`` (:meth:`_index_expr`) in ``layout``, before
         ``at``; a broadcast's source is converted (it is one scalar's splat)."""
         prod = v.op
         operands = list(prod.operands)
-        if prod.name not in _CHEAP and prod.name != "nv_tileaa.broadcast":
+        if prod.name in _VIEWS:
+            d = _inserted_unit_dim(prod)
+            operands[0] = self._recompute(operands[0], SliceLayout(d, layout), at)
+        elif prod.name not in _CHEAP and prod.name != "nv_tileaa.broadcast":
             for i, w in enumerate(operands):
                 if _is_tile(w.type):
                     operands[i] = self._recompute(w, layout, at)
