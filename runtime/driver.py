@@ -357,6 +357,7 @@ def layout_passes(options: CompileOptions) -> list:
             pass_options[key] = str(value).lower() if isinstance(value, bool) else str(value or 0)
     return [
         PassRef("nv-tileaa-single-trip-loops", {}),
+        PassRef("nv-tileaa-flatten-loops", {}),
         PassRef("nv-tileaa-loop-counters", {}),
         PassRef("nv-tileas-assign-layouts", pass_options),
     ]

@@ -114,17 +114,23 @@ def test_causal_attention_on_sm100_todays_path_runs_tcgen05_dots(attention):
 
 @needs_ptxas
 @needs_shared(CORPUS_OUT)
-@pytest.mark.parametrize("name", ["flash_attention"])
-def test_corpus_flash_attention_with_a_transposed_b(tmp_path, name):
+@pytest.mark.parametrize(
+    "name,target", [("flash_attention", "sm_90a"), ("flash_attention", "sm_100a")]
+)
+def test_corpus_flash_attention_with_a_transposed_b(tmp_path, name, target):
     """The corpus's flash attention loads K as 64 x 64 and transposes it for QK^T: the stage
-    holds it as loaded, read as a K-major B (no transpose bit)."""
-    c = driver.compile_source(CORPUS_OUT / f"{name}.tileirbc", CompileOptions(target="sm_90a"))
+    holds it as loaded, read as a K-major B (no transpose bit). On sm_100a its 64-row dots
+    run on tcgen05 with M 64 (rows in lanes 0-15 of each warp's quarter, read 16x32bx2)."""
+    c = driver.compile_source(CORPUS_OUT / f"{name}.tileirbc", CompileOptions(target=target))
     (d,) = c.async_plan
     # no overlap: two accumulators and two P tiles do not fit its 128 registers (occupancy 2)
     assert d.taken and (d.consumer_warps, d.stages) == (4, 2) and not d.overlap, d.line()
     assert c.ptx.count("cp.async.bulk.tensor.3d.shared::cluster") == 2
-    counts, _ = sass_counts(tmp_path, c.ptx, "sm_90a")  # ptxas accepts it, 0 spills
-    assert counts.get("UTMALDG", 0) >= 2 and counts.get("HGMMA", 0) >= 2, counts
+    counts, _ = sass_counts(tmp_path, c.ptx, target)  # ptxas accepts it, 0 spills
+    mma = "HGMMA" if target == "sm_90a" else "UTCHMMA"
+    assert counts.get("UTMALDG", 0) >= 2 and counts.get(mma, 0) >= 2, counts
+    if target == "sm_100a":
+        assert "tcgen05.ld.sync.aligned.16x32bx2" in c.ptx and "mma.sync" not in c.ptx
     data = np.load(CORPUS_OUT / f"{name}.npz")
     keys = [k for k in data.files if k.startswith("arg__")]
     out = run_ptx(

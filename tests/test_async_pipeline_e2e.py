@@ -69,8 +69,7 @@ def test_matmul_f16_is_eligible_with_its_plan(target, mma):
             "sm_100a",
             "tcgen05 (cta_group::1) takes M 64 or 128, the tile has M 32",
         ),
-        # (on sm_90a the general form takes it: tests/test_async_general.py)
-        ("flash_attention", "sm_100a", "a tcgen05 dot takes f16/bf16 -> f32, M 128"),
+        # (flash_attention: the general form takes it, tests/test_async_general.py)
     ],
 )
 def test_what_falls_back_and_why(kernel, target, reason):

@@ -70,6 +70,32 @@ def test_tcgen05_dot_matches_numpy_in_strict_ptxsim(et, m, n, k, warps):
     assert "add.rn.f32" in ptx  # C added in registers
 
 
+@pytest.mark.parametrize(
+    "et,m,n,k,warps",
+    [
+        ("f16", 64, 64, 32, None),  # M 64: rows in lanes 0-15 of each warp's quarter
+        ("bf16", 64, 32, 16, None),  # 16 columns a thread
+        ("f16", 64, 128, 32, 8),  # and two warps' column halves
+        ("f16", 256, 128, 32, 8),  # M 256: two M 128 MMAs a K step, a row a thread
+        ("bf16", 256, 64, 16, 8),
+    ],
+)
+def test_tcgen05_dots_of_64_and_256_rows(et, m, n, k, warps):
+    ptx = _run(et, m, n, k, warps)
+    assert ".target sm_100a" in ptx and "mma.sync" not in ptx
+    blocks = max(1, m // 128)
+    assert len(re.findall(r"tcgen05\.mma\.cta_group::1\.kind::f16 ", ptx)) == blocks * k // 16
+    if m == 64:  # two threads a row: each its half of the warp's columns
+        part = n // ((warps or 4) // 4) // 2
+        loads = re.findall(r"tcgen05\.ld\.sync\.aligned\.16x32bx2\.x(\d+)\.b32 .*, (\d+);", ptx)
+        assert len(loads) == -(-part // 32) and all(int(h) == part for _, h in loads)
+    else:
+        assert ptx.count("tcgen05.ld.sync.aligned.32x32b.x") == -(-n // 32)
+    if PTXAS is not None and m == 64:  # (at 256 rows, D and C are 2 x 128 values a thread)
+        _, log = assemble(ptx, 100, verbose=True)
+        assert " 0 bytes spill stores" in log
+
+
 def test_zero_accumulator_adds_nothing():
     ptx = _run("f16", 128, 64, 32, zero_c=True)
     assert "add.rn.f32" not in ptx and "tcgen05.mma" in ptx
@@ -78,7 +104,7 @@ def test_zero_accumulator_adds_nothing():
 @pytest.mark.parametrize(
     "m,n,k,warps,why",
     [
-        (64, 64, 32, None, "M 64"),
+        (32, 64, 32, None, "M 32"),
         (128, 32, 8, None, "K 8: not a multiple of 16"),
         (128, 32, 32, 8, "N 32 over two column halves"),
     ],

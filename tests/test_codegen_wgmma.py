@@ -164,7 +164,7 @@ def test_wgmma_accumulator_staged_through_shared_memory(monkeypatch):
         ("f16", 32, 32, 32, "sm_90"),  # M not a multiple of 64: mma.sync
         ("f16", 64, 64, 32, "sm_80"),
         ("i8", 64, 64, 64, "sm_120"),
-        ("f16", 64, 64, 32, "sm_100"),
+        ("f16", 32, 64, 32, "sm_100"),  # M 32: no tcgen05 form (M 64, 128, 256)
     ],
 )
 def test_mma_sync_fallback(et, m, n, k, sm):

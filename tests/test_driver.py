@@ -66,6 +66,7 @@ def test_every_stage_gives_its_artifact_and_timings():
         "canonicalize",
         "convert-cuda-tile-to-nv-tileaa",
         "nv-tileaa-single-trip-loops",
+        "nv-tileaa-flatten-loops",
         "nv-tileaa-loop-counters",
         "nv-tileas-assign-layouts",
     ]

@@ -142,7 +142,10 @@ def test_pass_options_switch_the_decisions(options, check):
 
 def test_targets_decide_the_mma_family():
     assert D.mma_family(_ops(_laid_out(80), "nv_tileaa.dot")[0]) == "mma.sync"
-    assert D.mma_family(_ops(_laid_out(100), "nv_tileaa.dot")[0]) == "mma.sync"
+    # sm_100: tcgen05 (M 64 included: docs/pipelines.md section 25), unless switched off
+    assert D.mma_family(_ops(_laid_out(100), "nv_tileaa.dot")[0]) == "tcgen05"
+    off = _laid_out(100, "{tcgen05=false}")
+    assert D.mma_family(_ops(off, "nv_tileaa.dot")[0]) == "mma.sync"
 
 
 def test_running_the_stage_again_decides_again():

@@ -77,7 +77,7 @@ def tcgen05_plan(op, num_warps: int, sm) -> Optional[Tcgen05Plan]:
         fail(op, f"PTX backend: this dot was laid out for tcgen05, which sm_{sm} cannot run here")
     a, b = op.operands[0].type, op.operands[1].type
     M, K = a.shape
-    blocks = M // 128
+    blocks = max(1, M // 128)
     return Tcgen05Plan(row, M, b.shape[1], K, 2, num_warps // 4 // blocks, elem_key(a), blocks)
 
 
@@ -309,7 +309,9 @@ def _issue(
         pb = b_st.pipe_buf if b_st is not None and b_st.pipe_buf is not None else None
         pb = pb if pb is not None else _plus(em, em.smem_base(), off_b)
         db = (wgmma_descriptor_parts(em, pb, LBO, 0, 0)[0], tcgen05.smem_descriptor_hi(sbo, 0))
-    idesc = tcgen05.instruction_descriptor(128, plan.N, plan.ab, "f32", b_mn_major=b_mn)
+    idesc = tcgen05.instruction_descriptor(
+        min(plan.M, 128), plan.N, plan.ab, "f32", b_mn_major=b_mn
+    )
     dcol = resident.col if resident is not None else 0
     dst = [_plus(em, tm.taddr, dcol + blk * plan.N) for blk in range(plan.blocks)]
     for s in range(K * esz // 32):
@@ -333,8 +335,11 @@ def _issue(
 def _read_rows(em: Emitter, op, plan: Tcgen05Plan, dl, c) -> list:
     """Every thread's part of its row from TMEM (``tcgen05.ld.32x32b``), plus C."""
     tm = em.tmem
-    part = plan.N // plan.halves
+    part = plan.N // plan.halves  # the columns of a warp (M 64: of a thread pair)
     lanes = tmem_resident.lanes(em, part)
+    m64 = plan.M == 64
+    if m64:  # 16x32bx2: threads 0-15 the first half of the warp's columns, 16-31 the second
+        part //= 2
     chunk = min(32, part)
     cin = None if zero_tile(c) else em.tile(op, c)
     # register k of the layout -> its column in the thread's part
@@ -348,7 +353,13 @@ def _read_rows(em: Emitter, op, plan: Tcgen05Plan, dl, c) -> list:
         em.ins(f"add.s32 {src}, {lanes}, {tm.taddr}")
         if c0:
             em.ins(f"add.s32 {src}, {src}, {c0}")
-        em.ins(f"tcgen05.ld.sync.aligned.32x32b.x{chunk}.b32 {{{', '.join(regs)}}}, [{src}]")
+        if m64:
+            em.ins(
+                f"tcgen05.ld.sync.aligned.16x32bx2.x{chunk}.b32 {{{', '.join(regs)}}}, [{src}], "
+                f"{part}"
+            )
+        else:
+            em.ins(f"tcgen05.ld.sync.aligned.32x32b.x{chunk}.b32 {{{', '.join(regs)}}}, [{src}]")
         # each chunk is used (C added) before the next one loads: C and D are never both
         # whole in registers
         em.ins("tcgen05.wait::ld.sync.aligned")

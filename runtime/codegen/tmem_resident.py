@@ -102,6 +102,8 @@ def resident_dot(loop, j: int, threads: int) -> Optional[tuple]:
         return None
     if arg.num_uses != 1 or dot_registers(loop, threads) <= RESIDENT_ABOVE:
         return None
+    if d.operands[2].type.shape[0] < 128:  # (M 64's rows are read 16x32bx2: not done here)
+        return None
     c = d.operands[2]
     if c is arg:
         return d, None

@@ -6,8 +6,8 @@ The layout stage decides once per dot (``nv_tileas.mma``, runtime/layouts/decisi
   f32/s32 accumulators, num_warps a multiple of 4, M a multiple of 64 per warpgroup, N of 8, K
   of the instruction K, A and B within the shared budget) and wgmma is allowed;
 * ``tcgen05`` on sm_100/sm_103/sm_110 when :func:`tcgen05_instruction` finds a form (f16/bf16
-  with an f32 accumulator, M 128 with 4 or 8 warps or M 256 with 8, N a power of two 32..256,
-  K a multiple of 16, A and B within the shared budget) and tcgen05 is allowed;
+  with an f32 accumulator, M 64 or 128 with 4 or 8 warps or M 256 with 8, N a power of two up
+  to 256, K a multiple of 16, A and B within the shared budget) and tcgen05 is allowed;
 * else what spec/ptx/mma.yaml selects (runtime/layouts/mma_select.py): ``mma.sync`` or ``fma``.
 
 The accumulator (C and the result) then gets the blocked layout that *is* the instruction's
@@ -119,10 +119,10 @@ def tcgen05_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[MmaRo
     """The spec/ptx/mma.yaml tcgen05 row when ``dot`` ``op`` can run on ``tcgen05.mma`` as a
     dot of its own (runtime/codegen/tcgen05_dot.py) on ``sm`` with ``num_warps``, else None:
     f16/bf16 operands, an f32 accumulator, M 128 (TMEM lane = row) with 4 warps (a row each)
-    or 8 (two column halves), or M 256 with 8 warps (two M 128 MMAs a K step, the second's
-    rows N columns further; warps 4-7 read them), N a power of two from 32 (one
-    ``tcgen05.ld`` x32 per thread and part) to 256, K a multiple of 16, A and B within the
-    shared budget."""
+    or 8 (two column halves), M 256 with 8 warps (two M 128 MMAs a K step, the second's rows
+    N columns further; warps 4-7 read them), or M 64 with 4 or 8 warps (half a row a thread);
+    N a power of two from 32 per column part (16 at M 64) to 256, K a multiple of 16, A and B
+    within the shared budget."""
     if sm not in TCGEN05_SMS or op.name != "nv_tileaa.dot" or len(op.operands) != 3:
         return None
     a, b, c = (v.type for v in op.operands)
@@ -139,9 +139,13 @@ def tcgen05_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[MmaRo
     N = b.shape[1]
     if M == 256 and num_warps != 8:
         return None
-    halves = num_warps // 4 // (M // 128) if M in (128, 256) else 0
-    if not halves or K % 16 or N & (N - 1) or not 32 * halves <= N <= 256:
-        return None
+    if M == 64:  # a row in lanes 0-15 of each warp's quarter: two threads a row
+        if K % 16 or N & (N - 1) or not 16 * num_warps // 4 <= N <= 256:
+            return None
+    else:
+        halves = num_warps // 4 // (M // 128) if M in (128, 256) else 0
+        if not halves or K % 16 or N & (N - 1) or not 32 * halves <= N <= 256:
+            return None
     if (M + N) // 8 * wgmma_sbo(K, 2) > TCGEN05_OPERANDS_LIMIT:
         return None
     return row
@@ -152,10 +156,14 @@ def tcgen05_accumulator_layout(num_warps: int, n: int, m: int = 128) -> BlockedL
     w may read TMEM lanes 32 (w % 4) ..; with M 128, thread (lane, w) holds row 32 (w % 4) +
     lane, columns n / h (w / 4) .. of the h = num_warps / 4 column parts; with M 256 (8
     warps), row 32 w + lane, all n columns (rows 128 .. are the second MMA's, n TMEM columns
-    further). A row's reductions stay in one thread (a softmax's max and sum)."""
+    further); with M 64 (rows 16 w .. in lanes 32 (w % 4) .. 32 (w % 4) + 15), thread (lane, w)
+    holds row 16 (w % 4) + lane % 16 and the half lane / 16 of the warp's columns (``16x32bx2``).
+    With M 128 and 256 a row's reductions stay in one thread (a softmax's max and sum)."""
+    h = num_warps // 4
     if m == 256:
         return BlockedLayout((1, n), (32, 1), (8, 1), (0, 1))
-    h = num_warps // 4
+    if m == 64:  # tcgen05.ld.16x32bx2: lanes t % 16, the halves t / 16 of the warp's columns
+        return BlockedLayout((1, n // (2 * h)), (16, 2), (4, h), (0, 1))
     return BlockedLayout((1, n // h), (32, 1), (4, h), (0, 1))
 
 

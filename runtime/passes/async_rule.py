@@ -832,7 +832,10 @@ def general_loads(func: Operation, loop: Operation, sm: int, first=None) -> tupl
         if mma_family(d) != mma or getattr(d.operands[0].type, "rank", 0) != 2:
             why = f"the layout stage did not lay every dot of the loop out for {mma}"
             if mma == "tcgen05":  # runtime/layouts/mma_choice.tcgen05_instruction
-                why += " (a tcgen05 dot takes f16/bf16 -> f32, M 128 with 4 or 8 warps or M 256 with 8, N 32..256)"
+                why += (
+                    " (a tcgen05 dot takes f16/bf16 -> f32, M 64 or 128 with 4 or 8 warps or"
+                    " M 256 with 8, N a power of two up to 256)"
+                )
             return why, []
     writer = _writes_memory(loop)
     if writer is not None:

@@ -75,6 +75,7 @@ def load_passes() -> dict[str, PassInfo]:
         convert_to_nv_tileaa,
         cse,
         debuginfo,
+        flatten_loops,
         fuse_fma,
         k_loop_pipelining,
         layout_assignment,

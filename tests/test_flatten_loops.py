@@ -1,0 +1,126 @@
+"""``nv-tileaa-flatten-loops`` (docs/pipelines.md section 26): a loop nest whose outer body is
+index arithmetic around one inner loop carrying the outer loop's values becomes one loop.
+Grouped-query attention backward (dK dV over the query heads of a group) then has its dots'
+loop at the kernel's top level and takes the async path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ct = pytest.importorskip(
+    "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+)
+tc = pytest.importorskip("tilegen.cutile")
+
+f16, f32, i32 = ct.float16, ct.float32, ct.int32
+
+
+@ct.kernel
+def nest(X, Out, lo: int, hi: int, G: int):
+    """Dynamic bounds, non-unit steps, index arithmetic in the outer body."""
+    acc = ct.full((16,), 0, i32)
+    for g in range(1, G, 2):
+        base = g * 3 + 1
+        for j in range(lo, hi, 3):
+            acc = acc + ct.load(X, index=(j % 4,), shape=(16,)) * (base + j)
+    ct.store(Out, index=(0,), tile=acc)
+
+
+@ct.kernel
+def nest_dependent(X, Out, G: int):
+    """The inner bounds depend on the outer variable: not flattened."""
+    acc = ct.full((16,), 0, i32)
+    for g in range(G):
+        for j in range(g, G):
+            acc = acc + ct.load(X, index=(j % 4,), shape=(16,)) * (g + 1)
+    ct.store(Out, index=(0,), tile=acc)
+
+
+def _loops(kernel, args, gpu="sm_90") -> list:
+    m = tc.compile_kernel(kernel, args, gpu_name=gpu, emit="nv_tileas").module
+    return [op for op in m.walk() if op.name == "scf.for"]
+
+
+@pytest.mark.parametrize("lo,hi,G", [(0, 10, 6), (-4, 7, 4), (5, 2, 6), (0, 9, 1), (2, 3, 9)])
+def test_a_flattened_nest_matches_the_interpreter(lo, hi, G):
+    x = (np.arange(64, dtype=np.int32) % 13) - 6
+    args = (x, np.zeros(16, np.int32), lo, hi, G)
+    assert len(_loops(nest, args)) == 1  # one loop left
+    want = np.zeros(16, np.int32)
+    tc.launch((1, 1, 1), nest, (x, want, lo, hi, G), backend="interp")
+    out = np.zeros(16, np.int32)
+    tc.launch((1, 1, 1), nest, (x, out, lo, hi, G), backend="ptxsim")
+    np.testing.assert_array_equal(out, want)
+    ref = np.zeros(16, np.int64)
+    for g in range(1, G, 2):
+        for j in range(lo, hi, 3):
+            k = j % 4
+            ref += x[16 * k : 16 * k + 16].astype(np.int64) * (g * 3 + 1 + j)
+    np.testing.assert_array_equal(out, ref.astype(np.int32))
+
+
+def test_inner_bounds_on_the_outer_variable_stay_nested():
+    x = np.arange(64, dtype=np.int32) % 5
+    args = (x, np.zeros(16, np.int32), 5)
+    assert len(_loops(nest_dependent, args)) == 2
+    out = np.zeros(16, np.int32)
+    tc.launch((1, 1, 1), nest_dependent, (x, out, 5), backend="ptxsim")
+    ref = sum(x[16 * (j % 4) : 16 * (j % 4) + 16] * (g + 1) for g in range(5) for j in range(g, 5))
+    np.testing.assert_array_equal(out, ref)
+
+
+@ct.kernel
+def grouped_dv(
+    Q,
+    K,
+    dO,
+    dV,
+    G: ct.Constant[int],
+    TM: ct.Constant[int],
+    TN: ct.Constant[int],
+    D: ct.Constant[int],
+):
+    """dV of causal attention summed over the ``G`` query heads sharing a K/V head (TileGym's
+    dK dV form: the heads' loop around the Q tiles' loop, dV carried through both)."""
+    n = ct.bid(0)
+    k = ct.load(K, index=(n, 0), shape=(TN, D))
+    cols = (n * TN + ct.arange(TN, dtype=i32))[:, None]
+    acc = ct.full((TN, D), 0.0, f32)
+    for g in range(G):
+        head = g * 1
+        for m in range(n * TN // TM, ct.num_tiles(Q, axis=1, shape=(1, TM, D))):
+            q = ct.load(Q, index=(head, m, 0), shape=(1, TM, D)).reshape((TM, D))
+            do = ct.load(dO, index=(head, m, 0), shape=(1, TM, D)).reshape((TM, D))
+            s = ct.mma(k, ct.permute(q, (1, 0)), ct.full((TN, TM), 0.0, f32))
+            rows = (m * TM + ct.arange(TM, dtype=i32))[None, :]
+            p = ct.where(cols <= rows, ct.exp2(s * 0.125 - 2.0), 0.0)
+            acc = ct.mma(ct.astype(p, f16), do, acc)
+    ct.store(dV, index=(n, 0), tile=ct.astype(acc, f16))
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_grouped_attention_backward_takes_the_async_path(gpu):
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    rng = np.random.default_rng(4)
+    G, S, D, TM, TN = 2, 256, 64, 64, 128
+    q = (rng.standard_normal((G, S, D)) * 0.5).astype(np.float16)
+    do = (rng.standard_normal((G, S, D)) * 0.5).astype(np.float16)
+    k = (rng.standard_normal((S, D)) * 0.5).astype(np.float16)
+    args = (q, k, do, np.zeros((S, D), np.float16), G, TM, TN, D)
+    assert len(_loops(grouped_dv, args, gpu)) == 1
+    c = tc.compile_kernel(grouped_dv, args, gpu_name=gpu)
+    (d,) = c.async_plan
+    assert d.taken, d.line()
+    values = [v for _, v in _prepare(grouped_dv, args).runtime]
+    out = np.asarray(run_ptx(c.ptx, values, (S // TN, 1, 1), strict_async=True)[3])
+    want = np.zeros((S, D))
+    kf = k.astype(np.float64)
+    for g in range(G):
+        s = kf @ q[g].astype(np.float64).T
+        keep = np.arange(S)[:, None] <= np.arange(S)[None, :]
+        p = np.where(keep, np.exp2(s * 0.125 - 2.0), 0.0).astype(np.float16)
+        want += p.astype(np.float64) @ do[g].astype(np.float64)
+    np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-2 * np.abs(want).max())
