@@ -52,6 +52,11 @@ VARIANTS = {
     "gemm e4m3 block-scaled 4096^3 (f32 out)": {
         "no warp specialization": {"warp_specialize": False}
     },
+    # grouped-query dK dV: the group's loop flattened into the Q tiles' (section 26), on the
+    # async path, beside today's path (cp.async by the consumers)
+    "attention bwd dK dV GQA h32/8 s4096 d128": {
+        "no warp specialization": {"warp_specialize": False}
+    },
 }
 
 GEMM_TILES = {"f16": (128, 128, 64), "bf16": (128, 128, 64), "e4m3": (128, 128, 128)}
@@ -101,6 +106,7 @@ def kernels() -> dict:
         "attention_causal_fwd",
         "attention_causal_split",
         "attention_causal_gemma_form",
+        "attention_bwd_dkdv_gqa",
     ):
         out[name] = ak[name].kernel
     return out
@@ -218,6 +224,36 @@ def cases() -> list[PerfCase]:
                 "sdpa",
             )
         )
+    # grouped-query attention backward, dK dV (TileGym's form; docs/pipelines.md section 26):
+    # 32 query heads on 8 K/V heads, 128-row K/V tiles, 64-row Q tiles; no library baseline
+    # (SDPA's backward also computes dQ)
+    heads, group, seq, d = 32, 4, 4096, 128
+    kv = heads // group
+    out.append(
+        PerfCase(
+            f"attention bwd dK dV GQA h{heads}/{kv} s{seq} d{d}",
+            "attention_bwd_dkdv_gqa",
+            [
+                ("Q", (heads, seq, d), "f16"),
+                ("K", (kv, seq, d), "f16"),
+                ("V", (kv, seq, d), "f16"),
+                ("dO", (heads, seq, d), "f16"),
+                ("dK", (kv, seq, d), "f16"),
+                ("dV", (kv, seq, d), "f16"),
+                ("LSE", (heads * seq,), "f32"),
+                ("Delta", (heads * seq,), "f32"),
+                ("qk_scale", 1.0 / math.sqrt(d)),
+                ("G", group),
+                ("TM", 64),
+                ("TN", 128),
+                ("D", d),
+            ],
+            (seq // 128, kv, 1),
+            4 * heads * seq * seq * d,  # 4 dots of 2 S^2 D flops each, causal: half
+            2e-2,
+            None,
+        )
+    )
     return out
 
 
@@ -252,7 +288,7 @@ def torch_args(case: PerfCase, seed: int = 0) -> tuple:
         "f32": torch.float32,
         "e4m3": torch.float8_e4m3fn,
     }
-    outputs = {"C", "Out"}
+    outputs = {"C", "Out", "dK", "dV"}
     vals = []
     for a in case.args:
         if len(a) == 2:
@@ -295,11 +331,27 @@ def reference(case: PerfCase, args: tuple):
             s = s.masked_fill(~torch.ones_like(s, dtype=torch.bool).tril(), float("-inf"))
             out[h] = torch.softmax(s, dim=-1) @ v[h]
         return out
+    if case.kernel == "attention_bwd_dkdv_gqa":  # dV (the output checked)
+        q, do, lse = args[0].float(), args[3].float(), args[6].float()
+        group = q.shape[0] // args[1].shape[0]
+        seq = q.shape[1]
+        scale = float(args[8]) * 1.4426950408889634
+        dv = torch.zeros_like(args[2], dtype=torch.float32)
+        keep = torch.ones(seq, seq, dtype=torch.bool, device="cuda").triu()  # key <= query
+        for qh in range(q.shape[0]):
+            h = qh // group
+            with _no_tf32():
+                s = args[1][h].float() @ q[qh].T * scale
+            p = torch.exp2(s - lse[qh * seq : (qh + 1) * seq][None, :]).masked_fill(~keep, 0.0)
+            with _no_tf32():
+                dv[h] += p.half().float() @ do[qh]
+        return dv
     raise ValueError(case.kernel)
 
 
 def output_index(case: PerfCase) -> int:
-    return next(i for i, a in enumerate(case.args) if a[0] in ("C", "Out"))
+    names = ("dV",) if case.kernel == "attention_bwd_dkdv_gqa" else ("C", "Out")
+    return next(i for i, a in enumerate(case.args) if a[0] in names)
 
 
 def baseline(case: PerfCase, args: tuple):

@@ -309,6 +309,67 @@ def kernels() -> dict[str, "KernelCase"]:
             dq = ct.mma(ct.astype(ds, f16), k, dq)
         ct.store(dQ, index=(i, 0), tile=ct.astype(dq * qk_scale, f16))
 
+    @case(
+        "attention backward dK dV with grouped queries (TileGym's form: the group's query heads "
+        "around the Q tiles, dK and dV carried through both; one loop once flattened, "
+        "docs/pipelines.md section 26)",
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f16, 3),
+        arr(f32, 1),
+        arr(f32, 1),
+        S(f32),
+        2,
+        64,
+        128,
+        64,
+    )
+    def attention_bwd_dkdv_gqa(
+        Q,
+        K,
+        V,
+        dO,
+        dK,
+        dV,
+        LSE,
+        Delta,
+        qk_scale,
+        G: ct.Constant[int],
+        TM: ct.Constant[int],
+        TN: ct.Constant[int],
+        D: ct.Constant[int],
+    ):
+        n, h = ct.bid(0), ct.bid(1)  # the K/V tile and the K/V head
+        seq = Q.shape[1]
+        k = ct.reshape(ct.load(K, index=(h, n, 0), shape=(1, TN, D)), (TN, D))
+        v = ct.reshape(ct.load(V, index=(h, n, 0), shape=(1, TN, D)), (TN, D))
+        cols = ct.reshape(n * TN + ct.arange(TN, dtype=ct.int32), (TN, 1))
+        offs = ct.arange(TM, dtype=ct.int32)
+        scale = qk_scale * 1.4426950408889634
+        dk = ct.full((TN, D), 0.0, f32)
+        dv = ct.full((TN, D), 0.0, f32)
+        for g in range(G):
+            qh = h * G + g
+            base = qh * seq
+            for m in range((n * TN) // TM, ct.num_tiles(Q, axis=1, shape=(1, TM, D))):
+                q = ct.reshape(ct.load(Q, index=(qh, m, 0), shape=(1, TM, D)), (TM, D))
+                do = ct.reshape(ct.load(dO, index=(qh, m, 0), shape=(1, TM, D)), (TM, D))
+                rows = m * TM + offs
+                lse = ct.reshape(ct.gather(LSE, base + rows), (1, TM))
+                delta = ct.reshape(ct.gather(Delta, base + rows), (1, TM))
+                qk = ct.mma(k, ct.permute(q, (1, 0)), ct.full((TN, TM), 0.0, f32))
+                p = ct.exp2(qk * scale - lse)
+                p = ct.where(cols <= ct.reshape(rows, (1, TM)), p, 0.0)
+                dv = ct.mma(ct.astype(p, f16), do, dv)
+                dp = ct.mma(v, ct.permute(do, (1, 0)), ct.full((TN, TM), 0.0, f32))
+                ds = p * (dp - delta)
+                dk = ct.mma(ct.astype(ds, f16), q, dk)
+        ct.store(dK, index=(h, n, 0), tile=ct.reshape(ct.astype(dk * qk_scale, f16), (1, TN, D)))
+        ct.store(dV, index=(h, n, 0), tile=ct.reshape(ct.astype(dv, f16), (1, TN, D)))
+
     return {c.name: c for c in cases}
 
 
@@ -390,7 +451,59 @@ def problems(seed: int = 0, small: bool = True) -> dict[str, Problem]:
         rtol=2e-2,
         atol=2e-2,
     )
+    out["attention_bwd_dkdv_gqa"] = gqa_backward_problem(rng, kv_heads=1, group=2, seq=256, d=64)
     return out
+
+
+def gqa_backward_problem(rng, kv_heads: int, group: int, seq: int, d: int) -> Problem:
+    """``attention_bwd_dkdv_gqa``'s launch (128-row K/V tiles): Q and dO of ``kv_heads *
+    group`` query heads, K and V of ``kv_heads``; LSE the causal scores' log2-sum-exp2 per
+    query row, Delta = rowsum(O dO); dK and dV in float64, P and dS rounded to f16 as the
+    kernel's second operands are."""
+    hq = kv_heads * group
+    q, do = ((rng.standard_normal((hq, seq, d)) * 0.5).astype(np.float16) for _ in range(2))
+    k, v = ((rng.standard_normal((kv_heads, seq, d)) * 0.5).astype(np.float16) for _ in range(2))
+    scale = np.float32(1.0 / math.sqrt(d))
+    log2e = 1.4426950408889634
+    causal = np.tril(np.ones((seq, seq), bool))  # [query, key]
+    lse = np.zeros((hq, seq))
+    delta = np.zeros((hq, seq))
+    dk = np.zeros((kv_heads, seq, d))
+    dv = np.zeros((kv_heads, seq, d))
+    for qh in range(hq):
+        h = qh // group
+        s = q[qh].astype(np.float64) @ k[h].astype(np.float64).T * float(scale) * log2e
+        s = np.where(causal, s, -np.inf)
+        mx = s.max(-1, keepdims=True)
+        lse[qh] = (mx + np.log2(np.exp2(s - mx).sum(-1, keepdims=True)))[:, 0]
+        p = np.exp2(s - lse[qh][:, None])  # [query, key]
+        delta[qh] = ((p @ v[h].astype(np.float64)) * do[qh].astype(np.float64)).sum(-1)
+    lse, delta = lse.astype(np.float32), delta.astype(np.float32)
+    for qh in range(hq):
+        h = qh // group
+        s = k[h].astype(np.float64) @ q[qh].astype(np.float64).T * float(scale) * log2e
+        pt = np.where(causal.T, np.exp2(s - lse[qh][None, :].astype(np.float64)), 0.0)
+        dv[h] += pt.astype(np.float16).astype(np.float64) @ do[qh].astype(np.float64)
+        dpt = v[h].astype(np.float64) @ do[qh].astype(np.float64).T
+        dst = pt * (dpt - delta[qh][None, :].astype(np.float64))
+        dk[h] += dst.astype(np.float16).astype(np.float64) @ q[qh].astype(np.float64)
+    return Problem(
+        {
+            "Q": q,
+            "K": k,
+            "V": v,
+            "dO": do,
+            "dK": np.zeros_like(k),
+            "dV": np.zeros_like(v),
+            "LSE": lse.reshape(-1),
+            "Delta": delta.reshape(-1),
+            "qk_scale": scale,
+        },
+        {"dK": (dk * float(scale)).astype(np.float16), "dV": dv.astype(np.float16)},
+        (seq // 128, kv_heads, 1),
+        rtol=2e-2,
+        atol=2e-2,
+    )
 
 
 def causal_attention_inputs(heads: int, seq: int, d: int, rng) -> tuple:

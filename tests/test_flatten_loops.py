@@ -70,57 +70,33 @@ def test_inner_bounds_on_the_outer_variable_stay_nested():
     np.testing.assert_array_equal(out, ref)
 
 
-@ct.kernel
-def grouped_dv(
-    Q,
-    K,
-    dO,
-    dV,
-    G: ct.Constant[int],
-    TM: ct.Constant[int],
-    TN: ct.Constant[int],
-    D: ct.Constant[int],
-):
-    """dV of causal attention summed over the ``G`` query heads sharing a K/V head (TileGym's
-    dK dV form: the heads' loop around the Q tiles' loop, dV carried through both)."""
-    n = ct.bid(0)
-    k = ct.load(K, index=(n, 0), shape=(TN, D))
-    cols = (n * TN + ct.arange(TN, dtype=i32))[:, None]
-    acc = ct.full((TN, D), 0.0, f32)
-    for g in range(G):
-        head = g * 1
-        for m in range(n * TN // TM, ct.num_tiles(Q, axis=1, shape=(1, TM, D))):
-            q = ct.load(Q, index=(head, m, 0), shape=(1, TM, D)).reshape((TM, D))
-            do = ct.load(dO, index=(head, m, 0), shape=(1, TM, D)).reshape((TM, D))
-            s = ct.mma(k, ct.permute(q, (1, 0)), ct.full((TN, TM), 0.0, f32))
-            rows = (m * TM + ct.arange(TM, dtype=i32))[None, :]
-            p = ct.where(cols <= rows, ct.exp2(s * 0.125 - 2.0), 0.0)
-            acc = ct.mma(ct.astype(p, f16), do, acc)
-    ct.store(dV, index=(n, 0), tile=ct.astype(acc, f16))
-
-
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
 def test_grouped_attention_backward_takes_the_async_path(gpu):
+    """tests/cutile_kernels_async.attention_bwd_dkdv_gqa: TileGym's dK dV over a group of 2
+    query heads (LICM leaves a gather's ``splat(base)`` in the outer body): one loop, the
+    async path, dK and dV as NumPy's in the strict simulator."""
+    import sys
+    from pathlib import Path
+
     from tilegen.cutile_launch import _prepare
     from tilegen.runtime.ptx.launch import run_ptx
 
-    rng = np.random.default_rng(4)
-    G, S, D, TM, TN = 2, 256, 64, 64, 128
-    q = (rng.standard_normal((G, S, D)) * 0.5).astype(np.float16)
-    do = (rng.standard_normal((G, S, D)) * 0.5).astype(np.float16)
-    k = (rng.standard_normal((S, D)) * 0.5).astype(np.float16)
-    args = (q, k, do, np.zeros((S, D), np.float16), G, TM, TN, D)
-    assert len(_loops(grouped_dv, args, gpu)) == 1
-    c = tc.compile_kernel(grouped_dv, args, gpu_name=gpu)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cutile_kernels_async as cka
+
+    name = "attention_bwd_dkdv_gqa"
+    case, pr = cka.kernels()[name], cka.problems()[name]
+    args = tuple(pr.args.values()) + tuple(case.params[-4:])
+    assert len(_loops(case.kernel, args, gpu)) == 1
+    c = tc.compile_kernel(case.kernel, args, gpu_name=gpu)
     (d,) = c.async_plan
     assert d.taken, d.line()
-    values = [v for _, v in _prepare(grouped_dv, args).runtime]
-    out = np.asarray(run_ptx(c.ptx, values, (S // TN, 1, 1), strict_async=True)[3])
-    want = np.zeros((S, D))
-    kf = k.astype(np.float64)
-    for g in range(G):
-        s = kf @ q[g].astype(np.float64).T
-        keep = np.arange(S)[:, None] <= np.arange(S)[None, :]
-        p = np.where(keep, np.exp2(s * 0.125 - 2.0), 0.0).astype(np.float16)
-        want += p.astype(np.float64) @ do[g].astype(np.float64)
-    np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-2 * np.abs(want).max())
+    values = [v for _, v in _prepare(case.kernel, args).runtime]
+    out = run_ptx(c.ptx, values, pr.grid, strict_async=True)
+    for i, key in ((4, "dK"), (5, "dV")):
+        np.testing.assert_allclose(
+            np.asarray(out[i]).astype(np.float64),
+            pr.expected[key].astype(np.float64),
+            rtol=pr.rtol,
+            atol=pr.atol,
+        )

@@ -1,6 +1,6 @@
-"""``nv-tileaa-flatten-loops``: a loop nest ``for i: for j: body`` whose outer body is scalar
-index arithmetic around the inner loop, and whose iteration arguments go straight through the
-inner loop, becomes one loop ``for t in [0, n_i n_j): i = lb_i + t / n_j * step_i,
+"""``nv-tileaa-flatten-loops``: a loop nest ``for i: for j: body`` whose outer body is index
+arithmetic (scalars, and splats, broadcasts and ranges of them) around the inner loop, and whose
+iteration arguments go straight through the inner loop, becomes one loop ``for t in [0, n_i n_j): i = lb_i + t / n_j * step_i,
 j = lb_j + t % n_j * step_j; body``.
 
 TileGym's attention backward (dK dV) with grouped queries loops over the query heads of a
@@ -23,13 +23,24 @@ from tilegen.runtime.rewrite import ir_utils as U
 from tilegen.runtime.rewrite.rewriter import PatternRewriter
 from tilegen.runtime.types import IntegerType, TileType
 
+#: tile ops an outer body may hold beside scalar ``arith``: index tiles built from scalars
+#: (LICM hoists ``splat(base)`` out of the inner loop into it), recomputed each flat iteration
+_INDEX_TILE_OPS = frozenset(
+    {"nv_tileaa.splat", "nv_tileaa.broadcast", "nv_tileaa.make_range", "nv_tileaa.view"}
+)
 
-def _pure_scalar(op: Operation) -> bool:
-    """An ``arith`` op without regions whose results are scalars (index arithmetic)."""
-    return (
-        op.dialect == "arith"
-        and not op.regions
-        and all(not isinstance(r.type, TileType) for r in op.results)
+
+def _index_op(op: Operation) -> bool:
+    """Index arithmetic: a splat / broadcast / range / view, or an ``arith`` op whose tile
+    operands (if any) are such tiles; nothing with regions or touching memory."""
+    if op.regions:
+        return False
+    if op.name in _INDEX_TILE_OPS:
+        return True
+    return op.dialect == "arith" and all(
+        not isinstance(v.type, TileType)
+        or getattr(getattr(v, "op", None), "name", None) in _INDEX_TILE_OPS
+        for v in op.operands
     )
 
 
@@ -53,7 +64,7 @@ def flattenable(outer: Operation) -> Optional[Operation]:
     iv = body.args[0]
     if not isinstance(iv.type, IntegerType) or inner.operands[0].type != iv.type:
         return None
-    if any(not _pure_scalar(o) for o in body.ops[:-1] if o is not inner):
+    if any(not _index_op(o) for o in body.ops[:-1] if o is not inner):
         return None
     # the carried values go straight through the inner loop
     args = body.args[1:]
