@@ -75,15 +75,19 @@ def test_256_row_attention_keeps_o_in_tensor_memory(name):
     _no_spills(c.ptx)
 
 
-def test_the_plan_shares_columns_along_a_chain():
+def _plan(kernel, args):
+    """tmem_resident.plan_of for ``kernel``'s sm_100 build (8 warps)."""
     from tilegen.runtime.codegen import tmem_resident
     from tilegen.runtime.codegen.core import Emitter
 
-    kernel, args, _, _ = _attention("attention_causal_split", 256, 128, 128)
     c = tc.compile_kernel(kernel, args, gpu_name="sm_100", emit="nv_tileas")
     (func,) = [o for o in c.module.walk() if o.name == "nv_tileaa.func"]
-    em = Emitter(func, 8, 100)
-    p = tmem_resident.plan_of(em)
+    return tmem_resident.plan_of(Emitter(func, 8, 100))
+
+
+def test_the_plan_shares_columns_along_a_chain():
+    kernel, args, _, _ = _attention("attention_causal_split", 256, 128, 128)
+    p = _plan(kernel, args)
     assert p.scratch == 256  # the 256 x 128 Q K^T: both blocks
     assert sorted(set(p.residents.values())) == [256]  # one 256-column O for both loops
     assert len(p.residents) == 2 and len(p.rescales) == 2 and p.columns == 512
@@ -100,7 +104,9 @@ def test_the_register_rule_at_128_rows(TM, TN, D, resident):
     kernel, args, want, grid = _attention("attention_causal_gemma_form", TM, TN, D)
     c = tc.compile_kernel(kernel, args, gpu_name="sm_100")
     assert c.async_plan[0].taken
-    assert (_tmem_stores(c.ptx) > 0) == resident
+    assert bool(_plan(kernel, args).residents) == resident
+    # P (the second dot's A) goes to tensor memory in every case: the region of its own
+    assert re.search(r"tcgen05\.mma\.cta_group::1\.kind::f16 \[%r\d+\], \[%r\d+\], %rd", c.ptx)
     got = _strict(kernel, c, args, grid, 3)
     np.testing.assert_allclose(got, want, atol=2e-3)
 

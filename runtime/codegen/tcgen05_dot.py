@@ -215,7 +215,7 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     kept = em.get(c)
     resident = kept if isinstance(kept, tmem_resident.TmemTile) else None
     a_regs = a_st is None and kept_a is None
-    a_tmem = a_regs and resident is not None and _a_in_tmem(em, op, plan)
+    a_tmem = _a_in_tmem(em, op, plan, resident) if a_regs else None
     b_regs = b_st is None
     writes = (a_regs and not a_tmem) or b_regs
     writes = writes or any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
@@ -223,10 +223,12 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
         b_written = b_regs or (b_st is not None and b_st.pipe_buf is None)
         em.need_smem(off_b + N // 8 * sbo if b_written else off_b)
         em.barrier()  # earlier readers of the scratch are done
-    if a_tmem:  # P: into the scratch columns, each warp its own lanes and block
-        tmem_resident.store_packed(
-            em, em.dist_of(op, a.type), em.tile(op, a), K, _block_columns(em, plan)
-        )
+    if a_tmem:  # P into tensor memory (each warp its own lanes, block and column part)
+        col, block_stride = a_tmem
+        warp_stride = block_stride if plan.blocks == 2 else K // 2 // plan.halves
+        a_dl = em.dist_of(op, a.type)
+        part = K // (plan.halves if plan.blocks == 1 else 1)
+        tmem_resident.store_packed(em, a_dl, em.tile(op, a), part, warp_stride, col)
     elif a_regs:
         _write_fields(em, em.tile(op, a), em.dist_of(op, a.type), (rows, kf), 1, 0, esz)
     elif a_st is not None and a_st.pipe_buf is None:
@@ -245,8 +247,7 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     skip = em.new_label("tc_issued")
     em.ins(f"@!{tm.t0} bra {skip}")
     em.ins("tcgen05.fence::after_thread_sync")
-    a_src = _block_columns(em, plan) if a_tmem else None
-    _issue(em, op, plan, a_st, b_st, kept_a, boxed, off_b, sbo, resident, a_src)
+    _issue(em, op, plan, a_st, b_st, kept_a, boxed, off_b, sbo, resident, a_tmem)
     em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{tm.bar}]")
     em.label(skip)
     mbarrier_wait(em, tm.bar, tm.phase)
@@ -258,23 +259,23 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     em.set(res, _read_rows(em, op, plan, dl, c))
 
 
-def _block_columns(em: Emitter, plan: Tcgen05Plan) -> int:
-    """Columns between the scratch's 128-row blocks (where P is kept in tensor memory)."""
-    return tmem_resident.plan_of(em).scratch // plan.blocks
-
-
-def _a_in_tmem(em: Emitter, op, plan: Tcgen05Plan) -> bool:
-    """Whether A, in registers, goes to tensor memory (the dot's D is a resident accumulator,
-    so the scratch columns are free; A in the accumulator's row layout, 16-bit, both 128-row
-    blocks' halves of K fitting a block of the scratch)."""
+def _a_in_tmem(em: Emitter, op, plan: Tcgen05Plan, resident) -> Optional[tuple]:
+    """(first column, columns between its 128-row blocks) where A, in registers, goes in
+    tensor memory, or None (shared memory). A 256-row dot into a resident accumulator keeps
+    it in the scratch, which holds no live value then, each warp in its own block's columns;
+    another dot the kernel's plan gave the P region (``tmem_resident.plan_of``) there. A is
+    16-bit and in the accumulator's row layout either way."""
     a = op.operands[0]
     lay = tcgen05_accumulator_layout(em.num_warps, plan.K, plan.M)
-    return (
-        plan.blocks == 2
-        and plan.esz == 2
-        and em.dist_of(op, a.type).layout == lay
-        and plan.K // 2 <= _block_columns(em, plan)
-    )
+    if plan.esz != 2 or plan.M == 64 or em.dist_of(op, a.type).layout != lay:
+        return None
+    tp = tmem_resident.plan_of(em)
+    if resident is not None and plan.blocks == 2:
+        block = tp.scratch // plan.blocks
+        return (0, block) if plan.K // 2 <= block else None
+    if op in tp.p_dots and tp.p_col is not None:
+        return tp.p_col, plan.K // 2
+    return None
 
 
 def _issue(
@@ -282,8 +283,8 @@ def _issue(
 ) -> None:
     """Thread 0: the K steps' ``tcgen05.mma`` (32 bytes of K each; the first overwrites D
     unless D is a resident accumulator), one per 128-row block (block b: A's rows 16 SBO
-    further, D ``b N`` columns further); A from tensor memory where ``a_src`` (the column
-    distance between its blocks) is given."""
+    further, D ``b N`` columns further); A from tensor memory where ``a_src`` (its first
+    column, the column distance between its blocks) is given."""
     from tilegen.runtime.codegen.mma import _plus
 
     tm = em.tmem
@@ -326,7 +327,7 @@ def _issue(
         enable = tm.on if s or resident is not None else tm.off
         for blk in range(plan.blocks):
             if a_src is not None:  # 16 elements of K: 8 columns
-                ra = f"[{_plus(em, tm.taddr, blk * a_src + 8 * s)}]"
+                ra = f"[{_plus(em, tm.taddr, a_src[0] + blk * a_src[1] + 8 * s)}]"
             else:
                 ra = wgmma_descriptor_at(em, da, 2 * s * LBO + 16 * sbo * blk)
             em.ins(f"{plan.row.ptx} [{dst[blk]}], {ra}, {rb}, {idesc}, {enable}")

@@ -64,6 +64,10 @@ class TmemPlan:
     rescales: dict
     scratch: int
     columns: int
+    #: the first column of the region where a dot's A from registers (P) is kept, and the
+    #: dots that may use it (:func:`p_source`); None: no region
+    p_col: Optional[int] = None
+    p_dots: frozenset = frozenset()
 
 
 def _columns(n: int) -> int:
@@ -158,13 +162,42 @@ def plan_of(em: Emitter) -> TmemPlan:
     scratch = max([b * n for b, n in map(_blocks_n, (d for d in dots if d not in kept))] + [0])
     scratch = _columns(scratch) if scratch else 0
     if residents and _columns(scratch + widths) > TMEM_COLUMNS:
-        return _plan(em, {}, {}, _columns(max([b * n for b, n in map(_blocks_n, dots)] + [32])), 0)
-    return _plan(em, {k: scratch + v for k, v in residents.items()}, rescales, scratch, widths)
-
-
-def _plan(em: Emitter, residents: dict, rescales: dict, scratch: int, widths: int) -> TmemPlan:
-    em.tmem_plan = TmemPlan(residents, rescales, scratch, _columns(max(32, scratch + widths)))
+        residents, rescales, kept, widths = {}, {}, set(), 0
+        scratch = _columns(max([b * n for b, n in map(_blocks_n, dots)] + [32]))
+    # P of the other dots: its own region after them (a 256-row dot into a resident D keeps
+    # its P in the scratch instead), if it fits
+    p_dots = [d for d in dots if _p_candidate(em, d) and not (d in kept and _blocks_n(d)[0] == 2)]
+    p_need = max([_blocks_n(d)[0] * d.operands[0].type.shape[1] // 2 for d in p_dots] + [0])
+    p_col = None
+    if p_need and _columns(scratch + widths + p_need) <= TMEM_COLUMNS:
+        p_col, widths = scratch + widths, widths + p_need
+    else:
+        p_dots = []
+    em.tmem_plan = TmemPlan(
+        {k: scratch + v for k, v in residents.items()},
+        rescales,
+        scratch,
+        _columns(max(32, scratch + widths)),
+        p_col,
+        frozenset(p_dots),
+    )
     return em.tmem_plan
+
+
+def _p_candidate(em: Emitter, dot) -> bool:
+    """Whether ``dot``'s A may go to tensor memory when it comes from registers: 16-bit, in
+    the accumulator's row layout (P, after a softmax in ``Q K^T``'s layout), M 128 or 256,
+    and not a load (a staged A is read from shared memory)."""
+    a = dot.operands[0]
+    m, k = a.type.shape
+    if m not in (128, 256) or getattr(getattr(a, "op", None), "name", "").endswith("load"):
+        return False
+    from tilegen.runtime.codegen.core import elem_key
+
+    lay = getattr(a.type, "encoding", None)
+    return elem_key(a.type) in ("f16", "bf16") and lay == tcgen05_accumulator_layout(
+        em.num_warps, k, m
+    )
 
 
 def _row_layout(em: Emitter, loop, j: int) -> bool:
@@ -243,11 +276,11 @@ def _tmem(em: Emitter):
     return tensor_memory(em)
 
 
-def store_packed(em: Emitter, dl: Dist, regs: list, part: int, stride: int) -> None:
+def store_packed(em: Emitter, dl: Dist, regs: list, part: int, stride: int, col: int = 0) -> None:
     """Write a 16-bit tile (registers ``regs`` of row layout ``dl``, ``part`` elements of a row
     a thread) two elements to a column (``tcgen05.mma``'s A from tensor memory: element k of
-    a row in bits 16 (k % 2) of column k / 2), warp w's rows at column (w / 4) ``stride``;
-    waited for."""
+    a row in bits 16 (k % 2) of column k / 2) from column ``col``, warp w's part at column
+    (w / 4) ``stride``; waited for."""
     _tmem(em)
     cols = by_column(dl, part)
     words = []
@@ -256,7 +289,7 @@ def store_packed(em: Emitter, dl: Dist, regs: list, part: int, stride: int) -> N
         em.ins(f"mov.b32 {w}, {{{regs[cols[c][0]]}, {regs[cols[c + 1][0]]}}}")
         words.append(w)
     for c0 in range(0, len(words), CHUNK):
-        store_chunk(em, stride, 0, c0, words[c0 : c0 + CHUNK])
+        store_chunk(em, stride, col, c0, words[c0 : c0 + CHUNK])
     em.ins("tcgen05.wait::st.sync.aligned")
 
 
