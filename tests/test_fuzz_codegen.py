@@ -114,12 +114,14 @@ def test_compare_tolerances():
     assert fuzz_codegen.compare(np.arange(3), np.array([0, 1, 3]), 0.0)
 
 
-def test_nan_padding_through_a_min_scan_into_a_boolean_is_ambiguous_not_a_mismatch():
-    """Seed 929115725: a reverse minf scan over columns of NaN padding feeds ``cmpf ... ordered``
-    and its i1 reaches the output. Whether the scan's identity is combined into each result is
-    unspecified (minnum(+inf, NaN) = +inf, NaN alone stays NaN), so the interpreter's 1 and
-    the PTX's 0 are both right; the harness reports it as ``ambiguous`` because with zero
-    padding the two agree (a real mismatch would not go away)."""
-    status, detail, kernel = fuzz_codegen.run_kernel(929115725, check_ptxas=False, timeout=30)
-    assert status == "ambiguous", f"{status}\n{detail}"
-    assert "padding_value = nan" in kernel.text and "minf" in kernel.text
+@pytest.mark.parametrize("seed", [929115725, 1000634])
+def test_a_scan_does_not_fold_its_identity_into_the_first_element(seed):
+    """A NaN-ignoring ``minf``/``maxf`` scan whose first element is NaN: combining the identity
+    into it would give the identity (minnum(+inf, NaN) = +inf), keeping it gives NaN.
+    tileiras's PTX keeps it (lane 0 selects its own value, no identity), and so do tilegen's
+    PTX and both interpreters. Seed 929115725: a reverse minf scan over NaN padding; seed
+    1000634: a maxf scan over inf / inf of +inf padding, through ``cmpf ordered`` into an i1
+    output (the interpreter folded the identity in until 2026-11-29)."""
+    status, detail, kernel = fuzz_codegen.run_kernel(seed, check_ptxas=False, timeout=30)
+    assert status == "ok", f"{status}\n{detail}"
+    assert "scan" in kernel.text

@@ -98,6 +98,9 @@ ACCEPTED = {
     "try_wait_with_suspend_hint": "mbarrier.try_wait.parity.shared.b64 %p1, [smem], %r2, %r3;",
     "vector_with_sink": "ld.global.v4.u32 {%r1, _, %r3, %r4}, [%rd1];",
     "unpack_to_sink": "mov.b64 {%r1, _}, %rd1;",
+    # tileiras's f16 scans and reductions (sm_90)
+    "max_f16": "max.f16 %h1, %h2, %h3;",
+    "min_nan_f16x2": "min.NaN.f16x2 %r1, %r2, %r3;",
 }
 
 

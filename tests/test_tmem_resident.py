@@ -75,14 +75,14 @@ def test_256_row_attention_keeps_o_in_tensor_memory(name):
     _no_spills(c.ptx)
 
 
-def _plan(kernel, args):
-    """tmem_resident.plan_of for ``kernel``'s sm_100 build (8 warps)."""
+def _plan(kernel, args, warps: int = 8):
+    """tmem_resident.plan_of for ``kernel``'s sm_100 build (``warps`` warps)."""
     from tilegen.runtime.codegen import tmem_resident
     from tilegen.runtime.codegen.core import Emitter
 
     c = tc.compile_kernel(kernel, args, gpu_name="sm_100", emit="nv_tileas")
     (func,) = [o for o in c.module.walk() if o.name == "nv_tileaa.func"]
-    return tmem_resident.plan_of(Emitter(func, 8, 100))
+    return tmem_resident.plan_of(Emitter(func, warps, 100))
 
 
 def test_the_plan_shares_columns_along_a_chain():
@@ -97,16 +97,19 @@ def test_the_plan_shares_columns_along_a_chain():
     "TM,TN,D,resident",
     [
         (128, 128, 128, False),  # 64 + 64 registers a thread: in registers
-        (128, 64, 256, True),  # 32 + 128: O in tensor memory (P through shared memory)
+        (128, 64, 256, True),  # 32 + 128: O in tensor memory
+        (64, 64, 256, True),  # M 64, 4 warps: 32 + 128, O read and written 16x32bx2
     ],
 )
-def test_the_register_rule_at_128_rows(TM, TN, D, resident):
+def test_the_register_rule(TM, TN, D, resident):
     kernel, args, want, grid = _attention("attention_causal_gemma_form", TM, TN, D)
     c = tc.compile_kernel(kernel, args, gpu_name="sm_100")
     assert c.async_plan[0].taken
-    assert bool(_plan(kernel, args).residents) == resident
-    # P (the second dot's A) goes to tensor memory in every case: the region of its own
-    assert re.search(r"tcgen05\.mma\.cta_group::1\.kind::f16 \[%r\d+\], \[%r\d+\], %rd", c.ptx)
+    assert bool(_plan(kernel, args, 8 if TM == 128 else 4).residents) == resident
+    if TM == 128:  # P (the second dot's A) in tensor memory: the region of its own
+        assert re.search(r"tcgen05\.mma\.cta_group::1\.kind::f16 \[%r\d+\], \[%r\d+\], %rd", c.ptx)
+    else:  # M 64: O's init and rescales as thread pairs' halves
+        assert re.search(r"tcgen05\.st\.sync\.aligned\.16x32bx2\.x\d+\.b32 \[%r\d+\], \d+,", c.ptx)
     got = _strict(kernel, c, args, grid, 3)
     np.testing.assert_allclose(got, want, atol=2e-3)
 

@@ -47,11 +47,19 @@ RESIDENT_ABOVE = 128
 @dataclass(frozen=True)
 class TmemTile:
     """A tile held in tensor memory: columns ``col`` .. of the kernel's allocation, each thread
-    its rows' ``part`` columns (``tcgen05.ld .32x32b`` addressing, as a tcgen05 dot's result)."""
+    its rows' ``part`` columns, as a tcgen05 dot's result is read: ``tcgen05.ld.32x32b``
+    (M 128 and 256), or with ``split`` (M 64) ``16x32bx2``, threads 16-31 ``split`` columns
+    after threads 0-15; the warps' column parts ``stride`` apart (0: ``part``)."""
 
     col: int
     part: int
     dl: Dist
+    split: int = 0
+    stride: int = 0
+
+    @property
+    def warp_stride(self) -> int:
+        return self.stride or self.part
 
 
 @dataclass(frozen=True)
@@ -105,8 +113,6 @@ def resident_dot(loop, j: int, threads: int) -> Optional[tuple]:
     if not _is_tcgen05(d) or d.parent is not body or d.results[0].num_uses != 1:
         return None
     if arg.num_uses != 1 or dot_registers(loop, threads) <= RESIDENT_ABOVE:
-        return None
-    if d.operands[2].type.shape[0] < 128:  # (M 64's rows are read 16x32bx2: not done here)
         return None
     c = d.operands[2]
     if c is arg:
@@ -216,6 +222,10 @@ def slot(em: Emitter, loop, j: int) -> Optional[TmemTile]:
         return None
     t = loop.results[j].type
     m, n = t.shape
+    if m == 64:  # rows in lanes 0-15 of each quarter, two threads a row (16x32bx2)
+        h = em.num_warps // 4
+        part = n // (2 * h)
+        return TmemTile(col, part, em.dist_of(loop, t), split=part, stride=n // h)
     return TmemTile(col, n // max(1, em.num_warps // 4 // (m // 128)), em.dist_of(loop, t))
 
 
@@ -254,20 +264,28 @@ def _address(em: Emitter, part: int, col: int, c0: int) -> str:
     return src
 
 
-def load_chunk(em: Emitter, part: int, col: int, c0: int, n: int) -> list:
+def load_chunk(em: Emitter, part: int, col: int, c0: int, n: int, split: int = 0) -> list:
     """``n`` b32 registers: the thread's columns ``c0`` .. of its part at ``col``, loaded and
-    waited for."""
+    waited for (``split``: the 16x32bx2 half offset of an M 64 tile)."""
     regs = [em.new("b32") for _ in range(n)]
     src = _address(em, part, col, c0)
-    em.ins(f"tcgen05.ld.sync.aligned.32x32b.x{n}.b32 {{{', '.join(regs)}}}, [{src}]")
+    vec = ", ".join(regs)
+    if split:
+        em.ins(f"tcgen05.ld.sync.aligned.16x32bx2.x{n}.b32 {{{vec}}}, [{src}], {split}")
+    else:
+        em.ins(f"tcgen05.ld.sync.aligned.32x32b.x{n}.b32 {{{vec}}}, [{src}]")
     em.ins("tcgen05.wait::ld.sync.aligned")
     return regs
 
 
-def store_chunk(em: Emitter, part: int, col: int, c0: int, regs: list) -> None:
+def store_chunk(em: Emitter, part: int, col: int, c0: int, regs: list, split: int = 0) -> None:
     """Store b32 ``regs`` to the thread's columns ``c0`` .. of its part at ``col``."""
     src = _address(em, part, col, c0)
-    em.ins(f"tcgen05.st.sync.aligned.32x32b.x{len(regs)}.b32 [{src}], {{{', '.join(regs)}}}")
+    vec = ", ".join(regs)
+    if split:
+        em.ins(f"tcgen05.st.sync.aligned.16x32bx2.x{len(regs)}.b32 [{src}], {split}, {{{vec}}}")
+    else:
+        em.ins(f"tcgen05.st.sync.aligned.32x32b.x{len(regs)}.b32 [{src}], {{{vec}}}")
 
 
 def _tmem(em: Emitter):
@@ -309,9 +327,8 @@ def store(em: Emitter, tile: TmemTile, regs: list) -> None:
     cache: dict = {}
     for c0 in range(0, tile.part, CHUNK):
         n = min(CHUNK, tile.part)
-        store_chunk(
-            em, tile.part, tile.col, c0, [_b32(em, regs[cols[c0 + i][0]], cache) for i in range(n)]
-        )
+        words = [_b32(em, regs[cols[c0 + i][0]], cache) for i in range(n)]
+        store_chunk(em, tile.warp_stride, tile.col, c0, words, tile.split)
     em.ins("tcgen05.wait::st.sync.aligned")
 
 
@@ -323,7 +340,7 @@ def materialize(em: Emitter, tile: TmemTile) -> list:
     out = [None] * tile.dl.nregs
     for c0 in range(0, tile.part, CHUNK):
         n = min(CHUNK, tile.part)
-        for i, reg in enumerate(load_chunk(em, tile.part, tile.col, c0, n)):
+        for i, reg in enumerate(load_chunk(em, tile.warp_stride, tile.col, c0, n, tile.split)):
             for k in cols.get(c0 + i, ()):
                 r = em.new("f32")
                 em.ins(f"mov.b32 {r}, {reg}")
@@ -343,7 +360,7 @@ def rescale(em: Emitter, op) -> bool:
     cols = by_column(tile.dl, tile.part)
     for c0 in range(0, tile.part, CHUNK):
         n = min(CHUNK, tile.part)
-        regs = load_chunk(em, tile.part, tile.col, c0, n)
+        regs = load_chunk(em, tile.warp_stride, tile.col, c0, n, tile.split)
         out = []
         for i, reg in enumerate(regs):
             k = cols[c0 + i][0]
@@ -353,7 +370,7 @@ def rescale(em: Emitter, op) -> bool:
             r = em.new("b32")
             em.ins(f"mov.b32 {r}, {y}")
             out.append(r)
-        store_chunk(em, tile.part, tile.col, c0, out)
+        store_chunk(em, tile.warp_stride, tile.col, c0, out, tile.split)
     em.ins("tcgen05.wait::st.sync.aligned")
     em.set(op.results[0], tile)
     return True

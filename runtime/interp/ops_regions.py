@@ -133,16 +133,20 @@ def _reduce(f: Frame, op):
 
 @handler("scan")
 def _scan(f: Frame, op):
+    """Inclusive scan: the first element along the axis is itself, each later one combines
+    with the running value. The identity is not folded in: with ``maxf`` (NaN-ignoring) a
+    leading NaN stays NaN, as tileiras's PTX keeps it (lane 0 takes its own value) and as the
+    nv_tileaa interpreter and tilegen's PTX do."""
     xs = [np.moveaxis(np.asarray(f.get(v)), attr(op, "dim"), 0) for v in op.operands]
     dim = attr(op, "dim")
-    ids = _identities(op)
     body = op.regions[0].blocks[0]
     n = xs[0].shape[0]
     order = range(n - 1, -1, -1) if attr(op, "reverse") else range(n)
-    acc = [np.broadcast_to(i.astype(x.dtype), x.shape[1:]) for i, x in zip(ids, xs)]
+    acc = None
     outs = [np.empty_like(x) for x in xs]
     for k in order:
-        acc = _combine(f, body, [x[k] for x in xs], acc)
+        cur = [x[k] for x in xs]
+        acc = cur if acc is None else _combine(f, body, cur, acc)
         for o, a in zip(outs, acc):
             o[k] = a
     return [np.array(np.moveaxis(o, 0, dim), order="C") for o in outs]
