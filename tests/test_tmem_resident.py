@@ -145,3 +145,43 @@ def test_todays_path_gemm_keeps_a_256_column_accumulator_in_tensor_memory():
     got = _strict(gemm_into, c, args, (1, 1, 1), 2)
     want = a.astype(np.float64) @ b.astype(np.float64) + 6.0
     np.testing.assert_array_equal(got, want)
+
+
+@ct.kernel
+def attention_bf16(Q, K, V, Out, TM: ct.Constant[int], TN: ct.Constant[int], D: ct.Constant[int]):
+    """Non-causal attention in bf16: P is packed two bf16 to a tensor-memory column."""
+    i = ct.bid(0)
+    q = ct.load(Q, index=(i, 0), shape=(TM, D))
+    m_i = ct.full((TM, 1), -1.0e30, f32)
+    l_i = ct.full((TM, 1), 0.0, f32)
+    acc = ct.full((TM, D), 0.0, f32)
+    for j in range(ct.num_tiles(K, axis=1, shape=(D, TN))):
+        qk = ct.mma(q, ct.load(K, index=(0, j), shape=(D, TN)), ct.full((TM, TN), 0.0, f32))
+        m_new = ct.maximum(m_i, ct.max(qk, axis=1, keepdims=True))
+        p = ct.exp2(qk - m_new)
+        alpha = ct.exp2(m_i - m_new)
+        l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+        v = ct.load(V, index=(j, 0), shape=(TN, D))
+        acc = ct.mma(ct.astype(p, Q.dtype), v, acc * alpha)
+        m_i = m_new
+    ct.store(Out, index=(i, 0), tile=ct.astype(acc / l_i, Out.dtype))
+
+
+@pytest.mark.parametrize("TM", [256, 128])
+def test_bf16_p_in_tensor_memory(TM):
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed")
+    bf16 = ml_dtypes.bfloat16
+    rng = np.random.default_rng(5)
+    S, D, TN = 2 * TM, 128, 128
+    q = (rng.standard_normal((S, D)) * 0.1).astype(bf16)
+    kt = (rng.standard_normal((D, S)) * 0.1).astype(bf16)
+    v = rng.standard_normal((S, D)).astype(bf16)
+    args = (q, kt, v, np.zeros((S, D), np.float32), TM, TN, D)
+    c = tc.compile_kernel(attention_bf16, args, gpu_name="sm_100")
+    assert c.async_plan[0].taken
+    assert re.search(r"tcgen05\.mma\.cta_group::1\.kind::f16 \[%r\d+\], \[%r\d+\], %rd", c.ptx)
+    got = _strict(attention_bf16, c, args, (S // TM, 1, 1), 3)
+    s = q.astype(np.float64) @ kt.astype(np.float64)
+    p = np.exp2(s - s.max(1, keepdims=True))
+    want = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
+    np.testing.assert_allclose(got, want, atol=2e-2)
