@@ -185,3 +185,27 @@ def test_bf16_p_in_tensor_memory(TM):
     p = np.exp2(s - s.max(1, keepdims=True))
     want = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
     np.testing.assert_allclose(got, want, atol=2e-2)
+
+
+def test_a_warp_whose_row_maxima_stay_skips_the_rescale():
+    """``acc * alpha`` with every alpha of a warp 1.0 (no row's maximum moved) leaves the
+    tensor-memory accumulator as it is: the warp branches around the load, multiply and
+    store. Rows 0-127 meet their largest scores in the first K tile (their warps skip every
+    later rescale), rows 128-255 in the last one (theirs never skip); both match NumPy."""
+    rng = np.random.default_rng(6)
+    S, D, TM, TN = 512, 128, 256, 128
+    q = np.zeros((S, D), np.float16)
+    q[:, 0] = 1.0
+    q[128:256, 0] = -1.0
+    q[384:, 0] = -1.0
+    kt = (rng.standard_normal((D, S)) * 0.05).astype(np.float16)
+    kt[0, :] = np.linspace(4.0, -4.0, S).astype(np.float16)  # key scores fall along the keys
+    v = rng.standard_normal((S, D)).astype(np.float16)
+    args = (q, kt, v, np.zeros((S, D), np.float32), TM, TN, D)
+    c = tc.compile_kernel(attention_bf16, args, gpu_name="sm_100")
+    assert "vote.sync.any.pred" in c.ptx and re.search(r"^\$L__tmem_rescaled_\d+:", c.ptx, re.M)
+    got = _strict(attention_bf16, c, args, (S // TM, 1, 1), 3)
+    s = q.astype(np.float64) @ kt.astype(np.float64)
+    p = np.exp2(s - s.max(1, keepdims=True))
+    want = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
+    np.testing.assert_allclose(got, want, atol=2e-2)

@@ -15,7 +15,8 @@ O stays in tensor memory across the K loop instead:
   resident accumulator's columns; a plan past 512 columns keeps every accumulator in
   registers.
 * **Code.** The init is stored (``tcgen05.st``) before the loop; ``mulf(acc, s)`` loads, scales
-  and stores the accumulator 32 columns at a time (:func:`rescale`); the dot accumulates into
+  and stores the accumulator 32 columns at a time (:func:`rescale`), skipped by a warp whose
+  scales are all 1.0 (no row's maximum moved); the dot accumulates into
   the columns (enable-input-d on every K step) and reads nothing back; the yield moves nothing.
   After the loop the result is read into registers once (:func:`materialize`), unless it only
   starts the next loop of a chain. A 256-row dot's A, when it comes from registers in the
@@ -357,6 +358,7 @@ def rescale(em: Emitter, op) -> bool:
     if not isinstance(tile, TmemTile):
         return False
     s = em.tile(op, op.operands[1 - idx])
+    skip = _unless_scaled(em, s)
     cols = by_column(tile.dl, tile.part)
     for c0 in range(0, tile.part, CHUNK):
         n = min(CHUNK, tile.part)
@@ -372,8 +374,38 @@ def rescale(em: Emitter, op) -> bool:
             out.append(r)
         store_chunk(em, tile.warp_stride, tile.col, c0, out, tile.split)
     em.ins("tcgen05.wait::st.sync.aligned")
+    if skip is not None:
+        em.label(skip)
     em.set(op.results[0], tile)
     return True
+
+
+#: the scale registers of a thread up to which a rescale is skipped where they are all 1.0
+SKIP_SCALES = 8
+
+
+def _unless_scaled(em: Emitter, s: list):
+    """A branch around the rescale, taken by a warp none of whose scales differ from 1.0 (the
+    online softmax's ``alpha`` where no row's maximum moved): ``x * 1.0`` is ``x``, so the
+    load, multiply and store of the accumulator may be left out. Returns the label to put
+    after the rescale, or None (immediates, or a thread with many rows)."""
+    scales = list(dict.fromkeys(s))
+    if len(scales) > SKIP_SCALES or not all(isinstance(x, str) and x[:1] == "%" for x in scales):
+        return None
+    moved = None
+    for x in scales:  # unordered too: a NaN scale is applied
+        q = em.new("pred")
+        em.ins(f"setp.neu.f32 {q}, {x}, 0f3F800000")
+        if moved is not None:
+            r = em.new("pred")
+            em.ins(f"or.pred {r}, {moved}, {q}")
+            q = r
+        moved = q
+    any_moved = em.new("pred")
+    em.ins(f"vote.sync.any.pred {any_moved}, {moved}, -1")
+    skip = em.new_label("tmem_rescaled")
+    em.ins(f"@!{any_moved} bra {skip}")
+    return skip
 
 
 def bind_results(em: Emitter, loop, slots: list) -> list:
