@@ -4,10 +4,11 @@ A 256-row attention on sm_100a (8 warps, a row per thread) would hold both its 1
 ``Q K^T`` and its 128-column output accumulator O in registers: 256 a thread. As tileiras does,
 O stays in tensor memory across the K loop instead:
 
-* **Which.** A loop whose tcgen05 dots' results take more than :data:`RESIDENT_ABOVE`
-  registers a thread keeps iteration argument ``acc`` in tensor memory when the loop yields
+* **Which.** A loop keeps iteration argument ``acc`` in tensor memory when it yields
   ``dot(A, B, C)`` (a tcgen05 dot) for it, the dot's result has no other use, and C is ``acc``
-  itself or ``mulf(acc, s)`` (the online softmax's rescale), each used once (:func:`plan_of`).
+  itself (a plain accumulation: always) or ``mulf(acc, s)`` (the online softmax's rescale:
+  where the loop's tcgen05 dots' results take more than :data:`RESIDENT_ABOVE` registers a
+  thread), each used once (:func:`plan_of`).
   A loop whose init is another resident accumulator's loop result (a chain, docs/pipelines.md
   section 23) shares its columns. The async GEMM and scaled forms keep their own.
 * **Columns.** The kernel's allocation (``tcgen05_dot.tensor_memory``) holds the scratch of
@@ -113,11 +114,13 @@ def resident_dot(loop, j: int, threads: int) -> Optional[tuple]:
     d = getattr(body.ops[-1].operands[j], "op", None)
     if not _is_tcgen05(d) or d.parent is not body or d.results[0].num_uses != 1:
         return None
-    if arg.num_uses != 1 or dot_registers(loop, threads) <= RESIDENT_ABOVE:
+    if arg.num_uses != 1:
         return None
     c = d.operands[2]
-    if c is arg:
+    if c is arg:  # a plain accumulation (a GEMM's K loop): nothing to read back each step
         return d, None
+    if dot_registers(loop, threads) <= RESIDENT_ABOVE:  # (a rescale costs a load and store)
+        return None
     m = getattr(c, "op", None)
     if m is None or m.name != "nv_tileaa.mulf" or m.parent is not body or c.num_uses != 1:
         return None
