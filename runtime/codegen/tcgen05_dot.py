@@ -334,36 +334,19 @@ def _issue(
 
 
 def _read_rows(em: Emitter, op, plan: Tcgen05Plan, dl, c) -> list:
-    """Every thread's part of its row from TMEM (``tcgen05.ld.32x32b``), plus C."""
-    tm = em.tmem
-    part = plan.N // plan.halves  # the columns of a warp (M 64: of a thread pair)
-    lanes = tmem_resident.lanes(em, part)
-    m64 = plan.M == 64
-    if m64:  # 16x32bx2: threads 0-15 the first half of the warp's columns, 16-31 the second
-        part //= 2
+    """Every thread's part of its row from TMEM (``tcgen05.ld.32x32b``; M 64: ``16x32bx2``,
+    threads 16-31 the second half of the warp's columns), plus C."""
+    warp_part = plan.N // plan.halves  # the columns of a warp (M 64: of a thread pair)
+    split = warp_part // 2 if plan.M == 64 else 0
+    part = split or warp_part
     chunk = min(32, part)
     cin = None if zero_tile(c) else em.tile(op, c)
-    # register k of the layout -> its column in the thread's part
-    by_col: dict = {}
-    for k in range(dl.nregs):
-        by_col.setdefault(dl.raw[k][1] % part, []).append(k)
+    by_col = tmem_resident.by_column(dl, part)  # column in the thread's part -> registers
     out = [None] * dl.nregs
     for c0 in range(0, part, chunk):
-        regs = [em.new("b32") for _ in range(chunk)]
-        src = em.new("b32")
-        em.ins(f"add.s32 {src}, {lanes}, {tm.taddr}")
-        if c0:
-            em.ins(f"add.s32 {src}, {src}, {c0}")
-        if m64:
-            em.ins(
-                f"tcgen05.ld.sync.aligned.16x32bx2.x{chunk}.b32 {{{', '.join(regs)}}}, [{src}], "
-                f"{part}"
-            )
-        else:
-            em.ins(f"tcgen05.ld.sync.aligned.32x32b.x{chunk}.b32 {{{', '.join(regs)}}}, [{src}]")
         # each chunk is used (C added) before the next one loads: C and D are never both
         # whole in registers
-        em.ins("tcgen05.wait::ld.sync.aligned")
+        regs = tmem_resident.load_chunk(em, warp_part, 0, c0, chunk, split)
         for i, reg in enumerate(regs):
             for k in by_col.get(c0 + i, ()):
                 r = em.new("f32")

@@ -268,28 +268,31 @@ def _address(em: Emitter, part: int, col: int, c0: int) -> str:
     return src
 
 
+def _move(em: Emitter, part: int, col: int, c0: int, regs: list, split: int, load: bool):
+    """One ``tcgen05.ld`` / ``tcgen05.st`` of ``regs`` at the thread's column ``c0`` of its
+    part at ``col``: ``32x32b``, or with ``split`` (an M 64 tile's half offset) ``16x32bx2``."""
+    src = _address(em, part, col, c0)
+    shape = f"{'16x32bx2' if split else '32x32b'}.x{len(regs)}.b32"
+    imm = f", {split}" if split else ""
+    vec = "{" + ", ".join(regs) + "}"
+    if load:
+        em.ins(f"tcgen05.ld.sync.aligned.{shape} {vec}, [{src}]{imm}")
+    else:
+        em.ins(f"tcgen05.st.sync.aligned.{shape} [{src}]{imm}, {vec}")
+
+
 def load_chunk(em: Emitter, part: int, col: int, c0: int, n: int, split: int = 0) -> list:
     """``n`` b32 registers: the thread's columns ``c0`` .. of its part at ``col``, loaded and
     waited for (``split``: the 16x32bx2 half offset of an M 64 tile)."""
     regs = [em.new("b32") for _ in range(n)]
-    src = _address(em, part, col, c0)
-    vec = ", ".join(regs)
-    if split:
-        em.ins(f"tcgen05.ld.sync.aligned.16x32bx2.x{n}.b32 {{{vec}}}, [{src}], {split}")
-    else:
-        em.ins(f"tcgen05.ld.sync.aligned.32x32b.x{n}.b32 {{{vec}}}, [{src}]")
+    _move(em, part, col, c0, regs, split, True)
     em.ins("tcgen05.wait::ld.sync.aligned")
     return regs
 
 
 def store_chunk(em: Emitter, part: int, col: int, c0: int, regs: list, split: int = 0) -> None:
     """Store b32 ``regs`` to the thread's columns ``c0`` .. of its part at ``col``."""
-    src = _address(em, part, col, c0)
-    vec = ", ".join(regs)
-    if split:
-        em.ins(f"tcgen05.st.sync.aligned.16x32bx2.x{len(regs)}.b32 [{src}], {split}, {{{vec}}}")
-    else:
-        em.ins(f"tcgen05.st.sync.aligned.32x32b.x{len(regs)}.b32 [{src}], {{{vec}}}")
+    _move(em, part, col, c0, regs, split, False)
 
 
 def _tmem(em: Emitter):
