@@ -368,6 +368,8 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     nthreads = 32 * em.num_warps
     facts = dict(bt=None, tc=False, scaled=False, sides=[], store=None, nthreads=nthreads, N=0)
     facts["chain"] = chain
+    if not any(ASYNC_OVERLAP_ATTR in lp.attributes for lp in [op] + [o for o, _ in chain]):
+        facts["boxes"] = len(staged)  # each load its own barriers (_box_hooks)
     _keep_before_split(em, op, chain, nthreads)
     fr = _frame(em, op, staged, stages, stage_bytes, facts)
     base, bar, t0 = fr.base, fr.bar, fr.t0
@@ -456,12 +458,24 @@ def _consume(em: Emitter, op, slots, staged: list, fr, ring, stage_bytes: int, b
     lb, ub, step, ty, iv_cls = bounds
     iv = em.mov(iv_cls, lb)
     top, done = loop_head(em, "async_body", ty, iv, ub)
-    mbarrier_wait(em, fr.bar(0, ring.stage), ring.phase)
+    split = getattr(fr, "boxes", 1) > 1
+    if not split:
+        mbarrier_wait(em, fr.bar(0, ring.stage), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {fr.base}")
     bufs = _boxes(em, staged, sbase)
-    run_staged_body(em, op, slots, iv, bufs)  # (a mask skipped where all true)
-    em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{fr.bar(1, ring.stage)}]")
+    if split:
+        saved = em.op_hooks
+        hooks, late = _box_hooks(em, op, staged, fr, ring)
+        em.op_hooks = {**saved, **hooks}
+        try:
+            run_staged_body(em, op, slots, iv, bufs)  # (a mask skipped where all true)
+        finally:
+            em.op_hooks = saved
+        late()
+    else:
+        run_staged_body(em, op, slots, iv, bufs)
+        em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{fr.bar(1, ring.stage)}]")
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
@@ -551,6 +565,72 @@ def _transposed(load) -> bool:
     return bool(found and found[3])
 
 
+def box_readers(op, staged: list) -> list:
+    """For each staged load of general-form loop ``op``: the index in the body of the last
+    top-level op that may read its box. The load's value is followed through every op but a
+    dot (a dot has read its operands once it is emitted: the general form's dots wait for their
+    MMAs); an op nested in a region counts as the top-level op around it, the yield as the
+    iteration's end."""
+    body = op.regions[0].blocks[0]
+    pos = {id(o): i for i, o in enumerate(body.ops)}
+
+    def top(o) -> int:
+        while id(o) not in pos:
+            o = o.parent_op
+        return pos[id(o)]
+
+    out = []
+    for x in staged:
+        last, work, seen = pos[id(x.load)], [x.load], set()
+        while work:
+            o = work.pop()
+            for r in o.results:
+                for u in r.users:
+                    if id(u) in seen:
+                        continue
+                    seen.add(id(u))
+                    last = max(last, top(u))
+                    if u.name != "nv_tileaa.dot":
+                        work.append(u)
+        out.append(last)
+    return out
+
+
+def _box_hooks(em: Emitter, op, staged: list, fr, ring) -> dict:
+    """The consumers' per-box synchronisation (docs/pipelines.md section 27): each staged
+        load waits for its own full barrier where it stands in the body, and every consumer thread
+        arrives on its empty barrier after the last op that may read it (:func:`box_readers`), so
+        the producer refills a box (attention's K) while the rest of the iteration (the softmax, the
+        second dot) still runs. Returns (op -> (before, after) for ``Emitter.op_hooks``, the releases
+    due at the iteration's end)."""
+    body = op.regions[0].blocks[0]
+    hooks: dict = {}
+    late: list = []
+
+    def add(o, before=None, after=None) -> None:
+        b0, a0 = hooks.get(o, ([], []))
+        hooks[o] = (b0 + ([before] if before else []), a0 + ([after] if after else []))
+
+    for b, (x, last) in enumerate(zip(staged, box_readers(op, staged))):
+        add(x.load, before=lambda b=b: mbarrier_wait(em, fr.bar(0, ring.stage, b), ring.phase))
+        release = lambda b=b: em.ins(  # noqa: E731
+            f"mbarrier.arrive.shared::cta.b64 _, [{fr.bar(1, ring.stage, b)}]"
+        )
+        if last >= len(body.ops) - 1:  # read by the yield: released at the iteration's end
+            late.append(release)
+        else:
+            add(body.ops[last], after=release)
+    return {o: (_run(bs), _run(as_)) for o, (bs, as_) in hooks.items()}, _run(late)
+
+
+def _run(fns: list):
+    def go() -> None:
+        for f in fns:
+            f()
+
+    return go
+
+
 class Frame(SimpleNamespace):
     """What :func:`_frame` leaves the consumers: ``base`` (the shared array's address), ``bar(i,
     stage)`` (the stage's full, i = 0, or empty, i = 1, barrier), ``t0`` (thread 0), ``tid``,
@@ -573,9 +653,10 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     bt, tc, scaled = facts["bt"], facts["tc"], facts["scaled"]
     sides, store, nthreads, N = facts["sides"], facts["store"], facts["nthreads"], facts["N"]
     pair = facts.get("pair", False)
+    nb = facts.get("boxes", 1)  # barriers per stage and side: one, or one per staged load
     bt_off = stages * stage_bytes
     bar_off = bt_off + (BT_BUFFERS * bt.bytes if bt else 0)
-    slot_off = bar_off + 16 * stages
+    slot_off = bar_off + 16 * stages * nb
     tmem_off, done_off = slot_off + 8, slot_off + 16  # sm_100: TMEM address, MMAs-done barrier
     tbar_off = slot_off + 24  # sm_100 scaled accumulate: the two TMEM buffers' barriers
     tc_scaled = tc and scaled
@@ -602,10 +683,11 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     iv_cls = em.reg_class(lb) or em.reg_class(ub) or "b32"
     ty = ("u" if "unsignedCmp" in op.attributes else "s") + ("64" if iv_cls == "b64" else "32")
 
-    def bar(i: int, s) -> str:
+    def bar(i: int, s, b: int = 0) -> str:
+        """Stage ``s``'s full (i = 0) or empty (1) barrier (of staged load ``b``)."""
         r = em.new("b32")
-        em.ins(f"mad.lo.s32 {r}, {s}, 8, {base}")
-        em.ins(f"add.s32 {r}, {r}, {bar_off + 8 * stages * i}")
+        em.ins(f"mad.lo.s32 {r}, {s}, {8 * nb}, {base}")
+        em.ins(f"add.s32 {r}, {r}, {bar_off + 8 * (stages * nb * i + b)}")
         return r
 
     # a stage is empty once every consumer thread arrived (wgmma), or once the MMAs' commit
@@ -618,10 +700,10 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     em.ins(f"setp.eq.u32 {t0}, {tid}, 0")
     skip = em.new_label("async_init")
     em.ins(f"@!{t0} bra {skip}")
-    for s in range(stages):
+    for s in range(stages * nb):
         mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * s}", 1)
         # empty: every consumer thread arrives (wgmma), or the MMAs' tcgen05.commit
-        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages + s)}", empty_count)
+        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages * nb + s)}", empty_count)
     if tc:
         mbarrier_init(em, f"{ASYNC_SYMBOL}+{done_off}", 1)
     if tc_scaled:
@@ -713,6 +795,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         cast=cast,
         halves=halves,
         dot=facts.get("dot"),
+        boxes=nb,
     )
     _produce(em, op, staged, produce, (lb, ub, step, ty, iv_cls))
     for later, later_staged in facts.get("chain", ()):  # a chain: its loops in turn (section 23)
@@ -741,6 +824,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         tc_scaled=tc_scaled,
         consumer=consumer,
         bt_off=bt_off,
+        boxes=nb,
     )
 
 
@@ -798,9 +882,7 @@ def _produce(em: Emitter, op, staged: list, p: dict, bounds: tuple) -> None:
     empty, expects the stage's bytes on its full barrier and copies ``staged`` by TMA with the
     maps ``p["gmaps"]`` (in ``staged``'s order); the ring continues from where it stands."""
     ring, bar, base, stage_bytes = p["ring"], p["bar"], p["base"], p["stage_bytes"]
-    pair, tc, lead, shifts, cast, halves = (
-        p[k] for k in ("pair", "tc", "lead", "shifts", "cast", "halves")
-    )
+    pair, tc, lead = p["pair"], p["tc"], p["lead"]
     lb, ub, step, ty, iv_cls = bounds
     body = op.regions[0].blocks[0]
     iv = em.mov(iv_cls, lb)
@@ -817,6 +899,19 @@ def _produce(em: Emitter, op, staged: list, p: dict, bounds: tuple) -> None:
         em.emit_op(o)
     lap = em.new("b32")
     em.ins(f"xor.b32 {lap}, {ring.phase}, 1")
+    sbase = em.new("b32")
+    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
+    if p.get("boxes", 1) > 1:  # each load into its box once its last reader freed it
+        for b, (x, g) in enumerate(zip(staged, p["gmaps"])):
+            mbarrier_wait(em, bar(1, ring.stage, b), lap)
+            full = bar(0, ring.stage, b)
+            mbarrier_arrive_expect_tx(em, full, x.bytes)
+            _copy(em, x, g, sbase, full, p)
+        ring.advance(em)
+        em.ins(f"add.{ty} {iv}, {iv}, {step}")
+        em.ins(f"bra {top}")
+        em.label(end)
+        return
     mbarrier_wait(em, bar(1, ring.stage), lap)
     full = bar(0, ring.stage)
     if pair and tc:  # the even CTA expects both CTAs' copies on its full barrier
@@ -827,30 +922,36 @@ def _produce(em: Emitter, op, staged: list, p: dict, bounds: tuple) -> None:
         full = cta_pair.leader_address(em, full)
     else:
         mbarrier_arrive_expect_tx(em, full, sum(x.bytes for x in staged))
-    sbase = em.new("b32")
-    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
     for x, g in zip(staged, p["gmaps"]):
-        od = x.load.opdef
-        idx = [_s32(em, em.scalar(x.load, v)) for v in od.operand_group(x.load, "indices")]
-        col, outer = idx[-1], idx[-2::-1]  # coordinates innermost first
-        for i, (c0, box) in enumerate(x.boxes):
-            dst = em.new("b32")
-            em.ins(f"add.s32 {dst}, {sbase}, {x.offset + i * x.box_bytes}")
-            cc = col
-            if c0:
-                cc = em.new("b32")
-                em.ins(f"add.s32 {cc}, {col}, {c0}")
-            coords = cta_pair.shifted(em, [cc] + outer, x, shifts)
-            if x.multicast:  # this CTA's half of the box's rows, into both CTAs
-                moved = em.new("b32")
-                em.ins(f"add.s32 {moved}, {dst}, {halves[id(x)]}")
-                tma.tma_load(em, moved, g, coords, full, multicast=cast)
-                continue
-            tma.tma_load(em, dst, g, coords, full, pair and tc)
+        _copy(em, x, g, sbase, full, p)
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
     em.label(end)
+
+
+def _copy(em: Emitter, x: "_Operand", g, sbase, full, p: dict) -> None:
+    """The TMA copies of staged load ``x`` (map ``g``) into the stage at ``sbase``, completing
+    on barrier ``full`` (a pair's: this CTA's rows or columns, into both CTAs where
+    multicast)."""
+    pair, tc, shifts, cast, halves = (p[k] for k in ("pair", "tc", "shifts", "cast", "halves"))
+    od = x.load.opdef
+    idx = [_s32(em, em.scalar(x.load, v)) for v in od.operand_group(x.load, "indices")]
+    col, outer = idx[-1], idx[-2::-1]  # coordinates innermost first
+    for i, (c0, box) in enumerate(x.boxes):
+        dst = em.new("b32")
+        em.ins(f"add.s32 {dst}, {sbase}, {x.offset + i * x.box_bytes}")
+        cc = col
+        if c0:
+            cc = em.new("b32")
+            em.ins(f"add.s32 {cc}, {col}, {c0}")
+        coords = cta_pair.shifted(em, [cc] + outer, x, shifts)
+        if x.multicast:  # this CTA's half of the box's rows, into both CTAs
+            moved = em.new("b32")
+            em.ins(f"add.s32 {moved}, {dst}, {halves[id(x)]}")
+            tma.tma_load(em, moved, g, coords, full, multicast=cast)
+            continue
+        tma.tma_load(em, dst, g, coords, full, pair and tc)
 
 
 def _release_tmem(em: Emitter, t0, store, slot_off: int, slots: int, tcols: int) -> None:

@@ -206,6 +206,9 @@ class Emitter:
         #: ops between a cp.async-staged load and its dot (memory.StagePlan.chain): they pass
         #: the ``memory.Staged`` through unless the dot materializes it
         self.staged_chain: set = set()
+        #: op -> (code to emit before it, code after it): the async general form's per-box
+        #: stage waits and releases (async_loop._box_hooks); emitted each time the op is
+        self.op_hooks: dict = {}
         self._pipe_reg: Optional[str] = None
         self.isa = (0, 0)  # the least PTX ISA version an emitted instruction needs
         self.target_suffix = ""  # "a": an instruction needs the arch-specific target (sm_90a)
@@ -324,6 +327,14 @@ class Emitter:
             self.emit_op(op)
 
     def emit_op(self, op) -> None:
+        hooks = self.op_hooks.get(op) if self.op_hooks else None
+        if hooks is None:
+            return self._emit_op(op)
+        hooks[0]()
+        self._emit_op(op)
+        hooks[1]()
+
+    def _emit_op(self, op) -> None:
         if op in self.staged_chain:  # a view/permute/convert between a staged load and its dot
             x = self.get(op.operands[0])
             if op.name == "nv_tileaa.permute" and getattr(x, "flips", False):

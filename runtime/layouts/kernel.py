@@ -137,9 +137,32 @@ def default_num_warps(func: Operation) -> int:
             ):
                 return WIDE_NUM_WARPS
             continue
-        if any(_wide_dot(d) for d in dots):
+        if any(_wide_dot(d) for d in dots) and not _one_group_in_tmem(func, sm, dots):
             return WIDE_NUM_WARPS
     return DEFAULT_NUM_WARPS
+
+
+def _one_group_in_tmem(func: Operation, sm: int, dots: list) -> bool:
+    """Whether a loop of several dots (attention) keeps one warp group under an ``occupancy``
+    hint of 2 or more on a tcgen05 target, as tileiras does (docs/pipelines.md section 27):
+    every dot of 128 rows and at most 128 columns with 16-bit operands, a thread then holds one
+    row of the first dot's result, the accumulator stays in tensor memory and P goes there too;
+    two warp groups (384 threads at 168 registers) would leave no room for a second CTA. (Wider
+    outputs keep two groups: a thread would read 256 columns of O back after the loop.)"""
+    from tilegen.runtime.layouts.mma_choice import TCGEN05_SMS
+    from tilegen.runtime.options import current
+
+    occ = kernel_spec_int(func, "occupancy")
+    if sm not in TCGEN05_SMS or not current().use_tcgen05 or not occ or occ < 2 or len(dots) < 2:
+        return False
+    for d in dots:
+        a, b = d.operands[0].type, d.operands[1].type
+        shape_a, shape_b = getattr(a, "shape", ()), getattr(b, "shape", ())
+        if len(shape_a) != 2 or shape_a[0] != 128 or len(shape_b) != 2 or shape_b[1] > 128:
+            return False
+        if getattr(getattr(a, "element", None), "name", "") not in ("f16", "bf16"):
+            return False
+    return True
 
 
 #: Registers a thread may spend on the kernel's largest tile before :func:`default_num_warps`

@@ -965,6 +965,15 @@ def _general_decision(
     overlap = all(_overlap(func, lp, options, mma, warps) for lp in loops)
     stages = min(hint or (OVERLAP_STAGES if overlap else GENERAL_STAGES), fit, ASYNC_MAX_STAGES)
     dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
+    acc = sum(prod(d.results[0].type.shape) // (32 * warps) for d in dots)
+    kept = _resident_registers(loop, 32 * warps)  # in tensor memory, read back after the loop
+    need = max((2 if overlap else 1) * (acc - kept), kept) + OVERLAP_SLACK
+    inc, dropped = consumer_registers(func, warps, 4, klp.PRODUCER_REGS, need)
+    occ_fit = 0
+    if not overlap and inc is not None and not dropped:  # the hint's CTAs fit in registers
+        occ_fit = _occupancy_stages(func, options.target.sm, loops, stage)
+    if occ_fit:  # one stage of boxes released one by one, and the hint's CTAs on each SM
+        stages = min(hint or GENERAL_STAGES, occ_fit, ASYNC_MAX_STAGES)
     kw = dict(
         mma=mma,
         stages=stages,
@@ -986,18 +995,54 @@ def _general_decision(
         return AsyncDecision(
             name, target, True, False, f"{warps} warps: not whole warp groups", **kw
         )
-    if stages < 2:
+    if stages < (1 if occ_fit else 2):
         why = "two stages do not fit in shared memory beside 64 KB for the body"
         return AsyncDecision(name, target, True, False, why, **kw)
-    acc = sum(prod(d.results[0].type.shape) // (32 * warps) for d in dots)
-    need = (2 if overlap else 1) * acc + OVERLAP_SLACK
-    inc, dropped = consumer_registers(func, warps, 4, klp.PRODUCER_REGS, need)
     launch = min(255, klp.REGISTER_FILE // (32 * (warps + 4))) // 8 * 8
     if inc is None and launch < 248:  # no cap: the consumers still take the producer's share
         inc = max(launch, _inc(launch, warps, 4, klp.PRODUCER_REGS))
     if inc is not None:
         kw.update(consumer_regs=inc, rebalance=True)
     return AsyncDecision(name, target, True, True, "", cap_dropped=dropped, **kw)
+
+
+def _occupancy_stages(func, sm: int, loops: list, stage: int) -> int:
+    """Stages of ``stage`` bytes that fit in the ``occupancy`` hint's share of shared memory
+    (2 or more CTAs an SM) beside the loops' loop-invariant dot A operands (kept in shared
+    memory: attention's Q) and 16 KB, for the general form whose consumers release each staged
+    load on its own (docs/pipelines.md section 27): one stage then still refills K while the
+    softmax and the second dot run, and the other CTAs hide the rest. 0 where none fits or
+    there is no such hint. (Only asked where the hint's register cap holds: otherwise a second
+    CTA would not fit anyway, and a second stage is worth more.)"""
+    from tilegen.runtime.layouts.kernel import kernel_spec_int
+    from tilegen.runtime.targets import occupancy_shared
+
+    occ = kernel_spec_int(func, "occupancy")
+    if not occ or occ < 2:
+        return 0
+    kept: dict = {}
+    for lp in loops:
+        inside = {id(r) for o in lp.walk() for r in o.results}
+        for d in (o for o in lp.walk() if o.name == "nv_tileaa.dot"):
+            a = d.operands[0]
+            if id(a) not in inside:  # defined outside (a chain's loops share it)
+                kept[id(a)] = _BYTES[_elem_key(a.type)] * prod(a.type.shape)
+    kept = sum(kept.values())
+    room = occupancy_shared(sm, occ) - kept - 16 * 1024 - SMEM_EXTRA
+    return max(0, room // stage)
+
+
+def _resident_registers(loop, threads: int) -> int:
+    """Registers a thread does not hold for the loop's accumulators that stay in tensor
+    memory (codegen/tmem_resident.py's rule)."""
+    from tilegen.runtime.codegen.tmem_resident import resident_dot
+
+    out = 0
+    for j in range(len(loop.results)):
+        found = resident_dot(loop, j, threads)
+        if found is not None:
+            out += prod(found[0].results[0].type.shape) // threads
+    return out
 
 
 #: registers a consumer thread needs beside the overlap's tiles (addresses, the softmax's
