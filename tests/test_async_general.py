@@ -292,12 +292,12 @@ def test_the_async_stage_decides_alone(attention, tmp_path):
     opts = CompileOptions(target="sm_100a", use_tcgen05=False)
     laid = driver.compile_source(attention, opts, until="layouts")
     text = print_module(laid.module)
-    old = "} {nv_tileas.num_stages = 2 : i32}"
+    old = "} {nv_tileas.num_stages = 4 : i32}"
     assert old in text
     forged = text.replace(
         old,
         "} {nv_tileas.async_general, nv_tileas.async_stages = 2 : i32, "
-        "nv_tileas.num_stages = 2 : i32}",
+        "nv_tileas.num_stages = 4 : i32}",
     )
     c = driver.compile_source(forged, opts, "forged.mlir", until="ptx")
     (d,) = c.async_plan

@@ -106,11 +106,11 @@ def _operands(et, ct, m, n, ktot, seed, bt=False):
     return a, (np.ascontiguousarray(b.T) if bt else b), c
 
 
-def _compile(monkeypatch, et, ct, m, n, k, sm, pipe=True, cp=True, bt=False):
+def _compile(monkeypatch, et, ct, m, n, k, sm, pipe=True, cp=True, bt=False, stages=None):
     from tilegen.runtime.ptxsim import compile_to_ptx
     from tilegen.runtime.options import CompileOptions
 
-    options = CompileOptions(pipelining=pipe, use_cp_async=cp)
+    options = CompileOptions(pipelining=pipe, use_cp_async=cp, num_stages=stages)
     return compile_to_ptx(_module(et, ct, m, n, k, bt), sm, options=options)
 
 
@@ -170,8 +170,9 @@ def test_zero_trip_loop(monkeypatch, strict):
     np.testing.assert_array_equal(out, c)
 
 
-def _pipelined_ptx(monkeypatch, sm="sm_80"):
-    return _compile(monkeypatch, "f16", "f32", 64, 64, 32, sm)
+def _pipelined_ptx(monkeypatch, sm="sm_80", stages=2):
+    """The two-stage protocol's PTX (``stages=None``: the kernel's own count)."""
+    return _compile(monkeypatch, "f16", "f32", 64, 64, 32, sm, stages=stages)
 
 
 @pytest.mark.parametrize("sm", ["sm_80", "sm_90"])
@@ -211,7 +212,7 @@ def test_num_stages_hint(monkeypatch, strict):
     from tilegen.runtime.passes import layout_assignment
 
     monkeypatch.setattr(layout_assignment, "kernel_num_stages", lambda func: 3)
-    ptx = _pipelined_ptx(monkeypatch)
+    ptx = _pipelined_ptx(monkeypatch, stages=None)
     lines = [l.strip() for l in ptx.splitlines()]
     top = next(i for i, l in enumerate(lines) if re.match(r"\$L__for_body_\d+:", l))
     assert sum(l == "cp.async.commit_group;" for l in lines[:top]) == 2
@@ -220,6 +221,42 @@ def test_num_stages_hint(monkeypatch, strict):
         a, b, c = _operands("f16", "f32", 64, 64, nk * 32 - 4, nk)
         out = _launch(ptx, a, b, c, nk, nk * 32 - 4)
         np.testing.assert_array_equal(out.astype(np.float64), _ref(a, b, c, nk * 32 - 4))
+
+
+def test_default_stages_are_as_many_as_fit_up_to_four(monkeypatch, strict):
+    """Without a hint the loop takes 4 stages where they fit (tileiras's sm_80 GEMMs: 4): three
+    prologue groups, ``wait_group 2``; exact for short and long loops."""
+    ptx = _pipelined_ptx(monkeypatch, stages=None)
+    lines = [l.strip() for l in ptx.splitlines()]
+    top = next(i for i, l in enumerate(lines) if re.match(r"\$L__for_body_\d+:", l))
+    assert sum(l == "cp.async.commit_group;" for l in lines[:top]) == 3
+    assert lines[top + 1] == "cp.async.wait_group 2;"
+    for nk in (1, 2, 4, 6):
+        a, b, c = _operands("f16", "f32", 64, 64, nk * 32 - 4, nk)
+        out = _launch(ptx, a, b, c, nk, nk * 32 - 4)
+        np.testing.assert_array_equal(out.astype(np.float64), _ref(a, b, c, nk * 32 - 4))
+
+
+@pytest.mark.parametrize("sm", ["sm_80", "sm_120"])
+def test_mma_sync_stages_go_past_48_kb(monkeypatch, strict, sm):
+    """A 128 x 64 x 64 f16 GEMM's stage is 24 KB. Held to 48 KB, mma.sync kernels fit one
+    stage and were not pipelined at all; now they take half the SM's shared memory (sm_80:
+    extended static shared memory; sm_120: the sm_120a target, which the kernel switches to)."""
+    from tilegen.runtime.codegen.driver import assemble
+
+    ptx = _compile(monkeypatch, "f16", "f32", 128, 64, 64, sm)
+    assert "mma.sync.aligned" in ptx and "__tilegen_pipe" in ptx
+    pipe = int(re.search(r"__tilegen_pipe\[(\d+)\]", ptx).group(1))
+    assert pipe > 48 * 1024, pipe  # two or more stages of at least 24 KB
+    if sm == "sm_120":
+        assert re.search(r"^\.target sm_120a", ptx, re.M)
+    if PTXAS is not None:
+        _, log = assemble(ptx, int(sm[3:]), verbose=True)
+        assert "0 bytes spill stores" in log, log
+    for nk in (1, 3, 5):
+        a, b, c = _operands("f16", "f32", 128, 64, nk * 64, nk)
+        out = _launch(ptx, a, b, c, nk, nk * 64)
+        np.testing.assert_array_equal(out.astype(np.float64), _ref(a, b, c, nk * 64))
 
 
 def _mutated(ptx: str, what: str) -> str:

@@ -167,10 +167,10 @@ def test_k_loop_on_todays_path_in_strict_ptxsim(tmp_path, target):
     args = [np.asarray(v) for v in pr.args.values()]
     out = run_ptx(c.ptx, args, pr.grid, strict_async=True)
     np.testing.assert_allclose(out[2], pr.expected["C"], rtol=pr.rtol, atol=pr.atol)
-    # the barrier between the copies' wait and the MMA, planted out
-    fence = "cp.async.wait_group 0;\n\tfence.proxy.async.shared::cta;\n"
-    i = c.ptx.index(fence)
-    j = c.ptx.index("bar.sync 0;", i)
-    bad = c.ptx[:j] + c.ptx[j + len("bar.sync 0;") :]
+    # every barrier between the copies' wait and the MMA, planted out
+    i = re.search(r"cp\.async\.wait_group \d+;\n", c.ptx).end()
+    j = re.search(r"(tcgen05\.mma|wgmma\.mma_async)", c.ptx[i:]).start() + i
+    assert "bar.sync 0;" in c.ptx[i:j]
+    bad = c.ptx[:i] + c.ptx[i:j].replace("\tbar.sync 0;\n", "") + c.ptx[j:]
     with pytest.raises(PtxSimError, match="with no barrier in between"):
         run_ptx(bad, args, pr.grid, strict_async=True)

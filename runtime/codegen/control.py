@@ -119,17 +119,22 @@ class _PipeLoad:
         self.off = off
 
 
-def pipeline_smem_cap(sm: int, suffix: str) -> int:
-    """Shared memory (bytes, scratch included) a kernel with pipelined loops may take: 48 KB of
-    static ``.shared``, or on an ``a`` target (a wgmma kernel is built for sm_90a) and on a
-    target with no ``a`` variant (sm_80: extended shared memory) more, but at most half the
-    SM's, so that two CTAs still fit (what 4 warps at 255 registers allow)."""
-    from tilegen.runtime.targets import STATIC_SHARED_PLAIN, VARIANTS, shared_optin
-    from tilegen.runtime.targets import static_shared_limit
+def pipeline_smem_cap(sm: int, suffix: str, occupancy: "int | None" = None) -> int:
+    """Shared memory (bytes, scratch included) a kernel with pipelined loops may take. Static
+    ``.shared`` past 48 KB needs an ``a`` target where the target has one (``suffix``: the
+    variant the user asked for; "" lets the kernel take ``a``, as codegen/emit.py
+    ``_fit_static_shared`` does, and tileiras always does) or ptxas's extended shared memory
+    (sm_80/86/89). Within that: the ``occupancy`` hint's share of the SM
+    (``targets.occupancy_shared``; 1: the whole opt-in, as tileiras's 4-stage sm_80 GEMMs take
+    106,496 B), and without a hint half the SM's, so that two CTAs still fit (what 4 warps at
+    255 registers allow)."""
+    from tilegen.runtime.targets import STATIC_SHARED_PLAIN, VARIANTS, occupancy_shared
+    from tilegen.runtime.targets import shared_optin, static_shared_limit
 
-    if suffix != "a" and sm in VARIANTS["a"]:
+    if suffix not in ("", "a") and sm in VARIANTS["a"]:
         return STATIC_SHARED_PLAIN
-    return min(static_shared_limit(sm, suffix), shared_optin(sm) // 2 - 1024)
+    share = occupancy_shared(sm, occupancy) if occupancy else shared_optin(sm) // 2 - 1024
+    return min(static_shared_limit(sm, "a"), share)
 
 
 def _pipeline_plan(em: Emitter, op):
@@ -140,7 +145,7 @@ def _pipeline_plan(em: Emitter, op):
     stages are lowered while they do not fit 48 KB beside the estimated scratch (or emit.py's
     retry budget)."""
     from tilegen.runtime.codegen.memory import stage_plan
-    from tilegen.runtime.codegen.mma import SMEM_LIMIT, staged_layout, wgmma_plan
+    from tilegen.runtime.codegen.mma import staged_layout, wgmma_plan
 
     stages = num_stages(op)
     if stages < 2 or getattr(em, "pipe_budget", None) == 0 or getattr(em, "_pipelining", False):
@@ -180,12 +185,22 @@ def _pipeline_plan(em: Emitter, op):
             row = max(K * esz + 16, K * esz * 9 // 8)
             rows = (M if (o, 0) not in planned else 0) + (N if (o, 1) not in planned else 0)
             reserve = max(reserve, rows * row + 256)
-    cap = pipeline_smem_cap(em.sm, "a") if wg else SMEM_LIMIT
+    from tilegen.runtime.layouts.kernel import kernel_spec_int
+
+    occupancy = kernel_spec_int(em.func, "occupancy")
+    suffix = "a" if wg else em.user_suffix
+    cap = pipeline_smem_cap(em.sm, suffix, occupancy)
     limit = cap - reserve if budget is None else budget
     while stages >= 2 and stages * off > limit:
         stages -= 1
+    if stages < 2 and budget is None and not occupancy:
+        # no hint: two stages beat a second CTA (sm_120's 128 x 64 x 64 GEMM: 2 x 27 KB)
+        whole = pipeline_smem_cap(em.sm, suffix, 1)
+        if 2 * off <= whole - reserve:
+            stages, cap = 2, whole
     if stages < 2:
         return None
+    em.pipe_cap = max(getattr(em, "pipe_cap", 0), cap)
     return loads, stages, off, wg
 
 

@@ -185,6 +185,7 @@ class Emitter:
         self.values: dict = {}
         self.smem_bytes = 0
         self.pipe_bytes = 0  # the pipelined loops' stage buffers (pipe_region)
+        self.pipe_cap = 0  # the shared memory they were fitted in (control._pipeline_plan)
         self.async_smem = 0  # the async K loop's stages, barriers and maps (async_loop.py)
         #: loop-invariant wgmma A operands written once before their loop (mma.py
         #: ``keep_invariant_a``): dot -> b32 register with the region's shared address
@@ -212,6 +213,8 @@ class Emitter:
         self._pipe_reg: Optional[str] = None
         self.isa = (0, 0)  # the least PTX ISA version an emitted instruction needs
         self.target_suffix = ""  # "a": an instruction needs the arch-specific target (sm_90a)
+        #: the target variant the user asked for ("" lets the kernel take "a": emit.py)
+        self.user_suffix = ""
         self.globals: list[str] = []  # module-level declarations this kernel needs
         self._labels = 0
         self._tid: Optional[tuple[str, str, str]] = None

@@ -18,7 +18,7 @@ from tilegen.runtime.codegen.core import (
 from tilegen.runtime.attributes import DenseArrayAttr, IntegerAttr
 from tilegen.runtime.diagnostics import Diagnostic
 from tilegen.runtime.layouts.decisions import num_warps
-from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_MARK, register_cap
+from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_MARK, kernel_spec_int, register_cap
 from tilegen.runtime.targets import STATIC_SHARED_PLAIN, static_shared_limit
 
 PTX_VERSION = "8.0"
@@ -178,6 +178,7 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
     while attempt < 3:
         em = Emitter(func, num_warps(func), sm)
         em.cta_pair = _pair_kernel(func)
+        em.user_suffix = (info or {}).get("suffix") or ""
         em.pipe_budget = budget
         em.ring_scratch_allowed = ring["post"]
         em.ring_pre_allowed = ring["pre"]
@@ -194,7 +195,8 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
             ring[outgrown] = False
             continue
         attempt += 1
-        cap = pipeline_smem_cap(sm, (info or {}).get("suffix") or em.target_suffix)
+        cap = pipeline_smem_cap(sm, em.user_suffix, kernel_spec_int(func, "occupancy"))
+        cap = max(cap, em.pipe_cap)  # (two stages past the hint-free half: control.py)
         if not em.pipe_bytes or em.pipe_bytes + em.smem_bytes + em.resident_bytes <= cap:
             break
         # the stage buffers and the scratch do not fit together: again with the buffers
