@@ -139,3 +139,28 @@ def test_without_the_hint_two_warp_groups_stay():
     kernel, args, _, _ = _attention(128, 64, 256, 256, occupancy=2)
     (d,) = tc.compile_kernel(kernel, args, gpu_name="sm_100").async_plan
     assert d.consumer_warps == 8, d.line()
+
+
+def test_a_ring_that_does_not_fit_loses_stages_before_todays_path(monkeypatch):
+    """The async stage's shared-memory estimate is rough (64 KB for the body). A general-form
+    ring that outgrows shared memory once emitted is emitted again with a stage fewer, down to
+    one, before the kernel falls back to today's path (TileGym's MLA prefill 256 x 128 on
+    sm_100a: 274,960 B with two stages, async at one). Here the estimate is forced open and
+    four stages asked for: the 256 x 128 attention lands at two (128 KB of stages beside Q)."""
+    from tilegen.runtime.options import CompileOptions
+    from tilegen.runtime.passes import async_rule
+
+    monkeypatch.setattr(async_rule, "_shared_budget", lambda *a, **k: 1 << 30)
+    kernel, args, want, grid = _attention(256, 128, 128, 512)
+    opts = CompileOptions(num_stages=4)
+    (chosen,) = tc.compile_kernel(
+        kernel, args, gpu_name="sm_100", options=opts, emit="async-plan"
+    ).async_plan
+    assert chosen.taken and chosen.stages == 4  # what the async stage chose
+    c = tc.compile_kernel(kernel, args, gpu_name="sm_100", options=opts)
+    (d,) = c.async_plan
+    assert d.taken and d.stages == 2, d.line()
+    # two stages of two staged loads: eight barriers, and the MMAs' own
+    assert c.ptx.count("mbarrier.init.shared::cta.b64") == 2 * 2 * 2 + 1
+    got = _run(kernel, c.ptx, args, grid)
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)

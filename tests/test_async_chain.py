@@ -169,20 +169,23 @@ def test_each_loop_of_a_chain_overlaps_its_dots():
         assert " 0 bytes spill stores" in log
 
 
-def test_chain_that_outgrows_shared_memory_goes_back_to_todays_path():
+def test_chain_that_outgrows_shared_memory_loses_stages():
     """256 x 64 tiles with head dim 128 and a five-stage hint: the ring's five 32 KB stages
     beside the kept 256 x 128 Q (72 KB with its padding) outgrow sm_90a's 232,448 B (the rule
-    reserves 64 KB beside the ring); the kernel is emitted on today's path, and the decision
-    says so."""
+    reserves 64 KB beside the ring). The chain's consumers release each staged load on its own
+    (docs/pipelines.md section 27), so the kernel is emitted again with a stage fewer until it
+    fits, rather than on today's path; the decision says how many it got, and the result
+    holds."""
     from tilegen.runtime.options import CompileOptions
 
-    args, _, _ = _problem(512, 128, 256, 64)
-    c = tc.compile_kernel(
-        causal_split, args, gpu_name="sm_90", options=CompileOptions(num_stages=5)
-    )
+    args, want, grid = _problem(512, 128, 256, 64)
+    opts = CompileOptions(num_stages=5)
+    c = tc.compile_kernel(causal_split, args, gpu_name="sm_90", options=opts)
     (d,) = c.async_plan
-    assert not d.taken and d.eligible and "did not fit" in d.reason and "today's path" in d.reason
-    assert "tg_async" not in c.ptx and "cp.async.bulk.tensor" not in c.ptx
+    assert d.taken and 1 <= d.stages < 5, d.line()
+    assert "cp.async.bulk.tensor" in c.ptx
+    out = _strict(c.ptx, args, grid)[3].astype(np.float64)
+    np.testing.assert_allclose(out, want, rtol=2e-2, atol=2e-2)
 
 
 def test_loops_that_stage_different_loads_are_not_chained():

@@ -833,6 +833,34 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
 ASYNC_FALLBACK_ATTR = "nv_tileas.async_fallback"
 
 
+#: on a kernel whose general-form ring was emitted with fewer stages than the async stage chose
+#: (:func:`fewer_general_stages`): the stages it has
+ASYNC_REFITTED_ATTR = "nv_tileas.async_refitted"
+
+
+def fewer_general_stages(func) -> bool:
+    """One stage fewer for ``func``'s general-form loops, whose emitted ring, kept operands and
+    scratch outgrew shared memory: where the consumers release each staged load on its own
+    (not the overlap of section 16, which holds a stage for an iteration) one stage still
+    refills K while the rest of the iteration runs (docs/pipelines.md section 27), which beats
+    today's path. False where no loop can lose one."""
+    from tilegen.runtime.attributes import IntegerAttr
+    from tilegen.runtime.types import I32
+
+    loops = [o for o in func.walk() if o.name == "scf.for" and ASYNC_ATTR in o.attributes]
+    if not loops or any(
+        ASYNC_GENERAL_ATTR not in lp.attributes
+        or ASYNC_OVERLAP_ATTR in lp.attributes
+        or lp.attributes[ASYNC_ATTR].value < 2
+        for lp in loops
+    ):
+        return False
+    for lp in loops:
+        lp.set_attr(ASYNC_ATTR, IntegerAttr(lp.attributes[ASYNC_ATTR].value - 1, I32))
+    func.set_attr(ASYNC_REFITTED_ATTR, IntegerAttr(loops[0].attributes[ASYNC_ATTR].value, I32))
+    return True
+
+
 def strip_general_async(func) -> bool:
     """Take the async stage's marks off ``func``'s general-form loops (and their staged
     loads), so the emitter lowers them on today's path; False when there are none (the GEMM

@@ -206,8 +206,11 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
         _fit_static_shared(em, func, (info or {}).get("suffix", ""))
     except CodegenError as e:
         from tilegen.runtime.attributes import StringAttr
-        from tilegen.runtime.codegen.async_loop import ASYNC_FALLBACK_ATTR, strip_general_async
+        from tilegen.runtime.codegen.async_loop import ASYNC_FALLBACK_ATTR, fewer_general_stages
+        from tilegen.runtime.codegen.async_loop import strip_general_async
 
+        if fewer_general_stages(func):  # a stage fewer first
+            return emit_kernel(func, sm, info)
         if not strip_general_async(func):
             raise
         # the general form's ring, kept operands and scratch outgrew shared memory: today's path

@@ -995,8 +995,10 @@ def _general_decision(
         return AsyncDecision(
             name, target, True, False, f"{warps} warps: not whole warp groups", **kw
         )
-    if stages < (1 if occ_fit else 2):
+    if stages < (2 if overlap else 1):  # (one stage: its loads are released one by one)
         why = "two stages do not fit in shared memory beside 64 KB for the body"
+        if not overlap:
+            why = "one stage does not fit in shared memory beside 64 KB for the body"
         return AsyncDecision(name, target, True, False, why, **kw)
     launch = min(255, klp.REGISTER_FILE // (32 * (warps + 4))) // 8 * 8
     if inc is None and launch < 248:  # no cap: the consumers still take the producer's share
@@ -1085,20 +1087,26 @@ def _before_loop(func, loop) -> Optional[str]:
 def after_codegen(decisions: list, root: Operation) -> list:
     """``decisions`` with the kernels the emitter put back on today's path (their general-form
     ring did not fit in shared memory once emitted: ``nv_tileas.async_fallback``) marked not
-    taken, with the emitter's reason."""
+    taken, with the emitter's reason, and the stages of those it emitted with fewer
+    (``nv_tileas.async_refitted``)."""
     from tilegen.runtime.passes.k_loop_pipelining import kernel_functions
     from tilegen.runtime.records import replace
 
-    why = {}
+    why, refit = {}, {}
     for func in kernel_functions(root):
         a = func.attributes.get("nv_tileas.async_fallback")
         if a is not None:
             why[_kernel_name(func)] = a.value
+        a = func.attributes.get("nv_tileas.async_refitted")
+        if a is not None:
+            refit[_kernel_name(func)] = a.value
     out = []
     for d in decisions:
         if d.taken and d.kernel in why:
             reason = f"the emitted async loop did not fit ({why[d.kernel]}), so today's path"
             d = replace(d, taken=False, reason=reason)
+        elif d.taken and d.kernel in refit:  # fewer stages than chosen, once emitted
+            d = replace(d, stages=refit[d.kernel])
         out.append(d)
     return out
 
