@@ -164,3 +164,37 @@ def test_a_ring_that_does_not_fit_loses_stages_before_todays_path(monkeypatch):
     assert c.ptx.count("mbarrier.init.shared::cta.b64") == 2 * 2 * 2 + 1
     got = _run(kernel, c.ptx, args, grid)
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+
+
+def test_the_overlap_form_releases_k_early_and_waits_for_v_late():
+    """sm_90a's overlapped attention (FlashAttention-3's form, section 16) with the loads on
+    their own barriers, as FA3's own K and V pipelines are: K^T is waited for at the top and
+    released once part A (Q K^T, the softmax) is done; V is waited for just before the P V
+    that runs in the next iteration, and released with it. Strict ptxsim matches NumPy for
+    one, two and many iterations; with V's wait planted out it reports the early read."""
+    kernel, args, want, grid = _attention(128, 64, 64, 256)
+    c = tc.compile_kernel(kernel, args, gpu_name="sm_90")
+    (d,) = c.async_plan
+    assert d.taken and d.overlap and d.stages == 3, d.line()
+    assert c.ptx.count("mbarrier.init.shared::cta.b64") == 3 * 2 * 2  # full + empty, per load
+    loop = _consumer_loop(c.ptx)
+    join = re.search(r"^\$L__overlap_join_\d+:", loop, re.M).start()
+    released = re.search(r"^\$L__overlap_released_\d+:", loop, re.M).start()
+    waits = [m.start() for m in re.finditer(r"mbarrier\.try_wait\.parity", loop)]
+    arrives = [m.start() for m in re.finditer(r"mbarrier\.arrive\.shared::cta\.b64 _", loop)]
+    assert len(waits) == 2 and len(arrives) == 2
+    # K^T: waited first, released after part A (before the previous P V's release)
+    assert waits[0] < join < arrives[0] < released
+    # V: waited in the branch that runs the previous iteration's P V, before its wgmmas
+    wait_v = waits[1]
+    assert wait_v < loop.index("wgmma.mma_async", wait_v) < join < arrives[1] < released
+    for seq in (128, 256, 640):
+        kernel, args, want, grid = _attention(128, 64, 64, seq)
+        np.testing.assert_allclose(_run(kernel, c.ptx, args, grid), want, rtol=2e-2, atol=2e-2)
+    kernel, args, want, grid = _attention(128, 64, 64, 384)
+    start = re.search(r"^\$L__async_body_\d+:", c.ptx, re.M).end()
+    body = c.ptx[start:]
+    m = list(re.finditer(r"\$L__wait_\d+:\n\tmbarrier\.try_wait[^\n]*\n[^\n]*\n", body))[1]
+    bad = c.ptx[:start] + body[: m.start()] + body[m.end() :]
+    with pytest.raises(PtxSimError, match="the mbarrier phase that completes the copy"):
+        _run(kernel, bad, args, grid)

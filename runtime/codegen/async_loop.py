@@ -368,8 +368,11 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     nthreads = 32 * em.num_warps
     facts = dict(bt=None, tc=False, scaled=False, sides=[], store=None, nthreads=nthreads, N=0)
     facts["chain"] = chain
-    if not any(ASYNC_OVERLAP_ATTR in lp.attributes for lp in [op] + [o for o, _ in chain]):
-        facts["boxes"] = len(staged)  # each load its own barriers (_box_hooks)
+    from tilegen.runtime.codegen.async_overlap import box_sides
+
+    overlapped = [lp for lp in [op] + [o for o, _ in chain] if ASYNC_OVERLAP_ATTR in lp.attributes]
+    if all(box_sides(lp) is not None for lp in overlapped):  # each load its own barriers
+        facts["boxes"] = len(staged)  # (_box_hooks; async_overlap.consumers)
     _keep_before_split(em, op, chain, nthreads)
     fr = _frame(em, op, staged, stages, stage_bytes, facts)
     base, bar, t0 = fr.base, fr.bar, fr.t0

@@ -88,6 +88,16 @@ def consumers(
     yields = body.ops[-1].operands
     lb, ub, step, ty, iv_cls = bounds or (fr.lb, fr.ub, fr.step, fr.ty, fr.iv_cls)
     bar = fr.bar
+    # each staged load on its own barriers (docs/pipelines.md section 27): part A's (K^T) waited
+    # at the top and released once part A is done, part B's (V) waited before part B and
+    # released with it, one iteration later
+    sides = box_sides(op) if getattr(fr, "boxes", 1) > 1 else None
+    a_boxes = [b for b, side in enumerate(sides or ()) if side == "a"]
+    b_boxes = [b for b, side in enumerate(sides or ()) if side == "b"]
+
+    def arrive(stage, boxes) -> None:
+        for b in boxes:
+            em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, stage, b)}]")
 
     turns = _PingPong(em) if em.num_warps == 8 else None
     if ring is None:
@@ -98,6 +108,12 @@ def consumers(
     em.ins(f"setp.ne.u32 {prev}, 0, 0")
     held = em.new("b32")  # the stage that iteration's part B reads
     em.ins(f"mov.b32 {held}, 0")
+    held_phase = em.new("b32")  # (its lap's parity: part B's boxes are waited for late)
+    em.ins(f"mov.b32 {held_phase}, 0")
+
+    def wait_b() -> None:
+        for b in b_boxes:
+            mbarrier_wait(em, bar(0, held, b), held_phase)
 
     def part_b_of_previous() -> list:
         """Part B of the previous iteration (its dot committed, not waited for); the new
@@ -119,7 +135,10 @@ def consumers(
         return out
 
     top, done = loop_head(em, "async_body", ty, iv, ub)
-    mbarrier_wait(em, bar(0, ring.stage), ring.phase)
+    if sides is None:
+        mbarrier_wait(em, bar(0, ring.stage), ring.phase)
+    for b in a_boxes:
+        mbarrier_wait(em, bar(0, ring.stage, b), ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {fr.base}")
     saved_bufs = getattr(em, "pipe_bufs", {})
@@ -149,6 +168,7 @@ def consumers(
         carry.allocate()
         nob, join = em.new_label("overlap_first"), em.new_label("overlap_join")
         em.ins(f"@!{prev} bra {nob}")
+        wait_b()
         new_acc = part_b_of_previous()  # noqa: F841 (registers read below)
         if turns is not None:
             turns.hand_over()
@@ -160,14 +180,18 @@ def consumers(
         em.ins("wgmma.wait_group.sync.aligned 0")
         em.label(join)
         em.body.extend(later)
+        arrive(ring.stage, a_boxes)  # part A is done with them
         done_b = em.new_label("overlap_released")
         em.ins(f"@!{prev} bra {done_b}")
         em.ins("wgmma.wait_group.sync.aligned 0")  # the previous iteration's last dot is done
-        em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, held)}]")
+        if sides is None:
+            em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, held)}]")
+        arrive(held, b_boxes)
         copy_into(em, op, [slots[k]], [new_acc])
         em.label(done_b)
         carry.capture()
         em.ins(f"mov.b32 {held}, {ring.stage}")
+        em.ins(f"mov.b32 {held_phase}, {ring.phase}")
         em.ins(f"setp.eq.u32 {prev}, 0, 0")
         rest = [i for i in range(len(slots)) if i != k]
         copy_into(em, op, [slots[i] for i in rest], [em.get(yields[i]) for i in rest])
@@ -182,11 +206,75 @@ def consumers(
     # the last iteration's part B
     skip = em.new_label("overlap_none")
     em.ins(f"@!{prev} bra {skip}")
+    wait_b()
     out = part_b_of_previous()
     em.ins("wgmma.wait_group.sync.aligned 0")
-    em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, held)}]")
+    if sides is None:
+        em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, held)}]")
+    arrive(held, b_boxes)
     copy_into(em, op, [slots[k]], [out])
     em.label(skip)
+
+
+def box_sides(op) -> "list | None":
+    """For each staged load of overlapped loop ``op`` (async_loop._general_staged's order):
+    "a" when only part A reads it (attention's K^T), "b" when only the last dot does (V), so
+    each can be released on its own; None when one is read by both, or by nothing."""
+    from tilegen.runtime.codegen.async_loop import _general_staged
+
+    found = deferred_dot(op)
+    if found is None:
+        return None
+    last = found[0]
+    staged, _ = _general_staged(op)
+    body = op.regions[0].blocks[0]
+    out = []
+    for x in staged:
+        readers = _readers(x.load, body)
+        if not readers:
+            return None
+        if readers == {id(last)}:
+            out.append("b")
+        elif id(last) in readers:
+            return None
+        else:
+            out.append("a")
+    return out
+
+
+#: ops a staged tile passes through to its dot without being read (memory.StagePlan.chain)
+_PASS_THROUGH = frozenset({"nv_tileaa.view", "nv_tileaa.permute", "nv_tileaa.reshape"})
+
+
+def _readers(load, body) -> set:
+    """ids of the top-level ops of ``body`` that may read ``load``'s box: the dots its value
+    reaches through views and permutes, and any other op it reaches (which reads the box into
+    registers; followed on, as async_loop.box_readers does)."""
+    pos = {id(o) for o in body.ops}
+
+    def top(o):
+        while id(o) not in pos:
+            o = o.parent_op
+        return o
+
+    out, work, seen = set(), [load], set()
+    while work:
+        o = work.pop()
+        for r in o.results:
+            for u in r.users:
+                if id(u) in seen:
+                    continue
+                seen.add(id(u))
+                t = top(u)
+                if t.name == "scf.yield":
+                    return {-1}  # reaches the next iteration: not split
+                if u.name in _PASS_THROUGH and t is u:
+                    work.append(u)
+                    continue
+                out.add(id(t))
+                if u.name != "nv_tileaa.dot":
+                    work.append(u)
+    return out
 
 
 class _PingPong:
