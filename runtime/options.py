@@ -75,7 +75,8 @@ class CompileOptions:
 
     * ``opt_level``: 0-3, the ``tile-optimize-O<N>`` pipeline (tileiras's ``-O``, default 3).
     * ``num_stages``: K-loop pipeline depth for every kernel (None: each kernel's
-      ``num_stages`` / ``tt.num_stages``, default 2; 1 turns pipelining off).
+      ``num_stages`` / ``tt.num_stages``, default 4, fewer where they do not fit in shared
+      memory; 1 turns pipelining off).
     * ``num_warps``: the CTA's warps for every kernel (None: each kernel's ``num_warps``, else
       the layout stage's rule, runtime/layouts/kernel.default_num_warps); on the async path
       these are the consumer warps, the producer warp group comes on top.

@@ -568,35 +568,50 @@ def _transposed(load) -> bool:
     return bool(found and found[3])
 
 
-def box_readers(op, staged: list) -> list:
-    """For each staged load of general-form loop ``op``: the index in the body of the last
-    top-level op that may read its box. The load's value is followed through every op but a
-    dot (a dot has read its operands once it is emitted: the general form's dots wait for their
-    MMAs); an op nested in a region counts as the top-level op around it, the yield as the
-    iteration's end."""
-    body = op.regions[0].blocks[0]
-    pos = {id(o): i for i, o in enumerate(body.ops)}
+#: ops a staged tile passes through to its dot without being read (memory.StagePlan.chain)
+PASS_THROUGH = frozenset({"nv_tileaa.view", "nv_tileaa.permute", "nv_tileaa.reshape"})
 
-    def top(o) -> int:
+
+def box_reader_ops(load, body) -> list:
+    """The top-level ops of loop body ``body`` that may read staged load ``load``'s box: the
+    dots its value reaches through views and permutes, and any other op it reaches (which reads
+    the box into registers; followed on). An op nested in a region counts as the top-level op
+    around it; the yield is among them where the value reaches the next iteration. (A dot has
+    read its operands once it is emitted: the general form's dots wait for their MMAs.)"""
+    pos = {id(o) for o in body.ops}
+
+    def top(o):
         while id(o) not in pos:
             o = o.parent_op
-        return pos[id(o)]
+        return o
 
-    out = []
-    for x in staged:
-        last, work, seen = pos[id(x.load)], [x.load], set()
-        while work:
-            o = work.pop()
-            for r in o.results:
-                for u in r.users:
-                    if id(u) in seen:
-                        continue
-                    seen.add(id(u))
-                    last = max(last, top(u))
-                    if u.name != "nv_tileaa.dot":
-                        work.append(u)
-        out.append(last)
-    return out
+    out, work, seen = {}, [load], set()
+    while work:
+        o = work.pop()
+        for r in o.results:
+            for u in r.users:
+                if id(u) in seen:
+                    continue
+                seen.add(id(u))
+                t = top(u)
+                if u.name in PASS_THROUGH and t is u:
+                    work.append(u)
+                    continue
+                out[id(t)] = t
+                if u.name != "nv_tileaa.dot":
+                    work.append(u)
+    return list(out.values())
+
+
+def box_readers(op, staged: list) -> list:
+    """For each staged load of general-form loop ``op``: the index in the body of the last
+    top-level op that may read its box (:func:`box_reader_ops`; the load's own index where
+    nothing does)."""
+    body = op.regions[0].blocks[0]
+    pos = {id(o): i for i, o in enumerate(body.ops)}
+    return [
+        max([pos[id(x.load)]] + [pos[id(t)] for t in box_reader_ops(x.load, body)]) for x in staged
+    ]
 
 
 def _box_hooks(em: Emitter, op, staged: list, fr, ring) -> dict:

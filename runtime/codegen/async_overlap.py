@@ -220,7 +220,7 @@ def box_sides(op) -> "list | None":
     """For each staged load of overlapped loop ``op`` (async_loop._general_staged's order):
     "a" when only part A reads it (attention's K^T), "b" when only the last dot does (V), so
     each can be released on its own; None when one is read by both, or by nothing."""
-    from tilegen.runtime.codegen.async_loop import _general_staged
+    from tilegen.runtime.codegen.async_loop import _general_staged, box_reader_ops
 
     found = deferred_dot(op)
     if found is None:
@@ -230,8 +230,8 @@ def box_sides(op) -> "list | None":
     body = op.regions[0].blocks[0]
     out = []
     for x in staged:
-        readers = _readers(x.load, body)
-        if not readers:
+        readers = {id(t) for t in box_reader_ops(x.load, body)}
+        if not readers or id(body.ops[-1]) in readers:  # (the yield: the next iteration)
             return None
         if readers == {id(last)}:
             out.append("b")
@@ -239,41 +239,6 @@ def box_sides(op) -> "list | None":
             return None
         else:
             out.append("a")
-    return out
-
-
-#: ops a staged tile passes through to its dot without being read (memory.StagePlan.chain)
-_PASS_THROUGH = frozenset({"nv_tileaa.view", "nv_tileaa.permute", "nv_tileaa.reshape"})
-
-
-def _readers(load, body) -> set:
-    """ids of the top-level ops of ``body`` that may read ``load``'s box: the dots its value
-    reaches through views and permutes, and any other op it reaches (which reads the box into
-    registers; followed on, as async_loop.box_readers does)."""
-    pos = {id(o) for o in body.ops}
-
-    def top(o):
-        while id(o) not in pos:
-            o = o.parent_op
-        return o
-
-    out, work, seen = set(), [load], set()
-    while work:
-        o = work.pop()
-        for r in o.results:
-            for u in r.users:
-                if id(u) in seen:
-                    continue
-                seen.add(id(u))
-                t = top(u)
-                if t.name == "scf.yield":
-                    return {-1}  # reaches the next iteration: not split
-                if u.name in _PASS_THROUGH and t is u:
-                    work.append(u)
-                    continue
-                out.add(id(t))
-                if u.name != "nv_tileaa.dot":
-                    work.append(u)
     return out
 
 

@@ -54,7 +54,8 @@ def add_codegen_arguments(p) -> None:
         "--num-stages",
         type=_num_stages,
         metavar="N",
-        help="K-loop pipeline depth for every kernel (default: each kernel's num_stages, else 2)",
+        help="K-loop pipeline depth for every kernel (default: each kernel's num_stages, else "
+        "as many as fit, up to 4)",
     )
     g.add_argument(
         "--num-warps",
