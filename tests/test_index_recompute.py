@@ -136,3 +136,69 @@ def test_column_indices_are_recomputed_in_a_row_per_thread_layout():
     p = np.exp2(s - s.max(1, keepdims=True))
     want = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
     np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-3)
+
+
+@ct.kernel
+def windowed(
+    Q,
+    K,
+    V,
+    Out,
+    W: ct.Constant[int],
+    TM: ct.Constant[int],
+    TN: ct.Constant[int],
+    D: ct.Constant[int],
+):
+    """Gemma's causal sliding window, as TileGym writes it: the causal compare of the rows with
+    each tile's columns, then ``cols - rows`` compared twice with the window."""
+    i = ct.bid(0)
+    q = ct.load(Q, index=(i, 0), shape=(TM, D))
+    offs_m = i * TM + ct.arange(TM, dtype=ct.int32)
+    offs_n = ct.arange(TN, dtype=ct.int32)
+    m_i = ct.full((TM, 1), -1.0e30, f32)
+    l_i = ct.full((TM, 1), 0.0, f32)
+    acc = ct.full((TM, D), 0.0, f32)
+    for j in range(ct.num_tiles(K, axis=1, shape=(D, TN))):
+        curr_n = j * TN
+        qk = ct.mma(q, ct.load(K, index=(0, j), shape=(D, TN)), ct.full((TM, TN), 0.0, f32))
+        qk = ct.where(offs_m[:, None] >= (curr_n + offs_n[None, :]), qk, -1.0e6)
+        qk_offset = curr_n + offs_n[None, :] - offs_m[:, None]
+        qk = ct.where((qk_offset >= -W) & (qk_offset <= W), qk, -1.0e6)
+        m_new = ct.maximum(m_i, ct.max(qk, axis=1, keepdims=True))
+        p = ct.exp2(qk - m_new)
+        alpha = ct.exp2(m_i - m_new)
+        l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+        acc = ct.mma(ct.astype(p, f16), ct.load(V, index=(j, 0), shape=(TN, D)), acc * alpha)
+        m_i = m_new
+    ct.store(Out, index=(i, 0), tile=ct.astype(acc / l_i, f16))
+
+
+def test_window_differences_are_recomputed_not_exchanged():
+    """sm_90a (wgmma's layouts), 256 x 128 tiles: ``cols - rows`` is recomputed in ``Q K^T``'s
+    layout from the broadcasts, whose 1 x 128 and 256 x 1 sources are converted instead of the
+    256 x 128 difference (two 128 KB exchanges each iteration, which kept TileGym's Gemma
+    window at 256 x 128 off the async path)."""
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    rng = np.random.default_rng(2)
+    S, D, TM, TN, W = 512, 64, 256, 128, 96
+    q, v = ((rng.standard_normal((S, D)) * 0.5).astype(np.float16) for _ in range(2))
+    kt = (rng.standard_normal((D, S)) * 0.5).astype(np.float16)
+    args = (q, kt, v, np.zeros((S, D), np.float16), W, TM, TN, D)
+    ir = tc.compile_kernel(windowed, args, gpu_name="sm_90", emit="nv_tileas").module
+    (loop,) = [o for o in ir.walk() if o.name == "scf.for"]
+    converted = [
+        tuple(o.results[0].type.shape) for o in loop.walk() if o.name == "nv_tileas.convert_layout"
+    ]
+    assert (TM, TN) not in converted, converted
+    c = tc.compile_kernel(windowed, args, gpu_name="sm_90")
+    assert c.async_plan[0].taken
+    values = [x for _, x in _prepare(windowed, args).runtime]
+    out = np.asarray(run_ptx(c.ptx, values, (S // TM, 1, 1), strict_async=True)[3])
+    s = q.astype(np.float64) @ kt.astype(np.float64)
+    r, col = np.arange(S)[:, None], np.arange(S)[None, :]
+    s = np.where((col > r) | (col - r < -W), -np.inf, s)
+    p = np.exp2(s - s.max(1, keepdims=True))
+    want = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
+    np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-3)

@@ -63,6 +63,13 @@ _CHEAP = {"nv_tileaa.splat", "nv_tileaa.make_range", "arith.constant"}
 _VIEWS = ("nv_tileaa.view", "nv_tileaa.expand_dims")
 
 
+def _elements(t) -> int:
+    n = 1
+    for d in t.shape:
+        n *= d
+    return n
+
+
 def _whole_in_thread(layout, shape) -> bool:
     """``layout`` is blocked and gives each thread the whole of a ``shape`` tile (a row of the
     tcgen05 accumulator's layout): converting a value into it is a whole-row exchange, every
@@ -370,7 +377,8 @@ class LayoutAssigner:
         most 8 ops, its values used elsewhere too (unlike :meth:`_cheap`): recomputed for one
         consumer in its ``layout`` (dK dV's LSE / Delta gathers: pointers and masks from
         ``base + m * TM + arange``; attention's column indices ``j * TN + arange(TN)[None, :]``
-        compared in a row-per-thread layout)."""
+        compared in a row-per-thread layout; Gemma's window ``rows - cols`` through a
+        broadcast of the 256 x 1 rows, whose source is converted instead)."""
         prod = v.op if isinstance(v, OpResult) else None
         if prod is None or prod.regions or len(prod.results) != 1 or count[0] >= 8:
             return False
@@ -386,8 +394,12 @@ class LayoutAssigner:
                 and self._index_expr(tiles[0], count, SliceLayout(d, layout))
             )
         if prod.name == "nv_tileaa.broadcast":  # (same rank: the source moves with it)
+            # a scalar's splat, or a source an eighth of the result or smaller (the rows of
+            # Gemma's window mask, 256 x 1 under 256 x 128): converting it is the cheap part
             return all(
-                isinstance(w, OpResult) and w.op.name in _CHEAP and w.type.rank == v.type.rank
+                isinstance(w, OpResult)
+                and w.type.rank == v.type.rank
+                and (w.op.name in _CHEAP or 8 * _elements(w.type) <= _elements(v.type))
                 for w in tiles
             )
         if not self._relayable(prod, v):
