@@ -49,11 +49,18 @@ def _run(kernel, ptx: str, args, grid) -> np.ndarray:
     return np.asarray(run_ptx(ptx, values, grid, strict_async=True)[3]).astype(np.float64)
 
 
-def _ptxas_log(ptx: str) -> str:
+def _ptxas_log(ptx: str, sm: int = 100) -> str:
     from tilegen.runtime.codegen.driver import assemble
 
-    _, log = assemble(ptx, 100, verbose=True)
+    _, log = assemble(ptx, sm, verbose=True)
     return log
+
+
+def _assembles(ptx: str, sm: int = 100) -> None:
+    """ptxas takes the PTX the simulator ran, without spills (where ptxas is installed)."""
+    if find_ptxas() is not None:
+        log = _ptxas_log(ptx, sm)
+        assert " 0 bytes spill stores" in log, log
 
 
 def _consumer_loop(ptx: str) -> str:
@@ -82,6 +89,7 @@ def test_each_staged_load_waits_and_releases_on_its_own():
     assert v_wait > arrives[0]
     got = _run(kernel, c.ptx, args, grid)
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+    _assembles(c.ptx)
 
 
 def test_a_box_released_before_its_dot_is_caught():
@@ -164,6 +172,7 @@ def test_a_ring_that_does_not_fit_loses_stages_before_todays_path(monkeypatch):
     assert c.ptx.count("mbarrier.init.shared::cta.b64") == 2 * 2 * 2 + 1
     got = _run(kernel, c.ptx, args, grid)
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+    _assembles(c.ptx)
 
 
 def test_the_overlap_form_releases_k_early_and_waits_for_v_late():
@@ -191,6 +200,7 @@ def test_the_overlap_form_releases_k_early_and_waits_for_v_late():
     for seq in (128, 256, 640):
         kernel, args, want, grid = _attention(128, 64, 64, seq)
         np.testing.assert_allclose(_run(kernel, c.ptx, args, grid), want, rtol=2e-2, atol=2e-2)
+    _assembles(c.ptx, 90)
     kernel, args, want, grid = _attention(128, 64, 64, 384)
     start = re.search(r"^\$L__async_body_\d+:", c.ptx, re.M).end()
     body = c.ptx[start:]

@@ -186,6 +186,12 @@ def test_chain_that_outgrows_shared_memory_loses_stages():
     assert "cp.async.bulk.tensor" in c.ptx
     out = _strict(c.ptx, args, grid)[3].astype(np.float64)
     np.testing.assert_allclose(out, want, rtol=2e-2, atol=2e-2)
+    from tilegen.runtime.ptxas import find_ptxas
+
+    if find_ptxas() is not None:
+        from tilegen.runtime.codegen.driver import assemble
+
+        assemble(c.ptx, 90)  # (raises on a ptxas error)
 
 
 def test_loops_that_stage_different_loads_are_not_chained():

@@ -212,12 +212,17 @@ def test_num_stages_hint(monkeypatch, strict):
     from tilegen.runtime.passes import layout_assignment
 
     monkeypatch.setattr(layout_assignment, "kernel_num_stages", lambda func: 3)
-    ptx = _pipelined_ptx(monkeypatch, stages=None)
+    _check_stages(_pipelined_ptx(monkeypatch, stages=None), 3, (1, 2, 3, 5))
+
+
+def _check_stages(ptx: str, stages: int, trips: tuple) -> None:
+    """``stages`` buffers: ``stages - 1`` prologue groups and ``wait_group stages - 2`` at the
+    loop's top; exact for loops of ``trips`` K tiles (the last one partial)."""
     lines = [l.strip() for l in ptx.splitlines()]
     top = next(i for i, l in enumerate(lines) if re.match(r"\$L__for_body_\d+:", l))
-    assert sum(l == "cp.async.commit_group;" for l in lines[:top]) == 2
-    assert lines[top + 1] == "cp.async.wait_group 1;"
-    for nk in (1, 2, 3, 5):
+    assert sum(l == "cp.async.commit_group;" for l in lines[:top]) == stages - 1
+    assert lines[top + 1] == f"cp.async.wait_group {stages - 2};"
+    for nk in trips:
         a, b, c = _operands("f16", "f32", 64, 64, nk * 32 - 4, nk)
         out = _launch(ptx, a, b, c, nk, nk * 32 - 4)
         np.testing.assert_array_equal(out.astype(np.float64), _ref(a, b, c, nk * 32 - 4))
@@ -226,15 +231,7 @@ def test_num_stages_hint(monkeypatch, strict):
 def test_default_stages_are_as_many_as_fit_up_to_four(monkeypatch, strict):
     """Without a hint the loop takes 4 stages where they fit (tileiras's sm_80 GEMMs: 4): three
     prologue groups, ``wait_group 2``; exact for short and long loops."""
-    ptx = _pipelined_ptx(monkeypatch, stages=None)
-    lines = [l.strip() for l in ptx.splitlines()]
-    top = next(i for i, l in enumerate(lines) if re.match(r"\$L__for_body_\d+:", l))
-    assert sum(l == "cp.async.commit_group;" for l in lines[:top]) == 3
-    assert lines[top + 1] == "cp.async.wait_group 2;"
-    for nk in (1, 2, 4, 6):
-        a, b, c = _operands("f16", "f32", 64, 64, nk * 32 - 4, nk)
-        out = _launch(ptx, a, b, c, nk, nk * 32 - 4)
-        np.testing.assert_array_equal(out.astype(np.float64), _ref(a, b, c, nk * 32 - 4))
+    _check_stages(_pipelined_ptx(monkeypatch, stages=None), 4, (1, 2, 4, 6))
 
 
 @pytest.mark.parametrize("sm", ["sm_80", "sm_120"])

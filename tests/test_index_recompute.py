@@ -75,6 +75,28 @@ def test_gather_indices_are_recomputed_not_exchanged():
     np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-2 * np.abs(want).max())
 
 
+def _band_problem(seed: int, S: int, D: int, TM: int, TN: int, W: int) -> tuple:
+    """Q, K^T, V and the kernel's arguments for a band-masked attention (rows attend to the
+    columns in ``(row - W, row]``), and NumPy's result."""
+    rng = np.random.default_rng(seed)
+    q, v = ((rng.standard_normal((S, D)) * 0.5).astype(np.float16) for _ in range(2))
+    kt = (rng.standard_normal((D, S)) * 0.5).astype(np.float16)
+    args = (q, kt, v, np.zeros((S, D), np.float16), W, TM, TN, D)
+    s = q.astype(np.float64) @ kt.astype(np.float64)
+    r, col = np.arange(S)[:, None], np.arange(S)[None, :]
+    s = np.where((col > r) | (col < r - W), -np.inf, s)
+    p = np.exp2(s - s.max(1, keepdims=True))
+    return args, (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
+
+
+def _strict_out(kernel, ptx: str, args, grid) -> np.ndarray:
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    values = [x for _, x in _prepare(kernel, args).runtime]
+    return np.asarray(run_ptx(ptx, values, grid, strict_async=True)[3]).astype(np.float64)
+
+
 @ct.kernel
 def banded(
     Q,
@@ -113,14 +135,8 @@ def test_column_indices_are_recomputed_in_a_row_per_thread_layout():
     """sm_100a, 256-row tcgen05 dots (a row of QK^T a thread): each comparison gets the column
     indices computed in its layout (through the view's slice), not a whole-row exchange per
     use (TileGym's attention sink: 712 B of stack and 11 BAR -> 0 and 5)."""
-    from tilegen.cutile_launch import _prepare
-    from tilegen.runtime.ptx.launch import run_ptx
-
-    rng = np.random.default_rng(1)
     S, D, TM, TN, W = 512, 64, 256, 128, 96
-    q, v = ((rng.standard_normal((S, D)) * 0.5).astype(np.float16) for _ in range(2))
-    kt = (rng.standard_normal((D, S)) * 0.5).astype(np.float16)
-    args = (q, kt, v, np.zeros((S, D), np.float16), W, TM, TN, D)
+    args, want = _band_problem(1, S, D, TM, TN, W)
     c = tc.compile_kernel(banded, args, gpu_name="sm_100")
     assert c.async_plan[0].taken
     top = re.search(r"^\$L__async_body_\d+:", c.ptx, re.M)
@@ -128,14 +144,8 @@ def test_column_indices_are_recomputed_in_a_row_per_thread_layout():
     loop = c.ptx[top.end() : top.end() + end.start()]
     # the consumers' CTA barriers are the two MMAs' issues: no exchange through shared memory
     assert loop.count("bar.sync 1,") == 2 and "st.shared" not in loop, loop.count("bar.sync 1,")
-    values = [x for _, x in _prepare(banded, args).runtime]
-    out = np.asarray(run_ptx(c.ptx, values, (S // TM, 1, 1), strict_async=True)[3])
-    s = q.astype(np.float64) @ kt.astype(np.float64)
-    r, col = np.arange(S)[:, None], np.arange(S)[None, :]
-    s = np.where((col > r) | (col < r - W), -np.inf, s)
-    p = np.exp2(s - s.max(1, keepdims=True))
-    want = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
-    np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-3)
+    out = _strict_out(banded, c.ptx, args, (S // TM, 1, 1))
+    np.testing.assert_allclose(out, want, atol=2e-3)
 
 
 @ct.kernel
@@ -178,14 +188,8 @@ def test_window_differences_are_recomputed_not_exchanged():
     layout from the broadcasts, whose 1 x 128 and 256 x 1 sources are converted instead of the
     256 x 128 difference (two 128 KB exchanges each iteration, which kept TileGym's Gemma
     window at 256 x 128 off the async path)."""
-    from tilegen.cutile_launch import _prepare
-    from tilegen.runtime.ptx.launch import run_ptx
-
-    rng = np.random.default_rng(2)
     S, D, TM, TN, W = 512, 64, 256, 128, 96
-    q, v = ((rng.standard_normal((S, D)) * 0.5).astype(np.float16) for _ in range(2))
-    kt = (rng.standard_normal((D, S)) * 0.5).astype(np.float16)
-    args = (q, kt, v, np.zeros((S, D), np.float16), W, TM, TN, D)
+    args, want = _band_problem(2, S, D, TM, TN, W)
     ir = tc.compile_kernel(windowed, args, gpu_name="sm_90", emit="nv_tileas").module
     (loop,) = [o for o in ir.walk() if o.name == "scf.for"]
     converted = [
@@ -194,11 +198,11 @@ def test_window_differences_are_recomputed_not_exchanged():
     assert (TM, TN) not in converted, converted
     c = tc.compile_kernel(windowed, args, gpu_name="sm_90")
     assert c.async_plan[0].taken
-    values = [x for _, x in _prepare(windowed, args).runtime]
-    out = np.asarray(run_ptx(c.ptx, values, (S // TM, 1, 1), strict_async=True)[3])
-    s = q.astype(np.float64) @ kt.astype(np.float64)
-    r, col = np.arange(S)[:, None], np.arange(S)[None, :]
-    s = np.where((col > r) | (col - r < -W), -np.inf, s)
-    p = np.exp2(s - s.max(1, keepdims=True))
-    want = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
-    np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-3)
+    from tilegen.runtime.ptxas import find_ptxas
+
+    if find_ptxas() is not None:  # the PTX the simulator runs assembles (its spills: section 27)
+        from tilegen.runtime.codegen.driver import assemble
+
+        assemble(c.ptx, 90)
+    out = _strict_out(windowed, c.ptx, args, (S // TM, 1, 1))
+    np.testing.assert_allclose(out, want, atol=2e-3)
