@@ -4,7 +4,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test generate check-generated fmt conformance bench fuzz-bytecode fuzz-codegen gpu-check clean
+.PHONY: setup demo test generate check-generated fmt conformance bench fuzz-bytecode fuzz-codegen fuzz-async gpu-check clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -49,6 +49,9 @@ fuzz-bytecode: $(STAMP)
 
 fuzz-codegen: $(STAMP)
 	$(VPY) bench/fuzz_codegen.py --seconds 600 --shrink
+
+fuzz-async: $(STAMP)
+	$(VPY) bench/fuzz_async.py --seconds 600
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -134,7 +134,9 @@ def test_when_there_is_no_pair(pair_kernels):
     d = driver.compile_source(
         pair_kernels["pair_f16_flag"], CompileOptions(target="sm_100a"), until="async"
     ).async_plan[0]
-    assert not d.taken and "a CTA pair: the pair keeps each CTA's rows" in d.reason
+    # (the CTA-size rule sees it too: one CTA of two consumer warp groups, not one group
+    # holding 256 rows of accumulators)
+    assert d.taken and not d.cta_pair and d.consumer_warps == 8, d.line()
     # the option: one CTA per 256-row tile, two consumer warp groups (section 20)
     for target in ("sm_90a", "sm_100a"):
         opts = CompileOptions(target=target, cta_pair=False)

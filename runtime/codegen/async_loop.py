@@ -102,6 +102,8 @@ class _Operand:
         #: bytes the 128-byte swizzle moves as a unit: 32 for a tcgen05 MN-major tf32 B
         #: (128B_BASE32B, tileiras's descriptor), else 16
         self.atom = 16
+        #: a dot's B staged N x K and transposed on its way (K-major, read as A is)
+        self.kmajor = False
 
 
 class _KMajor:
@@ -119,9 +121,16 @@ class _KMajor:
 
 
 def _staged_load(v):
+    """The staged ``tiled_load`` a dot operand reads: through an f32 -> tf32 conversion (the
+    f32 stage), views dropping leading unit dims and B's transpose (async_rule.operand_load)."""
+    from tilegen.runtime.passes.async_rule import PASS_THROUGH, operand_load
+
     op = getattr(v, "op", None)
     if op is not None and op.name == "nv_tileaa.fp_to_fp":  # f32 -> tf32: the f32 stage
-        op = getattr(op.operands[0], "op", None)
+        v = op.operands[0]
+        op = getattr(v, "op", None)
+    if op is not None and op.name in PASS_THROUGH:
+        op = operand_load(v)[0]
     if op is None or op.name != "nv_tileaa.tiled_load":
         return None
     return op
@@ -146,18 +155,25 @@ def async_for(em: Emitter, op, stages: int) -> None:
     # (sm_100: half of B's columns; sm_90: all of B, half of it copied here and multicast)
     pair = ASYNC_PAIR_ATTR in op.attributes
     split_b = pair and em.sm >= 100
+    # B loaded N x K and transposed reaches the MMAs K-major (as A); else N-major, K x N.
+    # Tiles may carry leading unit dims (a (1, M, K) load of a batched array).
+    kmajor = _transposed(lb_)
     ta, tb = tuple(la.results[0].type.shape), tuple(lb_.results[0].type.shape)
-    a = _Operand(la, 0, tile=(ta[0] // 2, ta[1]) if pair else None)
-    b = _Operand(lb_, _align(a.bytes, _ALIGN), tile=(tb[0], tb[1] // 2) if split_b else None)
+    la_, lb_lead = ta[:-2], tb[:-2]
+    (ra, ca), (rb, cb) = ta[-2:], tb[-2:]
+    a = _Operand(la, 0, tile=la_ + (ra // 2, ca) if pair else None)
+    half_b = lb_lead + ((rb // 2, cb) if kmajor else (rb, cb // 2))
+    b = _Operand(lb_, _align(a.bytes, _ALIGN), tile=half_b if split_b else None)
+    b.kmajor = kmajor
     if pair:
-        a.pair = (1, a.tile[0])
-        if split_b:
-            b.pair = (0, b.tile[1])
-        else:
-            b.multicast, b.pair = True, (1, tb[0] // 2)
+        a.pair = (1, a.tile[-2])
+        if split_b:  # this CTA's half of B's columns: rows of B^T, columns of B
+            b.pair = (1, b.tile[-2]) if kmajor else (0, b.tile[-1])
+        else:  # half of every box's rows (K rows of B, N rows of B^T), multicast
+            b.multicast, b.pair = True, (1, rb // 2)
             b.half = b.box_bytes // 2
-    M, K = a.tile
-    N = tb[1]
+    M, K = a.tile[-2:]
+    N = rb if kmajor else cb
     W = em.num_warps
     G = W // 4
     nq = M // (64 * G)  # m64 instances per warp group: rows 64 (nq wg + q) ..
@@ -167,8 +183,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
     tc = em.sm >= 100  # tcgen05 consumers (sm_100a), else wgmma (sm_90a)
     # wgmma reads tf32 / 8-bit B K-major only: the consumers transpose each stage's B into one
     # of BT_BUFFERS B^T buffers (in turn) before the MMAs
-    bt = None if tc or ab in _TRANSPOSABLE else _KMajor(N, K, a.esz)
-    if tc and ab == "tf32" and b.span == 128:
+    bt = None if tc or ab in _TRANSPOSABLE or kmajor else _KMajor(N, K, a.esz)
+    if tc and ab == "tf32" and b.span == 128 and not kmajor:
         b.atom = 32
     # the scaled accumulate's side vectors the producer copies too (1 x N rows), 128-aligned
     sides, end = [], b.offset + b.bytes
@@ -240,7 +256,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
     top, end = em.new_label("async_consume"), em.new_label("async_consumed")
-    wg_ins, wg_imms = _wgmma_form(dot, W, N, ab, pair)
+    wg_ins, wg_imms = _wgmma_form(dot, W, N, ab, pair, kmajor)
     round_a, round_b = (_converted(dot.operands[i]) for i in (0, 1))
     btbase = btend = None
     # one stage's wgmmas stay in flight while the next stage's are issued (wait_group 1): the
@@ -293,7 +309,11 @@ def async_for(em: Emitter, op, stages: int) -> None:
     # one descriptor per operand and stage; each K step (and m64 instance) adds its byte
     # offset / 16 to the start-address field (bits 0-13: shared addresses stay below 256 KB)
     da0 = wgmma_descriptor_parts(em, abase, 16, 8 * a.span, a.span)
-    if bt is None:  # B N-major from the stage (transpose bit)
+    if kmajor:  # B^T from the stage: K-major, as A
+        sb0 = em.new("b32")
+        em.ins(f"add.s32 {sb0}, {sbase}, {b.offset}")
+        db0 = wgmma_descriptor_parts(em, sb0, 16, 8 * b.span, b.span)
+    elif bt is None:  # B N-major from the stage (transpose bit)
         sb0 = em.new("b32")
         em.ins(f"add.s32 {sb0}, {sbase}, {b.offset}")
         db0 = wgmma_descriptor_parts(em, sb0, K * b.span, 8 * b.span, b.span)
@@ -306,7 +326,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
         for kk in range(K // tk):
             kb = kk * 32  # K byte offset in A's rows
             da = moved(da0, (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span)
-            db = moved(db0, kk * tk * b.span if bt is None else bt.offset(0, kb))
+            if kmajor:
+                db = moved(db0, (kb // b.span) * b.box_bytes + kb % b.span)
+            else:
+                db = moved(db0, kk * tk * b.span if bt is None else bt.offset(0, kb))
             d_in = zero_d if scaled and kk == 0 else p
             em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {d_in}{wg_imms}")
     em.ins("wgmma.commit_group.sync.aligned")
@@ -1062,14 +1085,17 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     # one CTA's 256 rows (8 warps): two M 128 MMAs a K step into TMEM columns 0 .. N and
     # N .. 2 N; thread t reads row t (warp w: lanes 32 (w % 4) .., columns (w / 4) N ..)
     tall = not pair and M == 256
+    # one CTA's 128 rows on 8 warps (N over 128): warp w reads lanes 32 (w % 4) .., columns
+    # (w / 4) N / 2 .. (a thread holds half a row: the scaled form's column halves)
+    wide = not pair and M == 128 and em.num_warps == 8
     chain = fragment_chain(op, v["store"]) if M == 128 or half or tall else None
     rows = None  # thread t's row of the result, in registers (row-major order): see below
-    per = N // 2 if half else N
+    per = N // 2 if half or wide else N
     if chain is not None and init and all(r == init[0] for r in init):
         # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
         # initial value now, the sum once the MMAs ran) and the store writes it by position
         rows = [em.mov(cls, init[0]) for _ in range(per)]
-    elif pair or tall:  # async_rule admits only the registers-only form for these
+    elif pair:  # async_rule admits only the registers-only form for a pair
         fail(op, "PTX backend: this accumulator must reach a TMA store in registers")
     else:
         em.need_smem(M * N * 4)
@@ -1146,16 +1172,20 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     if M == 64 and not half:
         live = em.new("pred")
         em.ins(f"setp.lt.u32 {live}, {lane}, 16")
-    if tall:  # warp w: lanes 32 (w % 4) .., the second accumulator's columns for w >= 4
-        wq, wh = em.new("b32"), em.new("b32")
+    wh = None
+    if tall or wide:  # warp w: lanes 32 (w % 4) .., the second accumulator's columns (tall)
+        wq, wh = em.new("b32"), em.new("b32")  # or the second half of the columns (wide)
         em.ins(f"and.b32 {wq}, {warp}, 3")
         em.ins(f"shr.u32 {wh}, {warp}, 2")
         em.ins(f"shl.b32 {lane_base}, {wq}, 21")
-        em.ins(f"mad.lo.s32 {lane_base}, {wh}, {N}, {lane_base}")
+        em.ins(f"mad.lo.s32 {lane_base}, {wh}, {N if tall else N // 2}, {lane_base}")
+        if wide:  # row 32 (w % 4) + lane
+            em.ins(f"mad.lo.s32 {row}, {wq}, 32, {lane}")
     else:
         em.ins(f"shl.b32 {lane_base}, {warp}, 21")  # (32 w) << 16: the TMEM lane field
     em.ins(f"add.s32 {lane_base}, {lane_base}, {taddr}")
-    rowaddr = None if rows is not None else em.smem_addr(em.lincomb(0, [(N, row)]), 4)
+    terms = [(N, row)] + ([(N // 2, wh)] if wide else [])
+    rowaddr = None if rows is not None else em.smem_addr(em.lincomb(0, terms), 4)
     add = "s32" if acc_int else "rn.f32"
     for chunk in range(per // 32):
         regs = [em.new("b32") for _ in range(32)]
@@ -1188,7 +1218,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"tcgen05.dealloc.{g}.sync.aligned.b32 {taddr}, {v['tcols']}")
     em.label(skip3)
     if rows is not None:
-        em.fragment_order = dict.fromkeys(chain, ("rows", M, N, 2 if half else 1))
+        em.fragment_order = dict.fromkeys(chain, ("rows", M, N, 2 if half or wide else 1))
         return rows
     return _scratch_to_layout(em, op, op.results[0].type, cls, M, N)
 
@@ -1207,11 +1237,13 @@ def _tcgen05_stage(
 
         sa, sb = _signedness(dot) or (True, True)
         unsigned = (not sa, not sb)
+    kmajor = getattr(b, "kmajor", False)  # B^T staged N x K (K-major, as A)
     idesc = tcgen05.instruction_descriptor(
         2 * M if pair else M,
         N,
         ab,
         "s32" if acc_int else "f32",
+        b_mn_major=not kmajor,
         b_elem=elem_key(dot.operands[1].type),
         unsigned=unsigned,
         saturate=ab == "i8",
@@ -1226,14 +1258,19 @@ def _tcgen05_stage(
         # B MN-major: atoms of 8 K rows (4 with the 32-byte-atom swizzle of a tf32 B) at SBO
         sbo = (4 if b.atom == 32 else 8) * b.span
         pa = wgmma_descriptor_parts(em, sbase, 16, 0, 0)[0]
-        pb = wgmma_descriptor_parts(em, sb0, K * b.span, 0, 0)[0]
+        pb = wgmma_descriptor_parts(em, sb0, 16 if kmajor else K * b.span, 0, 0)[0]
         ha = tcgen05.smem_descriptor_hi(8 * a.span, a.span)
-        hb = tcgen05.smem_descriptor_hi(sbo, b.span, b.atom)
+        hb = (
+            tcgen05.smem_descriptor_hi(8 * b.span, b.span)
+            if kmajor
+            else tcgen05.smem_descriptor_hi(sbo, b.span, b.atom)
+        )
         for kk in range(K // tk):
             kb = kk * 32
             a_off = (kb // a.span) * a.box_bytes + kb % a.span
+            b_off = (kb // b.span) * b.box_bytes + kb % b.span if kmajor else kk * tk * b.span
             da = wgmma_descriptor_at(em, (pa, ha), a_off)
-            db = wgmma_descriptor_at(em, (pb, hb), kk * tk * b.span)
+            db = wgmma_descriptor_at(em, (pb, hb), b_off)
             em.ins(
                 f"tcgen05.mma.{cta_pair.group(pair)}.kind::{kind} [{taddr}], {da}, {db}, "
                 f"{idesc}, {acc_in}"
@@ -1416,13 +1453,17 @@ def _stride_bytes(em: Emitter, st, esz: int) -> str:
     return stb
 
 
-def _wgmma_form(dot, warps: int, N: int, ab: str, pair: bool = False) -> tuple:
+def _wgmma_form(
+    dot, warps: int, N: int, ab: str, pair: bool = False, kmajor: bool = False
+) -> tuple:
     """(instruction, trailing immediates) of the consumers' wgmma: 16-bit types read B N-major
-    (imm-trans-b 1); tf32 / 8-bit ones K-major B^T (spec/ptx/mma.yaml's row, no transpose
-    immediates: wgmma has none for them). A CTA pair's dot is laid out for its whole tile,
-    not for the m64 wgmmas each CTA issues on its rows: the row comes from the types alone."""
+    (imm-trans-b 1) or, staged as B^T (``kmajor``), K-major (0); tf32 / 8-bit ones K-major B^T
+    (spec/ptx/mma.yaml's row, no transpose immediates: wgmma has none for them). A CTA pair's
+    dot is laid out for its whole tile, not for the m64 wgmmas each CTA issues on its rows:
+    the row comes from the types alone."""
     if ab in _TRANSPOSABLE:
-        return f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{ab}.{ab}", ", 1, 1, 0, 1"
+        tnsp = 0 if kmajor else 1
+        return f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{ab}.{ab}", f", 1, 1, 0, {tnsp}"
     from tilegen.runtime.codegen.mma import wgmma_form, wgmma_plan
 
     if pair:
@@ -1500,7 +1541,7 @@ def _transpose_b(
     (four ``ld.shared.b32``, a 4 x 4 byte transpose in eight ``prmt``, four ``st.shared.b32``);
     32-bit: units of one K row x 4 columns (``ld.shared.v4.b32``, four ``st.shared.b32``),
     rounded to tf32 on the way when ``rna``."""
-    K, N = b.tile
+    K, N = b.tile[-2:]
     esz = b.esz
     if esz not in (1, 4):
         fail(b.load, f"PTX backend: no B transpose for {esz}-byte elements")

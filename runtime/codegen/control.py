@@ -138,7 +138,7 @@ def pipeline_smem_cap(sm: int, suffix: str, occupancy: "int | None" = None) -> i
 
 
 def _pipeline_plan(em: Emitter, op):
-    """(loads, stages, stage bytes, wgmma?) when the layout stage pipelined scf.for ``op``
+    """(loads, stages, stage bytes, read by wgmma or tcgen05?) when the layout stage pipelined scf.for ``op``
     (``nv_tileas.num_stages``, its loads marked ``nv_tileas.prefetch``; runtime/layouts/
     staging.py says which), else None. Here only what shared memory holds is settled: loads
     whose dot path has no cp.async layout (``mma.staged_layout``) stay per-iteration, and the
@@ -146,6 +146,7 @@ def _pipeline_plan(em: Emitter, op):
     retry budget)."""
     from tilegen.runtime.codegen.memory import stage_plan
     from tilegen.runtime.codegen.mma import staged_layout, wgmma_plan
+    from tilegen.runtime.layouts.decisions import mma_family
 
     stages = num_stages(op)
     if stages < 2 or getattr(em, "pipe_budget", None) == 0 or getattr(em, "_pipelining", False):
@@ -169,7 +170,8 @@ def _pipeline_plan(em: Emitter, op):
             continue  # (emit.py's retry) the two-stage buffers must fit the budget
         loads.append(_PipeLoad(ld, sp, slice_ops, lay, off))
         off += size
-        wg = wg or wgmma_plan(dot, em.num_warps, em.sm) is not None
+        # wgmma and tcgen05 read the stage through the async proxy (a fence after the copies)
+        wg = wg or mma_family(dot) == "tcgen05" or wgmma_plan(dot, em.num_warps, em.sm) is not None
     if not loads:
         return None
     # the stage buffers sit beside the scratch: leave room for what the body's dots and
@@ -299,7 +301,7 @@ def _pipelined_for(em: Emitter, op, plan) -> None:
     em.ins(f"@{p} bra {end}")
     em.label(top)
     em.ins(f"cp.async.wait_group {S - 2}")
-    if wg:  # cp.async writes (generic proxy) before wgmma's async-proxy reads
+    if wg:  # cp.async writes (generic proxy) before wgmma's / tcgen05's async-proxy reads
         em.ins("fence.proxy.async.shared::cta")
     em.barrier()
     x, q = ahead(iv, S - 1)

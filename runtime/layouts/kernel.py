@@ -135,12 +135,16 @@ def default_num_warps(func: Operation) -> int:
             # the async path's K loop: its consumer warps stay the kernel's 4 (a CTA pair's
             # too: 128 rows per CTA), unless one warp group would hold 256 rows of
             # accumulators; two then take 128 each (2 x 64 registers a thread, N 128)
-            if (_tall_dot(dots[0]) or (sm == 90 and _wide_n_dot(dots[0]))) and not _may_pair(
-                func, sm, dots[0]
+            if (_tall_dot(dots[0]) or _wide_n_dot(dots[0])) and not _may_pair(
+                func, sm, dots[0], loop
             ):
                 return WIDE_NUM_WARPS
             continue
-        if any(_wide_dot(d) for d in dots) and not _one_group_in_tmem(func, sm, dots):
+        if (
+            any(_wide_dot(d) for d in dots)
+            and not _one_group_in_tmem(func, sm, dots)
+            and not _one_group_in_registers(func, sm, dots)
+        ):
             return WIDE_NUM_WARPS
     return DEFAULT_NUM_WARPS
 
@@ -166,6 +170,35 @@ def _one_group_in_tmem(func: Operation, sm: int, dots: list) -> bool:
         if getattr(getattr(a, "element", None), "name", "") not in ("f16", "bf16"):
             return False
     return True
+
+
+#: Registers a consumer thread keeps beside a loop's dot results (softmax statistics, P,
+#: addresses) in :func:`_one_group_in_registers`'s estimate.
+ONE_GROUP_SLACK = 64
+
+
+def _one_group_in_registers(func: Operation, sm: int, dots: list) -> bool:
+    """Whether a loop of several dots (attention) keeps one warp group on sm_90 under an
+    ``occupancy`` hint of 2 or more: every dot of 128 rows with 16-bit operands, and the dots'
+    results on 4 warps (one row block of 128 a thread's share) plus :data:`ONE_GROUP_SLACK`
+    within what a consumer thread gets when the hint's CTAs of 256 threads share the SM's
+    registers (the producer warp group at 32). That is tileiras's shape (256 threads at 128
+    registers; TileGym's 128 x 64 d 64 causal tile): two warp groups would get 104 registers
+    each and spill. Where the dots need more (d 128), two groups keep one CTA an SM."""
+    occ = kernel_spec_int(func, "occupancy")
+    if sm != 90 or not occ or occ < 2 or len(dots) < 2:
+        return False
+    need = ONE_GROUP_SLACK
+    for d in dots:
+        a, b = d.operands[0].type, d.operands[1].type
+        shape_a, shape_b = getattr(a, "shape", ()), getattr(b, "shape", ())
+        if len(shape_a) != 2 or shape_a[0] != 128 or len(shape_b) != 2:
+            return False
+        if getattr(getattr(a, "element", None), "name", "") not in ("f16", "bf16"):
+            return False
+        need += 128 * shape_b[1] // 128
+    budget = (65536 // (occ * 256) * 256 - 32 * 128) // 128 // 8 * 8
+    return need <= budget
 
 
 #: Registers a thread may spend on the kernel's largest tile before :func:`default_num_warps`
@@ -205,20 +238,32 @@ def _footprint_num_warps(func: Operation) -> Optional[int]:
     return warps if warps != DEFAULT_NUM_WARPS else None
 
 
-def _may_pair(func: Operation, sm: int, dot: Operation) -> bool:
+def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool:
     """Whether the kernel asks for a CTA pair where the async path builds them (sm_90 and
     sm_100 with ``CompileOptions.cta_pair``: docs/pipelines.md sections 18-19) for a dot it can
     pair: N at most 128 (each CTA's 128 rows x N on one warp group; a 256 x 256 tile's pair
-    would hold 256 accumulator registers a thread, so it keeps two warp groups on one CTA)."""
+    would hold 256 accumulator registers a thread, so it keeps two warp groups on one CTA), in
+    a kernel of the pair's form (``async_rule._pair_reason``'s conditions on the IR's structure:
+    a uniform initial value, elementwise ops from the loop to one TMA store, nothing else
+    writing memory). A hinted kernel the pair then refuses (a bias row loaded after the loop,
+    C as the initial value, a 3-d store) keeps two warp groups on one CTA, not one group
+    holding 256 rows of accumulators."""
     from tilegen.runtime.options import current
+    from tilegen.runtime.passes.async_rule import _pair_reason
 
     n = getattr(dot.operands[1].type, "shape", (0, 0))[-1]
-    return (
+    options = current()
+    if not (
         kernel_spec_int(func, "num_cta_in_cga") == 2
         and sm in (90, 100)
-        and current().cta_pair
+        and options.cta_pair
         and n <= 128
-    )
+    ):
+        return False
+    try:
+        return _pair_reason(func, loop, dot, options) is None
+    except (AttributeError, KeyError, TypeError, ValueError):  # a form the rule cannot read yet
+        return True
 
 
 def _tall_dot(dot: Operation) -> bool:
@@ -232,7 +277,8 @@ def _wide_n_dot(dot: Operation) -> bool:
     """A 2-d dot of 128 rows whose accumulator would take one warp group more than 128
     registers a thread (N over 128: TileGym's 128 x 256 GEMM tile); two warp groups of 64 rows
     hold half each on wgmma (sm_90; tileiras keeps one group there, at 255 registers and 1.8 KB
-    of stack)."""
+    of stack), of the columns of the 128 TMEM rows on tcgen05 (sm_100; tileiras: one group at
+    255 registers, 8-72 bytes of stack), of the columns on mma.sync (today's path)."""
     a, b = dot.operands[0].type, dot.operands[1].type
     shape_a, shape_b = getattr(a, "shape", ()), getattr(b, "shape", ())
     return (

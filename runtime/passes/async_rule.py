@@ -205,6 +205,10 @@ def _option_reason(options, sm: int) -> Optional[str]:
     return None
 
 
+#: ops between a staged load and its dot that the consumers read through (:func:`operand_load`)
+PASS_THROUGH = ("nv_tileaa.view", "nv_tileaa.reshape", "nv_tileaa.permute")
+
+
 def _loop_dot(loop: Operation) -> Optional[Operation]:
     dots = [o for o in loop.regions[0].blocks[0].ops if o.name == "nv_tileaa.dot"]
     return dots[0] if len(dots) == 1 else None
@@ -249,10 +253,37 @@ def _shape_reason(
     return None
 
 
+def operand_load(v) -> tuple:
+    """(the ``tiled_load`` dot operand ``v`` comes from, whether it arrives transposed), seen
+    through the views and reshapes that drop leading unit dims (a ``(1, M, K)`` load of a
+    batched array) and a permute of the last two dims (B loaded N x K: K-major, ``x @ W^T``);
+    (None, False) for anything else. (An f32 -> tf32 conversion is seen through by the
+    caller.)"""
+    from tilegen.runtime.layouts.staging import chain_to_dot
+
+    chain = []
+    while isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
+        chain.append(v.op)
+        v = v.op.operands[0]
+    if not isinstance(v, OpResult) or v.op.name != "nv_tileaa.tiled_load" or not chain:
+        return (v.op if isinstance(v, OpResult) else None), False
+    found = chain_to_dot(v, v.type.rank - 2)
+    if found is None or found[0] != chain[::-1] or found[4]:
+        return None, False
+    return v.op, found[3]
+
+
 def _operands_staged(dot: Operation, plan) -> Optional[str]:
     staged = {id(s.load) for s in plan.loads}
     for i, name in ((0, "A"), (1, "B")):
         v = dot.operands[i]
+        if isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
+            load, transposed = operand_load(v)
+            if load is None:
+                return f"operand {name} of the dot is not a tiled_load of the loop"
+            if transposed and i == 0:
+                return "operand A reaches the dot transposed (MN-major A is not lowered)"
+            v = load.results[0]
         if isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp":
             if _elem_key(v.type) != "tf32":
                 return f"operand {name} of the dot is converted to {_elem_key(v.type)} in the loop"
@@ -656,16 +687,23 @@ def _lowering(
             stages,
         )
     tall = sm >= 100 and not scaled and M == 256 and warps == 8 and not pair
-    if tall and (N % 32 or N > 128 or not _registers_only(func, loop, sm, M)):
+    if tall and (N % 32 or N > 128):
         return (
             "the emitter's two-accumulator tcgen05 form (M 256, 8 warps) takes N a multiple "
-            "of 32 up to 128 and keeps the rows in registers up to a TMA store",
+            "of 32 up to 128",
             stages,
         )
-    if sm >= 100 and not scaled and not tall and (warps != 4 or M not in (64, 128) or N % 32):
+    wide = sm >= 100 and not scaled and not pair and warps == 8 and M == 128 and N % 64 == 0
+    if (
+        sm >= 100
+        and not scaled
+        and not tall
+        and not wide
+        and (warps != 4 or M not in (64, 128) or N % 32)
+    ):
         return (
-            f"the emitter's tcgen05 path takes 4 warps, M 64 or 128 and N a multiple of 32, "
-            f"not {warps} warps, {M}x{N}",
+            f"the emitter's tcgen05 path takes 4 warps, M 64 or 128 and N a multiple of 32 "
+            f"(8 warps: M 128 and N a multiple of 64), not {warps} warps, {M}x{N}",
             stages,
         )
     if warps % 4 or M % (16 * warps):
@@ -688,6 +726,10 @@ def _lowering(
     body = loop.regions[0].blocks[0]
     loads = {id(s.load) for s in plan.loads}
     tf32 = {id(v.op) for v in dot.operands[:2] if isinstance(v, OpResult)}
+    for v in dot.operands[:2]:  # views and B's transpose between a load and the dot
+        while isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
+            tf32.add(id(v.op))
+            v = v.op.operands[0]
     if scaled:  # the block-scaled form: a fresh partial product per stage, scaled into acc
         if sm >= 100 and not uniform_tile(loop.operands[3]):
             return "the tcgen05 scaled accumulate starts from a uniform tile", stages
@@ -704,8 +746,9 @@ def _lowering(
     for op in body.ops:
         if id(op) in loads or op is dot or op is body.ops[-1]:
             continue
-        if op.name == "nv_tileaa.fp_to_fp" and id(op) in tf32:
-            continue  # f32 -> tf32 of a staged operand: the tensor core reads the f32 stage
+        if id(op) in tf32 and (op.name == "nv_tileaa.fp_to_fp" or op.name in PASS_THROUGH):
+            continue  # f32 -> tf32 of a staged operand (the tensor core reads the f32 stage),
+            # or a view or transpose of one (the consumers read the stage in its own order)
         tiles = any(getattr(r.type, "rank", 0) for r in op.results)
         if op.regions or (tiles and op.name != "nv_tileaa.splat"):
             return f"the loop body computes more than the loads' indices ('{op.name}')", stages

@@ -1,0 +1,139 @@
+"""The async path's operand forms and what bench/fuzz_async.py (random cuTile GEMMs and
+attention forwards, strict ptxsim against NumPy, ptxas without spills) found, as fixed kernels.
+
+* **B loaded N x K and transposed** (``x @ W^T``, a Linear layer's weight) reaches wgmma /
+  tcgen05 K-major from its stage: no transpose pass, wgmma's ``imm-trans-b`` 0, tcgen05's
+  instruction descriptor with B K-major. Before, the async path refused it ("operand B of the
+  dot is not a tiled_load of the loop") and the GEMM ran on today's path.
+* **Batched operands**: ``(1, M, K)`` loads of 3-d arrays reshaped to the dot's 2-d tiles.
+* **sm_100's tcgen05 dots on today's path** read cp.async stages through the async proxy:
+  the K loop fences (``fence.proxy.async``) after the copies land; without it the strict
+  simulator reports the read (seed 148).
+* **A ``num_ctas=2`` 256-row GEMM the pair refuses** (a bias row loaded after the loop, a 3-d
+  store) keeps two consumer warp groups on one CTA instead of one group holding 256 rows of
+  accumulators (which spilled on today's path), and sm_100's two-accumulator form takes a
+  kernel's own epilogue through the scratch buffer.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+pytest.importorskip("cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')")
+
+import fuzz_async as fa  # noqa: E402
+
+from tilegen.runtime.ptxas import find_ptxas  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not Path(find_ptxas() or "/nonexistent").exists(), reason="ptxas is not installed"
+)
+
+
+def _gemm(target, ab, out, tm, tn, tk, bt=0, epi=0, init=0, options=None, sizes=None):
+    params = dict(ab=ab, out=out, TM=tm, TN=tn, TK=tk, BT=bt, INIT=init, EPI=epi)
+    sizes = sizes or dict(M=2 * tm if tm < 256 else tm, N=tn, K=3 * tk)
+    return fa.Config(0, "gemm", target, params, options or {}, sizes)
+
+
+def _run(cfg, tmp_path) -> fa.Outcome:
+    o = fa.check(cfg, str(tmp_path))
+    assert o.status == "ok", f"{o.status}: {o.detail}\n{o.plan}"
+    return o
+
+
+@pytest.mark.parametrize(
+    "target,ab,out,tk",
+    [
+        ("sm_90a", "f16", "f32", 64),
+        ("sm_90a", "e4m3", "f16", 128),
+        ("sm_100a", "bf16", "bf16", 64),
+        ("sm_100a", "i8", "i32", 128),
+    ],
+)
+def test_b_transposed_takes_the_async_path_k_major(target, ab, out, tk, tmp_path):
+    o = _run(
+        _gemm(target, ab, out, 128, 128, tk, bt=1, sizes=dict(M=200, N=136, K=3 * tk)), tmp_path
+    )
+    assert o.path == "async", o.plan
+    if target == "sm_90a":
+        wg = re.findall(
+            r"wgmma\.mma_async\.sync\.aligned\.m64n128k\d+\.\S+ \{[^}]*\}, [^;]*;", o.ptx
+        )
+        assert wg
+        if ab == "f16":  # imm-trans-b 0: B K-major as staged
+            assert all(w.endswith(", 1, 1, 0, 0;") for w in wg), wg[0]
+        # no B^T buffers: the 8-bit B needs no transpose by the consumers when staged N x K
+        assert "ld.shared.v4.b32" not in o.ptx
+    else:
+        from tilegen.runtime.codegen.tcgen05 import instruction_descriptor
+
+        kind = {"bf16": "f16", "i8": "i8"}[ab]
+        assert f"tcgen05.mma.cta_group::1.kind::{kind} " in o.ptx
+        key = {"bf16": "bf16", "i8": "i8"}[ab]
+        d = instruction_descriptor(
+            128, 128, key, "s32" if ab == "i8" else "f32", b_mn_major=False, saturate=ab == "i8"
+        )
+        assert f", {d}, " in o.ptx  # B K-major in the instruction descriptor
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_batched_operands_reshaped_from_3d_loads_take_the_async_path(target, tmp_path):
+    for bt in (0, 1):
+        params = dict(ab="f16", out="f32", TM=128, TN=128, TK=64, BT=bt)
+        cfg = fa.Config(0, "bgemm", target, params, {}, dict(M=200, N=128, K=144, Z=2))
+        o = _run(cfg, tmp_path)
+        assert o.path == "async", o.plan
+
+
+def test_tcgen05_dot_on_todays_pipelined_path_fences_the_cp_async_stages(tmp_path):
+    # seed 148 of the fuzzer: the C tile as the initial value keeps this GEMM on today's path
+    # (cp.async stages, tcgen05 dots of their own); the MMAs read the stages through the async
+    # proxy, so the loop fences after each stage lands
+    cfg = _gemm("sm_100a", "f16", "f32", 256, 128, 64, bt=1, init=1)
+    o = _run(cfg, tmp_path)
+    assert o.path == "today"
+    body = o.ptx.split("$L__for_body", 1)[1]
+    wait = body.index("cp.async.wait_group")
+    assert body.index("fence.proxy.async.shared::cta") > wait
+    assert body.index("fence.proxy.async.shared::cta") < body.index("tcgen05.mma")
+
+
+def test_a_pair_refused_keeps_two_warp_groups(tmp_path):
+    # num_ctas=2 with a bias row loaded after the loop: no pair (each CTA would load it), so
+    # the 256-row tile takes two consumer warp groups on one CTA, not one group of 256 rows
+    cfg = _gemm("sm_90a", "f16", "f32", 256, 128, 64, epi=2, options={"num_ctas": 2})
+    o = _run(cfg, tmp_path)
+    assert o.path == "async", o.plan
+    assert "8 consumer + 4 producer warps" in o.plan and "CTA pair" not in o.plan
+
+
+@pytest.mark.parametrize("ab,out,tk", [("bf16", "bf16", 64), ("e4m3", "f16", 128)])
+def test_sm100_two_accumulators_take_the_kernels_own_epilogue(ab, out, tk, tmp_path):
+    # a bias row loaded after the loop: the rows go through the scratch buffer to the layout
+    # the epilogue's ops were given (before, the two-accumulator form refused the kernel)
+    cfg = _gemm("sm_100a", ab, out, 256, 128, tk, epi=2, sizes=dict(M=300, N=144, K=2 * tk))
+    o = _run(cfg, tmp_path)
+    assert o.path == "async", o.plan
+    assert "st.global epilogue" in o.plan and "8 consumer" in o.plan
+
+
+#: fuzzer seeds: a GEMM and an attention forward on each async target, and what they found
+COVER = [1, 3, 5]
+FOUND = {
+    148: "sm_100a tcgen05 dot on today's pipelined path read cp.async stages without "
+    "fence.proxy.async (strict ptxsim)",
+    4: "e4m3 B^T on sm_90a: today's path (the async path refused a transposed B)",
+}
+
+
+@pytest.mark.parametrize("seed", COVER + sorted(FOUND))
+def test_fuzzer_seed(seed, tmp_path):
+    o = fa.run_one(seed, str(tmp_path))
+    assert o.status in ("ok", "refused"), f"seed {seed}: {o.status}: {o.detail}"
