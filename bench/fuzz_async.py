@@ -288,53 +288,32 @@ def _attention_config(seed: int, rng: random.Random, target: str) -> Config:
 
 
 # ---------------------------------------------------------------- cuTile export
-def _constraint(dtype_name: str, ndim: int, aligned: bool):
-    from cuda.tile.compilation import ArrayConstraint
+def _constraint(dtype_name: str, arr: np.ndarray):
+    """The array constraint cuTile's ``ct.launch`` infers for ``arr`` (base 16-byte aligned,
+    unit inner stride, strides of 16-byte multiples and shapes of multiples of 16 where they
+    are): tilegen.cutile_launch's reimplementation of the launcher's specialisation."""
+    from tilegen.cutile_launch import _array_constraint
 
-    dt = getattr(ct, dtype_name)
-    per16 = 128 // dt.bitwidth
-    return ArrayConstraint(
-        dt,
-        ndim,
-        index_dtype=ct.int32,
-        stride_lower_bound_incl=0,
-        alias_groups=(),
-        may_alias_internally=False,
-        stride_constant=(None,) * (ndim - 1) + (1,),
-        stride_divisible_by=((per16 if aligned else 1),) * (ndim - 1) + (1,),
-        base_addr_divisible_by=16,
-    )
+    return _array_constraint([np.asarray(arr)], getattr(ct, dtype_name), None, "fuzz_async")
 
 
-def export(cfg: Config, path: str) -> None:
+def export(cfg: Config, path: str, args: list) -> None:
+    """Export ``cfg``'s kernel as bytecode, specialised for ``args`` as ``ct.launch`` would."""
     from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
 
     p = cfg.params
-    if cfg.kind == "gemm":
+    if cfg.kind in ("gemm", "bgemm"):
         ab, out = ELEM[p["ab"]][1], ELEM[p["out"]][1]
-        params = [
-            _constraint(ab, 2, cfg.aligned),
-            _constraint(ab, 2, cfg.aligned),
-            _constraint(out, 2, cfg.aligned),
-            _constraint(out, 2, True),
-            p["TM"],
-            p["TN"],
-            p["TK"],
-            p["BT"],
-            p["INIT"],
-            p["EPI"],
-        ]
-        fn = gemm
-    elif cfg.kind == "bgemm":
-        ab, out = ELEM[p["ab"]][1], ELEM[p["out"]][1]
-        params = [_constraint(t, 3, cfg.aligned) for t in (ab, ab, out)]
+        params = [_constraint(t, x) for t, x in zip((ab, ab, out, out), args)]
         params += [p["TM"], p["TN"], p["TK"], p["BT"]]
-        fn = bgemm
+        if cfg.kind == "gemm":
+            params += [p["INIT"], p["EPI"]]
+        fn = gemm if cfg.kind == "gemm" else bgemm
     else:
-        e = ELEM[p["e"]][1]
         from cuda.tile.compilation import ScalarConstraint
 
-        params = [_constraint(e, 3, True) for _ in range(4)]
+        e = ELEM[p["e"]][1]
+        params = [_constraint(e, x) for x in args[:4]]
         params += [ScalarConstraint(ct.float32), p["TM"], p["TN"], p["D"], p["CAUSAL"]]
         fn = attention
     kernel = ct.kernel(fn, **cfg.options)
@@ -483,8 +462,10 @@ def check(cfg: Config, tmp: str, verbose: bool = False, timeout: float = 600.0) 
     if verbose:
         print(cfg.line())
     path = os.path.join(tmp, f"k{seed}.tileirbc")
+    rng = np.random.default_rng(seed)
+    args, grid, idx, ref, rtol, atol = problem(cfg, rng)
     try:
-        export(cfg, path)
+        export(cfg, path, args)
     except Exception as e:  # noqa: BLE001 - cuTile refused the configuration
         out.status, out.detail = "skip", f"cuTile: {type(e).__name__}: {str(e)[:200]}"
         return out
@@ -511,9 +492,8 @@ def check(cfg: Config, tmp: str, verbose: bool = False, timeout: float = 600.0) 
         if verbose:
             for d in plan:
                 print("  plan:", d.line())
-        ptx = out.ptx = (
-            c.ptx
-        )  # (the final PTX: without the occupancy cap where the driver dropped it)
+        # (the final PTX: without the occupancy cap where the driver dropped it)
+        ptx = out.ptx = c.ptx
         src = os.path.join(tmp, f"k{seed}.ptx")
         Path(src).write_text(ptx)
         arch = ptx.split(".target", 1)[1].split()[0].strip(",")
@@ -534,8 +514,6 @@ def check(cfg: Config, tmp: str, verbose: bool = False, timeout: float = 600.0) 
             theirs = tileiras_usage(path, cfg.target)
             spilled = "spill" if theirs.get("STACK", 0) > 0 else "fail"
             spilled_detail = "spills: " + "; ".join(spill)[:200] + f"; tileiras: {theirs}"
-        rng = np.random.default_rng(seed)
-        args, grid, idx, ref, rtol, atol = problem(cfg, rng)
         strict = cfg.target in ("sm_90a", "sm_100a")
         res = run_ptx(ptx, args, grid, strict_async=strict, max_steps=50_000_000)[idx]
         got = _decode(np.asarray(res), cfg.params.get("out", cfg.params.get("e")))

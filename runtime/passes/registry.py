@@ -82,6 +82,7 @@ def load_passes() -> dict[str, PassInfo]:
         loop_counters,
         loop_split,
         single_trip_loops,
+        split_select,
     )
 
     return PASSES
