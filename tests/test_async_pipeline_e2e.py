@@ -119,24 +119,46 @@ def test_unaligned_strides_fall_back():
     assert "not known to be a multiple of 16 bytes" in d.reason
 
 
-def test_eligible_kernels_the_emitter_does_not_lower_say_so():
-    # a 128-row tile on 8 warps: the rule's tcgen05 shapes cover it, the emitter's tcgen05
-    # consumer takes 4 warps: today's path, with the reason
+def _tile_128_on_8_warps(n: int) -> str:
     text = (CORPUS_OUT / "matmul_f16.mlir").read_text()
     for old, new in (
         ("tile=(64x32)", "tile=(128x32)"),
         ("tile<64x32xf16>", "tile<128x32xf16>"),
-        ("tile<64x64xf32>", "tile<128x64xf32>"),
-        ("tile=(64x64)", "tile=(128x64)"),
+        ("tile=(32x64)", f"tile=(32x{n})"),
+        ("tile<32x64xf16>", f"tile<32x{n}xf16>"),
+        ("tile<64x64xf32>", f"tile<128x{n}xf32>"),
+        ("tile=(64x64)", f"tile=(128x{n})"),
     ):
         text = text.replace(old, new)
-    text = (
+    return (
         "module attributes {tt.num_warps = 8 : i32} {\ncuda_tile.module @m {\n" + text + "\n}\n}\n"
     )
+
+
+def test_eligible_kernels_the_emitter_does_not_lower_say_so():
+    # a 128 x 32 tile on 8 warps: the rule's tcgen05 shapes cover it, the emitter's tcgen05
+    # consumers take 4 warps, or 8 for N a multiple of 64 (a warp group per half of the
+    # columns, docs/pipelines.md section 28): today's path, with the reason
+    text = _tile_128_on_8_warps(32)
     c = driver.compile_source(text, CompileOptions(target="sm_100a"), "m.mlir", until="async")
     (d,) = c.async_plan
     assert d.eligible and not d.taken
     assert "the emitter's tcgen05 path takes 4 warps" in d.reason
+
+
+def test_a_128_row_tcgen05_tile_on_8_warps_reads_column_halves():
+    text = _tile_128_on_8_warps(64)
+    c = driver.compile_source(text, CompileOptions(target="sm_100a"), "m.mlir", until="ptx")
+    (d,) = c.async_plan
+    assert d.taken and d.consumer_warps == 8, d.line()
+    rng = np.random.default_rng(0)
+    M, N, K = 256, 128, 96
+    a = rng.integers(-3, 4, (M, K)).astype(np.float16)
+    b = rng.integers(-3, 4, (K, N)).astype(np.float16)
+    out = run_ptx(
+        c.ptx, [a, b, np.zeros((M, N), np.float32)], (M // 128, N // 64, 1), strict_async=True
+    )
+    np.testing.assert_array_equal(out[2], a.astype(np.float64) @ b.astype(np.float64))
 
 
 def test_fallback_ptx_is_todays_path_unchanged():

@@ -123,7 +123,7 @@ class _KMajor:
 def _staged_load(v):
     """The staged ``tiled_load`` a dot operand reads: through an f32 -> tf32 conversion (the
     f32 stage), views dropping leading unit dims and B's transpose (async_rule.operand_load)."""
-    from tilegen.runtime.passes.async_rule import PASS_THROUGH, operand_load
+    from tilegen.runtime.layouts.async_forms import PASS_THROUGH, operand_load
 
     op = getattr(v, "op", None)
     if op is not None and op.name == "nv_tileaa.fp_to_fp":  # f32 -> tf32: the f32 stage

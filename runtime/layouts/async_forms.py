@@ -128,3 +128,27 @@ def deferred_dot(loop: Operation) -> Optional[tuple]:
         if any(id(getattr(v, "op", None)) in part_b for v in o.operands):
             return None
     return last, [o for o in ops if id(o) in part_b], k
+
+
+#: ops between a staged load and its dot that the consumers read through (:func:`operand_load`)
+PASS_THROUGH = ("nv_tileaa.view", "nv_tileaa.reshape", "nv_tileaa.permute")
+
+
+def operand_load(v) -> tuple:
+    """(the ``tiled_load`` dot operand ``v`` comes from, whether it arrives transposed), seen
+    through the views and reshapes that drop leading unit dims (a ``(1, M, K)`` load of a
+    batched array) and a permute of the last two dims (B loaded N x K: K-major, ``x @ W^T``);
+    (None, False) for anything else. (An f32 -> tf32 conversion is seen through by the
+    caller.)"""
+    from tilegen.runtime.layouts.staging import chain_to_dot
+
+    chain = []
+    while isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
+        chain.append(v.op)
+        v = v.op.operands[0]
+    if not isinstance(v, OpResult) or v.op.name != "nv_tileaa.tiled_load" or not chain:
+        return (v.op if isinstance(v, OpResult) else None), False
+    found = chain_to_dot(v, v.type.rank - 2)
+    if found is None or found[0] != chain[::-1] or found[4]:
+        return None, False
+    return v.op, found[3]

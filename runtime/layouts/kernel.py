@@ -249,21 +249,57 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
     C as the initial value, a 3-d store) keeps two warp groups on one CTA, not one group
     holding 256 rows of accumulators."""
     from tilegen.runtime.options import current
-    from tilegen.runtime.passes.async_rule import _pair_reason
 
     n = getattr(dot.operands[1].type, "shape", (0, 0))[-1]
-    options = current()
-    if not (
+    return (
         kernel_spec_int(func, "num_cta_in_cga") == 2
         and sm in (90, 100)
-        and options.cta_pair
+        and current().cta_pair
         and n <= 128
-    ):
+        and _pair_form(func, loop, dot)
+    )
+
+
+#: op-name suffixes of the ops that write memory (both CTAs of a pair would run them)
+_WRITES = ("store", "atomic", "scatter", "print", "assert")
+
+
+def _pair_form(func: Operation, loop: Operation, dot: Operation) -> bool:
+    """The CTA pair's conditions on the IR's structure (``async_rule._pair_reason`` checks them
+    again once the layouts exist): the dot accumulates into the loop's value from a uniform
+    initial tile, its operands reach it unconverted from loads TMA can copy
+    (``tma_rules.tma_describable``: 16-byte aligned strides), and the kernel's only memory write is one
+    2-d ``tiled_store`` after the loop of a value computed from the loop's result by
+    elementwise ops with uniform operands (``async_forms.fragment_chain``: no bias row loaded
+    after the loop, no second store, no 3-d store)."""
+    from tilegen.runtime.ir import BlockArgument, OpResult
+    from tilegen.runtime.layouts.async_forms import fragment_chain, operand_load, uniform_tile
+    from tilegen.runtime.layouts.tma_rules import tma_describable
+
+    def _loaded(v) -> bool:
+        return isinstance(v, OpResult) and v.op.name == "nv_tileaa.tiled_load"
+
+    if not isinstance(dot.operands[2], BlockArgument) or len(loop.operands) < 4:
         return False
-    try:
-        return _pair_reason(func, loop, dot, options) is None
-    except (AttributeError, KeyError, TypeError, ValueError):  # a form the rule cannot read yet
-        return True
+    if not uniform_tile(loop.operands[3]):
+        return False
+    if any(isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp" for v in dot.operands[:2]):
+        return False
+    for v in dot.operands[:2]:  # staged by TMA (else today's path, where one group spills)
+        load = operand_load(v)[0] if not _loaded(v) else v.op
+        if load is None or load.name != "nv_tileaa.tiled_load" or tma_describable(load):
+            return False
+    writes = [o for o in func.walk() if any(w in o.name.split(".")[-1] for w in _WRITES)]
+    if len(writes) != 1 or writes[0].name != "nv_tileaa.tiled_store":
+        return False
+    store = writes[0]
+    ops = func.regions[0].blocks[0].ops
+    if store.parent is not loop.parent or ops.index(store) < ops.index(loop):
+        return False
+    value = store.opdef.operand_group(store, "value")[0]
+    if getattr(value.type, "rank", 0) != 2:
+        return False
+    return fragment_chain(loop, store, through_conversion=True) is not None
 
 
 def _tall_dot(dot: Operation) -> bool:

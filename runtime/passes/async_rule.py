@@ -31,8 +31,10 @@ from typing import Optional
 from tilegen.runtime.ir import BlockArgument, Operation, OpResult
 from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_DROPPED
 from tilegen.runtime.layouts.async_forms import (
+    PASS_THROUGH,
     deferred_dot,
     fragment_chain,
+    operand_load,
     uniform_tile,
     zero_tile,
 )
@@ -205,10 +207,6 @@ def _option_reason(options, sm: int) -> Optional[str]:
     return None
 
 
-#: ops between a staged load and its dot that the consumers read through (:func:`operand_load`)
-PASS_THROUGH = ("nv_tileaa.view", "nv_tileaa.reshape", "nv_tileaa.permute")
-
-
 def _loop_dot(loop: Operation) -> Optional[Operation]:
     dots = [o for o in loop.regions[0].blocks[0].ops if o.name == "nv_tileaa.dot"]
     return dots[0] if len(dots) == 1 else None
@@ -251,26 +249,6 @@ def _shape_reason(
     if K % tk:
         return f"K {K} is not a multiple of the instruction K {tk}"
     return None
-
-
-def operand_load(v) -> tuple:
-    """(the ``tiled_load`` dot operand ``v`` comes from, whether it arrives transposed), seen
-    through the views and reshapes that drop leading unit dims (a ``(1, M, K)`` load of a
-    batched array) and a permute of the last two dims (B loaded N x K: K-major, ``x @ W^T``);
-    (None, False) for anything else. (An f32 -> tf32 conversion is seen through by the
-    caller.)"""
-    from tilegen.runtime.layouts.staging import chain_to_dot
-
-    chain = []
-    while isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
-        chain.append(v.op)
-        v = v.op.operands[0]
-    if not isinstance(v, OpResult) or v.op.name != "nv_tileaa.tiled_load" or not chain:
-        return (v.op if isinstance(v, OpResult) else None), False
-    found = chain_to_dot(v, v.type.rank - 2)
-    if found is None or found[0] != chain[::-1] or found[4]:
-        return None, False
-    return v.op, found[3]
 
 
 def _operands_staged(dot: Operation, plan) -> Optional[str]:

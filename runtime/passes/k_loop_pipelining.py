@@ -88,9 +88,14 @@ SHARED_RESERVE = 16 * 1024
 #: most stages the pass makes without a num_stages hint
 MAX_STAGES = 8
 #: TMA limits (PTX ISA / cuTensorMapEncodeTiled): box extents, rank, alignments in bytes
-TMA_MAX_BOX = 256
-TMA_MAX_RANK = 5
-TMA_ALIGN = 16
+from tilegen.runtime.layouts.tma_rules import (  # noqa: E402 - re-exported
+    TMA_ALIGN,
+    TMA_MAX_BOX,
+    TMA_MAX_RANK,
+    _is_zero_splat,
+    tma_describable,
+)
+
 #: the producer's register budget (tileiras: setmaxnreg.dec 32 in its producer warp group)
 PRODUCER_REGS = 32
 
@@ -140,68 +145,6 @@ def _reaches_dot(v: Value, depth: int = 0) -> bool:
         if user.name in CHAIN_OPS and depth < 8 and _reaches_dot(user.results[0], depth + 1):
             return True
     return False
-
-
-def _is_zero_splat(v: Optional[Value]) -> bool:
-    """``other`` of a TMA load: absent, or a splat of +0 (TMA fills out-of-bounds with zeros)."""
-    if v is None:
-        return True
-    op = v.op if isinstance(v, OpResult) else None
-    if op is not None and op.name == "nv_tileaa.splat":
-        v = op.operands[0]
-        op = v.op if isinstance(v, OpResult) else None
-    if op is None or op.name != "arith.constant":
-        return False
-    a = op.attributes.get("value")
-    if isinstance(a, IntegerAttr):
-        return a.value == 0
-    if isinstance(a, FloatAttr):
-        return a.value == 0.0 and str(a.value)[0] != "-"
-    return False
-
-
-def tma_describable(load: Operation) -> Optional[str]:
-    """None when TMA can copy this ``tiled_load``'s tile, else why not (docs/pipelines.md)."""
-    from tilegen.runtime.layouts.access import analyze_memref_access, element_bytes
-
-    od = load.opdef
-    base = od.operand_group(load, "base")[0]
-    mt = base.type
-    tile = load.results[0].type
-    if not isinstance(mt, NvMemRefType):
-        return "the load is not through a memref"
-    if not isinstance(tile, TileType) or tile.rank != mt.rank:
-        return "the tile and the memref differ in rank"
-    if mt.rank > TMA_MAX_RANK:
-        return f"rank {mt.rank} exceeds TMA's {TMA_MAX_RANK}"
-    if mt.stride_values[-1] != 1:
-        return "the innermost dimension is not unit-stride"
-    if any(d > TMA_MAX_BOX for d in tile.shape):
-        return f"a tile extent exceeds TMA's box limit of {TMA_MAX_BOX}"
-    esize = element_bytes(mt.element)
-    if tile.shape[-1] * esize % TMA_ALIGN:
-        return f"the tile's inner extent is {tile.shape[-1] * esize} bytes, not a multiple of 16"
-    if od.operand_group(load, "mask"):
-        return "the load is masked"
-    other = od.operand_group(load, "other")
-    if not _is_zero_splat(other[0] if other else None):
-        return "the padding value is not +0 (TMA fills with zeros)"
-    if "volatile" in load.attributes:
-        return "the load is volatile"
-    hint = load.attributes.get("nv_tileaa.allow_tma")  # the conversion's false allow_tma hint
-    if getattr(hint, "value", True) is False:
-        return "its allow_tma optimization hint is false for this target"
-    info = analyze_memref_access(load)
-    if info is None:
-        return "the access could not be analyzed"
-    if "unknown memref origin" in info.limits:
-        return "the memref's origin (base pointer, strides) is unknown"
-    if info.limits.get("base alignment", 1) * esize < TMA_ALIGN:
-        return "the base address is not known to be 16-byte aligned"
-    for key, div in info.limits.items():
-        if key.startswith("stride of dim") and div * esize % TMA_ALIGN:
-            return f"the {key} is not known to be a multiple of 16 bytes"
-    return None
 
 
 def tma_store_describable(store: Operation) -> Optional[str]:
