@@ -5,6 +5,10 @@ Each case runs in a fresh child process that reads its input from a file, as the
 reports the wall and CPU time of the work, the peak RSS above the RSS it had after its imports
 (``VmHWM`` after resetting it, see :func:`_reset_peak`), that growth divided by the input size, the bytes written to stderr and
 the outcome (exit code or exception class). ``--tracemalloc`` adds tracemalloc's peak (slower).
+``--warm`` first runs the same tool on the same kind of input without ops (``many_ops(0)``),
+so the growth leaves out what any run loads or builds once (modules imported on first use,
+format programs, caches): the way NVIDIA's tools are measured in docs/limits.md (peak RSS over
+the same tool's on an empty module).
 
 Cases (see ``CASES``): string literals of 1/3/10 MB, 100,000 ops (about 4 MB of text; also
 through the bytecode round trip, and read from 0.7 MB of bytecode by ``tilegen-translate``), a 100 MB
@@ -18,6 +22,7 @@ at most 20x the input, 100,000 ops in a few seconds, messages of bounded size.
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import json
 import os
@@ -153,17 +158,59 @@ def _peak_kb() -> int:
     return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def child(case: str, path: str, use_tracemalloc: bool) -> dict:
+def _run(mode: str, path: str) -> str:
+    """Run one case's tool (or API call) on ``path``; its outcome."""
+    from tilegen.tools import opt, translate
+
+    if mode == "opt":
+        return f"exit {opt.main([path, '-o', os.devnull])}"
+    if mode == "roundtrip":
+        bc = path + ".tileirbc"
+        rc = translate.main(["-mlir-to-cudatilebc", "-no-implicit-module", path, "-o", bc])
+        if rc == 0:
+            rc = translate.main(["-cudatilebc-to-mlir", bc, "-o", os.devnull])
+        return f"exit {rc}"
+    if mode == "bcread":
+        return f"exit {translate.main(['-cudatilebc-to-mlir', path, '-o', os.devnull])}"
+    if mode == "compile":
+        import tilegen
+
+        try:
+            tilegen.compile(Path(path).read_bytes(), gpu_name="sm_90", cache=False)
+            return "compiled"
+        except tilegen.CompileError as e:
+            return f"CompileError({e.exit_code})"
+    raise ValueError(mode)
+
+
+def _warm_up(mode: str, path: str) -> None:
+    """Run ``mode``'s tool once on an input without ops (see ``--warm``)."""
+    if mode == "compile":
+        return
+    text = many_ops(0)
+    warm = path + ".warm"
+    Path(warm).write_bytes(as_bytecode(text) if mode == "bcread" else text)
+    with redirect_stderr(io.StringIO()), redirect_stdout(io.StringIO()):
+        _run(mode, warm)
+    for p in (warm, warm + ".tileirbc"):
+        if os.path.exists(p):
+            os.remove(p)
+
+
+def child(case: str, path: str, use_tracemalloc: bool, warm: bool = False) -> dict:
     """Run one case in this process and report what it cost."""
     import tilegen  # noqa: F401 - imports happen before the baseline
     from tilegen.runtime.asm import parse_module  # noqa: F401
     from tilegen.runtime.bytecode import read_bytecode  # noqa: F401
-    from tilegen.tools import opt, translate
+    from tilegen.tools import opt, translate  # noqa: F401
 
     mode = CASES[case][1]
     size = os.path.getsize(path)
     if mode == "compile":
         from tilegen import api  # noqa: F401
+    if warm:
+        _warm_up(mode, path)
+        gc.collect()
     base = _reset_peak()
     if use_tracemalloc:
         import tracemalloc
@@ -174,27 +221,7 @@ def child(case: str, path: str, use_tracemalloc: bool) -> dict:
     outcome = ""
     with redirect_stderr(err), redirect_stdout(io.StringIO()):
         try:
-            if mode == "opt":
-                outcome = f"exit {opt.main([path, '-o', os.devnull])}"
-            elif mode == "roundtrip":
-                bc = path + ".tileirbc"
-                rc = translate.main(["-mlir-to-cudatilebc", "-no-implicit-module", path, "-o", bc])
-                if rc == 0:
-                    rc = translate.main(["-cudatilebc-to-mlir", bc, "-o", os.devnull])
-                outcome = f"exit {rc}"
-            elif mode == "bcread":
-                rc = translate.main(["-cudatilebc-to-mlir", path, "-o", os.devnull])
-                outcome = f"exit {rc}"
-            elif mode == "compile":
-                import tilegen
-
-                try:
-                    tilegen.compile(Path(path).read_bytes(), gpu_name="sm_90", cache=False)
-                    outcome = "compiled"
-                except tilegen.CompileError as e:
-                    outcome = f"CompileError({e.exit_code})"
-            else:
-                raise ValueError(mode)
+            outcome = _run(mode, path)
         except BaseException as e:  # noqa: BLE001 - report whatever escaped
             outcome = f"{type(e).__name__}"
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -222,13 +249,18 @@ def main(argv=None) -> int:
     )
     ap.add_argument("cases", nargs="*", help=f"default: all of {', '.join(CASES)}")
     ap.add_argument("--tracemalloc", action="store_true", help="also report tracemalloc's peak")
+    ap.add_argument(
+        "--warm",
+        action="store_true",
+        help="measure growth over a first run of the same tool on an input without ops",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
     ap.add_argument("--json", action="store_true", help="one JSON object per line")
     ap.add_argument("--child", metavar="CASE", help=argparse.SUPPRESS)
     ap.add_argument("--input", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.input, args.tracemalloc)))
+        print(json.dumps(child(args.child, args.input, args.tracemalloc, args.warm)))
         return 0
     names = args.cases or list(CASES)
     unknown = [n for n in names if n not in CASES]
@@ -244,6 +276,8 @@ def main(argv=None) -> int:
             cmd = [sys.executable, __file__, "--child", name, "--input", path]
             if args.tracemalloc:
                 cmd.append("--tracemalloc")
+            if args.warm:
+                cmd.append("--warm")
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
                 lines = proc.stdout.strip().splitlines()

@@ -107,12 +107,18 @@ class Value:
 
 
 class OpResult(Value):
-    __slots__ = ("op", "index")
+    __slots__ = ("op",)
 
-    def __init__(self, type: Type, op: "Operation", index: int):
+    def __init__(self, type: Type, op: "Operation", index: int = 0):
+        """``index`` is not stored: :attr:`index` finds the result among ``op``'s."""
         super().__init__(type)
         self.op = op
-        self.index = index
+
+    @property
+    def index(self) -> int:
+        """The result's position among its op's results (found there: no slot per result)."""
+        r = self.op._results
+        return r.index(self) if r.__class__ is tuple else 0
 
     @property
     def owner(self) -> "Operation":
@@ -145,7 +151,7 @@ class Operation:
     __slots__ = (
         "name",
         "operands",
-        "results",
+        "_results",
         "attributes",
         "properties",
         "regions",
@@ -170,11 +176,16 @@ class Operation:
         self.operands: list[Value] = list(operands) if operands else []  # exact size
         for i, v in enumerate(self.operands):
             v._add_use(self, i)
-        #: a tuple (results never change after creation): one shared ``()`` for ops without any
-        self.results: tuple[OpResult, ...] = (
-            tuple([OpResult(t, self, i) for i, t in enumerate(result_types)])
-            if result_types
-            else ()
+        #: the one result itself, else a tuple (one shared ``()`` for ops without any): see
+        #: :attr:`results`
+        self._results: "OpResult | tuple[OpResult, ...]" = (
+            ()
+            if not result_types
+            else (
+                OpResult(result_types[0], self, 0)
+                if len(result_types) == 1
+                else tuple([OpResult(t, self, i) for i, t in enumerate(result_types)])
+            )
         )
         #: a dict, or a read-only map shared between ops (empty, or one a reader interned):
         #: change attributes with set_attr / remove_attr, which copy a shared map first
@@ -230,9 +241,20 @@ class Operation:
         return region
 
     @property
+    def results(self) -> tuple[OpResult, ...]:
+        """The results, a tuple (they never change once the op exists). An op with one result
+        keeps the result itself, not a one-element tuple (48 bytes an op): code on hot paths
+        may read ``_results`` and test ``.__class__ is tuple``."""
+        r = self._results
+        return r if r.__class__ is tuple else (r,)
+
+    @property
     def result(self) -> Value:
-        assert len(self.results) == 1, f"{self.name} has {len(self.results)} results"
-        return self.results[0]
+        r = self._results
+        if r.__class__ is tuple:
+            assert len(r) == 1, f"{self.name} has {len(r)} results"
+            return r[0]
+        return r
 
     @property
     def parent_op(self) -> Optional["Operation"]:

@@ -139,9 +139,8 @@ def _well_formed(op: Operation) -> bool:
 
 
 def _print_generic_instead(pr, op: Operation) -> None:
-    # TODO(B->A): a public OpPrinter way to abandon custom syntax for one op; meanwhile drop the
-    # op name the printer wrote before calling the hook, as it does itself for hook-less ops.
-    pr._out.pop()
+    # drop the op name the printer wrote before calling the hook, as it does for hook-less ops
+    pr.unwrite()
     pr.print_generic_op(op)
 
 
@@ -152,11 +151,11 @@ def _guarded(fn: PrintFn) -> PrintFn:
         if not _well_formed(op):
             _print_generic_instead(pr, op)
             return
-        mark = len(pr._out)
+        mark = pr.mark()
         try:
             fn(pr, op)
         except (KeyError, IndexError, ValueError, AttributeError, TypeError, StopIteration):
-            del pr._out[mark:]
+            pr.rollback(mark)
             _print_generic_instead(pr, op)
 
     hook.__name__ = fn.__name__

@@ -243,15 +243,15 @@ def _guarded(fn: PrintFn) -> PrintFn:
             or len(op.operands) < sum(1 for o in d.operands if o.kind == "single")
             or len(op.results) < sum(1 for r in d.results if r.kind == "single")
         ):
-            pr._out.pop()  # the op name the printer wrote before calling the hook
+            pr.unwrite()  # the op name the printer wrote before calling the hook
             pr.print_generic_op(op)
             return
-        mark = len(pr._out)
+        mark = pr.mark()
         try:
             fn(pr, op)
         except (KeyError, IndexError, ValueError, AttributeError, TypeError, StopIteration):
-            del pr._out[mark:]
-            pr._out.pop()
+            pr.rollback(mark)
+            pr.unwrite()
             pr.print_generic_op(op)
 
     hook.__name__ = fn.__name__

@@ -835,7 +835,11 @@ class _Reader:
         if p.synthesized:
             values.extend(op.results[: len(op.results) - len(p.synthesized)])
         else:
-            values.extend(op.results)
+            r = op._results  # the one result, or a tuple (ir.Operation.results)
+            if r.__class__ is tuple:
+                values.extend(r)
+            else:
+                values.append(r)
         return op
 
     def _read_operands(self, c, opdef, layout, bit, values, attrs) -> list:

@@ -205,16 +205,19 @@ class _Walker:
         """Every operand dominates its use (nested isolated ops are checked on their own).
 
         ``chain`` maps each block enclosing the ops being checked (from the isolated root down)
-        to the set of its ops already passed: a value defined in one of those blocks dominates
-        the use exactly when its defining op is in that set (MLIR's same-block order test on the
-        ancestor of the user in that block). Anything else goes through :func:`_dominates`.
+        to its ops already passed whose results have uses not yet checked, each with the number
+        of those uses: a value defined in one of those blocks dominates the use when its
+        defining op is there (MLIR's same-block order test on the ancestor of the user in that
+        block). An op leaves once its last use is checked, so the map holds the values still
+        in use, not every op of a long block. Anything else, an op no longer there included,
+        goes through :func:`_dominates`.
         """
         graph = root.opdef is not None and root.opdef.has_trait("GraphRegionNoTerminator")
         positions: dict = {}  # id(block) -> {id(op): index}: one pass per block, not per use
         get = chain.get
         for region in root.regions:
             for block in region.blocks:
-                seen: set = set()
+                seen: dict = {}
                 chain[block] = seen
                 for op in block.ops:
                     if not graph:
@@ -223,7 +226,14 @@ class _Walker:
                                 definer = v.op
                                 before = get(definer.parent)
                                 if before is not None:
-                                    if definer in before:
+                                    left = before.get(definer)
+                                    if left is not None:
+                                        if left > 1:
+                                            before[definer] = left - 1
+                                        else:
+                                            del before[definer]
+                                        continue
+                                    if _dominates(v, op, positions):
                                         continue
                                 elif _dominates(v, op, positions):
                                     continue
@@ -236,7 +246,14 @@ class _Walker:
                             raise _Failed
                     if op.regions and not _isolated(op):
                         self._verify_dominance(op, chain)
-                    seen.add(op)
+                    res = op._results  # the one result, or a tuple (ir.Operation.results)
+                    uses = 0
+                    for r in res if res.__class__ is tuple else (res,):
+                        users = r._users
+                        if users:
+                            uses += len(users) if users.__class__ is list else 1
+                    if uses:
+                        seen[op] = uses
                 del chain[block]
 
     def _memo_key(self, op: Operation, opdef) -> Optional[tuple]:
@@ -253,10 +270,11 @@ class _Walker:
         if not ok:
             return None
         attrs, props = op.attributes, op.properties
+        res = op._results  # the one result, or a tuple (ir.Operation.results)
         return (
             id(opdef),
             tuple([id(v.type) for v in op.operands]),
-            tuple([id(v.type) for v in op.results]),
+            tuple([id(v.type) for v in res]) if res.__class__ is tuple else (id(res.type),),
             tuple(attrs.items()) if attrs else (),
             tuple(props.items()) if props else (),
             len(op.successors),

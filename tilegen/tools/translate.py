@@ -149,33 +149,43 @@ def encode(module, opts: TranslateOptions, engine: DiagnosticEngine) -> Optional
         return None
 
 
-def decode(data: bytes, opts: TranslateOptions, engine: DiagnosticEngine):
+def read_module(data: bytes, opts: TranslateOptions, engine: DiagnosticEngine):
+    """The module in ``data`` (not verified), or None with the reader's diagnostics."""
     from tilegen.runtime.bytecode import read_bytecode
 
     try:
-        module = read_bytecode(data, opts.filename, opts.entry_invariants)
+        return read_bytecode(data, opts.filename, opts.entry_invariants)
     except BytecodeError as e:
         engine.diagnostics.extend(bytecode_diagnostics(e, opts.filename))
         return None
-    if opts.verify and not verify(module, engine):
+
+
+def verified(module, opts: TranslateOptions, engine: DiagnosticEngine):
+    """``module`` once it verifies (unless ``opts.verify`` is off), else None."""
+    if module is not None and opts.verify and not verify(module, engine):
         engine.error("verification failed for deserialized cuda_tile::ModuleOp", UNKNOWN_LOC)
         return None
     return module
+
+
+def decode(data: bytes, opts: TranslateOptions, engine: DiagnosticEngine):
+    """:func:`read_module`, then :func:`verified`."""
+    return verified(read_module(data, opts, engine), opts, engine)
 
 
 def print_text(module, opts: TranslateOptions) -> str:
     return "".join(print_text_pieces(module, opts))
 
 
-def print_text_pieces(module, opts: TranslateOptions) -> list[str]:
-    """The module's text, ending in a newline, as pieces to write one by one."""
-    from tilegen.runtime.asm import print_pieces
+def print_text_pieces(module, opts: TranslateOptions):
+    """The module's text, ending in a newline, as pieces to write one by one (held
+    compressed while the module is printed: ``printer.print_spooled``)."""
+    from tilegen.runtime.asm.printer import print_spooled
 
-    pieces = print_pieces(module, generic=opts.generic, debuginfo=opts.debuginfo)
-    last = next((p for p in reversed(pieces) if p), "")
-    if not last.endswith("\n"):
-        pieces.append("\n")
-    return pieces
+    text = print_spooled(module, generic=opts.generic, debuginfo=opts.debuginfo)
+    if text.last_char != "\n":
+        text.append("\n")
+    return text
 
 
 def text_to_bytecode(text: str, engine: DiagnosticEngine, opts: TranslateOptions):
@@ -220,7 +230,9 @@ def _body(o: dict) -> int:
     if o["from_bc"]:
         engine = DiagnosticEngine()
         try:
-            module = decode(data, opts, engine)
+            module = read_module(data, opts, engine)
+            data = None  # the file's bytes go before the module is verified and printed
+            module = verified(module, opts, engine)
             out = print_text_pieces(module, opts) if module is not None else None
             del module  # the IR goes before the text is written
         except Exception as e:  # noqa: BLE001 - never a traceback
