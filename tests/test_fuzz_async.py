@@ -9,6 +9,8 @@ attention forwards, strict ptxsim against NumPy, ptxas without spills) found, as
 * **sm_100's tcgen05 dots on today's path** read cp.async stages through the async proxy:
   the K loop fences (``fence.proxy.async``) after the copies land; without it the strict
   simulator reports the read (seed 148).
+* **An epilogue whose layout conversion would need more shared memory than the SM has** is
+  stored in the value's own layout (uncoalesced) instead of refused (sm_120, 99 KB).
 * **A ``num_ctas=2`` 256-row GEMM the pair refuses** (a bias row loaded after the loop, a 3-d
   store) keeps two consumer warp groups on one CTA instead of one group holding 256 rows of
   accumulators (which spilled on today's path), and sm_100's two-accumulator form takes a
@@ -133,7 +135,16 @@ FOUND = {
 }
 
 
-@pytest.mark.parametrize("seed", COVER + sorted(FOUND))
+#: seeds tilegen refused with a located error where tileiras compiles: they must compile now
+COMPILE = {
+    4013: "sm_120 GEMM 128x256, f32 out: the epilogue's layout conversion needed 128 KB of "
+    "scratch on a 99 KB SM ('the kernel needs 131072 bytes of shared memory'); stored as is",
+    5067: "sm_120 GEMM 256x128, f32 out, bias: the same",
+}
+
+
+@pytest.mark.parametrize("seed", COVER + sorted(FOUND) + sorted(COMPILE))
 def test_fuzzer_seed(seed, tmp_path):
     o = fa.run_one(seed, str(tmp_path))
-    assert o.status in ("ok", "refused"), f"seed {seed}: {o.status}: {o.detail}"
+    allowed = ("ok",) if seed in COMPILE else ("ok", "refused")
+    assert o.status in allowed, f"seed {seed}: {o.status}: {o.detail}"

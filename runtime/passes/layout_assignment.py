@@ -276,6 +276,21 @@ class LayoutAssigner:
         op.set_operand(index, conv.results[0])
         self.converts += 1
 
+    def _stored(self, op: Operation) -> Optional[Value]:
+        """The value a store writes, where the stage has given it a layout already."""
+        val = op.opdef.operand_group(op, "value")[0]
+        return None if val in self.pending else val
+
+    def _exchange_too_big(self, t: TileType) -> bool:
+        """Whether a layout conversion of tile type ``t`` through shared memory (4 bytes an
+        element at least) needs more than the target's opt-in shared memory."""
+        from tilegen.runtime.layouts.access import element_bytes
+        from tilegen.runtime.targets import shared_optin
+
+        if self.sm is None:
+            return False
+        return _elements(t) * max(4, element_bytes(t.element)) > shared_optin(self.sm)
+
     def retarget(self, v: Value, layout: DistributedLayout) -> bool:
         """Give single-use ``v`` ``layout`` directly, where moving its operands instead is
         cheaper (Triton's backward rematerialization, one step at a time): a conversion's
@@ -541,6 +556,12 @@ class LayoutAssigner:
                     only = all(n == 1 for d, n in enumerate(spt) if d != inner)
                     if along or (only and spt[inner] >= max(info.vec, 2)):
                         anchor = cur
+            if "store" in name and anchor != self.layout.get(self._stored(op)):
+                cur = self.layout.get(self._stored(op))
+                if isinstance(cur, BlockedLayout) and self._exchange_too_big(t):
+                    # the conversion's scratch would not fit in the SM's shared memory (a 256 x
+                    # 128 f32 accumulator on sm_120): stored as it is, uncoalesced, not refused
+                    anchor = cur
             for r in tiles:
                 if r.type.shape == t.shape:
                     self.layout[r] = anchor
