@@ -10,7 +10,8 @@ attention forwards, strict ptxsim against NumPy, ptxas without spills) found, as
   the K loop fences (``fence.proxy.async``) after the copies land; without it the strict
   simulator reports the read (seed 148).
 * **An epilogue whose layout conversion would need more shared memory than the SM has** is
-  stored in the value's own layout (uncoalesced) instead of refused (sm_120, 99 KB).
+  stored in the value's own layout (uncoalesced) instead of refused (sm_120, 99 KB); a load
+  whose conversion would not fit is loaded in the layout its user needs.
 * **A ``num_ctas=2`` 256-row GEMM the pair refuses** (a bias row loaded after the loop, a 3-d
   store) keeps two consumer warp groups on one CTA instead of one group holding 256 rows of
   accumulators (which spilled on today's path), and sm_100's two-accumulator form takes a
@@ -140,6 +141,8 @@ COMPILE = {
     4013: "sm_120 GEMM 128x256, f32 out: the epilogue's layout conversion needed 128 KB of "
     "scratch on a 99 KB SM ('the kernel needs 131072 bytes of shared memory'); stored as is",
     5067: "sm_120 GEMM 256x128, f32 out, bias: the same",
+    5129: "sm_120 GEMM 256x128 with C as the initial value: C's conversion into the "
+    "accumulator's layout needed 128 KB; loaded in that layout now",
 }
 
 

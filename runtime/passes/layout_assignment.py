@@ -312,11 +312,15 @@ class LayoutAssigner:
         if (
             prod.name == "nv_tileaa.tiled_load"
             and v is prod.results[0]
-            and D.vector_width(prod) == 1
-            and layout in self.mma_layouts
+            and (
+                (D.vector_width(prod) == 1 and layout in self.mma_layouts)
+                or self._exchange_too_big(v.type)
+            )
         ):
             # a load that gains nothing from its anchor (one element per access: the
-            # block-scaled GEMM's 128 x 1 scale column) loads in the MMA layout it meets
+            # block-scaled GEMM's 128 x 1 scale column) loads in the MMA layout it meets, and so
+            # does one whose conversion would not fit in shared memory (C as a 256 x 128 f32
+            # initial accumulator on sm_120)
             self.layout[v] = layout
             for i in self.tile_operands(prod):
                 if prod.operands[i].type.shape == v.type.shape:
