@@ -35,7 +35,7 @@ def _is_zero_splat(v: Optional[Value]) -> bool:
 
 def tma_describable(load: Operation) -> Optional[str]:
     """None when TMA can copy this ``tiled_load``'s tile, else why not (docs/pipelines.md)."""
-    from tilegen.runtime.layouts.access import analyze_memref_access, element_bytes
+    from tilegen.runtime.layouts.access import element_bytes
 
     od = load.opdef
     base = od.operand_group(load, "base")[0]
@@ -61,10 +61,19 @@ def tma_describable(load: Operation) -> Optional[str]:
         return "the padding value is not +0 (TMA fills with zeros)"
     if "volatile" in load.attributes:
         return "the load is volatile"
-    hint = load.attributes.get("nv_tileaa.allow_tma")  # the conversion's false allow_tma hint
+    return memref_reason(load, esize)
+
+
+def memref_reason(op: Operation, esize: int) -> Optional[str]:
+    """The rule's memref half, shared by TMA loads and stores (``tma_store_describable``):
+    no ``allow_tma = false`` hint for this target, a known origin, and base and strides known
+    (``assume div_by``) to be 16-byte multiples; None when they hold, else why not."""
+    from tilegen.runtime.layouts.access import analyze_memref_access
+
+    hint = op.attributes.get("nv_tileaa.allow_tma")  # the conversion's false allow_tma hint
     if getattr(hint, "value", True) is False:
         return "its allow_tma optimization hint is false for this target"
-    info = analyze_memref_access(load)
+    info = analyze_memref_access(op)
     if info is None:
         return "the access could not be analyzed"
     if "unknown memref origin" in info.limits:

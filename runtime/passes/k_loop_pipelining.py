@@ -93,6 +93,7 @@ from tilegen.runtime.layouts.tma_rules import (  # noqa: E402 - re-exported
     TMA_MAX_BOX,
     TMA_MAX_RANK,
     _is_zero_splat,
+    memref_reason,
     tma_describable,
 )
 
@@ -153,7 +154,7 @@ def tma_store_describable(store: Operation) -> Optional[str]:
     16-byte aligned base and strides, boxes of at most 256, rows a multiple of 16 bytes), no
     mask, a weak store (TMA orders nothing), not volatile. TMA clips the box at the tensor's
     bounds, as the bounded store does (docs/pipelines.md section 8)."""
-    from tilegen.runtime.layouts.access import analyze_memref_access, element_bytes
+    from tilegen.runtime.layouts.access import element_bytes
 
     od = store.opdef
     mt = od.operand_group(store, "base")[0].type
@@ -178,18 +179,7 @@ def tma_store_describable(store: Operation) -> Optional[str]:
         return "the store is not weak"
     if "volatile" in store.attributes:
         return "the store is volatile"
-    hint = store.attributes.get("nv_tileaa.allow_tma")  # the conversion's false allow_tma hint
-    if getattr(hint, "value", True) is False:
-        return "its allow_tma optimization hint is false for this target"
-    info = analyze_memref_access(store)
-    if info is None or "unknown memref origin" in info.limits:
-        return "the memref's origin (base pointer, strides) is unknown"
-    if info.limits.get("base alignment", 1) * esize < TMA_ALIGN:
-        return "the base address is not known to be 16-byte aligned"
-    for key, div in info.limits.items():
-        if key.startswith("stride of dim") and div * esize % TMA_ALIGN:
-            return f"the {key} is not known to be a multiple of 16 bytes"
-    return None
+    return memref_reason(store, esize)
 
 
 def _operand_slice(load: Operation, loop: Operation) -> Optional[list]:
