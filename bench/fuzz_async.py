@@ -446,10 +446,13 @@ def run_one(seed: int, tmp: str, verbose: bool = False, timeout: float = 600.0) 
     return check(generate(seed), tmp, verbose, timeout)
 
 
-def check(cfg: Config, tmp: str, verbose: bool = False, timeout: float = 600.0) -> Outcome:
+def check(
+    cfg: Config, tmp: str, verbose: bool = False, timeout: float = 600.0, **options
+) -> Outcome:
     """Export ``cfg``'s kernel with cuTile, compile it with tilegen to a cubin, assemble its
     PTX with ``ptxas -v`` (spills compared with tileiras's on the same bytecode) and run it in
-    the simulator (strict async mode on sm_90a / sm_100a) against NumPy."""
+    the simulator (strict async mode on sm_90a / sm_100a) against NumPy. ``options``: more
+    :class:`CompileOptions` fields (``use_tma=False``: today's path)."""
     from tilegen.runtime import driver
     from tilegen.runtime.diagnostics import CompileError
     from tilegen.runtime.options import CompileOptions
@@ -475,7 +478,9 @@ def check(cfg: Config, tmp: str, verbose: bool = False, timeout: float = 600.0) 
         try:
             # (through the driver's ptxas stage: what a user gets, the occupancy cap dropped
             # where ptxas cannot fit an instruction under it)
-            c = driver.compile_source(Path(path), CompileOptions(target=cfg.target), until="ptxas")
+            c = driver.compile_source(
+                Path(path), CompileOptions(target=cfg.target, **options), until="ptxas"
+            )
         except CompileError as e:
             msg = str(e)
             # a located refusal (a tile too big for the target, say) is a verdict, not a bug;

@@ -106,19 +106,24 @@ def _operands(et, ct, m, n, ktot, seed, bt=False):
     return a, (np.ascontiguousarray(b.T) if bt else b), c
 
 
-def _compile(monkeypatch, et, ct, m, n, k, sm, pipe=True, cp=True, bt=False, stages=None):
+def _compile(
+    monkeypatch, et, ct, m, n, k, sm, pipe=True, cp=True, bt=False, stages=None, tma=False
+):
+    """The kernel's PTX; TMA off unless ``tma``: on sm_90 the async path (docs/pipelines.md)
+    takes these kernels, C as the initial value included (section 29), and this file is about
+    today's cp.async pipelining."""
     from tilegen.runtime.ptxsim import compile_to_ptx
     from tilegen.runtime.options import CompileOptions
 
-    options = CompileOptions(pipelining=pipe, use_cp_async=cp, num_stages=stages)
+    options = CompileOptions(pipelining=pipe, use_cp_async=cp, num_stages=stages, use_tma=tma)
     return compile_to_ptx(_module(et, ct, m, n, k, bt), sm, options=options)
 
 
-def _launch(ptx, a, b, c, nk, ktot):
+def _launch(ptx, a, b, c, nk, ktot, strict_async=False):
     from tilegen.runtime.ptx.launch import run_ptx
 
     args = [a, b, c, np.asarray(np.int32(nk)), np.asarray(np.int32(ktot))]
-    return run_ptx(ptx, args, (1, 1, 1), file="<pipeline test>")[2]
+    return run_ptx(ptx, args, (1, 1, 1), file="<pipeline test>", strict_async=strict_async)[2]
 
 
 def _ref(a, b, c, ktot, bt=False):
@@ -161,6 +166,24 @@ def test_k_loop_matches_numpy(monkeypatch, strict, sm, et, ct, m, n, k, bt, nk, 
         a, b, c = _operands(et, ct, m, n, ktot, 7 * nk + ktot, bt)
         out = _launch(ptx, a, b, c, nk, ktot)
         np.testing.assert_array_equal(out.astype(np.float64), _ref(a, b, c, ktot, bt))
+
+
+@pytest.mark.parametrize("sm", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("et,ct,bt", [("f16", "f32", False), ("i8", "i32", True)])
+@pytest.mark.parametrize("nk", [0, 1, 3])
+def test_c_initial_on_the_async_path(monkeypatch, sm, et, ct, bt, nk):
+    # the same kernels with TMA on: the warp-specialised path takes them on sm_90 / sm_100 (C,
+    # the initial value, loaded by the consumers after the split); a loop of no iteration
+    # leaves C as it was
+    ptx = _compile(monkeypatch, et, ct, 64, 64, 32 if et == "f16" else 64, sm, bt=bt, tma=True)
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global" in ptx
+    assert "cp.async.c" not in ptx
+    k = 32 if et == "f16" else 64
+    for ktot in (nk * k, nk * k - TAIL[et]) if nk else (k,):
+        a, b, c = _operands(et, ct, 64, 64, ktot, 5 * nk + ktot, bt)
+        out = _launch(ptx, a, b, c, nk, ktot, strict_async=True)
+        want = _ref(a, b, c, ktot, bt) if nk else c.astype(np.float64)
+        np.testing.assert_array_equal(out.astype(np.float64), want)
 
 
 def test_zero_trip_loop(monkeypatch, strict):

@@ -16,6 +16,10 @@ attention forwards, strict ptxsim against NumPy, ptxas without spills) found, as
   store) keeps two consumer warp groups on one CTA instead of one group holding 256 rows of
   accumulators (which spilled on today's path), and sm_100's two-accumulator form takes a
   kernel's own epilogue through the scratch buffer.
+* **C as the initial value** (section 29): the consumers load it after the warp groups split,
+  and the GEMM takes the async path; a trip count read from memory keeps today's path.
+* **Batched epilogues** store the ``(1, TM, TN)`` tile with one 3-d TMA copy per box.
+* **256 x 256 tiles with ``num_ctas=2``** (section 30) run on a CTA pair, two warp groups a CTA.
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ def _gemm(target, ab, out, tm, tn, tk, bt=0, epi=0, init=0, options=None, sizes=
     return fa.Config(0, "gemm", target, params, options or {}, sizes)
 
 
-def _run(cfg, tmp_path) -> fa.Outcome:
-    o = fa.check(cfg, str(tmp_path))
+def _run(cfg, tmp_path, **options) -> fa.Outcome:
+    o = fa.check(cfg, str(tmp_path), **options)
     assert o.status == "ok", f"{o.status}: {o.detail}\n{o.plan}"
     return o
 
@@ -95,17 +99,90 @@ def test_batched_operands_reshaped_from_3d_loads_take_the_async_path(target, tmp
         assert o.path == "async", o.plan
 
 
+@pytest.mark.parametrize(
+    "target,ab,out,tm,tn,bt",
+    [
+        ("sm_90a", "f16", "f16", 128, 128, 0),
+        ("sm_90a", "bf16", "f32", 64, 256, 1),
+        ("sm_100a", "f16", "f32", 128, 128, 1),
+        ("sm_100a", "i8", "i32", 128, 256, 0),
+    ],
+)
+def test_batched_epilogue_is_a_3d_tma_store(target, ab, out, tm, tn, bt, tmp_path):
+    # the (1, TM, TN) view of the accumulator a 3-d store writes: the registers go out in the
+    # loop's own order through the idle ring, one 3-d TMA copy per box (before: st.global,
+    # "the stored tile is not a 2-d tile of its memref's rank"); the last tile is partial
+    tk = 128 if ab == "i8" else 64
+    params = dict(ab=ab, out=out, TM=tm, TN=tn, TK=tk, BT=bt)
+    sizes = dict(M=tm + 40, N=tn + 32, K=2 * tk, Z=2)
+    o = _run(fa.Config(0, "bgemm", target, params, {}, sizes), tmp_path)
+    assert o.path == "async" and "TMA store" in o.plan, o.plan
+    assert "cp.async.bulk.tensor.3d.global.shared::cta" in o.ptx
+    assert "st.global" not in o.ptx.split("$L__async_consumer")[2]
+
+
 def test_tcgen05_dot_on_todays_pipelined_path_fences_the_cp_async_stages(tmp_path):
-    # seed 148 of the fuzzer: the C tile as the initial value keeps this GEMM on today's path
-    # (cp.async stages, tcgen05 dots of their own); the MMAs read the stages through the async
-    # proxy, so the loop fences after each stage lands
+    # seed 148 of the fuzzer (the C tile as the initial value kept it on today's path then;
+    # here TMA is off): cp.async stages, tcgen05 dots of their own; the MMAs read the stages
+    # through the async proxy, so the loop fences after each stage lands
     cfg = _gemm("sm_100a", "f16", "f32", 256, 128, 64, bt=1, init=1)
-    o = _run(cfg, tmp_path)
+    o = _run(cfg, tmp_path, use_tma=False)
     assert o.path == "today"
     body = o.ptx.split("$L__for_body", 1)[1]
     wait = body.index("cp.async.wait_group")
     assert body.index("fence.proxy.async.shared::cta") > wait
     assert body.index("fence.proxy.async.shared::cta") < body.index("tcgen05.mma")
+
+
+@pytest.mark.parametrize(
+    "target,ab,out,tm,tn,tk,bt,epi",
+    [
+        ("sm_90a", "f16", "f32", 128, 128, 64, 0, 0),
+        ("sm_90a", "e4m3", "f16", 128, 128, 128, 1, 0),
+        ("sm_90a", "f16", "f32", 256, 128, 64, 0, 3),
+        ("sm_100a", "bf16", "bf16", 128, 128, 64, 1, 1),
+        ("sm_100a", "i8", "i32", 128, 256, 128, 0, 0),
+        ("sm_100a", "f16", "f32", 256, 128, 64, 0, 2),
+    ],
+)
+def test_c_as_the_initial_value_takes_the_async_path(
+    target, ab, out, tm, tn, tk, bt, epi, tmp_path
+):
+    # C loaded before the K loop: the consumers load it after the warp groups split (the
+    # producer neither repeats the read nor runs its layout exchange); before, the kernel
+    # kept today's path ("'nv_tileaa.tiled_load' runs before the K loop")
+    sizes = dict(M=2 * tm - 8 if tm < 256 else tm, N=tn + 16, K=3 * tk)
+    o = _run(_gemm(target, ab, out, tm, tn, tk, bt=bt, epi=epi, init=1, sizes=sizes), tmp_path)
+    assert o.path == "async", o.plan
+    head, consumers = o.ptx.split("$L__async_consumer", 1)[0], o.ptx.split("$L__async_consumer")[2]
+    assert "ld.global" not in head  # nothing reads C before the split
+    assert "ld.global" in consumers
+
+
+@pytest.mark.parametrize(
+    "target,ab,out,tk,bt,epi",
+    [
+        ("sm_100a", "f16", "f32", 64, 0, 0),
+        ("sm_100a", "e4m3", "f16", 128, 1, 3),
+        ("sm_90a", "bf16", "bf16", 64, 1, 1),
+    ],
+)
+def test_256x256_pair_takes_two_warp_groups_a_cta(target, ab, out, tk, bt, epi, tmp_path):
+    # the balanced tile, 256 x 256 with num_ctas=2 (section 30): each CTA's 128 rows x 256
+    # columns on two warp groups (sm_100: column halves of the CTA's TMEM rows; sm_90: 64 rows
+    # each, B multicast); before, the pair took N up to 128 and the kernel fell to today's path.
+    # The epilogue's TMA store takes each CTA's 128 rows (a 128 KB half of the f32 tile)
+    cfg = _gemm(target, ab, out, 256, 256, tk, bt=bt, epi=epi, options={"num_ctas": 2})
+    cfg.sizes = dict(M=512, N=448, K=3 * tk)
+    o = _run(cfg, tmp_path)
+    assert o.path == "async", o.plan
+    assert "CTA pair" in o.plan and "8 consumer" in o.plan and "TMA store" in o.plan, o.plan
+    if target == "sm_100a":
+        assert "tcgen05.mma.cta_group::2" in o.ptx
+        assert "tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32" in o.ptx
+    else:
+        assert ".multicast::cluster" in o.ptx
+        assert "wgmma.mma_async.sync.aligned.m64n256k16" in o.ptx
 
 
 def test_a_pair_refused_keeps_two_warp_groups(tmp_path):
@@ -133,6 +210,9 @@ FOUND = {
     148: "sm_100a tcgen05 dot on today's pipelined path read cp.async stages without "
     "fence.proxy.async (strict ptxsim)",
     4: "e4m3 B^T on sm_90a: today's path (the async path refused a transposed B)",
+    8012: "batched sm_90a GEMM, num_ctas=2: once the 3-d store took TMA, the pair took the "
+    "batch's 3-d boxes and its B multicast never completed (strict ptxsim: deadlock); the pair "
+    "takes 2-d loads and stores",
 }
 
 
@@ -151,3 +231,27 @@ def test_fuzzer_seed(seed, tmp_path):
     o = fa.run_one(seed, str(tmp_path))
     allowed = ("ok",) if seed in COMPILE else ("ok", "refused")
     assert o.status in allowed, f"seed {seed}: {o.status}: {o.detail}"
+
+
+def test_a_loop_bound_read_from_memory_keeps_todays_path(tmp_path):
+    # the producer warp group needs the K loop's trip count, but only the consumers read
+    # memory before the loop (section 29): the rule refuses, with this reason, and today's
+    # path computes the product
+    import numpy as np
+
+    from cutile_kernels_prologue import export_gemm_loaded_trips, problem
+    from tilegen.runtime import driver
+    from tilegen.runtime.options import CompileOptions
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    a, b, c, trips, want = problem(np.random.default_rng(3))
+    path = tmp_path / "k.tileirbc"
+    export_gemm_loaded_trips(str(path), a, b, c, trips)
+    out = driver.compile_source(path, CompileOptions(target="sm_90a"), until="ptx")
+    (d,) = out.async_plan
+    assert not d.taken
+    assert d.reason == (
+        "the K loop uses a scalar of 'nv_tileaa.load', which reads memory before the loop"
+    )
+    got = run_ptx(out.ptx, [a, b, c, trips], (2, 2, 1), strict_async=True)[2]
+    np.testing.assert_array_equal(np.asarray(got), want)

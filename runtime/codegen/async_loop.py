@@ -221,6 +221,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
             t0=t0,
             pair=pair,
         )
+    for o in em.deferred:  # the prologue's loads and tiles: the consumers' (async_prologue)
+        em.emit_op(o)
     init = em.get(op.operands[3])
     if tc_scaled:
         acc, order = async_scaled.tcgen05_consumer(em, op, locals())
@@ -1087,7 +1089,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     tall = not pair and M == 256
     # one CTA's 128 rows on 8 warps (N over 128): warp w reads lanes 32 (w % 4) .., columns
     # (w / 4) N / 2 .. (a thread holds half a row: the scaled form's column halves)
-    wide = not pair and M == 128 and em.num_warps == 8
+    wide = M == 128 and em.num_warps == 8  # (a pair's N 256 too: section 30)
     chain = fragment_chain(op, v["store"]) if M == 128 or half or tall else None
     rows = None  # thread t's row of the result, in registers (row-major order): see below
     per = N // 2 if half or wide else N
@@ -1322,7 +1324,8 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         fail(op, "PTX backend: a TMA store outside an async K loop's kernel")
     od = op.opdef
     value = od.operand_group(op, "value")[0]
-    M, N = value.type.shape
+    lead = tuple(value.type.shape[:-2])  # leading unit dims (a batched GEMM's 3-d store)
+    M, N = value.type.shape[-2:]
     pair = st.get("pair", False)
     M //= 2 if pair else 1  # a CTA pair: each CTA stores its own 128 rows
     key = elem_key(value.type)
@@ -1358,7 +1361,7 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     else:
         refs = []
         d = em.dist_of(op, value.type)
-        form = row_major((M, N))
+        form = row_major(lead + (M, N))
         delta = em.new("b32")
         em.ins(f"sub.s32 {delta}, {base}, {em.smem_base()}")
         moved: dict = {}
@@ -1405,11 +1408,11 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     built = em.new_label("tma_store_map")
     em.ins(f"@!{t0} bra {built}")
     mem = em.get(od.operand_group(op, "base")[0])
-    dims = [_s32(em, mem.sizes[1]), _s32(em, mem.sizes[0])]
+    dims = [_s32(em, d) for d in reversed(mem.sizes)]
     dims = [em.mov("b32", x) if isinstance(x, int) else x for x in dims]
-    stb = _stride_bytes(em, mem.strides[0], esz)
-    box = (128 // esz, M) if swizzled else (N, M)
-    spec = tma.TensorMapSpec(key, esz, mem.ptr, tuple(dims), (stb,), box, 128 if swizzled else 0)
+    strides = tuple(_stride_bytes(em, s, esz) for s in reversed(mem.strides[:-1]))
+    box = ((128 // esz, M) if swizzled else (N, M)) + lead
+    spec = tma.TensorMapSpec(key, esz, mem.ptr, tuple(dims), strides, box, 128 if swizzled else 0)
     tma.build_tensormap(em, smap, spec)
     em.label(built)
     em.ins("bar.warp.sync -1")
@@ -1417,13 +1420,14 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     tma.publish_tensormap(em, g, smap)
     em.ins(f"@!{t0} bra {done}")
     tma.acquire_tensormap(em, g)
-    row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
+    *outer, row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
+    outer = outer[::-1]  # the leading dims' coordinates, innermost first
     if pair:
         moved = em.new("b32")
         em.ins(f"mad.lo.s32 {moved}, {cta_pair.rank(em)}, {M}, {row}")
         row = moved
     if not swizzled:
-        tma.tma_store(em, g, [col, row], base)
+        tma.tma_store(em, g, [col, row] + outer, base)
     else:  # one copy per 128-byte column box
         for b in range(N * esz // 128):
             cb, src = col, base
@@ -1431,7 +1435,7 @@ def tma_store_epilogue(em: Emitter, op) -> None:
                 cb, src = em.new("b32"), em.new("b32")
                 em.ins(f"add.s32 {cb}, {col}, {b * 128 // esz}")
                 em.ins(f"add.s32 {src}, {base}, {b * M * 128}")
-            tma.tma_store(em, g, [cb, row], src)
+            tma.tma_store(em, g, [cb, row] + outer, src)
     tma.bulk_commit(em)
     em.ins("cp.async.bulk.wait_group 0")  # the map is read too: done before the slot is freed
     sl = em.new("b32")

@@ -231,6 +231,8 @@ class Emitter:
         #: threads beside the kernel's warps (the async K loop's producer warp group,
         #: async_loop.py); from where they split off, barriers are over the consumers alone
         self.producer_threads = 0
+        #: the prologue ops the GEMM form's consumers emit after the split (emit.py)
+        self.deferred: list = []
         self.barrier_threads: Optional[int] = None
         #: ``--lineinfo`` / ``-g``: the module's .file table (codegen/lineinfo.py); None: no .loc
         self.lines = None

@@ -151,6 +151,19 @@ def _ring_symbol(block):
     return ASYNC_SYMBOL if found else None
 
 
+def deferred_prologue(block) -> list:
+    """The consumers' part of the prologue of the GEMM form's K loop at ``block``'s top level
+    (``async_prologue.consumer_prologue``; ``async_loop.async_for`` emits it after the warp
+    groups split), or []."""
+    from tilegen.runtime.codegen.async_loop import ASYNC_ATTR, ASYNC_GENERAL_ATTR
+    from tilegen.runtime.codegen.async_prologue import consumer_prologue
+
+    for o in block.ops:
+        if o.name == "scf.for" and ASYNC_ATTR in o.attributes:
+            return [] if ASYNC_GENERAL_ATTR in o.attributes else consumer_prologue(block, o)
+    return []
+
+
 def _pair_kernel(func) -> bool:
     """Whether the kernel's K loop runs on a CTA pair (async_loop.ASYNC_PAIR_ATTR)."""
     from tilegen.runtime.codegen.async_loop import ASYNC_PAIR_ATTR
@@ -189,7 +202,11 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
             raise CodegenError([Diagnostic("error", str(e), func.loc)]) from None
         if ring["pre"]:
             em.scratch_before_ring(_ring_symbol(block))
-        em.emit_block(block)
+        em.deferred = deferred_prologue(block)  # (emitted in the consumers' branch)
+        skip = {id(o) for o in em.deferred}
+        for op in block.ops:
+            if id(op) not in skip:
+                em.emit_op(op)
         outgrown = em.finish_ring_scratch()
         if outgrown is not None:  # the claims before / after the loop outgrew the idle ring
             ring[outgrown] = False

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 from tilegen.runtime.ir import Operation, OpResult
+from tilegen.runtime.layouts.attrs import BlockedLayout, unit_dims_view
 
 
 def _op(v) -> Optional[Operation]:
@@ -73,9 +74,21 @@ def fragment_chain(
             return chain if store.opdef.operand_group(store, "value")[0] is v else None
         if through_conversion and user.name == "nv_tileas.convert_layout":
             r = user.results[0]
+            value = store.opdef.operand_group(store, "value")[0]
             if r.num_uses == 1 and r.users[0] is store:
-                value = store.opdef.operand_group(store, "value")[0]
                 return chain + [r] if value is r else None
+            view = r.users[0] if r.num_uses == 1 else None
+            if view is not None and stored_view(view, store):  # conversion, view, store
+                return chain + [r, view.results[0]]
+            return None
+        if stored_view(user, store):  # the tile with leading unit dims (a 3-d store)
+            r = user.results[0]
+            lay = v.type.encoding
+            if not isinstance(lay, BlockedLayout) or r.type.encoding != unit_dims_view(
+                lay, tuple(v.type.shape), tuple(r.type.shape)
+            ):
+                return None
+            return chain + [r]
         others = [o for o in user.operands if o is not v and getattr(o.type, "rank", 0)]
         if not elementwise(user) or not all(uniform_tile(o) for o in others):
             return None
@@ -84,6 +97,22 @@ def fragment_chain(
             return None
         v = r
         chain.append(v)
+
+
+def stored_view(op: Operation, store: Operation) -> bool:
+    """Whether ``op`` is a ``view`` that only puts leading unit dims on a 2-d tile, whose
+    result only ``store`` stores (a batched GEMM's ``(1, M, N)`` tile of a 3-d array)."""
+    if op.name != "nv_tileaa.view":
+        return False
+    src, r = op.operands[0].type, op.results[0].type
+    shape = tuple(getattr(r, "shape", ()))
+    if getattr(src, "rank", 0) != 2 or len(shape) < 3 or any(n != 1 for n in shape[:-2]):
+        return False
+    if tuple(src.shape) != shape[-2:] or op.results[0].num_uses != 1:
+        return False
+    return op.results[0].users[0] is store and (
+        store.opdef.operand_group(store, "value")[0] is op.results[0]
+    )
 
 
 def deferred_dot(loop: Operation) -> Optional[tuple]:

@@ -342,3 +342,32 @@ def default_blocked(
     tpw[order[-1]] = lanes
     wpc[order[-1]] = warps
     return BlockedLayout(tuple(spt), tuple(tpw), tuple(wpc), order)
+
+
+def unit_dims_view(
+    layout: BlockedLayout, src: tuple[int, ...], out: tuple[int, ...]
+) -> Optional[BlockedLayout]:
+    """The layout of a ``view`` from ``src`` to ``out`` that only drops or inserts unit dims (a
+    4-d ``load`` viewed as the 2-d tile a dot reads) when ``x`` has ``layout``: the same
+    registers, so the view costs nothing. None when the non-unit dims differ or a dropped unit
+    dim holds more than one thread or register (its copies would not survive the view)."""
+    keep = [i for i, n in enumerate(src) if n != 1]
+    if [src[i] for i in keep] != [n for n in out if n != 1]:
+        return None
+    for i, n in enumerate(src):
+        if n == 1 and (
+            layout.size_per_thread[i],
+            layout.threads_per_warp[i],
+            layout.warps_per_cta[i],
+        ) != (1, 1, 1):
+            return None
+    new = {j: i for j, i in zip([j for j, n in enumerate(out) if n != 1], keep)}
+    spt, tpw, wpc = [1] * len(out), [1] * len(out), [1] * len(out)
+    for j, i in new.items():
+        spt[j] = layout.size_per_thread[i]
+        tpw[j] = layout.threads_per_warp[i]
+        wpc[j] = layout.warps_per_cta[i]
+    back = {i: j for j, i in new.items()}
+    order = [back[o] for o in layout.order if o in back]
+    order += [j for j in reversed(range(len(out))) if j not in new]  # unit dims: slowest
+    return BlockedLayout(tuple(spt), tuple(tpw), tuple(wpc), tuple(order))

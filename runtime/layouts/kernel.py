@@ -135,9 +135,9 @@ def default_num_warps(func: Operation) -> int:
             # the async path's K loop: its consumer warps stay the kernel's 4 (a CTA pair's
             # too: 128 rows per CTA), unless one warp group would hold 256 rows of
             # accumulators; two then take 128 each (2 x 64 registers a thread, N 128)
-            if (_tall_dot(dots[0]) or _wide_n_dot(dots[0])) and not _may_pair(
-                func, sm, dots[0], loop
-            ):
+            if (_tall_dot(dots[0]) or _wide_n_dot(dots[0])) and (
+                not _may_pair(func, sm, dots[0], loop) or dots[0].operands[1].type.shape[-1] > 128
+            ):  # (a pair of N 256: each CTA's 128 rows in two column halves, section 30)
                 return WIDE_NUM_WARPS
             continue
         if (
@@ -241,8 +241,9 @@ def _footprint_num_warps(func: Operation) -> Optional[int]:
 def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool:
     """Whether the kernel asks for a CTA pair where the async path builds them (sm_90 and
     sm_100 with ``CompileOptions.cta_pair``: docs/pipelines.md sections 18-19) for a dot it can
-    pair: N at most 128 (each CTA's 128 rows x N on one warp group; a 256 x 256 tile's pair
-    would hold 256 accumulator registers a thread, so it keeps two warp groups on one CTA), in
+    pair: N at most 128 (each CTA's 128 rows x N on one warp group), or 256 (each CTA's 128
+    rows on two warp groups: column halves on sm_100, 64 rows each on sm_90; docs/pipelines.md
+    section 30), in
     a kernel of the pair's form (``async_rule._pair_reason``'s conditions on the IR's structure:
     a uniform initial value, elementwise ops from the loop to one TMA store, nothing else
     writing memory). A hinted kernel the pair then refuses (a bias row loaded after the loop,
@@ -255,7 +256,7 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
         kernel_spec_int(func, "num_cta_in_cga") == 2
         and sm in (90, 100)
         and current().cta_pair
-        and n <= 128
+        and (n <= 128 or n == 256)
         and _pair_form(func, loop, dot)
     )
 

@@ -35,10 +35,13 @@ from tilegen.runtime.layouts.async_forms import (
     deferred_dot,
     fragment_chain,
     operand_load,
+    stored_view,
     uniform_tile,
     zero_tile,
 )
+from tilegen.runtime.layouts.attrs import BlockedLayout, unit_dims_view
 from tilegen.runtime.records import dataclass
+from tilegen.runtime.types import TileType
 
 #: target sm -> the async path's tensor-core instruction
 ASYNC_MMA = {90: "wgmma", 100: "tcgen05", 103: "tcgen05", 110: "tcgen05"}
@@ -479,7 +482,8 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     kw["stage_bytes"] += sum(
         _BYTES.get(_elem_key(o.results[0].type), 4) * prod(o.results[0].type.shape) for o in sides
     )
-    _, store_why = tma_store_plan(func, loop, kw["stages"], stage_bytes_of(dot, sides))
+    ring_stage = pair_stage_bytes(dot, sm) if pair else stage_bytes_of(dot, sides)
+    _, store_why = tma_store_plan(func, loop, kw["stages"], ring_stage, pair)
     kw.update(tma_store=store_why is None, store_reason=store_why or "")
     if pair and store_why is not None:
         reason = f"a CTA pair stores each CTA's rows by TMA, and here: {store_why}"
@@ -586,7 +590,9 @@ def staged_sides(loop: Operation, dot: Operation) -> list:
     return out
 
 
-def tma_store_plan(func: Operation, loop: Operation, stages: int, stage_bytes: int) -> tuple:
+def tma_store_plan(
+    func: Operation, loop: Operation, stages: int, stage_bytes: int, pair: bool = False
+) -> tuple:
     """(the ``tiled_store`` the epilogue writes through TMA, None) or (None, why not). The rule
     (docs/pipelines.md section 8): after the async loop, the kernel's top level holds exactly
     one memory op, a ``tiled_store`` of a tile that depends on the loop's result, which
@@ -616,7 +622,7 @@ def tma_store_plan(func: Operation, loop: Operation, stages: int, stage_bytes: i
         return None, why
     tile = store.opdef.operand_group(store, "value")[0].type
     mt = store.opdef.operand_group(store, "base")[0].type
-    nbytes = prod(tile.shape) * element_bytes(mt.element)
+    nbytes = prod(tile.shape) * element_bytes(mt.element) // (2 if pair else 1)  # (a CTA's rows)
     if nbytes > stages * stage_bytes:
         return None, f"the {nbytes}-byte tile does not fit in the {stages * stage_bytes}-byte ring"
     return store, None
@@ -654,7 +660,7 @@ def _lowering(
         if stages * stage + bt < scratch or not stages:
             fit = _shared_budget(func, sm, stage, scratch + bt) - scratch - SMEM_EXTRA - bt
             stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit // stage)
-        if scratch or tma_store_plan(func, loop, stages, stage)[0] is not None:
+        if scratch or tma_store_plan(func, loop, stages, stage, pair)[0] is not None:
             break
     scaled = not isinstance(dot.operands[2], BlockArgument)
     if scaled and sm >= 100 and (warps != 8 or M != 128 or N not in (64, 128)):
@@ -671,7 +677,7 @@ def _lowering(
             "of 32 up to 128",
             stages,
         )
-    wide = sm >= 100 and not scaled and not pair and warps == 8 and M == 128 and N % 64 == 0
+    wide = sm >= 100 and not scaled and warps == 8 and M == 128 and N % 64 == 0
     if (
         sm >= 100
         and not scaled
@@ -777,10 +783,10 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
         K = a.shape[1]
         if K % 16:
             return f"the sm_90 pair multicasts B in two halves of K rows, multiples of 8: not K {K}"
-    elif N % 64 or not 64 <= N <= 128:
+    elif N not in (64, 128, 256):
         return (
-            f"the pair takes N 64 or 128 (a thread holds a row of N accumulators; B's halves "
-            f"a multiple of 32 columns), not {N}"
+            f"the pair takes N 64, 128 or 256 (a thread holds a row of N accumulators, half of "
+            f"one of 256 on 8 warps; B's halves a multiple of 32 columns), not {N}"
         )
     if not isinstance(dot.operands[2], BlockArgument):
         return "the pair takes the plain GEMM form (the dot accumulates into the loop's value)"
@@ -792,6 +798,10 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
             "uniform initial value and elementwise ops from the loop to one tiled_store"
         )
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)
+    tiles = [o.results[0].type for o in loop.walk() if o.name == "nv_tileaa.tiled_load"]
+    tiles.append(store.opdef.operand_group(store, "value")[0].type)
+    if any(t.rank != 2 for t in tiles):  # (the pair's boxes and halves are 2-d)
+        return "the pair takes 2-d loads and stores, not a batch's (1, M, N) tiles"
     for op in func.walk():
         if op is not store and any(w in op.name.split(".")[-1] for w in _WRITES):
             return f"'{op.name}' would run in both CTAs of the pair"
@@ -1096,13 +1106,12 @@ def _overlap(func, loop, options, mma: str, warps: int) -> bool:
 
 
 def _before_loop(func, loop) -> Optional[str]:
-    """Why the kernel's prologue cannot run on the producer warp group too, or None."""
-    for op in func.regions[0].blocks[0].ops:
-        if op is loop:
-            break
-        if op.regions or any(w in op.name.split(".")[-1] for w in _MEMORY_OPS):
-            return f"'{op.name}' runs before the K loop (the producer would run it too)"
-    return None
+    """Why the kernel's prologue cannot be split between the warp groups, or None
+    (``async_prologue.prologue_reason``: the consumers alone run what reads memory or holds a
+    tile; the producer computes the scalars)."""
+    from tilegen.runtime.codegen.async_prologue import prologue_reason
+
+    return prologue_reason(func.regions[0].blocks[0], loop)
 
 
 def after_codegen(decisions: list, root: Operation) -> list:
@@ -1192,7 +1201,8 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
             if d.tma_store:
                 dot = _loop_dot(loop)
                 sides = staged_sides(loop, dot)
-                store, _ = tma_store_plan(func, loop, d.stages, stage_bytes_of(dot, sides))
+                ring_stage = d.stage_bytes if d.cta_pair else stage_bytes_of(dot, sides)
+                store, _ = tma_store_plan(func, loop, d.stages, ring_stage, d.cta_pair)
                 store.set_attr(TMA_STORE_ATTR, IntegerAttr(1, I32))
                 _store_unconverted(store)
     return out
@@ -1219,11 +1229,24 @@ def _store_unconverted(store: Operation) -> None:
     store (to the plain store's vectorised layout) is a wasted exchange through shared memory:
     the store reads the conversion's source instead, and the conversion goes."""
     value = store.opdef.operand_group(store, "value")[0]
+    user = store
+    view = value.op if isinstance(value, OpResult) and stored_view(value.op, store) else None
+    if view is not None:  # a 3-d store's (1, M, N) view: the view reads the source instead
+        user, value = view, view.operands[0]
     conv = value.op if isinstance(value, OpResult) else None
     if conv is None or conv.name != "nv_tileas.convert_layout" or value.num_uses != 1:
         return
-    index = next(i for i, v in enumerate(store.operands) if v is value)
-    store.set_operand(index, conv.operands[0])
+    src = conv.operands[0]
+    if view is not None:
+        if not isinstance(src.type.encoding, BlockedLayout):
+            return
+        r = view.results[0]
+        lay = unit_dims_view(src.type.encoding, tuple(src.type.shape), tuple(r.type.shape))
+        if lay is None:
+            return
+        r.type = TileType(r.type.shape, r.type.element, lay)
+    index = next(i for i, v in enumerate(user.operands) if v is value)
+    user.set_operand(index, src)
     conv.erase()
 
 

@@ -161,8 +161,13 @@ def tma_store_describable(store: Operation) -> Optional[str]:
     tile = od.operand_group(store, "value")[0].type
     if not isinstance(mt, NvMemRefType):
         return "the store is not through a memref"
-    if not isinstance(tile, TileType) or tile.rank != mt.rank or tile.rank != 2:
-        return "the stored tile is not a 2-d tile of its memref's rank"
+    if (
+        not isinstance(tile, TileType)
+        or tile.rank != mt.rank
+        or not 2 <= tile.rank <= 5
+        or any(n != 1 for n in tile.shape[:-2])
+    ):
+        return "the stored tile is not a 2-d tile (leading unit dims aside) of its memref's rank"
     if mt.stride_values[-1] != 1:
         return "the innermost dimension is not unit-stride"
     if any(d > TMA_MAX_BOX for d in tile.shape):
