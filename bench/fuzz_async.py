@@ -519,7 +519,7 @@ def check(
             theirs = tileiras_usage(path, cfg.target)
             spilled = "spill" if theirs.get("STACK", 0) > 0 else "fail"
             spilled_detail = "spills: " + "; ".join(spill)[:200] + f"; tileiras: {theirs}"
-        strict = cfg.target in ("sm_90a", "sm_100a")
+        strict = cfg.target in ("sm_90a", "sm_100a", "sm_120")
         res = run_ptx(ptx, args, grid, strict_async=strict, max_steps=50_000_000)[idx]
         got = _decode(np.asarray(res), cfg.params.get("out", cfg.params.get("e")))
         if got.shape != ref.shape:

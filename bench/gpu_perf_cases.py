@@ -34,6 +34,9 @@ VARIANTS = {
     "gemm f16 8192^3 num_ctas=2 (256x256 tiles)": {"no CTA pair": {"cta_pair": False}},
     # two consumer warp groups of 64 rows (the default since section 21) beside one of 128
     "gemm f16 8192^3 (128x256 tiles)": {"num_warps=4": {"num_warps": 4}},
+    # C loaded before the K loop: the consumers load it after the split (section 29) beside
+    # today's path (TMA off)
+    "gemm f16 8192^3 C = Cin + A B": {"no TMA": {"use_tma": False}},
     "gemm e4m3 8192^3 (f16 out)": {"num_warps=8": {"num_warps": 8}},
     # the async path's general form (the default on sm_90 since docs/pipelines.md section 13:
     # K/V by TMA from a producer warp group; since section 16 with P V overlapping the next
@@ -67,7 +70,7 @@ class PerfCase:
     """One large launch: ``kernel`` (a name of :func:`kernels`), its arguments as
     ``(name, shape, dtype)`` for arrays (dtype: f16 bf16 e4m3 f32) or ``(name, value)`` for
     scalars and constants, the grid, the flop count, the relative-error bound of the check and
-    the baseline (``matmul``, ``scaled_mm``, ``sdpa`` or None)."""
+    the baseline (``matmul``, ``addmm``, ``scaled_mm``, ``sdpa`` or None)."""
 
     name: str
     kernel: str
@@ -97,9 +100,20 @@ def kernels() -> dict:
             acc = ct.mma(a, b, acc)
         ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
 
+    def gemm_acc(A, B, Cin, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        """C = Cin + A B: the initial accumulator loaded before the K loop."""
+        i, j = ct.bid(0), ct.bid(1)
+        acc = ct.astype(ct.load(Cin, index=(i, j), shape=(TM, TN), padding_mode=zero), ct.float32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=zero)
+            b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=zero)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
+
     # gemm_pair: 256-row tiles on clusters of two CTAs (num_ctas=2: docs/pipelines.md sections
     # 18-19; on sm_90 each CTA takes 128 rows and B is multicast to both)
     out = {"gemm": ct.kernel(gemm), "gemm_pair": ct.kernel(gemm, num_ctas=2)}
+    out["gemm_acc"] = ct.kernel(gemm_acc)
     ak = async_kernels()
     for name in (
         "gemm_fp8_blockscaled",
@@ -153,6 +167,20 @@ def cases() -> list[PerfCase]:
         out.append(
             _f16_gemm(f"gemm f16 {s}^3 num_ctas=2 ({tm}x{tn} tiles)", "gemm_pair", s, tm, tn)
         )
+    # C as the initial value (docs/pipelines.md section 29): the async path since 2026-11-29
+    s, (tm, tn, tk) = 8192, GEMM_TILES["f16"]
+    out.append(
+        PerfCase(
+            f"gemm f16 {s}^3 C = Cin + A B",
+            "gemm_acc",
+            [("A", (s, s), "f16"), ("B", (s, s), "f16"), ("Cin", (s, s), "f16")]
+            + [("C", (s, s), "f16"), ("TM", tm), ("TN", tn), ("TK", tk)],
+            (s // tm, s // tn, 1),
+            2 * s**3,
+            2e-2,
+            "addmm",
+        )
+    )
     tm, tn, tk = GEMM_TILES["e4m3"]
     for s in (4096, 8192):
         out.append(
@@ -314,6 +342,10 @@ def reference(case: PerfCase, args: tuple):
         a, b = args[0].float(), args[1].float()
         with _no_tf32():
             return a @ b
+    if case.kernel == "gemm_acc":
+        a, b = args[0].float(), args[1].float()
+        with _no_tf32():
+            return args[2].float() + a @ b
     if case.kernel == "gemm_fp8_blockscaled":
         a, b, sa, sb = (x.float() for x in args[:4])
         ref = torch.zeros(a.shape[0], b.shape[1], device="cuda")
@@ -361,6 +393,9 @@ def baseline(case: PerfCase, args: tuple):
     if case.baseline == "matmul":
         a, b = args[0], args[1]
         return (lambda: torch.matmul(a, b)), f"cuBLAS (torch.matmul, {a.dtype} out)"
+    if case.baseline == "addmm":  # C = Cin + A B
+        a, b, c = args[0], args[1], args[2]
+        return (lambda: torch.addmm(c, a, b)), f"cuBLAS (torch.addmm, {a.dtype} out)"
     if case.baseline == "scaled_mm":
         a, b = args[0], args[1].t().contiguous().t()  # cuBLASLt wants B column-major
         one = torch.ones((), device="cuda")

@@ -55,11 +55,19 @@ def test_matmul_f16_is_eligible_with_its_plan(target, mma):
     )
 
 
+def test_matmul_f16_on_sm120_takes_mma_sync_consumers_without_setmaxnreg():
+    # (docs/pipelines.md section 31) 64 x 32 f16 A rows: the 64-byte swizzle
+    d = _plan("matmul_f16", "sm_120")
+    assert d.eligible and d.taken and d.mma == "mma.sync"
+    assert (d.stage_bytes, d.stages) == (8192, 11)
+    assert (d.consumer_warps, d.producer_warps, d.producer_regs) == (4, 4, None)
+
+
 @pytest.mark.parametrize(
     "kernel,target,reason",
     [
-        ("matmul_f16", "sm_80", "sm_80 has neither wgmma nor tcgen05"),
-        ("matmul_f16", "sm_120", "sm_120 has neither wgmma nor tcgen05"),
+        ("matmul_f16", "sm_80", "sm_80 has no async path"),
+        ("flash_attention", "sm_120", "has wgmma and tcgen05 consumers, not sm_120's mma.sync"),
         ("matmul_f16", "sm_100f", "sm_100f is a family target: 48 KiB of static shared"),
         ("matmul_f64", "sm_90a", "f64 x f64 -> f64 dots have no wgmma instruction"),
         ("matmul_f64", "sm_100a", "f64 x f64 -> f64 dots have no tcgen05 instruction"),

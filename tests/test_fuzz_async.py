@@ -20,11 +20,14 @@ attention forwards, strict ptxsim against NumPy, ptxas without spills) found, as
   and the GEMM takes the async path; a trip count read from memory keeps today's path.
 * **Batched epilogues** store the ``(1, TM, TN)`` tile with one 3-d TMA copy per box.
 * **256 x 256 tiles with ``num_ctas=2``** (section 30) run on a CTA pair, two warp groups a CTA.
+* **sm_120** (section 31): TMA stages and a producer warp group, mma.sync consumers.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -183,6 +186,36 @@ def test_256x256_pair_takes_two_warp_groups_a_cta(target, ab, out, tk, bt, epi, 
     else:
         assert ".multicast::cluster" in o.ptx
         assert "wgmma.mma_async.sync.aligned.m64n256k16" in o.ptx
+
+
+@pytest.mark.parametrize(
+    "ab,out,tm,tn,tk,bt,init",
+    [
+        ("f16", "f32", 128, 128, 64, 0, 0),  # 128-byte swizzle boxes
+        ("bf16", "bf16", 128, 128, 64, 1, 0),  # B^T, read K-major as A
+        ("f16", "f32", 64, 64, 32, 0, 1),  # 64-byte boxes, C as the initial value
+        ("f16", "f32", 128, 32, 32, 1, 0),  # B^T of 32 rows
+    ],
+)
+def test_sm120_gemm_takes_tma_stages_and_mma_sync(ab, out, tm, tn, tk, bt, init, tmp_path):
+    # sm_120 (section 31): the producer warp group copies A and B by TMA into swizzled
+    # stages; the consumers read them with ldmatrix and run mma.sync (before: cp.async by
+    # every warp). The copies name the CTA's own window (.shared::cta): with .shared::cluster
+    # ptxas guarded each with an out-of-line call and a stack frame
+    cfg = _gemm("sm_120", ab, out, tm, tn, tk, bt=bt, init=init)
+    cfg.sizes = dict(M=2 * tm - 8, N=2 * tn, K=3 * tk)
+    o = _run(cfg, tmp_path)
+    assert o.path == "async" and "mma.sync" in o.plan, o.plan
+    assert "cp.async.bulk.tensor.2d.shared::cta.global" in o.ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in o.ptx and "cp.async.ca" not in o.ptx
+    src = tmp_path / "k.ptx"
+    src.write_text(o.ptx)
+    log = subprocess.run(
+        [find_ptxas(), "-v", "-arch=sm_120a", str(src), "-o", os.devnull],
+        capture_output=True,
+        text=True,
+    ).stderr
+    assert " 0 bytes stack frame" in log, log
 
 
 def test_a_pair_refused_keeps_two_warp_groups(tmp_path):

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tilegen.runtime.codegen import async_scaled, cta_pair, tcgen05, tma
+from tilegen.runtime.codegen import async_mma_sync, async_scaled, cta_pair, tcgen05, tma
 from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.ir import OpResult
 from tilegen.runtime.layouts.async_forms import fragment_chain
+from tilegen.runtime.layouts.mma_choice import TCGEN05_SMS
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
     Ring,
@@ -154,7 +155,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     # a CTA pair (section 18): each CTA stages half of A's rows and half of B's columns
     # (sm_100: half of B's columns; sm_90: all of B, half of it copied here and multicast)
     pair = ASYNC_PAIR_ATTR in op.attributes
-    split_b = pair and em.sm >= 100
+    split_b = pair and em.sm in TCGEN05_SMS
     # B loaded N x K and transposed reaches the MMAs K-major (as A); else N-major, K x N.
     # Tiles may carry leading unit dims (a (1, M, K) load of a batched array).
     kmajor = _transposed(lb_)
@@ -180,7 +181,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
     nthreads = W * 32
     ab = elem_key(dot.operands[0].type)  # the MMA's A/B element (tf32 for an f32 stage)
     acc_int = elem_key(dot.operands[2].type) == "i32"
-    tc = em.sm >= 100  # tcgen05 consumers (sm_100a), else wgmma (sm_90a)
+    tc = em.sm in TCGEN05_SMS  # tcgen05 consumers (sm_100a), else wgmma (sm_90a)
+    sync = em.sm == 120  # mma.sync consumers reading the stages by ldmatrix (section 31)
     # wgmma reads tf32 / 8-bit B K-major only: the consumers transpose each stage's B into one
     # of BT_BUFFERS B^T buffers (in turn) before the MMAs
     bt = None if tc or ab in _TRANSPOSABLE or kmajor else _KMajor(N, K, a.esz)
@@ -224,6 +226,12 @@ def async_for(em: Emitter, op, stages: int) -> None:
     for o in em.deferred:  # the prologue's loads and tiles: the consumers' (async_prologue)
         em.emit_op(o)
     init = em.get(op.operands[3])
+    if sync:
+        em.set(op.results[0], async_mma_sync.consumer(em, op, locals()))
+        if store is None:  # every copy landed: thread 0 frees the map slot
+            _free_slot(em, t0, slot_off, slots)
+        _ring_scratch(em, op, stages * stage_bytes)
+        return
     if tc_scaled:
         acc, order = async_scaled.tcgen05_consumer(em, op, locals())
         _release_tmem(em, t0, store, slot_off, slots, tcols)
@@ -1358,19 +1366,36 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         at = em.new("b32")
         em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
         refs = [(at, esz * e) for e in offs]
-    else:
+    else:  # the value's own layout: each register at its row-major place in the ring
         refs = []
         d = em.dist_of(op, value.type)
         form = row_major(lead + (M, N))
-        delta = em.new("b32")
-        em.ins(f"sub.s32 {delta}, {base}, {em.smem_base()}")
-        moved: dict = {}
-        for k in range(d.nregs):
-            reg, imm = em.smem_ref(d, form, k, esz)[1:-1].split("+")
-            if reg not in moved:
-                moved[reg] = em.new("b32")
-                em.ins(f"add.s32 {moved[reg]}, {reg}, {delta}")
-            refs.append((moved[reg], int(imm)))
+        wraps = any(
+            m and d.wraps(d.kept[i], k) for k in range(d.nregs) for i, m in enumerate(form.mults)
+        )
+        if not wraps:  # a per-thread base and one immediate a register
+            bases = em.base(d)
+            tp = em.lincomb(0, [(m, bases[d.kept[i]]) for i, m in enumerate(form.mults)])
+            at = em.new("b32")
+            if isinstance(tp, int):
+                em.ins(f"add.s32 {at}, {base}, {tp * esz}")
+            else:
+                em.ins(f"mad.lo.s32 {at}, {tp}, {esz}, {base}")
+            for k in range(d.nregs):
+                kept = [d.raw[k][d.kept[i]] for i in range(len(form.mults))]
+                static = form.const + sum(m * x for m, x in zip(form.mults, kept))
+                refs.append((at, static * esz))
+        else:
+            em.need_smem(M * N * esz)  # (the ring's bytes: smem_base is the ring's then)
+            delta = em.new("b32")
+            em.ins(f"sub.s32 {delta}, {base}, {em.smem_base()}")
+            moved: dict = {}
+            for k in range(d.nregs):
+                reg, imm = em.smem_ref(d, form, k, esz)[1:-1].split("+")
+                if reg not in moved:
+                    moved[reg] = em.new("b32")
+                    em.ins(f"add.s32 {moved[reg]}, {reg}, {delta}")
+                refs.append((moved[reg], int(imm)))
     k = 0
     while k < len(refs):  # two 16-bit neighbours in a row: one 32-bit store
         (reg, imm), nxt = refs[k], refs[k + 1] if k + 1 < len(refs) else None

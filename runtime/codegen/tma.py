@@ -130,14 +130,19 @@ def tma_load(
     with ``pair``, a shared::cluster address in either CTA of the pair: ``.cta_group::2``).
     ``multicast``: a b16 CTA mask, the box lands at ``dst``'s offset in each of those CTAs and
     completes on the barrier at ``mbar``'s offset there; ``pred`` guards the copy."""
-    em.need_isa("8.6" if pair else "8.0")
+    # sm_120 (no CTA pairs): the CTA's own window, ``.shared::cta`` (PTX 8.6). With
+    # ``.shared::cluster`` ptxas guards each copy with a check of the destination's CTA and an
+    # out-of-line call (a stack frame; setmaxnreg then ignored: docs/pipelines.md section 31)
+    local = em.sm == 120 and not pair and not multicast
+    em.need_isa("8.6" if pair or local else "8.0")
     rank = len(coords)
     cs = ", ".join(str(c) for c in coords)
     mods = ".cta_group::2" if pair else ".multicast::cluster" if multicast else ""
     tail = f", {multicast}" if multicast else ""
     guard = f"@{pred} " if pred else ""
+    space = "shared::cta" if local else "shared::cluster"
     em.ins(
-        f"{guard}cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx"
+        f"{guard}cp.async.bulk.tensor.{rank}d.{space}.global.tile.mbarrier::complete_tx"
         f"::bytes{mods} [{dst}], [{tmap}, {{{cs}}}], [{mbar}]{tail}"
     )
 

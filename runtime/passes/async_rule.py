@@ -44,7 +44,7 @@ from tilegen.runtime.records import dataclass
 from tilegen.runtime.types import TileType
 
 #: target sm -> the async path's tensor-core instruction
-ASYNC_MMA = {90: "wgmma", 100: "tcgen05", 103: "tcgen05", 110: "tcgen05"}
+ASYNC_MMA = {90: "wgmma", 100: "tcgen05", 103: "tcgen05", 110: "tcgen05", 120: "mma.sync"}
 #: dot element keys (A/B, accumulator) the async instructions take
 ASYNC_ELEMENTS = {
     ("f16", "f32"),
@@ -67,6 +67,8 @@ LOWERED: frozenset = frozenset(
     # tcgen05 reads 8-bit B MN-major from the stage (tileiras's descriptors do the same)
     # and tf32 B MN-major through the 128B-base-32B swizzle, as tileiras's descriptor does
     | {("tcgen05", e) for e in ("tf32", "f8E4M3FN", "f8E5M2", "i8")}
+    # sm_120: ldmatrix from the swizzled stages, mma.sync (async_mma_sync.py)
+    | {("mma.sync", "f16"), ("mma.sync", "bf16")}
 )
 #: why an eligible (instruction, element) pair keeps today's path, where LOWERED lacks it
 NOT_LOWERED: dict = {}
@@ -230,6 +232,8 @@ def _shape_reason(
     M //= 2 if pair else 1
     N = b.shape[1]
     tk = 32 // _BYTES[ka]
+    if mma == "mma.sync":  # (async_mma_sync.py: the accumulator layout, checked by _sync_lowering)
+        return None
     if mma == "wgmma":
         from tilegen.runtime.layouts.decisions import mma_family
 
@@ -387,7 +391,10 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
 
     mma = ASYNC_MMA.get(sm)
     if mma is None:
-        return no(f"sm_{sm} has neither wgmma nor tcgen05 (the async path is sm_90 and sm_100)")
+        return no(
+            f"sm_{sm} has no async path (sm_90: wgmma, sm_100: tcgen05, sm_120: mma.sync from "
+            "TMA stages)"
+        )
     if options.target.suffix == "f":
         return no(
             f"{target} is a family target: 48 KiB of static shared memory, too little for the"
@@ -465,7 +472,12 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     kw["stages"] = stages
     if why is not None:
         return AsyncDecision(name, target, True, False, why, **kw)
-    if plan.producer_regs:
+    if mma == "mma.sync":
+        # no setmaxnreg on sm_120: its consumers take no registers from the producer (their
+        # accumulator fits the launch's share), and ptxas's register allocation around the
+        # producer's setmaxnreg.dec spilled the 128 x 128 f16 GEMM (194 registers without)
+        kw.update(producer_regs=None, consumer_regs=None)
+    elif plan.producer_regs:
         rows = a.shape[0] // 2 if pair else a.shape[0]
         acc = rows * b.shape[1] // (32 * plan.consumer_warps)
         scaled = not isinstance(dot.operands[2], BlockArgument)
@@ -639,6 +651,8 @@ def _lowering(
     stage = stage_bytes_of(dot, tuple(staged_sides(loop, dot)))
     if pair:
         M, stage = M // 2, pair_stage_bytes(dot, sm)
+    if ASYNC_MMA.get(sm) == "mma.sync":
+        return _sync_lowering(func, loop, dot, plan, warps, sm, hinted, stage)
     from tilegen.runtime.targets import shared_optin
 
     # sm_90 tf32 / 8-bit: three K-major B^T buffers the consumers transpose each stage's B into
@@ -707,13 +721,8 @@ def _lowering(
         return f"the emitter takes K rows of 32, 64 or n x 128 bytes, not {K * esz}", stages
     if stages < 2:
         return "two stages and the accumulator scratch do not fit in shared memory", stages
-    body = loop.regions[0].blocks[0]
     loads = {id(s.load) for s in plan.loads}
-    tf32 = {id(v.op) for v in dot.operands[:2] if isinstance(v, OpResult)}
-    for v in dot.operands[:2]:  # views and B's transpose between a load and the dot
-        while isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
-            tf32.add(id(v.op))
-            v = v.op.operands[0]
+    tf32 = _passed_through(dot)  # views and B's transpose between a load and the dot
     if scaled:  # the block-scaled form: a fresh partial product per stage, scaled into acc
         if sm >= 100 and not uniform_tile(loop.operands[3]):
             return "the tcgen05 scaled accumulate starts from a uniform tile", stages
@@ -725,18 +734,79 @@ def _lowering(
             )
         why = scaled_chain(loop, dot, loads | tf32)
         return (why, stages) if why is not None else (_before_loop(func, loop), stages)
+    why = _body_reason(loop, dot, loads, tf32)
+    return (why if why is not None else _before_loop(func, loop)), stages
+
+
+def _body_reason(loop, dot, loads: set, passed: set) -> Optional[str]:
+    """Why the GEMM form's loop body is more than its staged loads, their index math and the
+    dot accumulating into the loop's one value, or None (``passed``: the views, transposes and
+    f32 -> tf32 conversions between a staged load and the dot)."""
+    body = loop.regions[0].blocks[0]
     if len(loop.results) != 1 or body.ops[-1].operands[0] is not dot.results[0]:
-        return "the loop carries more than the dot's accumulator", stages
+        return "the loop carries more than the dot's accumulator"
     for op in body.ops:
         if id(op) in loads or op is dot or op is body.ops[-1]:
             continue
-        if id(op) in tf32 and (op.name == "nv_tileaa.fp_to_fp" or op.name in PASS_THROUGH):
+        if id(op) in passed and (op.name == "nv_tileaa.fp_to_fp" or op.name in PASS_THROUGH):
             continue  # f32 -> tf32 of a staged operand (the tensor core reads the f32 stage),
             # or a view or transpose of one (the consumers read the stage in its own order)
         tiles = any(getattr(r.type, "rank", 0) for r in op.results)
         if op.regions or (tiles and op.name != "nv_tileaa.splat"):
-            return f"the loop body computes more than the loads' indices ('{op.name}')", stages
-    return _before_loop(func, loop), stages
+            return f"the loop body computes more than the loads' indices ('{op.name}')"
+    return None
+
+
+def _passed_through(dot) -> set:
+    """The ops between the dot's A / B and their staged loads (views, B's transpose, f32 ->
+    tf32 conversions), by id."""
+    out = {id(v.op) for v in dot.operands[:2] if isinstance(v, OpResult)}
+    for v in dot.operands[:2]:
+        while isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
+            out.add(id(v.op))
+            v = v.op.operands[0]
+    return out
+
+
+def _sync_lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool, stage: int) -> tuple:
+    """``_lowering`` for sm_120's mma.sync consumers (async_mma_sync.py): 16-bit A and B into an
+    f32 accumulator the layout stage laid out as the mma.sync fragment (warps side by side
+    along N), rows of A, B (N-major) or B^T of whole 128-byte swizzle boxes, the body the GEMM
+    form's; as many stages as fit, at most ``ASYNC_MAX_STAGES``."""
+    from tilegen.runtime.layouts.mma_choice import mma_sync_accumulator_layout
+
+    a, b, c = (v.type for v in dot.operands[:3])
+    (M, K), N = a.shape, b.shape[1]
+    esz = _BYTES[_elem_key(a)]
+    # an initial value that is not uniform reaches the registers through the kernel's own
+    # scratch after the warp groups split (the ring is live by then): room for it beside
+    scratch = 0 if uniform_tile(loop.operands[3]) else M * N * 4
+    fit = (_shared_budget(func, sm, stage, scratch) - scratch - SMEM_EXTRA) // stage
+    stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
+    if _elem_key(c) != "f32":
+        return f"the sm_120 consumers accumulate in f32, not {_elem_key(c)}", stages
+    lay = mma_sync_accumulator_layout(dot, warps)
+    res = dot.results[0].type
+    if lay is None or res.encoding != lay or c.encoding != lay:
+        return (
+            f"the layout stage did not lay this {M}x{N}x{K} dot's accumulator out as the "
+            f"mma.sync fragment of {warps} warps side by side (M a multiple of 16, N of "
+            f"{8 * warps})",
+            stages,
+        )
+    kmajor = operand_load(dot.operands[1])[1]
+    rows = (K * esz,) if kmajor else (K * esz, N * esz)
+    if any(n not in (32, 64) and n % 128 for n in rows):
+        return (
+            f"the sm_120 consumers read rows of 32, 64 or n x 128 bytes: K {K}"
+            + ("" if kmajor else f", N {N} (B loaded K x N)"),
+            stages,
+        )
+    if stages < 2:
+        return "two stages do not fit in shared memory", stages
+    loads = {id(s.load) for s in plan.loads}
+    why = _body_reason(loop, dot, loads, _passed_through(dot))
+    return (why if why is not None else _before_loop(func, loop)), stages
 
 
 #: the memory ops a CTA pair must not run twice (each CTA runs the whole kernel but the loop's
@@ -981,6 +1051,15 @@ def _general_decision(
     from tilegen.runtime.passes import k_loop_pipelining as klp
     from tilegen.runtime.targets import shared_optin
 
+    if mma == "mma.sync":  # (its consumers read B by wgmma descriptors: async_loop.py)
+        return AsyncDecision(
+            name,
+            target,
+            False,
+            False,
+            "the general form (a loop of several dots) has wgmma and tcgen05 consumers, not "
+            "sm_120's mma.sync",
+        )
     why, loads = general_loads(func, loop, options.target.sm)
     if why is not None:
         return AsyncDecision(name, target, False, False, why)
