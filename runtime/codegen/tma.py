@@ -133,7 +133,7 @@ def tma_load(
     # sm_120 (no CTA pairs): the CTA's own window, ``.shared::cta`` (PTX 8.6). With
     # ``.shared::cluster`` ptxas guards each copy with a check of the destination's CTA and an
     # out-of-line call (a stack frame; setmaxnreg then ignored: docs/pipelines.md section 31)
-    local = em.sm == 120 and not pair and not multicast
+    local = getattr(em, "sm", 0) == 120 and not pair and not multicast
     em.need_isa("8.6" if pair or local else "8.0")
     rank = len(coords)
     cs = ", ".join(str(c) for c in coords)
