@@ -195,6 +195,7 @@ def test_256x256_pair_takes_two_warp_groups_a_cta(target, ab, out, tk, bt, epi, 
         ("bf16", "bf16", 128, 128, 64, 1, 0),  # B^T, read K-major as A
         ("f16", "f32", 64, 64, 32, 0, 1),  # 64-byte boxes, C as the initial value
         ("f16", "f32", 128, 32, 32, 1, 0),  # B^T of 32 rows
+        ("bf16", "bf16", 128, 256, 64, 1, 0),  # 8 warps, two 48 KB stages in 99 KB
     ],
 )
 def test_sm120_gemm_takes_tma_stages_and_mma_sync(ab, out, tm, tn, tk, bt, init, tmp_path):

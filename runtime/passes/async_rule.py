@@ -794,6 +794,11 @@ def _sync_lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool, sta
             f"{8 * warps})",
             stages,
         )
+    if M * N // (32 * warps) > 128:  # (256 x 256 on 8 warps spilled 912 B; today's path 288)
+        return (
+            f"{M * N // (32 * warps)} accumulator registers per thread (at most 128)",
+            stages,
+        )
     kmajor = operand_load(dot.operands[1])[1]
     rows = (K * esz,) if kmajor else (K * esz, N * esz)
     if any(n not in (32, 64) and n % 128 for n in rows):

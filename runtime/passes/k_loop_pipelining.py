@@ -263,6 +263,10 @@ def plan_loop(loop: Operation, func: Operation, sm: Optional[int], stages_option
         TileType(s.load.results[0].type.shape, s.load.results[0].type.element) for s in staged
     )
     stages, fit = _stage_count(loop, payload, sm, stages_option or _stages_hint(func))
+    if stages < 2 and 2 * payload_bytes(payload) <= shared_optin(sm) - 1024:
+        # two stages fit beside the barriers and maps alone (the async rule sizes the ring
+        # against what else the kernel needs: sm_120's 99 KB and 48 KB stages of 128 x 256)
+        stages = 2
     if stages < 2:
         return f"two stages of {payload_bytes(payload)} bytes do not fit in shared memory"
     warps = _consumer_warps(func)
