@@ -196,6 +196,8 @@ def test_256x256_pair_takes_two_warp_groups_a_cta(target, ab, out, tk, bt, epi, 
         ("f16", "f32", 64, 64, 32, 0, 1),  # 64-byte boxes, C as the initial value
         ("f16", "f32", 128, 32, 32, 1, 0),  # B^T of 32 rows
         ("bf16", "bf16", 128, 256, 64, 1, 0),  # 8 warps, two 48 KB stages in 99 KB
+        ("e4m3", "f16", 128, 128, 128, 1, 0),  # fp8: mma.sync m16n8k32 e4m3, B^T
+        ("i8", "i32", 64, 64, 64, 1, 1),  # i8 into i32, C as the initial value
     ],
 )
 def test_sm120_gemm_takes_tma_stages_and_mma_sync(ab, out, tm, tn, tk, bt, init, tmp_path):
@@ -217,6 +219,14 @@ def test_sm120_gemm_takes_tma_stages_and_mma_sync(ab, out, tm, tn, tk, bt, init,
         text=True,
     ).stderr
     assert " 0 bytes stack frame" in log, log
+
+
+def test_sm120_8bit_b_loaded_k_by_n_keeps_todays_path(tmp_path):
+    # ldmatrix transposes 16-bit elements only: an 8-bit B loaded K x N is not read from a TMA
+    # stage (the located reason), and today's path computes the product
+    o = _run(_gemm("sm_120", "i8", "i32", 128, 64, 128), tmp_path)
+    assert o.path == "today"
+    assert "8-bit B loaded K x N: ldmatrix transposes 16-bit elements only" in o.plan
 
 
 def test_a_pair_refused_keeps_two_warp_groups(tmp_path):

@@ -128,8 +128,8 @@ def consumer(em: Emitter, op, v: dict) -> list:
     )
     tm, tn, tk = row.shape
     esz = a.esz
-    if row.frag_cls != "b32" or tk * esz != 32 or row.unpack:
-        fail(op, "PTX backend: the sm_120 async loop takes 16-bit operands")
+    if row.frag_cls != "b32" or tk * esz != 32 or row.unpack or (esz == 1 and not b.kmajor):
+        fail(op, "PTX backend: the sm_120 async loop takes 16-bit operands, or 8-bit with B^T")
     reps_m, reps_n, ksteps = M // tm, N // (tn * W), K // tk
     if a.span not in (32, 64, 128) or b.span not in (32, 64, 128):
         fail(op, "PTX backend: the sm_120 async loop reads swizzled boxes of 32-128 bytes")

@@ -67,8 +67,9 @@ LOWERED: frozenset = frozenset(
     # tcgen05 reads 8-bit B MN-major from the stage (tileiras's descriptors do the same)
     # and tf32 B MN-major through the 128B-base-32B swizzle, as tileiras's descriptor does
     | {("tcgen05", e) for e in ("tf32", "f8E4M3FN", "f8E5M2", "i8")}
-    # sm_120: ldmatrix from the swizzled stages, mma.sync (async_mma_sync.py)
-    | {("mma.sync", "f16"), ("mma.sync", "bf16")}
+    # sm_120: ldmatrix from the swizzled stages, mma.sync (async_mma_sync.py); 8-bit with B
+    # loaded N x K (ldmatrix transposes 16-bit elements only)
+    | {("mma.sync", e) for e in ("f16", "bf16", "f8E4M3FN", "f8E5M2", "i8")}
 )
 #: why an eligible (instruction, element) pair keeps today's path, where LOWERED lacks it
 NOT_LOWERED: dict = {}
@@ -769,9 +770,9 @@ def _passed_through(dot) -> set:
 
 
 def _sync_lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool, stage: int) -> tuple:
-    """``_lowering`` for sm_120's mma.sync consumers (async_mma_sync.py): 16-bit A and B into an
-    f32 accumulator the layout stage laid out as the mma.sync fragment (warps side by side
-    along N), rows of A, B (N-major) or B^T of whole 128-byte swizzle boxes, the body the GEMM
+    """``_lowering`` for sm_120's mma.sync consumers (async_mma_sync.py): 16-bit A and B (or
+    8-bit, B loaded N x K) into an f32 / i32 accumulator the layout stage laid out as the mma.sync
+    fragment (warps side by side along N), rows of A, B (N-major) or B^T of whole 128-byte swizzle boxes, the body the GEMM
     form's; as many stages as fit, at most ``ASYNC_MAX_STAGES``."""
     from tilegen.runtime.layouts.mma_choice import mma_sync_accumulator_layout
 
@@ -783,8 +784,8 @@ def _sync_lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool, sta
     scratch = 0 if uniform_tile(loop.operands[3]) else M * N * 4
     fit = (_shared_budget(func, sm, stage, scratch) - scratch - SMEM_EXTRA) // stage
     stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
-    if _elem_key(c) != "f32":
-        return f"the sm_120 consumers accumulate in f32, not {_elem_key(c)}", stages
+    if _elem_key(c) not in ("f32", "i32"):
+        return f"the sm_120 consumers accumulate in f32 or i32, not {_elem_key(c)}", stages
     lay = mma_sync_accumulator_layout(dot, warps)
     res = dot.results[0].type
     if lay is None or res.encoding != lay or c.encoding != lay:
@@ -800,6 +801,12 @@ def _sync_lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool, sta
             stages,
         )
     kmajor = operand_load(dot.operands[1])[1]
+    if esz == 1 and not kmajor:
+        return (
+            "8-bit B loaded K x N: ldmatrix transposes 16-bit elements only (B loaded N x K and "
+            "transposed takes this path)",
+            stages,
+        )
     rows = (K * esz,) if kmajor else (K * esz, N * esz)
     if any(n not in (32, 64) and n % 128 for n in rows):
         return (
