@@ -260,6 +260,10 @@ FOUND = {
 }
 
 
+#: sm_120 async-path findings: a 128 x 128 tile at occupancy 2 spilled 704 B there (its 128
+#: accumulator registers fill the occupancy's budget): today's path, without spills
+FOUND[30080] = "sm_120 GEMM 128x128, occupancy 2: the async path spilled 704 B; today's path"
+
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {
     4013: "sm_120 GEMM 128x256, f32 out: the epilogue's layout conversion needed 128 KB of "

@@ -795,9 +795,16 @@ def _sync_lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool, sta
             f"{8 * warps})",
             stages,
         )
-    if M * N // (32 * warps) > 128:  # (256 x 256 on 8 warps spilled 912 B; today's path 288)
+    from tilegen.runtime.layouts.kernel import register_budget
+
+    acc = M * N // (32 * warps)
+    if acc > 128:  # (256 x 256 on 8 warps spilled 912 B; today's path 288)
+        return f"{acc} accumulator registers per thread (at most 128)", stages
+    budget = register_budget(func, 32 * (warps + 4))  # (the producer warp group's threads too)
+    if acc + CONSUMER_SLACK > budget:  # (an occupancy hint's cap: no setmaxnreg here)
         return (
-            f"{M * N // (32 * warps)} accumulator registers per thread (at most 128)",
+            f"{acc} accumulator registers per thread and the loop's fragments do not fit the "
+            f"{budget} registers a thread may use",
             stages,
         )
     kmajor = operand_load(dot.operands[1])[1]
