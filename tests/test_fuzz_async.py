@@ -263,6 +263,10 @@ FOUND = {
 #: sm_120 async-path findings: a 128 x 128 tile at occupancy 2 spilled 704 B there (its 128
 #: accumulator registers fill the occupancy's budget): today's path, without spills
 FOUND[30080] = "sm_120 GEMM 128x128, occupancy 2: the async path spilled 704 B; today's path"
+FOUND[30114] = (
+    "sm_100a 256x256x128 bf16, num_ctas=2: the pipelining pass's gate measured two stages of "
+    "the whole tile (256 KB), not a CTA's half; today's path spilled 1,672 B"
+)
 
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {

@@ -433,7 +433,7 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         if wanted:
             why += f" (a CTA pair: {pair_why})"
         return no(why)
-    plan = klp.plan_loop(loop, func, sm, options.num_stages or 0)
+    plan = klp.plan_loop(loop, func, sm, options.num_stages or 0, pair)
     if isinstance(plan, str):
         return no(plan)
     why = _operands_staged(dot, plan)

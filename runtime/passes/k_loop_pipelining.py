@@ -226,8 +226,12 @@ def _stages_hint(func: Operation) -> int:
     return 0
 
 
-def plan_loop(loop: Operation, func: Operation, sm: Optional[int], stages_option: int = 0):
-    """A :class:`LoopPlan`, or the reason (str) the loop keeps today's code path."""
+def plan_loop(
+    loop: Operation, func: Operation, sm: Optional[int], stages_option: int = 0, pair: bool = False
+):
+    """A :class:`LoopPlan`, or the reason (str) the loop keeps today's code path. ``pair``: the
+    loop runs on a CTA pair, each CTA staging about half of the payload (the async rule sizes
+    its ring: this gate only keeps out what cannot fit)."""
     if sm is None or sm < 90:
         return f"the target (sm_{sm}) has no TMA (sm_90 or newer)"
     if loop.name != "scf.for" or loop.parent is not func.regions[0].blocks[0]:
@@ -263,7 +267,8 @@ def plan_loop(loop: Operation, func: Operation, sm: Optional[int], stages_option
         TileType(s.load.results[0].type.shape, s.load.results[0].type.element) for s in staged
     )
     stages, fit = _stage_count(loop, payload, sm, stages_option or _stages_hint(func))
-    if stages < 2 and 2 * payload_bytes(payload) <= shared_optin(sm) - 1024:
+    per_cta = payload_bytes(payload) // (2 if pair else 1)
+    if stages < 2 and 2 * per_cta <= shared_optin(sm) - 1024:
         # two stages fit beside the barriers and maps alone (the async rule sizes the ring
         # against what else the kernel needs: sm_120's 99 KB and 48 KB stages of 128 x 256)
         stages = 2
