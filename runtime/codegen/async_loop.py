@@ -23,7 +23,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tilegen.runtime.codegen import async_mma_sync, async_scaled, cta_pair, tcgen05, tma
-from tilegen.runtime.codegen.core import Emitter, elem_key, fail
+from tilegen.runtime.codegen import tmem_chunks
+from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail
 from tilegen.runtime.ir import OpResult
 from tilegen.runtime.layouts.async_forms import fragment_chain
 from tilegen.runtime.layouts.mma_choice import TCGEN05_SMS
@@ -1101,10 +1102,14 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     chain = fragment_chain(op, v["store"]) if M == 128 or half or tall else None
     rows = None  # thread t's row of the result, in registers (row-major order): see below
     per = N // 2 if half or wide else N
-    if chain is not None and init and all(r == init[0] for r in init):
+    uniform = chain is not None and init and all(r == init[0] for r in init)
+    # a row of more than 128 accumulators a thread: read back by column chunks at the store
+    chunked = uniform and per > tmem_chunks.ROWS_AT_ONCE and M in (128, 256) and not half
+    if uniform:
         # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
         # initial value now, the sum once the MMAs ran) and the store writes it by position
-        rows = [em.mov(cls, init[0]) for _ in range(per)]
+        # (chunked: the store reads it from TMEM part by part, tmem_chunks)
+        rows = None if chunked else [em.mov(cls, init[0]) for _ in range(per)]
     elif pair:  # async_rule admits only the registers-only form for a pair
         fail(op, "PTX backend: this accumulator must reach a TMA store in registers")
     else:
@@ -1172,6 +1177,15 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     # no iteration: TMEM holds nothing; the result is the initial value
     ran = em.new("pred")
     em.ins(f"setp.lt.{ty} {ran}, {lb}, {ub}")
+    if chunked:
+        _, lane, warp = em.tid()
+        lane_base = tmem_chunks.lane_base(em, warp, taddr, N, tall, wide)
+        groups = 2 if wide else 1
+        em.fragment_order = dict.fromkeys(chain, ("rows", M, N, groups))
+        em.tmem_rows = tmem_chunks.Pending(
+            chain, lane_base, ran, init[0], cls, per, taddr, v["tcols"]
+        )
+        return []  # (the registers come chunk by chunk: tma_store_epilogue)
     nomma = em.new_label("async_nomma")
     em.ins(f"@!{ran} bra {nomma}")
     _, lane, warp = em.tid()
@@ -1396,30 +1410,17 @@ def tma_store_epilogue(em: Emitter, op) -> None:
                     moved[reg] = em.new("b32")
                     em.ins(f"add.s32 {moved[reg]}, {reg}, {delta}")
                 refs.append((moved[reg], int(imm)))
-    k = 0
-    while k < len(refs):  # two 16-bit neighbours in a row: one 32-bit store
-        (reg, imm), nxt = refs[k], refs[k + 1] if k + 1 < len(refs) else None
-        if esz == 2 and imm % 4 == 0 and nxt == (reg, imm + 2):
-            pair = em.new("b32")
-            em.ins(f"mov.b32 {pair}, {{{regs[k]}, {regs[k + 1]}}}")
-            em.ins(f"st.shared.b32 [{reg}+{imm}], {pair}")
-            k += 2
-            continue
-        # 32-bit neighbours (registers in position order: their address registers are 8- or,
-        # for TMEM rows, 16-byte aligned) go out as v2 / v4 stores
-        n = 1
-        while esz == 4 and fragment is not None and n < 4 and k + n < len(refs):
-            if refs[k + n] != (reg, imm + 4 * n):
-                break
-            n += 1
-        v = 4 if n == 4 and imm % 16 == 0 and fragment[0] == "rows" else 2 if n >= 2 else 1
-        if v > 1 and imm % (4 * v) == 0:
-            vals = ", ".join(regs[k : k + v])
-            em.ins(f"st.shared.v{v}.{sfx} [{reg}+{imm}], {{{vals}}}")
-            k += v
-            continue
-        em.ins(f"st.shared.{sfx} [{reg}+{imm}], {regs[k]}")
-        k += 1
+    pending = em.tmem_rows
+    if pending is not None and pending.chain[-1] is value:  # read from TMEM by chunks
+        em.tmem_rows = None
+        if swizzled and M * N * esz > st["ring_bytes"]:  # box by box through the ring
+            _streamed_store(em, op, pending, refs, M, N, lead)
+            return
+        write = lambda rs, rf, c0: _write_ring(em, rs, rf, esz, sfx, fragment)  # noqa: E731
+        tmem_chunks.store_by_chunks(em, pending, op, value, refs, write)
+    else:
+        pending = None
+        _write_ring(em, regs, refs, esz, sfx, fragment)
     tma.fence_proxy_async(em)  # generic writes -> the bulk copy's async-proxy reads
     em.barrier()
     tid, _, _ = em.tid()
@@ -1427,22 +1428,11 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
     done = em.new_label("tma_store_done")
     em.ins(f"@!{w0} bra {done}")
-    smap = em.new("b32")
-    em.ins(f"add.s32 {smap}, {base}, {st['maps_off'] + st['store_map'] * tma.TENSORMAP_BYTES}")
+    if pending is not None:  # every consumer's last TMEM read is behind the barrier
+        tmem_chunks.release(em, pending)
     t0 = st["t0"]
-    built = em.new_label("tma_store_map")
-    em.ins(f"@!{t0} bra {built}")
-    mem = em.get(od.operand_group(op, "base")[0])
-    dims = [_s32(em, d) for d in reversed(mem.sizes)]
-    dims = [em.mov("b32", x) if isinstance(x, int) else x for x in dims]
-    strides = tuple(_stride_bytes(em, s, esz) for s in reversed(mem.strides[:-1]))
     box = ((128 // esz, M) if swizzled else (N, M)) + lead
-    spec = tma.TensorMapSpec(key, esz, mem.ptr, tuple(dims), strides, box, 128 if swizzled else 0)
-    tma.build_tensormap(em, smap, spec)
-    em.label(built)
-    em.ins("bar.warp.sync -1")
-    g = _slot_maps(em, em.symbol, st["slot_off"], st["nmaps"])[st["store_map"]]
-    tma.publish_tensormap(em, g, smap)
+    g = _store_map(em, op, st, box, 128 if swizzled else 0)
     em.ins(f"@!{t0} bra {done}")
     tma.acquire_tensormap(em, g)
     *outer, row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
@@ -1469,6 +1459,122 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     em.label(done)
     for r in op.results:
         em.set(r, None)
+
+
+def _streamed_store(em: Emitter, op, p, refs: list, M: int, N: int, lead: tuple) -> None:
+    """The TMA store of a tile larger than the stage ring, read from TMEM by chunks
+    (``tmem_chunks``): its 128-byte column boxes (``M`` rows each) go through the ring's
+    ``slots`` box slots in turn. Once a box's chunks are written, the consumers fence and meet,
+    and thread 0 copies the box out (a bulk group each); before a slot is written again, thread 0
+    waits until the copy that read it last is done reading and the consumers meet again."""
+    st = em.async_store
+    od = op.opdef
+    value = od.operand_group(op, "value")[0]
+    _, esz, sfx = ELEMENTS[elem_key(value.type)]
+    base, t0 = st["base"], st["t0"]
+    box_bytes = M * 128
+    slots = st["ring_bytes"] // box_bytes
+    nbox = N * esz // 128
+    tid, _, _ = em.tid()
+    w0 = em.new("pred")
+    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
+    mapped = em.new_label("tma_store_mapped")
+    em.ins(f"@!{w0} bra {mapped}")
+    g = _store_map(em, op, st, (128 // esz, M) + lead, 128)
+    em.ins(f"@!{t0} bra {mapped}")
+    tma.acquire_tensormap(em, g)
+    em.label(mapped)
+    *outer, row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
+    outer = outer[::-1]
+
+    def write(regs: list, at: list, c0: int) -> None:
+        b = c0 * esz // 128  # (a chunk lies within one box)
+        shift = (b - b % slots) * box_bytes  # box b -> slot b % slots
+        _write_ring(em, regs, [(r, o - shift) for r, o in at], esz, sfx, ("rows",))
+        if ((c0 + len(regs)) * esz) % 128:
+            return  # the box has more chunks
+        tma.fence_proxy_async(em)
+        em.barrier()
+        issued = em.new_label("tma_store_box")
+        em.ins(f"@!{t0} bra {issued}")
+        cb, src = em.new("b32"), em.new("b32")
+        em.ins(f"add.s32 {cb}, {col}, {b * 128 // esz}")
+        em.ins(f"add.s32 {src}, {base}, {b % slots * box_bytes}")
+        tma.tma_store(em, g, [cb, row] + outer, src)
+        tma.bulk_commit(em)
+        if slots <= b + 1 < nbox:  # the next box reuses a slot: its last copy has read it
+            tma.bulk_wait_read(em, slots - 1)
+        em.label(issued)
+        if slots <= b + 1 < nbox:
+            em.barrier()
+
+    tmem_chunks.store_by_chunks(em, p, op, value, refs, write)
+    em.barrier()  # every consumer's last TMEM read is behind it
+    done = em.new_label("tma_store_done")
+    em.ins(f"@!{w0} bra {done}")
+    tmem_chunks.release(em, p)
+    em.ins(f"@!{t0} bra {done}")
+    em.ins("cp.async.bulk.wait_group 0")  # the map is read too: done before the slot is freed
+    sl = em.new("b32")
+    em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{st['slot_off']}]")
+    tma.release_slot(em, f"{em.symbol}_slots", sl, st["slots"])
+    em.label(done)
+    for r in op.results:
+        em.set(r, None)
+
+
+def _store_map(em: Emitter, op, st: dict, box: tuple, swizzle: int) -> str:
+    """Warp 0 (thread 0 writing, the warp publishing): the output's tensor map, built in its
+    place in the ring's map area and copied to the slot's map (returned: its global address)."""
+    od = op.opdef
+    value = od.operand_group(op, "value")[0]
+    key = elem_key(value.type)
+    esz = ELEMENTS[key][1]
+    smap = em.new("b32")
+    at = st["maps_off"] + st["store_map"] * tma.TENSORMAP_BYTES
+    em.ins(f"add.s32 {smap}, {st['base']}, {at}")
+    built = em.new_label("tma_store_map")
+    em.ins(f"@!{st['t0']} bra {built}")
+    mem = em.get(od.operand_group(op, "base")[0])
+    dims = [_s32(em, d) for d in reversed(mem.sizes)]
+    dims = [em.mov("b32", x) if isinstance(x, int) else x for x in dims]
+    strides = tuple(_stride_bytes(em, s, esz) for s in reversed(mem.strides[:-1]))
+    spec = tma.TensorMapSpec(key, esz, mem.ptr, tuple(dims), strides, box, swizzle)
+    tma.build_tensormap(em, smap, spec)
+    em.label(built)
+    em.ins("bar.warp.sync -1")
+    g = _slot_maps(em, em.symbol, st["slot_off"], st["nmaps"])[st["store_map"]]
+    tma.publish_tensormap(em, g, smap)
+    return g
+
+
+def _write_ring(em: Emitter, regs: list, refs: list, esz: int, sfx: str, fragment) -> None:
+    """Store ``regs`` at their ring places ``refs`` ((address register, offset) each): two
+    16-bit neighbours as one b32, runs of 32-bit neighbours as v2 / v4 stores."""
+    k = 0
+    while k < len(refs):  # two 16-bit neighbours in a row: one 32-bit store
+        (reg, imm), nxt = refs[k], refs[k + 1] if k + 1 < len(refs) else None
+        if esz == 2 and imm % 4 == 0 and nxt == (reg, imm + 2):
+            both = em.new("b32")
+            em.ins(f"mov.b32 {both}, {{{regs[k]}, {regs[k + 1]}}}")
+            em.ins(f"st.shared.b32 [{reg}+{imm}], {both}")
+            k += 2
+            continue
+        # 32-bit neighbours (registers in position order: their address registers are 8- or,
+        # for TMEM rows, 16-byte aligned) go out as v2 / v4 stores
+        n = 1
+        while esz == 4 and fragment is not None and n < 4 and k + n < len(refs):
+            if refs[k + n] != (reg, imm + 4 * n):
+                break
+            n += 1
+        v = 4 if n == 4 and imm % 16 == 0 and fragment[0] == "rows" else 2 if n >= 2 else 1
+        if v > 1 and imm % (4 * v) == 0:
+            vals = ", ".join(regs[k : k + v])
+            em.ins(f"st.shared.v{v}.{sfx} [{reg}+{imm}], {{{vals}}}")
+            k += v
+            continue
+        em.ins(f"st.shared.{sfx} [{reg}+{imm}], {regs[k]}")
+        k += 1
 
 
 def _stride_bytes(em: Emitter, st, esz: int) -> str:

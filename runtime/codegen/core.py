@@ -233,6 +233,7 @@ class Emitter:
         self.producer_threads = 0
         #: the prologue ops the GEMM form's consumers emit after the split (emit.py)
         self.deferred: list = []
+        self.tmem_rows = None  # a tcgen05 accumulator the TMA store reads by chunks (tmem_chunks)
         self.barrier_threads: Optional[int] = None
         #: ``--lineinfo`` / ``-g``: the module's .file table (codegen/lineinfo.py); None: no .loc
         self.lines = None

@@ -51,6 +51,12 @@ def elementwise(op: Operation) -> bool:
     return len(op.results) == 1 and not op.regions and op.opdef.has_trait("Elementwise")
 
 
+#: the most tcgen05 accumulator values a thread reads from tensor memory at once after the K
+#: loop; a longer row (a 256 x 256 tile on one CTA: 256) is read by column chunks at the TMA
+#: store (codegen/tmem_chunks.py), which may then stream the tile through the ring box by box
+TMEM_ROWS_AT_ONCE = 128
+
+
 def fragment_chain(
     loop: Operation, store: Optional[Operation], through_conversion: bool = False
 ) -> Optional[list]:

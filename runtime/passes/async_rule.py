@@ -31,6 +31,7 @@ from typing import Optional
 from tilegen.runtime.ir import BlockArgument, Operation, OpResult
 from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_DROPPED
 from tilegen.runtime.layouts.async_forms import (
+    TMEM_ROWS_AT_ONCE,
     PASS_THROUGH,
     deferred_dot,
     fragment_chain,
@@ -496,7 +497,7 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         _BYTES.get(_elem_key(o.results[0].type), 4) * prod(o.results[0].type.shape) for o in sides
     )
     ring_stage = pair_stage_bytes(dot, sm) if pair else stage_bytes_of(dot, sides)
-    _, store_why = tma_store_plan(func, loop, kw["stages"], ring_stage, pair)
+    _, store_why = tma_store_plan(func, loop, kw["stages"], ring_stage, pair, sm, warps)
     kw.update(tma_store=store_why is None, store_reason=store_why or "")
     if pair and store_why is not None:
         reason = f"a CTA pair stores each CTA's rows by TMA, and here: {store_why}"
@@ -604,13 +605,21 @@ def staged_sides(loop: Operation, dot: Operation) -> list:
 
 
 def tma_store_plan(
-    func: Operation, loop: Operation, stages: int, stage_bytes: int, pair: bool = False
+    func: Operation,
+    loop: Operation,
+    stages: int,
+    stage_bytes: int,
+    pair: bool = False,
+    sm: int = 0,
+    warps: int = 4,
 ) -> tuple:
     """(the ``tiled_store`` the epilogue writes through TMA, None) or (None, why not). The rule
     (docs/pipelines.md section 8): after the async loop, the kernel's top level holds exactly
     one memory op, a ``tiled_store`` of a tile that depends on the loop's result, which
     :func:`~.k_loop_pipelining.tma_store_describable` accepts, and whose tile fits in the stage
-    ring (idle once the loop is done: it stages the tile for the copy)."""
+    ring (idle once the loop is done: it stages the tile for the copy) - or, where sm_100's
+    consumers read the accumulator by chunks (:func:`_streams`, on ``sm`` with ``warps``), two
+    of its 128-byte column boxes do (section 32)."""
     from tilegen.runtime.layouts.access import element_bytes
     from tilegen.runtime.passes.k_loop_pipelining import tma_store_describable
 
@@ -636,9 +645,30 @@ def tma_store_plan(
     tile = store.opdef.operand_group(store, "value")[0].type
     mt = store.opdef.operand_group(store, "base")[0].type
     nbytes = prod(tile.shape) * element_bytes(mt.element) // (2 if pair else 1)  # (a CTA's rows)
-    if nbytes > stages * stage_bytes:
-        return None, f"the {nbytes}-byte tile does not fit in the {stages * stage_bytes}-byte ring"
+    ring = stages * stage_bytes
+    if nbytes > ring and not (
+        not pair
+        and len(tile.shape) >= 2
+        and (tile.shape[-1] * element_bytes(mt.element)) % 128 == 0
+        and 2 * tile.shape[-2] * 128 <= ring
+        and _streams(func, loop, sm, warps)
+    ):
+        return None, f"the {nbytes}-byte tile does not fit in the {ring}-byte ring"
     return store, None
+
+
+def _streams(func: Operation, loop: Operation, sm: int, warps: int) -> bool:
+    """Whether sm_100's consumers read the loop's accumulator from tensor memory by column
+    chunks at the TMA store (codegen/tmem_chunks.py): the registers-only form whose thread row
+    holds more than ``TMEM_ROWS_AT_ONCE`` values (a 256 x 256 tile on 8 warps: 256). The store
+    may then go through the ring box by box."""
+    if sm < 100 or ASYNC_MMA.get(sm) != "tcgen05" or len(loop.results) != 1:
+        return False
+    shape = getattr(loop.results[0].type, "shape", ())
+    if len(shape) != 2 or shape[0] not in (128, 256):
+        return False
+    per = shape[0] * shape[1] // (32 * warps)
+    return per > TMEM_ROWS_AT_ONCE and _registers_only(func, loop, sm, shape[0])
 
 
 def _lowering(
@@ -675,7 +705,7 @@ def _lowering(
         if stages * stage + bt < scratch or not stages:
             fit = _shared_budget(func, sm, stage, scratch + bt) - scratch - SMEM_EXTRA - bt
             stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit // stage)
-        if scratch or tma_store_plan(func, loop, stages, stage, pair)[0] is not None:
+        if scratch or tma_store_plan(func, loop, stages, stage, pair, sm, warps)[0] is not None:
             break
     scaled = not isinstance(dot.operands[2], BlockArgument)
     if scaled and sm >= 100 and (warps != 8 or M != 128 or N not in (64, 128)):
@@ -686,10 +716,12 @@ def _lowering(
             stages,
         )
     tall = sm >= 100 and not scaled and M == 256 and warps == 8 and not pair
-    if tall and (N % 32 or N > 128):
+    if tall and (N % 32 or (N > 128 and scratch)):
+        # (over 128 columns, the TMA store reads the accumulators by chunks: tmem_chunks)
         return (
             "the emitter's two-accumulator tcgen05 form (M 256, 8 warps) takes N a multiple "
-            "of 32 up to 128",
+            "of 32, over 128 only with a uniform initial value and the result stored by TMA "
+            "from registers, within the stage ring",
             stages,
         )
     wide = sm >= 100 and not scaled and warps == 8 and M == 128 and N % 64 == 0
@@ -1300,7 +1332,15 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 dot = _loop_dot(loop)
                 sides = staged_sides(loop, dot)
                 ring_stage = d.stage_bytes if d.cta_pair else stage_bytes_of(dot, sides)
-                store, _ = tma_store_plan(func, loop, d.stages, ring_stage, d.cta_pair)
+                store, _ = tma_store_plan(
+                    func,
+                    loop,
+                    d.stages,
+                    ring_stage,
+                    d.cta_pair,
+                    options.target.sm,
+                    d.consumer_warps,
+                )
                 store.set_attr(TMA_STORE_ATTR, IntegerAttr(1, I32))
                 _store_unconverted(store)
     return out

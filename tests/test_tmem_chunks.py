@@ -1,0 +1,146 @@
+"""sm_100's accumulator read from tensor memory by column chunks at the TMA store
+(runtime/codegen/tmem_chunks.py, docs/pipelines.md section 32).
+
+A thread whose row of the tcgen05 accumulator holds more than 128 values (a 256 x 256 tile on
+one CTA: 256; 128 x 256 on 4 warps) reads it 32 columns at a time at the store, runs each chunk
+through the epilogue and writes it into the idle stage ring. A tile larger than the ring (f32 or
+i32 out at 256 x 256: 256 KB against 192 KB) goes out box by box through the ring's slots.
+Before, these kernels ran on today's path (cp.async by every warp), and spilled where the
+epilogue had work to do.
+
+Checked in the strict simulator against NumPy: cuTile kernels (bench/fuzz_async.py), and text
+kernels with a trip count argument for the loop that does not run (the result is the initial
+value, -0.0 included, bit for bit) and a non-zero initial value. A streamed store without its
+``cp.async.bulk.wait_group.read`` overwrites a slot the previous copy may still be reading: the
+strict simulator says so.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from tilegen.runtime.ptxas import find_ptxas  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not Path(find_ptxas() or "/nonexistent").exists(), reason="ptxas is not installed"
+)
+
+
+# ---------------------------------------------------------------- cuTile kernels
+@pytest.mark.parametrize(
+    "ab,out,epi,tk,streamed",
+    [
+        ("bf16", "bf16", 3, 64, False),  # ReLU; the 128 KB tile in the 192 KB ring
+        ("e4m3", "f16", 0, 128, False),
+        ("f16", "f32", 1, 64, True),  # x alpha; 256 KB through 6 box slots
+        ("i8", "i32", 0, 128, True),
+    ],
+)
+def test_256x256_on_one_cta_reads_tmem_by_chunks(ab, out, epi, tk, streamed, tmp_path):
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import fuzz_async as fa
+
+    params = dict(ab=ab, out=out, TM=256, TN=256, TK=tk, BT=0, INIT=0, EPI=epi)
+    cfg = fa.Config(0, "gemm", "sm_100a", params, {}, dict(M=300, N=448, K=3 * tk))
+    o = fa.check(cfg, str(tmp_path))
+    assert o.status == "ok", f"{o.status}: {o.detail}\n{o.plan}"  # (0 spills included)
+    assert o.path == "async" and "8 consumer" in o.plan and "TMA store" in o.plan, o.plan
+    # both accumulators' 256 columns a thread, 32 at a time; no scratch copy of the tile
+    assert o.ptx.count("tcgen05.ld.sync.aligned.32x32b.x32.b32") == 8
+    assert "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32" in o.ptx
+    esz = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4}[out]
+    assert o.ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 256 * esz // 128
+    assert ("cp.async.bulk.wait_group.read 5" in o.ptx) == streamed
+
+
+# ---------------------------------------------------------------- text kernels
+def _source(et: str, ct: str, m: int, init: str) -> str:
+    """tests/test_codegen_pipeline.py's K loop (trip count ``%nk``) with a uniform initial
+    value ``init`` and an output TMA can store (aligned base and row pitch)."""
+    import test_codegen_pipeline as tp
+
+    text = tp.SRC
+    line = next(ln for ln in text.splitlines() if "%w, %t3 = load_view_tko" in ln)
+    text = text.replace(line, f"  %w = constant <{{ct}}: {init}> : tile<{{m}}x{{n}}x{{ct}}>")
+    text = text.replace(
+        "  %tc = make_tensor_view %c,",
+        "  %cs = assume div_by<16>, %c3 : tile<i32>\n"
+        "  %cp = assume div_by<16>, %c : tile<ptr<{ct}>>\n"
+        "  %tc = make_tensor_view %cp,",
+    ).replace("strides = [%c3, 1]", "strides = [%cs, 1]")
+    op = "mmai" if et.startswith("i") else "mmaf"
+    src = text.format(
+        st=et,
+        et=et,
+        ct=ct,
+        m=m,
+        n=256,
+        k=64,
+        op=op,
+        sg=" signed signed" if op == "mmai" else "",
+        conv="",
+        bshape="%kt, %b2",
+        btile="64x256",
+        bidx="%i, %z",
+    )
+    return src.replace(f"{op} %x, %y,", f"{op} %x0, %y0,")
+
+
+def _ptx(et: str, ct: str, m: int, init: str, warps=None) -> str:
+    from tilegen.runtime.asm import parse_module
+    from tilegen.runtime.options import CompileOptions
+    from tilegen.runtime.ptxsim import compile_to_ptx
+
+    module = parse_module(_source(et, ct, m, init), "mm.mlir")
+    options = CompileOptions(use_tma=True, num_warps=warps)
+    return compile_to_ptx(module, "sm_100a", options=options)
+
+
+def _run(ptx: str, et: str, ct: str, m: int, nk: int, seed: int = 7):
+    import test_codegen_pipeline as tp
+
+    a, b, c = tp._operands(et, ct, m, 256, max(64 * nk, 16), seed)
+    out = tp._launch(ptx, a, b, c, nk, 64 * nk, strict_async=True)
+    prod = a[:, : 64 * nk].astype(np.float64) @ b[: 64 * nk].astype(np.float64)
+    return out, prod
+
+
+@pytest.mark.parametrize(
+    "et,ct,m,warps,init",
+    [
+        ("f16", "f32", 256, None, "-0.0"),  # streamed (256 KB), 8 warps
+        ("f16", "f32", 256, None, "1.5"),
+        ("f16", "f32", 128, 4, "-0.0"),  # 128 x 256 on 4 warps: a row of 256, in the ring
+        ("i8", "i32", 256, None, "3"),
+    ],
+)
+def test_chunks_give_the_initial_value_when_the_loop_does_not_run(et, ct, m, warps, init):
+    ptx = _ptx(et, ct, m, init, warps)
+    assert ptx.count("tcgen05.ld.sync.aligned.32x32b.x32.b32") == 8
+    # a loop of no iteration leaves TMEM unwritten: the columns get the additive identity
+    assert "tcgen05.st.sync.aligned.32x32b.x32.b32" in ptx
+    for nk in (0, 2):
+        out, prod = _run(ptx, et, ct, m, nk)
+        want = prod + float(init)
+        np.testing.assert_array_equal(out.astype(np.float64), want)
+        if nk == 0 and init == "-0.0":
+            assert np.signbit(out).all()  # -0.0 itself, not +0.0
+
+
+def test_streamed_store_without_its_read_wait_is_caught():
+    ptx = _ptx("f16", "f32", 256, "0.0")
+    assert ptx.count("cp.async.bulk.wait_group.read 5") == 2  # boxes 6 and 7 reuse slots 0, 1
+    out, prod = _run(ptx, "f16", "f32", 256, 2)
+    np.testing.assert_array_equal(out.astype(np.float64), prod)
+    planted = re.sub(r"\n\s*cp\.async\.bulk\.wait_group\.read \d+;", "", ptx)
+    with pytest.raises(Exception, match="may still be reading"):
+        _run(planted, "f16", "f32", 256, 2)
