@@ -63,14 +63,16 @@ def test_256x256_on_one_cta_reads_tmem_by_chunks(ab, out, epi, tk, streamed, tmp
 
 
 # ---------------------------------------------------------------- text kernels
-def _source(et: str, ct: str, m: int, init: str) -> str:
+def _source(et: str, ct: str, m: int, init, n: int = 256) -> str:
     """tests/test_codegen_pipeline.py's K loop (trip count ``%nk``) with a uniform initial
-    value ``init`` and an output TMA can store (aligned base and row pitch)."""
+    value ``init`` (None: C, as loaded) and an output TMA can store (aligned base and row
+    pitch)."""
     import test_codegen_pipeline as tp
 
     text = tp.SRC
     line = next(ln for ln in text.splitlines() if "%w, %t3 = load_view_tko" in ln)
-    text = text.replace(line, f"  %w = constant <{{ct}}: {init}> : tile<{{m}}x{{n}}x{{ct}}>")
+    if init is not None:
+        text = text.replace(line, f"  %w = constant <{{ct}}: {init}> : tile<{{m}}x{{n}}x{{ct}}>")
     text = text.replace(
         "  %tc = make_tensor_view %c,",
         "  %cs = assume div_by<16>, %c3 : tile<i32>\n"
@@ -83,24 +85,24 @@ def _source(et: str, ct: str, m: int, init: str) -> str:
         et=et,
         ct=ct,
         m=m,
-        n=256,
+        n=n,
         k=64,
         op=op,
         sg=" signed signed" if op == "mmai" else "",
         conv="",
         bshape="%kt, %b2",
-        btile="64x256",
+        btile=f"64x{n}",
         bidx="%i, %z",
     )
     return src.replace(f"{op} %x, %y,", f"{op} %x0, %y0,")
 
 
-def _ptx(et: str, ct: str, m: int, init: str, warps=None) -> str:
+def _ptx(et: str, ct: str, m: int, init, warps=None, n: int = 256) -> str:
     from tilegen.runtime.asm import parse_module
     from tilegen.runtime.options import CompileOptions
     from tilegen.runtime.ptxsim import compile_to_ptx
 
-    module = parse_module(_source(et, ct, m, init), "mm.mlir")
+    module = parse_module(_source(et, ct, m, init, n), "mm.mlir")
     options = CompileOptions(use_tma=True, num_warps=warps)
     return compile_to_ptx(module, "sm_100a", options=options)
 
@@ -144,3 +146,28 @@ def test_streamed_store_without_its_read_wait_is_caught():
     planted = re.sub(r"\n\s*cp\.async\.bulk\.wait_group\.read \d+;", "", ptx)
     with pytest.raises(Exception, match="may still be reading"):
         _run(planted, "f16", "f32", 256, 2)
+
+
+# ---------------------------------------------------------------- C into tensor memory
+@pytest.mark.parametrize(
+    "et,ct,m,n,warps",
+    [("f16", "f32", 128, 128, None), ("f16", "f32", 128, 256, 8)],
+)
+@pytest.mark.parametrize("nk", [0, 1, 3])
+def test_c_as_the_initial_value_goes_into_tensor_memory(et, ct, m, n, warps, nk):
+    # section 33: C, laid out as the accumulator's rows, is written into TMEM before the loop
+    # (tcgen05.st), the first MMA adds to it, and the rows read back go to the TMA store as they
+    # are; nothing is added after the loop (before: C waited in a scratch buffer, and each
+    # result was loaded from it, added and stored back)
+    import test_codegen_pipeline as tp
+
+    ptx = _ptx(et, ct, m, None, warps, n)
+    assert "tcgen05.mma.cta_group::1" in ptx and "cp.async.bulk.tensor.2d.global" in ptx
+    per = m * n // (32 * (warps or 4))
+    assert ptx.count("tcgen05.st.sync.aligned.32x32b.x32.b32") == per // 32
+    tail = ptx.split("tcgen05.ld.sync")[-1]  # after the last read: no scratch round trip
+    assert "add.rn.f32" not in tail and "ld.shared.f32" not in tail and "ld.shared.b32" not in tail
+    a, b, c = tp._operands(et, ct, m, n, max(64 * nk, 16), 5 * nk + 1)
+    out = tp._launch(ptx, a, b, c, nk, 64 * nk, strict_async=True)
+    want = tp._ref(a, b, c, 64 * nk) if nk else c.astype(np.float64)
+    np.testing.assert_array_equal(out.astype(np.float64), want)

@@ -26,7 +26,7 @@ from tilegen.runtime.codegen import async_mma_sync, async_scaled, cta_pair, tcge
 from tilegen.runtime.codegen import tmem_chunks
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail
 from tilegen.runtime.ir import OpResult
-from tilegen.runtime.layouts.async_forms import fragment_chain
+from tilegen.runtime.layouts.async_forms import fragment_chain, init_in_tmem
 from tilegen.runtime.layouts.mma_choice import TCGEN05_SMS
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
@@ -1105,11 +1105,16 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     uniform = chain is not None and init and all(r == init[0] for r in init)
     # a row of more than 128 accumulators a thread: read back by column chunks at the store
     chunked = uniform and per > tmem_chunks.ROWS_AT_ONCE and M in (128, 256) and not half
+    # C, the initial value, in the accumulator's rows (init_in_tmem): written into TMEM before
+    # the loop, the MMAs add to it, and the rows read back are the result as they are
+    in_tmem = not uniform and chain is not None and not pair and init_in_tmem(op, em.num_warps)
     if uniform:
         # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
         # initial value now, the sum once the MMAs ran) and the store writes it by position
         # (chunked: the store reads it from TMEM part by part, tmem_chunks)
         rows = None if chunked else [em.mov(cls, init[0]) for _ in range(per)]
+    elif in_tmem:
+        rows = []
     elif pair:  # async_rule admits only the registers-only form for a pair
         fail(op, "PTX backend: this accumulator must reach a TMA store in registers")
     else:
@@ -1121,6 +1126,10 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         em.barrier()
     taddr = em.new("b32")
     em.ins(f"ld.shared.u32 {taddr}, [{ASYNC_SYMBOL}+{v['tmem_off']}]")
+    if in_tmem:
+        _, _, warp = em.tid()
+        tmem_chunks.store_rows(em, tmem_chunks.lane_base(em, warp, taddr, N, tall, wide), init)
+        em.barrier()  # (the issuer's tcgen05.fence::after_thread_sync follows it)
     skip = em.new_label("async_issued")
     # f32 -> tf32 operands are rounded in place (cvt.rna) by every consumer thread per stage
     # before thread 0 issues; otherwise only thread 0 runs the loop
@@ -1137,7 +1146,8 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
     acc_in = em.new("pred")
-    em.ins(f"setp.ne.u32 {acc_in}, 0, 0")  # the first MMA overwrites D
+    # the first MMA overwrites D, or adds to the initial value in TMEM
+    em.ins(f"setp.{'eq' if in_tmem else 'ne'}.u32 {acc_in}, 0, 0")
     mmas = _tcgen05_stage(dot, v["ab"], a, b, M, N, K, acc_int, pair)
     if tall:
         mmas = _tall_stage(dot, v["ab"], a, b, N, K, acc_int)
@@ -1187,7 +1197,8 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         )
         return []  # (the registers come chunk by chunk: tma_store_epilogue)
     nomma = em.new_label("async_nomma")
-    em.ins(f"@!{ran} bra {nomma}")
+    if not in_tmem:  # (TMEM holds the initial value then)
+        em.ins(f"@!{ran} bra {nomma}")
     _, lane, warp = em.tid()
     row, lane_base = em.new("b32"), em.new("b32")
     # M 128: TMEM lane = row; M 64: rows 16 w .. in lanes 32 w .. 32 w + 15 of each quarter
@@ -1217,6 +1228,11 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         em.ins(f"add.s32 {src}, {lane_base}, {32 * chunk}")
         em.ins(f"tcgen05.ld.sync.aligned.32x32b.x32.b32 {{{', '.join(regs)}}}, [{src}]")
         em.ins("tcgen05.wait::ld.sync.aligned")
+        if in_tmem:
+            for r in regs:
+                rows.append(em.new(cls))
+                em.ins(f"mov.b32 {rows[-1]}, {r}")
+            continue
         if rows is not None:
             for i, r in enumerate(regs):
                 x, y = rows[32 * chunk + i], em.new(cls)

@@ -59,6 +59,21 @@ def lane_base(em: Emitter, warp: str, taddr: str, N: int, tall: bool, wide: bool
     return at
 
 
+def store_rows(em: Emitter, lane_base: str, regs: list) -> None:
+    """Write a thread's row ``regs`` (the accumulator's rows layout: register k is column k)
+    into TMEM at ``lane_base``, ``CHUNK`` columns a ``tcgen05.st``; then make the writes
+    visible to the thread that issues the MMAs after the consumers' barrier."""
+    for c0 in range(0, len(regs), CHUNK):
+        dst = em.new("b32")
+        em.ins(f"add.s32 {dst}, {lane_base}, {c0}")
+        part = ", ".join(regs[c0 : c0 + CHUNK])
+        em.ins(
+            f"tcgen05.st.sync.aligned.32x32b.x{len(regs[c0 : c0 + CHUNK])}.b32 [{dst}], {{{part}}}"
+        )
+    em.ins("tcgen05.wait::st.sync.aligned")
+    em.ins("tcgen05.fence::before_thread_sync")
+
+
 def store_by_chunks(em: Emitter, p: Pending, store, value, refs: list, write) -> None:
     """Read ``p``'s accumulator ``CHUNK`` columns at a time, run each chunk through the chain to
     ``value`` (the stored tile) and ``write(registers, refs, first column)`` it (``refs``: the

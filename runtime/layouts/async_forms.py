@@ -57,6 +57,24 @@ def elementwise(op: Operation) -> bool:
 TMEM_ROWS_AT_ONCE = 128
 
 
+def init_in_tmem(loop: Operation, warps: int) -> bool:
+    """Whether sm_100's GEMM form writes the K loop's initial value (C, not uniform) into
+    tensor memory before the loop, so the first MMA adds to it (codegen/async_loop.py; docs/
+    pipelines.md section 33): the value is laid out as the tcgen05 accumulator's rows (register
+    k of a thread is column k of its TMEM row: ``tcgen05.st`` writes it as it is), 128 or 256
+    rows, at most ``TMEM_ROWS_AT_ONCE`` values a thread."""
+    from tilegen.runtime.layouts.mma_choice import tcgen05_accumulator_layout
+
+    t = loop.operands[3].type
+    shape = tuple(getattr(t, "shape", ()))
+    if len(shape) != 2 or shape[0] not in (128, 256) or uniform_tile(loop.operands[3]):
+        return False
+    M, N = shape
+    if N % 32 or M * N // (32 * warps) > TMEM_ROWS_AT_ONCE:
+        return False
+    return t.encoding == tcgen05_accumulator_layout(warps, N, M)
+
+
 def fragment_chain(
     loop: Operation, store: Optional[Operation], through_conversion: bool = False
 ) -> Optional[list]:

@@ -35,6 +35,7 @@ from tilegen.runtime.layouts.async_forms import (
     PASS_THROUGH,
     deferred_dot,
     fragment_chain,
+    init_in_tmem,
     operand_load,
     stored_view,
     uniform_tile,
@@ -668,7 +669,11 @@ def _streams(func: Operation, loop: Operation, sm: int, warps: int) -> bool:
     if len(shape) != 2 or shape[0] not in (128, 256):
         return False
     per = shape[0] * shape[1] // (32 * warps)
-    return per > TMEM_ROWS_AT_ONCE and _registers_only(func, loop, sm, shape[0])
+    return (
+        per > TMEM_ROWS_AT_ONCE
+        and uniform_tile(loop.operands[3])
+        and _registers_only(func, loop, sm, shape[0])
+    )
 
 
 def _lowering(
@@ -697,7 +702,13 @@ def _lowering(
     # Emitter.scratch_into_ring; sm_100's tcgen05 consumers keep the initial value in the
     # scratch over the loop)
     in_ring = sm < 100 and uniform_tile(loop.operands[3])
-    for scratch in (0, M * N * 4) if _registers_only(func, loop, sm, M) else (M * N * 4,):
+    regs_only = _registers_only(func, loop, sm, M, 0 if pair else warps)
+    # (an initial value written into TMEM but converted into the accumulator's layout first:
+    # the conversion's exchange needs the scratch, since the consumers load C after the
+    # producer has started filling the ring)
+    if regs_only and not uniform_tile(loop.operands[3]) and _converted_init(loop):
+        regs_only = False
+    for scratch in (0, M * N * 4) if regs_only else (M * N * 4,):
         stages = 0
         if scratch and in_ring:
             fit = (_shared_budget(func, sm, stage, bt) - SMEM_EXTRA - bt) // stage
@@ -933,12 +944,32 @@ def _converted_operand(v) -> bool:
     return isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp"
 
 
-def _registers_only(func: Operation, loop: Operation, sm: int, M: int) -> bool:
+def _converted_init(loop: Operation) -> bool:
+    """Whether the loop's initial value goes through a ``convert_layout`` on its way from
+    memory (section 33: its exchange needs shared memory of its own)."""
+    todo, seen = [loop.operands[3]], set()
+    while todo:
+        v = todo.pop()
+        if not isinstance(v, OpResult) or id(v.op) in seen:
+            continue
+        seen.add(id(v.op))
+        if v.op.name == "nv_tileas.convert_layout":
+            return True
+        todo.extend(o for o in v.op.operands if getattr(o.type, "rank", 0))
+    return False
+
+
+def _registers_only(func: Operation, loop: Operation, sm: int, M: int, tmem_warps: int = 0) -> bool:
     """Whether the emitter keeps the accumulator out of the scratch buffer: a uniform initial
-    value goes straight into the registers, the result reaches the TMA store by
-    :func:`fragment_chain` (sm_100: the TMEM row order of M = 128), and nothing else after the
-    loop holds a tile that is not uniform (which a layout exchange might stage there)."""
-    if not uniform_tile(loop.operands[3]) or (sm >= 100 and M not in (128, 256)):
+    value goes straight into the registers (or, on sm_100 with ``tmem_warps`` - one CTA of that
+    many warps - a non-uniform one into tensor memory: :func:`init_in_tmem`), the result reaches
+    the TMA store by :func:`fragment_chain` (sm_100: the TMEM row order of M = 128), and nothing
+    else after the loop holds a tile that is not uniform (which a layout exchange might stage
+    there)."""
+    if sm >= 100 and M not in (128, 256):
+        return False
+    in_tmem = sm >= 100 and tmem_warps and init_in_tmem(loop, tmem_warps)
+    if not uniform_tile(loop.operands[3]) and not in_tmem:
         return False
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)  # (the ring's size checked later)
     chain = fragment_chain(loop, store, through_conversion=True)  # (_store_unconverted's)
