@@ -13,6 +13,9 @@ kernels with a trip count argument for the loop that does not run (the result is
 value, -0.0 included, bit for bit) and a non-zero initial value. A streamed store without its
 ``cp.async.bulk.wait_group.read`` overwrites a slot the previous copy may still be reading: the
 strict simulator says so.
+
+Also C, the initial value: written into TMEM before the loop on sm_100 (section 33), and loaded
+in the MMA accumulator's layout elsewhere (section 34).
 """
 
 from __future__ import annotations
@@ -171,3 +174,25 @@ def test_c_as_the_initial_value_goes_into_tensor_memory(et, ct, m, n, warps, nk)
     out = tp._launch(ptx, a, b, c, nk, 64 * nk, strict_async=True)
     want = tp._ref(a, b, c, 64 * nk) if nk else c.astype(np.float64)
     np.testing.assert_array_equal(out.astype(np.float64), want)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a", "sm_120"])
+def test_c_is_loaded_in_the_accumulators_layout(target, tmp_path):
+    # section 34: C, the initial value, is loaded in the MMA accumulator's layout (a quad's
+    # two f32 a row: whole 32-byte sectors a warp) instead of coalesced 16-byte vectors then
+    # exchanged into it through shared memory; the kernel matches NumPy (strict ptxsim)
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import fuzz_async as fa
+    from tilegen.runtime.driver import compile_source, options_for
+
+    params = dict(ab="f16", out="f32", TM=128, TN=128, TK=64, BT=0, INIT=1, EPI=0)
+    cfg = fa.Config(0, "gemm", target, params, {}, dict(M=172, N=192, K=192))
+    o = fa.check(cfg, str(tmp_path))
+    assert o.status == "ok", f"{o.status}: {o.detail}\n{o.plan}"
+    c = compile_source(tmp_path / "k0.tileirbc", options_for(target), until="layouts")
+    loop = next(x for x in c.module.walk() if x.name == "scf.for")
+    init = loop.operands[3]
+    assert init.op.name == "nv_tileaa.tiled_load", init.op.name  # no convert_layout between
+    assert init.type.encoding == loop.results[0].type.encoding

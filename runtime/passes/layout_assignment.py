@@ -287,6 +287,7 @@ class LayoutAssigner:
             and (
                 (D.vector_width(prod) == 1 and layout in self.mma_layouts)
                 or self._exchange_too_big(v.type)
+                or (layout in self.mma_layouts and _loop_init_loaded_whole(v, layout))
             )
         ):
             # a load that gains nothing from its anchor (one element per access: the
@@ -858,3 +859,35 @@ def _pass(op: Operation, options: dict) -> None:
             options.get("tcgen05"),
         ),
     )
+
+
+def _loop_init_loaded_whole(v: Value, layout: DistributedLayout) -> bool:
+    """Whether tile ``v`` (a load) reaches a loop's initial value through single-use
+    elementwise ops of its shape with no other tile operand (C as the initial accumulator, cast or not), and ``layout`` (an
+    MMA accumulator's) reads whole 32-byte sectors a warp (a quad's two-element runs of an
+    ``mma.sync`` / wgmma accumulator: 4 threads x 8 bytes of f32): loaded in that layout, C
+    needs no exchange through shared memory and its scratch buffer (a 128 x 128 f32 C took 64
+    KB beside the async path's stages; docs/pipelines.md section 34)."""
+    from tilegen.runtime.layouts.access import element_bytes
+
+    if not isinstance(layout, BlockedLayout) or v.type.rank != 2:
+        return False
+    inner = layout.order[0]
+    run = layout.size_per_thread[inner] * element_bytes(v.type.element)
+    if min(run, 16) * layout.threads_per_warp[inner] < 32 or run < 8:
+        return False
+    shape = v.type.shape
+    while v.num_uses == 1:
+        (user,) = v.users
+        if user.name == "scf.for":
+            return any(o is v for o in user.operands[3:])
+        if len(user.results) != 1 or user.regions or not _is_tile(user.results[0].type):
+            return False
+        if user.results[0].type.shape != shape:
+            return False
+        if not (U.has_trait(user, "Elementwise") or user.dialect in ("arith", "math")):
+            return False
+        if any(o is not v and _is_tile(o.type) for o in user.operands):
+            return False  # (casts and scalings of C only: other tiles keep their layouts)
+        v = user.results[0]
+    return False
