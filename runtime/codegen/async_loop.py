@@ -1468,7 +1468,13 @@ def tma_store_epilogue(em: Emitter, op) -> None:
                 em.ins(f"add.s32 {src}, {base}, {b * M * 128}")
             tma.tma_store(em, g, [cb, row] + outer, src)
     tma.bulk_commit(em)
-    em.ins("cp.async.bulk.wait_group 0")  # the map is read too: done before the slot is freed
+    _store_done(em, op, st, done)
+
+
+def _store_done(em: Emitter, op, st: dict, done: str) -> None:
+    """Thread 0, after the store's last bulk copy: wait until the copies are done (they read
+    the map too) and free the map slot; then ``done``, where the other threads join."""
+    em.ins("cp.async.bulk.wait_group 0")
     sl = em.new("b32")
     em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{st['slot_off']}]")
     tma.release_slot(em, f"{em.symbol}_slots", sl, st["slots"])
@@ -1530,13 +1536,7 @@ def _streamed_store(em: Emitter, op, p, refs: list, M: int, N: int, lead: tuple)
     em.ins(f"@!{w0} bra {done}")
     tmem_chunks.release(em, p)
     em.ins(f"@!{t0} bra {done}")
-    em.ins("cp.async.bulk.wait_group 0")  # the map is read too: done before the slot is freed
-    sl = em.new("b32")
-    em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{st['slot_off']}]")
-    tma.release_slot(em, f"{em.symbol}_slots", sl, st["slots"])
-    em.label(done)
-    for r in op.results:
-        em.set(r, None)
+    _store_done(em, op, st, done)
 
 
 def _store_map(em: Emitter, op, st: dict, box: tuple, swizzle: int) -> str:
