@@ -66,7 +66,7 @@ def test_256x256_on_one_cta_reads_tmem_by_chunks(ab, out, epi, tk, streamed, tmp
 
 
 # ---------------------------------------------------------------- text kernels
-def _source(et: str, ct: str, m: int, init, n: int = 256) -> str:
+def _source(et: str, ct: str, m: int, init, n: int = 256, k: int = 64) -> str:
     """tests/test_codegen_pipeline.py's K loop (trip count ``%nk``) with a uniform initial
     value ``init`` (None: C, as loaded) and an output TMA can store (aligned base and row
     pitch)."""
@@ -89,12 +89,12 @@ def _source(et: str, ct: str, m: int, init, n: int = 256) -> str:
         ct=ct,
         m=m,
         n=n,
-        k=64,
+        k=k,
         op=op,
         sg=" signed signed" if op == "mmai" else "",
         conv="",
         bshape="%kt, %b2",
-        btile=f"64x{n}",
+        btile=f"{k}x{n}",
         bidx="%i, %z",
     )
     return src.replace(f"{op} %x, %y,", f"{op} %x0, %y0,")

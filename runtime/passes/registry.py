@@ -78,6 +78,7 @@ def load_passes() -> dict[str, PassInfo]:
         flatten_loops,
         fuse_fma,
         k_loop_pipelining,
+        k_tile_split,
         layout_assignment,
         loop_counters,
         loop_split,
