@@ -77,8 +77,8 @@ def _operand_chain(v: Value, kd: int) -> Optional[tuple]:
     if v is not v.op.results[0]:
         return None
     seg = _segments(v.op)
-    if seg["mask"][1] or len(seg["indices"]) and seg["indices"][1] != v.type.rank:
-        return None  # (a mask would need splitting too)
+    if seg["mask"][1] or seg["indices"][1] != v.type.rank:
+        return None  # (a mask would need splitting too; one index per dim)
     if seg["other"][1]:
         pad = v.op.operands[seg["other"][0]]
         if not isinstance(pad, OpResult) or pad.op.name != "nv_tileaa.splat":
