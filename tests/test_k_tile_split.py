@@ -105,3 +105,24 @@ def test_k_tiles_of_128_take_the_async_path_or_stop_spilling(
     assert o.status == "ok", f"{o.status}: {o.detail}\n{o.plan}"  # exact, 0 spills
     if target != "sm_80":
         assert o.path == "async" and "x64 " in o.plan, o.plan  # the loop's K tile: 64
+
+
+#: fuzzer seeds (bench/fuzz_async.py) with K tiles of 128 whose operands TMA cannot copy (rows
+#: that are not 16-byte multiples): today's path spilled 40-336 bytes where tileiras did not
+NO_TMA_SEEDS = {
+    81056: "sm_90a bf16 128x128x128, 56 B",
+    80015: "sm_100a e4m3 batched 128x128x128, 40 B",
+    90769: "sm_90a i8 batched 128x256x128, num_ctas=2, 336 B",
+}
+
+
+@needs_ptxas
+@pytest.mark.parametrize("seed", sorted(NO_TMA_SEEDS))
+def test_deep_k_tiles_without_tma_stop_spilling(seed, tmp_path):
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import fuzz_async as fa
+
+    o = fa.run_one(seed, str(tmp_path))
+    assert o.status == "ok", f"seed {seed} ({NO_TMA_SEEDS[seed]}): {o.status}: {o.detail}"

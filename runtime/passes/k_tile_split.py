@@ -11,8 +11,11 @@ at a time. Here the loop ``for k: acc = dot(A[:, k], B[k, :], acc)`` becomes::
 
 each load reading its K extent ``TK / S`` at the original index plus ``r TK / S`` (same elements,
 same zero fill out of bounds). The parts run in K order, so the tensor cores see the same
-sequence of MMA instructions, accumulating in the same order. ``S`` is the smallest power of two
-that fits three stages, keeping each part's K rows at least 32 bytes.
+sequence of MMA instructions, accumulating in the same order. ``S`` (:func:`split_factor`): on
+the async targets, the smallest power of two that fits three stages, keeping each part's K rows
+at least 32 bytes; on ``mma.sync`` targets before sm_90, K rows of at most 128 bytes where the
+accumulator is large; on the async targets where an operand cannot be a TMA copy (today's path),
+K tiles of at most 64 elements (deeper tiles spilled in both cases).
 
 The loop qualifies when it is the GEMM form the async path takes: one iteration argument, the
 dot accumulating into it and yielded, its operands each a ``tiled_load`` of the body (through
@@ -38,6 +41,9 @@ MIN_K_BYTES = 32
 #: least ``MMA_SYNC_ACC_REGS`` registers a thread (:func:`split_factor`)
 MMA_SYNC_K_BYTES = 128
 MMA_SYNC_ACC_REGS = 128
+#: async targets whose loop keeps today's path (an operand TMA cannot copy): the deepest K
+#: tile, in elements
+NO_TMA_K = 64
 
 
 def _const(v: Value) -> Optional[int]:
@@ -139,8 +145,11 @@ def split_factor(func: Operation, dot: Operation, sides: list, sm: int) -> int:
       :data:`MMA_SYNC_K_BYTES` bytes where the accumulator takes at least
       :data:`MMA_SYNC_ACC_REGS` registers a thread; deeper tiles spilled (fuzzer seeds 20027,
       40072, 50066, 50162: 128 x 128 x 128 f16 on 4 warps, 88-552 bytes) where tileiras's
-      builds did not."""
+      builds did not.
+    * The async targets where an operand TMA cannot copy (today's path): K tiles of at most
+      :data:`NO_TMA_K` elements."""
     from tilegen.runtime.layouts.access import element_bytes
+    from tilegen.runtime.layouts.tma_rules import tma_describable
     from tilegen.runtime.passes.async_rule import ASYNC_MMA, SMEM_EXTRA
     from tilegen.runtime.targets import shared_optin
 
@@ -154,6 +163,11 @@ def split_factor(func: Operation, dot: Operation, sides: list, sm: int) -> int:
         if regs < MMA_SYNC_ACC_REGS or tk * esz <= MMA_SYNC_K_BYTES:
             return 1
         return tk * esz // MMA_SYNC_K_BYTES
+    if any(tma_describable(load) for load, _, _ in sides):
+        # today's path (no TMA copy: rows that are not 16-byte multiples, mostly, which
+        # cp.async cannot copy either, so the tile goes through registers): K tiles over 64
+        # elements spilled (fuzzer seeds 81056, 80015, 90769, ...: 40-336 bytes)
+        return max(1, tk // NO_TMA_K)
     budget = shared_optin(sm) - SMEM_EXTRA
     stage = sum(_bytes(load.results[0].type) for load, _, _ in sides)
     if 2 * stage <= budget:
