@@ -60,6 +60,11 @@ TAIL = {"f16": 4, "i8": 4, "f64": 1, "tf32": 2}
 def _module(et, ct, m, n, k, bt=False):
     """A K loop of ``C += A[:, i] @ B[i, :]``; ``bt``: B comes from a tensor holding B^T (N x K)
     through a permute; tf32: f32 tiles converted with ftof before the dot."""
+    return parse_module(_source(et, ct, m, n, k, bt), "mm.mlir")
+
+
+def _source(et, ct, m, n, k, bt=False, text=None):
+    """:func:`_module`'s text, from the template ``text`` (default :data:`SRC`)."""
     op = "mmai" if et.startswith("i") else "mmaf"
     sg = " signed signed" if op == "mmai" else ""
     st = "f32" if et == "tf32" else et
@@ -73,7 +78,7 @@ def _module(et, ct, m, n, k, bt=False):
     if et == "tf32":
         conv += f"    %y = ftof {ya} : tile<{k}x{n}xf32> -> tile<{k}x{n}xtf32>\n"
     xa = "%x" if et == "tf32" else "%x0"
-    src = SRC.format(
+    src = (text or SRC).format(
         st=st,
         et=et,
         ct=ct,
@@ -89,7 +94,7 @@ def _module(et, ct, m, n, k, bt=False):
     )
     if et != "tf32":
         src = src.replace(f"{op} %x, %y,", f"{op} %x0, {ya},")
-    return parse_module(src, "mm.mlir")
+    return src
 
 
 def _operands(et, ct, m, n, ktot, seed, bt=False):

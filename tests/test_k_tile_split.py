@@ -75,7 +75,10 @@ def test_split_kernels_match_numpy(sm, nk, ktot):
     from tilegen.runtime.ptxsim import compile_to_ptx
 
     m, n = (256, 256) if sm == "sm_100a" else (128, 128)
+    from test_tmem_chunks import assembled
+
     ptx = compile_to_ptx(_text_module(m, n, 128), sm, options=CompileOptions())
+    assembled(ptx, int(sm[3:].rstrip("a")))
     a, b, c = tp._operands("f16", "f32", m, n, max(ktot, 16), nk + ktot)
     out = tp._launch(ptx, a, b, c, nk, ktot, strict_async=True)
     np.testing.assert_array_equal(out.astype(np.float64), tp._ref(a, b, c, ktot))

@@ -82,22 +82,7 @@ def _source(et: str, ct: str, m: int, init, n: int = 256, k: int = 64) -> str:
         "  %cp = assume div_by<16>, %c : tile<ptr<{ct}>>\n"
         "  %tc = make_tensor_view %cp,",
     ).replace("strides = [%c3, 1]", "strides = [%cs, 1]")
-    op = "mmai" if et.startswith("i") else "mmaf"
-    src = text.format(
-        st=et,
-        et=et,
-        ct=ct,
-        m=m,
-        n=n,
-        k=k,
-        op=op,
-        sg=" signed signed" if op == "mmai" else "",
-        conv="",
-        bshape="%kt, %b2",
-        btile=f"{k}x{n}",
-        bidx="%i, %z",
-    )
-    return src.replace(f"{op} %x, %y,", f"{op} %x0, %y0,")
+    return tp._source(et, ct, m, n, k, text=text)
 
 
 def _ptx(et: str, ct: str, m: int, init, warps=None, n: int = 256) -> str:
@@ -107,7 +92,16 @@ def _ptx(et: str, ct: str, m: int, init, warps=None, n: int = 256) -> str:
 
     module = parse_module(_source(et, ct, m, init, n), "mm.mlir")
     options = CompileOptions(use_tma=True, num_warps=warps)
-    return compile_to_ptx(module, "sm_100a", options=options)
+    return assembled(compile_to_ptx(module, "sm_100a", options=options), 100)
+
+
+def assembled(ptx: str, sm: int) -> str:
+    """``ptx`` after ptxas accepted it for ``sm`` (every simulated PTX is legal PTX too)."""
+    from tilegen.runtime.ptxas import assemble
+
+    cubin, _ = assemble(ptx, sm)
+    assert cubin[:4] == b"\x7fELF"
+    return ptx
 
 
 def _run(ptx: str, et: str, ct: str, m: int, nk: int, seed: int = 7):
