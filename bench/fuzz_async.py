@@ -9,7 +9,8 @@ What varies (a kernel is fully determined by its seed):
 * **GEMM**: A/B element (f16, bf16, e4m3, i8, f32 through tf32), output element, tile
   (TM 64/128/256, TN 64/128/256, TK 32/64/128), B loaded K x N or N x K and transposed, the
   initial accumulator (zero or the output's tile), the epilogue (none, x alpha, + a bias row,
-  ReLU), problem sizes that are not multiples of the tile (zero-filled partial tiles, a K loop
+  ReLU; from seed 100,000 on also a bias row then a scale per row: side vectors of both
+  shapes), problem sizes that are not multiples of the tile (zero-filled partial tiles, a K loop
   of one step), strides TMA cannot describe (a row of a size that is not a 16-byte multiple:
   the fallback), and the kernel options ``num_ctas`` (1/2) and ``occupancy`` (1/2).
 * **Attention forward** (FlashAttention's online softmax over K/V tiles): Q tile 64/128/256
@@ -88,6 +89,10 @@ def gemm(
         acc = acc + ct.astype(ct.load(Bias, index=(0, j), shape=(1, TN), padding_mode=ZERO), acc_t)
     if EPI == 3:
         acc = ct.maximum(acc, 0)
+    if EPI == 4:  # a bias row, then a scale per row (row 1 of Bias, as a TM x 1 column)
+        bias = ct.astype(ct.load(Bias, index=(0, j), shape=(1, TN), padding_mode=ZERO), acc_t)
+        scale = ct.load(Bias, index=(1, i), shape=(1, TM), padding_mode=ZERO)
+        acc = (acc + bias) * ct.astype(ct.reshape(scale, (TM, 1)), acc_t)
     ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
 
 
@@ -227,7 +232,9 @@ def generate(seed: int) -> Config:
         tk = max(tk, 64)
     bt = int(rng.random() < 0.3)
     init = int(rng.random() < 0.25)
-    epi = rng.choice([0, 0, 1, 2, 3]) if out != "i32" else rng.choice([0, 0, 2])
+    # (seeds from 100,000 on may also draw EPI 4: earlier seeds keep the kernels they had)
+    more = [4] if seed >= 100_000 else []
+    epi = rng.choice([0, 0, 1, 2, 3] + more) if out != "i32" else rng.choice([0, 0, 2] + more)
     options = {}
     if rng.random() < 0.25:
         options["num_ctas"] = 2
@@ -359,6 +366,12 @@ def problem(cfg: Config, rng: np.random.Generator) -> tuple:
             ref = ref + bias
         elif p["EPI"] == 3:
             ref = np.maximum(ref, 0)
+        elif p["EPI"] == 4:  # row 1 of the bias array: a scale per row of C
+            scale = rng.integers(-2, 3, (1, m)).astype(np.float64)
+            ref = (ref + bias) * scale.T
+            wide = np.zeros((2, max(m, n)))
+            wide[0, :n], wide[1, :m] = bias[0], scale[0]
+            bias = wide
         ref = _decode(_encode(ref, p["out"]), p["out"])  # rounded to the output element
         tol = 2e-2 if p["out"] in ("f16", "bf16") or p["ab"] == "f32" else 0.0
         grid = (-(-m // p["TM"]), -(-n // p["TN"]), 1)

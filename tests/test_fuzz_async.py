@@ -230,22 +230,25 @@ def test_sm120_8bit_b_loaded_k_by_n_keeps_todays_path(tmp_path):
 
 
 def test_a_pair_refused_keeps_two_warp_groups(tmp_path):
-    # num_ctas=2 with a bias row loaded after the loop: no pair (each CTA would load it), so
-    # the 256-row tile takes two consumer warp groups on one CTA, not one group of 256 rows
-    cfg = _gemm("sm_90a", "f16", "f32", 256, 128, 64, epi=2, options={"num_ctas": 2})
+    # num_ctas=2 with C as the initial value (not a uniform tile: the pair's prologue would
+    # split it): no pair, so the 256-row tile takes two consumer warp groups on one CTA, not
+    # one group of 256 rows. (A bias row no longer refuses the pair: each CTA reads its
+    # columns as a side vector, tests/test_fragment_sides.py.)
+    cfg = _gemm("sm_90a", "f16", "f32", 256, 128, 64, init=1, options={"num_ctas": 2})
     o = _run(cfg, tmp_path)
     assert o.path == "async", o.plan
     assert "8 consumer + 4 producer warps" in o.plan and "CTA pair" not in o.plan
 
 
 @pytest.mark.parametrize("ab,out,tk", [("bf16", "bf16", 64), ("e4m3", "f16", 128)])
-def test_sm100_two_accumulators_take_the_kernels_own_epilogue(ab, out, tk, tmp_path):
-    # a bias row loaded after the loop: the rows go through the scratch buffer to the layout
-    # the epilogue's ops were given (before, the two-accumulator form refused the kernel)
+def test_sm100_two_accumulators_take_a_bias_row(ab, out, tk, tmp_path):
+    # a bias row loaded after the loop: before section 36 the rows went through the scratch
+    # buffer to the layout the epilogue's ops were given (an st.global epilogue); now the bias
+    # is read in the TMEM rows' order and the tile goes out by TMA
     cfg = _gemm("sm_100a", ab, out, 256, 128, tk, epi=2, sizes=dict(M=300, N=144, K=2 * tk))
     o = _run(cfg, tmp_path)
     assert o.path == "async", o.plan
-    assert "st.global epilogue" in o.plan and "8 consumer" in o.plan
+    assert o.plan.endswith("TMA store") and "8 consumer" in o.plan, o.plan
 
 
 #: fuzzer seeds: a GEMM and an attention forward on each async target, and what they found

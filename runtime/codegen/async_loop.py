@@ -23,10 +23,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tilegen.runtime.codegen import async_mma_sync, async_scaled, cta_pair, tcgen05, tma
-from tilegen.runtime.codegen import tmem_chunks
+from tilegen.runtime.codegen import fragment_sides, tmem_chunks
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail
 from tilegen.runtime.ir import OpResult
-from tilegen.runtime.layouts.async_forms import fragment_chain, init_in_tmem
+from tilegen.runtime.layouts.async_forms import chain_sides, fragment_chain, init_in_tmem
 from tilegen.runtime.layouts.mma_choice import TCGEN05_SMS
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
@@ -213,16 +213,23 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.producer_threads = 128
     em.barrier_threads = nthreads
     if store is not None:  # what tma_store_epilogue needs
+        # the side vectors of the chain to the store take the ring's last bytes
+        # (async_rule.sides_reserve; fragment_sides.py), the store's tile the rest
+        chained = fragment_chain(op, store)
+        side_at = fragment_sides.offsets(
+            chain_sides(chained) if chained else [], stages * stage_bytes
+        )
         em.async_store = dict(
             base=base,
             maps_off=maps_off,
             slot_off=slot_off,
             slots=slots,
             nmaps=nmaps,
-            ring_bytes=stages * stage_bytes,
+            ring_bytes=min(side_at.values(), default=stages * stage_bytes),
             store_map=len(staged),
             t0=t0,
             pair=pair,
+            sides=side_at,
         )
     for o in em.deferred:  # the prologue's loads and tiles: the consumers' (async_prologue)
         em.emit_op(o)
@@ -238,7 +245,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         _release_tmem(em, t0, store, slot_off, slots, tcols)
         chain = fragment_chain(op, store)
         if chain is not None:
-            em.fragment_order = dict.fromkeys(chain, ("rows", M, N, order.groups))
+            _hand_over(em, chain, ("rows", M, N, order.groups))
             em.set(op.results[0], acc)
             return
         em.set(op.results[0], _from_rows(em, op, acc, order))
@@ -372,7 +379,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     _ring_scratch(em, op, bt_off + (BT_BUFFERS * bt.bytes if bt else 0))
     chain = fragment_chain(op, store)
     if chain is not None:  # the registers stay in fragment order up to the TMA store
-        em.fragment_order = dict.fromkeys(chain, ("wgmma", M, N))
+        _hand_over(em, chain, ("wgmma", M, N))
         em.set(op.results[0], acc)
         return
     res = _from_fragment(em, op, op.results[0].type, acc, M, N, acc_int)
@@ -553,10 +560,20 @@ def _chained_for(em: Emitter, op) -> None:
 
 def _ring_scratch(em: Emitter, op, idle: int) -> None:
     """The consumers are past the loop ``op``: the stage ring's first ``idle`` bytes (stages
-    and B^T buffers; not the barriers, map slot and maps after them) take the scratch claims
-    from here on (``Emitter.scratch_into_ring``)."""
+    and B^T buffers; not the barriers, map slot and maps after them, nor the side vectors at
+    the ring's end) take the scratch claims from here on (``Emitter.scratch_into_ring``)."""
+    sides = (getattr(em, "async_store", None) or {}).get("sides")
+    if sides:
+        idle = min(idle, min(sides.values()))
     if op.parent_op is em.func:
         em.scratch_into_ring(ASYNC_SYMBOL, idle)
+
+
+def _hand_over(em: Emitter, chain: list, kind: tuple) -> None:
+    """The loop's registers stay in their own order (``kind``) along ``chain`` to the TMA
+    store, and so do the side vectors its ops read (fragment_sides.py)."""
+    sides = [o.results[0] for o in chain_sides(chain)]
+    em.fragment_order = dict.fromkeys(list(chain) + sides, kind)
 
 
 def stage_address(em: Emitter, stage, stage_bytes: int) -> str:
@@ -1191,7 +1208,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         _, lane, warp = em.tid()
         lane_base = tmem_chunks.lane_base(em, warp, taddr, N, tall, wide)
         groups = 2 if wide else 1
-        em.fragment_order = dict.fromkeys(chain, ("rows", M, N, groups))
+        _hand_over(em, chain, ("rows", M, N, groups))
         em.tmem_rows = tmem_chunks.Pending(
             chain, lane_base, ran, init[0], cls, per, taddr, v["tcols"]
         )
@@ -1258,7 +1275,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"tcgen05.dealloc.{g}.sync.aligned.b32 {taddr}, {v['tcols']}")
     em.label(skip3)
     if rows is not None:
-        em.fragment_order = dict.fromkeys(chain, ("rows", M, N, 2 if half or wide else 1))
+        _hand_over(em, chain, ("rows", M, N, 2 if half or wide else 1))
         return rows
     return _scratch_to_layout(em, op, op.results[0].type, cls, M, N)
 

@@ -76,6 +76,11 @@ def broadcast(em: Emitter, op) -> None:
     src, res = op.operands[0], op.results[0]
     if not is_tile(src.type):
         return splat(em, op)
+    kind = getattr(em, "fragment_order", {}).get(res)
+    if kind is not None:  # a side vector beside the async loop's registers (async_forms)
+        from tilegen.runtime.codegen import fragment_sides
+
+        return fragment_sides.broadcast(em, op, kind)
     ss, rs = tuple(src.type.shape), tuple(res.type.shape)
     w = row_major(ss)
     # read: the source coordinate is 0 along broadcast dims

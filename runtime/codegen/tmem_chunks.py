@@ -15,8 +15,9 @@ columns are freed and the ring goes out as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tilegen.runtime.codegen import fragment_sides
 from tilegen.runtime.codegen.core import Emitter
 from tilegen.runtime.layouts.async_forms import TMEM_ROWS_AT_ONCE as ROWS_AT_ONCE
 
@@ -40,6 +41,8 @@ class Pending:
     per: int
     taddr: str
     tcols: int
+    #: row vectors beside the chain, read chunk by chunk (codegen/fragment_sides.py)
+    sides: dict = field(default_factory=dict)
 
 
 def lane_base(em: Emitter, warp: str, taddr: str, N: int, tall: bool, wide: bool) -> str:
@@ -112,6 +115,8 @@ def store_by_chunks(em: Emitter, p: Pending, store, value, refs: list, write) ->
             em.ins(f"add.{add} {x}, {p.init}, {y}")
             vals.append(x)
         em.set(first, vals)
+        if p.sides:
+            fragment_sides.chunk(em, p, c0, CHUNK)
         for v in rest:  # the epilogue's own handlers, on this chunk's registers
             em.emit_op(v.op)
         write(em.tile(store, value), refs[c0 : c0 + CHUNK], c0)

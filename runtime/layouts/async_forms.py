@@ -80,10 +80,11 @@ def fragment_chain(
 ) -> Optional[list]:
     """The values from ``loop``'s result to the tile the TMA ``store`` writes, when nothing but
     that store reads them in their layout: a single-use chain of elementwise ops on that one
-    tile (other operands scalars or uniform tiles) with the loop result's layout throughout.
-    Register k then means the same element all along, whatever order the registers are in, so
-    the loop can hand over its accumulator registers as they are and the store write them by
-    position (no exchange into the layout stage's layout); else None. ``through_conversion``:
+    tile (other operands scalars, uniform tiles or :func:`side_vector` broadcasts) with the
+    loop result's layout throughout. Register k then means the same element all along, whatever
+    order the registers are in, so the loop can hand over its accumulator registers as they are
+    and the store write them by position (no exchange into the layout stage's layout; a side
+    vector is read in that order: codegen/fragment_sides.py); else None. ``through_conversion``:
     as the chain will be once the async stage drops a ``convert_layout`` that only feeds the
     store (``async_rule._store_unconverted``); the conversion's result ends the chain."""
     if store is None:
@@ -114,13 +115,51 @@ def fragment_chain(
                 return None
             return chain + [r]
         others = [o for o in user.operands if o is not v and getattr(o.type, "rank", 0)]
-        if not elementwise(user) or not all(uniform_tile(o) for o in others):
+        if not elementwise(user) or not all(
+            uniform_tile(o) or side_vector(o, v.type) for o in others
+        ):
             return None
         r = user.results[0]
         if r.type.shape != v.type.shape or r.type.encoding != v.type.encoding:
             return None
         v = r
         chain.append(v)
+
+
+def side_vector(v, like) -> bool:
+    """Whether tile ``v`` is a *side vector* beside a fragment chain of type ``like`` (M x N):
+    a row (1 x N: a bias) or a column (M x 1: a per-row scale) broadcast to M x N in the
+    chain's layout, read by nothing else - so the emitter may give it the accumulator's
+    register order (codegen/fragment_sides.py)."""
+    op = _op(v)
+    if op is None or op.name != "nv_tileaa.broadcast" or v.num_uses != 1:
+        return False
+    shape, src = tuple(getattr(like, "shape", ())), op.operands[0].type
+    if len(shape) != 2 or min(shape) < 2 or v.type.encoding != like.encoding:
+        return False
+    return tuple(v.type.shape) == shape and tuple(getattr(src, "shape", ())) in (
+        (1, shape[1]),
+        (shape[0], 1),
+    )
+
+
+def chain_sides(chain: list) -> list:
+    """The side vector broadcasts (:func:`side_vector`) the ops of ``chain`` read, in order."""
+    out = []
+    for v in chain[1:]:
+        for o in v.op.operands:
+            if o not in chain and side_vector(o, v.type) and o.op not in out:
+                out.append(o.op)
+    return out
+
+
+def side_bytes(op: Operation) -> int:
+    """Bytes a side vector's source takes in shared memory (16-aligned): its elements at their
+    register size (predicates as bytes, 16-bit values as 2)."""
+    t = op.operands[0].type
+    width = getattr(t.element, "width", 64)
+    size = 2 if width == 8 else max(1, width // 8)  # (codegen/exchange.scratch_size)
+    return -(-max(t.shape) * size // 16) * 16
 
 
 def stored_view(op: Operation, store: Operation) -> bool:

@@ -33,15 +33,19 @@ from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_DROPPED
 from tilegen.runtime.layouts.async_forms import (
     TMEM_ROWS_AT_ONCE,
     PASS_THROUGH,
+    chain_sides,
     deferred_dot,
+    elementwise,
     fragment_chain,
     init_in_tmem,
     operand_load,
+    side_bytes,
     stored_view,
     uniform_tile,
     zero_tile,
 )
 from tilegen.runtime.layouts.attrs import BlockedLayout, unit_dims_view
+from tilegen.runtime.layouts.decisions import VECTOR_WIDTH
 from tilegen.runtime.records import dataclass
 from tilegen.runtime.types import TileType
 
@@ -628,8 +632,8 @@ def tma_store_plan(
     after = ops[ops.index(loop) + 1 :]
     mem = [o for o in after if o.regions or any(w in o.name.split(".")[-1] for w in _MEMORY_OPS)]
     stores = [o for o in mem if o.name == "nv_tileaa.tiled_store"]
-    if len(stores) != 1 or len(mem) != 1:
-        return None, "the epilogue is not exactly one tiled_store"
+    if len(stores) != 1 or not all(o is stores[0] or _vector_load(o) for o in mem):
+        return None, "the epilogue is not one tiled_store (beside loads of row or column vectors)"
     store = stores[0]
     deps, todo = set(), [store.opdef.operand_group(store, "value")[0]]
     while todo:  # does the stored tile depend on the loop's result?
@@ -646,7 +650,7 @@ def tma_store_plan(
     tile = store.opdef.operand_group(store, "value")[0].type
     mt = store.opdef.operand_group(store, "base")[0].type
     nbytes = prod(tile.shape) * element_bytes(mt.element) // (2 if pair else 1)  # (a CTA's rows)
-    ring = stages * stage_bytes
+    ring = stages * stage_bytes - sides_reserve(loop, store)
     if nbytes > ring and not (
         not pair
         and len(tile.shape) >= 2
@@ -656,6 +660,23 @@ def tma_store_plan(
     ):
         return None, f"the {nbytes}-byte tile does not fit in the {ring}-byte ring"
     return store, None
+
+
+def _vector_load(op: Operation) -> bool:
+    """A ``tiled_load`` of a row or column vector (at most one dim over 1): an epilogue's bias
+    or scale, beside the TMA store."""
+    if op.name != "nv_tileaa.tiled_load" or op.regions:
+        return False
+    shape = getattr(op.results[0].type, "shape", ())
+    return sum(n > 1 for n in shape) <= 1
+
+
+def sides_reserve(loop: Operation, store: Operation) -> int:
+    """Bytes at the end of the stage ring that hold the side vectors of the loop's fragment
+    chain to the TMA ``store`` (async_forms.chain_sides; codegen/fragment_sides.py): the store
+    stages its tile in the rest."""
+    chain = fragment_chain(loop, store, through_conversion=True)
+    return sum(side_bytes(o) for o in chain_sides(chain)) if chain else 0
 
 
 def _streams(func: Operation, loop: Operation, sm: int, warps: int) -> bool:
@@ -976,13 +997,19 @@ def _registers_only(func: Operation, loop: Operation, sm: int, M: int, tmem_warp
     if chain is None:
         return False
     ops = func.regions[0].blocks[0].ops
-    inside = {id(v.op) for v in chain[1:]} | {id(store)}
+    inside = {id(v.op) for v in chain[1:]} | {id(store)} | {id(o) for o in chain_sides(chain)}
     for op in ops[ops.index(loop) + 1 :]:
         if id(op) in inside:
             continue
-        if any(getattr(r.type, "rank", 0) and not uniform_tile(r) for r in op.results):
+        if any(_wide(r) and not uniform_tile(r) for r in op.results):
             return False
     return True
+
+
+def _wide(v) -> bool:
+    """A tile with more than one dim over 1 (a row or column vector's exchanges are small: the
+    idle ring holds them)."""
+    return sum(n > 1 for n in getattr(v.type, "shape", ())) > 1
 
 
 def general_loads(func: Operation, loop: Operation, sm: int, first=None) -> tuple:
@@ -1374,6 +1401,9 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 )
                 store.set_attr(TMA_STORE_ATTR, IntegerAttr(1, I32))
                 _store_unconverted(store)
+                chain = fragment_chain(loop, store)
+                for side in chain_sides(chain) if chain else ():
+                    _side_compact(side)
     return out
 
 
@@ -1417,6 +1447,83 @@ def _store_unconverted(store: Operation) -> None:
     index = next(i for i, v in enumerate(user.operands) if v is value)
     user.set_operand(index, src)
     conv.erase()
+
+
+#: ops a side vector passes through on its way from its load to the broadcast
+_SIDE_PATH = ("nv_tileas.convert_layout", "nv_tileaa.view", "nv_tileaa.reshape")
+
+
+def _side_compact(broadcast: Operation) -> None:
+    """A side vector (async_forms.side_vector) is read in the accumulator's register order from
+    shared memory whatever its own layout (codegen/fragment_sides.py), but the layout stage
+    gave it the accumulator layout's slice: a TMEM row's slice holds the whole vector in every
+    thread (128 loads and registers a thread beside 128 accumulators), a wgmma-like one copies
+    it over the rows. So the vector's path from its ``tiled_load`` to the broadcast - single-use
+    casts, views and conversions of the vector alone - takes a compact layout instead (element
+    i in thread i / v, no copies), and its conversions go. Anything else on the path: only the
+    conversions right before the broadcast go (their exchange is wasted)."""
+    path, v = [], broadcast.operands[0]
+    while isinstance(v, OpResult) and v.num_uses == 1:
+        op = v.op
+        tiles = [o for o in op.operands if getattr(o.type, "rank", 0)]
+        if op.name not in _SIDE_PATH and not (elementwise(op) and len(tiles) == 1):
+            break
+        path.append(op)
+        v = tiles[0]
+    load = v.op if isinstance(v, OpResult) and v.num_uses == 1 else None
+    enc = broadcast.results[0].type.encoding
+    if load is not None and load.name == "nv_tileaa.tiled_load" and isinstance(enc, BlockedLayout):
+        group = load.opdef.operand_group
+        other = group(load, "other")
+        if not group(load, "mask") and all(uniform_tile(o) and o.num_uses == 1 for o in other):
+            warps = prod(enc.warps_per_cta)
+            for o in other:
+                _retype(o, _compact(o.type.shape, warps))
+            _retype(load.results[0], _compact(load.results[0].type.shape, warps))
+            width = load.attributes.get(VECTOR_WIDTH)
+            if width is not None:  # (the new layout's run of elements a thread, at most)
+                from tilegen.runtime.attributes import IntegerAttr
+                from tilegen.runtime.types import I32
+
+                each = max(load.results[0].type.shape) // (32 * warps)
+                load.set_attr(VECTOR_WIDTH, IntegerAttr(max(1, min(width.value, each)), I32))
+            for op in reversed(path):
+                if op.name == "nv_tileas.convert_layout":
+                    op.results[0].replace_all_uses_with(op.operands[0])
+                    op.erase()
+                else:
+                    _retype(op.results[0], _compact(op.results[0].type.shape, warps))
+            return
+    # no compact path: drop the conversions between the last casts and the broadcast
+    between, v = [], broadcast.operands[0]
+    while isinstance(v, OpResult) and v.num_uses == 1 and v.op.name != "nv_tileas.convert_layout":
+        tiles = [o for o in v.op.operands if getattr(o.type, "rank", 0)]
+        if not elementwise(v.op) or len(tiles) != 1:
+            return
+        between.append(v.op)
+        v = tiles[0]
+    conv = v.op if isinstance(v, OpResult) and v.num_uses == 1 else None
+    if conv is None or conv.name != "nv_tileas.convert_layout":
+        return
+    src = conv.operands[0]
+    for op in between:
+        _retype(op.results[0], src.type.encoding)
+    conv.results[0].replace_all_uses_with(src)
+    conv.erase()
+
+
+def _compact(shape, warps: int) -> BlockedLayout:
+    """A vector's layout without copies: element i in thread i / v (v = its size / threads,
+    at least 1), along its one dim over 1."""
+    n, dim = len(shape), max(range(len(shape)), key=lambda i: shape[i])
+    each = max(1, shape[dim] // (32 * warps))
+    one = lambda k: tuple(k if i == dim else 1 for i in range(n))  # noqa: E731
+    order = (dim,) + tuple(i for i in reversed(range(n)) if i != dim)
+    return BlockedLayout(one(each), one(32), one(warps), order)
+
+
+def _retype(v, encoding) -> None:
+    v.type = TileType(v.type.shape, v.type.element, encoding)
 
 
 def report(decisions) -> str:

@@ -335,10 +335,13 @@ def do_cp_async_mbarrier_arrive(st: "CtaState", ins: Instr, mask: np.ndarray, li
         if not noinc:
             bar.pending += 1
 
-        def land(lane=int(lane)) -> None:
-            tensor_ops.retire_cp_async(st, lane)
+        op = AsyncOp("cp.async.mbarrier.arrive", line, int(lane), lambda: None, int(a), arrive=True)
 
-        eng.issue(AsyncOp("cp.async.mbarrier.arrive", line, int(lane), land, int(a), arrive=True))
+        def land(lane=int(lane), op=op) -> None:  # (written at the issuing warp's clock then)
+            tensor_ops.retire_cp_async(st, lane, None if op.vc is None else int(op.vc[lane // 32]))
+
+        op.land = land
+        eng.issue(op)
 
 
 # -- bulk and tensor copies ---------------------------------------------------------------------

@@ -311,7 +311,7 @@ def run_cta(st: CtaState, max_steps: int = 2_000_000, file: str = "<ptx>") -> No
                     arrivals.pop(b, None)
                     del need[b]
                 if eng.hazards is not None and arrived.any():
-                    eng.hazards.bar_sync(np.nonzero(arrived)[0])
+                    eng.hazards.bar_sync(np.nonzero(arrived)[0], b)
                 add(arrived)
 
     def finish() -> None:
@@ -443,6 +443,8 @@ def _loop(
                 k = int(k)
                 st.bar_arrivals[k] = st.bar_arrivals.get(k, 0) + int((key[mask] == k).sum())
                 need[k] = count
+                if eng.hazards is not None:  # (the waiters acquire what the arrivals release)
+                    eng.hazards.bar_arrive(np.nonzero(mask & (key == k))[0], k)
             add(here)
             release()
             progress = True

@@ -711,11 +711,15 @@ def _cluster_barrier(st: "CtaState", ins: Instr, mask: np.ndarray) -> str | None
         st.cluster_phase = np.full(st.n, -1, np.int64)  # the phase each lane arrived in
     phase = st.cluster_phase
 
+    haz = st.engine.hazards if st.engine is not None else None
+
     def settle(c: int) -> None:
         cnt, done = state.setdefault(c, [0, 0])
         live = int((~st.exited & (cl == c)).sum())
         if cnt and cnt >= live:
             state[c] = [0, done + 1]
+            if haz is not None:
+                haz.cluster_complete(c)
 
     if "arrive" in ins.parts:
         if (phase[mask] >= 0).any():
@@ -725,6 +729,8 @@ def _cluster_barrier(st: "CtaState", ins: Instr, mask: np.ndarray) -> str | None
             entry = state.setdefault(int(c), [0, 0])
             phase[sel] = entry[1]
             entry[0] += int(sel.sum())
+            if haz is not None:
+                haz.cluster_arrive(np.nonzero(sel)[0], int(c))
             settle(int(c))
         return None
     if (phase[mask] < 0).any():
@@ -733,6 +739,9 @@ def _cluster_barrier(st: "CtaState", ins: Instr, mask: np.ndarray) -> str | None
         settle(int(c))
     done_of = np.array([state.get(int(c), [0, 0])[1] for c in range(int(cl.max()) + 1)])
     done = mask & (phase < done_of[cl])
+    if haz is not None:
+        for c in np.unique(cl[done]):
+            haz.cluster_acquire(np.nonzero(done & (cl == c))[0], int(c))
     phase[done] = -1
     st.stall = mask & ~done
     return "stall" if st.stall.any() else None

@@ -20,7 +20,10 @@ flight or their completion. The four hazards, each an error naming both instruct
 * an expected transaction count that differs from the bytes delivered (asyncproxy.Engine);
 * an async write (TMA, bulk copy) into bytes some warp read that no barrier orders before the
   copy's issue, or that an async read in flight may still be reading (a stage overwritten while
-  in use)."""
+  in use).
+
+And, between warps, a generic read of bytes another warp wrote that no barrier (or mbarrier
+phase) orders before the read: an exchange through shared memory without its `bar.sync`."""
 
 from __future__ import annotations
 
@@ -36,6 +39,10 @@ if TYPE_CHECKING:
 def _bytes(entry) -> np.ndarray:
     """Byte offsets of an operation's read/write entry: a (start, stop) range or an array."""
     return np.arange(*entry) if isinstance(entry, tuple) else np.asarray(entry, np.int64)
+
+
+#: no bytes (:meth:`Hazards._record_write`)
+_NONE = np.zeros(0, np.int64)
 
 
 def _err(msg: str) -> Exception:
@@ -62,6 +69,7 @@ class Hazards:
         self.aw_line = np.zeros(size, np.int32)
         self.ar_op = np.zeros(size, np.int32)  # async read in flight (op id)
         self.rd_clock = np.zeros((size, self.W), np.int64)
+        self.wr_clock = np.zeros((size, self.W), np.int32)  # each warp's write of the value
         self.rd_line = np.zeros((size, self.W), np.int32)
         # per CTA simulated side by side (a cluster's): TMEM lane r of CTA k is row 128 k + r
         ctas = st.n // st.threads
@@ -70,6 +78,8 @@ class Hazards:
         self.ops: dict[int, "AsyncOp"] = {}
         self.bvc: dict[int, list[np.ndarray]] = {}  # mbarrier -> [current phase, completed]
         self.nagents = self.W
+        self.bar_pending: dict = {}  # named barrier (or cluster) -> clocks its arrivals released
+        self.cluster_done: dict = {}  # cluster -> clocks its completed barrier phase published
 
     # -- clocks -------------------------------------------------------------------------------
     def _grow(self) -> None:
@@ -78,7 +88,7 @@ class Hazards:
         for pair in self.bvc.values():
             pair[0] = np.pad(pair[0], (0, extra))
             pair[1] = np.pad(pair[1], (0, extra))
-        self.A += extra
+        self.A += extra  # (pending barrier clocks stay shorter: joined over their own size)
 
     def new_barrier(self, bar: "MBarrier") -> None:
         if self.nagents == self.A:
@@ -110,11 +120,43 @@ class Hazards:
         w = lane // 32
         np.maximum(self.vc[w], self.bvc[bar.addr][1], out=self.vc[w])
 
-    def bar_sync(self, lanes: np.ndarray) -> None:
+    def bar_sync(self, lanes: np.ndarray, key: int | None = None) -> None:
+        """The warps of ``lanes`` leave a ``bar.sync`` (barrier ``key``) together: each has
+        seen what all of them, and the warps that passed it by ``bar.arrive``, did before."""
         warps = np.unique(lanes // 32)
         joined = self.vc[warps].max(axis=0)
+        passed = self.bar_pending.pop(key, None)
+        if passed is not None:
+            np.maximum(joined[: passed.size], passed, out=joined[: passed.size])
         self.vc[warps] = joined
         self.vc[warps, warps] += 1
+
+    def bar_arrive(self, lanes: np.ndarray, key: int) -> None:
+        """``bar.arrive`` at barrier ``key``: the warps release what they did before it to the
+        warps the barrier completes for (:meth:`bar_sync`) and go on."""
+        warps = np.unique(lanes // 32)
+        joined = self.vc[warps].max(axis=0)
+        held = self.bar_pending.get(key)
+        if held is not None:
+            np.maximum(joined[: held.size], held, out=joined[: held.size])
+        self.bar_pending[key] = joined
+        self.vc[warps, warps] += 1
+
+    def cluster_arrive(self, lanes: np.ndarray, cluster: int) -> None:
+        """``barrier.cluster.arrive``: as :meth:`bar_arrive`, for the cluster's barrier."""
+        self.bar_arrive(lanes, ("cluster", cluster))
+
+    def cluster_complete(self, cluster: int) -> None:
+        """The cluster barrier's phase completed: what its arrivals released is published."""
+        self.cluster_done[cluster] = self.bar_pending.pop(("cluster", cluster), None)
+
+    def cluster_acquire(self, lanes: np.ndarray, cluster: int) -> None:
+        """``barrier.cluster.wait`` returned for ``lanes``: they acquire the completed phase."""
+        done = self.cluster_done.get(cluster)
+        if done is None:
+            return
+        for w in np.unique(lanes // 32):
+            np.maximum(self.vc[w, : done.size], done, out=self.vc[w, : done.size])
 
     # -- messages -------------------------------------------------------------------------------
     def _line(self) -> int:
@@ -168,17 +210,57 @@ class Hazards:
         line = self.st.cur_ins.line if self.st.cur_ins is not None else 0
         for w, b in self._by_warp(addrs, width):
             self.check_observed(w, b, f"warp {w} reads")
+            self.check_written(w, b, line)
             self.rd_clock[b, w] = self.vc[w, w]
             self.rd_line[b, w] = line
 
-    def generic_store(self, addrs: np.ndarray, width: int) -> None:
-        line = self.st.cur_ins.line if self.st.cur_ins is not None else 0
-        for w, b in self._by_warp(addrs, width):
-            self.generic_write(w, b, line)
+    def check_written(self, w: int, b: np.ndarray, line: int) -> None:
+        """Warp ``w`` reads bytes ``b``: a write of each byte's value by some warp must be
+        ordered before the read (the reader's own, or one behind a ``bar.sync`` both took part
+        in or an mbarrier phase). Warps that wrote the same value count alike (copies of an
+        element written by every warp that holds one)."""
+        wr = self.wr_clock[b]  # (byte, warp): each warp's write of the current value
+        written = wr > 0
+        anyw = written.any(axis=1)
+        if not anyw.any():
+            return
+        seen = self.vc[w, : self.W]
+        ok = (written & (wr <= seen[None, :])).any(axis=1)
+        bad = anyw & ~ok
+        if bad.any():
+            k = int(np.argmax(bad))
+            i = int(b[k])
+            u = int(np.argmax(wr[k]))
+            at = f" at line {self.gw_line[i]}" if self.gw_warp[i] == u else ""
+            raise _err(
+                f"warp {w} reads shared byte 0x{i:x} (line {line}) that warp {u} wrote{at} "
+                "with no barrier between them"
+            )
 
-    def generic_write(self, w: int, b: np.ndarray, line: int) -> None:
-        """Warp ``w`` writes shared bytes ``b`` through the generic proxy (a store, or a
-        cp.async when the wait that retires it runs)."""
+    def generic_store(self, addrs: np.ndarray, width: int) -> None:
+        """A store's checks, before it writes; :meth:`values_written` records it after."""
+        line = self.st.cur_ins.line if self.st.cur_ins is not None else 0
+        self._stored = []
+        for w, b in self._by_warp(addrs, width):
+            self._check_write(w, b)
+            self._stored.append((w, b, line))
+
+    def values_written(self, idx: np.ndarray, changed: np.ndarray) -> None:
+        """The store of :meth:`generic_store` wrote bytes ``idx``; ``changed``: whether each
+        got a new value."""
+        self.wr_clock[idx[changed]] = 0  # (once: all the store's warps wrote this value)
+        for w, b, line in self._stored:
+            self._record_write(w, b, line, _NONE)
+        self._stored = []
+
+    def generic_write(self, w: int, b: np.ndarray, line: int, clock: int | None = None) -> None:
+        """Warp ``w`` writes shared bytes ``b`` through the generic proxy (a cp.async when the
+        wait that retires it runs, an ``stmatrix``): new values, as far as the checks know;
+        ``clock``: the warp's clock the write counts at (default: now)."""
+        self._check_write(w, b)
+        self._record_write(w, b, line, None, clock)
+
+    def _check_write(self, w: int, b: np.ndarray) -> None:
         if (self.aw_op[b] != 0).any():
             i = int(b[np.argmax(self.aw_op[b] != 0)])
             raise _err(
@@ -193,11 +275,18 @@ class Hazards:
                 "cp.async.bulk.wait_group.read, wgmma.wait_group, or the tcgen05.commit "
                 "mbarrier)"
             )
+
+    def _record_write(self, w: int, b: np.ndarray, line: int, changed, clock=None) -> None:
+        """``changed`` (None: all of ``b``): the bytes whose value the write changed - the
+        writes of their earlier values no longer count (:meth:`check_written`)."""
+        clock = self.vc[w, w] if clock is None else clock
         self.gw_warp[b] = w
-        self.gw_clock[b] = self.vc[w, w]
+        self.gw_clock[b] = clock
         self.gw_line[b] = line
         self.gw_fenced[b] = False
         self.aw_agent[b] = -1
+        self.wr_clock[b if changed is None else changed] = 0
+        self.wr_clock[b, w] = clock
 
     def fence_proxy_async(self, lanes: np.ndarray) -> None:
         for w in np.unique(lanes // 32):

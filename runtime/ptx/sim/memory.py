@@ -103,9 +103,17 @@ class Shared(Flat):
         return Flat.load(self, addrs, width)
 
     def store(self, addrs: np.ndarray, width: int, bits: np.ndarray) -> None:
-        if self.hooks is not None:
-            self.hooks.generic_store(np.asarray(addrs), width)
+        if self.hooks is None:
+            Flat.store(self, addrs, width, bits)
+            return
+        addrs = np.asarray(addrs)
+        self.hooks.generic_store(addrs, width)
+        idx = self._offsets(addrs, width)[:, None] + np.arange(width)
+        old = self.data[idx]
         Flat.store(self, addrs, width, bits)
+        # which bytes the store changed: a write of the value already there (copies of an
+        # element written by several warps) is not a conflicting write
+        self.hooks.values_written(idx.reshape(-1), (self.data[idx] != old).reshape(-1))
 
     def raw_load(self, addrs: np.ndarray, width: int) -> np.ndarray:
         return Flat.load(self, addrs, width)

@@ -125,7 +125,11 @@ def do_alloc(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             ncols = _uniform(st.read(ins.operands[1], "u32")[sel], ins.opcode)
             dst = _uniform(shared_addrs(st, ins.operands[0], sel), ins.opcode)
             col = tmem(st, w * 32).alloc(ncols)
-            st.shared.store(np.array([dst]), 4, np.array([col], np.uint64))
+            lanes, st.cur_mask = st.cur_mask, sel  # (the strict mode's writer: warp w)
+            try:
+                st.shared.store(np.array([dst]), 4, np.array([col], np.uint64))
+            finally:
+                st.cur_mask = lanes
         return
     if parts[1] == "dealloc":
         for w in _warps_full(mask, ins.opcode):

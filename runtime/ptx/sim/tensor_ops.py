@@ -424,9 +424,10 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     pend.records.append([lanes, pend.commits[lanes].copy(), dsts, raw, np.zeros(len(lanes), bool)])
 
 
-def _land(st: "CtaState", due, strict=None) -> None:
+def _land(st: "CtaState", due, strict=None, clock: int | None = None) -> None:
     """Store the copies whose rows `due(lanes, groups)` selects, oldest first; forget records
-    whose rows have all landed."""
+    whose rows have all landed. `clock` (strict mode, copies of one lane): the issuing warp's
+    clock the writes count at (an mbarrier arrival that follows them publishes it)."""
     pend = _pending(st)
     for rec in pend.records:
         rl, groups, dsts, raw, landed = rec
@@ -445,14 +446,20 @@ def _land(st: "CtaState", due, strict=None) -> None:
                     rows = now & (rl // 32 == w)
                     hooks.generic_write(int(w), np.unique(dsts[rows].reshape(-1)), line)
             strict.retired.append((strict.epoch, d, r))
+        elif clock is not None and st.shared.hooks is not None:
+            st.shared.raw_store(d, 1, r)
+            line = st.cur_ins.line if st.cur_ins is not None else 0
+            w = int(rl[now][0]) // 32
+            st.shared.hooks.generic_write(w, np.unique(d.astype(np.int64)), line, clock)
         else:
             st.shared.store(d, 1, r)
     pend.records = [rec for rec in pend.records if not rec[4].all()]
 
 
-def retire_cp_async(st: "CtaState", lane: int) -> None:
-    """Land every cp.async of `lane` still in flight (cp.async.mbarrier.arrive's trigger)."""
-    _land(st, lambda rl, g: rl == lane)
+def retire_cp_async(st: "CtaState", lane: int, clock: int | None = None) -> None:
+    """Land every cp.async of `lane` still in flight (cp.async.mbarrier.arrive's trigger;
+    `clock`: its warp's clock at the arrive's issue, strict mode)."""
+    _land(st, lambda rl, g: rl == lane, clock=clock)
 
 
 # -- byte/bit shuffles ----------------------------------------------------------------------------
