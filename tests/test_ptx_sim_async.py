@@ -612,3 +612,54 @@ def test_bar_arrive_hands_a_buffer_between_warps() -> None:
     bad = ARRIVE.replace("    bar.arrive 1, 64;\n", "    @%p2 bar.arrive 1, 64;\n")
     with pytest.raises(PtxSimError, match="deadlock"):
         run_ptx(bad, [np.zeros(32, np.uint32)], (1, 1, 1), strict_async=True)
+
+
+def test_a_read_between_warps_needs_a_barrier() -> None:
+    """The strict mode orders generic reads between warps: without the consumer's ``bar.sync``
+    warp 1 reads what warp 0 wrote with nothing ordering the write first (section 36 of
+    docs/pipelines.md). The default mode, which runs warps in lock step, gives no error."""
+    bad = ARRIVE.replace("    bar.sync 1, 64;\n", "")
+    run_ptx(bad, [np.zeros(32, np.uint32)], (1, 1, 1))
+    with pytest.raises(
+        PtxSimError, match=r"warp 1 reads shared byte 0x\w+ \(line \d+\) that warp 0 wrote"
+    ):
+        run_ptx(bad, [np.zeros(32, np.uint32)], (1, 1, 1), strict_async=True)
+
+
+REPLICAS = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry r(.param .u64 r_out)
+.reqntid 64
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .shared .align 16 .b8 buf[128];
+    ld.param.u64 %rd1, [r_out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 31;
+    mov.u32 %r3, buf;
+    mad.lo.s32 %r4, %r2, 4, %r3;
+    mul.lo.s32 %r5, %r2, 7;
+    // both warps hold lane l's element (a replicated layout): each writes it, each reads its own
+    st.shared.u32 [%r4], %r5;
+    bar.warp.sync -1;
+    ld.shared.u32 %r6, [%r4];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r6;
+    ret;
+}
+"""
+
+
+def test_copies_of_an_element_written_by_several_warps_are_not_a_race() -> None:
+    # a layout that replicates an element across warps has every copy written with the same
+    # value; each warp reading back its own write needs no CTA barrier
+    out = run_ptx(REPLICAS, [np.zeros(64, np.uint32)], (1, 1, 1), strict_async=True)[0]
+    np.testing.assert_array_equal(out, np.tile(7 * np.arange(32), 2))
+    # a different value from the other warp, unordered: a race
+    bad = REPLICAS.replace("mul.lo.s32 %r5, %r2, 7;", "mul.lo.s32 %r5, %r1, 7;")
+    with pytest.raises(PtxSimError, match="with no barrier between them"):
+        run_ptx(bad, [np.zeros(64, np.uint32)], (1, 1, 1), strict_async=True)

@@ -289,12 +289,10 @@ def emit_unswitched(em: Emitter, loop, ops: list) -> None:
         for o in ops:
             em.emit_op(o)
         return
-    made = {r for o in ops for r in o.results}
+    made = [r for o in ops for r in o.results]  # (in order: the copies' order is the PTX's)
     body = loop.regions[0].blocks[0]
     used_after = [
-        r
-        for r in made
-        if any(id(u) not in inside or u is body.ops[-1] for u in r.users) and r in made
+        r for r in made if any(id(u) not in inside or u is body.ops[-1] for u in r.users)
     ]
     # the copy without the mask falls through (most iterations); the masked copy, taken by
     # the few iterations the mask cuts, moves its values into the first copy's registers

@@ -184,6 +184,20 @@ class Hazards:
         for w in np.unique(warps):
             yield int(w), np.unique(offs[warps == w])
 
+    def _rows_by_warp(self, addrs: np.ndarray):
+        """(warp, row mask) groups of an access's rows (one an address), as :meth:`_by_warp`
+        groups its bytes."""
+        mask = self.st.cur_mask
+        lanes = np.nonzero(mask)[0] if mask is not None else np.zeros(0, np.int64)
+        if len(lanes) and len(addrs) > len(lanes) and len(addrs) % len(lanes) == 0:
+            lanes = np.tile(lanes, len(addrs) // len(lanes))
+        if len(lanes) != len(addrs):
+            yield (int(lanes[0] // 32) if len(lanes) else 0), np.ones(len(addrs), bool)
+            return
+        warps = lanes // 32
+        for w in np.unique(warps):
+            yield int(w), warps == w
+
     def check_observed(self, w: int, b: np.ndarray, what: str) -> None:
         pend = self.aw_op[b] != 0
         if pend.any():
@@ -239,19 +253,21 @@ class Hazards:
 
     def generic_store(self, addrs: np.ndarray, width: int) -> None:
         """A store's checks, before it writes; :meth:`values_written` records it after."""
-        line = self.st.cur_ins.line if self.st.cur_ins is not None else 0
-        self._stored = []
         for w, b in self._by_warp(addrs, width):
             self._check_write(w, b)
-            self._stored.append((w, b, line))
+        self._stored = addrs
 
-    def values_written(self, idx: np.ndarray, changed: np.ndarray) -> None:
-        """The store of :meth:`generic_store` wrote bytes ``idx``; ``changed``: whether each
-        got a new value."""
-        self.wr_clock[idx[changed]] = 0  # (once: all the store's warps wrote this value)
-        for w, b, line in self._stored:
-            self._record_write(w, b, line, _NONE)
-        self._stored = []
+    def values_written(self, idx, old, new, mine) -> None:
+        """The store of :meth:`generic_store` wrote bytes ``idx`` (a row of bytes an address):
+        ``old`` / ``new`` their values before and after, ``mine`` each row's own bytes. The
+        writes of a changed byte's earlier value no longer count; a warp counts as a writer of
+        the value a byte now holds where one of its rows wrote that value."""
+        line = self.st.cur_ins.line if self.st.cur_ins is not None else 0
+        self.wr_clock[idx[new != old]] = 0
+        holds = mine == new
+        for w, rows in self._rows_by_warp(self._stored):
+            held = np.unique(idx[rows][holds[rows]])
+            self._record_write(w, np.unique(idx[rows]), line, _NONE, held=held)
 
     def generic_write(self, w: int, b: np.ndarray, line: int, clock: int | None = None) -> None:
         """Warp ``w`` writes shared bytes ``b`` through the generic proxy (a cp.async when the
@@ -276,7 +292,7 @@ class Hazards:
                 "mbarrier)"
             )
 
-    def _record_write(self, w: int, b: np.ndarray, line: int, changed, clock=None) -> None:
+    def _record_write(self, w: int, b: np.ndarray, line: int, changed, clock=None, held=None):
         """``changed`` (None: all of ``b``): the bytes whose value the write changed - the
         writes of their earlier values no longer count (:meth:`check_written`)."""
         clock = self.vc[w, w] if clock is None else clock
@@ -286,7 +302,7 @@ class Hazards:
         self.gw_fenced[b] = False
         self.aw_agent[b] = -1
         self.wr_clock[b if changed is None else changed] = 0
-        self.wr_clock[b, w] = clock
+        self.wr_clock[b if held is None else held, w] = clock
 
     def fence_proxy_async(self, lanes: np.ndarray) -> None:
         for w in np.unique(lanes // 32):

@@ -111,9 +111,11 @@ class Shared(Flat):
         idx = self._offsets(addrs, width)[:, None] + np.arange(width)
         old = self.data[idx]
         Flat.store(self, addrs, width, bits)
-        # which bytes the store changed: a write of the value already there (copies of an
-        # element written by several warps) is not a conflicting write
-        self.hooks.values_written(idx.reshape(-1), (self.data[idx] != old).reshape(-1))
+        # which bytes changed, and which lanes' bytes are the ones now there: a write of the
+        # value already there (copies of an element written by several warps) does not
+        # conflict, a lane whose byte another lane overwrote did not write the value
+        mine = np.asarray(bits).astype(_UINT[width]).view(np.uint8).reshape(-1, width)
+        self.hooks.values_written(idx, old, self.data[idx], mine)
 
     def raw_load(self, addrs: np.ndarray, width: int) -> np.ndarray:
         return Flat.load(self, addrs, width)
