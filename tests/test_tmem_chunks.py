@@ -190,3 +190,36 @@ def test_c_is_loaded_in_the_accumulators_layout(target, tmp_path):
     init = loop.operands[3]
     assert init.op.name == "nv_tileaa.tiled_load", init.op.name  # no convert_layout between
     assert init.type.encoding == loop.results[0].type.encoding
+
+
+# ---------------------------------------------------------------- M 64 on one CTA
+@pytest.mark.parametrize(
+    "ab,out,epi,tk,tn,init",
+    [
+        ("f16", "f16", 0, 64, 128, 0),
+        ("f16", "f16", 4, 64, 128, 0),  # a bias row and a scale per row (section 36)
+        ("f16", "f32", 3, 64, 256, 0),
+        ("i8", "i32", 2, 128, 128, 0),
+        ("f16", "f16", 0, 64, 128, 1),  # C as the initial value: through the scratch, as before
+    ],
+)
+def test_m64_on_one_cta_reads_tmem_by_16x32bx2(ab, out, epi, tk, tn, init, tmp_path):
+    # an M 64 tcgen05 accumulator lives in TMEM lanes 32 w .. 32 w + 15 of each warp's
+    # quarter; 16x32bx2 loads give lanes 16 .. 31 the second half of those rows' columns (as
+    # tileiras reads them), so the registers go to the TMA store in their own order. Before,
+    # 32x32b loads left half the lanes idle and the rows went through a scratch exchange
+    # (f16 64 x 128: 1,528 SASS instructions, LDS / STS 168 / 204; now 720, 28 / 64;
+    # tileiras 560)
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import fuzz_async as fa
+
+    params = dict(ab=ab, out=out, TM=64, TN=tn, TK=tk, BT=0, INIT=init, EPI=epi)
+    cfg = fa.Config(0, "gemm", "sm_100a", params, {}, dict(M=172, N=tn + 64, K=3 * tk))
+    o = fa.check(cfg, str(tmp_path))
+    assert o.status == "ok", f"{o.status}: {o.detail}\n{o.plan}"
+    assert o.path == "async" and o.plan.endswith("TMA store"), o.plan
+    x2 = o.ptx.count("tcgen05.ld.sync.aligned.16x32bx2.x32.b32")
+    assert x2 == (0 if init else tn // 64)  # a thread's tn / 2 columns, 32 a load
+    assert ("tcgen05.ld.sync.aligned.32x32b" in o.ptx) == bool(init)

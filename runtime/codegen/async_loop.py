@@ -1116,10 +1116,15 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     # one CTA's 128 rows on 8 warps (N over 128): warp w reads lanes 32 (w % 4) .., columns
     # (w / 4) N / 2 .. (a thread holds half a row: the scaled form's column halves)
     wide = M == 128 and em.num_warps == 8  # (a pair's N 256 too: section 30)
-    chain = fragment_chain(op, v["store"]) if M == 128 or half or tall else None
+    # one CTA's 64 rows on 4 warps: rows 16 w .. in TMEM lanes 32 w .. 32 w + 15; read by
+    # 16x32bx2 loads, lane l takes row 16 w + l % 16, columns (l / 16) N / 2 .. (as tileiras)
+    single64 = M == 64 and not pair and em.num_warps == 4
+    chain = fragment_chain(op, v["store"]) if M == 128 or half or tall or single64 else None
     rows = None  # thread t's row of the result, in registers (row-major order): see below
     per = N // 2 if half or wide else N
     uniform = chain is not None and init and all(r == init[0] for r in init)
+    if single64 and uniform:  # (else C waits in the scratch: 32x32b loads of lanes 0 .. 15)
+        per = N // 2
     # a row of more than 128 accumulators a thread: read back by column chunks at the store
     chunked = uniform and per > tmem_chunks.ROWS_AT_ONCE and M in (128, 256) and not half
     # C, the initial value, in the accumulator's rows (init_in_tmem): written into TMEM before
@@ -1239,11 +1244,18 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     terms = [(N, row)] + ([(N // 2, wh)] if wide else [])
     rowaddr = None if rows is not None else em.smem_addr(em.lincomb(0, terms), 4)
     add = "s32" if acc_int else "rn.f32"
+    x2 = single64 and rows is not None
+    if x2:
+        live = None
     for chunk in range(per // 32):
         regs = [em.new("b32") for _ in range(32)]
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {lane_base}, {32 * chunk}")
-        em.ins(f"tcgen05.ld.sync.aligned.32x32b.x32.b32 {{{', '.join(regs)}}}, [{src}]")
+        dst = ", ".join(regs)
+        if x2:  # (lanes 16 .. 31 take the columns N / 2 on)
+            em.ins(f"tcgen05.ld.sync.aligned.16x32bx2.x32.b32 {{{dst}}}, [{src}], {N // 2}")
+        else:
+            em.ins(f"tcgen05.ld.sync.aligned.32x32b.x32.b32 {{{dst}}}, [{src}]")
         em.ins("tcgen05.wait::ld.sync.aligned")
         if in_tmem:
             for r in regs:
@@ -1275,7 +1287,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"tcgen05.dealloc.{g}.sync.aligned.b32 {taddr}, {v['tcols']}")
     em.label(skip3)
     if rows is not None:
-        _hand_over(em, chain, ("rows", M, N, 2 if half or wide else 1))
+        _hand_over(em, chain, ("rows", M, N, 2 if half or wide or x2 else 1) + (("x2",) * x2))
         return rows
     return _scratch_to_layout(em, op, op.results[0].type, cls, M, N)
 
@@ -1406,7 +1418,8 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         if kind == "wgmma":
             th, offs = _fragment_elems(em, fm, fn)
         else:  # tcgen05, M 128: thread 32 (w % 4) + lane holds that row, columns in order
-            row, col, per = _row_thread(em, fn, fragment[3], fm)  # (from column (w / 4) N / G)
+            # (from column (w / 4) N / G)
+            row, col, per = _row_thread(em, fn, fragment[3], fm, "x2" in fragment[4:])
             th = em.new("b32")
             em.ins(f"mad.lo.s32 {th}, {row}, {fn}, {col}")
             offs = list(range(per))
@@ -1913,13 +1926,19 @@ def _stmatrix_store(em: Emitter, regs: list, M: int, N: int, base) -> None:
             )
 
 
-def _row_thread(em: Emitter, N: int, groups: int, M: int = 128) -> tuple:
+def _row_thread(em: Emitter, N: int, groups: int, M: int = 128, x2: bool = False) -> tuple:
     """(row, first column, columns) of a thread of tcgen05 row order over ``groups`` column
     groups: row 32 (w % 4) + lane, columns (w / 4) N / groups .. of it. ``M`` 64: a CTA pair's
     M 128 accumulator (section 18), thread t holds row t % 64, columns (t / 64) N / 2 ...;
     ``M`` 256: one CTA's two accumulators (8 warps), thread t holds row t."""
     tid, lane, warp = em.tid()
     row, col = em.new("b32"), em.new("b32")
+    if x2:  # one CTA's M 64 read by 16x32bx2: row 16 w + l % 16, columns (l / 16) N / 2 ..
+        em.ins(f"and.b32 {row}, {lane}, 15")
+        em.ins(f"mad.lo.s32 {row}, {warp}, 16, {row}")
+        em.ins(f"shr.u32 {col}, {lane}, 4")
+        em.ins(f"mul.lo.s32 {col}, {col}, {N // 2}")
+        return row, col, N // 2
     if M == 256:  # one CTA's 256 rows in two accumulators (_tall_stage): thread t, row t
         em.ins(f"mov.u32 {row}, {tid}")
         em.ins(f"mov.u32 {col}, 0")
@@ -1990,7 +2009,7 @@ def _swizzled_refs(em: Emitter, fragment: tuple, esz: int, base) -> list | None:
     # tcgen05 rows: thread 32 (w % 4) + lane holds that row, columns (w / 4) N / G .. in order
     # (whole 128-byte boxes: box (w / 4) N esz / 128 G ..)
     _, lane, _ = em.tid()
-    row, col, per = _row_thread(em, N, groups, M)
+    row, col, per = _row_thread(em, N, groups, M, "x2" in fragment[4:])
     key = em.new("b32")
     em.ins(f"and.b32 {key}, {lane}, 7")
     em.ins(f"mad.lo.s32 {rowbase}, {row}, 128, {base}")

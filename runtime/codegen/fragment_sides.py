@@ -36,8 +36,8 @@ def _order(em: Emitter, kind: tuple, row: bool) -> tuple:
         first, offs = o.cols() if row else o.rows()
         shape = (1, N) if row else (M, 1)
         return first, offs, 2 if row else 1, lambda regs: o.expand(shape, regs)
-    _, M, N, groups = kind
-    r, c, per = _row_thread(em, N, groups, M)
+    _, M, N, groups = kind[:4]
+    r, c, per = _row_thread(em, N, groups, M, "x2" in kind[4:])
     if row:
         return c, list(range(per)), per, list
     return r, [0], 1, lambda regs: regs * per

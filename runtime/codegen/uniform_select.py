@@ -291,9 +291,7 @@ def emit_unswitched(em: Emitter, loop, ops: list) -> None:
         return
     made = [r for o in ops for r in o.results]  # (in order: the copies' order is the PTX's)
     body = loop.regions[0].blocks[0]
-    used_after = [
-        r for r in made if any(id(u) not in inside or u is body.ops[-1] for u in r.users)
-    ]
+    used_after = [r for r in made if any(id(u) not in inside or u is body.ops[-1] for u in r.users)]
     # the copy without the mask falls through (most iterations); the masked copy, taken by
     # the few iterations the mask cuts, moves its values into the first copy's registers
     masked, join = em.new_label("mask_kept"), em.new_label("mask_join")

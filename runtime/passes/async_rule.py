@@ -987,8 +987,8 @@ def _registers_only(func: Operation, loop: Operation, sm: int, M: int, tmem_warp
     the TMA store by :func:`fragment_chain` (sm_100: the TMEM row order of M = 128), and nothing
     else after the loop holds a tile that is not uniform (which a layout exchange might stage
     there)."""
-    if sm >= 100 and M not in (128, 256):
-        return False
+    if sm >= 100 and M not in (128, 256) and not (M == 64 and tmem_warps == 4):
+        return False  # (M 64 on one CTA of 4 warps: 16x32bx2 loads, codegen/async_loop.py)
     in_tmem = sm >= 100 and tmem_warps and init_in_tmem(loop, tmem_warps)
     if not uniform_tile(loop.operands[3]) and not in_tmem:
         return False
