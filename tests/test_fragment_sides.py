@@ -55,7 +55,9 @@ def _check(tmp_path, target, ab, out, epi, tm, tn, tk=64, init=0, **options):
         # TMEM rows: a thread's row, 128 columns by ld.shared.v4
         ("sm_100a", "f16", "f16", 2, 128, 128, 64, 0, 7, "ld.shared.v4.f32"),
         ("sm_100a", "f16", "f16", 4, 128, 128, 64, 0, 7, "ld.shared.v4.f32"),
-        ("sm_100a", "f16", "f16", 4, 128, 128, 64, 1, 5, "ld.shared.v4.f32"),  # C into TMEM
+        # C into TMEM, loaded in the rows' order (fragment_load.py): no scratch either
+        ("sm_100a", "f16", "f16", 4, 128, 128, 64, 1, 7, "ld.shared.v4.f32"),
+        ("sm_90a", "f16", "f16", 4, 128, 128, 64, 1, 7, "ld.shared.v2.f32"),  # C in fragment
         ("sm_100a", "i8", "i32", 4, 128, 128, 128, 0, 7, "ld.shared.v4.b32"),
         # 256 x 256 on one CTA: the bias read by 32-column chunks beside the TMEM chunks;
         # f32 out streams box by box through the ring's slots, the vectors after them

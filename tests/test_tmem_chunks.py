@@ -200,7 +200,9 @@ def test_c_is_loaded_in_the_accumulators_layout(target, tmp_path):
         ("f16", "f16", 4, 64, 128, 0),  # a bias row and a scale per row (section 36)
         ("f16", "f32", 3, 64, 256, 0),
         ("i8", "i32", 2, 128, 128, 0),
-        ("f16", "f16", 0, 64, 128, 1),  # C as the initial value: through the scratch, as before
+        # C as the initial value: loaded half a row a thread, written by 16x32bx2 stores
+        ("f16", "f16", 0, 64, 128, 1),
+        ("f16", "f32", 2, 64, 256, 1),
     ],
 )
 def test_m64_on_one_cta_reads_tmem_by_16x32bx2(ab, out, epi, tk, tn, init, tmp_path):
@@ -221,5 +223,8 @@ def test_m64_on_one_cta_reads_tmem_by_16x32bx2(ab, out, epi, tk, tn, init, tmp_p
     assert o.status == "ok", f"{o.status}: {o.detail}\n{o.plan}"
     assert o.path == "async" and o.plan.endswith("TMA store"), o.plan
     x2 = o.ptx.count("tcgen05.ld.sync.aligned.16x32bx2.x32.b32")
-    assert x2 == (0 if init else tn // 64)  # a thread's tn / 2 columns, 32 a load
-    assert ("tcgen05.ld.sync.aligned.32x32b" in o.ptx) == bool(init)
+    assert x2 == tn // 64  # a thread's tn / 2 columns, 32 a load
+    assert "tcgen05.ld.sync.aligned.32x32b" not in o.ptx
+    # C (section 37): into TMEM before the loop, in the same order (it went through the
+    # scratch before: 32x32b loads of lanes 0 .. 15 and an exchange)
+    assert o.ptx.count("tcgen05.st.sync.aligned.16x32bx2.x32.b32") == (tn // 64 if init else 0)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tilegen.runtime.codegen import async_mma_sync, async_scaled, cta_pair, tcgen05, tma
-from tilegen.runtime.codegen import fragment_sides, tmem_chunks
+from tilegen.runtime.codegen import fragment_load, fragment_sides, tmem_chunks
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail
 from tilegen.runtime.ir import OpResult
 from tilegen.runtime.layouts.async_forms import chain_sides, fragment_chain, init_in_tmem
@@ -231,9 +231,24 @@ def async_for(em: Emitter, op, stages: int) -> None:
             pair=pair,
             sides=side_at,
         )
+    # C, the initial value, loaded in the accumulator's register order (fragment_load.py):
+    # sm_90's wgmma fragment; sm_100's TMEM rows, where C is written into TMEM before the loop
+    # (over 128 values a thread, tcgen05's consumers load and write C a chunk at a time)
+    chunks = None
+    if not (sync or tc_scaled or pair):
+        if not tc:
+            fragment_load.mark(em, op, ("wgmma", M, N))
+        elif init_in_tmem(op, W) and fragment_chain(op, store) is not None:
+            rows = ("rows", M, N, G if M == 128 else 1)
+            if M == 64:  # (half a row a thread: 16x32bx2)
+                rows = ("rows", M, N, 2, "x2")
+            fragment_load.mark(em, op, rows)
+            chunks = fragment_load.by_chunks(em, op, M * N // (32 * W))
+    skip = {id(x.op) for x in chunks or ()}
     for o in em.deferred:  # the prologue's loads and tiles: the consumers' (async_prologue)
-        em.emit_op(o)
-    init = em.get(op.operands[3])
+        if id(o) not in skip:
+            em.emit_op(o)
+    init = None if chunks else em.get(op.operands[3])
     if sync:
         em.set(op.results[0], async_mma_sync.consumer(em, op, locals()))
         if store is None:  # every copy landed: thread 0 frees the map slot
@@ -1123,13 +1138,16 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     rows = None  # thread t's row of the result, in registers (row-major order): see below
     per = N // 2 if half or wide else N
     uniform = chain is not None and init and all(r == init[0] for r in init)
-    if single64 and uniform:  # (else C waits in the scratch: 32x32b loads of lanes 0 .. 15)
-        per = N // 2
-    # a row of more than 128 accumulators a thread: read back by column chunks at the store
-    chunked = uniform and per > tmem_chunks.ROWS_AT_ONCE and M in (128, 256) and not half
     # C, the initial value, in the accumulator's rows (init_in_tmem): written into TMEM before
     # the loop, the MMAs add to it, and the rows read back are the result as they are
     in_tmem = not uniform and chain is not None and not pair and init_in_tmem(op, em.num_warps)
+    if single64 and (uniform or in_tmem):  # (else C waits in the scratch: 32x32b loads of
+        per = N // 2  # lanes 0 .. 15)
+    # a row of more than 128 accumulators a thread: read back by column chunks at the store
+    # (and C written by chunks: init is None, fragment_load.into_tmem)
+    chunked = (
+        (uniform or in_tmem) and per > tmem_chunks.ROWS_AT_ONCE and M in (128, 256) and not half
+    )
     if uniform:
         # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
         # initial value now, the sum once the MMAs ran) and the store writes it by position
@@ -1150,7 +1168,11 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"ld.shared.u32 {taddr}, [{ASYNC_SYMBOL}+{v['tmem_off']}]")
     if in_tmem:
         _, _, warp = em.tid()
-        tmem_chunks.store_rows(em, tmem_chunks.lane_base(em, warp, taddr, N, tall, wide), init)
+        at = tmem_chunks.lane_base(em, warp, taddr, N, tall, wide)
+        if init is None:
+            fragment_load.into_tmem(em, op, ("rows", M, N, 2 if wide else 1), at, per)
+        else:  # (M 64: half a row a thread, the other half N / 2 columns on)
+            tmem_chunks.store_rows(em, at, init, N // 2 if single64 else 0)
         em.barrier()  # (the issuer's tcgen05.fence::after_thread_sync follows it)
     skip = em.new_label("async_issued")
     # f32 -> tf32 operands are rounded in place (cvt.rna) by every consumer thread per stage
@@ -1214,8 +1236,8 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         lane_base = tmem_chunks.lane_base(em, warp, taddr, N, tall, wide)
         groups = 2 if wide else 1
         _hand_over(em, chain, ("rows", M, N, groups))
-        em.tmem_rows = tmem_chunks.Pending(
-            chain, lane_base, ran, init[0], cls, per, taddr, v["tcols"]
+        em.tmem_rows = tmem_chunks.Pending(  # (init None: TMEM holds C, tmem_chunks)
+            chain, lane_base, ran, None if in_tmem else init[0], cls, per, taddr, v["tcols"]
         )
         return []  # (the registers come chunk by chunk: tma_store_epilogue)
     nomma = em.new_label("async_nomma")
@@ -2057,9 +2079,12 @@ def _to_fragment(em: Emitter, op, t, init, M: int, N: int, acc_int: bool = False
     from tilegen.runtime.codegen.exchange import row_major
 
     cls = "b32" if acc_int else "f32"
+    count = M // (16 * em.num_warps) * (N // 8) * 4  # as _fragment_addrs lists them
     if init and all(r == init[0] for r in init):
-        count = M // (16 * em.num_warps) * (N // 8) * 4  # as _fragment_addrs lists them
         return [em.mov(cls, init[0]) for _ in range(count)]
+    if getattr(em, "fragment_order", {}).get(op.operands[3]) == ("wgmma", M, N):
+        assert len(init) == count, (len(init), count)  # C loaded in fragment order
+        return list(init) if len(set(init)) == count else [em.mov(cls, r) for r in init]
     em.need_smem(M * N * 4)
     d = em.dist_of(op, t)
     form = row_major((M, N))

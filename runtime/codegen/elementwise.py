@@ -272,8 +272,11 @@ def elementwise(em: Emitter, op) -> None:
                 return
         if res in getattr(em, "fragment_order", {}):
             # the async loop's registers in their own order (a CTA pair's: half the tile's);
-            # fragment_chain admits only uniform tiles beside them
-            n = min(len(x) for x in ins)
+            # fragment_chain and init_chain admit only uniform tiles beside them, whose
+            # layouts may hold another count of registers
+            varied = [len(x) for x in ins if any(r != x[0] for r in x)]
+            n = min(varied or [len(x) for x in ins])
+            ins = [x if len(x) >= n else [x[0]] * n for x in ins]
         pair = select_pair(op, em.sm) if n > 1 else None
         out = _paired(em, op, pair, src, rkey, ins) if pair is not None else []
         same: dict = {}  # operand registers -> result: a register repeated (a broadcast row)

@@ -446,8 +446,13 @@ def _tiled_operands(em: Emitter, op):
 
 @handles("nv_tileaa.tiled_load")
 def tiled_load(em: Emitter, op, force: bool = False) -> None:
-    mem, indices, in_bounds = _tiled_operands(em, op)
     res = op.results[0]
+    kind = getattr(em, "fragment_order", {}).get(res)
+    if kind is not None:  # C in the async accumulator's register order (fragment_load.py)
+        from tilegen.runtime.codegen import fragment_load
+
+        return fragment_load.load(em, op, kind)
+    mem, indices, in_bounds = _tiled_operands(em, op)
     if not is_tile(res.type):
         return element_access(em, op, load=True)
     plan = None if force else stage_plan(op)

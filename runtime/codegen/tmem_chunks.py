@@ -30,7 +30,7 @@ class Pending:
     """A tcgen05 accumulator left in tensor memory for the store: the fragment chain from the
     loop's result to the stored tile, this thread's TMEM address of its row (``lane_base``),
     whether the loop ran (``ran``: else TMEM holds nothing and the result is ``init``), the
-    uniform initial value, the register class, the thread's columns, and the allocation's address
+    uniform initial value (None: C was written into TMEM before the loop), the register class, the thread's columns, and the allocation's address
     and columns (to free)."""
 
     chain: list
@@ -62,17 +62,18 @@ def lane_base(em: Emitter, warp: str, taddr: str, N: int, tall: bool, wide: bool
     return at
 
 
-def store_rows(em: Emitter, lane_base: str, regs: list) -> None:
+def store_rows(em: Emitter, lane_base: str, regs: list, split: int = 0, at: int = 0) -> None:
     """Write a thread's row ``regs`` (the accumulator's rows layout: register k is column k)
-    into TMEM at ``lane_base``, ``CHUNK`` columns a ``tcgen05.st``; then make the writes
-    visible to the thread that issues the MMAs after the consumers' barrier."""
+    into TMEM at ``lane_base`` (from column ``at``), ``CHUNK`` columns a ``tcgen05.st``; then
+    make the writes visible to the thread that issues the MMAs after the consumers' barrier.
+    ``split``: half a row a thread of an M 64 accumulator (``16x32bx2``: lanes 16 .. 31 write
+    the columns ``split`` further)."""
+    shape = f"16x32bx2.x{{}}.b32 [{{}}], {split}," if split else "32x32b.x{}.b32 [{}],"
     for c0 in range(0, len(regs), CHUNK):
         dst = em.new("b32")
-        em.ins(f"add.s32 {dst}, {lane_base}, {c0}")
-        part = ", ".join(regs[c0 : c0 + CHUNK])
-        em.ins(
-            f"tcgen05.st.sync.aligned.32x32b.x{len(regs[c0 : c0 + CHUNK])}.b32 [{dst}], {{{part}}}"
-        )
+        em.ins(f"add.s32 {dst}, {lane_base}, {at + c0}")
+        part = regs[c0 : c0 + CHUNK]
+        em.ins(f"tcgen05.st.sync.aligned.{shape.format(len(part), dst)} {{{', '.join(part)}}}")
     em.ins("tcgen05.wait::st.sync.aligned")
     em.ins("tcgen05.fence::before_thread_sync")
 
@@ -94,24 +95,31 @@ def store_by_chunks(em: Emitter, p: Pending, store, value, refs: list, write) ->
 
     # no iteration: TMEM holds nothing and the result is the initial value; the columns get
     # the additive identity (-0.0: x + -0.0 is x for every x; 0 for integers) and the chunks
-    # below add the initial value as usual (``ran`` is uniform: the warps stay converged)
-    filled = em.new_label("tmem_chunks_filled")
-    em.ins(f"@{p.ran} bra {filled}")
-    z = em.mov("b32", "0" if p.cls == "b32" else "0x80000000")
-    for c0 in range(0, p.per, CHUNK):
-        dst = em.new("b32")
-        em.ins(f"add.s32 {dst}, {p.lane_base}, {c0}")
-        em.ins(f"tcgen05.st.sync.aligned.32x32b.x{CHUNK}.b32 [{dst}], {{{', '.join([z] * CHUNK)}}}")
-    em.ins("tcgen05.wait::st.sync.aligned")
-    em.label(filled)
+    # below add the initial value as usual (``ran`` is uniform: the warps stay converged).
+    # (No initial value: C was written into TMEM before the loop, and TMEM holds the result.)
+    if p.init is not None:
+        filled = em.new_label("tmem_chunks_filled")
+        em.ins(f"@{p.ran} bra {filled}")
+        z = em.mov("b32", "0" if p.cls == "b32" else "0x80000000")
+        for c0 in range(0, p.per, CHUNK):
+            dst = em.new("b32")
+            em.ins(f"add.s32 {dst}, {p.lane_base}, {c0}")
+            zeros = ", ".join([z] * CHUNK)
+            em.ins(f"tcgen05.st.sync.aligned.32x32b.x{CHUNK}.b32 [{dst}], {{{zeros}}}")
+        em.ins("tcgen05.wait::st.sync.aligned")
+        em.label(filled)
     cur = load(0)
     em.ins("tcgen05.wait::ld.sync.aligned")
     for c0 in range(0, p.per, CHUNK):
         nxt = load(c0 + CHUNK) if c0 + CHUNK < p.per else None  # in flight meanwhile
         vals = []
         for r in cur:  # the initial value plus the sum
-            y, x = em.new(p.cls), em.new(p.cls)
+            y = em.new(p.cls)
             em.ins(f"mov.b32 {y}, {r}")
+            if p.init is None:
+                vals.append(y)
+                continue
+            x = em.new(p.cls)
             em.ins(f"add.{add} {x}, {p.init}, {y}")
             vals.append(x)
         em.set(first, vals)

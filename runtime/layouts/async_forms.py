@@ -60,19 +60,61 @@ TMEM_ROWS_AT_ONCE = 128
 def init_in_tmem(loop: Operation, warps: int) -> bool:
     """Whether sm_100's GEMM form writes the K loop's initial value (C, not uniform) into
     tensor memory before the loop, so the first MMA adds to it (codegen/async_loop.py; docs/
-    pipelines.md section 33): the value is laid out as the tcgen05 accumulator's rows (register
-    k of a thread is column k of its TMEM row: ``tcgen05.st`` writes it as it is), 128 or 256
-    rows, at most ``TMEM_ROWS_AT_ONCE`` values a thread."""
+    pipelines.md sections 33 and 37), 128 or 256 rows (or 64 on 4 warps): C comes by
+    :func:`init_chain`, so the consumers load it in the rows' order whatever its layout
+    (codegen/fragment_load.py; a column chunk at a time past ``TMEM_ROWS_AT_ONCE`` values a
+    thread; half a row a thread at M 64, ``16x32bx2``), or 128 or 256 rows are laid out as
+    the tcgen05 accumulator's rows (register k of a thread is column k of its TMEM row:
+    ``tcgen05.st`` writes it as it is), at most ``TMEM_ROWS_AT_ONCE`` values a thread."""
     from tilegen.runtime.layouts.mma_choice import tcgen05_accumulator_layout
 
     t = loop.operands[3].type
     shape = tuple(getattr(t, "shape", ()))
-    if len(shape) != 2 or shape[0] not in (128, 256) or uniform_tile(loop.operands[3]):
+    if len(shape) != 2 or shape[0] not in (64, 128, 256) or uniform_tile(loop.operands[3]):
         return False
     M, N = shape
-    if N % 32 or M * N // (32 * warps) > TMEM_ROWS_AT_ONCE:
+    if N % 32 or (M == 256 and warps != 8) or (M == 64 and (warps != 4 or N % 64)):
+        return False
+    if init_chain(loop) is not None:  # (loaded in the rows' order whatever its layout)
+        return True
+    if M == 64:  # (half a row a thread: written by 16x32bx2 stores, as loaded)
+        return False
+    if M * N // (32 * warps) > TMEM_ROWS_AT_ONCE:
         return False
     return t.encoding == tcgen05_accumulator_layout(warps, N, M)
+
+
+def init_chain(loop: Operation) -> Optional[list]:
+    """The values from a ``tiled_load`` of an M x N tile to ``loop``'s initial value (C, as
+    cuTile writes ``acc = ct.astype(ct.load(C, ...), ct.float32)``), when nothing else reads
+    them: a single-use chain of ``convert_layout``\\ s and elementwise ops whose other operands
+    are scalars or uniform tiles, of that shape throughout, from an unmasked load (its padding
+    uniform). Register k then means one element all along, whatever order the registers are
+    in, so the emitter may load C straight in the accumulator's own register order (codegen/
+    fragment_load.py) and the conversions pass the registers through: no exchange, and no
+    scratch beside the stage ring (docs/pipelines.md section 37). None otherwise."""
+    v = loop.operands[3]
+    shape = tuple(getattr(v.type, "shape", ()))
+    if len(shape) != 2 or uniform_tile(v):
+        return None
+    chain = [v]
+    while True:
+        op = _op(v)
+        if op is None or v.num_uses != 1 or tuple(getattr(v.type, "shape", ())) != shape:
+            return None
+        if op.name == "nv_tileaa.tiled_load":
+            group = op.opdef.operand_group
+            if v is not op.results[0] or group(op, "mask"):
+                return None
+            if not all(uniform_tile(o) for o in group(op, "other")):
+                return None
+            return chain[::-1]
+        tiles = [o for o in op.operands if getattr(o.type, "rank", 0)]
+        varied = [o for o in tiles if not uniform_tile(o)]
+        if len(varied) != 1 or not (op.name == "nv_tileas.convert_layout" or elementwise(op)):
+            return None
+        v = varied[0]
+        chain.append(v)
 
 
 def fragment_chain(

@@ -37,6 +37,7 @@ from tilegen.runtime.layouts.async_forms import (
     deferred_dot,
     elementwise,
     fragment_chain,
+    init_chain,
     init_in_tmem,
     operand_load,
     side_bytes,
@@ -692,8 +693,8 @@ def _streams(func: Operation, loop: Operation, sm: int, warps: int) -> bool:
     per = shape[0] * shape[1] // (32 * warps)
     return (
         per > TMEM_ROWS_AT_ONCE
-        and uniform_tile(loop.operands[3])
-        and _registers_only(func, loop, sm, shape[0])
+        and (uniform_tile(loop.operands[3]) or init_in_tmem(loop, warps))
+        and _registers_only(func, loop, sm, shape[0], warps)
     )
 
 
@@ -726,8 +727,9 @@ def _lowering(
     regs_only = _registers_only(func, loop, sm, M, 0 if pair else warps)
     # (an initial value written into TMEM but converted into the accumulator's layout first:
     # the conversion's exchange needs the scratch, since the consumers load C after the
-    # producer has started filling the ring)
-    if regs_only and not uniform_tile(loop.operands[3]) and _converted_init(loop):
+    # producer has started filling the ring - unless the consumers load C in the rows' order,
+    # codegen/fragment_load.py, as sm_90 loads it in the fragment's)
+    if regs_only and _converted_init(loop) and init_chain(loop) is None:
         regs_only = False
     for scratch in (0, M * N * 4) if regs_only else (M * N * 4,):
         stages = 0
@@ -982,15 +984,18 @@ def _converted_init(loop: Operation) -> bool:
 
 def _registers_only(func: Operation, loop: Operation, sm: int, M: int, tmem_warps: int = 0) -> bool:
     """Whether the emitter keeps the accumulator out of the scratch buffer: a uniform initial
-    value goes straight into the registers (or, on sm_100 with ``tmem_warps`` - one CTA of that
-    many warps - a non-uniform one into tensor memory: :func:`init_in_tmem`), the result reaches
+    value goes straight into the registers (or, with ``tmem_warps`` - one CTA of that many
+    warps - a non-uniform one into tensor memory on sm_100, :func:`init_in_tmem`, or loaded
+    in the wgmma fragment's order on sm_90, :func:`init_chain`), the result reaches
     the TMA store by :func:`fragment_chain` (sm_100: the TMEM row order of M = 128), and nothing
     else after the loop holds a tile that is not uniform (which a layout exchange might stage
     there)."""
     if sm >= 100 and M not in (128, 256) and not (M == 64 and tmem_warps == 4):
         return False  # (M 64 on one CTA of 4 warps: 16x32bx2 loads, codegen/async_loop.py)
     in_tmem = sm >= 100 and tmem_warps and init_in_tmem(loop, tmem_warps)
-    if not uniform_tile(loop.operands[3]) and not in_tmem:
+    # (sm_90, one CTA: C loaded straight in the wgmma fragment's order, codegen/fragment_load)
+    in_fragment = ASYNC_MMA.get(sm) == "wgmma" and tmem_warps and init_chain(loop) is not None
+    if not uniform_tile(loop.operands[3]) and not (in_tmem or in_fragment):
         return False
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)  # (the ring's size checked later)
     chain = fragment_chain(loop, store, through_conversion=True)  # (_store_unconverted's)
