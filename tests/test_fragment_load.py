@@ -1,7 +1,8 @@
 """C, the K loop's initial value, loaded straight in the async accumulator's register order
 (runtime/codegen/fragment_load.py, layouts/async_forms.init_chain; docs/pipelines.md section
-37): sm_90a's wgmma fragment and sm_100a's TMEM rows (a chunk at a time past 128 values a
-thread), with no exchange through shared memory and no scratch beside the stage ring."""
+37): sm_90a's wgmma fragment, sm_100a's TMEM rows (a chunk at a time past 128 values a thread)
+and sm_120's mma.sync fragment, with no exchange through shared memory and no scratch beside
+the stage ring."""
 
 import re
 import sys
@@ -55,7 +56,7 @@ def _ptx(target: str, m: int, n: int, warps=None, scaled: bool = False) -> str:
 
 def _before_loop(ptx: str, target: str) -> str:
     """The consumers' PTX from their branch to the first MMA (C's load and its way in)."""
-    mma = "wgmma.mma_async" if target == "sm_90a" else "tcgen05.mma"
+    mma = {"sm_90a": "wgmma.mma_async", "sm_100a": "tcgen05.mma"}.get(target, "mma.sync")
     consumers = re.split(r"\$L__async_consumer_\d+:", ptx)[1]
     return consumers.split(mma)[0]
 
@@ -69,6 +70,7 @@ def _before_loop(ptx: str, target: str) -> str:
         ("sm_100a", 128, 128, None, True),  # a TMEM row a thread, 128 values
         ("sm_100a", 256, 256, 8, False),  # 256 values a thread: written a chunk at a time
         ("sm_100a", 64, 128, None, False),  # half a row a thread (16x32bx2)
+        ("sm_120a", 128, 128, None, True),  # the mma.sync fragment: the dot's own layout
     ],
 )
 @pytest.mark.parametrize("nk", [0, 1, 3])
@@ -123,3 +125,26 @@ def test_init_chain_refuses_other_tiles(tmp_path, line, why):
     text = _text(128, 128, True).replace(SCALED.format(m=128, n=128), line.format(m=128, n=128))
     loop = _loop(tmp_path, text, "sm_90a")
     assert init_chain(loop) is None, why
+
+
+@pytest.mark.parametrize(
+    "target,ab,out,epi,tm,tn,tk,bt,stages",
+    [
+        ("sm_90a", "f16", "f16", 0, 128, 128, 64, 0, 7),  # f16 C: its conversion passed through
+        ("sm_100a", "e4m3", "f16", 1, 256, 256, 128, 1, 3),  # seed 70225: spilled on today's path
+        ("sm_120", "f16", "f16", 1, 128, 128, 64, 1, 3),  # today's path before (64 KB scratch)
+    ],
+)
+def test_cutile_gemms_from_c_take_the_async_path(
+    tmp_path, target, ab, out, epi, tm, tn, tk, bt, stages
+):
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import fuzz_async as fa
+
+    params = dict(ab=ab, out=out, TM=tm, TN=tn, TK=tk, BT=bt, INIT=1, EPI=epi)
+    cfg = fa.Config(0, "gemm", target, params, {}, dict(M=tm + 44, N=tn + 64, K=3 * tk))
+    o = fa.check(cfg, str(tmp_path))  # ptxas (0 spills), strict ptxsim against NumPy
+    assert o.status == "ok", f"{o.status}: {o.detail}\n{o.plan}"
+    assert o.path == "async" and f" {stages} stages x" in o.plan, o.plan

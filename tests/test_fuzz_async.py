@@ -31,6 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -221,12 +222,38 @@ def test_sm120_gemm_takes_tma_stages_and_mma_sync(ab, out, tm, tn, tk, bt, init,
     assert " 0 bytes stack frame" in log, log
 
 
-def test_sm120_8bit_b_loaded_k_by_n_keeps_todays_path(tmp_path):
-    # ldmatrix transposes 16-bit elements only: an 8-bit B loaded K x N is not read from a TMA
-    # stage (the located reason), and today's path computes the product
-    o = _run(_gemm("sm_120", "i8", "i32", 128, 64, 128), tmp_path)
-    assert o.path == "today"
-    assert "8-bit B loaded K x N: ldmatrix transposes 16-bit elements only" in o.plan
+@pytest.mark.parametrize(
+    "ab,out,tm,tn,tk,init",
+    [
+        ("i8", "i32", 128, 64, 128, 0),
+        ("e4m3", "f16", 128, 128, 128, 0),
+        ("e4m3", "f32", 64, 128, 64, 1),  # C as the initial value too
+    ],
+)
+def test_sm120_8bit_b_loaded_k_by_n_is_transposed_by_the_consumers(
+    ab, out, tm, tn, tk, init, tmp_path
+):
+    # ldmatrix transposes 16-bit elements only: the consumers copy each stage's B (K x N) into
+    # one of two B^T buffers (4 x 4 byte transposes by prmt), meet, and read it K-major as
+    # they read B loaded N x K (before: today's path, "8-bit B loaded K x N")
+    cfg = _gemm("sm_120", ab, out, tm, tn, tk, init=init)
+    cfg.sizes = dict(M=2 * tm - 8, N=2 * tn, K=3 * tk)
+    o = _run(cfg, tmp_path)
+    assert o.path == "async" and "mma.sync" in o.plan, o.plan
+    assert "prmt.b32" in o.ptx and "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in o.ptx
+    assert ".trans" not in o.ptx
+    if init:
+        return
+    # the consumers' barrier between the transpose and the reads, planted away: a warp reads
+    # B^T bytes another warp wrote, unordered (the strict simulator's check)
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    m = re.search(r"prmt\.b32(?:(?!bar\.sync).)*?\n(\s*bar\.sync 1, 128;\n)", o.ptx, re.S)
+    assert m is not None
+    planted = o.ptx[: m.start(1)] + o.ptx[m.end(1) :]
+    args, grid, *_ = fa.problem(cfg, np.random.default_rng(cfg.seed))
+    with pytest.raises(Exception, match="with no barrier between them"):
+        run_ptx(planted, args, grid, strict_async=True, max_steps=50_000_000)
 
 
 def test_a_pair_refused_keeps_two_warp_groups(tmp_path):

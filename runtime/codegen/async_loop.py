@@ -71,6 +71,9 @@ _TRANSPOSABLE = ("f16", "bf16")
 #: wgmmas of iteration i - 1 may still run (wait_group 1); buffer i % 3 was last read by the
 #: wgmmas of iteration i - 3, which every warp group completed before the barrier of i - 1
 BT_BUFFERS = 3
+#: sm_120's (ldmatrix reads B^T into registers before the iteration ends): buffer i % 2 was
+#: last read in iteration i - 2, which every consumer finished before the barrier of i - 1
+BT_BUFFERS_SYNC = 2
 
 
 def _align(n: int, a: int) -> int:
@@ -112,7 +115,8 @@ class _KMajor:
     """B^T (N rows of K elements, K contiguous) in a buffer laid out like a K-major A stage:
     128-byte column boxes of N rows, each swizzled by its row width (``tma.column_boxes``)."""
 
-    def __init__(self, rows: int, k: int, esz: int):
+    def __init__(self, rows: int, k: int, esz: int, count: int = BT_BUFFERS):
+        self.count = count  # buffers, used in turn
         boxes = tma.column_boxes((rows, k), esz)
         self.span = boxes[0][1].swizzle
         self.box_bytes = boxes[0][1].bytes
@@ -120,6 +124,13 @@ class _KMajor:
 
     def offset(self, row: int, kbyte: int) -> int:
         return (kbyte // self.span) * self.box_bytes + row * self.span + kbyte % self.span
+
+    def advance(self, em: Emitter, at: str, end: str) -> None:
+        """The next buffer's address into register ``at`` (``end``: past the last buffer)."""
+        wrap = em.new("pred")
+        em.ins(f"add.s32 {at}, {at}, {self.bytes}")
+        em.ins(f"setp.eq.u32 {wrap}, {at}, {end}")
+        em.ins(f"@{wrap} sub.s32 {at}, {at}, {self.count * self.bytes}")
 
 
 def _staged_load(v):
@@ -185,8 +196,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
     tc = em.sm in TCGEN05_SMS  # tcgen05 consumers (sm_100a), else wgmma (sm_90a)
     sync = em.sm == 120  # mma.sync consumers reading the stages by ldmatrix (section 31)
     # wgmma reads tf32 / 8-bit B K-major only: the consumers transpose each stage's B into one
-    # of BT_BUFFERS B^T buffers (in turn) before the MMAs
-    bt = None if tc or ab in _TRANSPOSABLE or kmajor else _KMajor(N, K, a.esz)
+    # of BT_BUFFERS B^T buffers (in turn) before the MMAs; so do sm_120's for 8-bit B, which
+    # ldmatrix cannot transpose (async_mma_sync.py)
+    count = BT_BUFFERS_SYNC if sync else BT_BUFFERS
+    bt = None if tc or ab in _TRANSPOSABLE or kmajor else _KMajor(N, K, a.esz, count)
     if tc and ab == "tf32" and b.span == 128 and not kmajor:
         b.atom = 32
     # the scaled accumulate's side vectors the producer copies too (1 x N rows), 128-aligned
@@ -235,7 +248,9 @@ def async_for(em: Emitter, op, stages: int) -> None:
     # sm_90's wgmma fragment; sm_100's TMEM rows, where C is written into TMEM before the loop
     # (over 128 values a thread, tcgen05's consumers load and write C a chunk at a time)
     chunks = None
-    if not (sync or tc_scaled or pair):
+    if sync:  # sm_120: the mma.sync fragment is the dot's own (blocked) layout
+        fragment_load.mark(em, op, ("layout", dot.results[0].type.encoding))
+    elif not (tc_scaled or pair):
         if not tc:
             fragment_load.mark(em, op, ("wgmma", M, N))
         elif init_in_tmem(op, W) and fragment_chain(op, store) is not None:
@@ -300,7 +315,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     if bt is not None:  # B^T buffers in turn
         btbase, btend = em.new("b32"), em.new("b32")
         em.ins(f"add.s32 {btbase}, {base}, {bt_off}")
-        em.ins(f"add.s32 {btend}, {btbase}, {BT_BUFFERS * bt.bytes}")
+        em.ins(f"add.s32 {btend}, {btbase}, {bt.count * bt.bytes}")
     p = em.new("pred")
     em.ins(f"setp.eq.u32 {p}, 0, 0")
     _, _, warp = em.tid()
@@ -376,10 +391,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.ins(f"mov.b32 {prev}, {ring.stage}")
         em.ins(f"setp.eq.u32 {have_prev}, 0, 0")
     if bt is not None:
-        wrap = em.new("pred")
-        em.ins(f"add.s32 {btbase}, {btbase}, {bt.bytes}")
-        em.ins(f"setp.eq.u32 {wrap}, {btbase}, {btend}")
-        em.ins(f"@{wrap} sub.s32 {btbase}, {btbase}, {BT_BUFFERS * bt.bytes}")
+        bt.advance(em, btbase, btend)
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
@@ -391,7 +403,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     # (after the epilogue's TMA store instead, when there is one)
     if store is None:
         _free_slot(em, t0, slot_off, slots)
-    _ring_scratch(em, op, bt_off + (BT_BUFFERS * bt.bytes if bt else 0))
+    _ring_scratch(em, op, bt_off + (bt.count * bt.bytes if bt else 0))
     chain = fragment_chain(op, store)
     if chain is not None:  # the registers stay in fragment order up to the TMA store
         _hand_over(em, chain, ("wgmma", M, N))
@@ -739,7 +751,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     pair = facts.get("pair", False)
     nb = facts.get("boxes", 1)  # barriers per stage and side: one, or one per staged load
     bt_off = stages * stage_bytes
-    bar_off = bt_off + (BT_BUFFERS * bt.bytes if bt else 0)
+    bar_off = bt_off + (bt.count * bt.bytes if bt else 0)
     slot_off = bar_off + 16 * stages * nb
     tmem_off, done_off = slot_off + 8, slot_off + 16  # sm_100: TMEM address, MMAs-done barrier
     tbar_off = slot_off + 24  # sm_100 scaled accumulate: the two TMEM buffers' barriers

@@ -128,16 +128,26 @@ def consumer(em: Emitter, op, v: dict) -> list:
     )
     tm, tn, tk = row.shape
     esz = a.esz
-    if row.frag_cls != "b32" or tk * esz != 32 or row.unpack or (esz == 1 and not b.kmajor):
+    # 8-bit B loaded K x N: the consumers transpose each stage's B into a B^T buffer first
+    # (``bt``: async_loop._transpose_b, as sm_90's do; ldmatrix transposes 16-bit elements only)
+    bt = v["bt"]
+    kmajor = b.kmajor or bt is not None
+    if row.frag_cls != "b32" or tk * esz != 32 or row.unpack or (esz == 1 and not kmajor):
         fail(op, "PTX backend: the sm_120 async loop takes 16-bit operands, or 8-bit with B^T")
     reps_m, reps_n, ksteps = M // tm, N // (tn * W), K // tk
-    if a.span not in (32, 64, 128) or b.span not in (32, 64, 128):
+    bspan = b.span if bt is None else bt.span  # (the rows ldmatrix reads B from)
+    if a.span not in (32, 64, 128) or bspan not in (32, 64, 128):
         fail(op, "PTX backend: the sm_120 async loop reads swizzled boxes of 32-128 bytes")
     a_steps = a.span // (tk * esz)  # K steps in one box of A (of B^T)
     # (in the consumers' branch, not hoisted to the kernel's entry: nothing the producer does
     # not need stays live across its setmaxnreg.dec)
     pa = _a_offsets(em, a.span)
-    pb = _bt_offsets(em, b.span) if b.kmajor else _b_offsets(em, W, reps_n, K, b.span)
+    pb = _bt_offsets(em, bspan) if kmajor else _b_offsets(em, W, reps_n, K, b.span)
+    btbase = btend = None
+    if bt is not None:  # the B^T buffers, in turn
+        btbase, btend = em.new("b32"), em.new("b32")
+        em.ins(f"add.s32 {btbase}, {base}, {v['bt_off']}")
+        em.ins(f"add.s32 {btend}, {btbase}, {bt.count * bt.bytes}")
     kmap = {dr.raw[k]: k for k in range(dr.nregs)}
     init = v["init"]
     acc = []
@@ -157,6 +167,13 @@ def consumer(em: Emitter, op, v: dict) -> list:
     mbarrier_wait(em, full, ring.phase)
     sbase = em.new("b32")
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
+    boff = b.offset
+    if bt is not None:  # this stage's B into this iteration's B^T buffer, then every read of it
+        from tilegen.runtime.codegen.async_loop import _transpose_b
+
+        _transpose_b(em, b, sbase, bt, btbase, v["tid"], v["nthreads"])
+        em.barrier()
+        boff = 0
     sa, sb = [], []
     for r in pa:
         x = em.new("b32")
@@ -164,7 +181,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
         sa.append(x)
     for r in pb:
         x = em.new("b32")
-        em.ins(f"add.s32 {x}, {sbase}, {r}")
+        em.ins(f"add.s32 {x}, {sbase if bt is None else btbase}, {r}")
         sb.append(x)
     unpacked: dict = {}
     for ra in range(reps_m):
@@ -183,9 +200,10 @@ def consumer(em: Emitter, op, v: dict) -> list:
             cregs = [acc[kmap[(ra * tm + dm, n0 + dn)]] for dm, dn in row.c_regs]
             for s in range(ksteps):
                 bregs = [em.new("b32") for _ in row.b_regs]
-                if b.kmajor:  # B^T rows n: the A-like K-major read
-                    box, j = divmod(s, b.span // (tk * esz))
-                    off = b.offset + box * b.box_bytes + rb * W * tn * b.span
+                if kmajor:  # B^T rows n: the A-like K-major read
+                    box, j = divmod(s, bspan // (tk * esz))
+                    box_bytes = b.box_bytes if bt is None else bt.box_bytes
+                    off = boff + box * box_bytes + rb * W * tn * bspan
                     em.ins(
                         f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, "
                         f"[{sb[j]}+{off}]"
@@ -199,6 +217,8 @@ def consumer(em: Emitter, op, v: dict) -> list:
                 issue_mma(em, row, cregs, afr[s], bregs, cregs, unpacked)
     # every read of the stage is in registers now: the producer may refill it
     mbarrier_arrive(em, bar(1, ring.stage))
+    if bt is not None:
+        bt.advance(em, btbase, btend)
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from tilegen.runtime.codegen.core import Emitter
+from tilegen.runtime.codegen.core import Emitter, fail
+from tilegen.runtime.types import TileType
 from tilegen.runtime.layouts.async_forms import init_chain
 
 
@@ -63,10 +64,22 @@ def into_tmem(em: Emitter, loop, kind: tuple, lane_base: str, per: int) -> None:
     em.ins("tcgen05.fence::before_thread_sync")
 
 
-def _cells(em: Emitter, kind: tuple) -> tuple:
+def _cells(em: Emitter, kind: tuple, op) -> tuple:
     """(this thread's first row, first column, [(row, column) offset of each register], the
-    first column's alignment in elements) in register order ``kind``."""
+    first column's alignment in elements) in register order ``kind`` for ``op``'s tile."""
     from tilegen.runtime.codegen.async_loop import _fragment_thread, _row_thread
+
+    if kind[0] == "layout":  # a blocked layout (sm_120's mma.sync fragment): its closed form
+        t = op.results[0].type
+        d = em.dist_of(op, TileType(tuple(t.shape), t.element, kind[1]))
+        if (
+            d.layout is not d.root
+            or d.root.order[0] != 1
+            or any(d.wraps(i, k) for k in range(d.nregs) for i in range(2))
+        ):
+            fail(op, f"PTX backend: C cannot be loaded in the layout {kind[1]}")
+        r0, c0 = em.base(d)[:2]
+        return r0, c0, [tuple(d.raw[k][:2]) for k in range(d.nregs)], d.root.size_per_thread[1]
 
     if kind[0] == "wgmma":  # register ((q N/8 + j) 2 + h) 2 + s: row 64 q + 8 h, column 8 j + s
         _, M, N = kind
@@ -113,7 +126,7 @@ def load(em: Emitter, op, kind: tuple, cols: Optional[tuple] = None) -> None:
             em.emit_op(other.op)
         pad = em.get(other)
         pad = pad[0] if isinstance(pad, list) else pad
-    r0, c0, cells, align = _cells(em, kind)
+    r0, c0, cells, align = _cells(em, kind, op)
     if cols is not None:
         cells = [(dr, dc) for dr, dc in cells if cols[0] <= dc < cols[0] + cols[1]]
     starts = [em.scalar(op, v) for v in indices]
@@ -128,24 +141,39 @@ def load(em: Emitter, op, kind: tuple, cols: Optional[tuple] = None) -> None:
     width = 1
     if mem.strides[1] == 1:
         width = max(1, min(_proven_width(op), 16 // esize, align))
+    stride = mem.strides[0]
+    # a few rows (the wgmma fragment's, visited in turn): an address each; many (a blocked
+    # layout's, in order): one running address, advanced row by row, so that the addresses
+    # and predicates of 32 rows are not all live beside the loaded values
+    few = len({dr for dr, _ in cells}) <= 8 or isinstance(stride, int)
     rows: dict = {}  # row offset -> (address register, immediate bytes)
     preds: dict = {}
+    step = None if few else scaled_offset(em, 1, None, stride, esize)  # bytes a row (b64)
 
     def row_at(dr: int) -> tuple:
-        if dr not in rows:
-            stride = mem.strides[0]
-            if isinstance(stride, int):
-                rows[dr] = (addr, dr * stride * esize)
-            else:
-                a = em.new("b64")
-                em.ins(f"add.s64 {a}, {addr}, {scaled_offset(em, dr, None, stride, esize)}")
-                rows[dr] = (a, 0)
+        if dr in rows:
+            return rows[dr]
+        if isinstance(stride, int):
+            rows[dr] = (addr, dr * stride * esize)
+        elif few:
+            a = em.new("b64")
+            em.ins(f"add.s64 {a}, {addr}, {scaled_offset(em, dr, None, stride, esize)}")
+            rows[dr] = (a, 0)
+        else:
+            prev, (at, _) = next(iter(rows.items()), (0, (addr, 0)))
+            a = em.new("b64")
+            em.ins(f"mad.lo.s64 {a}, {step}, {dr - prev}, {at}")
+            rows.clear()
+            rows[dr] = (a, 0)
         return rows[dr]
 
     def bound(axis: int, off: int):
         if in_bounds[axis]:
             return None
         if (axis, off) not in preds:
+            if axis == 0 and not few:  # (the current row's only)
+                for key in [key for key in preds if key[0] != 1]:
+                    del preds[key]
             preds[axis, off] = em.lt_u(em.lincomb(off, [(1, first[axis])]), mem.sizes[axis])
         return preds[axis, off]
 
@@ -173,26 +201,8 @@ def load(em: Emitter, op, kind: tuple, cols: Optional[tuple] = None) -> None:
             a, col = b, 0
         off = imm + col
         ref = f"[{a}+{off}]" if off else f"[{a}]"
-        out += _load(em, opcode, kt, guard(dr, dc), pad, ref, n)
+        out += load_group(em, opcode, kt, guard(dr, dc), [pad] * n, ref, n)
         k += n
     em.set(op.results[0], out)
     for r in op.results[1:]:
         em.set(r, None)
-
-
-def _load(em: Emitter, opcode: str, kt, guard, pad, ref: str, n: int) -> list:
-    """``n`` neighbouring elements at ``ref``, ``pad`` where ``guard`` is false; pairs of
-    16-bit elements as one b32 word each, split by ``mov.b32`` (ptxas reads the halves where
-    they are: ``ld.v2.b16`` cost two ``PRMT`` an element more)."""
-    from tilegen.runtime.codegen.memory import _pack, load_elems, load_group
-
-    if kt[1] != 2 or kt[0] != "b16" or n % 2:
-        return load_group(em, opcode, kt, guard, [pad] * n, ref, n)
-    word = _pack(em, pad, pad) if guard is not None else None
-    words = load_elems(em, opcode, ("b32", 4, "b32", "b32"), guard, [word] * (n // 2), ref)
-    out = []
-    for w in words:
-        lo, hi = em.new("b16"), em.new("b16")
-        em.ins(f"mov.b32 {{{lo}, {hi}}}, {w}")
-        out += [lo, hi]
-    return out

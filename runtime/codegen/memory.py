@@ -491,12 +491,13 @@ def tiled_load(em: Emitter, op, force: bool = False) -> None:
 
 
 def load_group(em: Emitter, opcode: str, kt, guard, others: list, addr: str, n: int) -> list:
-    """One vector load of ``n`` elements at ``addr`` (8 16-bit elements as four packed b32
-    words), each element ``others[j]`` where ``guard`` is false."""
-    if n == 8 and kt[0] == "b16" and kt[1] == 2:
-        po = [None] * 4
+    """One vector load of ``n`` elements at ``addr`` (2, 4 or 8 16-bit elements as packed b32
+    words, split by ``mov.b32``: ptxas reads the halves where they are, where ``ld.v2.b16``
+    cost two ``PRMT`` an element), each element ``others[j]`` where ``guard`` is false."""
+    if n in (2, 4, 8) and kt[0] == "b16" and kt[1] == 2:
+        po = [None] * (n // 2)
         if guard is not None:
-            po = [_pack(em, others[2 * j], others[2 * j + 1]) for j in range(4)]
+            po = [_pack(em, others[2 * j], others[2 * j + 1]) for j in range(n // 2)]
         words = load_elems(em, opcode, ("b32", 4, "b32", "b32"), guard, po, addr)
         regs = []
         for w in words:
@@ -658,6 +659,8 @@ def _per_reg(em: Emitter, op, v, d) -> list:
     """Per-register operand values of ``v`` over the distribution ``d``: a tile's registers
     (its layout must match) or a scalar repeated."""
     x = em.get(v)
+    if isinstance(x, list) and d is not None and x and all(r == x[0] for r in x):
+        return [x[0]] * d.nregs  # (a uniform tile: any layout will do)
     if isinstance(x, list):
         if d is None or tuple(v.type.shape) != d.shape:
             fail(op, f"PTX backend: an operand of '{op.name}' has another shape")
