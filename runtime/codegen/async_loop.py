@@ -348,7 +348,9 @@ def async_for(em: Emitter, op, stages: int) -> None:
         _round_tf32(em, sbase, a, tid, nthreads)
     if bt is not None:  # B^T of this stage into this iteration's buffer, for the async proxy
         _transpose_b(em, b, sbase, bt, btbase, tid, nthreads, round_b)
-    if round_a or bt is not None:
+    elif round_b:  # (B^T staged K-major: rounded in place as A is)
+        _round_tf32(em, sbase, b, tid, nthreads)
+    if round_a or round_b or bt is not None:
         em.ins("fence.proxy.async.shared::cta")
         em.barrier()
     em.ins("wgmma.fence.sync.aligned")

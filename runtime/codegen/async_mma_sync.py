@@ -132,8 +132,13 @@ def consumer(em: Emitter, op, v: dict) -> list:
     # (``bt``: async_loop._transpose_b, as sm_90's do; ldmatrix transposes 16-bit elements only)
     bt = v["bt"]
     kmajor = b.kmajor or bt is not None
-    if row.frag_cls != "b32" or tk * esz != 32 or row.unpack or (esz == 1 and not kmajor):
-        fail(op, "PTX backend: the sm_120 async loop takes 16-bit operands, or 8-bit with B^T")
+    if row.frag_cls != "b32" or tk * esz != 32 or row.unpack or (esz != 2 and not kmajor):
+        fail(op, "PTX backend: the sm_120 async loop takes 16-bit operands, or others with B^T")
+    # tf32 from an f32 stage: the fragments rounded (cvt.rna) as ldmatrix reads them (B's on
+    # its way into B^T where the consumers transpose it), as today's path converts its own
+    from tilegen.runtime.codegen.async_loop import _converted
+
+    round_a, round_b = (_converted(dot.operands[i]) for i in (0, 1))
     reps_m, reps_n, ksteps = M // tm, N // (tn * W), K // tk
     bspan = b.span if bt is None else bt.span  # (the rows ldmatrix reads B from)
     if a.span not in (32, 64, 128) or bspan not in (32, 64, 128):
@@ -171,7 +176,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
     if bt is not None:  # this stage's B into this iteration's B^T buffer, then every read of it
         from tilegen.runtime.codegen.async_loop import _transpose_b
 
-        _transpose_b(em, b, sbase, bt, btbase, v["tid"], v["nthreads"])
+        _transpose_b(em, b, sbase, bt, btbase, v["tid"], v["nthreads"], round_b)
         em.barrier()
         boff = 0
     sa, sb = [], []
@@ -194,7 +199,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
                 f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, "
                 f"[{sa[j]}+{off}]"
             )
-            afr.append(regs)
+            afr.append(_rounded(em, regs) if round_a else regs)
         for rb in range(reps_n):
             n0 = rb * W * tn
             cregs = [acc[kmap[(ra * tm + dm, n0 + dn)]] for dm, dn in row.c_regs]
@@ -208,6 +213,8 @@ def consumer(em: Emitter, op, v: dict) -> list:
                         f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, "
                         f"[{sb[j]}+{off}]"
                     )
+                    if round_b and bt is None:
+                        bregs = _rounded(em, bregs)
                 else:
                     off = b.offset + s * tk * b.span
                     em.ins(
@@ -224,3 +231,13 @@ def consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"bra {top}")
     em.label(end)
     return acc
+
+
+def _rounded(em: Emitter, regs: list) -> list:
+    """f32 fragment registers rounded to tf32 (``cvt.rna``), in new registers."""
+    out = []
+    for r in regs:
+        n = em.new("b32")
+        em.ins(f"cvt.rna.tf32.f32 {n}, {r}")
+        out.append(n)
+    return out

@@ -283,6 +283,11 @@ def operand_load(v) -> tuple:
     if not isinstance(v, OpResult) or v.op.name != "nv_tileaa.tiled_load" or not chain:
         return (v.op if isinstance(v, OpResult) else None), False
     found = chain_to_dot(v, v.type.rank - 2)
-    if found is None or found[0] != chain[::-1] or found[4]:
+    if found is None:
+        return None, False
+    ops = found[0]
+    if found[4]:  # (the f32 -> tf32 conversion after the chain, seen through by the caller)
+        ops = ops[:-1] if ops and ops[-1].name == "nv_tileaa.fp_to_fp" else None
+    if ops != chain[::-1]:
         return None, False
     return v.op, found[3]

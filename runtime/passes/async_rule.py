@@ -74,9 +74,9 @@ LOWERED: frozenset = frozenset(
     # tcgen05 reads 8-bit B MN-major from the stage (tileiras's descriptors do the same)
     # and tf32 B MN-major through the 128B-base-32B swizzle, as tileiras's descriptor does
     | {("tcgen05", e) for e in ("tf32", "f8E4M3FN", "f8E5M2", "i8")}
-    # sm_120: ldmatrix from the swizzled stages, mma.sync (async_mma_sync.py); 8-bit with B
-    # loaded N x K (ldmatrix transposes 16-bit elements only)
-    | {("mma.sync", e) for e in ("f16", "bf16", "f8E4M3FN", "f8E5M2", "i8")}
+    # sm_120: ldmatrix from the swizzled stages, mma.sync (async_mma_sync.py); tf32 and 8-bit
+    # B loaded K x N transposed into B^T by the consumers (ldmatrix transposes 16-bit only)
+    | {("mma.sync", e) for e in ("f16", "bf16", "tf32", "f8E4M3FN", "f8E5M2", "i8")}
 )
 #: why an eligible (instruction, element) pair keeps today's path, where LOWERED lacks it
 NOT_LOWERED: dict = {}
@@ -270,17 +270,19 @@ def _operands_staged(dot: Operation, plan) -> Optional[str]:
     staged = {id(s.load) for s in plan.loads}
     for i, name in ((0, "A"), (1, "B")):
         v = dot.operands[i]
-        if isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
-            load, transposed = operand_load(v)
-            if load is None:
-                return f"operand {name} of the dot is not a tiled_load of the loop"
-            if transposed and i == 0:
-                return "operand A reaches the dot transposed (MN-major A is not lowered)"
-            v = load.results[0]
+        # (an f32 -> tf32 conversion of the dot's operand, after B's transpose if any: the
+        # consumers round the staged f32 tile as they read it, async_loop._converted)
         if isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp":
             if _elem_key(v.type) != "tf32":
                 return f"operand {name} of the dot is converted to {_elem_key(v.type)} in the loop"
             v = v.op.operands[0]  # f32 -> tf32: the tensor core reads the f32 stage as tf32
+        if isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
+            load, transposed = operand_load(v)
+            if load is None or load.name != "nv_tileaa.tiled_load":
+                return f"operand {name} of the dot is not a tiled_load of the loop"
+            if transposed and i == 0:
+                return "operand A reaches the dot transposed (MN-major A is not lowered)"
+            v = load.results[0]
         if isinstance(v, OpResult) and v.op.name == "nv_tileaa.tiled_load":
             if id(v.op) in staged:
                 continue
@@ -831,6 +833,8 @@ def _passed_through(dot) -> set:
     tf32 conversions), by id."""
     out = {id(v.op) for v in dot.operands[:2] if isinstance(v, OpResult)}
     for v in dot.operands[:2]:
+        if isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp":
+            v = v.op.operands[0]  # (f32 -> tf32 after B's transpose)
         while isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
             out.add(id(v.op))
             v = v.op.operands[0]
@@ -853,9 +857,10 @@ def _sync_lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool, sta
     direct = uniform_tile(loop.operands[3]) or init_chain(loop) is not None
     scratch = 0 if direct else M * N * 4
     kmajor = operand_load(dot.operands[1])[1]
-    # 8-bit B loaded K x N: two B^T buffers the consumers transpose each stage's B into
+    # tf32 / 8-bit B loaded K x N: two B^T buffers the consumers transpose each stage's B into
     # (async_loop.BT_BUFFERS_SYNC; ldmatrix transposes 16-bit elements only)
-    bt = 2 * (-(-(K * N * esz) // 1024) * 1024) if esz == 1 and not kmajor else 0
+    transposed = _elem_key(a) in TRANSPOSED_B and not kmajor
+    bt = 2 * (-(-(K * N * esz) // 1024) * 1024) if transposed else 0
     fit = (_shared_budget(func, sm, stage, scratch + bt) - scratch - bt - SMEM_EXTRA) // stage
     stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
     if _elem_key(c) not in ("f32", "i32"):

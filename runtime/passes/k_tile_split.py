@@ -170,14 +170,33 @@ def split_factor(func: Operation, dot: Operation, sides: list, sm: int) -> int:
         return max(1, tk // NO_TMA_K)
     budget = shared_optin(sm) - SMEM_EXTRA
     stage = sum(_bytes(load.results[0].type) for load, _, _ in sides)
-    if 2 * stage <= budget:
+    bt = _transposed_b_bytes(dot, sm)
+    if 2 * stage + bt <= budget:
         return 1
     s = 2
     while tk % s == 0 and tk // s * esz >= MIN_K_BYTES:
-        if 3 * (stage // s) <= budget:
+        if 3 * (stage // s) + bt // s <= budget:
             return s
         s *= 2
     return 1
+
+
+def _transposed_b_bytes(dot: Operation, sm: int) -> int:
+    """Bytes of the B^T buffers sm_120's consumers transpose a tf32 or 8-bit B loaded K x N
+    into (two tiles' worth: codegen/async_mma_sync.py) beside the stages; 0 elsewhere."""
+    from tilegen.runtime.layouts.async_forms import operand_load
+    from tilegen.runtime.layouts.mma_choice import element_key
+    from tilegen.runtime.passes.async_rule import ASYNC_MMA, TRANSPOSED_B
+
+    v = dot.operands[1]
+    if getattr(v, "op", None) is not None and v.op.name == "nv_tileaa.fp_to_fp":
+        v = v.op.operands[0]  # (f32 -> tf32: the f32 stage)
+    load, kmajor = operand_load(v)
+    if ASYNC_MMA.get(sm) != "mma.sync" or load is None or kmajor:
+        return 0
+    if element_key(dot.operands[1].type) not in TRANSPOSED_B:
+        return 0
+    return 2 * _bytes(load.results[0].type)
 
 
 def split(loop: Operation, sides: list, s: int) -> None:
