@@ -257,14 +257,29 @@ def test_sm120_8bit_b_loaded_k_by_n_is_transposed_by_the_consumers(
 
 
 def test_a_pair_refused_keeps_two_warp_groups(tmp_path):
-    # num_ctas=2 with C as the initial value (not a uniform tile: the pair's prologue would
-    # split it): no pair, so the 256-row tile takes two consumer warp groups on one CTA, not
-    # one group of 256 rows. (A bias row no longer refuses the pair: each CTA reads its
-    # columns as a side vector, tests/test_fragment_sides.py.)
-    cfg = _gemm("sm_90a", "f16", "f32", 256, 128, 64, init=1, options={"num_ctas": 2})
+    # num_ctas=2 with C as the initial value on sm_100 (each CTA would write its rows of C
+    # into TMEM before the leader's first MMA: a wait between the CTAs not built): no pair, so
+    # the 256-row tile takes two consumer warp groups on one CTA, not one group of 256 rows.
+    # (A bias row no longer refuses the pair: each CTA reads its columns as a side vector,
+    # tests/test_fragment_sides.py; nor does C on sm_90, below.)
+    cfg = _gemm("sm_100a", "f16", "f32", 256, 128, 64, init=1, options={"num_ctas": 2})
     o = _run(cfg, tmp_path)
     assert o.path == "async", o.plan
     assert "8 consumer + 4 producer warps" in o.plan and "CTA pair" not in o.plan
+
+
+@pytest.mark.parametrize("ab,out,tn,epi", [("f16", "f32", 128, 0), ("bf16", "bf16", 256, 1)])
+def test_sm90_pair_from_c(ab, out, tn, epi, tmp_path):
+    # sm_90's pair runs each CTA's wgmmas on its own 128 rows: each loads its rows of C
+    # straight in its fragment's order (rank 128 on; codegen/fragment_load.py) - a 300-row
+    # problem, so the second pair's odd CTA reads rows past the end (zero-filled)
+    sizes = dict(M=300, N=tn, K=192)
+    cfg = _gemm("sm_90a", ab, out, 256, tn, 64, init=1, epi=epi, options={"num_ctas": 2})
+    cfg.sizes = sizes
+    o = _run(cfg, tmp_path)
+    assert "CTA pair" in o.plan and "TMA store" in o.plan, o.plan
+    consumers = re.split(r"\$L__async_consumer_\d+:", o.ptx)[1].split("wgmma.fence")[0]
+    assert "ld.global" in consumers and "st.shared" not in consumers  # (no exchange of C)
 
 
 @pytest.mark.parametrize("ab,out,tk", [("bf16", "bf16", 64), ("e4m3", "f16", 128)])

@@ -250,10 +250,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
     chunks = None
     if sync:  # sm_120: the mma.sync fragment is the dot's own (blocked) layout
         fragment_load.mark(em, op, ("layout", dot.results[0].type.encoding))
+    elif not tc:  # (a pair's CTA: its own rows of C, rank M on)
+        fragment_load.mark(em, op, ("wgmma", M, N) + (("pair",) if pair else ()))
     elif not (tc_scaled or pair):
-        if not tc:
-            fragment_load.mark(em, op, ("wgmma", M, N))
-        elif init_in_tmem(op, W) and fragment_chain(op, store) is not None:
+        if init_in_tmem(op, W) and fragment_chain(op, store) is not None:
             rows = ("rows", M, N, G if M == 128 else 1)
             if M == 64:  # (half a row a thread: 16x32bx2)
                 rows = ("rows", M, N, 2, "x2")
@@ -2096,7 +2096,7 @@ def _to_fragment(em: Emitter, op, t, init, M: int, N: int, acc_int: bool = False
     count = M // (16 * em.num_warps) * (N // 8) * 4  # as _fragment_addrs lists them
     if init and all(r == init[0] for r in init):
         return [em.mov(cls, init[0]) for _ in range(count)]
-    if getattr(em, "fragment_order", {}).get(op.operands[3]) == ("wgmma", M, N):
+    if getattr(em, "fragment_order", {}).get(op.operands[3], ())[:3] == ("wgmma", M, N):
         assert len(init) == count, (len(init), count)  # C loaded in fragment order
         return list(init) if len(set(init)) == count else [em.mov(cls, r) for r in init]
     em.need_smem(M * N * 4)

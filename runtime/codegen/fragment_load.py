@@ -82,8 +82,12 @@ def _cells(em: Emitter, kind: tuple, op) -> tuple:
         return r0, c0, [tuple(d.raw[k][:2]) for k in range(d.nregs)], d.root.size_per_thread[1]
 
     if kind[0] == "wgmma":  # register ((q N/8 + j) 2 + h) 2 + s: row 64 q + 8 h, column 8 j + s
-        _, M, N = kind
+        M, N = kind[1:3]
         r0, _, t = _fragment_thread(em, M)
+        if "pair" in kind[3:]:  # one CTA of a pair (sm_90): its rows of the pair's tile
+            from tilegen.runtime.codegen.fragment_sides import _pair_rows
+
+            r0 = _pair_rows(em, r0, M)
         c0 = em.new("b32")
         em.ins(f"shl.b32 {c0}, {t}, 1")
         cells = [

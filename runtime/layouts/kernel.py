@@ -246,9 +246,9 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
     section 30), in
     a kernel of the pair's form (``async_rule._pair_reason``'s conditions on the IR's structure:
     a uniform initial value, elementwise ops from the loop to one TMA store, nothing else
-    writing memory). A hinted kernel the pair then refuses (a bias row loaded after the loop,
-    C as the initial value, a 3-d store) keeps two warp groups on one CTA, not one group
-    holding 256 rows of accumulators."""
+    writing memory; on sm_90 C as the initial value too). A hinted kernel the pair then
+    refuses (C as the initial value on sm_100, a 3-d store) keeps two warp groups on one
+    CTA, not one group holding 256 rows of accumulators."""
     from tilegen.runtime.options import current
 
     n = getattr(dot.operands[1].type, "shape", (0, 0))[-1]
@@ -257,7 +257,7 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
         and sm in (90, 100)
         and current().cta_pair
         and (n <= 128 or n == 256)
-        and _pair_form(func, loop, dot)
+        and _pair_form(func, loop, dot, init_loaded=sm == 90)
     )
 
 
@@ -265,16 +265,22 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
 _WRITES = ("store", "atomic", "scatter", "print", "assert")
 
 
-def _pair_form(func: Operation, loop: Operation, dot: Operation) -> bool:
+def _pair_form(func: Operation, loop: Operation, dot: Operation, init_loaded=False) -> bool:
     """The CTA pair's conditions on the IR's structure (``async_rule._pair_reason`` checks them
     again once the layouts exist): the dot accumulates into the loop's value from a uniform
-    initial tile, its operands reach it unconverted from loads TMA can copy
+    initial tile (or, ``init_loaded``, from C as ``async_forms.init_chain`` loads it: each
+    CTA loads its own rows of it, on sm_90), its operands reach it unconverted from loads TMA can copy
     (``tma_rules.tma_describable``: 16-byte aligned strides), and the kernel's only memory write is one
     2-d ``tiled_store`` after the loop of a value computed from the loop's result by
     elementwise ops with uniform operands (``async_forms.fragment_chain``: no bias row loaded
     after the loop, no second store, no 3-d store)."""
     from tilegen.runtime.ir import BlockArgument, OpResult
-    from tilegen.runtime.layouts.async_forms import fragment_chain, operand_load, uniform_tile
+    from tilegen.runtime.layouts.async_forms import (
+        fragment_chain,
+        init_chain,
+        operand_load,
+        uniform_tile,
+    )
     from tilegen.runtime.layouts.tma_rules import tma_describable
 
     def _loaded(v) -> bool:
@@ -282,7 +288,7 @@ def _pair_form(func: Operation, loop: Operation, dot: Operation) -> bool:
 
     if not isinstance(dot.operands[2], BlockArgument) or len(loop.operands) < 4:
         return False
-    if not uniform_tile(loop.operands[3]):
+    if not uniform_tile(loop.operands[3]) and not (init_loaded and init_chain(loop)):
         return False
     if any(isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp" for v in dot.operands[:2]):
         return False

@@ -728,7 +728,7 @@ def _lowering(
     # Emitter.scratch_into_ring; sm_100's tcgen05 consumers keep the initial value in the
     # scratch over the loop)
     in_ring = sm < 100 and uniform_tile(loop.operands[3])
-    regs_only = _registers_only(func, loop, sm, M, 0 if pair else warps)
+    regs_only = _registers_only(func, loop, sm, M, 0 if pair else warps, fragment=pair)
     # (an initial value written into TMEM but converted into the accumulator's layout first:
     # the conversion's exchange needs the scratch, since the consumers load C after the
     # producer has started filling the ring - unless the consumers load C in the rows' order,
@@ -956,10 +956,12 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
         return "the pair takes the plain GEMM form (the dot accumulates into the loop's value)"
     if any(_converted_operand(v) for v in dot.operands[:2]):
         return "the pair's operands reach the dot as staged (no f32 -> tf32 rounding)"
-    if not _registers_only(func, loop, sm, 128):
+    # (sm_90: each CTA loads its own rows of C in its fragment's order, fragment_load.py)
+    if not _registers_only(func, loop, sm, 128, fragment=True):
         return (
             "the pair keeps each CTA's rows in registers up to the kernel's TMA store: a "
-            "uniform initial value and elementwise ops from the loop to one tiled_store"
+            "uniform initial value (on sm_90 also C as loaded) and elementwise ops from the "
+            "loop to one tiled_store"
         )
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)
     tiles = [o.results[0].type for o in loop.walk() if o.name == "nv_tileaa.tiled_load"]
@@ -991,11 +993,14 @@ def _converted_init(loop: Operation) -> bool:
     return False
 
 
-def _registers_only(func: Operation, loop: Operation, sm: int, M: int, tmem_warps: int = 0) -> bool:
+def _registers_only(
+    func: Operation, loop: Operation, sm: int, M: int, tmem_warps: int = 0, fragment=False
+) -> bool:
     """Whether the emitter keeps the accumulator out of the scratch buffer: a uniform initial
     value goes straight into the registers (or, with ``tmem_warps`` - one CTA of that many
     warps - a non-uniform one into tensor memory on sm_100, :func:`init_in_tmem`, or loaded
-    in the wgmma fragment's order on sm_90, :func:`init_chain`), the result reaches
+    in the wgmma fragment's order on sm_90, :func:`init_chain`, also by each CTA of a pair:
+    ``fragment``), the result reaches
     the TMA store by :func:`fragment_chain` (sm_100: the TMEM row order of M = 128), and nothing
     else after the loop holds a tile that is not uniform (which a layout exchange might stage
     there)."""
@@ -1003,7 +1008,8 @@ def _registers_only(func: Operation, loop: Operation, sm: int, M: int, tmem_warp
         return False  # (M 64 on one CTA of 4 warps: 16x32bx2 loads, codegen/async_loop.py)
     in_tmem = sm >= 100 and tmem_warps and init_in_tmem(loop, tmem_warps)
     # (sm_90, one CTA: C loaded straight in the wgmma fragment's order, codegen/fragment_load)
-    in_fragment = ASYNC_MMA.get(sm) == "wgmma" and tmem_warps and init_chain(loop) is not None
+    in_fragment = ASYNC_MMA.get(sm) == "wgmma" and (tmem_warps or fragment)
+    in_fragment = in_fragment and init_chain(loop) is not None
     if not uniform_tile(loop.operands[3]) and not (in_tmem or in_fragment):
         return False
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)  # (the ring's size checked later)
