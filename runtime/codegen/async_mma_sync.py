@@ -19,6 +19,9 @@ from __future__ import annotations
 from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.codegen.pipeline import Ring, mbarrier_arrive, mbarrier_wait
 
+#: f32 -> tf32 (the IR's conversion of an f32 stage's values)
+RNA = "cvt.rna.tf32.f32"
+
 
 def _lanes(em: Emitter):
     _, lane, warp = em.tid()
@@ -106,7 +109,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
     """The consumers' K loop of the GEMM form on sm_120: per stage, wait for its full barrier,
     read A and B with ``ldmatrix`` and accumulate with ``mma.sync`` into the loop's registers,
     arrive on its empty barrier. Returns the result's registers (the accumulator layout's)."""
-    from tilegen.runtime.codegen.mma import issue_mma, select_row
+    from tilegen.runtime.codegen.mma import converted_regs, issue_mma, select_row
     from tilegen.runtime.layouts.mma_choice import mma_sync_accumulator_layout
 
     dot, a, b = v["dot"], v["a"], v["b"]
@@ -199,7 +202,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
                 f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, "
                 f"[{sa[j]}+{off}]"
             )
-            afr.append(_rounded(em, regs) if round_a else regs)
+            afr.append(converted_regs(em, regs, RNA) if round_a else regs)
         for rb in range(reps_n):
             n0 = rb * W * tn
             cregs = [acc[kmap[(ra * tm + dm, n0 + dn)]] for dm, dn in row.c_regs]
@@ -214,7 +217,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
                         f"[{sb[j]}+{off}]"
                     )
                     if round_b and bt is None:
-                        bregs = _rounded(em, bregs)
+                        bregs = converted_regs(em, bregs, RNA)
                 else:
                     off = b.offset + s * tk * b.span
                     em.ins(
@@ -231,13 +234,3 @@ def consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"bra {top}")
     em.label(end)
     return acc
-
-
-def _rounded(em: Emitter, regs: list) -> list:
-    """f32 fragment registers rounded to tf32 (``cvt.rna``), in new registers."""
-    out = []
-    for r in regs:
-        n = em.new("b32")
-        em.ins(f"cvt.rna.tf32.f32 {n}, {r}")
-        out.append(n)
-    return out

@@ -125,6 +125,7 @@ def side_vectors(em: Emitter, chain: list, order) -> None:
         load_elems,
         mem_types,
         scaled_offset,
+        uniform_padding,
     )
 
     M, N = order.M, order.N
@@ -136,13 +137,7 @@ def side_vectors(em: Emitter, chain: list, order) -> None:
             continue  # (a staged one is read from the stage: staged_vectors)
         mem, indices, in_bounds = _tiled_operands(em, o)
         starts = [em.scalar(o, v) for v in indices]
-        (other,) = o.opdef.operand_group(o, "other") or (None,)
-        pad = None
-        if other is not None:
-            if other not in em.values:
-                em.emit_op(other.op)
-            pad = em.get(other)
-            pad = pad[0] if isinstance(pad, list) else pad
+        pad = uniform_padding(em, o)
         kt = mem_types(o, mem.element)
         opcode = ld_opcode(em, o, _space(mem.type))
         shape = tuple(o.results[0].type.shape)

@@ -109,7 +109,6 @@ def load(em: Emitter, op, kind: tuple, cols: Optional[tuple] = None) -> None:
     the layout stage proved the access aligned and uniformly masked. ``cols``: (first, count)
     of the thread's columns only (a chunk of a TMEM row: :func:`into_tmem`)."""
     from tilegen.runtime.codegen.memory import (
-        _group,
         _proven_width,
         _space,
         _tiled_operands,
@@ -117,19 +116,14 @@ def load(em: Emitter, op, kind: tuple, cols: Optional[tuple] = None) -> None:
         load_group,
         mem_types,
         scaled_offset,
+        uniform_padding,
     )
 
     mem, indices, in_bounds = _tiled_operands(em, op)
     kt = mem_types(op, mem.element)
     esize = kt[1]
     opcode = ld_opcode(em, op, _space(mem.type))
-    (other,) = _group(op, "other") or (None,)
-    pad = None
-    if other is not None:
-        if other not in em.values:
-            em.emit_op(other.op)
-        pad = em.get(other)
-        pad = pad[0] if isinstance(pad, list) else pad
+    pad = uniform_padding(em, op)
     r0, c0, cells, align = _cells(em, kind, op)
     if cols is not None:
         cells = [(dr, dc) for dr, dc in cells if cols[0] <= dc < cols[0] + cols[1]]

@@ -444,6 +444,18 @@ def _tiled_operands(em: Emitter, op):
     return mem, indices, in_bounds
 
 
+def uniform_padding(em: Emitter, op) -> Optional[str]:
+    """The padding of ``tiled_load`` ``op`` (its ``other``, a uniform tile) as one register or
+    immediate, emitted here if it was not yet; None without one (zero)."""
+    (other,) = _group(op, "other") or (None,)
+    if other is None:
+        return None
+    if other not in em.values:
+        em.emit_op(other.op)
+    pad = em.get(other)
+    return pad[0] if isinstance(pad, list) else pad
+
+
 @handles("nv_tileaa.tiled_load")
 def tiled_load(em: Emitter, op, force: bool = False) -> None:
     res = op.results[0]

@@ -1246,6 +1246,17 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     em.set(res, out)
 
 
+def converted_regs(em: Emitter, regs: list, cvt: str) -> list:
+    """Fragment registers through conversion instruction ``cvt`` (``cvt.rna.tf32.f32``), in
+    new b32 registers."""
+    out = []
+    for r in regs:
+        n = em.new("b32")
+        em.ins(f"{cvt} {n}, {r}")
+        out.append(n)
+    return out
+
+
 def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     """The mma.sync dot with A and/or B cp.async-staged (``memory.Staged``): A row-major M x K
     (pitch K esz + 16), B row-major K x N (pitch N esz + 16; fragments by ``ldmatrix .trans``
@@ -1412,12 +1423,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         """Fragments of an operand staged before its f32 -> tf32 conversion, converted."""
         if st is None or not st.convert:
             return regs
-        out = []
-        for r in regs:
-            n = em.new("b32")
-            em.ins(f"{st.convert} {n}, {r}")
-            out.append(n)
-        return out
+        return converted_regs(em, regs, st.convert)
 
     for ra in range(reps_m):
         m0 = ra * wm * tm
