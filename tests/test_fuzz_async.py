@@ -313,6 +313,12 @@ FOUND[30114] = (
     "the whole tile (256 KB), not a CTA's half; today's path spilled 1,672 B"
 )
 
+#: section 37: 256 x 256 tiles on one sm_100a CTA from C took today's path and spilled where
+#: tileiras builds them without; C is written into TMEM by column chunks now
+FOUND[70225] = "sm_100a e4m3 256x256x128 from C, x alpha: today's path spilled 416 B"
+FOUND[100153] = "sm_100a 256x256 from C: today's path spilled"
+FOUND[100360] = "sm_100a 256x256 from C: today's path spilled"
+
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {
     4013: "sm_120 GEMM 128x256, f32 out: the epilogue's layout conversion needed 128 KB of "
