@@ -125,6 +125,28 @@ def test_batched_epilogue_is_a_3d_tma_store(target, ab, out, tm, tn, bt, tmp_pat
     assert "st.global" not in o.ptx.split("$L__async_consumer")[2]
 
 
+@pytest.mark.parametrize(
+    "target,ab,out,tm,tn",
+    [
+        ("sm_90a", "f16", "f32", 128, 128),
+        ("sm_100a", "bf16", "bf16", 128, 128),
+        ("sm_100a", "f16", "f32", 64, 128),
+        ("sm_120", "f16", "f32", 128, 128),
+    ],
+)
+def test_batched_gemm_from_c(target, ab, out, tm, tn, tmp_path):
+    # C's (1, TM, TN) tile of a 3-d array, reshaped: the chain of async_forms.init_chain runs
+    # through the view, and each thread loads its elements of batch z in the accumulator's
+    # order (codegen/fragment_load.py); the batch past the array's end reads zeros
+    params = dict(ab=ab, out=out, TM=tm, TN=tn, TK=64, BT=0, INIT=1)
+    sizes = dict(M=tm + 40, N=tn + 32, K=128, Z=2)
+    o = _run(fa.Config(0, "bgemm", target, params, {}, sizes), tmp_path)
+    assert o.path == "async", o.plan
+    consumers = re.split(r"\$L__async_consumer_\d+:", o.ptx)[1]
+    mma = {"sm_90a": "wgmma.fence", "sm_100a": "tcgen05.mma"}.get(target, "mma.sync")
+    assert "st.shared" not in consumers.split(mma)[0]  # (no exchange of C)
+
+
 def test_tcgen05_dot_on_todays_pipelined_path_fences_the_cp_async_stages(tmp_path):
     # seed 148 of the fuzzer (the C tile as the initial value kept it on today's path then;
     # here TMA is off): cp.async stages, tcgen05 dots of their own; the MMAs read the stages

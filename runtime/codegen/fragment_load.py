@@ -71,7 +71,7 @@ def _cells(em: Emitter, kind: tuple, op) -> tuple:
 
     if kind[0] == "layout":  # a blocked layout (sm_120's mma.sync fragment): its closed form
         t = op.results[0].type
-        d = em.dist_of(op, TileType(tuple(t.shape), t.element, kind[1]))
+        d = em.dist_of(op, TileType(tuple(t.shape[-2:]), t.element, kind[1]))
         if (
             d.layout is not d.root
             or d.root.order[0] != 1
@@ -128,18 +128,29 @@ def load(em: Emitter, op, kind: tuple, cols: Optional[tuple] = None) -> None:
     if cols is not None:
         cells = [(dr, dc) for dr, dc in cells if cols[0] <= dc < cols[0] + cols[1]]
     starts = [em.scalar(op, v) for v in indices]
-    first = [em.lincomb(0, [(1, s), (1, b)]) for s, b in zip(starts, (r0, c0))]
+    lead = len(starts) - 2  # (a batched array's (1, M, N) tile: the batch index as it is)
+    first = [em.lincomb(0, [(1, s), (1, b)]) for s, b in zip(starts[lead:], (r0, c0))]
     addr = mem.ptr
-    for x, stride in zip(first, mem.strides):
+    for x, stride in zip(starts[:lead] + first, mem.strides):
         if isinstance(x, int) and x == 0:
             continue
         n = em.new("b64")
         em.ins(f"add.s64 {n}, {addr}, {scaled_offset(em, x, None, stride, esize)}")
         addr = n
+    batch = None  # the leading indices within bounds (one predicate)
+    for d in range(lead):
+        if not in_bounds[d]:
+            p = em.lt_u(starts[d], mem.sizes[d])
+            if batch is not None:
+                both = em.new("pred")
+                em.ins(f"and.pred {both}, {batch}, {p}")
+                p = both
+            batch = p
+    sizes, strides, in_bounds = mem.sizes[lead:], mem.strides[lead:], in_bounds[lead:]
     width = 1
-    if mem.strides[1] == 1:
+    if strides[1] == 1:
         width = max(1, min(_proven_width(op), 16 // esize, align))
-    stride = mem.strides[0]
+    stride = strides[0]
     # a few rows (the wgmma fragment's, visited in turn): an address each; many (a blocked
     # layout's, in order): one running address, advanced row by row, so that the addresses
     # and predicates of 32 rows are not all live beside the loaded values
@@ -167,12 +178,17 @@ def load(em: Emitter, op, kind: tuple, cols: Optional[tuple] = None) -> None:
 
     def bound(axis: int, off: int):
         if in_bounds[axis]:
-            return None
+            return batch if axis == 1 else None  # (the batch's bound goes with the columns')
         if (axis, off) not in preds:
             if axis == 0 and not few:  # (the current row's only)
                 for key in [key for key in preds if key[0] != 1]:
                     del preds[key]
-            preds[axis, off] = em.lt_u(em.lincomb(off, [(1, first[axis])]), mem.sizes[axis])
+            p = em.lt_u(em.lincomb(off, [(1, first[axis])]), sizes[axis])
+            if axis == 1 and batch is not None:
+                both = em.new("pred")
+                em.ins(f"and.pred {both}, {batch}, {p}")
+                p = both
+            preds[axis, off] = p
         return preds[axis, off]
 
     def guard(dr: int, dc: int):
@@ -192,10 +208,10 @@ def load(em: Emitter, op, kind: tuple, cols: Optional[tuple] = None) -> None:
         while n > 1 and not (dc % n == 0 and cells[k : k + n] == [(dr, dc + i) for i in range(n)]):
             n //= 2
         a, imm = row_at(dr)
-        col = dc * mem.strides[1] * esize if isinstance(mem.strides[1], int) else None
+        col = dc * strides[1] * esize if isinstance(strides[1], int) else None
         if col is None:  # (a column stride known only at run time: one element at a time)
             b = em.new("b64")
-            em.ins(f"add.s64 {b}, {a}, {scaled_offset(em, dc, None, mem.strides[1], esize)}")
+            em.ins(f"add.s64 {b}, {a}, {scaled_offset(em, dc, None, strides[1], esize)}")
             a, col = b, 0
         off = imm + col
         ref = f"[{a}+{off}]" if off else f"[{a}]"

@@ -89,7 +89,8 @@ def init_chain(loop: Operation) -> Optional[list]:
     cuTile writes ``acc = ct.astype(ct.load(C, ...), ct.float32)``), when nothing else reads
     them: a single-use chain of ``convert_layout``\\ s and elementwise ops whose other operands
     are scalars or uniform tiles, of that shape throughout, from an unmasked load (its padding
-    uniform). Register k then means one element all along, whatever order the registers are
+    uniform) - of a batched array's (1, M, N) tile too, through a view dropping its leading
+    unit dims. Register k then means one element all along, whatever order the registers are
     in, so the emitter may load C straight in the accumulator's own register order (codegen/
     fragment_load.py) and the conversions pass the registers through: no exchange, and no
     scratch beside the stage ring (docs/pipelines.md section 37). None otherwise."""
@@ -100,7 +101,23 @@ def init_chain(loop: Operation) -> Optional[list]:
     chain = [v]
     while True:
         op = _op(v)
-        if op is None or v.num_uses != 1 or tuple(getattr(v.type, "shape", ())) != shape:
+        vshape = tuple(getattr(v.type, "shape", ()))
+        if (
+            op is None
+            or v.num_uses != 1
+            or vshape[-2:] != shape
+            or any(n != 1 for n in vshape[:-2])
+        ):
+            return None
+        if op.name in ("nv_tileaa.view", "nv_tileaa.reshape") and len(vshape) == 2:
+            src = op.operands[0]
+            lead = tuple(getattr(src.type, "shape", ()))
+            if len(lead) > 2 and lead[-2:] == shape and all(n == 1 for n in lead[:-2]):
+                v = src  # (a batched array's (1, M, N) tile)
+                chain.append(v)
+                continue
+            return None
+        if len(vshape) != 2 and op.name != "nv_tileaa.tiled_load":
             return None
         if op.name == "nv_tileaa.tiled_load":
             group = op.opdef.operand_group
