@@ -278,6 +278,16 @@ def test_sm120_8bit_b_loaded_k_by_n_is_transposed_by_the_consumers(
         run_ptx(planted, args, grid, strict_async=True, max_steps=50_000_000)
 
 
+def test_sm120_transposing_consumers_leave_their_buffers_to_the_epilogue(tmp_path):
+    # an i32 64 x 256 tile stored by st.global (it does not fit the ring), its bias and scale
+    # exchanged through the idle ring: with the two B^T buffers in it too (they follow the
+    # stages) the 64 KB fit; counted without them the kernel asked 160 KB of a 99 KB SM (a
+    # located refusal where today's path built it: fuzzer seed 140210 on sm_120)
+    cfg = _gemm("sm_120", "i8", "i32", 64, 256, 64, epi=4, sizes=dict(M=64, N=256, K=224))
+    o = _run(cfg, tmp_path)
+    assert o.path == "async" and "st.global epilogue" in o.plan, o.plan
+
+
 def test_a_pair_refused_keeps_two_warp_groups(tmp_path):
     # num_ctas=2 with C as the initial value on sm_100 (each CTA would write its rows of C
     # into TMEM before the leader's first MMA: a wait between the CTAs not built): no pair, so

@@ -268,7 +268,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.set(op.results[0], async_mma_sync.consumer(em, op, locals()))
         if store is None:  # every copy landed: thread 0 frees the map slot
             _free_slot(em, t0, slot_off, slots)
-        _ring_scratch(em, op, stages * stage_bytes)
+        # (the B^T buffers right after the stages are idle too)
+        _ring_scratch(em, op, stages * stage_bytes + (bt.count * bt.bytes if bt else 0))
         return
     if tc_scaled:
         acc, order = async_scaled.tcgen05_consumer(em, op, locals())
