@@ -272,7 +272,10 @@ def test_sm120_8bit_b_loaded_k_by_n_is_transposed_by_the_consumers(
 
     m = re.search(r"prmt\.b32(?:(?!bar\.sync).)*?\n(\s*bar\.sync 1, 128;\n)", o.ptx, re.S)
     assert m is not None
+    from tilegen.runtime.ptxas import assemble
+
     planted = o.ptx[: m.start(1)] + o.ptx[m.end(1) :]
+    assert assemble(planted, 120)[0][:4] == b"\x7fELF"  # (legal PTX, only wrong)
     args, grid, *_ = fa.problem(cfg, np.random.default_rng(cfg.seed))
     with pytest.raises(Exception, match="with no barrier between them"):
         run_ptx(planted, args, grid, strict_async=True, max_steps=50_000_000)
