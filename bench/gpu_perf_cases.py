@@ -32,6 +32,12 @@ VARIANTS = {
     "gemm f16 8192^3 num_ctas=2 (256x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm f16 8192^3 num_ctas=2 (128x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm f16 8192^3 num_ctas=2 (256x256 tiles)": {"no CTA pair": {"cta_pair": False}},
+    # a pair of 64-row halves at N 256 (section 38: today's path before, 8 warps)
+    "gemm f16 8192^3 num_ctas=2 (128x256 tiles)": {"no CTA pair": {"cta_pair": False}},
+    # a pair from C (sm_90 since section 37, sm_100 since section 38) beside one CTA
+    "gemm f16 8192^3 C = Cin + A B num_ctas=2 (256x128 tiles)": {
+        "no CTA pair": {"cta_pair": False}
+    },
     # two consumer warp groups of 64 rows (the default since section 21) beside one of 128
     "gemm f16 8192^3 (128x256 tiles)": {"num_warps=4": {"num_warps": 4}},
     # C loaded before the K loop: the consumers load it after the split (section 29) beside
@@ -114,6 +120,7 @@ def kernels() -> dict:
     # 18-19; on sm_90 each CTA takes 128 rows and B is multicast to both)
     out = {"gemm": ct.kernel(gemm), "gemm_pair": ct.kernel(gemm, num_ctas=2)}
     out["gemm_acc"] = ct.kernel(gemm_acc)
+    out["gemm_acc_pair"] = ct.kernel(gemm_acc, num_ctas=2)
     ak = async_kernels()
     for name in (
         "gemm_fp8_blockscaled",
@@ -163,24 +170,34 @@ def cases() -> list[PerfCase]:
         out.append(_f16_gemm(f"gemm f16 8192^3 ({tm}x{tn} tiles)", "gemm", 8192, tm, tn))
     # the CTA pair (num_ctas=2: 256 x 128 tiles, 128 x 128 ones beside "gemm f16 8192^3", and
     # 256 x 256 with two consumer warp groups per CTA: section 21)
-    for s, tm, tn in ((4096, 256, 128), (8192, 256, 128), (8192, 128, 128), (8192, 256, 256)):
+    for s, tm, tn in (
+        (4096, 256, 128),
+        (8192, 256, 128),
+        (8192, 128, 128),
+        (8192, 256, 256),
+        (8192, 128, 256),
+    ):
         out.append(
             _f16_gemm(f"gemm f16 {s}^3 num_ctas=2 ({tm}x{tn} tiles)", "gemm_pair", s, tm, tn)
         )
     # C as the initial value (docs/pipelines.md section 29): the async path since 2026-11-29
     s, (tm, tn, tk) = 8192, GEMM_TILES["f16"]
-    out.append(
-        PerfCase(
-            f"gemm f16 {s}^3 C = Cin + A B",
-            "gemm_acc",
-            [("A", (s, s), "f16"), ("B", (s, s), "f16"), ("Cin", (s, s), "f16")]
-            + [("C", (s, s), "f16"), ("TM", tm), ("TN", tn), ("TK", tk)],
-            (s // tm, s // tn, 1),
-            2 * s**3,
-            2e-2,
-            "addmm",
+    for name, kernel, (tm, tn) in (
+        (f"gemm f16 {s}^3 C = Cin + A B", "gemm_acc", (tm, tn)),
+        (f"gemm f16 {s}^3 C = Cin + A B num_ctas=2 (256x128 tiles)", "gemm_acc_pair", (256, 128)),
+    ):
+        out.append(
+            PerfCase(
+                name,
+                kernel,
+                [("A", (s, s), "f16"), ("B", (s, s), "f16"), ("Cin", (s, s), "f16")]
+                + [("C", (s, s), "f16"), ("TM", tm), ("TN", tn), ("TK", tk)],
+                (s // tm, s // tn, 1),
+                2 * s**3,
+                2e-2,
+                "addmm",
+            )
         )
-    )
     tm, tn, tk = GEMM_TILES["e4m3"]
     for s in (4096, 8192):
         out.append(

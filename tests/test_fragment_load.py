@@ -94,6 +94,26 @@ def test_c_is_loaded_in_the_accumulators_order(target, m, n, warps, scaled, nk):
     np.testing.assert_array_equal(out.astype(np.float64), want)
 
 
+def test_c_written_into_tmem_without_the_consumers_barrier_is_caught():
+    # sm_100a: the consumers' bar.sync between their tcgen05.st of C and thread 0's first MMA,
+    # planted away: the strict simulator reports the MMA accumulating into TMEM rows warps
+    # 1 .. 3 wrote, unordered before its issue (a race on hardware)
+    import test_codegen_pipeline as tp
+    import test_tmem_chunks as tc
+
+    ptx = _ptx("sm_100a", 128, 128)
+    head = _before_loop(ptx, "sm_100a")
+    m = re.search(
+        r"tcgen05\.wait::st[^\n]*\n(?:(?!bar\.sync).)*?\n(\s*bar\.sync 1, 128;\n)", head, re.S
+    )
+    assert m is not None, head[-1500:]
+    planted = ptx.replace(head, head[: m.start(1)] + head[m.end(1) :])
+    tc.assembled(planted, 100)  # (legal PTX, only wrong)
+    a, b, c = tp._operands("f16", "f32", 128, 128, 64, 5)
+    with pytest.raises(Exception, match="nothing orders that store before the MMA's issue"):
+        tp._launch(planted, a, b, c, 1, 64, strict_async=True)
+
+
 def _loop(tmp_path, text: str, target: str):
     from tilegen.runtime.driver import compile_source, options_for
 

@@ -292,13 +292,13 @@ def test_sm120_transposing_consumers_leave_their_buffers_to_the_epilogue(tmp_pat
 
 
 def test_a_pair_refused_keeps_two_warp_groups(tmp_path):
-    # num_ctas=2 with C as the initial value on sm_100 (each CTA would write its rows of C
-    # into TMEM before the leader's first MMA: a wait between the CTAs not built): no pair, so
-    # the 256-row tile takes two consumer warp groups on one CTA, not one group of 256 rows.
-    # (A bias row no longer refuses the pair: each CTA reads its columns as a side vector,
-    # tests/test_fragment_sides.py; nor does C on sm_90, below.)
-    cfg = _gemm("sm_100a", "f16", "f32", 256, 128, 64, init=1, options={"num_ctas": 2})
-    o = _run(cfg, tmp_path)
+    # num_ctas=2 on a batched GEMM (the pair takes 2-d loads and stores: its boxes and halves
+    # are 2-d): no pair, so the 256-row tile takes two consumer warp groups on one CTA, not
+    # one group of 256 rows. (A bias row no longer refuses the pair: each CTA reads its
+    # columns as a side vector, tests/test_fragment_sides.py; nor does C, below.)
+    params = dict(ab="f16", out="f32", TM=256, TN=128, TK=64, BT=0)
+    sizes = dict(M=300, N=128, K=128, Z=2)
+    o = _run(fa.Config(0, "bgemm", "sm_100a", params, {"num_ctas": 2}, sizes), tmp_path)
     assert o.path == "async", o.plan
     assert "8 consumer + 4 producer warps" in o.plan and "CTA pair" not in o.plan
 
@@ -315,6 +315,66 @@ def test_sm90_pair_from_c(ab, out, tn, epi, tmp_path):
     assert "CTA pair" in o.plan and "TMA store" in o.plan, o.plan
     consumers = re.split(r"\$L__async_consumer_\d+:", o.ptx)[1].split("wgmma.fence")[0]
     assert "ld.global" in consumers and "st.shared" not in consumers  # (no exchange of C)
+
+
+@pytest.mark.parametrize(
+    "ab,out,tm,tn,tk,epi",
+    [
+        ("f16", "f32", 256, 128, 64, 0),  # 128 rows a CTA
+        ("bf16", "bf16", 256, 256, 64, 1),  # 8 warps a CTA, half a row a thread
+        ("f16", "f16", 128, 128, 64, 3),  # 64 rows a CTA (lanes 64 + r: the second half)
+        ("i8", "i32", 256, 64, 128, 0),
+    ],
+)
+def test_sm100_pair_from_c(ab, out, tm, tn, tk, epi, tmp_path):
+    # sm_100's pair from C: each CTA writes its own rows of C into its TMEM (rank M / 2 on),
+    # then its thread 0 arrives on the even CTA's barrier, and the issuer waits for both CTAs
+    # before its first cta_group::2 MMA (a 300-row problem: the second pair's odd CTA reads
+    # zeros). Before, such kernels kept one CTA with two warp groups.
+    cfg = _gemm("sm_100a", ab, out, tm, tn, tk, init=1, epi=epi, options={"num_ctas": 2})
+    cfg.sizes = dict(M=300, N=tn + 16, K=3 * tk)
+    o = _run(cfg, tmp_path)
+    assert "CTA pair" in o.plan and "TMA store" in o.plan, o.plan
+    consumers = re.split(r"\$L__async_consumer_\d+:", o.ptx)[1]
+    first = consumers.split("tcgen05.mma")[0]
+    assert "tcgen05.st" in first and "st.shared" not in first  # (no exchange of C)
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in first
+    assert "mbarrier.try_wait.parity.acquire.cluster" in first
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_a_pair_of_64_rows_a_cta_at_n_256_keeps_one_warp_group(target, tmp_path):
+    # 128 x 256 with num_ctas=2: each CTA holds 64 rows x 256 (128 accumulators a thread on
+    # one warp group). The layout stage counted the whole tile and gave 8 warps, which neither
+    # pair form takes: today's path (sm_100a: fuzzer seeds 160253 and 70029 spilled there)
+    cfg = _gemm(target, "f16", "f32", 128, 256, 64, options={"num_ctas": 2})
+    cfg.sizes = dict(M=300, N=320, K=192)
+    o = _run(cfg, tmp_path)
+    assert o.path == "async" and "64 rows per CTA" in o.plan, o.plan
+    assert "4 consumer + 4 producer warps" in o.plan, o.plan
+
+
+def test_sm100_pair_from_c_without_the_wait_is_caught(tmp_path):
+    # the same kernel with the issuer's wait for both CTAs planted away: the strict simulator
+    # reports the MMA accumulating into TMEM the other CTA wrote by tcgen05.st, unordered
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    cfg = _gemm("sm_100a", "f16", "f32", 256, 128, 64, init=1, options={"num_ctas": 2})
+    cfg.sizes = dict(M=256, N=128, K=128)
+    o = _run(cfg, tmp_path)
+    wait = re.search(
+        r"(\$L__pair_wait_\d+):\n\s*mbarrier\.try_wait\.parity\.acquire\.cluster[^\n]*\n"
+        r"\s*@!%p\d+ bra \1;\n",
+        o.ptx,
+    )
+    assert wait, "the issuer's wait for both CTAs"
+    planted = o.ptx.replace(wait.group(0), "")
+    from tilegen.runtime.ptxas import assemble
+
+    assert assemble(planted, 100)[0][:4] == b"\x7fELF"  # (legal PTX, only wrong)
+    args, grid, *_ = fa.problem(cfg, np.random.default_rng(cfg.seed))
+    with pytest.raises(Exception, match="nothing orders that store before the MMA's issue"):
+        run_ptx(planted, args, grid, strict_async=True, max_steps=50_000_000)
 
 
 @pytest.mark.parametrize("ab,out,tk", [("bf16", "bf16", 64), ("e4m3", "f16", 128)])
@@ -354,6 +414,14 @@ FOUND[70225] = "sm_100a e4m3 256x256x128 from C, x alpha: today's path spilled 4
 FOUND[100153] = "sm_100a 256x256 from C: today's path spilled"
 FOUND[100360] = "sm_100a 256x256 from C: today's path spilled"
 
+#: a pair of 64 rows a CTA with N 256: the layout stage gave the kernel 8 warps, which the
+#: pair's forms do not take (today's path spilled 272 / 672 B); 4 warps now, half a row a thread
+FOUND[160253] = "sm_100a e4m3 128x256 num_ctas=2: today's path spilled 272 B"
+FOUND[70029] = "sm_100a e4m3 128x256 num_ctas=2, occupancy 2: today's path spilled 672 B"
+#: a bias row beside a TMEM row of 128 accumulators under 8 warps' 168 registers: all 128 of
+#: its elements were read before the adds (256 live values); read by column chunks now
+FOUND[170014] = "sm_100a f16 -> f32 256x128 + bias row: the async path spilled 16 B"
+
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {
     4013: "sm_120 GEMM 128x256, f32 out: the epilogue's layout conversion needed 128 KB of "
@@ -361,6 +429,9 @@ COMPILE = {
     5067: "sm_120 GEMM 256x128, f32 out, bias: the same",
     5129: "sm_120 GEMM 256x128 with C as the initial value: C's conversion into the "
     "accumulator's layout needed 128 KB; loaded in that layout now",
+    150586: "sm_120 batched GEMM 128x256 from C (a (1, M, N) tile through its view): the same "
+    "128 KB conversion; the load takes the layout with the unit dim put back now",
+    150687: "sm_120 batched i8 GEMM 256x128 from C: the same",
 }
 
 

@@ -135,6 +135,37 @@ def test_chunks_give_the_initial_value_when_the_loop_does_not_run(et, ct, m, war
             assert np.signbit(out).all()  # -0.0 itself, not +0.0
 
 
+@pytest.mark.parametrize(
+    "et,ct,m,n,warps",
+    [
+        ("f16", "f32", 128, 128, None),  # a TMEM row of 128 a thread
+        ("f16", "f32", 64, 128, None),  # half a row a thread (16x32bx2)
+        ("f16", "f32", 256, 128, None),  # two accumulators, 8 warps
+        ("f16", "f32", 256, 256, None),  # by column chunks
+        ("i8", "i32", 128, 128, None),
+    ],
+)
+def test_a_zero_initial_value_is_read_back_as_it_is(et, ct, m, n, warps):
+    # +0, as a GEMM from zero starts: the first MMA overwrites D and the rows read back are the
+    # result; no register holds 128 zeros through the loop and nothing is added after it.
+    # A loop of no iteration writes +0 into TMEM first (not the -0.0 identity of above).
+    import test_codegen_pipeline as tp
+
+    init = "0" if ct == "i32" else "0.0"
+    ptx = _ptx(et, ct, m, init, warps, n)
+    tail = ptx.split("tcgen05.mma")[-1]
+    add = "add.s32" if ct == "i32" else "add.rn.f32"
+    per = m * n // (32 * (warps or (8 if m == 256 else 4)))
+    assert tail.count("tcgen05.ld.sync") and tail.count(add) < per // 4, tail.count(add)
+    for nk in (0, 2):
+        a, b, c = tp._operands(et, ct, m, n, max(64 * nk, 16), 3 + nk)
+        out = tp._launch(ptx, a, b, c, nk, 64 * nk, strict_async=True)
+        want = a[:, : 64 * nk].astype(np.float64) @ b[: 64 * nk].astype(np.float64)
+        np.testing.assert_array_equal(out.astype(np.float64), want)
+        if nk == 0:
+            assert not np.signbit(out).any()
+
+
 def test_streamed_store_without_its_read_wait_is_caught():
     ptx = _ptx("f16", "f32", 256, "0.0")
     assert ptx.count("cp.async.bulk.wait_group.read 5") == 2  # boxes 6 and 7 reuse slots 0, 1
@@ -226,5 +257,9 @@ def test_m64_on_one_cta_reads_tmem_by_16x32bx2(ab, out, epi, tk, tn, init, tmp_p
     assert x2 == tn // 64  # a thread's tn / 2 columns, 32 a load
     assert "tcgen05.ld.sync.aligned.32x32b" not in o.ptx
     # C (section 37): into TMEM before the loop, in the same order (it went through the
-    # scratch before: 32x32b loads of lanes 0 .. 15 and an exchange)
-    assert o.ptx.count("tcgen05.st.sync.aligned.16x32bx2.x32.b32") == (tn // 64 if init else 0)
+    # scratch before: 32x32b loads of lanes 0 .. 15 and an exchange); a zero initial value
+    # only after it, where the loop ran no iteration (section 38)
+    st = "tcgen05.st.sync.aligned.16x32bx2.x32.b32"
+    assert o.ptx.count(st) == tn // 64
+    after = o.ptx.split("tcgen05.mma")[-1]
+    assert after.count(st) == (0 if init else tn // 64)

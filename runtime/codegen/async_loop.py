@@ -26,7 +26,13 @@ from tilegen.runtime.codegen import async_mma_sync, async_scaled, cta_pair, tcge
 from tilegen.runtime.codegen import fragment_load, fragment_sides, tmem_chunks
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail
 from tilegen.runtime.ir import OpResult
-from tilegen.runtime.layouts.async_forms import chain_sides, fragment_chain, init_in_tmem
+from tilegen.runtime.layouts.async_forms import (
+    chain_sides,
+    fragment_chain,
+    init_in_tmem,
+    plus_zero_tile,
+    uniform_tile,
+)
 from tilegen.runtime.layouts.mma_choice import TCGEN05_SMS
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
@@ -216,6 +222,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     slot_off, slots, maps_off, nmaps = fr.slot_off, fr.slots, fr.maps_off, fr.nmaps
     lb, ub, step, ty, iv_cls = fr.lb, fr.ub, fr.step, fr.ty, fr.iv_cls
     tmem_off, done_off, tbar_off, tcols = fr.tmem_off, fr.done_off, fr.tbar_off, fr.tcols
+    init_off = fr.init_off  # (an sm_100 pair from C: _tcgen05_consumer)
     tc_scaled, consumer, bt_off, sym = fr.tc_scaled, fr.consumer, fr.bt_off, em.symbol
 
     # ---- consumers: the kernel's warps
@@ -252,7 +259,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
         fragment_load.mark(em, op, ("layout", dot.results[0].type.encoding))
     elif not tc:  # (a pair's CTA: its own rows of C, rank M on)
         fragment_load.mark(em, op, ("wgmma", M, N) + (("pair",) if pair else ()))
-    elif not (tc_scaled or pair):
+    elif pair and not tc_scaled:  # (a pair's CTA: its own rows of C in its TMEM rows)
+        if not uniform_tile(op.operands[3]) and fragment_chain(op, store) is not None:
+            fragment_load.mark(em, op, ("rows", M, N, 2 if M == 64 else G, "pair"))
+    elif not tc_scaled:
         if init_in_tmem(op, W) and fragment_chain(op, store) is not None:
             rows = ("rows", M, N, G if M == 128 else 1)
             if M == 64:  # (half a row a thread: 16x32bx2)
@@ -759,7 +769,10 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     tmem_off, done_off = slot_off + 8, slot_off + 16  # sm_100: TMEM address, MMAs-done barrier
     tbar_off = slot_off + 24  # sm_100 scaled accumulate: the two TMEM buffers' barriers
     tc_scaled = tc and scaled
-    maps_off = _align(tbar_off + (async_scaled.TMEM_BARRIER_BYTES if tc_scaled else 0), 128)
+    # sm_100 pair from C: both CTAs wrote their rows of C into TMEM (the even CTA's barrier)
+    init_off = tbar_off + (async_scaled.TMEM_BARRIER_BYTES if tc_scaled else 0)
+    pair_init = tc and pair and not uniform_tile(op.operands[3])
+    maps_off = _align(init_off + 8 * pair_init, 128)
     tall = tc and not pair and facts.get("M") == 256  # two M 128 accumulators
     tcols = tcgen05.columns(2 * N if tc_scaled or tall else N)
     nmaps = len(staged) + (store is not None)
@@ -805,6 +818,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages * nb + s)}", empty_count)
     if tc:
         mbarrier_init(em, f"{ASYNC_SYMBOL}+{done_off}", 1)
+    if pair_init:  # each CTA's thread 0 arrives once its consumers wrote C
+        mbarrier_init(em, f"{ASYNC_SYMBOL}+{init_off}", 2)
     if tc_scaled:
         for i in range(2):  # TMEM buffer i: full (the issuer's commit), empty (the consumers)
             mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 8 * i}", 1)
@@ -919,6 +934,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         tmem_off=tmem_off,
         done_off=done_off,
         tbar_off=tbar_off,
+        init_off=init_off,
         tcols=tcols,
         tc_scaled=tc_scaled,
         consumer=consumer,
@@ -1155,19 +1171,28 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     uniform = chain is not None and init and all(r == init[0] for r in init)
     # C, the initial value, in the accumulator's rows (init_in_tmem): written into TMEM before
     # the loop, the MMAs add to it, and the rows read back are the result as they are
-    in_tmem = not uniform and chain is not None and not pair and init_in_tmem(op, em.num_warps)
+    # (a pair: each CTA its own rows, then the even CTA's issuer waits for both, below)
+    in_tmem = not uniform and chain is not None and (pair or init_in_tmem(op, em.num_warps))
     if single64 and (uniform or in_tmem):  # (else C waits in the scratch: 32x32b loads of
         per = N // 2  # lanes 0 .. 15)
     # a row of more than 128 accumulators a thread: read back by column chunks at the store
-    # (and C written by chunks: init is None, fragment_load.into_tmem)
-    chunked = (
-        (uniform or in_tmem) and per > tmem_chunks.ROWS_AT_ONCE and M in (128, 256) and not half
-    )
-    if uniform:
+    # (and C written by chunks: init is None, fragment_load.into_tmem); so is a row of 128
+    # beside a row vector (a bias) under 8 warps' 168 registers: the vector's 128 elements
+    # would be live beside the 128 accumulators (fuzzer seed 170014 spilled 16 B)
+    rows_at_once = tmem_chunks.ROWS_AT_ONCE - (em.num_warps == 8 and _row_side(chain))
+    chunked = (uniform or in_tmem) and per > rows_at_once and M in (128, 256) and not half
+    # a zero initial value (+0, as a GEMM from zero starts): the first MMA overwrites D (it
+    # accumulates from +0) and the rows read back are the result as they are: no register
+    # holds the zeros meanwhile and no add follows (a loop of no iteration writes the zeros
+    # into TMEM first, _zero_unless_ran)
+    zero = uniform and plus_zero_tile(op.operands[3])
+    if uniform and not zero:
         # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
         # initial value now, the sum once the MMAs ran) and the store writes it by position
         # (chunked: the store reads it from TMEM part by part, tmem_chunks)
         rows = None if chunked else [em.mov(cls, init[0]) for _ in range(per)]
+    elif zero:
+        rows = None if chunked else []
     elif in_tmem:
         rows = []
     elif pair:  # async_rule admits only the registers-only form for a pair
@@ -1189,6 +1214,8 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         else:  # (M 64: half a row a thread, the other half N / 2 columns on)
             tmem_chunks.store_rows(em, at, init, N // 2 if single64 else 0)
         em.barrier()  # (the issuer's tcgen05.fence::after_thread_sync follows it)
+        if pair:  # this CTA's rows are in: its thread 0 tells the even CTA's issuer
+            cta_pair.arrive_leader(em, t0, base, v["init_off"])
     skip = em.new_label("async_issued")
     # f32 -> tf32 operands are rounded in place (cvt.rna) by every consumer thread per stage
     # before thread 0 issues; otherwise only thread 0 runs the loop
@@ -1201,6 +1228,8 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         em.ins(f"and.pred {issuer}, {t0}, {cta_pair.is_leader(em, cta_pair.rank(em))}")
     if not rnd:
         em.ins(f"@!{issuer} bra {skip}")
+    if in_tmem and pair:  # both CTAs' rows of C are in TMEM before the first MMA
+        cta_pair.wait_both(em, f"{ASYNC_SYMBOL}+{v['init_off']}")
     ring = Ring(stages)
     ring.start(em, 0)
     iv = em.mov(iv_cls, lb)
@@ -1254,9 +1283,11 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         em.tmem_rows = tmem_chunks.Pending(  # (init None: TMEM holds C, tmem_chunks)
             chain, lane_base, ran, None if in_tmem else init[0], cls, per, taddr, v["tcols"]
         )
+        em.tmem_rows.group = cta_pair.group(pair)
+        em.tmem_rows.zero = zero
         return []  # (the registers come chunk by chunk: tma_store_epilogue)
     nomma = em.new_label("async_nomma")
-    if not in_tmem:  # (TMEM holds the initial value then)
+    if not (in_tmem or zero):  # (TMEM holds the initial value then)
         em.ins(f"@!{ran} bra {nomma}")
     _, lane, warp = em.tid()
     row, lane_base = em.new("b32"), em.new("b32")
@@ -1284,6 +1315,12 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     x2 = single64 and rows is not None
     if x2:
         live = None
+    if zero:  # no iteration: TMEM holds nothing, so the zeros go there (the branch is uniform)
+        filled = em.new_label("async_ran")
+        em.ins(f"@{ran} bra {filled}")
+        z = em.mov("b32", "0")
+        tmem_chunks.store_rows(em, lane_base, [z] * per, N // 2 if x2 else 0)
+        em.label(filled)
     for chunk in range(per // 32):
         regs = [em.new("b32") for _ in range(32)]
         src = em.new("b32")
@@ -1294,7 +1331,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         else:
             em.ins(f"tcgen05.ld.sync.aligned.32x32b.x32.b32 {{{dst}}}, [{src}]")
         em.ins("tcgen05.wait::ld.sync.aligned")
-        if in_tmem:
+        if in_tmem or zero:
             for r in regs:
                 rows.append(em.new(cls))
                 em.ins(f"mov.b32 {rows[-1]}, {r}")
@@ -1961,6 +1998,14 @@ def _stmatrix_store(em: Emitter, regs: list, M: int, N: int, base) -> None:
                 f"stmatrix.sync.aligned.m8n8.x4.shared.b16 [{chunk[j0 % 8]}+{imm}], "
                 f"{{{', '.join(four)}}}"
             )
+
+
+def _row_side(chain) -> bool:
+    """Whether fragment ``chain`` (None: none) reads a row vector (1 x N) beside the
+    accumulator (async_forms.chain_sides)."""
+    if chain is None:
+        return False
+    return any(o.operands[0].type.shape[0] == 1 for o in chain_sides(chain))
 
 
 def _row_thread(em: Emitter, N: int, groups: int, M: int = 128, x2: bool = False) -> tuple:

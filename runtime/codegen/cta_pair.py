@@ -51,6 +51,27 @@ def leader_address(em, addr: str) -> str:
     return r
 
 
+def arrive_leader(em, pred: str, base: str, off: int) -> None:
+    """Thread ``pred`` arrives on the even CTA's barrier at ``base + off`` (after
+    its CTA's barrier: the arrival releases what every thread of the CTA wrote, tcgen05.st
+    included once fenced by ``tcgen05.fence::before_thread_sync``)."""
+    r = em.new("b32")
+    em.ins(f"add.s32 {r}, {base}, {off}")
+    r = leader_address(em, r)
+    em.ins(f"@{pred} mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{r}]")
+
+
+def wait_both(em, addr: str) -> None:
+    """The even CTA's issuer waits for phase 0 of its barrier ``addr`` (both CTAs arrived:
+    :func:`arrive_leader`), acquiring at cluster scope, then orders its tcgen05 ops after."""
+    done = em.new("pred")
+    top = em.new_label("pair_wait")
+    em.label(top)
+    em.ins(f"mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 {done}, [{addr}], 0")
+    em.ins(f"@!{done} bra {top}")
+    em.ins("tcgen05.fence::after_thread_sync")
+
+
 def commit(em, barrier: str, pair: bool) -> None:
     """``tcgen05.commit`` of the thread's MMAs to ``barrier``: on a pair, to the barrier at
     that offset in both CTAs."""

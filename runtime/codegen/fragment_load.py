@@ -100,6 +100,10 @@ def _cells(em: Emitter, kind: tuple, op) -> tuple:
         return r0, c0, cells, 2
     _, M, N, groups = kind[:4]  # tcgen05 rows: a thread's row, its columns in order
     r, c, per = _row_thread(em, N, groups, M, "x2" in kind[4:])
+    if "pair" in kind[4:]:  # one CTA of an sm_100 pair: its rows of the pair's tile
+        from tilegen.runtime.codegen.fragment_sides import _pair_rows
+
+        r = _pair_rows(em, r, M)
     return r, c, [(0, k) for k in range(per)], per
 
 

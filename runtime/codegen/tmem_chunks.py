@@ -43,6 +43,11 @@ class Pending:
     tcols: int
     #: row vectors beside the chain, read chunk by chunk (codegen/fragment_sides.py)
     sides: dict = field(default_factory=dict)
+    #: the allocation's ``.cta_group`` (a CTA pair's: ``cta_group::2``)
+    group: str = "cta_group::1"
+    #: the initial value is +0: the MMAs' sum is the result as it is (no add), and a loop of
+    #: no iteration leaves +0 in TMEM
+    zero: bool = False
 
 
 def lane_base(em: Emitter, warp: str, taddr: str, N: int, tall: bool, wide: bool) -> str:
@@ -100,7 +105,7 @@ def store_by_chunks(em: Emitter, p: Pending, store, value, refs: list, write) ->
     if p.init is not None:
         filled = em.new_label("tmem_chunks_filled")
         em.ins(f"@{p.ran} bra {filled}")
-        z = em.mov("b32", "0" if p.cls == "b32" else "0x80000000")
+        z = em.mov("b32", "0" if p.cls == "b32" or p.zero else "0x80000000")
         for c0 in range(0, p.per, CHUNK):
             dst = em.new("b32")
             em.ins(f"add.s32 {dst}, {p.lane_base}, {c0}")
@@ -116,7 +121,7 @@ def store_by_chunks(em: Emitter, p: Pending, store, value, refs: list, write) ->
         for r in cur:  # the initial value plus the sum
             y = em.new(p.cls)
             em.ins(f"mov.b32 {y}, {r}")
-            if p.init is None:
+            if p.init is None or p.zero:
                 vals.append(y)
                 continue
             x = em.new(p.cls)
@@ -136,4 +141,4 @@ def store_by_chunks(em: Emitter, p: Pending, store, value, refs: list, write) ->
 
 def release(em: Emitter, p: Pending) -> None:
     """Free the columns: warp 0, after the consumers' barrier that follows the last read."""
-    em.ins(f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 {p.taddr}, {p.tcols}")
+    em.ins(f"tcgen05.dealloc.{p.group}.sync.aligned.b32 {p.taddr}, {p.tcols}")

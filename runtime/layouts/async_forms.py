@@ -5,6 +5,8 @@ own order (docs/pipelines.md sections 11 and 12)."""
 
 from __future__ import annotations
 
+import math
+
 from typing import Optional
 
 from tilegen.runtime.ir import Operation, OpResult
@@ -29,6 +31,20 @@ def uniform_tile(v) -> bool:
         return shape is not None and all(n == 1 for n in shape)
     value = op.attributes.get("value") if op.name == "arith.constant" else None
     return bool(getattr(value, "is_splat", False))
+
+
+def plus_zero_tile(v) -> bool:
+    """Whether tile ``v`` is +0 everywhere (:func:`zero_tile`, not -0.0): what an MMA that
+    overwrites its accumulator starts from."""
+    if not zero_tile(v):
+        return False
+    op = _op(v)
+    if op.name == "nv_tileaa.splat":
+        op = _op(op.operands[0])
+    value = op.attributes["value"]
+    vals = getattr(value, "values", None)
+    x = float(vals[0]) if vals is not None else float(getattr(value, "value", 0))
+    return math.copysign(1.0, x) > 0
 
 
 def zero_tile(v) -> bool:

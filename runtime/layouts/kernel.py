@@ -135,9 +135,11 @@ def default_num_warps(func: Operation) -> int:
             # the async path's K loop: its consumer warps stay the kernel's 4 (a CTA pair's
             # too: 128 rows per CTA), unless one warp group would hold 256 rows of
             # accumulators; two then take 128 each (2 x 64 registers a thread, N 128)
+            m, n = dots[0].operands[0].type.shape[0], dots[0].operands[1].type.shape[-1]
             if (_tall_dot(dots[0]) or _wide_n_dot(dots[0])) and (
-                not _may_pair(func, sm, dots[0], loop) or dots[0].operands[1].type.shape[-1] > 128
-            ):  # (a pair of N 256: each CTA's 128 rows in two column halves, section 30)
+                not _may_pair(func, sm, dots[0], loop) or (n > 128 and m > 128)
+            ):  # (a pair of N 256: each CTA's 128 rows in two column halves, section 30; a
+                # pair's 64 rows a CTA stay on 4 warps, half a row of N 256 a thread)
                 return WIDE_NUM_WARPS
             continue
         if (
@@ -245,10 +247,10 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
     rows on two warp groups: column halves on sm_100, 64 rows each on sm_90; docs/pipelines.md
     section 30), in
     a kernel of the pair's form (``async_rule._pair_reason``'s conditions on the IR's structure:
-    a uniform initial value, elementwise ops from the loop to one TMA store, nothing else
-    writing memory; on sm_90 C as the initial value too). A hinted kernel the pair then
-    refuses (C as the initial value on sm_100, a 3-d store) keeps two warp groups on one
-    CTA, not one group holding 256 rows of accumulators."""
+    a uniform initial value or C as ``async_forms.init_chain`` loads it, elementwise ops from
+    the loop to one TMA store, nothing else writing memory). A hinted kernel the pair then
+    refuses (a 3-d store) keeps two warp groups on one CTA, not one group holding 256 rows of
+    accumulators."""
     from tilegen.runtime.options import current
 
     n = getattr(dot.operands[1].type, "shape", (0, 0))[-1]
@@ -257,7 +259,7 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
         and sm in (90, 100)
         and current().cta_pair
         and (n <= 128 or n == 256)
-        and _pair_form(func, loop, dot, init_loaded=sm == 90)
+        and _pair_form(func, loop, dot)
     )
 
 
@@ -265,15 +267,16 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
 _WRITES = ("store", "atomic", "scatter", "print", "assert")
 
 
-def _pair_form(func: Operation, loop: Operation, dot: Operation, init_loaded=False) -> bool:
+def _pair_form(func: Operation, loop: Operation, dot: Operation) -> bool:
     """The CTA pair's conditions on the IR's structure (``async_rule._pair_reason`` checks them
     again once the layouts exist): the dot accumulates into the loop's value from a uniform
-    initial tile (or, ``init_loaded``, from C as ``async_forms.init_chain`` loads it: each
-    CTA loads its own rows of it, on sm_90), its operands reach it unconverted from loads TMA can copy
-    (``tma_rules.tma_describable``: 16-byte aligned strides), and the kernel's only memory write is one
-    2-d ``tiled_store`` after the loop of a value computed from the loop's result by
-    elementwise ops with uniform operands (``async_forms.fragment_chain``: no bias row loaded
-    after the loop, no second store, no 3-d store)."""
+    initial tile (or from C as ``async_forms.init_chain`` loads it: each CTA loads its own
+    rows of it, into its fragment on sm_90 and its TMEM rows on sm_100), its operands reach it
+    unconverted from loads TMA can copy (``tma_rules.tma_describable``: 16-byte aligned
+    strides), and the kernel's only memory write is one 2-d ``tiled_store`` after the loop of
+    a value computed from the loop's result by elementwise ops with uniform operands
+    (``async_forms.fragment_chain``: no bias row loaded after the loop, no second store, no
+    3-d store)."""
     from tilegen.runtime.ir import BlockArgument, OpResult
     from tilegen.runtime.layouts.async_forms import (
         fragment_chain,
@@ -288,7 +291,7 @@ def _pair_form(func: Operation, loop: Operation, dot: Operation, init_loaded=Fal
 
     if not isinstance(dot.operands[2], BlockArgument) or len(loop.operands) < 4:
         return False
-    if not uniform_tile(loop.operands[3]) and not (init_loaded and init_chain(loop)):
+    if not uniform_tile(loop.operands[3]) and not init_chain(loop):
         return False
     if any(isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp" for v in dot.operands[:2]):
         return False

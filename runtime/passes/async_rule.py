@@ -956,11 +956,11 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
         return "the pair takes the plain GEMM form (the dot accumulates into the loop's value)"
     if any(_converted_operand(v) for v in dot.operands[:2]):
         return "the pair's operands reach the dot as staged (no f32 -> tf32 rounding)"
-    # (sm_90: each CTA loads its own rows of C in its fragment's order, fragment_load.py)
+    # (each CTA loads its own rows of C in its fragment's / TMEM rows' order, fragment_load.py)
     if not _registers_only(func, loop, sm, 128, fragment=True):
         return (
             "the pair keeps each CTA's rows in registers up to the kernel's TMA store: a "
-            "uniform initial value (on sm_90 also C as loaded) and elementwise ops from the "
+            "uniform initial value or C as loaded, and elementwise ops from the "
             "loop to one tiled_store"
         )
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)
@@ -1000,16 +1000,17 @@ def _registers_only(
     value goes straight into the registers (or, with ``tmem_warps`` - one CTA of that many
     warps - a non-uniform one into tensor memory on sm_100, :func:`init_in_tmem`, or loaded
     in the wgmma fragment's order on sm_90, :func:`init_chain`, also by each CTA of a pair:
-    ``fragment``), the result reaches
+    ``fragment``, on sm_100 into its TMEM rows), the result reaches
     the TMA store by :func:`fragment_chain` (sm_100: the TMEM row order of M = 128), and nothing
     else after the loop holds a tile that is not uniform (which a layout exchange might stage
     there)."""
     if sm >= 100 and M not in (128, 256) and not (M == 64 and tmem_warps == 4):
         return False  # (M 64 on one CTA of 4 warps: 16x32bx2 loads, codegen/async_loop.py)
     in_tmem = sm >= 100 and tmem_warps and init_in_tmem(loop, tmem_warps)
-    # (sm_90, one CTA: C loaded straight in the wgmma fragment's order, codegen/fragment_load)
-    in_fragment = ASYNC_MMA.get(sm) == "wgmma" and (tmem_warps or fragment)
-    in_fragment = in_fragment and init_chain(loop) is not None
+    # (sm_90, one CTA: C loaded straight in the wgmma fragment's order, codegen/fragment_load;
+    # a pair's CTA: its own rows of C, into its fragment or, on sm_100, its TMEM rows)
+    in_fragment = ASYNC_MMA.get(sm) in ("wgmma", "tcgen05") and (tmem_warps or fragment)
+    in_fragment = in_fragment and (sm < 100 or fragment) and init_chain(loop) is not None
     if not uniform_tile(loop.operands[3]) and not (in_tmem or in_fragment):
         return False
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)  # (the ring's size checked later)

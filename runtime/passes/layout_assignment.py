@@ -320,7 +320,37 @@ class LayoutAssigner:
                     self.layout[v] = layout
                     self.require(prod, 0, SliceLayout(d, layout))
                     return True
+            return self._batched_init(prod, v, layout)
         return False
+
+    def _batched_init(self, view: Operation, v: Value, layout: BlockedLayout) -> bool:
+        """A batched array's C, ``view`` (dropping the unit dims of a ``(1, M, N)`` load) on its
+        way to a loop's initial value, wanted in an MMA accumulator's ``layout``: the load takes
+        that layout with the unit dims put back (``unit_dims_view``: the same registers, so
+        the view costs nothing), as a 2-d C does (``_loop_init_loaded_whole``). Its conversion
+        would have cost an exchange the size of the tile (128 KB for 128 x 256 f32: more
+        than sm_120 has)."""
+        src = view.operands[0]
+        load = src.op if isinstance(src, OpResult) else None
+        if (
+            load is None
+            or load.name != "nv_tileaa.tiled_load"
+            or src is not load.results[0]
+            or src.num_uses != 1
+            or layout not in self.mma_layouts
+            or not _loop_init_loaded_whole(v, layout)
+        ):
+            return False
+        wide = unit_dims_view(layout, tuple(v.type.shape), tuple(src.type.shape))
+        if wide is None:
+            return False
+        self.layout[v] = layout
+        if self.layout.get(src) != wide:
+            self.layout[src] = wide
+            for i in self.tile_operands(load):
+                if load.operands[i].type.shape == src.type.shape:
+                    self.require(load, i, wide)
+        return True
 
     def rematerialize(self, op: Operation, index: int, layout: DistributedLayout) -> bool:
         """Operand ``index`` of ``op`` is a broadcast (same rank) or a ``splat`` /

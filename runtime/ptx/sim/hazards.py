@@ -75,6 +75,10 @@ class Hazards:
         ctas = st.n // st.threads
         self.tm_op = np.zeros((128 * ctas, 512), np.int32)  # tcgen05.mma in flight (op id)
         self.tm_writer = np.zeros((128 * ctas, 512), np.int32)  # last mma to write it (op id)
+        # each cell's last tcgen05.st not yet followed by an MMA: (warp, its clock, line)
+        self.ts_warp = np.full((128 * ctas, 512), -1, np.int32)
+        self.ts_clock = np.zeros((128 * ctas, 512), np.int64)
+        self.ts_line = np.zeros((128 * ctas, 512), np.int32)
         self.ops: dict[int, "AsyncOp"] = {}
         self.bvc: dict[int, list[np.ndarray]] = {}  # mbarrier -> [current phase, completed]
         self.nagents = self.W
@@ -391,6 +395,7 @@ class Hazards:
     # -- tensor memory --------------------------------------------------------------------------
     def tmem_write_issue(self, op: "AsyncOp") -> None:
         rows, c0, c1 = op.tmem
+        self._stores_ordered(op, rows, c0, c1)
         old, counts = np.unique(self.tm_writer[rows, c0:c1], return_counts=True)
         for oid, c in zip(old, counts):
             if oid and int(oid) in self.ops:
@@ -405,7 +410,31 @@ class Hazards:
         for op in ops:
             op.observers.append((bar.agent, bar.phase + 1))
 
-    def tmem_access(self, w: int, rows: np.ndarray, c0: int, c1: int, store: bool) -> None:
+    def _stores_ordered(self, op: "AsyncOp", rows: np.ndarray, c0: int, c1: int) -> None:
+        """An MMA's accumulator cells some warp wrote by ``tcgen05.st`` (C written before the
+        loop, in its own CTA or the pair's other one): that store must happen before the MMA's
+        issue (a ``bar.sync``, or an mbarrier phase the issuer waited for)."""
+        w = int(op.lane) // 32
+        tw = self.ts_warp[rows, c0:c1]
+        written = tw >= 0
+        if not written.any():
+            return
+        seen = self.vc[w][np.where(written, tw, 0)]
+        bad = written & (seen < self.ts_clock[rows, c0:c1])
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise _err(
+                f"{op.kind} (line {op.line}), issued by warp {w}, accumulates into tensor "
+                f"memory (lane {int(rows[i]) % 128}, column {c0 + int(j)}) that warp "
+                f"{int(tw[i, j])} wrote by tcgen05.st at line {int(self.ts_line[rows[i], c0 + j])}, "
+                "but nothing orders that store before the MMA's issue (a barrier, or an "
+                "mbarrier phase the issuing thread waited for)"
+            )
+        self.ts_warp[rows, c0:c1] = -1
+
+    def tmem_access(
+        self, w: int, rows: np.ndarray, c0: int, c1: int, store: bool, line: int = 0
+    ) -> None:
         pend = self.tm_op[rows, c0:c1]
         if (pend != 0).any():
             op = int(pend[pend != 0][0])
@@ -420,6 +449,9 @@ class Hazards:
                 if oid and int(oid) in self.ops:
                     self.ops[int(oid)].owned -= int(c)
             self.tm_writer[rows, c0:c1] = 0
+            self.ts_warp[rows, c0:c1] = w
+            self.ts_clock[rows, c0:c1] = self.vc[w, w]
+            self.ts_line[rows, c0:c1] = line
             return
         for oid in np.unique(writers):
             op = self.ops.get(int(oid)) if oid else None

@@ -437,7 +437,7 @@ def fragment(shape: str, num: int, half: int = 0) -> np.ndarray:
     return out
 
 
-def do_ld_st(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+def do_ld_st(st: "CtaState", ins: Instr, mask: np.ndarray, line: int = 0) -> None:
     parts = ins.parts
     load = parts[1] == "ld"
     shape = next((p for p in parts if p in _SHAPES), None)
@@ -479,7 +479,7 @@ def do_ld_st(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         cols = col0 + frag[:, :, 1]
         if hz is not None:
             cta_row = 128 * (int(w) * 32 // st.threads)  # the hazard map's rows of this CTA
-            hz.tmem_access(int(w), np.unique(rows) + cta_row, col0, cmax, store=not load)
+            hz.tmem_access(int(w), np.unique(rows) + cta_row, col0, cmax, not load, line)
         threads = np.arange(32) + 32 * w
         for r, reg in enumerate(regs):
             if load:
@@ -503,7 +503,7 @@ def execute(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
     elif op == "commit":
         do_commit(st, ins, mask, line)
     elif op in ("ld", "st"):
-        do_ld_st(st, ins, mask)
+        do_ld_st(st, ins, mask, line)
     elif op in ("wait", "fence"):
         return
     else:
