@@ -454,3 +454,19 @@ def test_num_warps_option_is_typed_and_in_the_cache_key():
         with pytest.raises(CompileError) as e:
             CompileOptions(num_warps=bad)
         assert e.value.exit_code == code
+
+
+def test_wgmma_k_steps_are_outermost():
+    # a consumer warp group holding two m64 instances (matmul_f16's 128 rows on sm_90a) issues
+    # each K step into both instances before the next step, as tileiras and CUTLASS do: no
+    # wgmma waits on the one just before it through its accumulator
+    import test_tmem_chunks as tc
+
+    from tilegen.runtime.asm import parse_module
+    from tilegen.runtime.ptxsim import compile_to_ptx
+
+    module = parse_module(tc._source("f16", "f32", 128, "0.0", 128), "mm.mlir")
+    ptx = compile_to_ptx(module, "sm_90a", options=CompileOptions(use_tma=True))
+    first = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\S* \{(%f\d+),", ptx)
+    assert len(first) == 8 and len(set(first)) == 2, first  # 4 K steps x 2 instances
+    assert all(x != y for x, y in zip(first, first[1:])), first

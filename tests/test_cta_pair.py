@@ -96,6 +96,19 @@ def test_pair_gemm_forms_match_numpy(pair_kernels, name):
     _check(c.ptx, name)
 
 
+@pytest.mark.parametrize("name", ["pair_f16", "pair_f16_m128"])
+def test_a_pair_loop_of_no_iteration_gives_plus_zero(pair_kernels, name):
+    """K = 0: no MMA runs, so TMEM holds nothing; each CTA writes +0 into its own rows before
+    reading them back (the zero initial value is read back as it is, docs/pipelines.md
+    section 38), 128 and 64 rows a CTA."""
+    c = _compile(pair_kernels[name])
+    args, ref, grid = _problem(name, 0, 0)
+    assert args[0].shape[1] == 0 and not ref.any()
+    out = run_ptx(c.ptx, args, grid, strict_async=True)[2]
+    np.testing.assert_array_equal(out.astype(np.float64), ref)
+    assert not np.signbit(out).any()
+
+
 def _assembled(ptx: str, arch: str, tmp_path: Path) -> tuple[str, str, str]:
     """(ptxas -v stderr, SASS, ELF dump) of ``ptx`` on ``arch``; ptxas must accept it with no
     spills; skips where cuobjdump is missing."""

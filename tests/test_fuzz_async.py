@@ -354,6 +354,18 @@ def test_a_pair_of_64_rows_a_cta_at_n_256_keeps_one_warp_group(target, tmp_path)
     assert "4 consumer + 4 producer warps" in o.plan, o.plan
 
 
+def test_an_occupancy_cap_that_cannot_hold_todays_accumulators_is_dropped(tmp_path):
+    # sm_120, 256 x 128 from C with occupancy 2: today's path (8 warps, 128 f32 accumulators a
+    # thread) under the hint's .maxnreg 128 spilled 472 bytes (fuzzer seed 170108; tileiras
+    # splits the tile over a cluster of two CTAs). The cap is dropped, as the async path drops
+    # it where its consumers cannot hold their accumulators
+    params = dict(ab="f16", out="f16", TM=256, TN=128, TK=32, BT=1, INIT=1, EPI=0)
+    opts = {"num_ctas": 2, "occupancy": 2}
+    o = _run(fa.Config(0, "gemm", "sm_120", params, opts, dict(M=69, N=128, K=96)), tmp_path)
+    assert o.path == "today" and "maxnreg dropped" in o.plan, o.plan
+    assert ".maxnreg" not in o.ptx
+
+
 def test_sm100_pair_from_c_without_the_wait_is_caught(tmp_path):
     # the same kernel with the issuer's wait for both CTAs planted away: the strict simulator
     # reports the MMA accumulating into TMEM the other CTA wrote by tcgen05.st, unordered
@@ -418,6 +430,11 @@ FOUND[100360] = "sm_100a 256x256 from C: today's path spilled"
 #: pair's forms do not take (today's path spilled 272 / 672 B); 4 warps now, half a row a thread
 FOUND[160253] = "sm_100a e4m3 128x256 num_ctas=2: today's path spilled 272 B"
 FOUND[70029] = "sm_100a e4m3 128x256 num_ctas=2, occupancy 2: today's path spilled 672 B"
+FOUND[180094] = (
+    "sm_100a i8 128x256 from C, num_ctas=2, occupancy 2: the rule reserved a scratch for the "
+    "64-row pair's accumulator (M 64 was registers-only on 4 warps of one CTA only), so its TMA "
+    "store did not fit the ring and 4 warps held the whole tile on today's path (456 B spilled)"
+)
 #: a bias row beside a TMEM row of 128 accumulators under 8 warps' 168 registers: all 128 of
 #: its elements were read before the adds (256 live values); read by column chunks now
 FOUND[170014] = "sm_100a f16 -> f32 256x128 + bias row: the async path spilled 16 B"

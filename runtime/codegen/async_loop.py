@@ -382,9 +382,11 @@ def async_for(em: Emitter, op, stages: int) -> None:
         db0 = wgmma_descriptor_parts(em, btbase, 16, 8 * bt.span, bt.span)
     moved = lambda parts, off: wgmma_descriptor_at(em, parts, off)  # noqa: E731
 
-    for q in range(nq):
-        dregs = ", ".join((part or acc)[q * per : (q + 1) * per])
-        for kk in range(K // tk):
+    # K steps outermost: consecutive wgmmas write different accumulators (m64 instances), as
+    # tileiras and CUTLASS issue them
+    for kk in range(K // tk):
+        for q in range(nq):
+            dregs = ", ".join((part or acc)[q * per : (q + 1) * per])
             kb = kk * 32  # K byte offset in A's rows
             da = moved(da0, (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span)
             if kmajor:

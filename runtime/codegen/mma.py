@@ -1197,34 +1197,43 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         a_frag = _a_fragments(em, em.tile(op, a), da, W)
     if not fused:
         em.ins("wgmma.fence.sync.aligned")
-    for q in range(nq):
-        for ci, (n0, n) in enumerate(plan.chunks):
-            if fused:
-                for line in inits.get((q, ci), ()):
-                    em.ins(line)
-                em.ins("wgmma.fence.sync.aligned")
-            dregs = ", ".join(acc[(q, ci)])
+
+    def issue(q: int, ci: int, s: int) -> None:
+        n0, n = plan.chunks[ci]
+        step = s * tk * esz // 16 * _LBO
+        rb = em.new("b64")
+        if a_frag is not None:
+            ra = "{" + ", ".join(a_frag[(q, s)]) + "}"
+        else:
+            ra = em.new("b64")
+            em.ins(f"add.s64 {ra}, {desc_a}, {(q * G * 8 * sbo + step) >> 4}")
+        b_off = n0 // 8 * b_sbo + (s * tk // 8 * b_lbo if bn else step)
+        if boxed is not None and boxed.kmajor:  # rows n; K bytes in column boxes
+            kb = s * tk * esz
+            b_off = n0 * boxed.span + kb // boxed.span * boxed.box_bytes + kb % boxed.span
+        elif boxed is not None:  # K rows of span bytes; column boxes K span apart
+            b_off = n0 * esz // 128 * K * boxed.span + s * tk * boxed.span
+        em.ins(f"add.s64 {rb}, {desc_b}, {b_off >> 4}")
+        dregs = ", ".join(acc[(q, ci)])
+        em.ins(f"{row.opcode(n)} {{{dregs}}}, {ra}, {rb}, {scale_d}{imms}")
+
+    if not fused:  # K steps outermost: consecutive wgmmas write different accumulators
+        for s in range(K // tk):  # (as tileiras and CUTLASS issue them)
+            for q in range(nq):
+                for ci in range(len(plan.chunks)):
+                    issue(q, ci, s)
+    for q in range(nq) if fused else ():
+        for ci in range(len(plan.chunks)):
+            for line in inits.get((q, ci), ()):
+                em.ins(line)
+            em.ins("wgmma.fence.sync.aligned")
             for s in range(K // tk):
-                step = s * tk * esz // 16 * _LBO
-                rb = em.new("b64")
-                if a_frag is not None:
-                    ra = "{" + ", ".join(a_frag[(q, s)]) + "}"
-                else:
-                    ra = em.new("b64")
-                    em.ins(f"add.s64 {ra}, {desc_a}, {(q * G * 8 * sbo + step) >> 4}")
-                b_off = n0 // 8 * b_sbo + (s * tk // 8 * b_lbo if bn else step)
-                if boxed is not None and boxed.kmajor:  # rows n; K bytes in column boxes
-                    kb = s * tk * esz
-                    b_off = n0 * boxed.span + kb // boxed.span * boxed.box_bytes + kb % boxed.span
-                elif boxed is not None:  # K rows of span bytes; column boxes K span apart
-                    b_off = n0 * esz // 128 * K * boxed.span + s * tk * boxed.span
-                em.ins(f"add.s64 {rb}, {desc_b}, {b_off >> 4}")
-                em.ins(f"{row.opcode(n)} {{{dregs}}}, {ra}, {rb}, {scale_d}{imms}")
-            if fused:  # this instance's partial result, consumed before the next one starts
-                em.ins("wgmma.commit_group.sync.aligned")
-                em.ins("wgmma.wait_group.sync.aligned 0")
-                regs = {k: acc[w[:2]][w[2]] for k, w in enumerate(where) if w[:2] == (q, ci)}
-                epilogue.chunk(em, ep, regs)
+                issue(q, ci, s)
+            # this instance's partial result, consumed before the next one starts
+            em.ins("wgmma.commit_group.sync.aligned")
+            em.ins("wgmma.wait_group.sync.aligned 0")
+            regs = {k: acc[w[:2]][w[2]] for k, w in enumerate(where) if w[:2] == (q, ci)}
+            epilogue.chunk(em, ep, regs)
     if not fused:
         em.ins("wgmma.commit_group.sync.aligned")
         if op not in em.wgmma_deferred:  # else the caller waits (async_overlap.py)

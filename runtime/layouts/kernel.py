@@ -137,7 +137,8 @@ def default_num_warps(func: Operation) -> int:
             # accumulators; two then take 128 each (2 x 64 registers a thread, N 128)
             m, n = dots[0].operands[0].type.shape[0], dots[0].operands[1].type.shape[-1]
             if (_tall_dot(dots[0]) or _wide_n_dot(dots[0])) and (
-                not _may_pair(func, sm, dots[0], loop) or (n > 128 and m > 128)
+                not _may_pair(func, sm, dots[0], loop)
+                or (n > 128 and (m > 128 or not _half_stored(func, sm, dots[0])))
             ):  # (a pair of N 256: each CTA's 128 rows in two column halves, section 30; a
                 # pair's 64 rows a CTA stay on 4 warps, half a row of N 256 a thread)
                 return WIDE_NUM_WARPS
@@ -238,6 +239,18 @@ def _footprint_num_warps(func: Operation) -> Optional[int]:
     while largest > TILE_REGISTERS_PER_THREAD * 32 * warps and warps < MAX_FOOTPRINT_NUM_WARPS:
         warps *= 2
     return warps if warps != DEFAULT_NUM_WARPS else None
+
+
+def _half_stored(func: Operation, sm: int, dot: Operation) -> bool:
+    """Whether a CTA's half of ``dot``'s tile (M / 2 rows, 4 bytes an element at most) fits in
+    the shared memory the ``occupancy`` hint leaves a CTA, beside two stages' worth of slack:
+    the pair stores its rows by TMA through the idle ring, which can grow that far. (Where it
+    cannot, the pair is refused after the layouts are fixed, and 4 warps would hold the whole
+    tile on today's path.)"""
+    from tilegen.runtime.targets import occupancy_shared
+
+    m, n = dot.operands[0].type.shape[0], dot.operands[1].type.shape[-1]
+    return m // 2 * n * 4 + 16 * 1024 <= occupancy_shared(sm, kernel_spec_int(func, "occupancy"))
 
 
 def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool:

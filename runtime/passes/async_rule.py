@@ -193,6 +193,8 @@ class AsyncDecision:
                     )
                     + f", {m // 2} rows per CTA)"
                 )
+        if self.cap_dropped:
+            head += "; the occupancy hint's .maxnreg dropped (the accumulators do not fit it)"
         if self.taken:
             head += (
                 "; TMA store" if self.tma_store else f"; st.global epilogue ({self.store_reason})"
@@ -1004,8 +1006,9 @@ def _registers_only(
     the TMA store by :func:`fragment_chain` (sm_100: the TMEM row order of M = 128), and nothing
     else after the loop holds a tile that is not uniform (which a layout exchange might stage
     there)."""
-    if sm >= 100 and M not in (128, 256) and not (M == 64 and tmem_warps == 4):
-        return False  # (M 64 on one CTA of 4 warps: 16x32bx2 loads, codegen/async_loop.py)
+    if sm >= 100 and M not in (128, 256) and not (M == 64 and (tmem_warps == 4 or fragment)):
+        return False  # (M 64 on one CTA of 4 warps: 16x32bx2 loads, codegen/async_loop.py;
+        # or a pair's 64-row half: M is one CTA's rows where ``fragment``)
     in_tmem = sm >= 100 and tmem_warps and init_in_tmem(loop, tmem_warps)
     # (sm_90, one CTA: C loaded straight in the wgmma fragment's order, codegen/fragment_load;
     # a pair's CTA: its own rows of C, into its fragment or, on sm_100, its TMEM rows)
@@ -1356,11 +1359,42 @@ def _unsigned(dot: Operation) -> bool:
     return _signedness(dot) not in (None, (True, True))
 
 
+def _accumulators_over_cap(func: Operation) -> bool:
+    """Whether a kernel on today's path carries more registers of K loop values (the dots'
+    accumulators, a thread's share at the layout stage's CTA size) than the ``occupancy`` hint's
+    register cap leaves beside :data:`CONSUMER_SLACK`: the hint's cap is then dropped, as
+    :func:`consumer_registers` drops it on the async path. ptxas would spill them inside the
+    loop (fuzzer seed 170108: sm_120, 256 x 128 f32 accumulators on 8 warps under occupancy
+    2's 128 registers, 472 bytes). An explicit ``nvvm.maxnreg`` stays."""
+    from tilegen.runtime.layouts.decisions import NUM_WARPS
+    from tilegen.runtime.layouts.kernel import register_cap
+
+    warps = func.attributes.get(NUM_WARPS)
+    if warps is None or "nvvm.maxnreg" in func.attributes:
+        return False
+    threads = 32 * warps.value
+    cap = register_cap(func, threads, honor_dropped=False)
+    if cap is None:
+        return False
+    need = 0
+    for loop in func.regions[0].blocks[0].ops:
+        if loop.name != "scf.for" or not any(o.name == "nv_tileaa.dot" for o in loop.walk()):
+            continue
+        bits = 0
+        for v in loop.results:
+            t = v.type
+            width = getattr(getattr(t, "element", None), "width", 32)
+            bits += prod(getattr(t, "shape", ())) * max(32, width)
+        need = max(need, -(-bits // (32 * threads)))
+    return need > 0 and need + CONSUMER_SLACK > cap
+
+
 def decide(root: Operation, options, annotate: bool = False) -> list:
     """[:class:`AsyncDecision`] for every kernel of a laid-out nv_tileaa module; ``annotate``
     marks each taken kernel's K loop for the emitter (``nv_tileas.async_stages``)."""
     from tilegen.runtime.attributes import IntegerAttr, UnitAttr
     from tilegen.runtime.passes.k_loop_pipelining import kernel_functions
+    from tilegen.runtime.records import replace
     from tilegen.runtime.types import I32
 
     out = []
@@ -1371,8 +1405,10 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                     if name in op.attributes:
                         op.remove_attr(name)
         d = decide_kernel(func, options)
+        if not d.taken and _accumulators_over_cap(func):
+            d = replace(d, cap_dropped=True)
         out.append(d)
-        if annotate and d.taken and d.cap_dropped:
+        if annotate and d.cap_dropped:
             func.set_attr(OCCUPANCY_CAP_DROPPED, UnitAttr())
         if annotate and d.taken:
             loops = [
