@@ -1186,7 +1186,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     # a zero initial value (+0, as a GEMM from zero starts): the first MMA overwrites D (it
     # accumulates from +0) and the rows read back are the result as they are: no register
     # holds the zeros meanwhile and no add follows (a loop of no iteration writes the zeros
-    # into TMEM first, _zero_unless_ran)
+    # into TMEM first, below)
     zero = uniform and plus_zero_tile(op.operands[3])
     if uniform and not zero:
         # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the

@@ -23,7 +23,10 @@ flight or their completion. The four hazards, each an error naming both instruct
   in use).
 
 And, between warps, a generic read of bytes another warp wrote that no barrier (or mbarrier
-phase) orders before the read: an exchange through shared memory without its `bar.sync`."""
+phase) orders before the read: an exchange through shared memory without its `bar.sync`; and
+a tcgen05.mma whose accumulator covers tensor memory some warp wrote by `tcgen05.st` (C
+written before the loop, in its CTA or the pair's other one) that no barrier or mbarrier phase
+orders before the MMA's issue."""
 
 from __future__ import annotations
 
