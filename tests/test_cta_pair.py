@@ -101,7 +101,11 @@ def test_a_pair_loop_of_no_iteration_gives_plus_zero(pair_kernels, name):
     """K = 0: no MMA runs, so TMEM holds nothing; each CTA writes +0 into its own rows before
     reading them back (the zero initial value is read back as it is, docs/pipelines.md
     section 38), 128 and 64 rows a CTA."""
+    from tilegen.runtime.ptxas import assemble
+
     c = _compile(pair_kernels[name])
+    if find_ptxas() is not None:  # (the simulated PTX is legal PTX for sm_100a)
+        assert assemble(c.ptx, 100)[0][:4] == b"\x7fELF"
     args, ref, grid = _problem(name, 0, 0)
     assert args[0].shape[1] == 0 and not ref.any()
     out = run_ptx(c.ptx, args, grid, strict_async=True)[2]
