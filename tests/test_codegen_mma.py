@@ -62,9 +62,14 @@ CASES = [
 @pytest.mark.parametrize("sm", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("et,ct,m,n,k", CASES)
 def test_dot_matches_numpy_in_ptxsim(sm, et, ct, m, n, k):
+    _matches_numpy(sm, et, ct, m, n, k, m * n + k)
+
+
+def _matches_numpy(sm, et, ct, m, n, k, seed):
+    """``c = a @ b + c`` of small integers run in ptxsim, exactly as NumPy computes it."""
     from tilegen.runtime.ptxsim import run_ptxsim
 
-    rs = np.random.RandomState(m * n + k)
+    rs = np.random.RandomState(seed)
     a = rs.randint(-4, 5, (m, k)).astype(NP[et])
     b = rs.randint(-4, 5, (k, n)).astype(NP[et])
     c = rs.randint(-4, 5, (m, n)).astype(NP[ct])
@@ -177,3 +182,30 @@ def test_staged_rows_with_more_chunks_than_threads(monkeypatch, sm, m, n, k, ash
     r, q = min(m, ashape[0]), min(k, ashape[1])
     ap[:r, :q] = a[:r, :q]
     np.testing.assert_array_equal(out["c"], ap @ b + c)
+
+
+@pytest.mark.parametrize(
+    "et,m,n,k,sm",
+    [
+        ("f32", 64, 64, 32, "sm_90"),  # unrolled: K x 32 results = 1,024 fma
+        ("f32", 64, 64, 64, "sm_80"),  # a loop of 8 K steps an iteration
+        ("f32", 16, 8, 2, "sm_80"),  # K of no 4-element multiple: scalar loads
+        ("f64", 32, 32, 16, "sm_90"),  # (f64: DMMA where it can; 8 x 8 x 4 below)
+    ],
+)
+def test_fma_dot_loads_each_row_once_per_k_vector(et, m, n, k, sm):
+    """The dot without tensor cores (f32 x f32) runs outer products: per 16 bytes of K, one
+    ``ld.shared.v4`` for each of a thread's A rows and B columns, not two scalar loads per
+    ``fma`` (tileiras 13.5: 1,024 FFMA beside 96 LDS for 64 x 64 x 32); and the result is
+    exact."""
+    from tilegen.runtime.ptxsim import compile_to_ptx
+
+    ptx = compile_to_ptx(parse_module(_src(et, et, m, n, k), "mm.mlir"), sm)
+    fmas = len(re.findall(r"\bfma\.rn\.f(32|64)\b", ptx))
+    loads = len(re.findall(r"\bld\.shared\b", ptx))
+    if fmas:  # (an f64 dot on sm_90 is DMMA)
+        vec = 16 // (4 if et == "f32" else 8) if k % (16 // (4 if et == "f32" else 8)) == 0 else 1
+        assert ("ld.shared.v" in ptx) == (vec > 1)
+        if vec > 1:
+            assert loads * 2 <= fmas, (loads, fmas)
+    _matches_numpy(sm, et, et, m, n, k, k)

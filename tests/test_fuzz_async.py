@@ -439,6 +439,17 @@ FOUND[180094] = (
 #: its elements were read before the adds (256 live values); read by column chunks now
 FOUND[170014] = "sm_100a f16 -> f32 256x128 + bias row: the async path spilled 16 B"
 
+#: rows of no 4-byte multiple (no TMA, no cp.async): the register path held whole operand tiles
+#: in registers; they are copied through registers a 16-byte chunk at a time now
+#: (tests/test_unaligned_operands.py)
+FOUND[200046] = "sm_90a i8 256x64, B^T, occupancy 2, unaligned: today's path spilled 228 B"
+FOUND[200288] = "sm_90a batched bf16 128x128x128, B^T, unaligned: today's path spilled 88 B"
+#: sm_80: a staged copy whose padded layouts passed 48 KB went back to the register path (and
+#: spilled) though the target's scratch allows more; and a 128 x 256 f32 accumulator on 4 warps
+#: (256 registers a thread; tileiras spills 936 B there) takes 8 warps now
+FOUND[221861] = "sm_80 f16 128x64x128, B^T, unaligned: the register path spilled 72 B"
+FOUND[220233] = "sm_80 f16 128x256x32 from C, num_ctas=2: 4 warps spilled 732 B"
+
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {
     4013: "sm_120 GEMM 128x256, f32 out: the epilogue's layout conversion needed 128 KB of "

@@ -940,6 +940,12 @@ class Staged:
     def transposed(self) -> bool:
         return self.plan.transposed != self._flip
 
+    @property
+    def asynchronous(self) -> bool:
+        """Whether the copy is by cp.async (4 or more aligned bytes a chunk), not through
+        registers."""
+        return self.vec * self.esz >= 4
+
     def flipped(self) -> "Staged":
         """The same staged tile, read transposed (a permute on one path of several)."""
         out = copy.copy(self)
@@ -1013,6 +1019,97 @@ def materialize(em: Emitter, st: "Staged") -> list:
     return em.get(v)
 
 
+def _copy_through_registers(
+    em: Emitter, gp, imm: int, dst: str, doff: int, n: int, esz: int, active, rp, left
+) -> None:
+    """One thread's chunk of a synchronous staged copy (where ``active`` holds): ``n`` elements
+    of ``esz`` (1 or 2) bytes from ``[gp+imm]``, an address of no known alignment (element
+    ``j`` is read where the row is in bounds, ``rp``, and ``j < left``, else 0: the load's
+    zero padding), stored at ``[dst+doff]``.
+
+    A chunk of ``4 w`` bytes is read as the ``w + 1`` aligned words that cover it, each loaded
+    only where it holds a byte of the chunk's in-bounds part (a word holding one valid byte is
+    on that byte's page), and funnel-shifted into place (``shf.r``) by the address's
+    misalignment; bytes past ``left`` are masked to 0. One ``st.shared.v4`` stores it."""
+    pred = _and(em, active, rp)
+    sg = f"@{active} " if active else ""
+    nbytes = n * esz
+    if nbytes < 4:  # a chunk narrower than a word (a tile of fewer than 4 bytes a row)
+        for j in range(n):
+            g = pred
+            if left is not None:
+                q = em.new("pred")
+                em.ins(f"setp.gt.s32 {q}, {left}, {j}")
+                g = _and(em, g, q)
+            r = em.new("b32")
+            src = f"[{gp}+{imm + j * esz}]" if imm + j * esz else f"[{gp}]"
+            em.ins(f"mov.b32 {r}, 0")
+            em.ins(f"{'@' + g + ' ' if g else ''}ld.global.u{8 * esz} {r}, {src}")
+            em.ins(f"{sg}st.shared.b{8 * esz} [{dst}+{doff + j * esz}], {r}")
+        return
+    w = nbytes // 4
+    addr = gp
+    if imm:
+        addr = em.new("b64")
+        em.ins(f"add.s64 {addr}, {gp}, {imm}")
+    low, sh, bits = em.new("b32"), em.new("b32"), em.new("b32")
+    em.ins(f"cvt.u32.u64 {low}, {addr}")
+    em.ins(f"and.b32 {sh}, {low}, 3")
+    em.ins(f"shl.b32 {bits}, {sh}, 3")
+    base = em.new("b64")
+    em.ins(f"and.b64 {base}, {addr}, -4")
+    # the bytes from the first word's start to the chunk's in-bounds end: word i is read where
+    # 4 i is below that
+    valid = None
+    if left is not None:
+        valid = em.new("b32")
+        em.ins(
+            f"mad.lo.s32 {valid}, {left}, {esz}, {sh}"
+            if esz > 1
+            else f"add.s32 {valid}, {left}, {sh}"
+        )
+    words = []
+    for i in range(w + 1):
+        g = pred
+        if valid is not None:
+            q = em.new("pred")
+            em.ins(f"setp.lt.s32 {q}, {4 * i}, {valid}")
+            g = _and(em, g, q)
+        elif i == w:  # the word past the chunk: only where the address is misaligned
+            q = em.new("pred")
+            em.ins(f"setp.ne.s32 {q}, {sh}, 0")
+            g = _and(em, g, q)
+        r = em.new("b32")
+        src = f"[{base}+{4 * i}]" if i else f"[{base}]"
+        if g is None:
+            em.ins(f"ld.global.b32 {r}, {src}")
+        else:
+            em.ins(f"mov.b32 {r}, 0")
+            em.ins(f"@{g} ld.global.b32 {r}, {src}")
+        words.append(r)
+    out = []
+    for i in range(w):
+        r = em.new("b32")
+        em.ins(f"shf.r.clamp.b32 {r}, {words[i]}, {words[i + 1]}, {bits}")
+        if left is not None:  # keep the chunk's first left * esz bytes
+            keep, m = em.new("b32"), em.new("b32")
+            em.ins(
+                f"mul.lo.s32 {keep}, {left}, {8 * esz}" if esz > 1 else f"shl.b32 {keep}, {left}, 3"
+            )
+            if i:
+                em.ins(f"sub.s32 {keep}, {keep}, {32 * i}")
+            em.ins(f"max.s32 {keep}, {keep}, 0")
+            em.ins(f"shl.b32 {m}, -1, {keep}")  # (a shift of 32 or more: 0, all kept)
+            em.ins(f"not.b32 {m}, {m}")
+            em.ins(f"and.b32 {r}, {r}, {m}")
+        out.append(r)
+    for i in range(0, w, 4):
+        part = out[i : i + 4]
+        v = {1: "", 2: ".v2", 4: ".v4"}[len(part)]
+        src = part[0] if len(part) == 1 else "{" + ", ".join(part) + "}"
+        em.ins(f"{sg}st.shared{v}.b32 [{dst}+{doff + 4 * i}], {src}")
+
+
 def cp_async_tile(
     em: Emitter,
     st: "Staged",
@@ -1033,6 +1130,12 @@ def cp_async_tile(
 
     R, C = st.shape
     vec, esz = st.vec, st.esz
+    # fewer than 4 aligned bytes (a row pitch of no 4-byte multiple): no cp.async can copy
+    # them; each thread loads a 16-byte chunk element by element, packs it into words and
+    # stores those (the register path had held the whole tile in registers at once)
+    sync = not st.asynchronous
+    if sync:
+        vec = min(16 // esz, C)
     cp = vec * esz
     cpr = C // vec
     T = em.num_threads
@@ -1084,7 +1187,8 @@ def cp_async_tile(
     cpt = max(1, cpr // T)
 
     def chunk_bytes(cq: int):
-        """In-bounds bytes of this thread's chunk at column offset ``cq`` (None: all)."""
+        """In-bounds bytes of this thread's chunk at column offset ``cq`` (None: all;
+        elements when the copy is synchronous)."""
         if st.in_bounds[lead + 1]:
             return None
         size = mem.sizes[lead + 1]
@@ -1098,7 +1202,7 @@ def cp_async_tile(
         em.ins(f"max.{s} {left}, {left}, 0")
         em.ins(f"min.{s} {left}, {left}, {vec}")
         left = em.as_index(left, "b32")
-        if esz == 1:
+        if esz == 1 or sync:
             return left
         colb = em.new("b32")
         em.ins(f"mul.lo.s32 {colb}, {left}, {esz}")
@@ -1128,11 +1232,14 @@ def cp_async_tile(
         for q in range(cpt):
             cq = q * T * vec
             imm = imm0 + cq * esz
+            so_p = _fields_static(p * rpp, row_fields) + _fields_static(cq, col_fields) + off
+            if sync:
+                _copy_through_registers(em, gp, imm, dst, so_p, vec, esz, active, rp, colbs[q])
+                continue
             size = colbs[q]
             if rp is not None:
                 size = em.new("b32")
                 em.ins(f"selp.u32 {size}, {colbs[q] if colbs[q] is not None else cp}, 0, {rp}")
-            so_p = _fields_static(p * rpp, row_fields) + _fields_static(cq, col_fields) + off
             g = f"@{active} " if active else ""
             src = f"[{gp}+{imm}]" if imm else f"[{gp}]"
             if size is None:

@@ -274,7 +274,7 @@ def _stage_b8_chunks(
         starts[lead] = x + k0 if isinstance(x, int) else em.lincomb(k0, [(1, x)])
         sub.starts = starts
         cp_async_tile(em, sub, ((0, None, pitch),), ((0, None, 1),), em.smem_base(), raw_off)
-        cp_async_commit_wait(em)
+        cp_async_commit_wait(em, sub)
         em.barrier()
         _transpose_bytes(em, raw, pitch, kc, N, fr, fc, dst, k0)
 
@@ -550,14 +550,18 @@ def _plus(em: Emitter, base: str, off) -> str:
     return r
 
 
-def cp_async_commit_wait(em: Emitter) -> None:
+def cp_async_commit_wait(em: Emitter, *staged) -> None:
+    """Wait for the cp.async copies of the ``staged`` operands just issued (none when every one
+    of them was copied through registers: ``Staged.asynchronous``)."""
+    if not any(st is not None and st.asynchronous for st in staged):
+        return
     em.ins("cp.async.commit_group")
     em.ins("cp.async.wait_group 0")
 
 
-#: K up to which the fma dot's K loop is unrolled (each step: two ld.shared and an fma a
-#: register, immediates instead of address arithmetic)
-FMA_UNROLL_K = 16
+#: the fma dot's K loop is unrolled where K times a thread's results is at most this many
+#: ``fma``s (tileiras unrolls a 64 x 64 x 32 f32 tile's 1,024); else it steps 2 vectors of K
+FMA_UNROLL = 1024
 
 
 def scratch_cap(em: Emitter) -> int:
@@ -587,9 +591,12 @@ def _dims(op):
 
 def fma_dot(em: Emitter, op) -> None:
     """A dot without tensor cores (f32 x f32, as tileiras does it; also rank-3 batched dots):
-    A row-major and B transposed (per batch) in shared memory, then each thread runs the K
-    reduction of ``fma.rn`` for its own result registers (addresses: a per-thread base plus
-    each register's constant offset), unrolled for K <= FMA_UNROLL_K."""
+    A row-major and B transposed (per batch) in shared memory, K contiguous in both, each row
+    padded by 16 bytes (rows of a warp's loads in distinct banks); then each thread runs the K
+    reduction for its own result registers as outer products: per 16 bytes of K, one
+    ``ld.shared.v4`` (``v2`` for f64) for each of its A rows and B columns, and an ``fma.rn``
+    per result register and K step. Unrolled where K times the thread's results is at most
+    :data:`FMA_UNROLL`, else a loop of two such vectors an iteration."""
     from tilegen.runtime.codegen.exchange import Form
 
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
@@ -602,17 +609,19 @@ def fma_dot(em: Emitter, op) -> None:
     nb, M, N, K = _dims(op)
     esz = ELEMENTS[key][1]
     cls = ELEMENTS[key][0]
-    off_b = _align(nb * M * K * esz)
-    total = off_b + nb * N * K * esz
+    vec = 16 // esz if K % (16 // esz) == 0 else 1
+    Kp = K + 16 // esz if vec > 1 else K + 1  # (a row of 16-byte multiples stays aligned)
+    off_b = _align(nb * M * Kp * esz)
+    total = off_b + nb * N * Kp * esz
     _check_scratch(em, op, total)
     em.need_smem(total)
     st = "f64" if esz == 8 else "b32"
     da, db, dr = em.dist_of(op, a.type), em.dist_of(op, b.type), em.dist_of(op, res.type)
-    batch = (M * K,) if a.type.rank == 3 else ()
-    bbatch = (N * K,) if a.type.rank == 3 else ()
+    batch = (M * Kp,) if a.type.rank == 3 else ()
+    bbatch = (N * Kp,) if a.type.rank == 3 else ()
     em.barrier()
-    _write(em, em.tile(op, a), da, row_major(a.type.shape).mults, 0, esz, st)
-    _write(em, em.tile(op, b), db, bbatch + (1, K), off_b, esz, st)  # B[.., k, n]: n K + k
+    _write(em, em.tile(op, a), da, batch + (Kp, 1), 0, esz, st)
+    _write(em, em.tile(op, b), db, bbatch + (1, Kp), off_b, esz, st)  # B[.., k, n]: n Kp + k
     em.barrier()
     c_in = em.tile(op, c)
     accs = []
@@ -620,35 +629,48 @@ def fma_dot(em: Emitter, op) -> None:
         r = em.new(cls)
         em.ins(f"mov.{cls} {r}, {c_in[k]}")
         accs.append(r)
-    # result (.., m, n): A row at (batch) + m K, B^T row at off_b + (batch) + n K (elements)
-    fa, fb = Form(0, batch + (K, 0)), Form(0, bbatch + (0, K))
-    refs_a = [em.smem_ref(dr, fa, k, esz) for k in range(dr.nregs)]
-    refs_b = [em.smem_ref(dr, fb, k, esz, off_b) for k in range(dr.nregs)]
-    if K <= FMA_UNROLL_K:
-        for kk in range(K):
+    # result (.., m, n): A row at (batch) + m Kp, B^T row at off_b + (batch) + n Kp (elements);
+    # a thread's registers share few rows and columns: each is loaded once per K vector
+    fa, fb = Form(0, batch + (Kp, 0)), Form(0, bbatch + (0, Kp))
+    rows, cols = {}, {}
+    ra = [rows.setdefault(em.smem_ref(dr, fa, k, esz), len(rows)) for k in range(dr.nregs)]
+    rb = [cols.setdefault(em.smem_ref(dr, fb, k, esz, off_b), len(cols)) for k in range(dr.nregs)]
+    refs = [tuple(r[1:-1].split("+")) for r in rows] + [tuple(r[1:-1].split("+")) for r in cols]
+    vt = "" if vec == 1 else f".v{vec}"
+    ty = "f64" if esz == 8 else "f32"
+
+    def step(shift: dict, k0: int) -> None:
+        """The K vectors at element ``k0`` (``shift``: a base register -> its moved copy)."""
+        vals = []
+        for base, imm in refs:
+            regs = [em.new(cls) for _ in range(vec)]
+            dst = regs[0] if vec == 1 else "{" + ", ".join(regs) + "}"
+            em.ins(f"ld.shared{vt}.{ty} {dst}, [{shift.get(base, base)}+{int(imm) + k0 * esz}]")
+            vals.append(regs)
+        for j in range(vec):
             for k in range(dr.nregs):
-                (ba, ia), (bb, ib) = (ref[1:-1].split("+") for ref in (refs_a[k], refs_b[k]))
-                x, y = em.new(cls), em.new(cls)
-                em.ins(f"ld.shared.{st} {x}, [{ba}+{int(ia) + kk * esz}]")
-                em.ins(f"ld.shared.{st} {y}, [{bb}+{int(ib) + kk * esz}]")
+                x, y = vals[ra[k]][j], vals[len(rows) + rb[k]][j]
                 em.ins(f"fma.rn.{cls} {accs[k]}, {x}, {y}, {accs[k]}")
+
+    if K * dr.nregs <= FMA_UNROLL:
+        for k0 in range(0, K, vec):
+            step({}, k0)
         em.set(res, accs)
         return
+    per = 2 * vec if K % (2 * vec) == 0 else vec
     kk = em.new("b32")
     em.ins(f"mov.u32 {kk}, 0")
     loop = em.new_label("fma_dot")
     em.label(loop)
-    for k in range(dr.nregs):
-        (ba, ia), (bb, ib) = (ref[1:-1].split("+") for ref in (refs_a[k], refs_b[k]))
-        pa, pb = em.new("b32"), em.new("b32")
-        em.ins(f"add.s32 {pa}, {ba}, {kk}")
-        em.ins(f"add.s32 {pb}, {bb}, {kk}")
-        x, y = em.new(cls), em.new(cls)
-        em.ins(f"ld.shared.{st} {x}, [{pa}+{ia}]")
-        em.ins(f"ld.shared.{st} {y}, [{pb}+{ib}]")
-        em.ins(f"fma.rn.{cls} {accs[k]}, {x}, {y}, {accs[k]}")
+    shift = {}
+    for base in dict.fromkeys(b for b, _ in refs):
+        moved = em.new("b32")
+        em.ins(f"add.s32 {moved}, {base}, {kk}")
+        shift[base] = moved
+    for k0 in range(0, per, vec):
+        step(shift, k0)
     p = em.new("pred")
-    em.ins(f"add.s32 {kk}, {kk}, {esz}")
+    em.ins(f"add.s32 {kk}, {kk}, {per * esz}")
     em.ins(f"setp.lt.u32 {p}, {kk}, {K * esz}")
     em.ins(f"@{p} bra {loop}")
     em.set(res, accs)
@@ -1107,7 +1129,8 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     if not in_regs:
         _write(em, em.tile(op, c), dc, cform.mults, off_c, csz, st_c)
     if copies:
-        cp_async_commit_wait(em)
+        here = [a_st] + ([] if b8 and kchunk != K else [b_st])  # (B's chunks wait below)
+        cp_async_commit_wait(em, *(x for x in here if x is not None and x.pipe_buf is None))
     if b8 and kchunk != K:  # raw K x N bytes in chunks -> B's K-major layout (rows n)
         dst = _plus(em, em.smem_base(), off_b)
         _stage_b8_chunks(em, b_st, kchunk, K, N, praw, kf, b_rows, off_raw, dst)
@@ -1328,7 +1351,8 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     total = off_c if in_regs else off_c + M * N * csz
     off_raw = _align(total)
     total = off_raw + size_raw
-    if total > SMEM_LIMIT and all(x is None or x.pipe_buf is None for x in (a_st, b_st)):
+    cap = max(SMEM_LIMIT, scratch_cap(em))
+    if total > cap and all(x is None or x.pipe_buf is None for x in (a_st, b_st)):
         _unstage(em, a)  # the padded layouts do not fit: the register path's might
         _unstage(em, b)
         return dot(em, op)
@@ -1353,7 +1377,8 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     if not in_regs:
         _write(em, em.tile(op, c), dc, row_major((M, N)).mults, off_c, csz, st_c)
     if copies:
-        cp_async_commit_wait(em)
+        here = [a_st] + ([b_st] if kchunk == K else [])  # (B's chunks wait below)
+        cp_async_commit_wait(em, *(x for x in here if x is not None and x.pipe_buf is None))
     if writes or copies:
         em.barrier()
     if b8 and kchunk != K:  # raw K x N bytes in chunks -> B^T rows n (pitch pbk)

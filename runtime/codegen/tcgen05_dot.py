@@ -237,8 +237,7 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
         _write_fields(em, em.tile(op, b), em.dist_of(op, b.type), (kf, rows), 0, off_b, esz)
     elif b_st.pipe_buf is None:
         cp_async_tile(em, b_st, rows, kf, em.smem_base(), off_b)
-    if any(x is not None and x.pipe_buf is None for x in (a_st, b_st)):
-        cp_async_commit_wait(em)
+    cp_async_commit_wait(em, *(x for x in (a_st, b_st) if x is not None and x.pipe_buf is None))
     if writes:
         em.ins("fence.proxy.async.shared::cta")
     # every thread's earlier TMEM reads and shared writes, then one thread issues

@@ -110,12 +110,21 @@ WIDE_NUM_WARPS = 8
 
 def default_num_warps(func: Operation) -> int:
     """The CTA size for the layout stage: what the kernel asks for (:func:`kernel_num_warps`;
-    the conversion marks ``nv_tileaa.num_warps_default`` where the producer gave none), else 8 warps on sm_90+ when a top-level loop holds a dot of 128-row tiles (M a multiple of
-    128) that is not the async path's shape (one dot accumulating into the loop-carried value):
-    attention's two dots, a block-scaled GEMM's ``acc + dot(a, b, 0) * scale``. Two warp groups
-    then take 64 rows each (tileiras's block-scaled GEMM has two consumer groups too); one would
-    hold twice the registers (attention forward 128x64 tiles: 255 registers and spills on 4 warps, 168 and
-    none on 8). Else :data:`DEFAULT_NUM_WARPS`."""
+    the conversion marks ``nv_tileaa.num_warps_default`` where the producer gave none), else 8
+    warps:
+
+    * where a top-level K loop's one dot has a tile of 256 rows, or of 128 rows by over 128
+      columns, on every target: 4 warps would hold over 128 accumulator registers a thread
+      (tileiras keeps 4 warps on sm_80 there and spills a kilobyte); on sm_90+ subject to the
+      async path's CTA pairs below;
+    * on sm_90+ where a top-level loop holds a dot of 128-row tiles (M a multiple of 128) that
+      is not the async path's shape (one dot accumulating into the loop-carried value):
+      attention's two dots, a block-scaled GEMM's ``acc + dot(a, b, 0) * scale``. Two warp
+      groups then take 64 rows each (tileiras's block-scaled GEMM has two consumer groups too);
+      one would hold twice the registers (attention forward 128x64 tiles: 255 registers and
+      spills on 4 warps, 168 and none on 8).
+
+    Else :data:`DEFAULT_NUM_WARPS`."""
     if "nv_tileaa.num_warps_default" not in func.attributes:  # the producer's choice
         return kernel_num_warps(func)
     if not func.regions or not func.regions[0].blocks:
@@ -124,13 +133,18 @@ def default_num_warps(func: Operation) -> int:
     if footprint is not None:
         return footprint
     sm = target_sm(func)
-    if sm is None or sm < 90:
+    if sm is None:
         return DEFAULT_NUM_WARPS
     for loop in func.regions[0].blocks[0].ops:
         if loop.name != "scf.for":
             continue
         dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
         body = loop.regions[0].blocks[0]
+        if sm < 90:  # mma.sync: a K loop's tile of over 128 accumulator registers a thread
+            if len(dots) == 1 and dots[0].operands[2] in body.args:
+                if _tall_dot(dots[0]) or _wide_n_dot(dots[0]):
+                    return WIDE_NUM_WARPS
+            continue
         if len(dots) == 1 and dots[0].operands[2] in body.args:
             # the async path's K loop: its consumer warps stay the kernel's 4 (a CTA pair's
             # too: 128 rows per CTA), unless one warp group would hold 256 rows of

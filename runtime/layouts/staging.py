@@ -6,7 +6,7 @@ The layout stage decides, and records on the IR (runtime/layouts/decisions.py):
 * :func:`cp_async_width`: a ``tiled_load`` whose tile's only use is operand A or B of a ``dot``
   in the same block (directly or through :func:`chain_to_dot`) is *staged*: not loaded into
   registers, but copied by the dot straight into its shared-memory operand buffer, this many
-  elements per ``cp.async``;
+  elements per ``cp.async`` (under 4 bytes: through registers, a chunk at a time);
 * :func:`pipeline_loads`: an ``scf.for`` that writes no memory and whose body has staged loads
   with indices computed only from the induction variable and loop-invariant values (through
   pure ops) prefetches those loads ``num_stages - 1`` iterations ahead.
@@ -142,10 +142,11 @@ def cp_async_width(op: Operation) -> int:
     """Elements per ``cp.async`` when ``tiled_load`` ``op`` can be staged for its dot, else 0:
     a weak load through a global memref whose last dim has unit stride, leading tile dims of
     extent 1, no mask, zero (or no) padding, its tile used only by a dot later in the same block
-    (through :func:`chain_to_dot`) with no memory writes in between, 4 to 16 bytes per thread
-    chunk proven aligned by ``analyze_memref_access`` (a chunk straddling the end of the last
-    dim is fine: src-size copies its in-bounds part and zero-fills the rest), power-of-two tile
-    dims."""
+    (through :func:`chain_to_dot`) with no memory writes in between, power-of-two tile dims.
+    The width is the elements per chunk proven aligned by ``analyze_memref_access``, at most 16
+    bytes (a chunk straddling the end of the last dim is fine: src-size copies its in-bounds
+    part and zero-fills the rest); under 4 bytes (a row pitch of no 4-byte multiple) the copy
+    goes through registers, a 16-byte chunk at a time (``memory.cp_async_tile``)."""
     if op.name != "nv_tileaa.tiled_load":
         return 0
     t = op.results[0].type
@@ -185,7 +186,7 @@ def cp_async_width(op: Operation) -> int:
     vec = 1
     while vec * 2 <= min(lim + [16 // esz, t.shape[-1]]):
         vec *= 2
-    return vec if vec * esz >= 4 else 0
+    return vec
 
 
 def index_slice(load: Operation, loop: Operation) -> Optional[list[Operation]]:
@@ -213,10 +214,19 @@ def index_slice(load: Operation, loop: Operation) -> Optional[list[Operation]]:
     return [o for o in body.ops if any(r in seen for r in o.results)]
 
 
+def through_registers(op: Operation, width: int) -> bool:
+    """Whether a staged load's copy of ``width`` elements a chunk is synchronous (under 4
+    bytes: no cp.async; ``memory.cp_async_tile`` copies it through registers)."""
+    mt = _group(op, "base")[0].type
+    return width * key_bytes(element_key(mt.element)) < 4
+
+
 def pipeline_loads(loop: Operation, staged) -> list[Operation]:
     """The loads of ``scf.for`` ``loop``'s body to prefetch across iterations: those in
     ``staged`` (loads with a cp.async width) whose :func:`index_slice` exists; none when the
-    loop writes memory."""
+    loop writes memory. ``staged`` holds only asynchronous copies: a copy through registers
+    stalls its warp until the loads land, so prefetching it would buy no overlap for a stage
+    buffer of shared memory."""
     for o in loop.walk():
         if o is not loop and any(w in o.name for w in SIDE_EFFECTS):
             return []

@@ -54,7 +54,7 @@ from tilegen.runtime.layouts.kernel import (  # noqa: F401 (DEFAULT_NUM_WARPS: A
     target_sm,
 )
 from tilegen.runtime.layouts.mma_choice import accumulator_layout, choose_dot_family
-from tilegen.runtime.layouts.staging import cp_async_width, pipeline_loads
+from tilegen.runtime.layouts.staging import cp_async_width, pipeline_loads, through_registers
 from tilegen.runtime.options import current
 from tilegen.runtime.passes.registry import parse_bool, register
 from tilegen.runtime.rewrite import ir_utils as U
@@ -506,7 +506,8 @@ class LayoutAssigner:
             width = cp_async_width(op) if op.name == "nv_tileaa.tiled_load" else 0
             if width:
                 D.set_int(op, D.CP_ASYNC, width)
-                staged.add(op)
+                if not through_registers(op, width):
+                    staged.add(op)
         stages = self.options.num_stages or kernel_num_stages(self.func)
         if not staged or not self.options.pipeline or stages < 2:
             return

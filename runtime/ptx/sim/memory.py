@@ -69,11 +69,14 @@ class Heap(Flat):
         self.top = 0
 
     def alloc(self, nbytes: int, align: int = 256) -> int:
+        """``nbytes`` at an ``align``-aligned address; the bytes up to the next 256-byte
+        boundary are readable too, as cudaMalloc's granularity makes them (an aligned word that
+        holds a valid byte is never out of bounds)."""
         self.top = (self.top + align - 1) // align * align
         addr = self.base + self.top
         self.top += max(nbytes, 1)
-        if self.top > self.data.size:
-            grown = np.zeros(max(self.top, 2 * self.data.size), np.uint8)
+        if -(-self.top // 256) * 256 > self.data.size:
+            grown = np.zeros(max(-(-self.top // 256) * 256, 2 * self.data.size), np.uint8)
             grown[: self.data.size] = self.data
             self.data = grown
         return addr
