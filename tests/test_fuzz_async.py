@@ -400,6 +400,17 @@ def test_sm100_two_accumulators_take_a_bias_row(ab, out, tk, tmp_path):
     assert o.plan.endswith("TMA store") and "8 consumer" in o.plan, o.plan
 
 
+@pytest.mark.parametrize(
+    "ab,out,tm,tn,tk", [("f16", "f32", 128, 256, 64), ("bf16", "bf16", 256, 128, 64)]
+)
+def test_sm80_wide_tiles_take_two_warp_groups(ab, out, tm, tn, tk, tmp_path):
+    """sm_80's mma.sync K loop of a 128 x 256 (or 256 x 128) tile: 4 warps would hold 256 f32
+    accumulators a thread (2,228 B of spills; tileiras 13.5 keeps 128 threads and spills
+    1,112 B); 8 warps hold 128, without spills."""
+    o = _run(_gemm("sm_80", ab, out, tm, tn, tk), tmp_path)
+    assert ".reqntid 256, 1, 1" in o.ptx
+
+
 #: fuzzer seeds: a GEMM and an attention forward on each async target, and what they found
 COVER = [1, 3, 5]
 FOUND = {
