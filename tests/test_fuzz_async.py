@@ -401,13 +401,19 @@ def test_sm100_two_accumulators_take_a_bias_row(ab, out, tk, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "ab,out,tm,tn,tk", [("f16", "f32", 128, 256, 64), ("bf16", "bf16", 256, 128, 64)]
+    "target,ab,out,tm,tn,tk",
+    [
+        ("sm_80", "f16", "f32", 128, 256, 64),
+        ("sm_80", "bf16", "bf16", 256, 128, 64),
+        ("sm_90a", "f32", "f32", 128, 128, 64),
+    ],
 )
-def test_sm80_wide_tiles_take_two_warp_groups(ab, out, tm, tn, tk, tmp_path):
+def test_wide_tiles_take_two_warp_groups(target, ab, out, tm, tn, tk, tmp_path):
     """sm_80's mma.sync K loop of a 128 x 256 (or 256 x 128) tile: 4 warps would hold 256 f32
     accumulators a thread (2,228 B of spills; tileiras 13.5 keeps 128 threads and spills
-    1,112 B); 8 warps hold 128, without spills."""
-    o = _run(_gemm("sm_80", ab, out, tm, tn, tk), tmp_path)
+    1,112 B); 8 warps hold 128, without spills. An f32 x f32 dot (no tensor cores) of 128 x 128
+    takes 8 warps on every target: its 128 results and the fma dot's vector loads."""
+    o = _run(_gemm(target, ab, out, tm, tn, tk), tmp_path)
     assert ".reqntid 256, 1, 1" in o.ptx
 
 
@@ -460,6 +466,14 @@ FOUND[200288] = "sm_90a batched bf16 128x128x128, B^T, unaligned: today's path s
 #: (256 registers a thread; tileiras spills 936 B there) takes 8 warps now
 FOUND[221861] = "sm_80 f16 128x64x128, B^T, unaligned: the register path spilled 72 B"
 FOUND[220233] = "sm_80 f16 128x256x32 from C, num_ctas=2: 4 warps spilled 732 B"
+FOUND[240999] = (
+    "sm_100a f32 256x128 from C, num_ctas=2: the pair's hint kept 4 warps for a dot no pair "
+    "takes (no tensor-core form); 1,084 B spilled"
+)
+#: sm_80 attention whose two dots' results pass 128 registers a thread on 4 warps: 8 warps now
+#: (tileiras keeps 4 and spills 576 / 416 B)
+FOUND[230508] = "sm_80 attention 128x64, d 128: 4 warps spilled 460 B"
+FOUND[250385] = "sm_80 bf16 attention 128x128, d 64: 4 warps spilled 232 B"
 
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {

@@ -562,6 +562,10 @@ def cp_async_commit_wait(em: Emitter, *staged) -> None:
 #: the fma dot's K loop is unrolled where K times a thread's results is at most this many
 #: ``fma``s (tileiras unrolls a 64 x 64 x 32 f32 tile's 1,024); else it steps 2 vectors of K
 FMA_UNROLL = 1024
+#: registers the fma dot's results and its loaded vectors may take (else narrower vectors)
+FMA_REGISTERS = 200
+#: below a register cap (``.maxnreg``), what the rest of the kernel keeps besides them
+FMA_SLACK = 48
 
 
 def scratch_cap(em: Emitter) -> int:
@@ -587,6 +591,32 @@ def _dims(op):
     if a.rank == 3:
         return a.shape[0], a.shape[1], b.shape[2], a.shape[2]
     return 1, a.shape[0], b.shape[1], a.shape[1]
+
+
+def _fma_scalar_loop(em: Emitter, op, accs: list, fa, fb, dr, K: int, esz: int, off_b: int):
+    """The fma dot's K loop for results that fill the registers by themselves: per K step
+    and result register, two ``ld.shared`` and an ``fma.rn``."""
+    cls, st = ELEMENTS[elem_key(op.results[0].type)][0], "f64" if esz == 8 else "b32"
+    refs_a = [em.smem_ref(dr, fa, k, esz) for k in range(dr.nregs)]
+    refs_b = [em.smem_ref(dr, fb, k, esz, off_b) for k in range(dr.nregs)]
+    kk = em.new("b32")
+    em.ins(f"mov.u32 {kk}, 0")
+    loop = em.new_label("fma_dot")
+    em.label(loop)
+    for k in range(dr.nregs):
+        (ba, ia), (bb, ib) = (ref[1:-1].split("+") for ref in (refs_a[k], refs_b[k]))
+        pa, pb = em.new("b32"), em.new("b32")
+        em.ins(f"add.s32 {pa}, {ba}, {kk}")
+        em.ins(f"add.s32 {pb}, {bb}, {kk}")
+        x, y = em.new(cls), em.new(cls)
+        em.ins(f"ld.shared.{st} {x}, [{pa}+{ia}]")
+        em.ins(f"ld.shared.{st} {y}, [{pb}+{ib}]")
+        em.ins(f"fma.rn.{cls} {accs[k]}, {x}, {y}, {accs[k]}")
+    p = em.new("pred")
+    em.ins(f"add.s32 {kk}, {kk}, {esz}")
+    em.ins(f"setp.lt.u32 {p}, {kk}, {K * esz}")
+    em.ins(f"@{p} bra {loop}")
+    em.set(op.results[0], accs)
 
 
 def fma_dot(em: Emitter, op) -> None:
@@ -635,22 +665,49 @@ def fma_dot(em: Emitter, op) -> None:
     rows, cols = {}, {}
     ra = [rows.setdefault(em.smem_ref(dr, fa, k, esz), len(rows)) for k in range(dr.nregs)]
     rb = [cols.setdefault(em.smem_ref(dr, fb, k, esz, off_b), len(cols)) for k in range(dr.nregs)]
-    refs = [tuple(r[1:-1].split("+")) for r in rows] + [tuple(r[1:-1].split("+")) for r in cols]
+    # the fewer of the thread's rows and columns stay loaded across a K vector; the others are
+    # loaded one at a time, each right before its fmas (live: the kept vectors, one more, the
+    # results); narrower vectors where the kept ones would not fit beside the results
+    keep_a = len(rows) <= len(cols)
+    kept, streamed = (rows, cols) if keep_a else (cols, rows)
+    ki, si = (ra, rb) if keep_a else (rb, ra)
+    from tilegen.runtime.layouts.kernel import register_cap
+
+    words = esz // 4
+    cap = register_cap(em.func, em.num_threads)  # (an occupancy hint's .maxnreg)
+    budget = FMA_REGISTERS if cap is None else min(FMA_REGISTERS, cap - FMA_SLACK)
+    while vec > 1 and (len(kept) + 1) * vec * words + dr.nregs * words > budget:
+        vec //= 2
+    if (len(kept) + 1) * words + dr.nregs * words > budget:
+        # results alone fill the registers: each fma's two scalars loaded right before it (the
+        # fewest live values), a K step at a time
+        return _fma_scalar_loop(em, op, accs, fa, fb, dr, K, esz, off_b)
+    users: dict = {}
+    for k in range(dr.nregs):
+        users.setdefault(si[k], []).append(k)
+    split = [tuple(r[1:-1].split("+")) for r in kept], [tuple(r[1:-1].split("+")) for r in streamed]
+    refs = split[0] + split[1]
     vt = "" if vec == 1 else f".v{vec}"
     ty = "f64" if esz == 8 else "f32"
 
+    def load(shift: dict, ref: tuple, k0: int) -> list:
+        base, imm = ref
+        regs = [em.new(cls) for _ in range(vec)]
+        dst = regs[0] if vec == 1 else "{" + ", ".join(regs) + "}"
+        em.ins(f"ld.shared{vt}.{ty} {dst}, [{shift.get(base, base)}+{int(imm) + k0 * esz}]")
+        return regs
+
     def step(shift: dict, k0: int) -> None:
-        """The K vectors at element ``k0`` (``shift``: a base register -> its moved copy)."""
-        vals = []
-        for base, imm in refs:
-            regs = [em.new(cls) for _ in range(vec)]
-            dst = regs[0] if vec == 1 else "{" + ", ".join(regs) + "}"
-            em.ins(f"ld.shared{vt}.{ty} {dst}, [{shift.get(base, base)}+{int(imm) + k0 * esz}]")
-            vals.append(regs)
-        for j in range(vec):
-            for k in range(dr.nregs):
-                x, y = vals[ra[k]][j], vals[len(rows) + rb[k]][j]
-                em.ins(f"fma.rn.{cls} {accs[k]}, {x}, {y}, {accs[k]}")
+        """The K vector at element ``k0`` (``shift``: a base register -> its moved copy)."""
+        held = [load(shift, ref, k0) for ref in split[0]]
+        for s_idx, ref in enumerate(split[1]):
+            vals = load(shift, ref, k0)
+            for j in range(vec):
+                for k in users.get(s_idx, ()):
+                    x, y = held[ki[k]][j], vals[j]
+                    if not keep_a:
+                        x, y = y, x
+                    em.ins(f"fma.rn.{cls} {accs[k]}, {x}, {y}, {accs[k]}")
 
     if K * dr.nregs <= FMA_UNROLL:
         for k0 in range(0, K, vec):

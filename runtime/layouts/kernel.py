@@ -140,10 +140,14 @@ def default_num_warps(func: Operation) -> int:
             continue
         dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
         body = loop.regions[0].blocks[0]
-        if sm < 90:  # mma.sync: a K loop's tile of over 128 accumulator registers a thread
+        if len(dots) == 1 and _fma_dot(dots[0]) and _result_registers(dots, 4) >= 128:
+            return WIDE_NUM_WARPS  # f32 x f32: results and the fma dot's vectors on 4 warps
+        if sm < 90:  # mma.sync: a loop's results of over 128 registers a thread on 4 warps
             if len(dots) == 1 and dots[0].operands[2] in body.args:
                 if _tall_dot(dots[0]) or _wide_n_dot(dots[0]):
                     return WIDE_NUM_WARPS
+            elif any(_wide_dot(d) for d in dots) and _result_registers(dots, 4) > 128:
+                return WIDE_NUM_WARPS
             continue
         if len(dots) == 1 and dots[0].operands[2] in body.args:
             # the async path's K loop: its consumer warps stay the kernel's 4 (a CTA pair's
@@ -192,6 +196,22 @@ def _one_group_in_tmem(func: Operation, sm: int, dots: list) -> bool:
 #: Registers a consumer thread keeps beside a loop's dot results (softmax statistics, P,
 #: addresses) in :func:`_one_group_in_registers`'s estimate.
 ONE_GROUP_SLACK = 64
+
+
+def _fma_dot(dot: Operation) -> bool:
+    """An f32 x f32 dot: no tensor-core form (``mma.fma_dot``)."""
+    element = getattr(getattr(dot.operands[0].type, "element", None), "name", "")
+    return element == "f32"
+
+
+def _result_registers(dots: list, warps: int) -> int:
+    """32-bit registers a thread holds of ``dots``' 2-d results on ``warps`` warps."""
+    total = 0
+    for d in dots:
+        shape = getattr(d.results[0].type, "shape", ())
+        if len(shape) == 2:
+            total += shape[0] * shape[1] // (32 * warps)
+    return total
 
 
 def _one_group_in_registers(func: Operation, sm: int, dots: list) -> bool:
@@ -281,8 +301,10 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
     from tilegen.runtime.options import current
 
     n = getattr(dot.operands[1].type, "shape", (0, 0))[-1]
+    element = getattr(getattr(dot.operands[0].type, "element", None), "name", "")
     return (
         kernel_spec_int(func, "num_cta_in_cga") == 2
+        and element not in ("f32", "f64")  # (no tensor-core form: the fma dot, no pair)
         and sm in (90, 100)
         and current().cta_pair
         and (n <= 128 or n == 256)
