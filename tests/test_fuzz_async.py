@@ -470,6 +470,8 @@ FOUND[240999] = (
     "sm_100a f32 256x128 from C, num_ctas=2: the pair's hint kept 4 warps for a dot no pair "
     "takes (no tensor-core form); 1,084 B spilled"
 )
+FOUND[240318] = "sm_100a f32 128x128, occupancy 2: the fma dot's vectors spilled under .maxnreg"
+FOUND[240703] = "sm_90a f32 128x128 from C, occupancy 2: the same"
 #: sm_80 attention whose two dots' results pass 128 registers a thread on 4 warps: 8 warps now
 #: (tileiras keeps 4 and spills 576 / 416 B)
 FOUND[230508] = "sm_80 attention 128x64, d 128: 4 warps spilled 460 B"

@@ -565,7 +565,7 @@ FMA_UNROLL = 1024
 #: registers the fma dot's results and its loaded vectors may take (else narrower vectors)
 FMA_REGISTERS = 200
 #: below a register cap (``.maxnreg``), what the rest of the kernel keeps besides them
-FMA_SLACK = 48
+FMA_SLACK = 64
 
 
 def scratch_cap(em: Emitter) -> int:
