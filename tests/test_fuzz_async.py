@@ -466,6 +466,8 @@ FOUND[200288] = "sm_90a batched bf16 128x128x128, B^T, unaligned: today's path s
 #: (256 registers a thread; tileiras spills 936 B there) takes 8 warps now
 FOUND[221861] = "sm_80 f16 128x64x128, B^T, unaligned: the register path spilled 72 B"
 FOUND[220233] = "sm_80 f16 128x256x32 from C, num_ctas=2: 4 warps spilled 732 B"
+#: f32 x f32 dots (no tensor-core form, the fma dot): 8 warps from 128 x 128, no CTA pair, and
+#: the dot's vector loads within the registers an occupancy hint leaves
 FOUND[240999] = (
     "sm_100a f32 256x128 from C, num_ctas=2: the pair's hint kept 4 warps for a dot no pair "
     "takes (no tensor-core form); 1,084 B spilled"
