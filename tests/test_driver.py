@@ -68,6 +68,7 @@ def test_every_stage_gives_its_artifact_and_timings():
         "nv-tileaa-single-trip-loops",
         "nv-tileaa-flatten-loops",
         "nv-tileaa-loop-counters",
+        "nv-tileaa-split-pair-rows",
         "nv-tileaa-split-k-tiles",
         "nv-tileaa-split-select-conditions",
         "nv-tileas-assign-layouts",

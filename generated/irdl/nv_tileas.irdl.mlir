@@ -203,6 +203,12 @@ irdl.dialect @nv_tileas {
     %c15 = irdl.any
     irdl.operands(tokens_0: optional %c0, tokens_1: optional %c1, tokens_2: optional %c2, tokens_3: optional %c3, tokens_4: optional %c4, tokens_5: optional %c5, tokens_6: optional %c6, tokens_7: optional %c7, tokens_8: optional %c8, tokens_9: optional %c9, tokens_10: optional %c10, tokens_11: optional %c11, tokens_12: optional %c12, tokens_13: optional %c13, tokens_14: optional %c14, tokens_15: optional %c15)
   }
+  // This CTA's rank in its cluster (PTX `%cluster_ctarank`), 0 in a cluster of one.
+  // no constraint in spec/types/constraints.yaml for: NvTileAA_Index (unconstrained)
+  irdl.operation @cluster_cta_rank {
+    %c0 = irdl.any
+    irdl.results(result: %c0)
+  }
   // Redistributes `source` over the CTA from its layout to the result's layout; the elements are unchanged.
   // no constraint in spec/types/constraints.yaml for: NvTileAA_Tile (unconstrained)
   irdl.operation @convert_layout {

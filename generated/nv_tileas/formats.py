@@ -23,6 +23,7 @@ FORMAT_SOURCES = {
     'async.pipeline.reduce_stages': '$iterator `by` $factor attr-dict `:` type($iterator) `->` type($result)',
     'async.pipeline.yield': 'attr-dict ($values^ `:` type($values))?',
     'async.wait': '$tokens (`pending` `(` $num_pending^ `)`)? attr-dict',
+    'cluster_cta_rank': 'attr-dict `:` type($result)',
     'convert_layout': '$source attr-dict `:` functional-type(operands, results)',
 }
 
@@ -71,6 +72,7 @@ FORMATS = {
          ('optional', ('attr', 'num_pending'),
           (('lit', 'pending'), ('lit', '('), ('attr', 'num_pending'), ('lit', ')')), ()),
          ('attr_dict', False)),
+    'cluster_cta_rank': (('attr_dict', False), ('lit', ':'), ('type', ('result', 'result'))),
     'convert_layout': (('operand', 'source'), ('attr_dict', False), ('lit', ':'),
          ('ftype', ('operands',), ('results',))),
 }

@@ -484,6 +484,34 @@ ASYNC_WAIT = register_op(OpDef(
 ))
 
 
+CLUSTER_CTA_RANK = register_op(OpDef(
+    dialect='nv_tileas',
+    mnemonic='cluster_cta_rank',
+    opcode=None,
+    since='13.1',
+    family='cluster',
+    summary="This CTA's rank in its cluster (PTX `%cluster_ctarank`), 0 in a cluster of one.",
+    traits=('Pure',),
+    operands=(
+    ),
+    attributes=(
+    ),
+    results=(
+        OperandDef('result', 'NvTileAA_Index', 'single', '13.1'),
+    ),
+    regions=(
+    ),
+    format='attr-dict `:` type($result)',
+    custom_format=None,
+    verify=[],
+    bytecode={},
+    semantics={'kind': 'interpreter'},
+    aliases=[],
+    test_only=False,
+    extra={},
+))
+
+
 CONVERT_LAYOUT = register_op(OpDef(
     dialect='nv_tileas',
     mnemonic='convert_layout',
@@ -531,6 +559,7 @@ OP_CLASS_NAMES = {
     'nv_tileas.async.pipeline.reduce_stages': 'ReduceStagesOp',
     'nv_tileas.async.pipeline.yield': 'PipelineYieldOp',
     'nv_tileas.async.wait': 'AsyncWaitOp',
+    'nv_tileas.cluster_cta_rank': 'ClusterCtaRankOp',
     'nv_tileas.convert_layout': 'ConvertLayoutOp',
 }
 

@@ -23,6 +23,7 @@ from tilegen.generated.nv_tileas.ops import (
     ASYNC_PIPELINE_REDUCE_STAGES,
     ASYNC_PIPELINE_YIELD,
     ASYNC_WAIT,
+    CLUSTER_CTA_RANK,
     CONVERT_LAYOUT,
 )
 
@@ -363,6 +364,19 @@ class AsyncWaitOp(OpView):
 
 
 
+class ClusterCtaRankOp(OpView):
+    """``nv_tileas.cluster_cta_rank``: This CTA's rank in its cluster (PTX `%cluster_ctarank`), 0 in a cluster of one."""
+
+    OPDEF = CLUSTER_CTA_RANK
+    __slots__ = ()
+
+    @property
+    def result(self) -> Value:
+        return self.op.results[0]
+
+
+
+
 class ConvertLayoutOp(OpView):
     """``nv_tileas.convert_layout``: Redistributes `source` over the CTA from its layout to the result's layout; the elements are unchanged."""
 
@@ -395,5 +409,6 @@ OP_CLASSES = {
     'nv_tileas.async.pipeline.reduce_stages': ReduceStagesOp,
     'nv_tileas.async.pipeline.yield': PipelineYieldOp,
     'nv_tileas.async.wait': AsyncWaitOp,
+    'nv_tileas.cluster_cta_rank': ClusterCtaRankOp,
     'nv_tileas.convert_layout': ConvertLayoutOp,
 }

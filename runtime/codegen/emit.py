@@ -77,6 +77,13 @@ def _grid(em: Emitter, op) -> None:
     em.set(op.results[0], r)
 
 
+@handles("nv_tileas.cluster_cta_rank")
+def _cluster_rank(em: Emitter, op) -> None:
+    r = em.new("b32")
+    em.ins(f"mov.u32 {r}, %cluster_ctarank")
+    em.set(op.results[0], r)
+
+
 def _params(em: Emitter, block) -> list[tuple[str, str]]:
     params = entry_params(em.symbol, [a.type for a in block.args])
     for arg, (name, ptype) in zip(block.args, params):
@@ -165,10 +172,12 @@ def deferred_prologue(block) -> list:
 
 
 def _pair_kernel(func) -> bool:
-    """Whether the kernel's K loop runs on a CTA pair (async_loop.ASYNC_PAIR_ATTR)."""
+    """Whether the kernel's tile block is a CTA pair: its K loop runs on one
+    (async_loop.ASYNC_PAIR_ATTR), or its rows are divided between two (passes/pair_rows.py)."""
     from tilegen.runtime.codegen.async_loop import ASYNC_PAIR_ATTR
+    from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR
 
-    return any(
+    return PAIR_ROWS_ATTR in func.attributes or any(
         ASYNC_PAIR_ATTR in o.attributes
         for o in func.regions[0].blocks[0].ops
         if o.name == "scf.for"

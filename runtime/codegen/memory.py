@@ -384,21 +384,24 @@ class Access:
         """Registers grouped into vector accesses (consecutive along the unit-stride dim), at
         most ``limit`` elements and 16 bytes each, and no wider than the access analysis of the
         layout pass proves aligned and uniformly masked."""
-        fast = self.d.root.order[0]
-        if self.mem.strides[fast] != 1:
+        unit = [i for i in range(self.rank) if self.mem.strides[i] == 1]
+        if not unit:
             return [[k] for k in range(self.d.nregs)]
-        return vector_runs(self.d, min(limit, 16 // self.esize, _proven_width(self.op)))
+        # along the memory's unit-stride dim (the one the access analysis proved the width
+        # for), whatever the layout's thread order: a row per thread stores its row in vectors
+        width = min(limit, 16 // self.esize, _proven_width(self.op))
+        return vector_runs(self.d, width, fast=unit[-1])
 
 
-def vector_runs(d, v: int, wrapping: bool = False) -> list[list[int]]:
-    """``d``'s registers in groups of ``v`` that hold consecutive elements along the layout's
-    fastest dim, each starting at a multiple of ``v`` there (one vector access each), else one
-    group per register. ``wrapping``: a layout larger than the tile (its coordinates taken
-    modulo the shape, as per-element pointers are) is fine where ``v`` divides the fastest
-    dim's extent, so no run crosses the wrap."""
+def vector_runs(d, v: int, wrapping: bool = False, fast: Optional[int] = None) -> list[list[int]]:
+    """``d``'s registers in groups of ``v`` that hold consecutive elements along dim ``fast``
+    (default: the layout's fastest), each starting at a multiple of ``v`` there (one vector
+    access each), else one group per register. ``wrapping``: a layout larger than the tile
+    (its coordinates taken modulo the shape, as per-element pointers are) is fine where ``v``
+    divides the fastest dim's extent, so no run crosses the wrap."""
     n = d.nregs
     lay = d.root
-    fast = lay.order[0]
+    fast = lay.order[0] if fast is None else fast
     v = min(v, lay.size_per_thread[fast])
     if v < 2 or d.layout is not lay:
         return [[k] for k in range(n)]

@@ -65,6 +65,8 @@ class Frame:
     def __init__(self, machine: Machine, block_id: tuple[int, int, int]):
         self.m = machine
         self.block_id = block_id
+        #: the CTA's rank in its cluster (nv_tileas.cluster_cta_rank)
+        self.cluster_rank = 0
         self.env: dict = {}
 
     # ----- values
@@ -161,15 +163,19 @@ def attr(op: Operation, name: str):
 def run_kernel(
     machine: Machine, entry: Operation, flat_args: list, max_blocks: Optional[int] = None
 ) -> None:
-    """Run ``entry`` once per tile block of ``machine.grid`` (x fastest)."""
+    """Run ``entry`` once per tile block of ``machine.grid`` (x fastest); a kernel whose tile
+    block is a cluster of CTAs (``nv_tileas.pair_rows``) once per CTA of it."""
     body = entry.regions[0].blocks[0]
     gx, gy, gz = machine.grid
+    ctas = 2 if "nv_tileas.pair_rows" in entry.attributes else 1
     count = 0
     for z in range(gz):
         for y in range(gy):
             for x in range(gx):
-                frame = Frame(machine, (x, y, z))
-                frame.run_block(body, flat_args)
+                for rank in range(ctas):
+                    frame = Frame(machine, (x, y, z))
+                    frame.cluster_rank = rank
+                    frame.run_block(body, flat_args)
                 count += 1
                 if max_blocks is not None and count >= max_blocks:
                     return

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tilegen.runtime.interp import mma as mma_mod
 from tilegen.runtime.interp.executor import HANDLERS, Frame, Signal, attr, group
-from tilegen.runtime.interp.values import TOKEN, InterpError, element_of
+from tilegen.runtime.interp.values import TOKEN, InterpError, compute_dtype, element_of
 
 PIPE = "nv_tileas.async.pipeline."
 
@@ -168,3 +170,10 @@ def _async_dot(f: Frame, op):
 @tileas("async.wait")
 def _async_wait(f: Frame, op):
     return []
+
+
+@tileas("cluster_cta_rank")
+def _cluster_cta_rank(f: Frame, op):
+    """The rank of the CTA this frame runs (``run_kernel`` runs a tile block once per CTA of
+    its cluster)."""
+    return [np.array(f.cluster_rank, dtype=compute_dtype(op.results[0].type))]

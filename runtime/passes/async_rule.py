@@ -154,6 +154,9 @@ class AsyncDecision:
     cap_dropped: bool = False
     #: K loops the general form's ring feeds one after the other (section 23)
     chain: int = 1
+    #: the rows of the tile block each CTA of a pair computes (passes/pair_rows.py, section
+    #: 40); 0: one CTA a tile block
+    pair_rows: int = 0
 
     @property
     def over_48k(self) -> bool:
@@ -193,6 +196,8 @@ class AsyncDecision:
                     )
                     + f", {m // 2} rows per CTA)"
                 )
+        if self.pair_rows:
+            head += f"; the tile block's rows divided between a CTA pair, {self.pair_rows} each"
         if self.cap_dropped:
             head += "; the occupancy hint's .maxnreg dropped (the accumulators do not fit it)"
         if self.taken:
@@ -1394,6 +1399,7 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
     marks each taken kernel's K loop for the emitter (``nv_tileas.async_stages``)."""
     from tilegen.runtime.attributes import IntegerAttr, UnitAttr
     from tilegen.runtime.passes.k_loop_pipelining import kernel_functions
+    from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR
     from tilegen.runtime.records import replace
     from tilegen.runtime.types import I32
 
@@ -1407,6 +1413,9 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
         d = decide_kernel(func, options)
         if not d.taken and _accumulators_over_cap(func):
             d = replace(d, cap_dropped=True)
+        rows = func.attributes.get(PAIR_ROWS_ATTR)
+        if rows is not None:
+            d = replace(d, pair_rows=rows.value)
         out.append(d)
         if annotate and d.cap_dropped:
             func.set_attr(OCCUPANCY_CAP_DROPPED, UnitAttr())

@@ -82,6 +82,7 @@ def load_passes() -> dict[str, PassInfo]:
         layout_assignment,
         loop_counters,
         loop_split,
+        pair_rows,
         single_trip_loops,
         split_select,
     )

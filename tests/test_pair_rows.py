@@ -1,0 +1,207 @@
+"""``nv-tileaa-split-pair-rows`` (runtime/passes/pair_rows.py, docs/pipelines.md section 40): a
+``num_ctas=2`` kernel's rows divided between the two CTAs of a cluster, as tileiras does: a
+256-row attention on sm_90a, 128- and 256-row GEMMs and attention on sm_120.
+
+* The IR: the dots, the row range and the Q load and O store keep half the rows, moved by
+  ``M / 2 x nv_tileas.cluster_cta_rank``; the hint no longer asks for a pair.
+* The interpreter runs both CTAs of each tile block (without the second one, half the rows
+  stay unwritten).
+* The PTX: a cluster launch in which the grid counts clusters, no spills (one CTA of 256 rows
+  spilled 388-1,340 B on sm_90a), exact in the strict simulator against NumPy.
+* Left alone: sm_100a, sm_90a's GEMMs (the async path's pair) and 128-row attention, no hint,
+  and a kernel that reduces across the rows.
+"""
+
+# (no `from __future__ import annotations`: cuTile evaluates the kernels' annotations)
+import sys
+from pathlib import Path
+
+import cuda.tile as ct
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from tilegen.runtime.ptxas import find_ptxas  # noqa: E402
+
+needs_ptxas = pytest.mark.skipif(
+    not Path(find_ptxas() or "/nonexistent").exists(), reason="ptxas is not installed"
+)
+PAIR = {"num_ctas": 2}
+
+
+def _attention(target, tm=256, tn=64, d=64, causal=1, options=PAIR, s=300, t=None, e="f16"):
+    import fuzz_async as fa
+
+    params = dict(e=e, TM=tm, TN=tn, D=d, CAUSAL=causal)
+    return fa.Config(0, "attention", target, params, dict(options), dict(S=s, T=t or s, H=1))
+
+
+def _export(cfg, tmp_path) -> tuple:
+    import fuzz_async as fa
+
+    args, grid, idx, ref, rtol, atol = fa.problem(cfg, np.random.default_rng(0))
+    path = tmp_path / "k.tileirbc"
+    fa.export(cfg, str(path), args)
+    return path, (args, grid, idx, ref, rtol, atol)
+
+
+def _kernel(module):
+    return next(o for o in module.walk() if o.name == "nv_tileaa.func")
+
+
+def _compile(cfg, tmp_path, until="layouts"):
+    from tilegen.runtime.driver import compile_source, options_for
+
+    path, _ = _export(cfg, tmp_path)
+    return compile_source(path, options_for(cfg.target), until=until)
+
+
+def test_the_rows_are_divided_between_the_pair(tmp_path):
+    from tilegen.runtime.layouts.kernel import kernel_spec_int
+    from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR, RANK_OP
+
+    func = _kernel(_compile(_attention("sm_90a"), tmp_path).module)
+    assert func.attributes[PAIR_ROWS_ATTR].value == 128
+    assert kernel_spec_int(func, "num_cta_in_cga") == 1  # (no later rule pairs the halves)
+    ops = list(func.walk())
+    dots = [o for o in ops if o.name == "nv_tileaa.dot"]
+    assert len(dots) == 2 and all(o.results[0].type.shape[0] == 128 for o in dots)
+    ranges = [o for o in ops if o.name == "nv_tileaa.make_range"]
+    assert sorted(o.results[0].type.shape[0] for o in ranges) == [64, 128]  # keys, rows
+    rank = next(o for o in ops if o.name == RANK_OP).results[0]
+    first = next(u for u, _ in rank.uses)  # 128 r
+    assert first.name == "arith.muli"
+    for name in ("nv_tileaa.tiled_load", "nv_tileaa.tiled_store"):
+        moved = [
+            o
+            for o in ops
+            if o.name == name
+            and any(
+                getattr(x, "op", None) is not None and first.results[0] in x.op.operands
+                for x in o.operands
+            )
+        ]
+        assert len(moved) == 1, name  # Q's load and O's store; K and V are loaded whole
+    q = next(o for o in ops if o.name == "nv_tileaa.tiled_load")
+    assert tuple(q.results[0].type.shape) == (1, 128, 64)
+
+
+@pytest.mark.parametrize("both", [True, False])
+def test_the_interpreter_runs_both_ctas_of_a_block(tmp_path, both):
+    import fuzz_async as fa
+
+    from tilegen.runtime.driver import compile_source, options_for
+    from tilegen.runtime.interp.api import run_module
+    from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR, split_kernel
+
+    cfg = _attention("sm_90a")
+    path, (args, grid, idx, ref, rtol, atol) = _export(cfg, tmp_path)
+    module = compile_source(path, options_for("sm_90a"), until="convert").module
+    func = _kernel(module)
+    assert split_kernel(func, 90) is None
+    if not both:  # one CTA a block: rows 128 .. of each block are never computed
+        func.attributes.pop(PAIR_ROWS_ATTR)
+    out = run_module(module, [(f"a{i}", a) for i, a in enumerate(args)], grid)
+    got = fa._decode(np.asarray(list(out.values())[idx]), "f16")
+    assert np.allclose(got, ref, rtol=rtol, atol=atol) == both
+
+
+@needs_ptxas
+@pytest.mark.parametrize(
+    "e,tn,d,causal,s,t",
+    [
+        ("f16", 64, 128, 1, 144, 144),  # fuzzer seed 260005: 480 B of spills on one CTA
+        ("bf16", 128, 64, 0, 200, 330),  # 388 B on one CTA
+    ],
+)
+def test_a_cluster_of_two_ctas_matches_numpy_without_spills(tmp_path, e, tn, d, causal, s, t):
+    import fuzz_async as fa
+
+    cfg = _attention("sm_90a", tn=tn, d=d, causal=causal, s=s, t=t, e=e)
+    o = fa.check(cfg, str(tmp_path))
+    assert o.status == "ok", o.detail  # ptxas: no spills; strict ptxsim against NumPy
+    assert o.path == "async"
+    assert "the tile block's rows divided between a CTA pair, 128 each" in o.plan
+    for line in (".reqnctapercluster 2, 1, 1", ".blocksareclusters", "%cluster_ctarank"):
+        assert line in o.ptx
+    assert "%clusterid.x" in o.ptx and "%ctaid.x" not in o.ptx
+
+
+@needs_ptxas
+@pytest.mark.parametrize(
+    "tm,tn,init,options",
+    [
+        (256, 128, 1, {"num_ctas": 2, "occupancy": 2}),  # fuzzer seed 170108's tile
+        (128, 128, 0, PAIR),  # 64 rows a CTA, as tileiras's half the HMMAs and TMA stores
+    ],
+)
+def test_sm120_gemms_run_half_the_rows_on_each_cta(tmp_path, tm, tn, init, options):
+    import fuzz_async as fa
+
+    params = dict(ab="f16", out="f16", TM=tm, TN=tn, TK=32, BT=1, INIT=init, EPI=0)
+    cfg = fa.Config(0, "gemm", "sm_120", params, options, dict(M=tm + 69, N=tn, K=96))
+    o = fa.check(cfg, str(tmp_path))
+    assert o.status == "ok", o.detail
+    assert f"rows divided between a CTA pair, {tm // 2} each" in o.plan
+    assert ".blocksareclusters" in o.ptx and "%cluster_ctarank" in o.ptx
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        _attention("sm_100a"),  # tensor memory holds one CTA's 256 rows (section 25)
+        _attention("sm_90a", tm=128),
+        _attention("sm_90a", options={}),
+    ],
+    ids=["sm_100a", "128-rows", "no-hint"],
+)
+def test_other_kernels_are_left_alone(tmp_path, cfg):
+    from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR
+
+    func = _kernel(_compile(cfg, tmp_path).module)
+    assert PAIR_ROWS_ATTR not in func.attributes
+
+
+def test_a_gemm_keeps_the_async_paths_pair(tmp_path):
+    import fuzz_async as fa
+
+    from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR
+
+    params = dict(ab="f16", out="f32", TM=256, TN=128, TK=64, BT=0, INIT=0, EPI=0)
+    cfg = fa.Config(0, "gemm", "sm_90a", params, PAIR, dict(M=256, N=256, K=256))
+    func = _kernel(_compile(cfg, tmp_path, until="async").module)
+    assert PAIR_ROWS_ATTR not in func.attributes
+    assert any("nv_tileas.cta_pair" in o.attributes for o in func.walk())
+
+
+def _column_sums(Q, K, V, O, C, TM: ct.Constant[int], TN: ct.Constant[int]):
+    i = ct.bid(0)
+    q = ct.load(Q, index=(i, 0), shape=(TM, 64), padding_mode=ct.PaddingMode.ZERO)
+    acc = ct.full((TM, 64), 0.0, ct.float32)
+    for j in range(ct.num_tiles(K, axis=0, shape=(TN, 64))):
+        k = ct.load(K, index=(j, 0), shape=(TN, 64), padding_mode=ct.PaddingMode.ZERO)
+        p = ct.mma(q, ct.transpose(k), ct.full((TM, TN), 0.0, ct.float32))
+        v = ct.load(V, index=(j, 0), shape=(TN, 64), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ct.astype(p, Q.dtype), v, acc)
+    ct.store(O, index=(i, 0), tile=ct.astype(acc, O.dtype))
+    ct.store(C, index=(i, 0), tile=ct.sum(acc, axis=0, keepdims=True))
+
+
+def test_a_reduction_across_the_rows_is_refused(tmp_path):
+    import fuzz_async as fa
+    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
+
+    from tilegen.runtime.driver import compile_source, options_for
+    from tilegen.runtime.passes.pair_rows import split_kernel
+
+    x = np.zeros((512, 64), np.float16)
+    sums = np.zeros((2, 64), np.float32)
+    params = [fa._constraint("float16", x) for _ in range(4)]
+    params += [fa._constraint("float32", sums), 256, 64]
+    sig = KernelSignature(params, CallingConvention.cutile_python_v1())
+    path = tmp_path / "colsum.tileirbc"
+    kernel = ct.kernel(_column_sums, num_ctas=2)
+    export_kernel(kernel, [sig], str(path), output_format="tileir_bytecode")
+    func = _kernel(compile_source(path, options_for("sm_90a"), until="convert").module)
+    assert "'nv_tileaa.reduce' along the rows" in split_kernel(func, 90)
