@@ -130,6 +130,9 @@ def kernels() -> dict:
         "attention_bwd_dkdv_gqa",
     ):
         out[name] = ak[name].kernel
+    # 256-row Q tiles on clusters of two CTAs (num_ctas=2: on sm_90 each CTA takes 128 rows,
+    # docs/pipelines.md section 40)
+    out["attention_causal_fwd_pair"] = ak["attention_causal_fwd"].kernel.replace_hints(num_ctas=2)
     return out
 
 
@@ -269,6 +272,29 @@ def cases() -> list[PerfCase]:
                 "sdpa",
             )
         )
+    # the same with 256-row Q tiles and num_ctas=2: the rows divided between the CTAs of a
+    # cluster (section 40), as tileiras builds it (K and V multicast there, not in tilegen)
+    heads, seq, d = 16, 8192, 128
+    out.append(
+        PerfCase(
+            f"attention causal fwd h{heads} s{seq} d{d} num_ctas=2 (256x128 tiles)",
+            "attention_causal_fwd_pair",
+            [
+                ("Q", (heads, seq, d), "f16"),
+                ("K", (heads, d, seq), "f16"),
+                ("V", (heads, seq, d), "f16"),
+                ("Out", (heads, seq, d), "f16"),
+                ("qk_scale", 1.0 / math.sqrt(d)),
+                ("TM", 256),
+                ("TN", 128),
+                ("D", d),
+            ],
+            (seq // 256, heads, 1),
+            4 * heads * seq * seq * d // 2,
+            2e-2,
+            "sdpa",
+        )
+    )
     # grouped-query attention backward, dK dV (TileGym's form; docs/pipelines.md section 26):
     # 32 query heads on 8 K/V heads, 128-row K/V tiles, 64-row Q tiles; no library baseline
     # (SDPA's backward also computes dQ)

@@ -159,9 +159,12 @@ def test_when_there_is_no_pair(pair_kernels):
         opts = CompileOptions(target=target, cta_pair=False)
         d = driver.compile_source(pair_kernels["pair_f16"], opts, until="async").async_plan[0]
         assert d.taken and not d.cta_pair and d.consumer_warps == 8, d.line()
-    # sm_120 has no pairs
+    # sm_120 has no MMA pairs: the tile block's rows are divided between the cluster's two
+    # CTAs instead, as tileiras does (nv-tileaa-split-pair-rows, section 40)
     c = driver.compile_source(pair_kernels["pair_f16"], CompileOptions(target="sm_120"))
-    assert not c.async_plan[0].cta_pair and ".blocksareclusters" not in c.ptx
+    d = c.async_plan[0]
+    assert not d.cta_pair and d.pair_rows == 128 and ".blocksareclusters" in c.ptx, d.line()
+    _check(c.ptx, "pair_f16", strict=True)
 
 
 def test_planted_pair_bugs_are_caught(pair_kernels):
@@ -221,6 +224,12 @@ def test_sm90_pair_gemm_matches_numpy(pair_kernels, name, strict):
     # the empty barriers count both CTAs' 128 consumer threads
     assert re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]*\], (\d+);", ptx)[1] == "256"
     assert "wgmma.mma_async" in ptx and "tcgen05" not in ptx
+    # the producer's tail: after its last copy it waits for the last release of every stage
+    # (the other CTA's consumers arrive on this CTA's empty barriers: the CTA must outlive
+    # them), one wait a stage
+    end = re.search(r"\$L__async_producer_done_\d+:", ptx).start()
+    tail = ptx[ptx.rindex("cp.async.bulk.tensor", 0, end) : end]
+    assert tail.count("mbarrier.try_wait.parity") == d.stages
     _check(ptx, name, strict=strict)
 
 

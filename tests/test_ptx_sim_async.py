@@ -672,3 +672,66 @@ def test_copies_of_an_element_written_by_several_warps_are_not_a_race() -> None:
     # a different value from the other warp, unordered: a race
     with pytest.raises(PtxSimError, match="with no barrier between them"):
         run_ptx(bad, [np.zeros(64, np.uint32)], (1, 1, 1), strict_async=True)
+
+
+#: a cluster of two CTAs: CTA 1 spins, then releases a stage in CTA 0 (a remote arrival on
+#: CTA 0's barrier); CTA 0 waits for that arrival before it exits (WAIT) or does not
+REMOTE = """.version 8.8
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 k_out)
+.reqntid 32
+.reqnctapercluster 2, 1, 1
+{
+    .reg .pred %p<8>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<4>;
+    .shared .align 8 .b8 smem[8];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %cluster_ctarank;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra $READY;
+    mbarrier.init.shared::cta.b64 [smem], 1;
+$READY:
+    barrier.cluster.arrive.release.aligned;
+    barrier.cluster.wait.acquire.aligned;
+    setp.ne.u32 %p2, %r2, 0;
+    @%p2 bra $ODD;
+WAIT
+    ld.param.u64 %rd1, [k_out];
+    cvta.to.global.u64 %rd2, %rd1;
+    @!%p1 st.global.u32 [%rd2], 7;
+    ret;
+$ODD:
+    mov.u32 %r3, 0;
+$SPIN:
+    add.s32 %r3, %r3, 1;
+    setp.lt.u32 %p3, %r3, 64;
+    @%p3 bra $SPIN;
+    mov.u32 %r4, smem;
+    mapa.shared::cluster.u32 %r5, %r4, 0;
+    @!%p1 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r5];
+    ret;
+}
+"""
+
+#: CTA 0 waits for phase 0 of its barrier: the other CTA's arrival has landed
+TAIL = """$TAIL:
+    mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p4, [smem], 0;
+    @!%p4 bra $TAIL;"""
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_remote_arrival_after_its_cta_exited(strict) -> None:
+    """A cluster's CTA must outlive the accesses the others make to its shared memory (on the
+    hardware its memory may hold another CTA's by then): CTA 1 arrives on CTA 0's barrier after
+    CTA 0 exited. With CTA 0 waiting for that arrival first (a producer's tail), it runs."""
+    from tilegen.runtime.codegen.driver import assemble, find_ptxas
+
+    good = REMOTE.replace("WAIT", TAIL)
+    if find_ptxas() is not None:  # legal PTX
+        assemble(good, 90)
+    out = run_ptx(good, [np.zeros(1, np.uint32)], (2, 1, 1), strict_async=strict)[0]
+    assert out[0] == 7
+    with pytest.raises(PtxSimError, match=r"an arrival from CTA 1 after every thread of its own"):
+        run_ptx(REMOTE.replace("WAIT\n", ""), [np.zeros(1, np.uint32)], (2, 1, 1))

@@ -917,6 +917,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     for later, later_staged in facts.get("chain", ()):  # a chain: its loops in turn (section 23)
         producer_scalars(em, op, later)
         _produce(em, later, later_staged, produce, _bounds(em, later))
+    if pair and not tc:  # sm_90: the other CTA's consumers release this CTA's stages too
+        _producer_tail(em, ring, bar, stages, nb)
     em.label(out)
     em.ins("ret")
     return Frame(
@@ -1073,6 +1075,20 @@ def _produce(em: Emitter, op, staged: list, p: dict, bounds: tuple) -> None:
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
     em.label(end)
+
+
+def _producer_tail(em: Emitter, ring, bar, stages: int, nb: int) -> None:
+    """The producer's thread, after its last copy: wait until the last ``stages`` stages are
+    released, as if to refill them. Their releases include the other CTA's consumers' arrivals
+    on this CTA's empty barriers, and a CTA must outlive every access its cluster makes to its
+    shared memory (the thread keeps it alive; CUTLASS's ``producer_tail``). Positions before
+    the first stage's first fill pass at once (the parity of the phase before phase 0)."""
+    for _ in range(stages):
+        lap = em.new("b32")
+        em.ins(f"xor.b32 {lap}, {ring.phase}, 1")
+        for b in range(nb):
+            mbarrier_wait(em, bar(1, ring.stage, b), lap)
+        ring.advance(em)
 
 
 def _copy(em: Emitter, x: "_Operand", g, sbase, full, p: dict) -> None:

@@ -112,6 +112,26 @@ class Engine:
             raise _err(f"mbarrier at shared address 0x{int(addr):x} was never initialised")
         return bar
 
+    def alive(self, addrs: np.ndarray, lanes: np.ndarray) -> None:
+        """A cluster's CTA must outlive every access the others make to its shared memory: a
+        thread's arrival on the barrier of another CTA whose threads have all exited is an
+        error (on the hardware the memory may belong to another CTA by then). (Asynchronous
+        completions are not judged: the simulator completes them lazily, so their order
+        against an exit is not the hardware's.)"""
+        st = self.st
+        exited = getattr(st, "exited", None)
+        if st.csize == 1 or exited is None:
+            return
+        for a, lane in zip(addrs, lanes):
+            k = int(a) // st.shared_stride
+            if k != st.cta_of[lane] and exited[k * st.threads : (k + 1) * st.threads].all():
+                raise _err(
+                    f"{self.barrier(a).describe()}: an arrival from CTA {st.cta_of[lane]} "
+                    f"after every thread of its own CTA (rank {k % st.csize} of the cluster) "
+                    "exited; a CTA must outlive the accesses its cluster's other CTAs make to "
+                    "its shared memory (wait for their last arrivals before exiting)"
+                )
+
     def settle(self, bar: MBarrier) -> None:
         if bar.pending < 0:
             raise _err(f"{bar.describe()}: more arrivals than its count")
@@ -249,6 +269,8 @@ def do_mbarrier(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> str 
         counts = st.read(rest[0], "u32") if rest else None
         tokens = np.zeros(st.n, np.uint64)
         addrs_ = shared_addrs(st, addr, mask)
+        if kind in ("arrive", "arrive_drop"):
+            eng.alive(addrs_, lanes)
         if kind == "arrive" and not expect and counts is None:  # plain arrivals, vectorised
             for a in np.unique(addrs_):
                 bar = eng.barrier(a)
