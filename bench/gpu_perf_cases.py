@@ -273,7 +273,7 @@ def cases() -> list[PerfCase]:
             )
         )
     # the same with 256-row Q tiles and num_ctas=2: the rows divided between the CTAs of a
-    # cluster (section 40), as tileiras builds it (K and V multicast there, not in tilegen)
+    # cluster (section 40), K and V multicast to both, as tileiras builds it
     heads, seq, d = 16, 8192, 128
     out.append(
         PerfCase(

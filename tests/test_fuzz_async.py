@@ -356,11 +356,12 @@ def test_a_pair_of_64_rows_a_cta_at_n_256_keeps_one_warp_group(target, tmp_path)
 
 def test_an_occupancy_cap_that_cannot_hold_todays_accumulators_is_dropped(tmp_path):
     # sm_120, 256 x 128 from C with occupancy 2: today's path (8 warps, 128 f32 accumulators a
-    # thread) under the hint's .maxnreg 128 spilled 472 bytes (fuzzer seed 170108; tileiras
-    # splits the tile over a cluster of two CTAs). The cap is dropped, as the async path drops
-    # it where its consumers cannot hold their accumulators
+    # thread) under the hint's .maxnreg 128 spilled 472 bytes (fuzzer seed 170108, whose
+    # num_ctas=2 now divides the rows between two CTAs, as tileiras does: test_pair_rows.py).
+    # The cap is dropped, as the async path drops it where its consumers cannot hold their
+    # accumulators
     params = dict(ab="f16", out="f16", TM=256, TN=128, TK=32, BT=1, INIT=1, EPI=0)
-    opts = {"num_ctas": 2, "occupancy": 2}
+    opts = {"occupancy": 2}
     o = _run(fa.Config(0, "gemm", "sm_120", params, opts, dict(M=69, N=128, K=96)), tmp_path)
     assert o.path == "today" and "maxnreg dropped" in o.plan, o.plan
     assert ".maxnreg" not in o.ptx

@@ -205,3 +205,47 @@ def test_a_reduction_across_the_rows_is_refused(tmp_path):
     export_kernel(kernel, [sig], str(path), output_format="tileir_bytecode")
     func = _kernel(compile_source(path, options_for("sm_90a"), until="convert").module)
     assert "'nv_tileaa.reduce' along the rows" in split_kernel(func, 90)
+
+
+def _strict(kernel, c, args, grid, index: int, ptx=None) -> np.ndarray:
+    from tilegen.cutile_launch import _prepare
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    values = [v for _, v in _prepare(kernel, args).runtime]
+    out = run_ptx(ptx or c.ptx, values, grid, strict_async=True)[index]
+    return np.asarray(out).astype(np.float64)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", ["attention_causal_fwd", "attention_causal_split"])
+def test_k_and_v_are_multicast_to_both_ctas(name):
+    """The two CTAs load the same K and V tiles: each copies half of every 128-byte column box's
+    rows by TMA multicast into both (as tileiras does), and each consumer thread releases a
+    stage in both CTAs. The split causal attention (two K loops on one ring) too. Without the
+    release in the other CTA, a K loop longer than the ring never refills a stage."""
+    import re
+
+    import cutile_kernels_async as cka
+
+    import tilegen.cutile as tc
+    from tilegen.runtime.ptx.launch import PtxSimError
+
+    kernel = cka.kernels()[name].kernel.replace_hints(num_ctas=2)
+    q, kt, v, scale, want = cka.causal_attention_inputs(1, 512, 128, 0)
+    args = (q, kt, v, np.zeros_like(q), scale, 256, 128, 128)
+    c = tc.compile_kernel(kernel, args, gpu_name="sm_90")
+    (d,) = c.async_plan
+    assert d.taken and d.pair_rows == 128, d.line()
+    ptx = c.ptx
+    loops = 2 if name == "attention_causal_split" else 1
+    # K and V: two column boxes each at d 128, one multicast copy a box and loop
+    assert ptx.count("mbarrier::complete_tx::bytes.multicast::cluster") == 4 * loops
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+    got = _strict(kernel, c, args, (2, 1, 1), 3)
+    np.testing.assert_allclose(got, want, atol=2e-3)
+    lone = re.sub(
+        r"\n\tmbarrier\.arrive\.release\.cluster\.shared::cluster\.b64 _, \[%r\d+\];", "", ptx
+    )
+    assert lone != ptx
+    with pytest.raises(PtxSimError, match="deadlock"):
+        _strict(kernel, c, args, (2, 1, 1), 3, ptx=lone)

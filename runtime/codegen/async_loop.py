@@ -451,6 +451,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     nthreads = 32 * em.num_warps
     facts = dict(bt=None, tc=False, scaled=False, sides=[], store=None, nthreads=nthreads, N=0)
     facts["chain"] = chain
+    facts["pair"] = staged[0].multicast  # (the rows divided between a pair: K, V multicast)
     from tilegen.runtime.codegen.async_overlap import box_sides
 
     overlapped = [lp for lp in [op] + [o for o, _ in chain] if ASYNC_OVERLAP_ATTR in lp.attributes]
@@ -521,7 +522,46 @@ def _general_staged(op) -> tuple:
             end = staged[-1].offset + staged[-1].bytes
     if not staged:
         fail(op, "PTX backend: the general async loop stages no load")
+    if _multicast(op, staged):  # each CTA copies half of every box's rows into both
+        for x in staged:
+            x.multicast, x.pair = True, (1, x.tile[-2] // 2)
+            x.half = x.box_bytes // 2
     return staged, _align(end, _ALIGN)
+
+
+#: the rows of a staged tile each CTA of a pair copies at least, in 8-row swizzle atoms
+_MULTICAST_ROWS = 16
+
+
+def _multicast(op, staged: list) -> bool:
+    """Whether general-form loop ``op``'s stages are shared by the two CTAs of a kernel whose
+    rows are divided between them (passes/pair_rows.py: sm_90, where nothing else puts a
+    general-form kernel on a cluster): every staged load is the same in both CTAs (no index
+    reads the CTA's rank) and has rows to halve. Each CTA then copies half of every box's rows
+    by TMA multicast into both (as an sm_90 GEMM pair's B, section 19)."""
+    from tilegen.runtime.layouts.kernel import CLUSTER_RANK_OP as RANK_OP
+    from tilegen.runtime.layouts.kernel import PAIR_ROWS_ATTR
+
+    func = op
+    while func is not None and func.name != "nv_tileaa.func":
+        func = func.parent_op
+    if func is None or PAIR_ROWS_ATTR not in func.attributes:
+        return False
+    for x in staged:
+        if x.tile[-2] % (2 * _MULTICAST_ROWS) or x.boxes[0][1].swizzle != 128:
+            return False
+        idx = x.load.opdef.operand_group(x.load, "indices")
+        if any(_reads(v, RANK_OP) for v in idx):
+            return False
+    return True
+
+
+def _reads(v, name: str, depth: int = 32) -> bool:
+    """Whether scalar ``v`` is computed from an op named ``name`` (within ``depth`` ops)."""
+    o = getattr(v, "op", None)
+    if o is None or depth == 0:
+        return False
+    return o.name == name or any(_reads(u, name, depth - 1) for u in o.operands)
 
 
 def _boxes(em: Emitter, staged: list, sbase) -> dict:
@@ -561,7 +601,7 @@ def _consume(em: Emitter, op, slots, staged: list, fr, ring, stage_bytes: int, b
         late()
     else:
         run_staged_body(em, op, slots, iv, bufs)
-        em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{fr.bar(1, ring.stage)}]")
+        fr.release(fr.bar(1, ring.stage))
     ring.advance(em)
     em.ins(f"add.{ty} {iv}, {iv}, {step}")
     em.ins(f"bra {top}")
@@ -724,9 +764,7 @@ def _box_hooks(em: Emitter, op, staged: list, fr, ring) -> dict:
 
     for b, (x, last) in enumerate(zip(staged, box_readers(op, staged))):
         add(x.load, before=lambda b=b: mbarrier_wait(em, fr.bar(0, ring.stage, b), ring.phase))
-        release = lambda b=b: em.ins(  # noqa: E731
-            f"mbarrier.arrive.shared::cta.b64 _, [{fr.bar(1, ring.stage, b)}]"
-        )
+        release = lambda b=b: fr.release(fr.bar(1, ring.stage, b))  # noqa: E731
         if last >= len(body.ops) - 1:  # read by the yield: released at the iteration's end
             late.append(release)
         else:
@@ -747,8 +785,9 @@ class Frame(SimpleNamespace):
     stage)`` (the stage's full, i = 0, or empty, i = 1, barrier), ``t0`` (thread 0), ``tid``,
     the map slot (``slot_off``, ``slots``, ``maps_off``, ``nmaps``), the loop bounds (``lb``,
     ``ub``, ``step``, ``ty``, ``iv_cls``), the TMEM bookkeeping (``tmem_off``, ``done_off``,
-    ``tbar_off``, ``tcols``, ``tc_scaled``), the consumers' label and the B^T buffers'
-    offset."""
+    ``tbar_off``, ``tcols``, ``tc_scaled``), the consumers' label, the B^T buffers'
+    offset and ``release(addr)`` (the consumers' arrival on an empty barrier: in both CTAs of
+    an sm_90 pair)."""
 
 
 def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: dict) -> "Frame":
@@ -858,6 +897,18 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     else:
         em.ins("bar.sync 0")
     gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
+    peer = None
+    if pair and not tc:  # sm_90: a stage is free once both CTAs' consumers are done with it
+        peer = em.new("b32")
+        em.ins(f"xor.b32 {peer}, {cta_pair.rank(em)}, 1")
+
+    def release(addr: str) -> None:
+        """Every consumer thread: done with the stage (or box) whose empty barrier is at
+        ``addr``; in both CTAs where the other CTA's copies write this CTA's stages too."""
+        if peer is None:
+            em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{addr}]")
+        else:
+            cta_pair.release_both(em, addr, None, peer)
 
     regs = op.attributes.get(ASYNC_REGS_ATTR)
 
@@ -888,11 +939,12 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     if pair:  # this CTA's rows of A and columns of B; the even CTA's barriers
         rk = cta_pair.rank(em)
         lead = cta_pair.is_leader(em, rk)
-        shifts = cta_pair.offsets(em, staged, rk)
+        every = staged + [x for _, more in facts.get("chain", ()) for x in more]
+        shifts = cta_pair.offsets(em, every, rk)
         if not tc:
             cast = em.new("b16")
             em.ins(f"mov.b16 {cast}, {cta_pair.PAIR_MASK}")
-            for x in staged:
+            for x in every:
                 if x.multicast:
                     halves[id(x)] = em.new("b32")
                     em.ins(f"mul.lo.s32 {halves[id(x)]}, {rk}, {x.half}")
@@ -944,6 +996,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         consumer=consumer,
         bt_off=bt_off,
         boxes=nb,
+        release=release,
     )
 
 
@@ -1925,8 +1978,8 @@ def _build_map(em: Emitter, x: _Operand, smem_map: str) -> None:
     dims = [em.mov("b32", d) if isinstance(d, int) else d for d in dims]
     strides = tuple(_stride_bytes(em, st, x.esz) for st in reversed(mem.strides[:-1]))
     box = x.boxes[0][1].box[::-1]
-    if x.multicast:  # half of the box's rows a copy (an sm_90 pair's B)
-        box = box[:-1] + (box[-1] // 2,)
+    if x.multicast:  # half of the box's rows a copy (an sm_90 pair's B, K and V)
+        box = box[:1] + (box[1] // 2,) + box[2:]
     spec = tma.TensorMapSpec(x.elem, x.esz, mem.ptr, tuple(dims), strides, box, x.span, x.atom)
     tma.build_tensormap(em, smem_map, spec)
 

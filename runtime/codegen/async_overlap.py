@@ -97,7 +97,7 @@ def consumers(
 
     def arrive(stage, boxes) -> None:
         for b in boxes:
-            em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, stage, b)}]")
+            fr.release(bar(1, stage, b))
 
     turns = _PingPong(em) if em.num_warps == 8 else None
     if ring is None:
@@ -185,7 +185,7 @@ def consumers(
         em.ins(f"@!{prev} bra {done_b}")
         em.ins("wgmma.wait_group.sync.aligned 0")  # the previous iteration's last dot is done
         if sides is None:
-            em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, held)}]")
+            fr.release(bar(1, held))
         arrive(held, b_boxes)
         copy_into(em, op, [slots[k]], [new_acc])
         em.label(done_b)
@@ -210,7 +210,7 @@ def consumers(
     out = part_b_of_previous()
     em.ins("wgmma.wait_group.sync.aligned 0")
     if sides is None:
-        em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, held)}]")
+        fr.release(bar(1, held))
     arrive(held, b_boxes)
     copy_into(em, op, [slots[k]], [out])
     em.label(skip)

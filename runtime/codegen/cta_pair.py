@@ -112,10 +112,12 @@ def offsets(em, staged: list, rank_reg: str) -> dict:
     return out
 
 
-def release_both(em, addr: str, pred: str, peer: str) -> None:
-    """sm_90: every consumer thread releases the stage at this CTA's offset ``addr`` in both
-    CTAs (the other CTA's multicast writes this CTA's stage too)."""
-    em.ins(f"@{pred} mbarrier.arrive.release.cluster.shared::cta.b64 _, [{addr}]")
+def release_both(em, addr: str, pred, peer: str) -> None:
+    """sm_90: every consumer thread (where ``pred``, None: all) releases the stage at this
+    CTA's offset ``addr`` in both CTAs (the other CTA's multicast writes this CTA's stage
+    too)."""
+    at = f"@{pred} " if pred is not None else ""
+    em.ins(f"{at}mbarrier.arrive.release.cluster.shared::cta.b64 _, [{addr}]")
     r = em.new("b32")
     em.ins(f"mapa.shared::cluster.u32 {r}, {addr}, {peer}")
-    em.ins(f"@{pred} mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{r}]")
+    em.ins(f"{at}mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{r}]")

@@ -175,7 +175,7 @@ def _pair_kernel(func) -> bool:
     """Whether the kernel's tile block is a CTA pair: its K loop runs on one
     (async_loop.ASYNC_PAIR_ATTR), or its rows are divided between two (passes/pair_rows.py)."""
     from tilegen.runtime.codegen.async_loop import ASYNC_PAIR_ATTR
-    from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR
+    from tilegen.runtime.layouts.kernel import PAIR_ROWS_ATTR
 
     return PAIR_ROWS_ATTR in func.attributes or any(
         ASYNC_PAIR_ATTR in o.attributes

@@ -167,7 +167,9 @@ def run_kernel(
     block is a cluster of CTAs (``nv_tileas.pair_rows``) once per CTA of it."""
     body = entry.regions[0].blocks[0]
     gx, gy, gz = machine.grid
-    ctas = 2 if "nv_tileas.pair_rows" in entry.attributes else 1
+    from tilegen.runtime.layouts.kernel import PAIR_ROWS_ATTR
+
+    ctas = 2 if PAIR_ROWS_ATTR in entry.attributes else 1
     count = 0
     for z in range(gz):
         for y in range(gy):

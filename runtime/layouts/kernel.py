@@ -31,6 +31,12 @@ def kernel_spec_int(func: Operation, key: str) -> Optional[int]:
 #: hint's ``.maxnreg`` is not emitted (docs/pipelines.md section 21)
 OCCUPANCY_CAP_DROPPED = "nv_tileas.occupancy_cap_dropped"
 
+#: on a kernel whose tile block's rows are divided between the two CTAs of a cluster
+#: (passes/pair_rows.py): the rows each CTA computes; codegen launches it as a cluster
+PAIR_ROWS_ATTR = "nv_tileas.pair_rows"
+#: the op that reads a CTA's rank in its cluster (spec/ops/nv_tileas/cluster.yaml)
+CLUSTER_RANK_OP = "nv_tileas.cluster_cta_rank"
+
 
 #: follows a ``.maxnreg`` that only the ``occupancy`` hint asked for (codegen/emit.py): where
 #: ptxas cannot fit an instruction under it (C7602), the driver assembles the kernel without it,

@@ -1399,7 +1399,7 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
     marks each taken kernel's K loop for the emitter (``nv_tileas.async_stages``)."""
     from tilegen.runtime.attributes import IntegerAttr, UnitAttr
     from tilegen.runtime.passes.k_loop_pipelining import kernel_functions
-    from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR
+    from tilegen.runtime.layouts.kernel import PAIR_ROWS_ATTR
     from tilegen.runtime.records import replace
     from tilegen.runtime.types import I32
 

@@ -20,10 +20,11 @@ rows, so each CTA runs the same program on its half:
 * **What changes.** Those values keep half of that dim. A ``tiled_load`` / ``tiled_store`` on
   it reads and writes at its index plus ``r M / 2``; a ``make_range`` along it counts from
   there; splats and splat constants take the half shape. ``r`` is
-  ``nv_tileas.cluster_cta_rank``. Nothing else moves: loop bounds, the other operands (each
-  CTA loads K and V, or B, whole: no multicast yet), the grid (``.blocksareclusters``: the
-  grid counts clusters, so ``get_program_id`` is the cluster's id and cuTile's grid is
-  unchanged).
+  ``nv_tileas.cluster_cta_rank``. Nothing else moves: loop bounds, the other operands (K and
+  V, or B: on sm_90's async path the two CTAs copy half of each by TMA multicast into both,
+  ``codegen/async_loop._multicast``; on sm_120 each CTA loads them whole), the grid
+  (``.blocksareclusters``: the grid counts clusters, so ``get_program_id`` is the cluster's id
+  and cuTile's grid is unchanged).
 * **Refused** (the kernel is left as it is): a reduction, scan or dot across the rows, an op
   this analysis does not know on a row value, the same value reached on two axes, block scale
   factors, atomics or prints anywhere in the kernel (both CTAs would run them).
@@ -34,9 +35,9 @@ halves again. The interpreter runs both CTAs of each tile block.
 
 Where (:data:`TARGETS`): a kernel hinted ``num_cta_in_cga = 2`` whose dots all have the same
 M: on sm_90, 256 rows and a loop of two dots or more (the attention form; a GEMM's one dot is
-the async path's pair, section 19; a 128-row attention stays whole, as halves without
-multicast would load K and V twice for no registers saved); on sm_120, 128 or 256 rows, GEMMs
-too. sm_100 keeps its 256-row attention on one CTA, its accumulators in tensor memory
+the async path's pair, section 19; a 128-row attention stays whole on two consumer warp
+groups, where its halves would run on one each: left to a hardware comparison); on sm_120,
+128 or 256 rows, GEMMs too. sm_100 keeps its 256-row attention on one CTA, its accumulators in tensor memory
 (section 25).
 """
 
@@ -46,14 +47,12 @@ from typing import Optional
 
 from tilegen.runtime.attributes import DenseElementsAttr, DictAttr, IntegerAttr
 from tilegen.runtime.ir import BlockArgument, Operation, OpResult, Value
+from tilegen.runtime.layouts.kernel import CLUSTER_RANK_OP as RANK_OP
+from tilegen.runtime.layouts.kernel import PAIR_ROWS_ATTR
 from tilegen.runtime.passes.registry import register
 from tilegen.runtime.rewrite.rewriter import PatternRewriter
 from tilegen.runtime.types import I32, TileType
 
-#: the kernel attribute: the rows of the tile block each CTA of the pair computes
-PAIR_ROWS_ATTR = "nv_tileas.pair_rows"
-#: the op that reads this CTA's rank in its cluster
-RANK_OP = "nv_tileas.cluster_cta_rank"
 #: target -> the tile block's row counts the pair divides there (each CTA: half), and whether
 #: a GEMM's one dot qualifies too (sm_90's GEMMs run on the async path's pair, section 19)
 TARGETS = {90: ((256,), False), 120: ((128, 256), True)}
