@@ -359,7 +359,13 @@ def layout_passes(options: CompileOptions) -> list:
         PassRef("nv-tileaa-single-trip-loops", {}),
         PassRef("nv-tileaa-flatten-loops", {}),
         PassRef("nv-tileaa-loop-counters", {}),
-        PassRef("nv-tileaa-split-pair-rows", {"compute-capability": str(options.target.sm)}),
+        PassRef(
+            "nv-tileaa-split-pair-rows",
+            {
+                "compute-capability": str(options.target.sm),
+                "cta-pair": str(options.cta_pair).lower(),
+            },
+        ),
         PassRef("nv-tileaa-split-k-tiles", {"compute-capability": str(options.target.sm)}),
         PassRef("nv-tileaa-split-select-conditions", {}),
         PassRef("nv-tileas-assign-layouts", pass_options),

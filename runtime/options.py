@@ -91,7 +91,8 @@ class CompileOptions:
       ``overlap_mma`` (its general form on sm_90 issues a loop's last dot beside the next
       iteration's first: FlashAttention-3's intra-warpgroup overlap, section 16);
       ``cta_pair`` (a GEMM whose ``num_cta_in_cga`` hint is 2 runs on a CTA pair on sm_100:
-      ``tcgen05.mma.cta_group::2``, section 18).
+      ``tcgen05.mma.cta_group::2``, section 18; elsewhere the tile block's rows are divided
+      between a cluster's two CTAs, section 40; off: one CTA a tile block).
     * ``lineinfo``, ``device_debug`` (only at ``opt_level`` 0, as tileiras), ``sanitize``
       (None or ``"memcheck"``): carried to the emitter; see docs/driver.md for what each emits.
     * ``verify``: run the verifier after every stage.

@@ -33,9 +33,10 @@ The kernel gets ``nv_tileas.pair_rows`` (the rows of each CTA), its launch a clu
 (codegen/emit.py), and its ``num_cta_in_cga`` hint becomes 1 so that no later rule pairs its
 halves again. The interpreter runs both CTAs of each tile block.
 
-Where (:data:`TARGETS`): a kernel hinted ``num_cta_in_cga = 2`` whose dots all have the same
-M: on sm_90, 256 rows and a loop of two dots or more (the attention form; a GEMM's one dot is
-the async path's pair, section 19; a 128-row attention stays whole on two consumer warp
+Where (:data:`TARGETS`), with the ``cta-pair`` option on: a kernel hinted ``num_cta_in_cga =
+2`` whose dots all have the same M: on sm_90, 256 rows and a loop of two dots or more, hinted
+or not, as one CTA spills there (the attention form; a GEMM's one dot is the async path's
+pair, section 19; a 128-row attention stays whole on two consumer warp
 groups, where its halves would run on one each: left to a hardware comparison); on sm_120,
 128 or 256 rows, GEMMs too. sm_100 keeps its 256-row attention on one CTA, its accumulators in tensor memory
 (section 25).
@@ -49,13 +50,14 @@ from tilegen.runtime.attributes import DenseElementsAttr, DictAttr, IntegerAttr
 from tilegen.runtime.ir import BlockArgument, Operation, OpResult, Value
 from tilegen.runtime.layouts.kernel import CLUSTER_RANK_OP as RANK_OP
 from tilegen.runtime.layouts.kernel import PAIR_ROWS_ATTR
-from tilegen.runtime.passes.registry import register
+from tilegen.runtime.passes.registry import parse_bool, register
 from tilegen.runtime.rewrite.rewriter import PatternRewriter
 from tilegen.runtime.types import I32, TileType
 
-#: target -> the tile block's row counts the pair divides there (each CTA: half), and whether
-#: a GEMM's one dot qualifies too (sm_90's GEMMs run on the async path's pair, section 19)
-TARGETS = {90: ((256,), False), 120: ((128, 256), True)}
+#: target -> the tile block's row counts the pair divides there (each CTA: half), whether a
+#: GEMM's one dot qualifies too (sm_90's GEMMs run on the async path's pair, section 19), and
+#: whether a kernel without the hint does (sm_90's 256-row attention: one CTA spills)
+TARGETS = {90: ((256,), False, True), 120: ((128, 256), True, False)}
 
 #: ops whose every tile operand and result are the same elements, position by position
 _IDENTITY = ("nv_tileaa.assume",)
@@ -281,11 +283,12 @@ def candidate(func: Operation, sm: int) -> int:
     else 0."""
     from tilegen.runtime.layouts.kernel import kernel_spec_int
 
-    if sm not in TARGETS or kernel_spec_int(func, "num_cta_in_cga") != 2:
+    if sm not in TARGETS or PAIR_ROWS_ATTR in func.attributes:
         return 0
-    if PAIR_ROWS_ATTR in func.attributes:
+    sizes, gemms, unhinted = TARGETS[sm]
+    hint = kernel_spec_int(func, "num_cta_in_cga")
+    if hint != 2 and not (unhinted and hint in (None, 1)):
         return 0
-    sizes, gemms = TARGETS[sm]
     dots = [o for o in func.walk() if o.name == "nv_tileaa.dot"]
     if not dots or any(len(o.results[0].type.shape) != 2 for o in dots):
         return 0
@@ -297,6 +300,8 @@ def candidate(func: Operation, sm: int) -> int:
         (sum(1 for o in lp.regions[0].blocks[0].ops if o.name == "nv_tileaa.dot") for lp in loops),
         default=0,
     )
+    if hint != 2 and most < 2:  # (unhinted: the attention form only)
+        return 0
     return next(iter(rows)) if most >= (1 if gemms else 2) else 0
 
 
@@ -395,13 +400,15 @@ def split_kernel(func: Operation, sm: int) -> Optional[str]:
 
 @register(
     "nv-tileaa-split-pair-rows",
-    options={"compute-capability": (int, 0)},
-    summary="divide a num_ctas=2 attention's rows between the two CTAs of its cluster",
+    options={"compute-capability": (int, 0), "cta-pair": (parse_bool, True)},
+    summary="divide a num_ctas=2 kernel's rows between the two CTAs of its cluster",
 )
 def _pass(root: Operation, options: dict) -> None:
     from tilegen.runtime.passes.k_loop_pipelining import kernel_functions
 
     sm = options.get("compute-capability", 0)
+    if not options.get("cta-pair", True):
+        return
     for func in kernel_functions(root):
         if func.regions and func.regions[0].blocks:
             split_kernel(func, sm)

@@ -48,7 +48,8 @@ def add_codegen_arguments(p) -> None:
     g.add_argument(
         "--no-cta-pair",
         action="store_true",
-        help="num_cta_in_cga = 2 GEMMs on one CTA, not a tcgen05 CTA pair (docs/pipelines.md)",
+        help="one CTA a tile block: no tcgen05 CTA pair for num_cta_in_cga = 2 GEMMs, no rows "
+        "divided between a cluster's CTAs (docs/pipelines.md)",
     )
     g.add_argument(
         "--num-stages",
