@@ -8,9 +8,10 @@
   stay unwritten).
 * The PTX: a cluster launch in which the grid counts clusters, no spills (one CTA of 256 rows
   spilled 388-1,340 B on sm_90a), exact in the strict simulator against NumPy.
-* Left alone: sm_100a, sm_90a's GEMMs (the async path's pair) and 128-row attention, sm_120
-  without the hint, ``cta_pair=False``, and a kernel that reduces across the rows. On sm_90a a
-  256-row attention is divided without the hint too (one CTA spills).
+* Left alone: sm_100a, sm_90a's GEMMs (the async path's pair) and 128-row attention, a
+  128-row attention without the hint, ``cta_pair=False``, and a kernel that reduces across the
+  rows. A 256-row attention is divided without the hint too, on sm_90a and sm_120 (one CTA
+  spills).
 """
 
 # (no `from __future__ import annotations`: cuTile evaluates the kernels' annotations)
@@ -153,9 +154,9 @@ def test_sm120_gemms_run_half_the_rows_on_each_cta(tmp_path, tm, tn, init, optio
     [
         _attention("sm_100a"),  # tensor memory holds one CTA's 256 rows (section 25)
         _attention("sm_90a", tm=128),
-        _attention("sm_120", options={}),
+        _attention("sm_120", tm=128, options={}),
     ],
-    ids=["sm_100a", "128-rows", "sm_120-no-hint"],
+    ids=["sm_100a", "128-rows", "sm_120-128-rows-no-hint"],
 )
 def test_other_kernels_are_left_alone(tmp_path, cfg):
     from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR
@@ -253,21 +254,23 @@ def test_k_and_v_are_multicast_to_both_ctas(name):
 
 
 @needs_ptxas
-def test_sm90_divides_a_256_row_attention_without_the_hint_too(tmp_path):
-    """On one sm_90a CTA a 256-row attention spilled 388-480 B (fuzzer seeds 300166, 300253,
-    300445, 300305; tileiras, which keeps one CTA, 1.6-2.2 KB): it runs on a cluster of two
-    whatever its hint. ``cta_pair=False`` (``--no-cta-pair``) keeps one CTA."""
+@pytest.mark.parametrize("target,tn", [("sm_90a", 64), ("sm_120", 128)])
+def test_a_256_row_attention_is_divided_without_the_hint_too(tmp_path, target, tn):
+    """On one CTA a 256-row attention spilled: 388-480 B on sm_90a (fuzzer seeds 300166,
+    300253, 300445, 300305), 976-1,276 B on sm_120 (300139, 300228); tileiras, which keeps one
+    CTA, 1.6-7 KB. It runs on a cluster of two whatever its hint. ``cta_pair=False``
+    (``--no-cta-pair``) keeps one CTA."""
     import fuzz_async as fa
 
     from tilegen.runtime.driver import compile_source
     from tilegen.runtime.options import CompileOptions
     from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR
 
-    cfg = _attention("sm_90a", d=128, options={}, s=196)
+    cfg = _attention(target, tn=tn, d=128, causal=0, options={}, s=196, t=150)
     o = fa.check(cfg, str(tmp_path))
     assert o.status == "ok", o.detail
     assert "rows divided between a CTA pair, 128 each" in o.plan
     path, _ = _export(cfg, tmp_path)
-    alone = CompileOptions(target="sm_90a", cta_pair=False)
+    alone = CompileOptions(target=target, cta_pair=False)
     func = _kernel(compile_source(path, alone, until="layouts").module)
     assert PAIR_ROWS_ATTR not in func.attributes

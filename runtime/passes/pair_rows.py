@@ -33,13 +33,16 @@ The kernel gets ``nv_tileas.pair_rows`` (the rows of each CTA), its launch a clu
 (codegen/emit.py), and its ``num_cta_in_cga`` hint becomes 1 so that no later rule pairs its
 halves again. The interpreter runs both CTAs of each tile block.
 
-Where (:data:`TARGETS`), with the ``cta-pair`` option on: a kernel hinted ``num_cta_in_cga =
-2`` whose dots all have the same M: on sm_90, 256 rows and a loop of two dots or more, hinted
-or not, as one CTA spills there (the attention form; a GEMM's one dot is the async path's
-pair, section 19; a 128-row attention stays whole on two consumer warp
-groups, where its halves would run on one each: left to a hardware comparison); on sm_120,
-128 or 256 rows, GEMMs too. sm_100 keeps its 256-row attention on one CTA, its accumulators in tensor memory
-(section 25).
+Where (:data:`TARGETS`), with the ``cta-pair`` option on, for a kernel whose dots all have
+the same M:
+
+* hinted ``num_cta_in_cga = 2``: on sm_90, 256 rows and a loop of two dots or more (the
+  attention form; a GEMM's one dot is the async path's pair, section 19; a 128-row attention
+  stays whole on two consumer warp groups, where its halves would run on one each: left to a
+  hardware comparison); on sm_120, 128 or 256 rows, GEMMs too;
+* without the hint, an attention of 256 rows on sm_90 and sm_120: one CTA spills there.
+
+sm_100 keeps its 256-row attention on one CTA, its accumulators in tensor memory (section 25).
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ from tilegen.runtime.types import I32, TileType
 
 #: target -> the tile block's row counts the pair divides there (each CTA: half), whether a
 #: GEMM's one dot qualifies too (sm_90's GEMMs run on the async path's pair, section 19), and
-#: whether a kernel without the hint does (sm_90's 256-row attention: one CTA spills)
-TARGETS = {90: ((256,), False, True), 120: ((128, 256), True, False)}
+#: the row counts of an attention divided without the hint (256: one CTA spills)
+TARGETS = {90: ((256,), False, (256,)), 120: ((128, 256), True, (256,))}
 
 #: ops whose every tile operand and result are the same elements, position by position
 _IDENTITY = ("nv_tileaa.assume",)
@@ -287,8 +290,10 @@ def candidate(func: Operation, sm: int) -> int:
         return 0
     sizes, gemms, unhinted = TARGETS[sm]
     hint = kernel_spec_int(func, "num_cta_in_cga")
-    if hint != 2 and not (unhinted and hint in (None, 1)):
-        return 0
+    if hint != 2:
+        if hint not in (None, 1):
+            return 0
+        sizes = unhinted
     dots = [o for o in func.walk() if o.name == "nv_tileaa.dot"]
     if not dots or any(len(o.results[0].type.shape) != 2 for o in dots):
         return 0
