@@ -274,3 +274,27 @@ def test_a_256_row_attention_is_divided_without_the_hint_too(tmp_path, target, t
     alone = CompileOptions(target=target, cta_pair=False)
     func = _kernel(compile_source(path, alone, until="layouts").module)
     assert PAIR_ROWS_ATTR not in func.attributes
+
+
+@needs_ptxas
+@pytest.mark.parametrize("seed", [300138, 300108])
+def test_a_256x256_sm90_gemm_runs_on_the_pair_without_the_hint(tmp_path, seed):
+    """A 256 x 256 f32 accumulator is the whole register file of one CTA: on one sm_90a CTA
+    these fuzzer GEMMs (f16 from C; e4m3 with a bias row and a row scale) spilled 2,848 and
+    1,960 B, tileiras's 2,576 and 5,000 B. Without the hint they take the async path's CTA
+    pair (128 rows a CTA, B multicast) as if hinted; ``cta_pair=False`` keeps one CTA."""
+    import fuzz_async as fa
+
+    from tilegen.runtime.driver import compile_source
+    from tilegen.runtime.layouts.kernel import kernel_spec_int
+    from tilegen.runtime.options import CompileOptions
+
+    cfg = fa.generate(seed)
+    assert cfg.target == "sm_90a" and not cfg.options.get("num_ctas")
+    o = fa.check(cfg, str(tmp_path))
+    assert o.status == "ok", o.detail
+    assert "a CTA pair (B multicast by TMA to both CTAs, 128 rows per CTA)" in o.plan
+    path, _ = _export(cfg, tmp_path)
+    alone = CompileOptions(target="sm_90a", cta_pair=False)
+    func = _kernel(compile_source(path, alone, until="layouts").module)
+    assert kernel_spec_int(func, "num_cta_in_cga") in (None, 1)  # (no hint: absent)

@@ -43,6 +43,8 @@ the same M:
 * without the hint, an attention of 256 rows on sm_90 and sm_120: one CTA spills there.
 
 sm_100 keeps its 256-row attention on one CTA, its accumulators in tensor memory (section 25).
+A GEMM goes the other way (:func:`pair_gemm`): an sm_90 256 x 256 f32 tile, which no CTA
+holds, gets the hint and so the async path's pair.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from tilegen.runtime.layouts.kernel import CLUSTER_RANK_OP as RANK_OP
 from tilegen.runtime.layouts.kernel import PAIR_ROWS_ATTR
 from tilegen.runtime.passes.registry import parse_bool, register
 from tilegen.runtime.rewrite.rewriter import PatternRewriter
-from tilegen.runtime.types import I32, TileType
+from tilegen.runtime.types import I32, TileType, element_name
 
 #: target -> the tile block's row counts the pair divides there (each CTA: half), whether a
 #: GEMM's one dot qualifies too (sm_90's GEMMs run on the async path's pair, section 19), and
@@ -389,6 +391,41 @@ def _shift_range(rw: PatternRewriter, op: Operation, first: Value, half: int) ->
             user.set_operand(i, moved.results[0])
 
 
+#: sm_90: the (M, N) of a GEMM tile whose f32 / i32 accumulators no CTA holds (256 registers a
+#: thread on two consumer warp groups, the whole register file): paired without the hint
+PAIRED_TILES = {90: ((256, 256),)}
+
+
+def pair_gemm(func: Operation, sm: int) -> bool:
+    """Give a GEMM whose accumulator tile no CTA can hold the ``num_cta_in_cga = 2`` hint, so
+    that it runs on the async path's CTA pair (sections 19 and 30: 128 rows a CTA, B multicast)
+    as if its author had asked: on one sm_90 CTA a 256 x 256 f32 tile spills 1.8-2.8 KB, as
+    tileiras's does (fuzzer seeds 300138, 300108). Only where the pair's structural conditions
+    hold (``layouts.kernel._pair_form``); whether it applies."""
+    from tilegen.runtime.layouts.kernel import _pair_form, kernel_spec_int
+
+    if kernel_spec_int(func, "num_cta_in_cga") not in (None, 1):
+        return False
+    body = func.regions[0].blocks[0]
+    loops = [o for o in body.ops if o.name == "scf.for"]
+    if len(loops) != 1:
+        return False
+    dots = [o for o in loops[0].regions[0].blocks[0].ops if o.name == "nv_tileaa.dot"]
+    if len(dots) != 1 or len(dots[0].results[0].type.shape) != 2:
+        return False
+    if tuple(dots[0].results[0].type.shape) not in PAIRED_TILES.get(sm, ()):
+        return False
+    if element_name(dots[0].results[0].type.element) not in ("f32", "i32"):
+        return False
+    spec = func.attributes.get("nv_tileaa.kernel_spec")
+    if not isinstance(spec, DictAttr) or not _pair_form(func, loops[0], dots[0]):
+        return False
+    items = [(k, v) for k, v in spec.items if k != "num_cta_in_cga"]
+    items.append(("num_cta_in_cga", IntegerAttr(2, I32)))
+    func.set_attr("nv_tileaa.kernel_spec", DictAttr(tuple(sorted(items))))
+    return True
+
+
 def split_kernel(func: Operation, sm: int) -> Optional[str]:
     """Split ``func`` where it qualifies: None when it did, else why not ("" where the kernel
     is no candidate)."""
@@ -415,5 +452,5 @@ def _pass(root: Operation, options: dict) -> None:
     if not options.get("cta-pair", True):
         return
     for func in kernel_functions(root):
-        if func.regions and func.regions[0].blocks:
+        if func.regions and func.regions[0].blocks and not pair_gemm(func, sm):
             split_kernel(func, sm)
