@@ -298,3 +298,18 @@ def test_a_256x256_sm90_gemm_runs_on_the_pair_without_the_hint(tmp_path, seed):
     alone = CompileOptions(target="sm_90a", cta_pair=False)
     func = _kernel(compile_source(path, alone, until="layouts").module)
     assert kernel_spec_int(func, "num_cta_in_cga") in (None, 1)  # (no hint: absent)
+
+
+@needs_ptxas
+def test_a_256x256_sm120_gemm_is_divided_without_the_hint(tmp_path):
+    """sm_120's 256 x 256 f32 tile on one CTA of 8 warps spilled 320-396 B (ten fuzzer GEMMs
+    from 300117 on; tileiras 1-4.7 KB): its rows are divided between two CTAs without the
+    hint too, 128 accumulators a thread."""
+    import fuzz_async as fa
+
+    cfg = fa.generate(300117)
+    assert cfg.target == "sm_120" and (cfg.params["TM"], cfg.params["TN"]) == (256, 256)
+    assert not cfg.options.get("num_ctas")
+    o = fa.check(cfg, str(tmp_path))
+    assert o.status == "ok", o.detail
+    assert "rows divided between a CTA pair, 128 each" in o.plan

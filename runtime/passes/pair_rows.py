@@ -40,7 +40,8 @@ the same M:
   attention form; a GEMM's one dot is the async path's pair, section 19; a 128-row attention
   stays whole on two consumer warp groups, where its halves would run on one each: left to a
   hardware comparison); on sm_120, 128 or 256 rows, GEMMs too;
-* without the hint, an attention of 256 rows on sm_90 and sm_120: one CTA spills there.
+* without the hint, an attention of 256 rows on sm_90 and sm_120, and a 256 x 256 GEMM on
+  sm_120 (:data:`UNHINTED_GEMMS`): one CTA spills there.
 
 sm_100 keeps its 256-row attention on one CTA, its accumulators in tensor memory (section 25).
 A GEMM goes the other way (:func:`pair_gemm`): an sm_90 256 x 256 f32 tile, which no CTA
@@ -307,9 +308,26 @@ def candidate(func: Operation, sm: int) -> int:
         (sum(1 for o in lp.regions[0].blocks[0].ops if o.name == "nv_tileaa.dot") for lp in loops),
         default=0,
     )
-    if hint != 2 and most < 2:  # (unhinted: the attention form only)
-        return 0
+    if hint != 2 and most < 2 and not _unpaired_gemm(dots, sm):  # (unhinted: attention,
+        return 0  # or a GEMM tile no CTA holds)
     return next(iter(rows)) if most >= (1 if gemms else 2) else 0
+
+
+#: target -> the (M, N) of GEMM tiles divided without the hint: f32 / i32 accumulators of
+#: 256 registers a thread on 8 warps, which spilled on one CTA (sm_90's go to the async pair,
+#: :func:`pair_gemm`)
+UNHINTED_GEMMS = {120: ((256, 256),)}
+
+
+def _unpaired_gemm(dots: list, sm: int) -> bool:
+    """One dot whose tile and accumulator :data:`UNHINTED_GEMMS` lists for ``sm``."""
+    if len(dots) != 1:
+        return False
+    t = dots[0].results[0].type
+    return tuple(t.shape) in UNHINTED_GEMMS.get(sm, ()) and element_name(t.element) in (
+        "f32",
+        "i32",
+    )
 
 
 def split(func: Operation, axes: dict, rows: int) -> None:
