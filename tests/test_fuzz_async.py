@@ -479,6 +479,13 @@ FOUND[240703] = "sm_90a f32 128x128 from C, occupancy 2: the same"
 #: (tileiras keeps 4 and spills 576 / 416 B)
 FOUND[230508] = "sm_80 attention 128x64, d 128: 4 warps spilled 460 B"
 FOUND[250385] = "sm_80 bf16 attention 128x128, d 64: 4 warps spilled 232 B"
+#: today's path on sm_100a, 256 x 256 on one CTA (the pair refused: the tile passes the ring):
+#: its tensor-memory accumulator, stored as it is, is read and stored a chunk of columns at a
+#: time (the whole row in registers spilled 36 B, 128 B once its stores were vectors)
+FOUND[310032] = "sm_100a bf16 256x256, num_ctas=2, occupancy 2: the stored TMEM row spilled"
+#: 256-row tiles one CTA cannot hold: divided between two CTAs (docs/pipelines.md section 40)
+FOUND[260005] = "sm_90a attention 256x64, d 128, num_ctas=2: one CTA spilled 480 B"
+FOUND[300138] = "sm_90a f16 256x256 from C, no hint: one CTA spilled 2,848 B (the pair now)"
 
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {

@@ -552,22 +552,42 @@ def tiled_store(em: Emitter, op) -> None:
     if not is_tile(value.type):
         return element_access(em, op, load=False)
     mask = _group(op, "mask")
-    regs = em.tile(op, value)
     kt = mem_types(op, mem.element)
     opcode = st_opcode(em, op, _space(mem.type))
     acc = Access(em, op, mem, indices, value.type, in_bounds)
     mregs = _per_reg(em, op, mask[0], acc.d) if mask else None
-    for g in acc.vector_groups(8 if kt[1] == 2 else 4):
-        p = acc.pred(g[0])
-        if mregs is not None:
-            p = _and(em, p, mregs[g[0]]) if len(g) == 1 else fail(op, "masked vector store")
-        c = em.canonical(acc.d, g[0])
-        if c == "0":
-            continue
-        p = _and(em, p, c)
-        store_group(em, opcode, kt, p, [regs[k] for k in g], acc.addr(g[0]))
+    groups = acc.vector_groups(8 if kt[1] == 2 else 4)
+    for regs, gs in _store_rounds(em, op, value, groups):
+        for g in gs:
+            p = acc.pred(g[0])
+            if mregs is not None:
+                p = _and(em, p, mregs[g[0]]) if len(g) == 1 else fail(op, "masked vector store")
+            c = em.canonical(acc.d, g[0])
+            if c == "0":
+                continue
+            p = _and(em, p, c)
+            store_group(em, opcode, kt, p, [regs[k] for k in g], acc.addr(g[0]))
     for r in op.results:
         em.set(r, None)
+
+
+def _store_rounds(em: Emitter, op, value, groups: list):
+    """(registers, the groups they complete) in the order a store writes them: the value's
+    registers and every group at once; for a loop's result kept in tensor memory
+    (``tmem_resident.stored_by_chunks``), a round per chunk of columns as it is read."""
+    from tilegen.runtime.codegen import tmem_resident
+
+    kept = em.values.get(value)
+    if not isinstance(kept, tmem_resident.TmemTile):
+        yield em.tile(op, value), groups
+        return
+    left = list(groups)
+    for got in tmem_resident.chunks(em, kept):
+        done = [g for g in left if all(k in got for k in g)]
+        left = [g for g in left if not all(k in got for k in g)]
+        yield got, done
+    if left:
+        fail(op, "PTX backend: a store's vector crosses two chunks of tensor memory")
 
 
 # ----------------------------------------------------------------------------- pointers

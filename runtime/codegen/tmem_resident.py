@@ -414,14 +414,46 @@ def _unless_scaled(em: Emitter, s: list):
     return skip
 
 
+def chunks(em: Emitter, tile: TmemTile):
+    """``tile`` read ``CHUNK`` columns at a time: yields {register index of its layout: f32
+    register} per chunk, each loaded and waited for when the one before it has been used (a
+    store of a resident result, :func:`stored_by_chunks`: never the whole tile in registers)."""
+    _tmem(em)
+    cols = by_column(tile.dl, tile.part)
+    for c0 in range(0, tile.part, CHUNK):
+        n = min(CHUNK, tile.part)
+        got = {}
+        for i, reg in enumerate(load_chunk(em, tile.warp_stride, tile.col, c0, n, tile.split)):
+            for k in cols.get(c0 + i, ()):
+                r = em.new("f32")
+                em.ins(f"mov.b32 {r}, {reg}")
+                got[k] = r
+        yield got
+
+
+def stored_by_chunks(em: Emitter, r) -> bool:
+    """Whether loop result ``r``, kept in tensor memory, goes to its only user as it is: one
+    ``tiled_store`` of it in the accumulator's own layout, which reads it by chunks
+    (:func:`chunks`; ``memory.tiled_store``)."""
+    users = list(r.users)
+    if len(users) != 1 or users[0].name != "nv_tileaa.tiled_store":
+        return False
+    st = users[0]
+    return st.opdef.operand_group(st, "value")[0] is r and "nv_tileas.tma_store" not in (
+        st.attributes
+    )
+
+
 def bind_results(em: Emitter, loop, slots: list) -> list:
     """``slots`` with each resident result that is used other than as the init of a loop that
-    keeps it resident read into registers."""
+    keeps it resident (or by a store that reads it by chunks) read into registers."""
     out = list(slots)
     for j, s in enumerate(slots):
         if not isinstance(s, TmemTile):
             continue
         r = loop.results[j]
+        if stored_by_chunks(em, r):
+            continue
         chained = all(
             u.name == "scf.for"
             and any(
