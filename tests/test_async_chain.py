@@ -175,11 +175,12 @@ def test_chain_that_outgrows_shared_memory_loses_stages():
     reserves 64 KB beside the ring). The chain's consumers release each staged load on its own
     (docs/pipelines.md section 27), so the kernel is emitted again with a stage fewer until it
     fits, rather than on today's path; the decision says how many it got, and the result
-    holds."""
+    holds. (One CTA a tile block: with the pair, each CTA keeps 128 rows of Q, and five
+    stages fit; docs/pipelines.md section 40.)"""
     from tilegen.runtime.options import CompileOptions
 
     args, want, grid = _problem(512, 128, 256, 64)
-    opts = CompileOptions(num_stages=5)
+    opts = CompileOptions(num_stages=5, cta_pair=False)
     c = tc.compile_kernel(causal_split, args, gpu_name="sm_90", options=opts)
     (d,) = c.async_plan
     assert d.taken and 1 <= d.stages < 5, d.line()
