@@ -342,16 +342,10 @@ def store(em: Emitter, tile: TmemTile, regs: list) -> None:
 def materialize(em: Emitter, tile: TmemTile) -> list:
     """``tile`` read into registers of its layout (after its loop: every MMA into it was
     waited for)."""
-    _tmem(em)
-    cols = by_column(tile.dl, tile.part)
     out = [None] * tile.dl.nregs
-    for c0 in range(0, tile.part, CHUNK):
-        n = min(CHUNK, tile.part)
-        for i, reg in enumerate(load_chunk(em, tile.warp_stride, tile.col, c0, n, tile.split)):
-            for k in cols.get(c0 + i, ()):
-                r = em.new("f32")
-                em.ins(f"mov.b32 {r}, {reg}")
-                out[k] = r
+    for got in chunks(em, tile):
+        for k, r in got.items():
+            out[k] = r
     return out
 
 
