@@ -210,6 +210,12 @@ class Emitter:
         #: op -> (code to emit before it, code after it): the async general form's per-box
         #: stage waits and releases (async_loop._box_hooks); emitted each time the op is
         self.op_hooks: dict = {}
+        #: op -> what to emit instead of it where it stands (nothing: an op another op emits
+        #: later, such as a TMEM-resident result's epilogue, run by its store a chunk at a
+        #: time: tmem_resident.Epilogue)
+        self.replaced: dict = {}
+        #: store op -> the tmem_resident.Epilogue it runs
+        self.tmem_epilogues: dict = {}
         self._pipe_reg: Optional[str] = None
         self.isa = (0, 0)  # the least PTX ISA version an emitted instruction needs
         self.target_suffix = ""  # "a": an instruction needs the arch-specific target (sm_90a)
@@ -333,12 +339,18 @@ class Emitter:
             self.emit_op(op)
 
     def emit_op(self, op) -> None:
+        if self.replaced and op in self.replaced:
+            return self.replaced[op]()
         hooks = self.op_hooks.get(op) if self.op_hooks else None
         if hooks is None:
             return self._emit_op(op)
         hooks[0]()
         self._emit_op(op)
         hooks[1]()
+
+    def emit_here(self, op) -> None:
+        """``op``'s own code here (an op :attr:`replaced` leaves to another op)."""
+        self._emit_op(op)
 
     def _emit_op(self, op) -> None:
         if op in self.staged_chain:  # a view/permute/convert between a staged load and its dot

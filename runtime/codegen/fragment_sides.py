@@ -52,11 +52,16 @@ def _pair_rows(em: Emitter, first: str, M: int) -> str:
     return r
 
 
-def _read(em: Emitter, cls: str, isize: int, at: str, first, offs: list, align: int) -> list:
+def read_elements(
+    em: Emitter, cls: str, isize: int, at: str, first, offs: list, align: int
+) -> list:
     """The registers of elements ``first + offs`` of the vector at shared address ``at``: runs
     of consecutive 4- or 8-byte elements as ``ld.shared.v2`` / ``.v4``."""
     a = em.new("b32")
-    em.ins(f"mad.lo.s32 {a}, {first}, {isize}, {at}")
+    if isinstance(first, int):
+        em.ins(f"add.s32 {a}, {at}, {first * isize}")
+    else:
+        em.ins(f"mad.lo.s32 {a}, {first}, {isize}, {at}")
     out, k = [], 0
     while k < len(offs):
         n = 1
@@ -85,10 +90,35 @@ def broadcast(em: Emitter, op, kind: tuple) -> None:
     src, res = op.operands[0], op.results[0]
     M, N = tuple(res.type.shape)
     row = tuple(src.type.shape) == (1, N)
-    cls, esize, _ = elem_info(op, src.type)
-    isize = scratch_size(cls, esize)
     st = em.async_store
     base, off = st["base"], st["sides"][op]
+    cls, isize = write(em, op, src, base, off)
+    em.barrier()
+    at = em.new("b32")
+    em.ins(f"add.s32 {at}, {base}, {off}")
+    first, offs, align, expand = _order(em, kind, row)
+    if not row and st.get("pair"):
+        first = _pair_rows(em, first, kind[1])
+    em.set(res, [])  # (no registers until they are read)
+    pending = em.tmem_rows
+    if row and pending is not None and kind[0] == "rows":  # read chunk by chunk
+        pending.sides[res] = (cls, isize, at, first)
+        return
+
+    def read() -> None:  # right before the one op that uses the vector, past every barrier
+        em.set(res, expand(read_elements(em, cls, isize, at, first, offs, align)))
+
+    (user,) = res.users
+    before, after = em.op_hooks.get(user, (None, None))
+    em.op_hooks = {**em.op_hooks, user: (_then(before, read), after or (lambda: None))}
+
+
+def write(em: Emitter, op, src, base: str, off: int) -> tuple:
+    """Write vector ``src`` (as ``op``'s operand, in its layout) to shared memory at ``base +
+    off`` in row-major order, its elements at their scratch size; (register class, that
+    size)."""
+    cls, esize, _ = elem_info(op, src.type)
+    isize = scratch_size(cls, esize)
     d, regs = em.dist_of(op, src.type), em.tile(op, src)
     form = row_major(tuple(src.type.shape))
     for j, n in _runs(d, form, cls, isize):  # (copies of an element write the same value)
@@ -104,24 +134,7 @@ def broadcast(em: Emitter, op, kind: tuple) -> None:
             em.ins(f"st.shared.{ty} [{addr}], {v}")
         else:
             em.ins(f"st.shared.v{n}.{cls} [{addr}], {{{', '.join(regs[j : j + n])}}}")
-    em.barrier()
-    at = em.new("b32")
-    em.ins(f"add.s32 {at}, {base}, {off}")
-    first, offs, align, expand = _order(em, kind, row)
-    if not row and st.get("pair"):
-        first = _pair_rows(em, first, kind[1])
-    em.set(res, [])  # (no registers until they are read)
-    pending = em.tmem_rows
-    if row and pending is not None and kind[0] == "rows":  # read chunk by chunk
-        pending.sides[res] = (cls, isize, at, first)
-        return
-
-    def read() -> None:  # right before the one op that uses the vector, past every barrier
-        em.set(res, expand(_read(em, cls, isize, at, first, offs, align)))
-
-    (user,) = res.users
-    before, after = em.op_hooks.get(user, (None, None))
-    em.op_hooks = {**em.op_hooks, user: (_then(before, read), after or (lambda: None))}
+    return cls, isize
 
 
 def _then(first, second):
@@ -135,7 +148,7 @@ def chunk(em: Emitter, pending, c0: int, n: int) -> None:
     """The row vectors' registers for columns ``c0 .. c0 + n`` of the thread's chunk (column
     vectors keep their one register a row)."""
     for res, (cls, isize, at, first) in pending.sides.items():
-        em.set(res, _read(em, cls, isize, at, first, list(range(c0, c0 + n)), 32))
+        em.set(res, read_elements(em, cls, isize, at, first, list(range(c0, c0 + n)), 32))
 
 
 def offsets(sides: list, ring_bytes: int) -> dict:

@@ -574,20 +574,14 @@ def tiled_store(em: Emitter, op) -> None:
 def _store_rounds(em: Emitter, op, value, groups: list):
     """(registers, the groups they complete) in the order a store writes them: the value's
     registers and every group at once; for a loop's result kept in tensor memory
-    (``tmem_resident.stored_by_chunks``), a round per chunk of columns as it is read."""
-    from tilegen.runtime.codegen import tmem_resident
-
-    kept = em.values.get(value)
-    if not isinstance(kept, tmem_resident.TmemTile):
+    (``tmem_resident.Epilogue``), a round per chunk of columns as it is read."""
+    ep = em.tmem_epilogues.get(op) if em.tmem_epilogues else None
+    if ep is None:
         yield em.tile(op, value), groups
         return
-    left = list(groups)
-    for got in tmem_resident.chunks(em, kept):
-        done = [g for g in left if all(k in got for k in g)]
-        left = [g for g in left if not all(k in got for k in g)]
-        yield got, done
-    if left:
-        fail(op, "PTX backend: a store's vector crosses two chunks of tensor memory")
+    from tilegen.runtime.codegen import tmem_resident
+
+    yield from tmem_resident.rounds(em, ep, groups)
 
 
 # ----------------------------------------------------------------------------- pointers

@@ -411,7 +411,7 @@ def _unless_scaled(em: Emitter, s: list):
 def chunks(em: Emitter, tile: TmemTile):
     """``tile`` read ``CHUNK`` columns at a time: yields {register index of its layout: f32
     register} per chunk, each loaded and waited for when the one before it has been used (a
-    store of a resident result, :func:`stored_by_chunks`: never the whole tile in registers)."""
+    store of a resident result, :class:`Epilogue`: never the whole tile in registers)."""
     _tmem(em)
     cols = by_column(tile.dl, tile.part)
     for c0 in range(0, tile.part, CHUNK):
@@ -425,28 +425,138 @@ def chunks(em: Emitter, tile: TmemTile):
         yield got
 
 
-def stored_by_chunks(em: Emitter, r) -> bool:
-    """Whether loop result ``r``, kept in tensor memory, goes to its only user as it is: one
-    ``tiled_store`` of it in the accumulator's own layout, which reads it by chunks
-    (:func:`chunks`; ``memory.tiled_store``)."""
-    users = list(r.users)
-    if len(users) != 1 or users[0].name != "nv_tileaa.tiled_store":
-        return False
-    st = users[0]
-    return st.opdef.operand_group(st, "value")[0] is r and "nv_tileas.tma_store" not in (
-        st.attributes
-    )
+@dataclass(frozen=True)
+class Epilogue:
+    """A resident loop result on its way to its only store, run by the store a chunk of
+    columns at a time (:func:`rounds`): the values from the result to the stored tile (a
+    single-use chain of elementwise ops in the accumulator's layout,
+    ``async_forms.fragment_chain``; just the result where it is stored as it is), and the row
+    vectors broadcast beside it that the store writes to shared memory and reads back a chunk
+    at a time (broadcast result -> the vector written), as ``fragment_sides`` does for the
+    async path: a bias row would hold a whole row of registers a thread."""
+
+    tile: TmemTile
+    store: object
+    chain: tuple
+    rows: tuple = ()
+
+
+def epilogue_of(em: Emitter, loop, j: int, tile: TmemTile):
+    """The :class:`Epilogue` of resident result ``j`` of ``loop``, or None (it is read into
+    registers whole): its uses lead through elementwise ops to one plain ``tiled_store``."""
+    from tilegen.runtime.layouts.async_forms import chain_sides, elementwise, fragment_chain
+
+    v = loop.results[j]
+    while v.num_uses == 1 and elementwise(v.users[0]):
+        v = v.users[0].results[0]
+    store = v.users[0] if v.num_uses == 1 else None
+    if store is None or store.name != "nv_tileaa.tiled_store":
+        return None
+    if "nv_tileas.tma_store" in store.attributes or tile.split:
+        return None
+    chain = fragment_chain(loop, store, result=j)
+    if chain is None or not all(elementwise(x.op) for x in chain[1:]):
+        return None
+    rows = []
+    for b in chain_sides(chain):
+        src, res = b.operands[0], b.results[0]
+        if res in em.values or tuple(src.type.shape)[0] != 1:
+            continue  # (emitted already, or a column: one register a row)
+        if any(tile.dl.wraps(1, k) for k in range(tile.dl.nregs)):
+            return None
+        rows.append((b, src))
+    return Epilogue(tile, store, tuple(chain), tuple(rows))
+
+
+def defer(em: Emitter, ep: Epilogue) -> None:
+    """Leave ``ep``'s ops to its store: the chain's ops and the row broadcasts emit nothing
+    where they stand, nor a ``convert_layout`` that only feeds such a broadcast (the store
+    writes the conversion's source)."""
+    skip = lambda: None  # noqa: E731
+    for x in ep.chain[1:]:
+        em.replaced[x.op] = skip
+    for b, src in ep.rows:
+        em.replaced[b] = skip
+        conv = getattr(src, "op", None)
+        if conv is not None and conv.name == "nv_tileas.convert_layout" and src.num_uses == 1:
+            em.replaced[conv] = skip
+    em.tmem_epilogues[ep.store] = ep
+
+
+def _written(src):
+    """The value a row broadcast's source is written from: the source of a conversion that
+    only feeds it (:func:`defer`), else the source."""
+    conv = getattr(src, "op", None)
+    if conv is not None and conv.name == "nv_tileas.convert_layout" and src.num_uses == 1:
+        return conv.operands[0]
+    return src
+
+
+def rounds(em: Emitter, ep: Epilogue, groups: list):
+    """(registers, the ``groups`` of register indices they complete) per chunk of ``ep``'s
+    columns: the chunk read from tensor memory, the row vectors' elements of its columns
+    read from shared memory (written there once, behind one barrier), the chain's ops run
+    on the chunk's registers, the stored tile's registers by index."""
+    from tilegen.runtime.codegen import fragment_sides
+    from tilegen.runtime.codegen.exchange import claim_scratch
+    from tilegen.runtime.layouts.async_forms import side_bytes
+
+    dl, store = ep.tile.dl, ep.store
+    rows = []
+    if ep.rows:
+        sizes = [side_bytes(b) for b, _ in ep.rows]
+        off = claim_scratch(em, store, sum(sizes))
+        base = em.smem_base()
+        for (b, src), size in zip(ep.rows, sizes):
+            cls, isize = fragment_sides.write(em, b, _written(src), base, off)
+            at = em.new("b32")
+            em.ins(f"add.s32 {at}, {base}, {off}")
+            rows.append((b.results[0], cls, isize, at))
+            off += size
+        em.barrier()
+    first_col = em.base(dl)[1]
+    align = dl.root.size_per_thread[1]  # (the thread's first column: a multiple of it)
+    sliced = {
+        o
+        for x in ep.chain[1:]
+        for o in x.op.operands
+        if o not in ep.chain and isinstance(em.values.get(o), list)
+    }
+    whole = {o: em.values[o] for o in sliced}
+    left = list(groups)
+    for got in chunks(em, ep.tile):
+        ks = sorted(got)
+        em.set(ep.chain[0], [got[k] for k in ks])
+        for o, regs in whole.items():
+            em.values[o] = [regs[k] for k in ks]
+        offs = [dl.raw[k][1] for k in ks]
+        for res, cls, isize, at in rows:
+            em.set(res, fragment_sides.read_elements(em, cls, isize, at, first_col, offs, align))
+        for x in ep.chain[1:]:
+            em.emit_here(x.op)
+        out = dict(zip(ks, em.tile(store, ep.chain[-1])))
+        done = [g for g in left if all(k in out for k in g)]
+        left = [g for g in left if not all(k in out for k in g)]
+        yield out, done
+    em.values.update(whole)
+    if left:
+        from tilegen.runtime.codegen.core import fail
+
+        fail(store, "PTX backend: a store's vector crosses two chunks of tensor memory")
 
 
 def bind_results(em: Emitter, loop, slots: list) -> list:
     """``slots`` with each resident result that is used other than as the init of a loop that
-    keeps it resident (or by a store that reads it by chunks) read into registers."""
+    keeps it resident (or on the way to a store that reads it by chunks: :class:`Epilogue`)
+    read into registers."""
     out = list(slots)
     for j, s in enumerate(slots):
         if not isinstance(s, TmemTile):
             continue
         r = loop.results[j]
-        if stored_by_chunks(em, r):
+        ep = epilogue_of(em, loop, j, s)
+        if ep is not None:
+            defer(em, ep)
             continue
         chained = all(
             u.name == "scf.for"

@@ -151,7 +151,10 @@ def init_chain(loop: Operation) -> Optional[list]:
 
 
 def fragment_chain(
-    loop: Operation, store: Optional[Operation], through_conversion: bool = False
+    loop: Operation,
+    store: Optional[Operation],
+    through_conversion: bool = False,
+    result: int = 0,
 ) -> Optional[list]:
     """The values from ``loop``'s result to the tile the TMA ``store`` writes, when nothing but
     that store reads them in their layout: a single-use chain of elementwise ops on that one
