@@ -483,6 +483,9 @@ FOUND[250385] = "sm_80 bf16 attention 128x128, d 64: 4 warps spilled 232 B"
 #: its tensor-memory accumulator, stored as it is, is read and stored a chunk of columns at a
 #: time (the whole row in registers spilled 36 B, 128 B once its stores were vectors)
 FOUND[310032] = "sm_100a bf16 256x256, num_ctas=2, occupancy 2: the stored TMEM row spilled"
+#: ... and through an elementwise epilogue, the bias row read from shared memory by chunks
+FOUND[220372] = "sm_100a f16 256x256, + bias row, x row scale: the TMEM row spilled 232 B"
+FOUND[221133] = "sm_100a bf16 256x256, + bias row, num_ctas=2: the TMEM row spilled 128 B"
 #: 256-row tiles one CTA cannot hold: divided between two CTAs (docs/pipelines.md section 40)
 FOUND[260005] = "sm_90a attention 256x64, d 128, num_ctas=2: one CTA spilled 480 B"
 FOUND[300138] = "sm_90a f16 256x256 from C, no hint: one CTA spilled 2,848 B (the pair now)"
