@@ -96,6 +96,52 @@ def test_tcgen05_dots_of_64_and_256_rows(et, m, n, k, warps):
         assert " 0 bytes spill stores" in log
 
 
+KIND_CASES = [
+    # (element, M, N, K, warps, kind, bytes an element)
+    ("tf32", 128, 64, 32, None, "tf32", 4),
+    ("f8E4M3FN", 128, 64, 128, None, "f8f6f4", 1),
+    ("f8E5M2", 128, 64, 64, 8, "f8f6f4", 1),
+    ("i8", 128, 64, 64, None, "i8", 1),
+    ("i8", 256, 64, 64, 8, "i8", 1),  # two M 128 MMAs a K step
+    ("f8E4M3FN", 64, 64, 32, None, "f8f6f4", 1),  # half a row a thread
+]
+
+
+@pytest.mark.parametrize("et,m,n,k,warps,kind,esz", KIND_CASES)
+def test_tf32_fp8_and_i8_dots_run_on_tcgen05(et, m, n, k, warps, kind, esz):
+    """Today's path takes tcgen05 for every kind, not only kind::f16: one MMA per 32 bytes of
+    K (8 tf32, 32 8-bit elements) and 128-row block, an s32 accumulator for i8 (C added with
+    ``add.s32``); exact in strict ptxsim, ptxas-clean."""
+    ptx = _run(et, m, n, k, warps)
+    assert "mma.sync" not in ptx
+    mmas = re.findall(rf"tcgen05\.mma\.cta_group::1\.kind::{kind} ", ptx)
+    assert len(mmas) == max(1, m // 128) * k * esz // 32
+    assert ("add.s32" if et == "i8" else "add.rn.f32") in ptx
+    if PTXAS is not None:
+        _, log = assemble(ptx, 100, verbose=True)
+        assert " 0 bytes spill stores" in log, log
+
+
+def test_unsigned_i8_dot_on_tcgen05():
+    """A u8 A operand: format 0 in the instruction descriptor (bits 7-9), not s8's 1."""
+    from tilegen.runtime.codegen.tcgen05 import instruction_descriptor
+    from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
+
+    m, n, k = 128, 64, 64
+    src = _sm100_src("i8", m, n, k).replace("signed signed", "unsigned signed")
+    ptx = compile_to_ptx(parse_module(src, "mm.mlir"), "sm_100")
+    want = instruction_descriptor(
+        128, n, "i8", "s32", b_mn_major=False, unsigned=(True, False), saturate=True
+    )
+    assert f", {want}, " in ptx.replace("\t", " ")
+    rs = np.random.RandomState(4)
+    a, b = rs.randint(0, 200, (m, k)), rs.randint(-4, 5, (k, n))
+    c = rs.randint(-4, 5, (m, n))
+    args = [("a", a.astype(np.uint8)), ("b", b.astype(np.int8)), ("c", c.astype(np.int32))]
+    out = run_ptxsim(parse_module(src, "mm.mlir"), args, (1, 1, 1), "sm_100")
+    np.testing.assert_array_equal(out["c"], a @ b + c)
+
+
 def test_zero_accumulator_adds_nothing():
     ptx = _run("f16", 128, 64, 32, zero_c=True)
     assert "add.rn.f32" not in ptx and "tcgen05.mma" in ptx
@@ -164,6 +210,11 @@ def test_k_loop_on_todays_path_in_strict_ptxsim(tmp_path, target):
     c = driver.compile_source(Path(path), CompileOptions(target=target, warp_specialize=False))
     assert ("tcgen05.mma" if target == "sm_100a" else "wgmma.mma_async") in c.ptx
     assert "cp.async.cg" in c.ptx or "cp.async.ca" in c.ptx
+    if target == "sm_100a":  # B (K x N) staged by cp.async in the MN-major layout, read so
+        from tilegen.runtime.codegen.tcgen05 import instruction_descriptor
+
+        idesc = instruction_descriptor(128, 128, "f16", "f32", b_mn_major=True)
+        assert re.search(rf"kind::f16 \[%r\d+\], %rd\d+, %rd\d+, {idesc},", c.ptx)
     args = [np.asarray(v) for v in pr.args.values()]
     out = run_ptx(c.ptx, args, pr.grid, strict_async=True)
     np.testing.assert_allclose(out[2], pr.expected["C"], rtol=pr.rtol, atol=pr.atol)
@@ -174,3 +225,27 @@ def test_k_loop_on_todays_path_in_strict_ptxsim(tmp_path, target):
     bad = c.ptx[:i] + c.ptx[i:j].replace("\tbar.sync 0;\n", "") + c.ptx[j:]
     with pytest.raises(PtxSimError, match="with no barrier in between"):
         run_ptx(bad, args, pr.grid, strict_async=True)
+
+
+@pytest.mark.parametrize(
+    "ab,out,tm,tn,tk,sizes",
+    [
+        ("e4m3", "f16", 128, 64, 64, dict(M=128, N=64, K=13)),  # fuzz seed 341527's kernel
+        ("i8", "i32", 128, 128, 128, dict(M=128, N=128, K=99)),  # seed 342321's
+    ],
+)
+def test_8bit_b_copied_by_rows_into_stages_and_transposed(ab, out, tm, tn, tk, sizes, tmp_path):
+    """8-bit B loaded K x N (rows a 16-byte multiple; A's are not, so today's path) goes into
+    the K loop's stages by cp.async as its rows are, and the dot turns them into the K-major
+    layout it reads (tcgen05 has B in no MN-major layout for 8-bit elements here). The MMAs
+    once read the stage itself instead of the transposed copy (strict ptxsim: wrong sums)."""
+    pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import fuzz_async as fa
+
+    params = dict(ab=ab, out=out, TM=tm, TN=tn, TK=tk, BT=0, INIT=0, EPI=0)
+    o = fa.check(fa.Config(0, "gemm", "sm_100a", params, {}, sizes, aligned=False), str(tmp_path))
+    assert o.status == "ok" and o.path == "today", f"{o.status}: {o.detail}\n{o.plan}"
+    kind = "i8" if ab == "i8" else "f8f6f4"
+    assert f"tcgen05.mma.cta_group::1.kind::{kind}" in o.ptx and "mma.sync" not in o.ptx
+    assert "cp.async.cg.shared.global" in o.ptx and "st.shared.b8" in o.ptx

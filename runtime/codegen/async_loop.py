@@ -1447,9 +1447,9 @@ def _tcgen05_stage(
     kind = tcgen05.kind(ab)
     unsigned = (False, False)
     if ab == "i8":
-        from tilegen.runtime.layouts.mma_choice import _signedness
+        from tilegen.runtime.layouts.mma_choice import signedness
 
-        sa, sb = _signedness(dot) or (True, True)
+        sa, sb = signedness(dot) or (True, True)
         unsigned = (not sa, not sb)
     kmajor = getattr(b, "kmajor", False)  # B^T staged N x K (K-major, as A)
     idesc = tcgen05.instruction_descriptor(

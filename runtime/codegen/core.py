@@ -746,11 +746,12 @@ class Emitter:
         self.pipe_bytes = max(self.pipe_bytes, nbytes)
         return self._pipe_reg
 
-    def resident_region(self, nbytes: int) -> str:
+    def resident_region(self, nbytes: int, name: str = "keep") -> str:
         """A b32 register holding the shared address of a new ``.shared`` array of ``nbytes``
-        that nothing else uses (a dot operand kept across a loop's iterations)."""
-        n = len(self.resident_a)
-        sym = f"__tilegen_keep{n}"
+        that nothing else uses (a dot operand kept across a loop's iterations; a row vector an
+        epilogue reads by chunks: ``tmem_resident.Epilogue``)."""
+        n = sum(f".b8 __tilegen_{name}" in x for x in self.pre)
+        sym = f"__tilegen_{name}{n}"
         reg = self.new("b32")
         self.pre.insert(0, f"\t.shared .align 128 .b8 {sym}[{nbytes}];")
         self.pre.insert(1, f"\tmov.u32 {reg}, {sym};")

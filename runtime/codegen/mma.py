@@ -756,12 +756,12 @@ class WgmmaPlan:
 def wgmma_form(op) -> tuple:
     """(spec/ptx/mma.yaml wgmma row, trailing immediates) for ``dot`` ``op``'s element types,
     whatever its shape (the async path's CTA pair issues m64 wgmmas on one CTA's rows)."""
-    from tilegen.runtime.layouts.mma_choice import _signedness
+    from tilegen.runtime.layouts.mma_choice import signedness
 
     a, b, c = (v.type for v in op.operands)
     ka, kb, kc = elem_key(a), elem_key(b), elem_key(c)
     try:
-        row = select_mma(ka, kb, kc, 90, signed=_signedness(op), family="wgmma")
+        row = select_mma(ka, kb, kc, 90, signed=signedness(op), family="wgmma")
     except MmaSelectError as e:
         fail(op, f"PTX backend: {e}")
     return row, _WG_IMMS.get(ka, "" if ka == "i8" else ", 1, 1")

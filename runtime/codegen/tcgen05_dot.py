@@ -44,6 +44,8 @@ from tilegen.runtime.layouts.decisions import mma_family
 from tilegen.runtime.layouts.mma_choice import (
     LBO,
     TCGEN05,
+    signedness,
+    key_bytes,
     tcgen05_accumulator_layout,
     tcgen05_instruction,
     wgmma_sbo,
@@ -56,7 +58,8 @@ SYMBOL = "__tilegen_tmem"
 
 @dataclass(frozen=True)
 class Tcgen05Plan:
-    """How one dot runs on ``tcgen05.mma`` (kind::f16, f32 D in tensor memory)."""
+    """How one dot runs on ``tcgen05.mma`` (kind::f16, tf32, f8f6f4 or i8; D in tensor
+    memory: f32, s32 for i8)."""
 
     row: object  # the spec/ptx/mma.yaml row
     M: int
@@ -78,7 +81,9 @@ def tcgen05_plan(op, num_warps: int, sm) -> Optional[Tcgen05Plan]:
     a, b = op.operands[0].type, op.operands[1].type
     M, K = a.shape
     blocks = max(1, M // 128)
-    return Tcgen05Plan(row, M, b.shape[1], K, 2, num_warps // 4 // blocks, elem_key(a), blocks)
+    ab = elem_key(a)
+    halves = num_warps // 4 // blocks
+    return Tcgen05Plan(row, M, b.shape[1], K, key_bytes(ab), halves, ab, blocks)
 
 
 def _rows(K: int, esz: int) -> tuple:
@@ -89,9 +94,21 @@ def _rows(K: int, esz: int) -> tuple:
 
 
 def staged_fields(plan: Tcgen05Plan, idx: int, transposed: bool, convert) -> Optional[tuple]:
-    """(row fields, column fields, bytes) a cp.async-staged operand is copied into (A as loaded,
-    B^T: rows n, K-major), or None: that operand comes through registers."""
-    if convert or transposed != (idx == 1):
+    """(row fields, column fields, bytes) a cp.async-staged operand is copied into, or None:
+    that operand comes through registers. A as loaded and B^T (rows n): K-major; B as loaded
+    (K x N, N-major in memory), 16-bit: the no-swizzle MN-major layout, read as it is (the
+    instruction descriptor's B-major bit, as wgmma's imm-trans-b); 8-bit: its rows as they
+    are (``mma._pitch``), turned into the K-major layout by the dot (``_b_by_rows``)."""
+    from tilegen.runtime.codegen.mma import _nmajor_layout, _pitch
+
+    if convert:
+        return None
+    if idx == 1 and not transposed and plan.esz in (1, 2):
+        if plan.esz == 2:
+            return _nmajor_layout(plan.K, plan.N)
+        pitch = _pitch(plan.N, 1)
+        return ((0, None, pitch),), ((0, None, 1),), plan.K * pitch
+    if transposed != (idx == 1):
         return None
     rows, kf = _rows(plan.K, plan.esz)
     n = plan.M if idx == 0 else plan.N
@@ -183,7 +200,11 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     from tilegen.runtime.codegen.memory import cp_async_tile
     from tilegen.runtime.codegen.mma import (
         StagedBox,
+        _nmajor_lbo,
+        _pitch,
+        _plus,
         _staged,
+        _transpose_bytes,
         _unstage,
         _write_fields,
         cp_async_commit_wait,
@@ -203,6 +224,8 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     boxed = b_st.pipe_buf if b_st is not None and isinstance(b_st.pipe_buf, StagedBox) else None
     if boxed is not None and boxed.kmajor != b_st.transposed:  # one box, two dots' reads
         boxed = StagedBox(boxed.addr, boxed.span, b_st.transposed, boxed.box_bytes)
+    # B as loaded (K x N): 16-bit in the MN-major layout, 8-bit as its rows (``staged_fields``)
+    b_rows = b_st is not None and boxed is None and not b_st.transposed
     dl = em.dist_of(op, res.type)
     lay = tcgen05_accumulator_layout(em.num_warps, N, M)
     if dl.layout != lay or em.dist_of(op, c.type).layout != lay:
@@ -219,9 +242,16 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     b_regs = b_st is None
     writes = (a_regs and not a_tmem) or b_regs
     writes = writes or any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
+    b8 = b_rows and esz == 1
+    writes = writes or b8
+    b_bytes = K // 8 * _nmajor_lbo(N) if b_rows and esz == 2 else N // 8 * sbo
+    raw_at = (off_b + b_bytes + 15) // 16 * 16  # (8-bit B's rows, copied here)
     if writes:  # A's region, and B's after it where B is written too (not read from a stage)
-        b_written = b_regs or (b_st is not None and b_st.pipe_buf is None)
-        em.need_smem(off_b + N // 8 * sbo if b_written else off_b)
+        b_written = b_regs or (b_st is not None and b_st.pipe_buf is None) or b8
+        top = off_b + b_bytes if b_written else off_b
+        if b8 and b_st.pipe_buf is None:
+            top = raw_at + K * _pitch(N, 1)
+        em.need_smem(top)
         em.barrier()  # earlier readers of the scratch are done
     if a_tmem:  # P into tensor memory (each warp its own lanes, block and column part)
         col, block_stride = a_tmem
@@ -236,8 +266,14 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     if b_regs:  # B[k, n] at row n, K-major
         _write_fields(em, em.tile(op, b), em.dist_of(op, b.type), (kf, rows), 0, off_b, esz)
     elif b_st.pipe_buf is None:
-        cp_async_tile(em, b_st, rows, kf, em.smem_base(), off_b)
+        fields = staged_fields(plan, 1, b_st.transposed, None)
+        cp_async_tile(em, b_st, *fields[:2], em.smem_base(), raw_at if b8 else off_b)
     cp_async_commit_wait(em, *(x for x in (a_st, b_st) if x is not None and x.pipe_buf is None))
+    if b8:  # its rows -> B[k, n] at row n, K-major
+        em.barrier()  # (every thread's copies landed)
+        raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), raw_at)
+        dst = _plus(em, em.smem_base(), off_b)
+        _transpose_bytes(em, raw, _pitch(N, 1), K, N, kf, rows, dst)
     if writes:
         em.ins("fence.proxy.async.shared::cta")
     # every thread's earlier TMEM reads and shared writes, then one thread issues
@@ -246,7 +282,9 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     skip = em.new_label("tc_issued")
     em.ins(f"@!{tm.t0} bra {skip}")
     em.ins("tcgen05.fence::after_thread_sync")
-    _issue(em, op, plan, a_st, b_st, kept_a, boxed, off_b, sbo, resident, a_tmem)
+    b_mn = b_rows and esz == 2
+    b_in = None if b8 else b_st  # (8-bit B's rows: read where they were transposed to)
+    _issue(em, op, plan, a_st, b_in, kept_a, boxed, off_b, sbo, resident, a_tmem, b_mn)
     em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{tm.bar}]")
     em.label(skip)
     mbarrier_wait(em, tm.bar, tm.phase)
@@ -278,12 +316,25 @@ def _a_in_tmem(em: Emitter, op, plan: Tcgen05Plan, resident) -> Optional[tuple]:
 
 
 def _issue(
-    em: Emitter, op, plan: Tcgen05Plan, a_st, b_st, kept_a, boxed, off_b, sbo, resident, a_src
+    em: Emitter,
+    op,
+    plan: Tcgen05Plan,
+    a_st,
+    b_st,
+    kept_a,
+    boxed,
+    off_b,
+    sbo,
+    resident,
+    a_src,
+    b_mn: bool = False,
 ) -> None:
     """Thread 0: the K steps' ``tcgen05.mma`` (32 bytes of K each; the first overwrites D
     unless D is a resident accumulator), one per 128-row block (block b: A's rows 16 SBO
     further, D ``b N`` columns further); A from tensor memory where ``a_src`` (its first
-    column, the column distance between its blocks) is given."""
+    column, the column distance between its blocks) is given; ``b_mn``: B in the no-swizzle
+    MN-major layout (``mma._nmajor_layout``: 8 K rows of 16 bytes a core matrix, N groups
+    144 bytes apart, 8-row groups of K ``N / 8 x 144``)."""
     from tilegen.runtime.codegen.mma import _plus
 
     tm = em.tmem
@@ -297,7 +348,7 @@ def _issue(
     da = None
     if pa is not None:
         da = (wgmma_descriptor_parts(em, pa, LBO, 0, 0)[0], tcgen05.smem_descriptor_hi(sbo, 0))
-    b_mn = boxed is not None and not boxed.kmajor
+    b_mn = b_mn or (boxed is not None and not boxed.kmajor)
     if boxed is not None:  # TMA's 128-byte swizzled column boxes
         span = boxed.span
         lbo = 16 if boxed.kmajor else boxed.box_bytes
@@ -305,18 +356,37 @@ def _issue(
             wgmma_descriptor_parts(em, boxed.addr, lbo, 0, 0)[0],
             tcgen05.smem_descriptor_hi(8 * span, span),
         )
+    elif b_mn:  # (LBO: along K; SBO: along N)
+        from tilegen.runtime.codegen.mma import _NM_SBO, _nmajor_lbo
+
+        pb = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_b)
+        db = (
+            wgmma_descriptor_parts(em, pb, _nmajor_lbo(plan.N), 0, 0)[0],
+            tcgen05.smem_descriptor_hi(_NM_SBO, 0),
+        )
     else:
         pb = b_st.pipe_buf if b_st is not None and b_st.pipe_buf is not None else None
         pb = pb if pb is not None else _plus(em, em.smem_base(), off_b)
         db = (wgmma_descriptor_parts(em, pb, LBO, 0, 0)[0], tcgen05.smem_descriptor_hi(sbo, 0))
+    sa, sb = signedness(op) or (True, True)
     idesc = tcgen05.instruction_descriptor(
-        min(plan.M, 128), plan.N, plan.ab, "f32", b_mn_major=b_mn
+        min(plan.M, 128),
+        plan.N,
+        plan.ab,
+        "s32" if plan.ab == "i8" else "f32",
+        b_mn_major=b_mn,
+        unsigned=(not sa, not sb),
+        saturate=plan.ab == "i8",  # (as mma.sync's and wgmma's .satfinite)
     )
     dcol = resident.col if resident is not None else 0
     dst = [_plus(em, tm.taddr, dcol + blk * plan.N) for blk in range(plan.blocks)]
     for s in range(K * esz // 32):
         kb = 32 * s
-        if boxed is None:
+        if b_mn and boxed is None:  # 32 bytes of K: 32 / esz rows, in groups of 8
+            from tilegen.runtime.codegen.mma import _nmajor_lbo
+
+            b_off = kb // esz // 8 * _nmajor_lbo(plan.N)
+        elif boxed is None:
             b_off = 2 * s * LBO
         elif boxed.kmajor:  # rows n; K bytes in column boxes
             b_off = kb // boxed.span * boxed.box_bytes + kb % boxed.span
@@ -341,6 +411,7 @@ def _read_rows(em: Emitter, op, plan: Tcgen05Plan, dl, c) -> list:
     chunk = min(32, part)
     cin = None if zero_tile(c) else em.tile(op, c)
     by_col = tmem_resident.by_column(dl, part)  # column in the thread's part -> registers
+    cls, add = ("b32", "add.s32") if plan.ab == "i8" else ("f32", "add.rn.f32")
     out = [None] * dl.nregs
     for c0 in range(0, part, chunk):
         # each chunk is used (C added) before the next one loads: C and D are never both
@@ -348,11 +419,11 @@ def _read_rows(em: Emitter, op, plan: Tcgen05Plan, dl, c) -> list:
         regs = tmem_resident.load_chunk(em, warp_part, 0, c0, chunk, split)
         for i, reg in enumerate(regs):
             for k in by_col.get(c0 + i, ()):
-                r = em.new("f32")
+                r = em.new(cls)
                 em.ins(f"mov.b32 {r}, {reg}")
                 if cin is not None:
-                    s = em.new("f32")
-                    em.ins(f"add.rn.f32 {s}, {cin[k]}, {r}")
+                    s = em.new(cls)
+                    em.ins(f"{add} {s}, {cin[k]}, {r}")
                     r = s
                 out[k] = r
     return out

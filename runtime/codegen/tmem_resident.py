@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from tilegen.runtime.codegen.core import Emitter
+from tilegen.runtime.codegen.core import Emitter, elem_key
 from tilegen.runtime.codegen.dist import Dist
 from tilegen.runtime.layouts.decisions import mma_family
 from tilegen.runtime.layouts.mma_choice import TCGEN05, tcgen05_accumulator_layout
@@ -58,6 +58,8 @@ class TmemTile:
     dl: Dist
     split: int = 0
     stride: int = 0
+    #: the register class of its values (``b32``: an i32 accumulator)
+    cls: str = "f32"
 
     @property
     def warp_stride(self) -> int:
@@ -226,11 +228,13 @@ def slot(em: Emitter, loop, j: int) -> Optional[TmemTile]:
         return None
     t = loop.results[j].type
     m, n = t.shape
+    cls = "b32" if elem_key(t) == "i32" else "f32"
     if m == 64:  # rows in lanes 0-15 of each quarter, two threads a row (16x32bx2)
         h = em.num_warps // 4
         part = n // (2 * h)
-        return TmemTile(col, part, em.dist_of(loop, t), split=part, stride=n // h)
-    return TmemTile(col, n // max(1, em.num_warps // 4 // (m // 128)), em.dist_of(loop, t))
+        return TmemTile(col, part, em.dist_of(loop, t), part, n // h, cls)
+    part = n // max(1, em.num_warps // 4 // (m // 128))
+    return TmemTile(col, part, em.dist_of(loop, t), cls=cls)
 
 
 def lanes(em: Emitter, part: int) -> str:
@@ -409,7 +413,7 @@ def _unless_scaled(em: Emitter, s: list):
 
 
 def chunks(em: Emitter, tile: TmemTile):
-    """``tile`` read ``CHUNK`` columns at a time: yields {register index of its layout: f32
+    """``tile`` read ``CHUNK`` columns at a time: yields {register index of its layout:
     register} per chunk, each loaded and waited for when the one before it has been used (a
     store of a resident result, :class:`Epilogue`: never the whole tile in registers)."""
     _tmem(em)
@@ -419,7 +423,7 @@ def chunks(em: Emitter, tile: TmemTile):
         got = {}
         for i, reg in enumerate(load_chunk(em, tile.warp_stride, tile.col, c0, n, tile.split)):
             for k in cols.get(c0 + i, ()):
-                r = em.new("f32")
+                r = em.new(tile.cls)
                 em.ins(f"mov.b32 {r}, {reg}")
                 got[k] = r
         yield got
@@ -431,19 +435,22 @@ class Epilogue:
     columns at a time (:func:`rounds`): the values from the result to the stored tile (a
     single-use chain of elementwise ops in the accumulator's layout,
     ``async_forms.fragment_chain``; just the result where it is stored as it is), and the row
-    vectors broadcast beside it that the store writes to shared memory and reads back a chunk
-    at a time (broadcast result -> the vector written), as ``fragment_sides`` does for the
-    async path: a bias row would hold a whole row of registers a thread."""
+    vectors broadcast beside it, which would hold a whole row of registers a thread (a bias):
+    each is written to a shared array of its own where its broadcast stands and read back a
+    chunk of columns at a time, as ``fragment_sides`` does for the async path. ``written``:
+    broadcast result -> (register class, element bytes, shared address), once written."""
 
     tile: TmemTile
     store: object
     chain: tuple
     rows: tuple = ()
+    written: dict = None
 
 
 def epilogue_of(em: Emitter, loop, j: int, tile: TmemTile):
     """The :class:`Epilogue` of resident result ``j`` of ``loop``, or None (it is read into
-    registers whole): its uses lead through elementwise ops to one plain ``tiled_store``."""
+    registers whole): its uses lead through elementwise ops to one plain ``tiled_store``, all
+    in the loop's block."""
     from tilegen.runtime.layouts.async_forms import chain_sides, elementwise, fragment_chain
 
     v = loop.results[j]
@@ -457,63 +464,56 @@ def epilogue_of(em: Emitter, loop, j: int, tile: TmemTile):
     chain = fragment_chain(loop, store, result=j)
     if chain is None or not all(elementwise(x.op) for x in chain[1:]):
         return None
+    if any(x.parent is not loop.parent for x in [store] + [x.op for x in chain[1:]]):
+        return None
     rows = []
     for b in chain_sides(chain):
         src, res = b.operands[0], b.results[0]
         if res in em.values or tuple(src.type.shape)[0] != 1:
             continue  # (emitted already, or a column: one register a row)
-        if any(tile.dl.wraps(1, k) for k in range(tile.dl.nregs)):
+        if b.parent is not loop.parent or any(tile.dl.wraps(1, k) for k in range(tile.dl.nregs)):
             return None
         rows.append((b, src))
-    return Epilogue(tile, store, tuple(chain), tuple(rows))
+    return Epilogue(tile, store, tuple(chain), tuple(rows), {})
 
 
 def defer(em: Emitter, ep: Epilogue) -> None:
-    """Leave ``ep``'s ops to its store: the chain's ops and the row broadcasts emit nothing
-    where they stand, nor a ``convert_layout`` that only feeds such a broadcast (the store
-    writes the conversion's source)."""
+    """Leave ``ep``'s ops to its store: the chain's ops emit nothing where they stand; a row
+    broadcast writes its vector to its own shared array (:func:`_write_row`), from the source
+    of a ``convert_layout`` that only feeds it (which emits nothing)."""
     skip = lambda: None  # noqa: E731
     for x in ep.chain[1:]:
         em.replaced[x.op] = skip
     for b, src in ep.rows:
-        em.replaced[b] = skip
         conv = getattr(src, "op", None)
         if conv is not None and conv.name == "nv_tileas.convert_layout" and src.num_uses == 1:
             em.replaced[conv] = skip
+            src = conv.operands[0]
+        em.replaced[b] = lambda b=b, src=src: _write_row(em, ep, b, src)
     em.tmem_epilogues[ep.store] = ep
 
 
-def _written(src):
-    """The value a row broadcast's source is written from: the source of a conversion that
-    only feeds it (:func:`defer`), else the source."""
-    conv = getattr(src, "op", None)
-    if conv is not None and conv.name == "nv_tileas.convert_layout" and src.num_uses == 1:
-        return conv.operands[0]
-    return src
+def _write_row(em: Emitter, ep: Epilogue, b, src) -> None:
+    """Row broadcast ``b``: its vector ``src`` to a shared array of its own (read by
+    :func:`rounds`, behind its barrier)."""
+    from tilegen.runtime.codegen import fragment_sides
+    from tilegen.runtime.layouts.async_forms import side_bytes
+
+    at = em.resident_region(side_bytes(b), "row")
+    cls, isize = fragment_sides.write(em, b, src, at, 0)
+    ep.written[b.results[0]] = (cls, isize, at)
 
 
 def rounds(em: Emitter, ep: Epilogue, groups: list):
     """(registers, the ``groups`` of register indices they complete) per chunk of ``ep``'s
-    columns: the chunk read from tensor memory, the row vectors' elements of its columns
-    read from shared memory (written there once, behind one barrier), the chain's ops run
-    on the chunk's registers, the stored tile's registers by index."""
+    columns: the chunk read from tensor memory, the row vectors' elements of its columns read
+    from shared memory, the chain's ops run on the chunk's registers, the stored tile's
+    registers by index."""
     from tilegen.runtime.codegen import fragment_sides
-    from tilegen.runtime.codegen.exchange import claim_scratch
-    from tilegen.runtime.layouts.async_forms import side_bytes
 
     dl, store = ep.tile.dl, ep.store
-    rows = []
-    if ep.rows:
-        sizes = [side_bytes(b) for b, _ in ep.rows]
-        off = claim_scratch(em, store, sum(sizes))
-        base = em.smem_base()
-        for (b, src), size in zip(ep.rows, sizes):
-            cls, isize = fragment_sides.write(em, b, _written(src), base, off)
-            at = em.new("b32")
-            em.ins(f"add.s32 {at}, {base}, {off}")
-            rows.append((b.results[0], cls, isize, at))
-            off += size
-        em.barrier()
+    if ep.written:
+        em.barrier()  # every thread's row vectors are written
     first_col = em.base(dl)[1]
     align = dl.root.size_per_thread[1]  # (the thread's first column: a multiple of it)
     sliced = {
@@ -530,7 +530,7 @@ def rounds(em: Emitter, ep: Epilogue, groups: list):
         for o, regs in whole.items():
             em.values[o] = [regs[k] for k in ks]
         offs = [dl.raw[k][1] for k in ks]
-        for res, cls, isize, at in rows:
+        for res, (cls, isize, at) in ep.written.items():
             em.set(res, fragment_sides.read_elements(em, cls, isize, at, first_col, offs, align))
         for x in ep.chain[1:]:
             em.emit_here(x.op)

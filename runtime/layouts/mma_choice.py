@@ -75,7 +75,7 @@ def wgmma_sbo(K: int, esz: int) -> int:
     return K * esz // 16 * LBO
 
 
-def _signedness(op) -> Optional[tuple[bool, bool]]:
+def signedness(op) -> Optional[tuple[bool, bool]]:
     if element_key(op.operands[0].type) != "i8":
         return None
     sa, sb = op.attributes.get("signedness_a"), op.attributes.get("signedness_b")
@@ -94,7 +94,7 @@ def wgmma_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[tuple[M
     if kc not in ("f32", "i32") or ka is None or kb is None:
         return None
     try:
-        row = select_mma(ka, kb, kc, 90, signed=_signedness(op), family="wgmma")
+        row = select_mma(ka, kb, kc, 90, signed=signedness(op), family="wgmma")
     except MmaSelectError:
         return None
     m = re.fullmatch(r"m64nNk(\d+)", row.shape)
@@ -115,38 +115,54 @@ def wgmma_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[tuple[M
 TCGEN05_SMS = (100, 103, 110)
 
 
+#: (A/B element, accumulator element) pairs a dot of its own may run on tcgen05: kind::f16,
+#: kind::tf32, kind::f8f6f4 (e4m3, e5m2) and kind::i8
+TCGEN05_TYPES = frozenset(
+    {
+        ("f16", "f32"),
+        ("bf16", "f32"),
+        ("tf32", "f32"),
+        ("f8E4M3FN", "f32"),
+        ("f8E5M2", "f32"),
+        ("i8", "i32"),
+    }
+)
+
+
 def tcgen05_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[MmaRow]:
     """The spec/ptx/mma.yaml tcgen05 row when ``dot`` ``op`` can run on ``tcgen05.mma`` as a
     dot of its own (runtime/codegen/tcgen05_dot.py) on ``sm`` with ``num_warps``, else None:
-    f16/bf16 operands, an f32 accumulator, M 128 (TMEM lane = row) with 4 warps (a row each)
-    or 8 (two column halves), M 256 with 8 warps (two M 128 MMAs a K step, the second's rows
-    N columns further; warps 4-7 read them), or M 64 with 4 or 8 warps (half a row a thread);
-    N a power of two from 32 per column part (16 at M 64) to 256, K a multiple of 16, A and B
-    within the shared budget."""
+    :data:`TCGEN05_TYPES`; M 128 (TMEM lane = row) with 4 warps (a row each) or 8 (two column
+    halves), M 256 with 8 warps (two M 128 MMAs a K step, the second's rows N columns further;
+    warps 4-7 read them), or M 64 with 4 or 8 warps (half a row a thread); N a power of two
+    from 32 per column part (16 at M 64) to 256, K a multiple of one MMA's K (32 bytes), A and
+    B within the shared budget."""
     if sm not in TCGEN05_SMS or op.name != "nv_tileaa.dot" or len(op.operands) != 3:
         return None
     a, b, c = (v.type for v in op.operands)
     if any(getattr(t, "rank", 0) != 2 for t in (a, b, c)):
         return None
     ka, kb, kc = element_key(a), element_key(b), element_key(c)
-    if ka not in ("f16", "bf16") or kb != ka or kc != "f32" or num_warps not in (4, 8):
+    if (ka, kc) not in TCGEN05_TYPES or kb != ka or num_warps not in (4, 8):
         return None
     try:
-        row = select_mma(ka, kb, kc, sm, family="tcgen05")
+        row = select_mma(ka, kb, kc, sm, signed=signedness(op), family="tcgen05")
     except MmaSelectError:
         return None
     M, K = a.shape
     N = b.shape[1]
+    esz = key_bytes(ka)
+    tk = 32 // esz  # one MMA's K: 16 f16, 8 tf32, 32 8-bit
     if M == 256 and num_warps != 8:
         return None
     if M == 64:  # a row in lanes 0-15 of each warp's quarter: two threads a row
-        if K % 16 or N & (N - 1) or not 16 * num_warps // 4 <= N <= 256:
+        if K % tk or N & (N - 1) or not 16 * num_warps // 4 <= N <= 256:
             return None
     else:
         halves = num_warps // 4 // (M // 128) if M in (128, 256) else 0
-        if not halves or K % 16 or N & (N - 1) or not 32 * halves <= N <= 256:
+        if not halves or K % tk or N & (N - 1) or not 32 * halves <= N <= 256:
             return None
-    if (M + N) // 8 * wgmma_sbo(K, 2) > TCGEN05_OPERANDS_LIMIT:
+    if (M + N) // 8 * wgmma_sbo(K, esz) > TCGEN05_OPERANDS_LIMIT:
         return None
     return row
 
@@ -183,7 +199,7 @@ def choose_dot_family(
     if sm is None or None in keys:
         return None
     try:
-        row = select_mma(*keys, sm, signed=_signedness(op))
+        row = select_mma(*keys, sm, signed=signedness(op))
     except MmaSelectError:
         return None
     return row.family

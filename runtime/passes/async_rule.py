@@ -1072,7 +1072,8 @@ def general_loads(func: Operation, loop: Operation, sm: int, first=None) -> tupl
             why = f"the layout stage did not lay every dot of the loop out for {mma}"
             if mma == "tcgen05":  # runtime/layouts/mma_choice.tcgen05_instruction
                 why += (
-                    " (a tcgen05 dot takes f16/bf16 -> f32, M 64 or 128 with 4 or 8 warps or"
+                    " (a tcgen05 dot takes f16/bf16/tf32/fp8 -> f32 or i8 -> i32, M 64 or 128"
+                    " with 4 or 8 warps or"
                     " M 256 with 8, N a power of two up to 256)"
                 )
             return why, []
@@ -1359,9 +1360,9 @@ def after_codegen(decisions: list, root: Operation) -> list:
 
 
 def _unsigned(dot: Operation) -> bool:
-    from tilegen.runtime.layouts.mma_choice import _signedness
+    from tilegen.runtime.layouts.mma_choice import signedness
 
-    return _signedness(dot) not in (None, (True, True))
+    return signedness(dot) not in (None, (True, True))
 
 
 def _accumulators_over_cap(func: Operation) -> bool:
