@@ -130,8 +130,8 @@ def test_unsigned_i8_dot_on_tcgen05():
     m, n, k = 128, 64, 64
     src = _sm100_src("i8", m, n, k).replace("signed signed", "unsigned signed")
     ptx = compile_to_ptx(parse_module(src, "mm.mlir"), "sm_100")
-    want = instruction_descriptor(
-        128, n, "i8", "s32", b_mn_major=False, unsigned=(True, False), saturate=True
+    want = instruction_descriptor(  # (B staged N-major: the B-major bit)
+        128, n, "i8", "s32", b_mn_major=True, unsigned=(True, False), saturate=True
     )
     assert f", {want}, " in ptx.replace("\t", " ")
     rs = np.random.RandomState(4)
@@ -234,18 +234,26 @@ def test_k_loop_on_todays_path_in_strict_ptxsim(tmp_path, target):
         ("i8", "i32", 128, 128, 128, dict(M=128, N=128, K=99)),  # seed 342321's
     ],
 )
-def test_8bit_b_copied_by_rows_into_stages_and_transposed(ab, out, tm, tn, tk, sizes, tmp_path):
+def test_8bit_b_staged_mn_major(ab, out, tm, tn, tk, sizes, tmp_path):
     """8-bit B loaded K x N (rows a 16-byte multiple; A's are not, so today's path) goes into
-    the K loop's stages by cp.async as its rows are, and the dot turns them into the K-major
-    layout it reads (tcgen05 has B in no MN-major layout for 8-bit elements here). The MMAs
-    once read the stage itself instead of the transposed copy (strict ptxsim: wrong sums)."""
+    the K loop's stages by cp.async in the no-swizzle MN-major layout (16 bytes of N a
+    core-matrix row) and the MMAs read it there (the B-major bit, as tileiras's kind::f8f6f4
+    and kind::i8 descriptors for an N-major B): no transpose, no byte stores. (A first form
+    copied B's rows and transposed them in shared memory; its MMAs once read the stage
+    instead of the transposed copy, which strict ptxsim showed as wrong sums.)"""
     pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     import fuzz_async as fa
 
+    from tilegen.runtime.codegen.tcgen05 import instruction_descriptor
+
     params = dict(ab=ab, out=out, TM=tm, TN=tn, TK=tk, BT=0, INIT=0, EPI=0)
     o = fa.check(fa.Config(0, "gemm", "sm_100a", params, {}, sizes, aligned=False), str(tmp_path))
     assert o.status == "ok" and o.path == "today", f"{o.status}: {o.detail}\n{o.plan}"
-    kind = "i8" if ab == "i8" else "f8f6f4"
+    kind, key = ("i8", "i8") if ab == "i8" else ("f8f6f4", "f8E4M3FN")
     assert f"tcgen05.mma.cta_group::1.kind::{kind}" in o.ptx and "mma.sync" not in o.ptx
-    assert "cp.async.cg.shared.global" in o.ptx and "st.shared.b8" in o.ptx
+    assert "cp.async.cg.shared.global" in o.ptx and "st.shared.b8" not in o.ptx
+    idesc = instruction_descriptor(
+        tm, tn, key, "s32" if ab == "i8" else "f32", b_mn_major=True, saturate=ab == "i8"
+    )
+    assert re.search(rf"kind::{kind} \[%r\d+\], %rd\d+, %rd\d+, {idesc},", o.ptx)

@@ -926,14 +926,16 @@ def _descriptor(em: Emitter, addr: str, sbo: int, lbo: int = _LBO) -> str:
 _NM_SBO = 144
 
 
-def _nmajor_lbo(N: int) -> int:
-    return N // 8 * _NM_SBO
+def _nmajor_lbo(N: int, esz: int = 2) -> int:
+    return N // (16 // esz) * _NM_SBO
 
 
-def _nmajor_layout(K: int, N: int):
-    """(row fields, column fields, bytes) of N-major B for :func:`staged_layout`."""
-    lbo = _nmajor_lbo(N)
-    return ((0, 3, 16), (3, None, lbo)), ((0, 3, 2), (3, None, _NM_SBO)), K // 8 * lbo
+def _nmajor_layout(K: int, N: int, esz: int = 2):
+    """(row fields, column fields, bytes) of N-major B for :func:`staged_layout`: 16 bytes of
+    N (8 16-bit, 16 8-bit elements) a core-matrix row (tcgen05 reads 8-bit B so too)."""
+    lbo = _nmajor_lbo(N, esz)
+    nb = 4 - (esz.bit_length() - 1)  # bits of n within a core-matrix row
+    return ((0, 3, 16), (3, None, lbo)), ((0, nb, esz), (nb, None, _NM_SBO)), K // 8 * lbo
 
 
 #: apply a dot's elementwise epilogue per wgmma instance (commit + wait each, as tileiras does)?

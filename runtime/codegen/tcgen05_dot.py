@@ -96,18 +96,15 @@ def _rows(K: int, esz: int) -> tuple:
 def staged_fields(plan: Tcgen05Plan, idx: int, transposed: bool, convert) -> Optional[tuple]:
     """(row fields, column fields, bytes) a cp.async-staged operand is copied into, or None:
     that operand comes through registers. A as loaded and B^T (rows n): K-major; B as loaded
-    (K x N, N-major in memory), 16-bit: the no-swizzle MN-major layout, read as it is (the
-    instruction descriptor's B-major bit, as wgmma's imm-trans-b); 8-bit: its rows as they
-    are (``mma._pitch``), turned into the K-major layout by the dot (``_b_by_rows``)."""
-    from tilegen.runtime.codegen.mma import _nmajor_layout, _pitch
+    (K x N, N-major in memory), 16- and 8-bit: the no-swizzle MN-major layout
+    (``mma._nmajor_layout``), read as it is (the instruction descriptor's B-major bit, as
+    tileiras's kind::f16, f8f6f4 and i8 descriptors set it for an N-major B)."""
+    from tilegen.runtime.codegen.mma import _nmajor_layout
 
     if convert:
         return None
     if idx == 1 and not transposed and plan.esz in (1, 2):
-        if plan.esz == 2:
-            return _nmajor_layout(plan.K, plan.N)
-        pitch = _pitch(plan.N, 1)
-        return ((0, None, pitch),), ((0, None, 1),), plan.K * pitch
+        return _nmajor_layout(plan.K, plan.N, plan.esz)
     if transposed != (idx == 1):
         return None
     rows, kf = _rows(plan.K, plan.esz)
@@ -201,10 +198,7 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     from tilegen.runtime.codegen.mma import (
         StagedBox,
         _nmajor_lbo,
-        _pitch,
-        _plus,
         _staged,
-        _transpose_bytes,
         _unstage,
         _write_fields,
         cp_async_commit_wait,
@@ -224,7 +218,7 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     boxed = b_st.pipe_buf if b_st is not None and isinstance(b_st.pipe_buf, StagedBox) else None
     if boxed is not None and boxed.kmajor != b_st.transposed:  # one box, two dots' reads
         boxed = StagedBox(boxed.addr, boxed.span, b_st.transposed, boxed.box_bytes)
-    # B as loaded (K x N): 16-bit in the MN-major layout, 8-bit as its rows (``staged_fields``)
+    # B as loaded (K x N): in the MN-major layout (``staged_fields``)
     b_rows = b_st is not None and boxed is None and not b_st.transposed
     dl = em.dist_of(op, res.type)
     lay = tcgen05_accumulator_layout(em.num_warps, N, M)
@@ -242,16 +236,10 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     b_regs = b_st is None
     writes = (a_regs and not a_tmem) or b_regs
     writes = writes or any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
-    b8 = b_rows and esz == 1
-    writes = writes or b8
-    b_bytes = K // 8 * _nmajor_lbo(N) if b_rows and esz == 2 else N // 8 * sbo
-    raw_at = (off_b + b_bytes + 15) // 16 * 16  # (8-bit B's rows, copied here)
+    b_bytes = K // 8 * _nmajor_lbo(N, esz) if b_rows else N // 8 * sbo
     if writes:  # A's region, and B's after it where B is written too (not read from a stage)
-        b_written = b_regs or (b_st is not None and b_st.pipe_buf is None) or b8
-        top = off_b + b_bytes if b_written else off_b
-        if b8 and b_st.pipe_buf is None:
-            top = raw_at + K * _pitch(N, 1)
-        em.need_smem(top)
+        b_written = b_regs or (b_st is not None and b_st.pipe_buf is None)
+        em.need_smem(off_b + b_bytes if b_written else off_b)
         em.barrier()  # earlier readers of the scratch are done
     if a_tmem:  # P into tensor memory (each warp its own lanes, block and column part)
         col, block_stride = a_tmem
@@ -267,13 +255,8 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
         _write_fields(em, em.tile(op, b), em.dist_of(op, b.type), (kf, rows), 0, off_b, esz)
     elif b_st.pipe_buf is None:
         fields = staged_fields(plan, 1, b_st.transposed, None)
-        cp_async_tile(em, b_st, *fields[:2], em.smem_base(), raw_at if b8 else off_b)
+        cp_async_tile(em, b_st, *fields[:2], em.smem_base(), off_b)
     cp_async_commit_wait(em, *(x for x in (a_st, b_st) if x is not None and x.pipe_buf is None))
-    if b8:  # its rows -> B[k, n] at row n, K-major
-        em.barrier()  # (every thread's copies landed)
-        raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), raw_at)
-        dst = _plus(em, em.smem_base(), off_b)
-        _transpose_bytes(em, raw, _pitch(N, 1), K, N, kf, rows, dst)
     if writes:
         em.ins("fence.proxy.async.shared::cta")
     # every thread's earlier TMEM reads and shared writes, then one thread issues
@@ -282,9 +265,7 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     skip = em.new_label("tc_issued")
     em.ins(f"@!{tm.t0} bra {skip}")
     em.ins("tcgen05.fence::after_thread_sync")
-    b_mn = b_rows and esz == 2
-    b_in = None if b8 else b_st  # (8-bit B's rows: read where they were transposed to)
-    _issue(em, op, plan, a_st, b_in, kept_a, boxed, off_b, sbo, resident, a_tmem, b_mn)
+    _issue(em, op, plan, a_st, b_st, kept_a, boxed, off_b, sbo, resident, a_tmem, b_rows)
     em.ins(f"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{tm.bar}]")
     em.label(skip)
     mbarrier_wait(em, tm.bar, tm.phase)
@@ -333,8 +314,8 @@ def _issue(
     unless D is a resident accumulator), one per 128-row block (block b: A's rows 16 SBO
     further, D ``b N`` columns further); A from tensor memory where ``a_src`` (its first
     column, the column distance between its blocks) is given; ``b_mn``: B in the no-swizzle
-    MN-major layout (``mma._nmajor_layout``: 8 K rows of 16 bytes a core matrix, N groups
-    144 bytes apart, 8-row groups of K ``N / 8 x 144``)."""
+    MN-major layout (``mma._nmajor_layout``: 8 K rows of 16 bytes a core matrix, 16-byte
+    groups of N 144 bytes apart, 8-row groups of K ``N / (16 / esz) x 144``)."""
     from tilegen.runtime.codegen.mma import _plus
 
     tm = em.tmem
@@ -361,7 +342,7 @@ def _issue(
 
         pb = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_b)
         db = (
-            wgmma_descriptor_parts(em, pb, _nmajor_lbo(plan.N), 0, 0)[0],
+            wgmma_descriptor_parts(em, pb, _nmajor_lbo(plan.N, plan.esz), 0, 0)[0],
             tcgen05.smem_descriptor_hi(_NM_SBO, 0),
         )
     else:
@@ -385,7 +366,7 @@ def _issue(
         if b_mn and boxed is None:  # 32 bytes of K: 32 / esz rows, in groups of 8
             from tilegen.runtime.codegen.mma import _nmajor_lbo
 
-            b_off = kb // esz // 8 * _nmajor_lbo(plan.N)
+            b_off = kb // esz // 8 * _nmajor_lbo(plan.N, esz)
         elif boxed is None:
             b_off = 2 * s * LBO
         elif boxed.kmajor:  # rows n; K bytes in column boxes
