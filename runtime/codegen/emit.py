@@ -3,6 +3,7 @@ and shared-memory declarations) around the op handlers of the concern modules.""
 
 from __future__ import annotations
 
+from tilegen.runtime.codegen import tmem_resident
 from tilegen.runtime.codegen.abi import entry_params
 from tilegen.runtime.codegen.control import pipeline_smem_cap
 from tilegen.runtime.codegen.lineinfo import LineTable, entry_source
@@ -212,6 +213,7 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
         if ring["pre"]:
             em.scratch_before_ring(_ring_symbol(block))
         em.deferred = deferred_prologue(block)  # (emitted in the consumers' branch)
+        tmem_resident.prepare(em)  # (resident accumulators' initial values, by chunks)
         skip = {id(o) for o in em.deferred}
         for op in block.ops:
             if id(op) not in skip:

@@ -484,6 +484,19 @@ def tiled_load(em: Emitter, op, force: bool = False) -> None:
         for r in op.results[1:]:
             em.set(r, None)
         return
+    (got,) = load_rounds(em, op, [None])
+    em.set(res, [got.get(k) for k in range(em.dist_of(op, res.type).nregs)])
+    for r in op.results[1:]:
+        em.set(r, None)
+
+
+def load_rounds(em: Emitter, op, rounds: list):
+    """An unstaged tiled ``tiled_load`` ``op``'s registers, a round at a time: per round (a
+    list of register indices of its layout; None: all), {index: register} of its vector
+    loads (a TMEM-resident accumulator's initial value goes in a chunk of columns at a time:
+    ``tmem_resident.InitChunks``; a round holds whole vectors)."""
+    mem, indices, in_bounds = _tiled_operands(em, op)
+    res = op.results[0]
     mask = _group(op, "mask")
     other = _group(op, "other")
     kt = mem_types(op, mem.element)
@@ -491,18 +504,22 @@ def tiled_load(em: Emitter, op, force: bool = False) -> None:
     acc = Access(em, op, mem, indices, res.type, in_bounds)
     mregs = _per_reg(em, op, mask[0], acc.d) if mask else None
     oregs = _per_reg(em, op, other[0], acc.d) if other else None
-    out = [None] * acc.d.nregs
-    for g in acc.vector_groups(8 if kt[1] == 2 else 4):
-        p = acc.pred(g[0])
-        if mregs is not None:
-            p = _and(em, p, mregs[g[0]]) if len(g) == 1 else fail(op, "masked vector load")
-        others = [oregs[k] if oregs is not None else None for k in g]
-        regs = load_group(em, opcode, kt, p, others, acc.addr(g[0]), len(g))
-        for r, k in zip(regs, g):
-            out[k] = r
-    em.set(res, out)
-    for r in op.results[1:]:
-        em.set(r, None)
+    groups = acc.vector_groups(8 if kt[1] == 2 else 4)
+    for ks in rounds:
+        want = None if ks is None else set(ks)
+        got = {}
+        for g in groups:
+            if want is not None and g[0] not in want:
+                continue
+            if want is not None and not want.issuperset(g):
+                fail(op, "PTX backend: a load's vector crosses two chunks of tensor memory")
+            p = acc.pred(g[0])
+            if mregs is not None:
+                p = _and(em, p, mregs[g[0]]) if len(g) == 1 else fail(op, "masked vector load")
+            others = [oregs[k] if oregs is not None else None for k in g]
+            regs = load_group(em, opcode, kt, p, others, acc.addr(g[0]), len(g))
+            got.update(zip(g, regs))
+        yield got
 
 
 def load_group(em: Emitter, opcode: str, kt, guard, others: list, addr: str, n: int) -> list:

@@ -573,7 +573,8 @@ def bind_results(em: Emitter, loop, slots: list) -> list:
 
 def copy_into(em: Emitter, slots: list, vals: list) -> tuple:
     """Store each value bound for a tensor-memory slot there (nothing when it is that slot's
-    columns already: a yield, or a chain's next loop); the other (slot, value) pairs."""
+    columns already: a yield, or a chain's next loop; an :class:`InitChunks` a chunk at a
+    time); the other (slot, value) pairs."""
     rest_s, rest_v = [], []
     for s, v in zip(slots, vals):
         if not isinstance(s, TmemTile):
@@ -582,6 +583,107 @@ def copy_into(em: Emitter, slots: list, vals: list) -> tuple:
         elif isinstance(v, TmemTile):
             if v.col != s.col:
                 store(em, s, materialize(em, v))
+        elif isinstance(v, InitChunks):
+            _store_init(em, s, v)
         else:
             store(em, s, v)
     return rest_s, rest_v
+
+
+@dataclass(frozen=True)
+class InitChunks:
+    """A resident accumulator's initial value that its loop loads and writes into tensor
+    memory a chunk of columns at a time (:func:`prepare`): the ``tiled_load`` and the values
+    from its result to the loop's init (single-use elementwise ops in the accumulator's row
+    layout, other operands uniform). C, a 256 x 256 tile loaded whole, would be 256 registers
+    a thread."""
+
+    load: object
+    chain: tuple
+
+
+def prepare(em: Emitter) -> None:
+    """At the kernel's start: each resident accumulator whose initial value is such a chain
+    (:class:`InitChunks`) has its ops emit nothing where they stand; the last one leaves the
+    :class:`InitChunks` for the loop (``copy_into``)."""
+    if em.sm not in (100, 103, 110):
+        return
+    for loop, j in plan_of(em).residents:
+        found = _init_chain(loop, j)
+        if found is None:
+            continue
+        load, chain = found
+        init = InitChunks(load, tuple(chain))
+        for x in chain[1:]:
+            em.replaced[x.op] = lambda: None
+        em.replaced[chain[-1].op] = lambda x=chain[-1], init=init: em.set(x, init)
+
+        def tokens(load=load, init=init, only=len(chain) == 1) -> None:
+            for r in load.results[1:]:
+                em.set(r, None)
+            if only:
+                em.set(load.results[0], init)
+
+        em.replaced[load] = tokens
+
+
+def _init_chain(loop, j: int):
+    """(the ``tiled_load``, [its result .. loop ``loop``'s init ``j``]) for :class:`InitChunks`,
+    or None."""
+    from tilegen.runtime.layouts.async_forms import elementwise, uniform_tile
+    from tilegen.runtime.layouts.decisions import cp_async_width
+
+    v = loop.operands[3 + j]
+    lay = v.type.encoding
+    chain = [v]
+    while True:
+        op = getattr(v, "op", None)
+        if op is None or op.parent is not loop.parent or v.num_uses != 1:
+            return None
+        if getattr(v.type, "encoding", None) != lay:
+            return None
+        if op.name == "nv_tileaa.tiled_load":
+            if v is not op.results[0] or op.opdef.operand_group(op, "mask"):
+                return None
+            if cp_async_width(op) or "nv_tileas.tma_load" in op.attributes:
+                return None
+            return op, chain[::-1]
+        if not elementwise(op):
+            return None
+        varying = [o for o in op.operands if getattr(o.type, "rank", 0) and not uniform_tile(o)]
+        if len(varying) != 1:
+            return None
+        v = varying[0]
+        chain.append(v)
+
+
+def _store_init(em: Emitter, tile: TmemTile, init: InitChunks) -> None:
+    """Load ``init``'s tile a chunk of ``tile``'s columns at a time, run its chain on the
+    chunk and store it to tensor memory (``tcgen05.st``)."""
+    from tilegen.runtime.codegen.memory import load_rounds
+
+    _tmem(em)
+    cols = by_column(tile.dl, tile.part)
+    starts = range(0, tile.part, CHUNK)
+    rounds = [[k for c in range(c0, c0 + CHUNK) for k in cols.get(c, ())] for c0 in starts]
+    others = {
+        o
+        for x in init.chain[1:]
+        for o in x.op.operands
+        if o not in init.chain and isinstance(em.values.get(o), list)
+    }
+    whole = {o: em.values[o] for o in others}
+    cache: dict = {}
+    for c0, got in zip(starts, load_rounds(em, init.load, rounds)):
+        ks = sorted(got)
+        em.set(init.chain[0], [got[k] for k in ks])
+        for o, regs in whole.items():
+            em.values[o] = [regs[k] for k in ks]
+        for x in init.chain[1:]:
+            em.emit_here(x.op)
+        regs = dict(zip(ks, em.tile(init.load, init.chain[-1])))
+        n = min(CHUNK, tile.part)
+        words = [_b32(em, regs[cols[c0 + i][0]], cache) for i in range(n)]
+        store_chunk(em, tile.warp_stride, tile.col, c0, words, tile.split)
+    em.values.update(whole)
+    em.ins("tcgen05.wait::st.sync.aligned")
