@@ -486,6 +486,9 @@ FOUND[310032] = "sm_100a bf16 256x256, num_ctas=2, occupancy 2: the stored TMEM 
 #: ... and through an elementwise epilogue, the bias row read from shared memory by chunks
 FOUND[220372] = "sm_100a f16 256x256, + bias row, x row scale: the TMEM row spilled 232 B"
 FOUND[221133] = "sm_100a bf16 256x256, + bias row, num_ctas=2: the TMEM row spilled 128 B"
+#: 8-bit dots on sm_100a's today's path took mma.sync (256 accumulators a thread), C whole
+FOUND[342545] = "sm_100a e4m3 256x256, + bias, x row scale: mma.sync spilled 2,240 B (tcgen05)"
+FOUND[325621] = "sm_100a i8 256x256 from C: C loaded whole into TMEM spilled 128 B (by chunks)"
 #: 256-row tiles one CTA cannot hold: divided between two CTAs (docs/pipelines.md section 40)
 FOUND[260005] = "sm_90a attention 256x64, d 128, num_ctas=2: one CTA spilled 480 B"
 FOUND[300138] = "sm_90a f16 256x256 from C, no hint: one CTA spilled 2,848 B (the pair now)"
