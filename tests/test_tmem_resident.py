@@ -222,6 +222,36 @@ def test_a_resident_accumulator_starts_from_c_by_chunks():
 
 
 @ct.kernel
+def gemm_from_c_then_cleared(
+    A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]
+):
+    i, j = ct.bid(0), ct.bid(1)
+    acc = ct.astype(ct.load(C, index=(i, j), shape=(TM, TN)), ct.int32)
+    ct.store(C, index=(i, j), tile=ct.full((TM, TN), 0, C.dtype))  # C read before this
+    for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+        a = ct.load(A, index=(i, k), shape=(TM, TK))
+        acc = ct.mma(a, ct.load(B, index=(k, j), shape=(TK, TN)), acc)
+    ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
+
+
+def test_c_written_between_its_load_and_the_loop_is_loaded_where_it_stands():
+    """The chunked initial value loads C at the loop's entry, so not where a store to memory
+    comes between: C is cleared there, and the sum must start from the C loaded before."""
+    from tilegen.runtime.options import CompileOptions
+
+    rng = np.random.default_rng(8)
+    m, n, k = 256, 256, 64
+    a = rng.integers(-3, 4, size=(m, k)).astype(np.int8)
+    b = rng.integers(-3, 4, size=(k, n)).astype(np.int8)
+    c = rng.integers(-50, 50, size=(m, n)).astype(np.int16)
+    args = (a, b, c, 256, 256, 64)
+    opts = CompileOptions(warp_specialize=False, num_warps=8)
+    cc = tc.compile_kernel(gemm_from_c_then_cleared, args, gpu_name="sm_100", options=opts)
+    got = _strict(gemm_from_c_then_cleared, cc, args, (1, 1, 1), 2)
+    np.testing.assert_array_equal(got, c.astype(np.int64) + a.astype(np.int64) @ b)
+
+
+@ct.kernel
 def attention_bf16(Q, K, V, Out, TM: ct.Constant[int], TN: ct.Constant[int], D: ct.Constant[int]):
     """Non-causal attention in bf16: P is packed two bf16 to a tensor-memory column."""
     i = ct.bid(0)

@@ -647,6 +647,8 @@ def _init_chain(loop, j: int):
                 return None
             if cp_async_width(op) or "nv_tileas.tma_load" in op.attributes:
                 return None
+            if _writes_between(op, loop):  # (the load moves to the loop's entry)
+                return None
             return op, chain[::-1]
         if not elementwise(op):
             return None
@@ -655,6 +657,19 @@ def _init_chain(loop, j: int):
             return None
         v = varying[0]
         chain.append(v)
+
+
+#: ops that only read memory: a load may move past them
+_READS = ("nv_tileaa.tiled_load", "nv_tileaa.load", "nv_tileaa.gather_load")
+
+
+def _writes_between(first, last) -> bool:
+    """Whether an op between ``first`` and ``last`` (one block) may write memory."""
+    from tilegen.runtime.rewrite.ir_utils import is_effect_free
+
+    ops = list(first.parent.ops)
+    between = ops[ops.index(first) + 1 : ops.index(last)]
+    return any(x.name not in _READS and not is_effect_free(x) for op in between for x in op.walk())
 
 
 def _store_init(em: Emitter, tile: TmemTile, init: InitChunks) -> None:
