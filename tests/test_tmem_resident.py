@@ -196,20 +196,25 @@ def gemm_from_c(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Cons
     ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
 
 
+def _i8_from_c(kernel, seed: int, k: int):
+    """(A, B, C, the launch's arguments, the compiled kernel) of a 256 x 256 i8 GEMM from an
+    i16 C on sm_100's today's path."""
+    from tilegen.runtime.options import CompileOptions
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-3, 4, size=(256, k)).astype(np.int8)
+    b = rng.integers(-3, 4, size=(k, 256)).astype(np.int8)
+    c = rng.integers(-50, 50, size=(256, 256)).astype(np.int16)
+    args = (a, b, c, 256, 256, 64)
+    opts = CompileOptions(warp_specialize=False, num_warps=8)
+    return a, b, c, args, tc.compile_kernel(kernel, args, gpu_name="sm_100", options=opts)
+
+
 def test_a_resident_accumulator_starts_from_c_by_chunks():
     """A 256 x 256 i8 GEMM from C on today's path: C (an i16 tile, widened and doubled on the
     way) is loaded, converted and written into tensor memory 32 columns at a time at the
     loop's entry, never whole in registers (it spilled 576 B as fuzz seed 325621); exact."""
-    from tilegen.runtime.options import CompileOptions
-
-    rng = np.random.default_rng(7)
-    m, n, k = 256, 256, 128
-    a = rng.integers(-3, 4, size=(m, k)).astype(np.int8)
-    b = rng.integers(-3, 4, size=(k, n)).astype(np.int8)
-    c = rng.integers(-50, 50, size=(m, n)).astype(np.int16)
-    args = (a, b, c, 256, 256, 64)
-    opts = CompileOptions(warp_specialize=False, num_warps=8)
-    cc = tc.compile_kernel(gemm_from_c, args, gpu_name="sm_100", options=opts)
+    a, b, c, args, cc = _i8_from_c(gemm_from_c, 7, 128)
     assert "tcgen05.mma.cta_group::1.kind::i8" in cc.ptx
     entry = cc.ptx[: cc.ptx.index("tcgen05.mma")]
     stores = [x.start() for x in re.finditer(r"tcgen05\.st\.", entry)]
@@ -237,16 +242,7 @@ def gemm_from_c_then_cleared(
 def test_c_written_between_its_load_and_the_loop_is_loaded_where_it_stands():
     """The chunked initial value loads C at the loop's entry, so not where a store to memory
     comes between: C is cleared there, and the sum must start from the C loaded before."""
-    from tilegen.runtime.options import CompileOptions
-
-    rng = np.random.default_rng(8)
-    m, n, k = 256, 256, 64
-    a = rng.integers(-3, 4, size=(m, k)).astype(np.int8)
-    b = rng.integers(-3, 4, size=(k, n)).astype(np.int8)
-    c = rng.integers(-50, 50, size=(m, n)).astype(np.int16)
-    args = (a, b, c, 256, 256, 64)
-    opts = CompileOptions(warp_specialize=False, num_warps=8)
-    cc = tc.compile_kernel(gemm_from_c_then_cleared, args, gpu_name="sm_100", options=opts)
+    a, b, c, args, cc = _i8_from_c(gemm_from_c_then_cleared, 8, 64)
     got = _strict(gemm_from_c_then_cleared, cc, args, (1, 1, 1), 2)
     np.testing.assert_array_equal(got, c.astype(np.int64) + a.astype(np.int64) @ b)
 

@@ -447,6 +447,24 @@ class Epilogue:
     written: dict = None
 
 
+def _beside(em: Emitter, chain) -> dict:
+    """The tiles the ops of ``chain`` read beside it (uniform tiles, column vectors), as they
+    are now: value -> its registers (:func:`_slice` gives the ops a chunk of them)."""
+    return {
+        o: em.values[o]
+        for x in chain[1:]
+        for o in x.op.operands
+        if o not in chain and isinstance(em.values.get(o), list)
+    }
+
+
+def _slice(em: Emitter, whole: dict, ks: list) -> None:
+    """Bind each of ``whole``'s tiles to its registers ``ks`` (a chunk of columns); the caller
+    puts ``whole`` back after the last chunk."""
+    for o, regs in whole.items():
+        em.values[o] = [regs[k] for k in ks]
+
+
 def epilogue_of(em: Emitter, loop, j: int, tile: TmemTile):
     """The :class:`Epilogue` of resident result ``j`` of ``loop``, or None (it is read into
     registers whole): its uses lead through elementwise ops to one plain ``tiled_store``, all
@@ -516,19 +534,12 @@ def rounds(em: Emitter, ep: Epilogue, groups: list):
         em.barrier()  # every thread's row vectors are written
     first_col = em.base(dl)[1]
     align = dl.root.size_per_thread[1]  # (the thread's first column: a multiple of it)
-    sliced = {
-        o
-        for x in ep.chain[1:]
-        for o in x.op.operands
-        if o not in ep.chain and isinstance(em.values.get(o), list)
-    }
-    whole = {o: em.values[o] for o in sliced}
+    whole = _beside(em, ep.chain)
     left = list(groups)
     for got in chunks(em, ep.tile):
         ks = sorted(got)
         em.set(ep.chain[0], [got[k] for k in ks])
-        for o, regs in whole.items():
-            em.values[o] = [regs[k] for k in ks]
+        _slice(em, whole, ks)
         offs = [dl.raw[k][1] for k in ks]
         for res, (cls, isize, at) in ep.written.items():
             em.set(res, fragment_sides.read_elements(em, cls, isize, at, first_col, offs, align))
@@ -681,19 +692,12 @@ def _store_init(em: Emitter, tile: TmemTile, init: InitChunks) -> None:
     cols = by_column(tile.dl, tile.part)
     starts = range(0, tile.part, CHUNK)
     rounds = [[k for c in range(c0, c0 + CHUNK) for k in cols.get(c, ())] for c0 in starts]
-    others = {
-        o
-        for x in init.chain[1:]
-        for o in x.op.operands
-        if o not in init.chain and isinstance(em.values.get(o), list)
-    }
-    whole = {o: em.values[o] for o in others}
+    whole = _beside(em, init.chain)
     cache: dict = {}
     for c0, got in zip(starts, load_rounds(em, init.load, rounds)):
         ks = sorted(got)
         em.set(init.chain[0], [got[k] for k in ks])
-        for o, regs in whole.items():
-            em.values[o] = [regs[k] for k in ks]
+        _slice(em, whole, ks)
         for x in init.chain[1:]:
             em.emit_here(x.op)
         regs = dict(zip(ks, em.tile(init.load, init.chain[-1])))
