@@ -115,24 +115,10 @@ def wgmma_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[tuple[M
 TCGEN05_SMS = (100, 103, 110)
 
 
-#: (A/B element, accumulator element) pairs a dot of its own may run on tcgen05: kind::f16,
-#: kind::tf32, kind::f8f6f4 (e4m3, e5m2) and kind::i8
-TCGEN05_TYPES = frozenset(
-    {
-        ("f16", "f32"),
-        ("bf16", "f32"),
-        ("tf32", "f32"),
-        ("f8E4M3FN", "f32"),
-        ("f8E5M2", "f32"),
-        ("i8", "i32"),
-    }
-)
-
-
 def tcgen05_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[MmaRow]:
     """The spec/ptx/mma.yaml tcgen05 row when ``dot`` ``op`` can run on ``tcgen05.mma`` as a
     dot of its own (runtime/codegen/tcgen05_dot.py) on ``sm`` with ``num_warps``, else None:
-    :data:`TCGEN05_TYPES`; M 128 (TMEM lane = row) with 4 warps (a row each) or 8 (two column
+    the element types of spec/ptx/mma.yaml's tcgen05 rows (kind::f16, tf32, f8f6f4, i8); M 128 (TMEM lane = row) with 4 warps (a row each) or 8 (two column
     halves), M 256 with 8 warps (two M 128 MMAs a K step, the second's rows N columns further;
     warps 4-7 read them), or M 64 with 4 or 8 warps (half a row a thread); N a power of two
     from 32 per column part (16 at M 64) to 256, K a multiple of one MMA's K (32 bytes), A and
@@ -143,7 +129,7 @@ def tcgen05_instruction(op, num_warps: int, sm: Optional[int]) -> Optional[MmaRo
     if any(getattr(t, "rank", 0) != 2 for t in (a, b, c)):
         return None
     ka, kb, kc = element_key(a), element_key(b), element_key(c)
-    if (ka, kc) not in TCGEN05_TYPES or kb != ka or num_warps not in (4, 8):
+    if ka is None or kb != ka or kc is None or num_warps not in (4, 8):
         return None
     try:
         row = select_mma(ka, kb, kc, sm, signed=signedness(op), family="tcgen05")
