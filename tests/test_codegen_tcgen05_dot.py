@@ -227,6 +227,80 @@ def test_k_loop_on_todays_path_in_strict_ptxsim(tmp_path, target):
         run_ptx(bad, args, pr.grid, strict_async=True)
 
 
+_WAIT = r"\$L__wait_\d+:\n\tmbarrier\.try_wait[^\n]*\n\t@!%p\d+ bra \$L__wait_\d+;\n"
+
+
+@pytest.mark.parametrize("target", ["sm_100a", "sm_90a"])
+def test_k_loop_mmas_wait_a_step_later(tmp_path, target):
+    """The cuTile 128x128x64 GEMM without warp specialization (docs/pipelines.md section 42):
+    its accumulator is read by nothing in the loop, so iteration i issues its MMAs, waits for
+    MMA i - 1 and only then copies iteration i + 2 into the stage MMA i - 1 read (three
+    stages): the tensor core has the next MMAs queued when one step's finish. sm_100a commits
+    to two mbarriers in turn; sm_90a's wgmmas write the loop's own registers (no copy of C)
+    and ``wait_group 1`` retires the previous step's. Exact in strict ptxsim. Planted out, the
+    wait in the loop lets a copy overwrite a stage an MMA may still read (strict ptxsim names
+    it), and the wait after it lets the epilogue read the accumulator while the last MMAs write
+    it (sm_100a: named; strict ptxsim once missed it, a commit's tracked MMAs growing with
+    later ones; sm_90a: the sums come out wrong)."""
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import cutile_kernels_async as cka
+
+    from tilegen.runtime import driver
+    from tilegen.runtime.ptx.launch import run_ptx
+    from tilegen.runtime.ptx.sim.cta import PtxSimError
+
+    path = cka.export_bytecode(str(tmp_path))["gemm_f16_128x128x64"]
+    pr = cka.problems()["gemm_f16_128x128x64"]
+    opts = CompileOptions(target=target, warp_specialize=False)
+    ptx = driver.compile_source(Path(path), opts).ptx
+    assert "cp.async.wait_group 1;" in ptx  # three stages
+    top = re.search(r"^\$L__for_body_\d+:", ptx, re.M).end()
+    end = re.search(r"^\$L__for_end_\d+:", ptx, re.M).start()
+    body = ptx[top:end]
+    mma = "tcgen05.mma" if target == "sm_100a" else "wgmma.mma_async"
+    if target == "sm_100a":
+        issued = re.search(r"tcgen05\.commit[^\n]*\];", body)
+        waits = list(re.finditer(_WAIT, body))
+        assert issued and len(waits) == 1 and body.count("tcgen05.commit") == 1, body
+        wait = waits[0]
+        after = list(re.finditer(_WAIT, ptx))[-1]
+    else:
+        issued = re.search(r"wgmma\.commit_group\.sync\.aligned;", body)
+        wait = re.search(r"\twgmma\.wait_group\.sync\.aligned 1;\n", body)
+        assert issued and wait and "wait_group.sync.aligned 0" not in body, body
+        assert not re.search(r"mov\.f32 %f\d+, %f\d+;", body)  # C is not copied
+        after = re.search(r"\twgmma\.wait_group\.sync\.aligned 0;\n", ptx[end:])
+    # the MMAs, their commit, the wait for the previous step's, then the copies
+    assert body.index(mma) < issued.start() < wait.start()
+    assert wait.start() < body.index("cp.async.cg.shared.global")
+    assert "bar.sync" in body[: body.index(mma)]
+    args = [np.asarray(v) for v in pr.args.values()]
+    out = run_ptx(ptx, args, pr.grid, strict_async=True)
+    np.testing.assert_allclose(out[2], pr.expected["C"], rtol=pr.rtol, atol=pr.atol)
+    at = top + wait.start()
+    with pytest.raises(PtxSimError, match="may still be reading"):
+        run_ptx(ptx[:at] + ptx[top + wait.end() :], args, pr.grid, strict_async=True)
+    at, to = (
+        (after.start(), after.end())
+        if target == "sm_100a"
+        else (
+            end + after.start(),
+            end + after.end(),
+        )
+    )
+    assert at > end
+    bad = ptx[:at] + ptx[to:]
+    if target == "sm_100a":
+        msg = "reads tensor memory while tcgen05.mma .* is still writing it"
+        with pytest.raises(PtxSimError, match=msg):
+            run_ptx(bad, args, pr.grid, strict_async=True)
+    else:
+        got = run_ptx(bad, args, pr.grid, strict_async=True)[2]
+        assert not np.allclose(got, pr.expected["C"], rtol=pr.rtol, atol=pr.atol)
+
+
 @pytest.mark.parametrize(
     "ab,out,tm,tn,tk,sizes",
     [

@@ -368,6 +368,36 @@ def test_tcgen05_strict_reads_before_commit_and_leaks() -> None:
         run_ptx(nofence, args, (1, 1, 1), strict_async=True)
 
 
+def test_tcgen05_commit_tracks_only_earlier_mmas() -> None:
+    """Two MMAs into one D, each committed to its own mbarrier: a wait for the first commit
+    does not cover the second MMA (a K loop that waits for step i - 1 while step i runs).
+    The simulator once let later MMAs join an earlier commit's tracked set."""
+    a = np.ones((128, 16), np.float16)
+    raw = np.zeros(6144, np.uint8)
+    raw[:4096] = kmajor(a, 128, 256)
+    raw[4096:6144] = kmajor(a[:64], 128, 256)
+    args = [raw, np.zeros(128 * 64, np.float32)]
+    commit = "    tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
+    src = tcgen05_kernel(
+        128, mma_lines(128, 64) + f"\n{commit}[smem+6160];\n" + mma_lines(128, 64, "1")
+    )
+    head, tail = src.rsplit(f"{commit}[smem+6160];", 1)
+    src = head + f"{commit}[smem+6168];" + tail
+    init = "    mbarrier.init.shared.b64 [smem+6160], 1;\n"
+    src = src.replace(init, init + init.replace("6160", "6168"))
+    with pytest.raises(PtxSimError, match="reads tensor memory (while|written by) tcgen05.mma"):
+        run_ptx(src, args, (1, 1, 1), strict_async=True)
+    wait = "    @!%p3 bra $WAIT;\n"
+    second = "$WAIT2:\n    mbarrier.try_wait.parity.shared.b64 %p5, [smem+6168], 0;\n"
+    out = run_ptx(
+        src.replace(wait, wait + second + "    @!%p5 bra $WAIT2;\n"),
+        args,
+        (1, 1, 1),
+        strict_async=True,
+    )
+    np.testing.assert_allclose(out[1].reshape(128, 64), 32.0)  # (16 + 16: both MMAs)
+
+
 @pytest.mark.parametrize("shape", ["16x64b", "16x128b", "16x256b", "16x32bx2"])
 def test_tcgen05_ld_fragments(shape) -> None:
     # tcgen05.st of 32x32b lays known values (lane * 1000 + column) into the warp's lanes;
@@ -672,6 +702,62 @@ def test_copies_of_an_element_written_by_several_warps_are_not_a_race() -> None:
     # a different value from the other warp, unordered: a race
     with pytest.raises(PtxSimError, match="with no barrier between them"):
         run_ptx(bad, [np.zeros(64, np.uint32)], (1, 1, 1), strict_async=True)
+
+
+OVERWRITE = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry w(.param .u64 w_out)
+.reqntid 64
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    .shared .align 16 .b8 buf[128];
+    ld.param.u64 %rd1, [w_out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 31;
+    shr.u32 %r3, %r1, 5;
+    mov.u32 %r4, buf;
+    mad.lo.s32 %r5, %r2, 4, %r4;
+    setp.ne.u32 %p1, %r3, 0;
+    @!%p1 st.shared.u32 [%r5], %r2;
+    bar.sync 0;
+    @%p1 bra $LATER;
+    ld.shared.u32 %r6, [%r5];
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r6;
+$LATER:
+    mov.u32 %r7, 0;
+$SPIN:
+    add.s32 %r7, %r7, 1;
+    setp.lt.u32 %p2, %r7, 64;
+    @%p2 bra $SPIN;
+MEET
+    add.s32 %r8, %r2, 100;
+    @%p1 st.shared.u32 [%r5], %r8;
+    ret;
+}
+"""
+
+
+def test_a_write_after_another_warps_read_needs_a_barrier() -> None:
+    """Warp 0 reads what it wrote; warp 1 then overwrites it (a stage reused, an epilogue's
+    staging over operands another warp still reads): without a barrier between the read and
+    the write, a race the strict mode names; with one, fine."""
+    from tilegen.runtime.codegen.driver import assemble, find_ptxas
+
+    ok, bad = OVERWRITE.replace("MEET", "    bar.sync 0;"), OVERWRITE.replace("MEET\n", "")
+    if find_ptxas() is not None:
+        assemble(ok, 90)
+        assemble(bad, 90)
+    out = run_ptx(ok, [np.zeros(32, np.uint32)], (1, 1, 1), strict_async=True)[0]
+    np.testing.assert_array_equal(out, np.arange(32))
+    msg = "warp 1 overwrites shared byte 0x0 .*, which warp 0 read .* with no barrier between"
+    with pytest.raises(PtxSimError, match=msg):
+        run_ptx(bad, [np.zeros(32, np.uint32)], (1, 1, 1), strict_async=True)
 
 
 #: a cluster of two CTAs: CTA 1 spins, then releases a stage in CTA 0 (a remote arrival on

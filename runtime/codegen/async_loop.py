@@ -1548,6 +1548,8 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     base = st["base"]  # the stage ring: idle now, 1024-aligned
     if em.ring_scratch is not None and em.ring_scratch.used:
         em.barrier()  # (an exchange since the loop used the ring: its readers are done)
+    elif _ring_read_by_others(em):
+        em.barrier()  # every consumer's last read of the stages is done
     fragment = getattr(em, "fragment_order", {}).get(value)
     matrix = fragment is not None and fragment[0] == "wgmma" and esz == 2 and (N * 2) % 128 == 0
     if matrix:  # four 8x8 matrices a store (tileiras's STSM)
@@ -1644,6 +1646,18 @@ def tma_store_epilogue(em: Emitter, op) -> None:
             tma.tma_store(em, g, [cb, row] + outer, src)
     tma.bulk_commit(em)
     _store_done(em, op, st, done)
+
+
+def _ring_read_by_others(em: Emitter) -> bool:
+    """Whether, when a consumer warp leaves the K loop, another consumer warp may still be
+    reading the stages the TMA store's staging then overwrites. tcgen05's MMAs read them for
+    every consumer, and each waited for their commit; a warp's ``wgmma.wait_group`` retires
+    its own warp group's wgmmas only (two consumer warp groups: not the other's); mma.sync
+    consumers (sm_120) read them by ``ldmatrix``, each warp on its own."""
+    if 100 <= em.sm < 120:
+        return False
+    warps = em.barrier_threads // 32 if em.barrier_threads else em.num_warps
+    return warps > (4 if em.sm == 90 else 1)
 
 
 def _store_done(em: Emitter, op, st: dict, done: str) -> None:

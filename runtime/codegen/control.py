@@ -179,7 +179,11 @@ def _pipeline_plan(em: Emitter, op):
     from tilegen.runtime.codegen.core import ELEMENTS, elem_key
 
     planned = {(pl.plan.dot, pl.plan.idx) for pl in loads}
-    reserve = max(em.smem_bytes, 8192)
+    from tilegen.runtime.codegen.deferred_mma import deferred_dot
+
+    # (a loop whose MMAs run a step behind stages nothing else and needs a third stage more
+    # than the margin; emit.py's retry still fits any scratch after it)
+    reserve = max(em.smem_bytes, 8192 if deferred_dot(em, op, loads) is None else 0)
     for o in op.walk():
         if o.name == "nv_tileaa.dot" and o.operands[0].type.rank == 2:
             (M, K), N = o.operands[0].type.shape, o.operands[1].type.shape[1]
@@ -288,6 +292,10 @@ def _pipelined_for(em: Emitter, op, plan) -> None:
         em.ins(f"setp.lt.{ty} {p}, {x}, {ub}")
         return x, p
 
+    from tilegen.runtime.codegen import deferred_mma
+
+    # (the MMAs of iteration i run while it copies; the copy after them)
+    defer = deferred_mma.deferral(em, op, loads, S) if wg else None
     lb_r = em.mov(cls, lb)
     for j in range(S - 1):  # prologue
         x, p = ahead(lb_r, j)
@@ -304,16 +312,22 @@ def _pipelined_for(em: Emitter, op, plan) -> None:
     if wg:  # cp.async writes (generic proxy) before wgmma's / tcgen05's async-proxy reads
         em.ins("fence.proxy.async.shared::cta")
     em.barrier()
-    x, q = ahead(iv, S - 1)
-    nxt = em.new("b32")
-    em.ins(f"add.s32 {nxt}, {stage}, {(S - 1) * SB}")
-    w = em.new("pred")
-    em.ins(f"setp.ge.u32 {w}, {nxt}, {S * SB}")
-    em.ins(f"@{w} sub.s32 {nxt}, {nxt}, {S * SB}")
-    nbuf = em.new("b32")
-    em.ins(f"add.s32 {nbuf}, {region}, {nxt}")
-    _issue(em, body, loads, x, nbuf, 0, q)
-    em.ins("cp.async.commit_group")
+
+    def ahead_copies():
+        """Copy iteration i + S - 1 into the stage iteration i - 1 read."""
+        x, q = ahead(iv, S - 1)
+        nxt = em.new("b32")
+        em.ins(f"add.s32 {nxt}, {stage}, {(S - 1) * SB}")
+        w = em.new("pred")
+        em.ins(f"setp.ge.u32 {w}, {nxt}, {S * SB}")
+        em.ins(f"@{w} sub.s32 {nxt}, {nxt}, {S * SB}")
+        nbuf = em.new("b32")
+        em.ins(f"add.s32 {nbuf}, {region}, {nxt}")
+        _issue(em, body, loads, x, nbuf, 0, q)
+        em.ins("cp.async.commit_group")
+
+    if defer is None:
+        ahead_copies()
     cur = em.new("b32")
     em.ins(f"add.s32 {cur}, {region}, {stage}")
     bufs = {}
@@ -321,7 +335,14 @@ def _pipelined_for(em: Emitter, op, plan) -> None:
         r = em.new("b32")
         em.ins(f"add.s32 {r}, {cur}, {pl.off}")
         bufs[pl.load] = r
-    run_staged_body(em, op, slots, iv, bufs)
+    em.mma_defer = defer
+    try:
+        run_staged_body(em, op, slots, iv, bufs)
+    finally:
+        em.mma_defer = None
+    if defer is not None:  # MMA i - 1 is done: its stage takes iteration i + S - 1
+        defer.retire_previous(em)
+        ahead_copies()
     em.ins(f"add.s32 {stage}, {stage}, {SB}")
     w2 = em.new("pred")
     em.ins(f"setp.ge.u32 {w2}, {stage}, {S * SB}")
@@ -331,6 +352,8 @@ def _pipelined_for(em: Emitter, op, plan) -> None:
     em.ins(f"setp.lt.{ty} {q2}, {iv}, {ub}")
     em.ins(f"@{q2} bra {top}")
     em.label(end)
+    if defer is not None:
+        defer.retire_last(em)
     # drain (only empty groups or skipped copies can remain) and free the stages for reuse
     em.ins("cp.async.wait_all")
     em.barrier()

@@ -197,6 +197,13 @@ class Emitter:
         self.resident_bytes = 0
         #: the kernel's tensor memory and tcgen05 MMA barrier (tcgen05_dot.tensor_memory)
         self.tmem = None
+        #: the kernel runs a producer warp group beside its ``num_warps`` (an async K loop):
+        #: what those warps run of the layouts' code (the prologue before the split) takes
+        #: their warp index modulo ``num_warps``, so it stays inside each tile
+        self.producer_warps = False
+        #: while a pipelined K loop's body is emitted: its dot whose MMAs are waited for a
+        #: step later (deferred_mma.py), or None
+        self.mma_defer = None
         #: the accumulators kept in tensor memory across their loops (tmem_resident.plan_of)
         self.tmem_plan = None
         #: the kernel runs on a CTA pair (docs/pipelines.md section 18): tile block ids are
@@ -428,7 +435,7 @@ class Emitter:
                     out[dim] = None
                     continue
                 full = WARP if src is lane else self.num_warps
-                if sh == 0 and n >= full:
+                if sh == 0 and n >= full and (src is lane or not self.producer_warps):
                     out[dim] = src
                     continue
                 r = self.new("b32")

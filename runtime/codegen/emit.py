@@ -172,6 +172,13 @@ def deferred_prologue(block) -> list:
     return []
 
 
+def _has_async_loop(func) -> bool:
+    """Whether the kernel holds an async K loop (a producer warp group beside its warps)."""
+    from tilegen.runtime.codegen.async_loop import ASYNC_ATTR
+
+    return any(o.name == "scf.for" and ASYNC_ATTR in o.attributes for o in func.walk())
+
+
 def _pair_kernel(func) -> bool:
     """Whether the kernel's tile block is a CTA pair: its K loop runs on one
     (async_loop.ASYNC_PAIR_ATTR), or its rows are divided between two (passes/pair_rows.py)."""
@@ -202,6 +209,7 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
         em = Emitter(func, num_warps(func), sm)
         em.cta_pair = _pair_kernel(func)
         em.user_suffix = (info or {}).get("suffix") or ""
+        em.producer_warps = _has_async_loop(func)
         em.pipe_budget = budget
         em.ring_scratch_allowed = ring["post"]
         em.ring_pre_allowed = ring["pre"]

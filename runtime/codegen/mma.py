@@ -1211,6 +1211,12 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     if op in em.wgmma_deferred and (fused or not in_regs):
         fail(op, "PTX backend: an overlapped wgmma dot must keep its accumulator in registers")
     inits: dict = {}  # (q, chunk) -> the copies of C into that instance's registers
+    # a K loop's accumulation waited for a step later (deferred_mma.py): the wgmmas write
+    # the loop's own registers (C, used by nothing else), so the next iteration's chain on
+    # them while these are in flight
+    defer = em.mma_defer
+    defer = defer if defer is not None and defer.dot is op and in_regs and not fused else None
+    defer = defer if defer is not None and not writes else None
     for k in range(dl.nregs):
         rr, rc = dl.raw[k]
         rm = rr // (8 * W)
@@ -1218,8 +1224,10 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         ci = next(i for i, (n0, n) in enumerate(plan.chunks) if n0 <= rc < n0 + n)
         j, s = (rc - plan.chunks[ci][0]) // 8, rc % 2
         idx = 4 * j + 2 * h + s
-        r = em.new(plan.c_cls)
-        if in_regs:
+        r = c_in[k] if defer is not None else em.new(plan.c_cls)
+        if defer is not None:
+            pass
+        elif in_regs:
             inits.setdefault((q, ci), []).append(f"mov.{plan.c_cls} {r}, {c_in[k]}")
         else:
             em.ins(f"ld.shared.{st_c} {r}, {em.smem_ref(dl, cform, k, csz, off_c)}")
@@ -1318,7 +1326,9 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             epilogue.chunk(em, ep, regs)
     if not fused:
         em.ins("wgmma.commit_group.sync.aligned")
-        if op not in em.wgmma_deferred:  # else the caller waits (async_overlap.py)
+        if defer is not None:  # (the loop waits: deferred_mma.WgmmaSteps)
+            defer.used = True
+        elif op not in em.wgmma_deferred:  # else the caller waits (async_overlap.py)
             em.ins("wgmma.wait_group.sync.aligned 0")
     if in_regs:
         em.set(res, [acc[(q, ci)][idx] for q, ci, idx in where])

@@ -259,6 +259,21 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     cp_async_commit_wait(em, *(x for x in (a_st, b_st) if x is not None and x.pipe_buf is None))
     if writes:
         em.ins("fence.proxy.async.shared::cta")
+    defer = em.mma_defer
+    if defer is not None and defer.dot is op and resident is not None and not writes:
+        # (the loop's barrier after the copies' wait is the one before the issue)
+        skip = em.new_label("tc_issued")
+        em.ins(f"@!{tm.t0} bra {skip}")
+        em.ins("tcgen05.fence::after_thread_sync")
+        _issue(em, op, plan, a_st, b_st, kept_a, boxed, off_b, sbo, resident, a_tmem, b_rows)
+        em.ins(
+            "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
+            f"[{defer.cur}]"
+        )
+        em.label(skip)
+        defer.used = True
+        em.set(res, resident)
+        return
     # every thread's earlier TMEM reads and shared writes, then one thread issues
     em.ins("tcgen05.fence::before_thread_sync")
     em.barrier()

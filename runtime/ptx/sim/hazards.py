@@ -71,7 +71,13 @@ class Hazards:
         self.aw_clock = np.zeros(size, np.int64)  # ... and the phase that completes it
         self.aw_line = np.zeros(size, np.int32)
         self.ar_op = np.zeros(size, np.int32)  # async read in flight (op id)
+        # a completed wgmma read (op id): a write by a warp that has not observed one of its
+        # warp group's wait_groups retiring it is an error (AsyncOp.retired: warp -> clock)
+        self.ard_op = np.zeros((size, (self.W + 3) // 4), np.int32)  # per warp group
         self.rd_clock = np.zeros((size, self.W), np.int64)
+        # each warp's last generic read (ld.shared, ldmatrix: its own; a wgmma's collective
+        # reads are ard_op's)
+        self.grd_clock = np.zeros((size, self.W), np.int32)
         self.wr_clock = np.zeros((size, self.W), np.int32)  # each warp's write of the value
         self.rd_line = np.zeros((size, self.W), np.int32)
         # per CTA simulated side by side (a cluster's): TMEM lane r of CTA k is row 128 k + r
@@ -233,6 +239,7 @@ class Hazards:
             self.check_observed(w, b, f"warp {w} reads")
             self.check_written(w, b, line)
             self.rd_clock[b, w] = self.vc[w, w]
+            self.grd_clock[b, w] = self.vc[w, w]
             self.rd_line[b, w] = line
 
     def check_written(self, w: int, b: np.ndarray, line: int) -> None:
@@ -270,11 +277,27 @@ class Hazards:
         writes of a changed byte's earlier value no longer count; a warp counts as a writer of
         the value a byte now holds where one of its rows wrote that value."""
         line = self.st.cur_ins.line if self.st.cur_ins is not None else 0
-        self.wr_clock[idx[new != old]] = 0
+        changed = new != old
+        self.wr_clock[idx[changed]] = 0
         holds = mine == new
         for w, rows in self._rows_by_warp(self._stored):
+            self._check_read_before(w, np.unique(idx[rows][changed[rows]]), line)
             held = np.unique(idx[rows][holds[rows]])
             self._record_write(w, np.unique(idx[rows]), line, _NONE, held=held)
+
+    def _check_read_before(self, w: int, b: np.ndarray, line: int) -> None:
+        """Warp ``w`` changed bytes ``b``: another warp's last read of each must be ordered
+        before (a barrier both took part in, or an mbarrier phase)."""
+        if not b.size:
+            return
+        late = self.grd_clock[b] > self.vc[w][None, : self.W]  # [bytes, warps]
+        late[:, w] = False
+        if late.any():
+            k, u = np.argwhere(late)[0]
+            raise _err(
+                f"warp {w} overwrites shared byte 0x{int(b[k]):x} (line {line}), which warp "
+                f"{u} read at line {self.rd_line[b[k], u]} with no barrier between them"
+            )
 
     def generic_write(self, w: int, b: np.ndarray, line: int, clock: int | None = None) -> None:
         """Warp ``w`` writes shared bytes ``b`` through the generic proxy (a cp.async when the
@@ -284,6 +307,7 @@ class Hazards:
         self._record_write(w, b, line, None, clock)
 
     def _check_write(self, w: int, b: np.ndarray) -> None:
+        self._check_retired(w, b, f"warp {w} overwrites")
         if (self.aw_op[b] != 0).any():
             i = int(b[np.argmax(self.aw_op[b] != 0)])
             raise _err(
@@ -298,6 +322,32 @@ class Hazards:
                 "cp.async.bulk.wait_group.read, wgmma.wait_group, or the tcgen05.commit "
                 "mbarrier)"
             )
+
+    def _check_retired(self, w: int, b: np.ndarray, what: str) -> None:
+        """A write into bytes a wgmma read: a ``wgmma.wait_group`` that retired the read must
+        happen before it (in the writing warp, or before a barrier it passed)."""
+        ids = self.ard_op[b]  # [bytes, warp groups]
+        held = ids != 0
+        if not held.any():
+            return
+        for oid in np.unique(ids[held]):
+            op = self.ops.get(int(oid))
+            retired = getattr(op, "retired", {}) if op is not None else {}
+            if not any(self.vc[w, u] >= c for u, c in retired.items()):
+                i = int(b[np.argmax((ids == oid).any(axis=1))])
+                name = f"{op.kind} (line {op.line})" if op is not None else "a wgmma"
+                raise _err(
+                    f"{what} shared byte 0x{i:x}, which {name} read, but no "
+                    "wgmma.wait_group retiring it happens before this write (wait for it, "
+                    "then a barrier)"
+                )
+        self.ard_op[b] = 0
+
+    def wgmma_retired(self, w: int, op: "AsyncOp") -> None:
+        """Warp ``w``'s ``wgmma.wait_group`` retired ``op`` (its warp group's wgmma)."""
+        if not hasattr(op, "retired"):
+            op.retired = {}
+        op.retired.setdefault(w, int(self.vc[w, w]))
 
     def _record_write(self, w: int, b: np.ndarray, line: int, changed, clock=None, held=None):
         """``changed`` (None: all of ``b``): the bytes whose value the write changed - the
@@ -364,6 +414,7 @@ class Hazards:
                     f"the copy overwrites shared byte 0x{i:x} while {self._op(self.ar_op[i])} "
                     "may still be reading it (a stage reused before its reader completed)"
                 )
+            self._check_retired(w, b, "the copy overwrites")
             last = self.rd_clock[b]  # [bytes, warps]
             late = last > self.vc[w][None, : self.W]
             if late.any():
@@ -388,7 +439,10 @@ class Hazards:
             self.aw_clock[b] = bar.phase + 1 if bar is not None else 0
         for entry in op.reads:
             b = _bytes(entry)
-            self.ar_op[b[self.ar_op[b] == op.id]] = 0
+            b = b[self.ar_op[b] == op.id]
+            self.ar_op[b] = 0
+            if op.kind.startswith("wgmma"):  # (observed once a wait_group retires it)
+                self.ard_op[b, int(op.lane) // 128] = op.id
         if op.tmem is not None:
             rows, c0, c1 = op.tmem
             region = self.tm_op[rows, c0:c1]

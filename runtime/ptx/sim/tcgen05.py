@@ -395,7 +395,8 @@ def do_commit(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
         deps = [
             op for op in eng.tc_ops.get(int(lane), []) if not op.done or getattr(op, "owned", 0) > 0
         ]
-        eng.tc_ops[int(lane)] = deps
+        # (a copy: the MMAs issued after this commit must not join its deps)
+        eng.tc_ops[int(lane)] = list(deps)
         for t in targets:
             bar = eng.barrier(t)
             eng.issue(

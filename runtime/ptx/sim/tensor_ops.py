@@ -413,7 +413,7 @@ def do_cp_async(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     if live.any():
         raw[live] = st.heap.load(srcs[live], 1)
     if strict is not None:
-        span = dsts.reshape(-1)
+        span = dsts.T.reshape(-1)  # (element-major, as the access hooks group a vector's lanes)
         if np.any(strict.read[span - st.shared.base] == strict.epoch):
             d = int(span[np.argmax(strict.read[span - st.shared.base] == strict.epoch)])
             raise _err(
@@ -800,6 +800,8 @@ def _wgmma_groups(st, ins: Instr, mask: np.ndarray) -> None:
         for group in done:
             for op in group:
                 eng.finish(op)
+                if eng.hazards is not None:
+                    eng.hazards.wgmma_retired(int(w), op)
         groups[int(w)] = [g[0]] + committed[len(done) :]
     eng.pending = [op for op in eng.pending if not op.done]
 
