@@ -492,6 +492,10 @@ FOUND[325621] = "sm_100a i8 256x256 from C: C loaded whole into TMEM spilled 128
 #: 256-row tiles one CTA cannot hold: divided between two CTAs (docs/pipelines.md section 40)
 FOUND[260005] = "sm_90a attention 256x64, d 128, num_ctas=2: one CTA spilled 480 B"
 FOUND[300138] = "sm_90a f16 256x256 from C, no hint: one CTA spilled 2,848 B (the pair now)"
+#: strict ptxsim's wgmma reads retired per warp group (docs/pipelines.md section 42): the
+#: bias row went into the ring's end, over the last stage, before the other warp group's
+#: wgmmas were done with it
+FOUND[520094] = "sm_90a f16 128x256, + bias row: side vector written over a stage still read"
 
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {

@@ -1548,8 +1548,8 @@ def tma_store_epilogue(em: Emitter, op) -> None:
     base = st["base"]  # the stage ring: idle now, 1024-aligned
     if em.ring_scratch is not None and em.ring_scratch.used:
         em.barrier()  # (an exchange since the loop used the ring: its readers are done)
-    elif _ring_read_by_others(em):
-        em.barrier()  # every consumer's last read of the stages is done
+    else:
+        ring_idle(em)
     fragment = getattr(em, "fragment_order", {}).get(value)
     matrix = fragment is not None and fragment[0] == "wgmma" and esz == 2 and (N * 2) % 128 == 0
     if matrix:  # four 8x8 matrices a store (tileiras's STSM)
@@ -1646,6 +1646,17 @@ def tma_store_epilogue(em: Emitter, op) -> None:
             tma.tma_store(em, g, [cb, row] + outer, src)
     tma.bulk_commit(em)
     _store_done(em, op, st, done)
+
+
+def ring_idle(em: Emitter) -> None:
+    """Before the consumers' first write into the stage ring after the K loop (a side vector,
+    the TMA store's staging): where another consumer warp may still be reading the stages
+    (:func:`_ring_read_by_others`), the consumers meet first, once."""
+    st = em.async_store
+    if st.get("idle") or not _ring_read_by_others(em):
+        return
+    em.barrier()
+    st["idle"] = True
 
 
 def _ring_read_by_others(em: Emitter) -> bool:

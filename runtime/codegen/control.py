@@ -358,6 +358,25 @@ def _pipelined_for(em: Emitter, op, plan) -> None:
     em.ins("cp.async.wait_all")
     em.barrier()
     _bind(em, op.results, slots)
+    _scratch_into_stages(em, op)
+
+
+def _scratch_into_stages(em: Emitter, op) -> None:
+    """Past the last pipelined loop of the kernel's top level, the scratch claims from here on
+    (the epilogue's exchanges) live in the idle stage buffers (``Emitter.scratch_into_ring``;
+    emit.py emits the kernel again without where they outgrow them): the stages need not
+    leave room for them."""
+    from tilegen.runtime.codegen.core import PIPE_SYMBOL
+
+    if op.parent_op is not em.func or em.producer_warps:
+        return
+    block = op.parent.ops
+    for later in block[block.index(op) + 1 :]:
+        if any(o.name == "scf.for" and num_stages(o) >= 2 for o in later.walk()):
+            return
+    # (the stages were written by cp.async and read by mma.sync, wgmma or tcgen05, whose
+    # reads are complete: the barrier orders them before the claims; no proxy fence)
+    em.scratch_into_ring(PIPE_SYMBOL, em.pipe_bytes, fence=False)
 
 
 @handles("scf.for")

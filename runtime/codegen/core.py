@@ -620,7 +620,7 @@ class Emitter:
         """Bytes of the scratch buffer claimed so far (exchange.claim_scratch's fresh top)."""
         return self.ring_scratch.used if self.ring_scratch is not None else self.smem_bytes
 
-    def scratch_into_ring(self, symbol: str, limit: int) -> None:
+    def scratch_into_ring(self, symbol: str, limit: int, fence: bool = True) -> None:
         """From here on (the kernel's top level, right after an async K loop) scratch claims
         live in the loop's stage ring, ``limit`` bytes from ``symbol``: the stages are idle
         once every consumer is past the loop, so the epilogue's exchanges (a 128 x 128 f32
@@ -632,7 +632,8 @@ class Emitter:
         if self.ring_pre is not None:
             self._smem_refs = {}
         start = len(self.body)
-        self.ins("fence.proxy.async.shared::cta")
+        if fence:  # (``fence``: the ring's last accesses include the async proxy's)
+            self.ins("fence.proxy.async.shared::cta")
         self.barrier()
         lines = self.body[start:]
         del self.body[start:]

@@ -90,8 +90,11 @@ def broadcast(em: Emitter, op, kind: tuple) -> None:
     src, res = op.operands[0], op.results[0]
     M, N = tuple(res.type.shape)
     row = tuple(src.type.shape) == (1, N)
+    from tilegen.runtime.codegen.async_loop import ring_idle
+
     st = em.async_store
     base, off = st["base"], st["sides"][op]
+    ring_idle(em)  # (the ring's end was the last stage's)
     cls, isize = write(em, op, src, base, off)
     em.barrier()
     at = em.new("b32")
