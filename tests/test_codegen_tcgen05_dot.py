@@ -256,6 +256,9 @@ def test_k_loop_mmas_wait_a_step_later(tmp_path, target):
     opts = CompileOptions(target=target, warp_specialize=False)
     ptx = driver.compile_source(Path(path), opts).ptx
     assert "cp.async.wait_group 1;" in ptx  # three stages
+    if PTXAS is not None:  # ptxas-clean, no spills
+        _, log = assemble(ptx, int(target[3:-1]), verbose=True)
+        assert " 0 bytes spill stores" in log and "C7511" not in log, log
     top = re.search(r"^\$L__for_body_\d+:", ptx, re.M).end()
     end = re.search(r"^\$L__for_end_\d+:", ptx, re.M).start()
     body = ptx[top:end]

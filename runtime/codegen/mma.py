@@ -1215,8 +1215,8 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
     # the loop's own registers (C, used by nothing else), so the next iteration's chain on
     # them while these are in flight
     defer = em.mma_defer
-    defer = defer if defer is not None and defer.dot is op and in_regs and not fused else None
-    defer = defer if defer is not None and not writes else None
+    if defer is None or defer.dot is not op or not in_regs or fused or writes:
+        defer = None
     for k in range(dl.nregs):
         rr, rc = dl.raw[k]
         rm = rr // (8 * W)
@@ -1224,12 +1224,13 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         ci = next(i for i, (n0, n) in enumerate(plan.chunks) if n0 <= rc < n0 + n)
         j, s = (rc - plan.chunks[ci][0]) // 8, rc % 2
         idx = 4 * j + 2 * h + s
-        r = c_in[k] if defer is not None else em.new(plan.c_cls)
-        if defer is not None:
-            pass
+        if defer is not None:  # in place
+            r = c_in[k]
         elif in_regs:
+            r = em.new(plan.c_cls)
             inits.setdefault((q, ci), []).append(f"mov.{plan.c_cls} {r}, {c_in[k]}")
         else:
+            r = em.new(plan.c_cls)
             em.ins(f"ld.shared.{st_c} {r}, {em.smem_ref(dl, cform, k, csz, off_c)}")
         acc[(q, ci)][idx] = r
         where.append((q, ci, idx))
