@@ -44,6 +44,8 @@ VARIANTS = {
     # today's path (TMA off)
     "gemm f16 8192^3 C = Cin + A B": {"no TMA": {"use_tma": False}},
     "gemm e4m3 8192^3 (f16 out)": {"num_warps=8": {"num_warps": 8}},
+    # B copied by the producer's threads (section 43) beside today's path (the dot copies it)
+    "gemm f16 LM head 4096x32001x4096": {"no TMA": {"use_tma": False}},
     # the async path's general form (the default on sm_90 since docs/pipelines.md section 13:
     # K/V by TMA from a producer warp group; since section 16 with P V overlapping the next
     # QK^T and 3 stages) beside the form without the overlap (2 stages) and today's path
@@ -201,6 +203,22 @@ def cases() -> list[PerfCase]:
                 "addmm",
             )
         )
+    # a language-model head: 32,001 columns, rows of 64,002 bytes (no 4-byte multiple), so no
+    # TMA for B or C: the producer warp group's threads copy B (docs/pipelines.md section 43)
+    m, n, k = 4096, 32001, 4096
+    tm, tn, tk = GEMM_TILES["f16"]
+    out.append(
+        PerfCase(
+            f"gemm f16 LM head {m}x{n}x{k}",
+            "gemm",
+            [("A", (m, k), "f16"), ("B", (k, n), "f16"), ("C", (m, n), "f16")]
+            + [("TM", tm), ("TN", tn), ("TK", tk)],
+            (m // tm, -(-n // tn), 1),
+            2 * m * n * k,
+            2e-2,
+            "matmul",
+        )
+    )
     tm, tn, tk = GEMM_TILES["e4m3"]
     for s in (4096, 8192):
         out.append(

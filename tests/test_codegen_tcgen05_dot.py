@@ -314,7 +314,8 @@ def test_k_loop_mmas_wait_a_step_later(tmp_path, target):
 def test_8bit_b_staged_mn_major(ab, out, tm, tn, tk, sizes, tmp_path):
     """8-bit B loaded K x N (rows a 16-byte multiple; A's are not, so today's path) goes into
     the K loop's stages by cp.async in the no-swizzle MN-major layout (16 bytes of N a
-    core-matrix row) and the MMAs read it there (the B-major bit, as tileiras's kind::f8f6f4
+    core-matrix row; ``use_tma=False``: the async path's producer threads copy A now, section
+    43 of docs/pipelines.md) and the MMAs read it there (the B-major bit, as tileiras's kind::f8f6f4
     and kind::i8 descriptors for an N-major B): no transpose, no byte stores. (A first form
     copied B's rows and transposed them in shared memory; its MMAs once read the stage
     instead of the transposed copy, which strict ptxsim showed as wrong sums.)"""
@@ -325,7 +326,8 @@ def test_8bit_b_staged_mn_major(ab, out, tm, tn, tk, sizes, tmp_path):
     from tilegen.runtime.codegen.tcgen05 import instruction_descriptor
 
     params = dict(ab=ab, out=out, TM=tm, TN=tn, TK=tk, BT=0, INIT=0, EPI=0)
-    o = fa.check(fa.Config(0, "gemm", "sm_100a", params, {}, sizes, aligned=False), str(tmp_path))
+    cfg = fa.Config(0, "gemm", "sm_100a", params, {}, sizes, aligned=False)
+    o = fa.check(cfg, str(tmp_path), use_tma=False)
     assert o.status == "ok" and o.path == "today", f"{o.status}: {o.detail}\n{o.plan}"
     kind, key = ("i8", "i8") if ab == "i8" else ("f8f6f4", "f8E4M3FN")
     assert f"tcgen05.mma.cta_group::1.kind::{kind}" in o.ptx and "mma.sync" not in o.ptx

@@ -496,6 +496,10 @@ FOUND[300138] = "sm_90a f16 256x256 from C, no hint: one CTA spilled 2,848 B (th
 #: bias row went into the ring's end, over the last stage, before the other warp group's
 #: wgmmas were done with it
 FOUND[520094] = "sm_90a f16 128x256, + bias row: side vector written over a stage still read"
+#: operands TMA cannot describe, copied by the producer warp group's threads (section 43): the
+#: tcgen05 consumers wrote C into the scratch while a slower warp could still read C's exchange
+FOUND[602780] = "sm_100a batched e4m3 64x128 from C: C's scratch rewritten without a barrier"
+FOUND[600628] = "sm_100a batched f16 256x128, both operands by threads: the producer spilled 52 B"
 
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {

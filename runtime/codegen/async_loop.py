@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tilegen.runtime.codegen import async_mma_sync, async_scaled, cta_pair, tcgen05, tma
+from tilegen.runtime.codegen import async_copy, async_mma_sync, async_scaled, cta_pair, tcgen05, tma
 from tilegen.runtime.codegen import fragment_load, fragment_sides, tmem_chunks
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail
 from tilegen.runtime.ir import OpResult
@@ -115,6 +115,8 @@ class _Operand:
         self.atom = 16
         #: a dot's B staged N x K and transposed on its way (K-major, read as A is)
         self.kmajor = False
+        #: elements a copy where the producer's threads copy it (no TMA; async_copy.py)
+        self.threads = async_copy.width(load)
 
 
 class _KMajor:
@@ -796,7 +798,9 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     barriers, the map slot, TMEM bookkeeping on sm_100a, the device-built maps), thread 0's
     set-up (barriers, claimed slot, maps) and warp 0's publication, then the producer warp
     group: its last warp group's first warp copies each stage's ``staged`` operands by TMA
-    (and, for sm_100a's scaled accumulate, its second warp issues the MMAs) and returns. ``facts``:
+    (and, for sm_100a's scaled accumulate, its second warp issues the MMAs) and returns;
+    where an operand is copied by threads (async_copy.py), all 128 producer threads copy it
+    and the first of them issues the TMA copies. ``facts``:
     the caller's (``bt``, ``tc``, ``scaled``, ``sides``, ``store``, ``nthreads``, ``N``
     and, for the issuer, the dot). Returns what the consumers need (:class:`Frame`)."""
     body = op.regions[0].blocks[0]
@@ -854,7 +858,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     skip = em.new_label("async_init")
     em.ins(f"@!{t0} bra {skip}")
     for s in range(stages * nb):
-        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * s}", 1)
+        mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * s}", async_copy.full_count(staged))
         # empty: every consumer thread arrives (wgmma), or the MMAs' tcgen05.commit
         mbarrier_init(em, f"{ASYNC_SYMBOL}+{bar_off + 8 * (stages * nb + s)}", empty_count)
     if tc:
@@ -869,6 +873,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     slot = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim")
     em.ins(f"st.shared.u32 [{ASYNC_SYMBOL}+{slot_off}], {slot}")
     for i, x in enumerate(staged):
+        if x.threads:  # (copied by the producer's threads: its map slot stays unused)
+            continue
         m = em.new("b32")
         em.ins(f"add.s32 {m}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
         _build_map(em, x, m)
@@ -880,6 +886,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     em.ins("bar.warp.sync -1")
     gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
     for i, g in enumerate(gmaps):
+        if staged[i].threads:
+            continue
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
         tma.publish_tensormap(em, g, src)
@@ -923,17 +931,31 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         a, b, dot = facts["a"], facts["b"], facts["dot"]
         mmas = _tcgen05_stage(dot, facts["ab"], a, b, facts["M"], N, facts["K"], facts["acc_int"])
         async_scaled.tcgen05_issuer(em, locals())
-    # one elected lane of the producer's first warp issues (elect.sync, as tileiras does)
-    leader = em.new("pred")
-    em.ins(f"setp.lt.u32 {leader}, {tid}, {nthreads + 32}")
     out = em.new_label("async_producer_done")
-    em.ins(f"@!{leader} bra {out}")
-    elected = em.new("b32")
-    em.ins(f"elect.sync {elected}|{leader}, -1")
-    em.ins(f"@!{leader} bra {out}")
-    for g in gmaps:
+    leader = em.new("pred")
+    copiers = ptid = None
+    if any(x.threads for x in staged):
+        # every producer thread copies the operands TMA cannot (async_copy.py); the first
+        # issues the TMA copies
+        copiers = async_copy.Arrivals(em, async_copy.lagged(staged))
+        ptid = em.new("b32")
+        em.ins(f"sub.u32 {ptid}, {tid}, {nthreads}")
+        em.ins(f"setp.eq.u32 {leader}, {ptid}, 0")
+        acquired = em.new_label("async_acquired")
+        em.ins(f"@!{leader} bra {acquired}")
+    else:  # one elected lane of the producer's first warp issues (elect.sync, as tileiras)
+        em.ins(f"setp.lt.u32 {leader}, {tid}, {nthreads + 32}")
+        em.ins(f"@!{leader} bra {out}")
+        elected = em.new("b32")
+        em.ins(f"elect.sync {elected}|{leader}, -1")
+        em.ins(f"@!{leader} bra {out}")
+    for g, x in zip(gmaps, staged):
+        if x.threads:
+            continue
         tma.acquire_tensormap(em, g)
         tma.prefetch_tensormap(em, g)
+    if copiers is not None:
+        em.label(acquired)
     shifts, lead = {}, None
     cast, halves = None, {}
     if pair:  # this CTA's rows of A and columns of B; the even CTA's barriers
@@ -964,6 +986,9 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         halves=halves,
         dot=facts.get("dot"),
         boxes=nb,
+        copiers=copiers,
+        ptid=ptid,
+        leader=leader,
     )
     _produce(em, op, staged, produce, (lb, ub, step, ty, iv_cls))
     for later, later_staged in facts.get("chain", ()):  # a chain: its loops in turn (section 23)
@@ -1114,6 +1139,26 @@ def _produce(em: Emitter, op, staged: list, p: dict, bounds: tuple) -> None:
         return
     mbarrier_wait(em, bar(1, ring.stage), lap)
     full = bar(0, ring.stage)
+    copiers = p.get("copiers")
+    if copiers is not None:  # every producer thread: the first issues the TMA copies
+        tma_ops = [(x, g) for x, g in zip(staged, p["gmaps"]) if not x.threads]
+        if tma_ops:
+            issued = em.new_label("async_issued")
+            em.ins(f"@!{p['leader']} bra {issued}")
+            mbarrier_arrive_expect_tx(em, full, sum(x.bytes for x, _ in tma_ops))
+            for x, g in tma_ops:
+                _copy(em, x, g, sbase, full, p)
+            em.label(issued)
+        for x in staged:
+            if x.threads:
+                async_copy.copy(em, x, sbase, p["ptid"])
+        copiers.stage_copied(full)
+        ring.advance(em)
+        em.ins(f"add.{ty} {iv}, {iv}, {step}")
+        em.ins(f"bra {top}")
+        em.label(end)
+        copiers.done()
+        return
     if pair and tc:  # the even CTA expects both CTAs' copies on its full barrier
         em.ins(
             f"@{lead} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{full}], "
@@ -1183,7 +1228,7 @@ def _from_rows(em: Emitter, op, acc: list, order) -> list:
 
     M, N = order.M, order.N
     cls = em.reg_class(acc[0])
-    em.need_smem(M * N * 4)
+    _scratch_from_start(em, M * N * 4)
     at = em.new("b32")
     em.ins(f"mad.lo.s32 {at}, {order.row}, {N}, {order.col}")
     at = em.smem_addr(at, 4)
@@ -1191,6 +1236,15 @@ def _from_rows(em: Emitter, op, acc: list, order) -> list:
         em.ins(f"st.shared.{cls} [{at}+{4 * c}], {r}")
     em.barrier()
     return _scratch_to_layout(em, op, op.results[0].type, cls, M, N)
+
+
+def _scratch_from_start(em: Emitter, nbytes: int) -> None:
+    """Claim the scratch buffer's first ``nbytes`` for a write at its start: behind a barrier
+    where an earlier claim (an exchange before the loop: C's layout change, say) may still be
+    read by a slower warp (fuzz seed 602780)."""
+    if em.scratch_in_use() > 0:
+        em.barrier()
+    em.need_smem(nbytes)
 
 
 def _scratch_to_layout(em: Emitter, op, t, cls: str, M: int, N: int) -> list:
@@ -1269,7 +1323,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     elif pair:  # async_rule admits only the registers-only form for a pair
         fail(op, "PTX backend: this accumulator must reach a TMA store in registers")
     else:
-        em.need_smem(M * N * 4)
+        _scratch_from_start(em, M * N * 4)
         d = em.dist_of(op, op.operands[3].type)
         form = row_major((M, N))
         for k in range(d.nregs):  # the initial value waits in the scratch buffer
@@ -2241,7 +2295,7 @@ def _to_fragment(em: Emitter, op, t, init, M: int, N: int, acc_int: bool = False
     if getattr(em, "fragment_order", {}).get(op.operands[3], ())[:3] == ("wgmma", M, N):
         assert len(init) == count, (len(init), count)  # C loaded in fragment order
         return list(init) if len(set(init)) == count else [em.mov(cls, r) for r in init]
-    em.need_smem(M * N * 4)
+    _scratch_from_start(em, M * N * 4)
     d = em.dist_of(op, t)
     form = row_major((M, N))
     for k in range(d.nregs):
@@ -2263,7 +2317,7 @@ def _from_fragment(em: Emitter, op, t, acc: list, M: int, N: int, acc_int: bool 
     it (through the scratch buffer)."""
 
     cls = "b32" if acc_int else "f32"
-    em.need_smem(M * N * 4)
+    _scratch_from_start(em, M * N * 4)
     where = _fragment_addrs(em, M, N)
     for i in range(0, len(where), 2):  # (s = 0, 1): two neighbouring columns, 8-byte aligned
         addr, off = where[i]

@@ -27,6 +27,7 @@ without hints.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 from typing import Optional
@@ -1152,6 +1153,8 @@ def cp_async_tile(
     buf: str,
     off: int = 0,
     guard: Optional[str] = None,
+    threads: Optional[tuple] = None,
+    swizzle: int = 0,
 ) -> None:
     """Copy the staged tile global -> shared with ``cp.async`` (no commit): element (r, c) lands
     at shared byte ``buf + off + F_row(r) + F_col(c)``, each ``F`` a sum of bit fields times
@@ -1159,7 +1162,10 @@ def cp_async_tile(
     ``((0, None, esz),)``). Thread ``tid`` copies chunk ``tid % cpr`` (``vec`` elements) of rows
     ``tid / cpr + p * T / cpr`` (when a row has more chunks than the CTA has threads, chunks
     ``tid + q * T`` of every row); out-of-bounds chunks are zero-filled (src-size 0), which is
-    the load's zero padding. ``guard``: a predicate that must also hold (pipeline prefetch)."""
+    the load's zero padding. ``guard``: a predicate that must also hold (pipeline prefetch).
+    ``threads``: (thread index register, thread count) of the copying threads, when not the
+    CTA's (the async path's producer warp group); ``swizzle``: the 16-byte chunks land swizzled
+    by that span (TMA's stage layout, ``tma.swizzle_address``; ``buf`` 1024-aligned)."""
     from tilegen.runtime.codegen.mma import _fields_emit, _fields_static
 
     R, C = st.shape
@@ -1172,14 +1178,13 @@ def cp_async_tile(
         vec = min(16 // esz, C)
     cp = vec * esz
     cpr = C // vec
-    T = em.num_threads
+    tid, T = threads or (em.tid()[0], em.num_threads)
     lg = cpr.bit_length() - 1
     rpp = max(1, T // cpr)  # rows per pass
     passes = max(1, R // rpp)
-    tid = em.tid()[0]
-    key = ("cp-async-thr", R, C, vec, row_fields, col_fields, T)
-    if key not in em._smem_refs:
-        with em.hoisted():
+    key = ("cp-async-thr", R, C, vec, row_fields, col_fields, T, tid)
+    if threads is not None or key not in em._smem_refs:  # (the producer's: computed in place)
+        with em.hoisted() if threads is None else contextlib.nullcontext():
             tr, tc = em.new("b32"), em.new("b32")
             em.ins(f"shr.u32 {tr}, {tid}, {lg}")
             em.ins(f"and.b32 {tc}, {tid}, {cpr - 1}")
@@ -1250,6 +1255,19 @@ def cp_async_tile(
     dst = em.new("b32")
     em.ins(f"add.s32 {dst}, {buf}, {so}")
     opc = "cp.async.cg.shared.global" if cp == 16 else "cp.async.ca.shared.global"
+
+    def at(so_p: int) -> tuple:
+        """(address register, immediate) of the chunk at ``so_p`` bytes past the thread's."""
+        if not swizzle:
+            return dst, so_p
+        from tilegen.runtime.codegen.async_loop import _swizzled
+
+        o = em.new("b32")
+        em.ins(f"add.s32 {o}, {so}, {so_p}")
+        a = em.new("b32")
+        em.ins(f"add.s32 {a}, {buf}, {_swizzled(em, o, swizzle)}")
+        return a, 0
+
     gp = addr
     for p in range(passes):
         imm0 = 0
@@ -1267,8 +1285,9 @@ def cp_async_tile(
             cq = q * T * vec
             imm = imm0 + cq * esz
             so_p = _fields_static(p * rpp, row_fields) + _fields_static(cq, col_fields) + off
+            d, d_imm = at(so_p)
             if sync:
-                _copy_through_registers(em, gp, imm, dst, so_p, vec, esz, active, rp, colbs[q])
+                _copy_through_registers(em, gp, imm, d, d_imm, vec, esz, active, rp, colbs[q])
                 continue
             size = colbs[q]
             if rp is not None:
@@ -1276,7 +1295,8 @@ def cp_async_tile(
                 em.ins(f"selp.u32 {size}, {colbs[q] if colbs[q] is not None else cp}, 0, {rp}")
             g = f"@{active} " if active else ""
             src = f"[{gp}+{imm}]" if imm else f"[{gp}]"
+            dref = f"[{d}]" if swizzle else f"[{d}+{d_imm}]"
             if size is None:
-                em.ins(f"{g}{opc} [{dst}+{so_p}], {src}, {cp}")
+                em.ins(f"{g}{opc} {dref}, {src}, {cp}")
             else:
-                em.ins(f"{g}{opc} [{dst}+{so_p}], {src}, {cp}, {size}")
+                em.ins(f"{g}{opc} {dref}, {src}, {cp}, {size}")

@@ -33,8 +33,10 @@ def _is_zero_splat(v: Optional[Value]) -> bool:
     return False
 
 
-def tma_describable(load: Operation) -> Optional[str]:
-    """None when TMA can copy this ``tiled_load``'s tile, else why not (docs/pipelines.md)."""
+def tma_describable(load: Operation, aligned: bool = True) -> Optional[str]:
+    """None when TMA can copy this ``tiled_load``'s tile, else why not (docs/pipelines.md);
+    ``aligned=False``: the rule without the 16-byte alignment of base and strides (what the
+    async path's producer threads copy instead: :func:`thread_copy_width`)."""
     from tilegen.runtime.layouts.access import element_bytes
 
     od = load.opdef
@@ -61,10 +63,25 @@ def tma_describable(load: Operation) -> Optional[str]:
         return "the padding value is not +0 (TMA fills with zeros)"
     if "volatile" in load.attributes:
         return "the load is volatile"
-    return memref_reason(load, esize)
+    return memref_reason(load, esize, aligned)
 
 
-def memref_reason(op: Operation, esize: int) -> Optional[str]:
+def thread_copy_width(load: Operation) -> int:
+    """Elements per copy when the async path's producer warp group copies this ``tiled_load``
+    with its threads (docs/pipelines.md section 43): a load TMA's rule refuses only for the
+    16-byte alignment of its base or strides, staged for its dot (``cp_async_width``: the
+    proven width; under 4 bytes the threads copy through registers). 0: it cannot be."""
+    from tilegen.runtime.layouts.access import element_bytes
+    from tilegen.runtime.layouts.staging import cp_async_width
+
+    if tma_describable(load, aligned=False) is not None:
+        return 0
+    if element_bytes(load.results[0].type.element) == 4:  # (tf32: the consumers round in place)
+        return 0
+    return cp_async_width(load)
+
+
+def memref_reason(op: Operation, esize: int, aligned: bool = True) -> Optional[str]:
     """The rule's memref half, shared by TMA loads and stores (``tma_store_describable``):
     no ``allow_tma = false`` hint for this target, a known origin, and base and strides known
     (``assume div_by``) to be 16-byte multiples; None when they hold, else why not."""
@@ -78,6 +95,8 @@ def memref_reason(op: Operation, esize: int) -> Optional[str]:
         return "the access could not be analyzed"
     if "unknown memref origin" in info.limits:
         return "the memref's origin (base pointer, strides) is unknown"
+    if not aligned:
+        return None
     if info.limits.get("base alignment", 1) * esize < TMA_ALIGN:
         return "the base address is not known to be 16-byte aligned"
     for key, div in info.limits.items():

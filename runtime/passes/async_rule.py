@@ -116,6 +116,10 @@ ASYNC_PAIR_ATTR = "nv_tileas.cta_pair"
 #: the attribute the ``async`` stage puts on the kernel's final ``tiled_store`` when the
 #: epilogue writes through TMA (registers -> the idle stage ring -> cp.async.bulk.tensor)
 TMA_STORE_ATTR = "nv_tileas.tma_store"
+#: on a dot operand's ``tiled_load`` TMA cannot describe (rows or base of no 16-byte
+#: multiple): the producer warp group's threads copy it into the stage, this many elements a
+#: copy (section 43)
+THREAD_COPY_ATTR = "nv_tileas.thread_copied"
 #: ops that touch memory (none may run before the async loop: the producer warp group runs the
 #: kernel's prologue too, with the consumers' layouts)
 _MEMORY_OPS = ("load", "store", "atomic", "gather", "scatter", "print", "assert")
@@ -157,6 +161,9 @@ class AsyncDecision:
     #: the rows of the tile block each CTA of a pair computes (passes/pair_rows.py, section
     #: 40); 0: one CTA a tile block
     pair_rows: int = 0
+    #: the operands the producer warp group's threads copy, TMA being unable (section 43):
+    #: ("A", bytes a copy), ...
+    thread_copied: tuple = ()
 
     @property
     def over_48k(self) -> bool:
@@ -182,6 +189,9 @@ class AsyncDecision:
             )
             if self.consumer_regs:
                 head += f", setmaxnreg {self.producer_regs}/{self.consumer_regs}"
+            for name, nbytes in self.thread_copied:
+                how = f"{nbytes}-byte cp.async" if nbytes >= 4 else "through registers"
+                head += f"; {name} copied by the producer's threads ({how}: no TMA)"
             if self.overlap:
                 head += "; the last dot overlaps the next iteration's first"
             if self.chain > 1:
@@ -304,6 +314,27 @@ def _operands_staged(dot: Operation, plan) -> Optional[str]:
     if not zero_tile(acc):
         return "the dot's accumulator is neither loop-carried nor a zero tile (a scaled partial product)"
     return None
+
+
+def _thread_copied(dot: Operation, plan) -> tuple:
+    """(("A" / "B", bytes a copy), ...) of the operands the producer's threads copy."""
+    out = []
+    for s in plan.loads:
+        if s.threads:
+            load = s.load.results[0]
+            name = "A" if _staged_of(dot.operands[0]) is s.load else "B"
+            out.append((name, s.threads * _BYTES.get(_elem_key(load.type), 4)))
+    return tuple(sorted(out))
+
+
+def _staged_of(v) -> Optional[Operation]:
+    """The tiled_load a dot operand reads (through tf32 conversion, views, a transpose)."""
+    if isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp":
+        v = v.op.operands[0]
+    if isinstance(v, OpResult) and v.op.name in PASS_THROUGH:
+        v = operand_load(v)[0]
+        return v
+    return v.op if isinstance(v, OpResult) else None
 
 
 def scaled_chain(loop: Operation, dot: Operation, staged: set) -> Optional[str]:
@@ -455,6 +486,13 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     why = _operands_staged(dot, plan)
     if why is not None:
         return no(why)
+    copied = _thread_copied(dot, plan)
+    if copied and not isinstance(dot.operands[2], BlockArgument):
+        return no(
+            f"operand {copied[0][0]}'s load cannot be a TMA copy (its rows or base are not known"
+            " to be 16-byte multiples), and the producer's threads copy such operands only for"
+            " a dot accumulating into the loop's value"
+        )
     a, b, c = (v.type for v in dot.operands[:3])
     ka, kc = _elem_key(a), _elem_key(c)
     stage_bytes = sum(
@@ -474,6 +512,7 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         producer_warps=plan.producer_warps,
         consumer_regs=plan.consumer_regs,
         producer_regs=plan.producer_regs,
+        thread_copied=copied,
     )
     if (mma, ka) not in LOWERED:
         reason = NOT_LOWERED.get(
@@ -507,6 +546,8 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
             kw.update(consumer_regs=inc, rebalance=True)
         elif scaled:
             kw["consumer_regs"] = consumer_regs_inc(plan)
+        if copied:
+            _copier_registers(func, plan, kw)
     sides = staged_sides(loop, dot)
     kw["stage_bytes"] += sum(
         _BYTES.get(_elem_key(o.results[0].type), 4) * prod(o.results[0].type.shape) for o in sides
@@ -547,6 +588,31 @@ def _inc(launch: int, consumer_warps: int, producer_warps: int, producer_regs: i
 CONSUMER_SLACK = 32
 #: more of them where C, the initial value, is loaded before the loop (sm_120)
 INIT_SLACK = 16
+
+
+def _copier_registers(func, plan, kw: dict) -> None:
+    """The producer's ``setmaxnreg.dec`` where its threads copy operands (section 43): they
+    hold a stage's chunks in flight in registers, so the producer keeps what the consumers
+    leave it (at most ``THREAD_COPY_REGS``): under a register cap, what their inc leaves of
+    the cap; uncapped, ``THREAD_COPY_REGS`` beside one consumer warp group (which keeps the
+    launch's 255), and beside two the consumers inc to what ``THREAD_COPY_MIN_REGS`` leaves."""
+    from tilegen.runtime.layouts.kernel import register_cap
+    from tilegen.runtime.passes import k_loop_pipelining as klp
+
+    cw, pw = plan.consumer_warps, plan.producer_warps
+    if kw.get("rebalance"):
+        cap = register_cap(func, 32 * (cw + pw), honor_dropped=False)
+        total = (cap or klp.REGISTER_FILE // (32 * (cw + pw))) * 32 * (cw + pw)
+        spare = (min(total, klp.REGISTER_FILE) - 32 * cw * kw["consumer_regs"]) // (32 * pw)
+    elif cw == klp.WARP_GROUP:
+        spare = klp.THREAD_COPY_REGS
+    else:
+        spare = klp.THREAD_COPY_MIN_REGS
+        left = klp.REGISTER_FILE - 32 * pw * spare
+        inc = min(klp.MAX_REGS_RANGE[1], left // (32 * cw) // 8 * 8)
+        kw.update(consumer_regs=inc, rebalance=True)
+    spare = spare // 8 * 8
+    kw["producer_regs"] = max(plan.producer_regs, min(klp.THREAD_COPY_REGS, spare))
 
 
 def consumer_registers(
@@ -1443,6 +1509,11 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                         ld.set_attr(ASYNC_STAGED_ATTR, UnitAttr())
                 continue
             loop.set_attr(ASYNC_ATTR, IntegerAttr(d.stages, I32))
+            if d.thread_copied:
+                plan = klp_plan(loop, func, options)
+                for s_ in plan.loads:
+                    if s_.threads:
+                        s_.load.set_attr(THREAD_COPY_ATTR, IntegerAttr(s_.threads, I32))
             if d.cta_pair:
                 loop.set_attr(ASYNC_PAIR_ATTR, UnitAttr())
             if d.producer_regs:
@@ -1486,7 +1557,15 @@ _DECISION_ATTRS = (
     ASYNC_PAIR_ATTR,
     ASYNC_STAGED_ATTR,
     TMA_STORE_ATTR,
+    THREAD_COPY_ATTR,
 )
+
+
+def klp_plan(loop: Operation, func: Operation, options):
+    """The K loop's plan (k_loop_pipelining.plan_loop) as the rule made it."""
+    from tilegen.runtime.passes import k_loop_pipelining as klp
+
+    return klp.plan_loop(loop, func, options.target.sm, options.num_stages or 0, False)
 
 
 def _store_unconverted(store: Operation) -> None:

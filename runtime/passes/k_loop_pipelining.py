@@ -94,11 +94,22 @@ from tilegen.runtime.layouts.tma_rules import (  # noqa: E402 - re-exported
     TMA_MAX_RANK,
     _is_zero_splat,
     memref_reason,
+    thread_copy_width,
     tma_describable,
 )
 
+#: targets whose async path copies an operand TMA cannot describe with the producer warp
+#: group's threads (docs/pipelines.md section 43): wgmma, tcgen05 and sm_120's mma.sync
+THREAD_COPY_SMS = (90, 100, 103, 110, 120)
+
 #: the producer's register budget (tileiras: setmaxnreg.dec 32 in its producer warp group)
 PRODUCER_REGS = 32
+#: a producer whose threads copy operands (section 43; async_rule.decide_kernel): what the
+#: consumers leave it, at most this many (one consumer warp group keeps 256 beside it)
+THREAD_COPY_REGS = 96
+#: ... and beside two consumer warp groups with no register cap, this many (the consumers
+#: setmaxnreg.inc to what it leaves them: 232)
+THREAD_COPY_MIN_REGS = 48
 
 
 @dataclass
@@ -106,6 +117,9 @@ class StagedLoad:
     load: Operation
     #: ops of the loop body the load's operands need, in body order (cloned into the producer)
     slice: list = field(default_factory=list)
+    #: elements per copy where the producer warp group's threads copy it (no TMA: rows or base
+    #: of no 16-byte multiple; docs/pipelines.md section 43); 0: a TMA copy
+    threads: int = 0
 
 
 @dataclass
@@ -250,6 +264,10 @@ def plan_loop(
             why_not.append("a dot operand load's token is used")
             continue
         why = tma_describable(op)
+        threads = 0
+        if why is not None and not pair and sm in THREAD_COPY_SMS:
+            threads = thread_copy_width(op)
+            why = None if threads else why
         if why is None and not is_defined_outside(op.opdef.operand_group(op, "base")[0], loop):
             why = "the memref is defined in the loop"
         sl = _operand_slice(op, loop) if why is None else None
@@ -258,7 +276,7 @@ def plan_loop(
         if why is not None:
             why_not.append(why)
             continue
-        staged.append(StagedLoad(op, sl))
+        staged.append(StagedLoad(op, sl, threads))
     if not staged:
         return "no dot operand is a TMA-describable tiled_load" + (
             f" ({why_not[0]})" if why_not else ""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from tilegen.runtime.ptx.parser import Addr, Instr, Reg, Sym, Vec
-from tilegen.runtime.ptx.sim import tensormap
+from tilegen.runtime.ptx.sim import tensor_ops, tensormap
 
 if TYPE_CHECKING:
     from tilegen.runtime.ptx.sim.cta import CtaState
@@ -271,6 +271,7 @@ def do_mbarrier(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> str 
         addrs_ = shared_addrs(st, addr, mask)
         if kind in ("arrive", "arrive_drop"):
             eng.alive(addrs_, lanes)
+            tensor_ops.released(st, lanes)
         if kind == "arrive" and not expect and counts is None:  # plain arrivals, vectorised
             for a in np.unique(addrs_):
                 bar = eng.barrier(a)

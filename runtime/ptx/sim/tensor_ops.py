@@ -308,7 +308,8 @@ def _is_pred(st: "CtaState", op) -> bool:
 
 #: strict cp.async checking (part of ``run_ptx(strict_async=True)``, or set this flag): a copy's
 #: destination reads as poison (0xFF bytes) from issue until the first ``bar.sync`` after the
-#: ``wait_group`` that retired it (hardware makes it visible to *other* threads only then), and
+#: ``wait_group`` that retired it, or its warp's next ``mbarrier.arrive`` (a release: hardware
+#: makes it visible to *other* threads only then; the strict checker orders the readers), and
 #: a copy into shared bytes some thread read since the last ``bar.sync`` is an error (a prefetch
 #: overwriting a buffer still being read). The lock-step scheduler would hide both otherwise.
 STRICT_CP_ASYNC = False
@@ -322,7 +323,7 @@ class _Strict:
     def __init__(self, st: "CtaState") -> None:
         self.st, self.seen, self.epoch = st, st.barrier, 0
         self.read = np.full(st.shared.data.size, -1, np.int64)
-        self.retired: list = []  # (epoch of the wait, dst, raw)
+        self.retired: list = []  # (epoch of the wait, dst, raw, warps that retired it)
         orig = st.shared.load
 
         def load(addrs, width, _orig=orig):
@@ -346,9 +347,27 @@ class _Strict:
     def tick(self) -> None:
         if self.st.barrier is not self.seen:  # a bar.sync happened: publish retired copies
             self.seen, self.epoch = self.st.barrier, self.epoch + 1
-            for ep, dst, raw in self.retired:  # written (for the checker) when retired
+            for ep, dst, raw, _ in self.retired:  # written (for the checker) when retired
                 self.st.shared.raw_store(dst, 1, raw)
             self.retired = []
+
+    def released(self, warps) -> None:
+        """Warps ``warps`` arrived on an mbarrier (a release): the copies they retired become
+        visible to the threads that acquire it (the strict checker orders those reads)."""
+        keep = []
+        for ep, dst, raw, ws in self.retired:
+            if ws <= warps:
+                self.st.shared.raw_store(dst, 1, raw)
+            else:
+                keep.append((ep, dst, raw, ws))
+        self.retired = keep
+
+
+def released(st: "CtaState", lanes) -> None:
+    """An ``mbarrier.arrive`` by ``lanes``: publish the cp.async copies their warps retired."""
+    strict = getattr(st, "_strict_cp", None)
+    if strict is not None and strict.retired:
+        strict.released({int(w) for w in np.unique(np.asarray(lanes) // 32)})
 
 
 def _strict(st: "CtaState"):
@@ -445,7 +464,7 @@ def _land(st: "CtaState", due, strict=None, clock: int | None = None) -> None:
                 for w in np.unique(rl[now] // 32):
                     rows = now & (rl // 32 == w)
                     hooks.generic_write(int(w), np.unique(dsts[rows].reshape(-1)), line)
-            strict.retired.append((strict.epoch, d, r))
+            strict.retired.append((strict.epoch, d, r, {int(w) for w in np.unique(rl[now] // 32)}))
         elif clock is not None and st.shared.hooks is not None:
             st.shared.raw_store(d, 1, r)
             line = st.cur_ins.line if st.cur_ins is not None else 0
