@@ -547,7 +547,7 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         elif scaled:
             kw["consumer_regs"] = consumer_regs_inc(plan)
         if copied:
-            _copier_registers(func, plan, kw)
+            _copier_registers(func, plan, kw, need)
     sides = staged_sides(loop, dot)
     kw["stage_bytes"] += sum(
         _BYTES.get(_elem_key(o.results[0].type), 4) * prod(o.results[0].type.shape) for o in sides
@@ -590,12 +590,14 @@ CONSUMER_SLACK = 32
 INIT_SLACK = 16
 
 
-def _copier_registers(func, plan, kw: dict) -> None:
+def _copier_registers(func, plan, kw: dict, need: int) -> None:
     """The producer's ``setmaxnreg.dec`` where its threads copy operands (section 43): they
     hold a stage's chunks in flight in registers, so the producer keeps what the consumers
     leave it (at most ``THREAD_COPY_REGS``): under a register cap, what their inc leaves of
-    the cap; uncapped, ``THREAD_COPY_REGS`` beside one consumer warp group (which keeps the
-    launch's 255), and beside two the consumers inc to what ``THREAD_COPY_MIN_REGS`` leaves."""
+    the cap, at least ``THREAD_COPY_MIN_REGS`` where the consumers keep ``need`` beside it (32
+    spilled the copies of fuzz seeds 640356 and 641350 at occupancy 2); uncapped,
+    ``THREAD_COPY_REGS`` beside one consumer warp group (which keeps the launch's 255), and
+    beside two the consumers inc to what ``THREAD_COPY_MIN_REGS`` leaves."""
     from tilegen.runtime.layouts.kernel import register_cap
     from tilegen.runtime.passes import k_loop_pipelining as klp
 
@@ -603,7 +605,12 @@ def _copier_registers(func, plan, kw: dict) -> None:
     if kw.get("rebalance"):
         cap = register_cap(func, 32 * (cw + pw), honor_dropped=False)
         total = (cap or klp.REGISTER_FILE // (32 * (cw + pw))) * 32 * (cw + pw)
-        spare = (min(total, klp.REGISTER_FILE) - 32 * cw * kw["consumer_regs"]) // (32 * pw)
+        total = min(total, klp.REGISTER_FILE)
+        spare = (total - 32 * cw * kw["consumer_regs"]) // (32 * pw)
+        if spare < klp.THREAD_COPY_MIN_REGS:
+            inc = (total - 32 * pw * klp.THREAD_COPY_MIN_REGS) // (32 * cw) // 8 * 8
+            if inc >= need:
+                kw["consumer_regs"], spare = inc, klp.THREAD_COPY_MIN_REGS
     elif cw == klp.WARP_GROUP:
         spare = klp.THREAD_COPY_REGS
     else:
