@@ -129,6 +129,41 @@ def test_unaligned_strides_are_copied_by_the_producer_threads():
     assert "A copied by the producer's threads (4-byte cp.async: no TMA)" in d.line()
 
 
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_tf32_operands_of_unaligned_rows_are_copied_by_threads(target):
+    # matmul_tf32 with A's and B's row strides known only as 4-byte multiples: the producer's
+    # threads copy both by 4-byte cp.async (docs/pipelines.md section 43). On sm_100a, B
+    # loaded K x N lands in 32-byte swizzle atoms (128B_ATOM_32B, the layout its MMAs read):
+    # exact in strict ptxsim against the corpus; with 16-byte atoms instead, wrong sums
+    text = (CORPUS_OUT / "matmul_tf32.mlir").read_text()
+    for needle in (
+        "div_by<4>, %arg3 ",
+        "div_by<4>, %assume_assume ",
+        "div_by<4>, %arg8 ",
+        "div_by<4>, %assume_assume_11 ",
+    ):
+        assert needle in text
+        text = text.replace(needle, needle.replace("<4>", "<1>"))
+    c = driver.compile_source(text, CompileOptions(target=target), "m.mlir")
+    (d,) = c.async_plan
+    assert d.taken and d.thread_copied == (("A", 4), ("B", 4)), d.line()
+    data = np.load(CORPUS_OUT / "matmul_tf32.npz")
+    args = [data["arg__A"], data["arg__B"], np.zeros_like(data["arg__C"])]
+    grid = tuple(int(x) for x in data["grid"]) + (1, 1)
+    want = data["expected__C"]
+    out = run_ptx(c.ptx, args, grid, strict_async=True)[2]
+    np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
+    atoms = re.findall(r"\tand\.b32 (%r\d+), (%r\d+), 96;\n", c.ptx)
+    if target == "sm_90a":
+        assert not atoms
+        return
+    assert atoms  # (B's chunks: bits [5, 7) XOR bits [7, 9))
+    bad = re.sub(r"\tand\.b32 (%r\d+), (%r\d+), 96;\n", r"\tand.b32 \1, \2, 112;\n", c.ptx)
+    bad = bad.replace(", 2;\n\tand.b32", ", 3;\n\tand.b32")  # (>> 3 & 112: 16-byte atoms)
+    got = run_ptx(bad, args, grid, strict_async=True)[2]
+    assert not np.allclose(got, want, rtol=1e-3, atol=1e-3)
+
+
 def _tile_128_on_8_warps(n: int) -> str:
     text = (CORPUS_OUT / "matmul_f16.mlir").read_text()
     for old, new in (

@@ -79,7 +79,8 @@ class Arrivals:
 def copy(em: Emitter, x, sbase: str, ptid: str) -> None:
     """Producer thread ``ptid`` (0-127)'s part of staged operand ``x``'s copy into the stage at
     ``sbase`` (1024-aligned): element (r, c) of the tile at TMA's place for it, box
-    ``c // per`` (``per`` elements a box row), row ``r``, swizzled by the box's span."""
+    ``c // per`` (``per`` elements a box row), row ``r``, swizzled by the box's span (in
+    32-byte atoms for sm_100's tf32 B loaded K x N, as its map says)."""
     from tilegen.runtime.codegen.memory import Staged, cp_async_tile
 
     box = x.boxes[0][1]
@@ -90,4 +91,6 @@ def copy(em: Emitter, x, sbase: str, ptid: str) -> None:
     st = Staged(em, x.load, SimpleNamespace(vec=x.threads, transposed=False, convert=None))
     buf = em.new("b32")
     em.ins(f"add.s32 {buf}, {sbase}, {x.offset}")
-    cp_async_tile(em, st, rows, cols, buf, threads=(ptid, COPIERS), swizzle=box.swizzle)
+    cp_async_tile(
+        em, st, rows, cols, buf, threads=(ptid, COPIERS), swizzle=box.swizzle, atom=x.atom
+    )

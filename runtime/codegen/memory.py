@@ -1155,6 +1155,7 @@ def cp_async_tile(
     guard: Optional[str] = None,
     threads: Optional[tuple] = None,
     swizzle: int = 0,
+    atom: int = 16,
 ) -> None:
     """Copy the staged tile global -> shared with ``cp.async`` (no commit): element (r, c) lands
     at shared byte ``buf + off + F_row(r) + F_col(c)``, each ``F`` a sum of bit fields times
@@ -1165,7 +1166,8 @@ def cp_async_tile(
     the load's zero padding. ``guard``: a predicate that must also hold (pipeline prefetch).
     ``threads``: (thread index register, thread count) of the copying threads, when not the
     CTA's (the async path's producer warp group); ``swizzle``: the 16-byte chunks land swizzled
-    by that span (TMA's stage layout, ``tma.swizzle_address``; ``buf`` 1024-aligned)."""
+    by that span (TMA's stage layout, ``tma.swizzle_address``; ``buf`` 1024-aligned), or the
+    32-byte ones where ``atom`` is 32 (128B_ATOM_32B: bits [5, 7) XOR bits [7, 9))."""
     from tilegen.runtime.codegen.mma import _fields_emit, _fields_static
 
     R, C = st.shape
@@ -1264,8 +1266,15 @@ def cp_async_tile(
 
         o = em.new("b32")
         em.ins(f"add.s32 {o}, {so}, {so_p}")
+        if atom == 32:
+            t, s = em.new("b32"), em.new("b32")
+            em.ins(f"shr.u32 {t}, {o}, 2")
+            em.ins(f"and.b32 {t}, {t}, 96")
+            em.ins(f"xor.b32 {s}, {o}, {t}")
+        else:
+            s = _swizzled(em, o, swizzle)
         a = em.new("b32")
-        em.ins(f"add.s32 {a}, {buf}, {_swizzled(em, o, swizzle)}")
+        em.ins(f"add.s32 {a}, {buf}, {s}")
         return a, 0
 
     gp = addr

@@ -71,12 +71,9 @@ def thread_copy_width(load: Operation) -> int:
     with its threads (docs/pipelines.md section 43): a load TMA's rule refuses only for the
     16-byte alignment of its base or strides, staged for its dot (``cp_async_width``: the
     proven width; under 4 bytes the threads copy through registers). 0: it cannot be."""
-    from tilegen.runtime.layouts.access import element_bytes
     from tilegen.runtime.layouts.staging import cp_async_width
 
     if tma_describable(load, aligned=False) is not None:
-        return 0
-    if element_bytes(load.results[0].type.element) == 4:  # (tf32: the consumers round in place)
         return 0
     return cp_async_width(load)
 
