@@ -500,6 +500,10 @@ FOUND[520094] = "sm_90a f16 128x256, + bias row: side vector written over a stag
 #: tcgen05 consumers wrote C into the scratch while a slower warp could still read C's exchange
 FOUND[602780] = "sm_100a batched e4m3 64x128 from C: C's scratch rewritten without a barrier"
 FOUND[600628] = "sm_100a batched f16 256x128, both operands by threads: the producer spilled 52 B"
+FOUND[640356] = "sm_90a f16 128x64 at occupancy 2, both by threads: a 32-register producer spilled"
+FOUND[668719] = (
+    "sm_100a f16 128x256 at occupancy 2 (cap dropped): the producer kept 32, spilled 168 B"
+)
 
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {

@@ -603,7 +603,7 @@ def _copier_registers(func, plan, kw: dict, need: int) -> None:
 
     cw, pw = plan.consumer_warps, plan.producer_warps
     if kw.get("rebalance"):
-        cap = register_cap(func, 32 * (cw + pw), honor_dropped=False)
+        cap = None if kw.get("cap_dropped") else register_cap(func, 32 * (cw + pw), False)
         total = (cap or klp.REGISTER_FILE // (32 * (cw + pw))) * 32 * (cw + pw)
         total = min(total, klp.REGISTER_FILE)
         spare = (total - 32 * cw * kw["consumer_regs"]) // (32 * pw)
