@@ -405,10 +405,15 @@ def _pass_stage(name: str):
 
 def _stage_async(c: Compilation, after_pass) -> None:
     """Decide, per kernel, whether the async path (TMA pipeline, warp specialization, wgmma /
-    tcgen05) applies and record why (``--emit=async-plan``); the emitter reads the decisions."""
+    tcgen05) applies and record why (``--emit=async-plan``); the emitter reads the decisions,
+    which the IR carries as attributes (``--print-ir-after-all`` shows them after
+    ``nv-tileas-async``)."""
     from tilegen.runtime.passes.async_rule import decide
 
+    start = time.perf_counter()
     c.async_plan = decide(c.module, c.options, annotate=True)
+    if after_pass is not None:
+        after_pass("nv-tileas-async", c.module, time.perf_counter() - start)
 
 
 def _stage_ptx(c: Compilation, after_pass) -> None:

@@ -507,3 +507,16 @@ def test_wgmma_k_steps_are_outermost():
     first = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\S* \{(%f\d+),", ptx)
     assert len(first) == 8 and len(set(first)) == 2, first  # 4 K steps x 2 instances
     assert all(x != y for x, y in zip(first, first[1:])), first
+
+
+def test_the_async_stages_attributes_are_printed_after_it(tmp_path, capsys):
+    # --print-ir-after-all shows the IR after the async stage: the decisions the emitter reads
+    from tilegen.cli import main
+
+    src = CORPUS_OUT / "matmul_f16.tileirbc"
+    args = ["compile", str(src), "--gpu-name=sm_90a", "--emit=ptx", "-o", str(tmp_path / "k.ptx")]
+    assert main(args + ["--print-ir-after-all"]) == 0
+    dumps = capsys.readouterr().err.split("// -----// IR Dump After ")
+    (after,) = [d for d in dumps if d.startswith("nv-tileas-async ")]
+    assert "nv_tileas.async_stages = 11" in after and "nv_tileas.tma_store = 1" in after
+    assert not any("nv_tileas.async_stages" in d for d in dumps if d is not after)

@@ -72,6 +72,7 @@ def test_every_stage_gives_its_artifact_and_timings():
         "nv-tileaa-split-k-tiles",
         "nv-tileaa-split-select-conditions",
         "nv-tileas-assign-layouts",
+        "nv-tileas-async",  # (the async stage's decisions, on the IR: --print-ir-after-all)
     ]
     keys = list(c.timings)
     for k in ("read", "verify", "pass:canonicalize", "verify:optimize", "verify:convert", "ptx"):
