@@ -504,6 +504,21 @@ FOUND[640356] = "sm_90a f16 128x64 at occupancy 2, both by threads: a 32-registe
 FOUND[668719] = (
     "sm_100a f16 128x256 at occupancy 2 (cap dropped): the producer kept 32, spilled 168 B"
 )
+#: sm_100a's plain store (no TMA: an unaligned row stride) from the TMEM rows by chunks
+#: (section 44): before, the rows went through a scratch buffer the tile's size, and a bias row
+#: was loaded whole beside a whole row of accumulators
+FOUND[704626] = "sm_100a f16 128x256 on 8 warps, + bias row, st.global: spilled 128 B"
+FOUND[641800] = "sm_100a e4m3 128x256 on 8 warps, + bias row, st.global: spilled 124 B"
+#: ... and the loop's trip count, live across the roles' split, spilled (4 B) where the
+#: producer copied both operands: each role now reloads the bounds from shared memory
+FOUND[722894] = "sm_100a bf16 128x256 from C, both operands by threads: the trip count spilled"
+FOUND[735031] = "sm_100a batched f16 128x128 from C, st.global from TMEM: the trip count spilled"
+#: a producer copying both operands beside tcgen05 consumers gets 96 registers (the consumers'
+#: 208 hold a chunk of the accumulator, not a row); at 48 it spilled 16 B
+FOUND[725396] = "sm_100a e4m3 256x256 from C, both operands by threads: spilled 16 B"
+#: ... and M 64 on 4 warps, half a row a thread by 16x32bx2, the bias row read by chunks
+FOUND[736918] = "sm_100a f16 64x256, + bias row, st.global: spilled 40 B"
+FOUND[735923] = "sm_100a e4m3 64x256 from C, + bias row, occupancy 2, st.global: spilled 8 B"
 
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {

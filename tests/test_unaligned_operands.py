@@ -152,6 +152,16 @@ def test_the_producer_threads_copy_what_tma_cannot(target, tmp_path):
     fence = prod.index("fence.proxy.async.shared::cta")
     assert lagged < fence < prod.index("mbarrier.arrive.shared::cta.b64")
     assert re.search(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], 129;", ptx)
+    # the producer's loop bound is its own copy, read from the frame after its setmaxnreg
+    # (async_loop._split_bounds: live across the split, ptxas spilled it); the consumers'
+    # loops never read the producer's copy
+    split = ptx.index("bra $L__async_consumer")  # (the producer's branch from here)
+    bounds = re.findall(r"ld\.shared\.b32 (%r\d+), \[tg_async\+\d+\];", ptx[split:top])
+    assert len(bounds) >= 1, ptx[split:top]
+    if target != "sm_120":
+        assert ptx.index("setmaxnreg.dec", split) < ptx.index(bounds[0], split)
+    for r in bounds:
+        assert not re.search(re.escape(r) + r"\b", ptx[end:])
 
     def run(text):
         got = run_ptx(text, args, grid, strict_async=True)[idx]

@@ -68,6 +68,8 @@ ASYNC_CHAIN_ATTR = "nv_tileas.async_chained"
 ASYNC_SYMBOL = "tg_async"
 #: the attribute runtime/passes/async_rule.py puts on a tiled_store the epilogue writes by TMA
 TMA_STORE_ATTR = "nv_tileas.tma_store"
+#: ... on the plain tiled_store sm_100's consumers write from the TMEM rows by chunks
+TMEM_STORE_ATTR = "nv_tileas.tmem_store"
 _ALIGN = 1024
 _ESZ = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, "i8": 1}
 #: A/B elements wgmma takes with B N-major (the transpose bit): the 16-bit ones; the others
@@ -219,6 +221,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
     staged = [a, b] + sides
     stage_bytes = _align(end, _ALIGN)
     store = _tma_store_of(op)  # the epilogue's TMA store (async_rule.tma_store_plan marked it)
+    # or its plain store, from the TMEM rows by chunks (async_rule.tmem_store_plan marked it)
+    direct = _marked_after(op, TMEM_STORE_ATTR)
     fr = _frame(em, op, staged, stages, stage_bytes, locals())
     base, bar, t0, tid = fr.base, fr.bar, fr.t0, fr.tid
     slot_off, slots, maps_off, nmaps = fr.slot_off, fr.slots, fr.maps_off, fr.nmaps
@@ -234,10 +238,10 @@ def async_for(em: Emitter, op, stages: int) -> None:
         setmaxnreg(em, True, inc.value)
     em.producer_threads = 128
     em.barrier_threads = nthreads
-    if store is not None:  # what tma_store_epilogue needs
+    if store is not None or direct is not None:  # what tma_store_epilogue needs
         # the side vectors of the chain to the store take the ring's last bytes
         # (async_rule.sides_reserve; fragment_sides.py), the store's tile the rest
-        chained = fragment_chain(op, store)
+        chained = fragment_chain(op, store or direct)
         side_at = fragment_sides.offsets(
             chain_sides(chained) if chained else [], stages * stage_bytes
         )
@@ -265,7 +269,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         if not uniform_tile(op.operands[3]) and fragment_chain(op, store) is not None:
             fragment_load.mark(em, op, ("rows", M, N, 2 if M == 64 else G, "pair"))
     elif not tc_scaled:
-        if init_in_tmem(op, W) and fragment_chain(op, store) is not None:
+        if init_in_tmem(op, W) and fragment_chain(op, store or direct) is not None:
             rows = ("rows", M, N, G if M == 128 else 1)
             if M == 64:  # (half a row a thread: 16x32bx2)
                 rows = ("rows", M, N, 2, "x2")
@@ -817,7 +821,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     # sm_100 pair from C: both CTAs wrote their rows of C into TMEM (the even CTA's barrier)
     init_off = tbar_off + (async_scaled.TMEM_BARRIER_BYTES if tc_scaled else 0)
     pair_init = tc and pair and not uniform_tile(op.operands[3])
-    maps_off = _align(init_off + 8 * pair_init, 128)
+    bounds_off = init_off + 8 * pair_init  # the loop's bounds, for each role (_split_bounds)
+    maps_off = _align(bounds_off + 24, 128)
     tall = tc and not pair and facts.get("M") == 256  # two M 128 accumulators
     tcols = tcgen05.columns(2 * N if tc_scaled or tall else N)
     nmaps = len(staged) + (store is not None)
@@ -872,6 +877,9 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     mbarrier_init_fence(em)
     slot = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim")
     em.ins(f"st.shared.u32 [{ASYNC_SYMBOL}+{slot_off}], {slot}")
+    bounds = lambda lb=lb, ub=ub, step=step: (lb, ub, step)  # noqa: E731
+    if any(x.threads for x in staged):  # (producer threads copying: _split_bounds)
+        bounds = _split_bounds(em, (lb, ub, step), iv_cls, bounds_off)
     for i, x in enumerate(staged):
         if x.threads:  # (copied by the producer's threads: its map slot stays unused)
             continue
@@ -927,6 +935,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     em.ins(f"@!{prod} bra {consumer}")
     if regs is not None:
         setmaxnreg(em, False, regs.value)
+    plb, pub, pstep = bounds()  # (the producer's own: the Frame keeps the consumers')
     if tc_scaled:  # the second warp issues the MMAs (the consumers scale meanwhile)
         a, b, dot = facts["a"], facts["b"], facts["dot"]
         mmas = _tcgen05_stage(dot, facts["ab"], a, b, facts["M"], N, facts["K"], facts["acc_int"])
@@ -990,7 +999,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         ptid=ptid,
         leader=leader,
     )
-    _produce(em, op, staged, produce, (lb, ub, step, ty, iv_cls))
+    _produce(em, op, staged, produce, (plb, pub, pstep, ty, iv_cls))
     for later, later_staged in facts.get("chain", ()):  # a chain: its loops in turn (section 23)
         producer_scalars(em, op, later)
         _produce(em, later, later_staged, produce, _bounds(em, later))
@@ -1213,6 +1222,30 @@ def _copy(em: Emitter, x: "_Operand", g, sbase, full, p: dict) -> None:
         tma.tma_load(em, dst, g, coords, full, pair and tc)
 
 
+def _split_bounds(em: Emitter, bounds: tuple, cls: str, off: int):
+    """The K loop's bounds that are registers (a trip count computed from the kernel's
+    arguments), written by thread 0 into the frame at ``off`` before the roles split; returns
+    a function the producer calls after its ``setmaxnreg.dec`` for its own copies. Live into
+    the producer's loop, the consumers' register had to fit the producer's allocation too:
+    ptxas spilled it (4 B) where the producer's threads copy both operands (fuzz seeds 722894,
+    735031). Only there, and only the producer's: a bound loaded from shared memory is not
+    uniform to ptxas, and wgmma consumers' descriptors would leave the uniform registers
+    (sm_90 f16 GEMM: R2UR 17 -> 50)."""
+    size = 8 if cls == "b64" else 4
+    kept = [i for i, x in enumerate(bounds) if isinstance(x, str) and x.startswith("%")]
+    for i in kept:
+        em.ins(f"st.shared.b{8 * size} [{ASYNC_SYMBOL}+{off + 8 * i}], {bounds[i]}")
+
+    def reload() -> tuple:
+        out = list(bounds)
+        for i in kept:
+            out[i] = em.new(cls)
+            em.ins(f"ld.shared.b{8 * size} {out[i]}, [{ASYNC_SYMBOL}+{off + 8 * i}]")
+        return tuple(out)
+
+    return reload
+
+
 def _release_tmem(em: Emitter, t0, store, slot_off: int, slots: int, tcols: int) -> None:
     """After the consumers' last TMEM read (every MMA done, so every copy landed): thread 0
     frees the map slot (unless the TMA store still needs it), warp 0 the TMEM columns."""
@@ -1290,7 +1323,10 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     # one CTA's 64 rows on 4 warps: rows 16 w .. in TMEM lanes 32 w .. 32 w + 15; read by
     # 16x32bx2 loads, lane l takes row 16 w + l % 16, columns (l / 16) N / 2 .. (as tileiras)
     single64 = M == 64 and not pair and em.num_warps == 4
-    chain = fragment_chain(op, v["store"]) if M == 128 or half or tall or single64 else None
+    # (the store: by TMA, or a plain one from the TMEM rows by chunks, async_rule)
+    direct = v["direct"]
+    store = v["store"] or direct
+    chain = fragment_chain(op, store) if M == 128 or half or tall or single64 else None
     rows = None  # thread t's row of the result, in registers (row-major order): see below
     per = N // 2 if half or wide else N
     uniform = chain is not None and init and all(r == init[0] for r in init)
@@ -1306,6 +1342,9 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     # would be live beside the 128 accumulators (fuzzer seed 170014 spilled 16 B)
     rows_at_once = tmem_chunks.ROWS_AT_ONCE - (em.num_warps == 8 and _row_side(chain))
     chunked = (uniform or in_tmem) and per > rows_at_once and M in (128, 256) and not half
+    # a plain store's rows go out a chunk at a time too: no scratch, 32 values a thread live
+    # (async_rule.tmem_store_plan admits the rows' layout and a chain to it only)
+    chunked = chunked or (direct is not None and chain is not None and (uniform or in_tmem))
     # a zero initial value (+0, as a GEMM from zero starts): the first MMA overwrites D (it
     # accumulates from +0) and the rows read back are the result as they are: no register
     # holds the zeros meanwhile and no add follows (a loop of no iteration writes the zeros
@@ -1403,13 +1442,14 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     if chunked:
         _, lane, warp = em.tid()
         lane_base = tmem_chunks.lane_base(em, warp, taddr, N, tall, wide)
-        groups = 2 if wide else 1
-        _hand_over(em, chain, ("rows", M, N, groups))
+        groups = 2 if wide or single64 else 1
+        _hand_over(em, chain, ("rows", M, N, groups) + (("x2",) if single64 else ()))
         em.tmem_rows = tmem_chunks.Pending(  # (init None: TMEM holds C, tmem_chunks)
             chain, lane_base, ran, None if in_tmem else init[0], cls, per, taddr, v["tcols"]
         )
         em.tmem_rows.group = cta_pair.group(pair)
         em.tmem_rows.zero = zero
+        em.tmem_rows.split = N // 2 if single64 else 0  # (16x32bx2: half a row a thread)
         return []  # (the registers come chunk by chunk: tma_store_epilogue)
     nomma = em.new_label("async_nomma")
     if not (in_tmem or zero):  # (TMEM holds the initial value then)
@@ -1570,8 +1610,13 @@ def _tall_stage(dot, ab: str, a: "_Operand", b: "_Operand", N: int, K: int, acc_
 
 def _tma_store_of(loop):
     """The ``tiled_store`` after ``loop`` the ``async`` stage marked for a TMA store, or None."""
+    return _marked_after(loop, TMA_STORE_ATTR)
+
+
+def _marked_after(loop, attr: str):
+    """The op after ``loop`` in its block that carries ``attr``, or None."""
     ops = loop.parent.ops
-    return next((o for o in ops[ops.index(loop) + 1 :] if TMA_STORE_ATTR in o.attributes), None)
+    return next((o for o in ops[ops.index(loop) + 1 :] if attr in o.attributes), None)
 
 
 def tma_store_epilogue(em: Emitter, op) -> None:
@@ -1635,17 +1680,7 @@ def tma_store_epilogue(em: Emitter, op) -> None:
             m and d.wraps(d.kept[i], k) for k in range(d.nregs) for i, m in enumerate(form.mults)
         )
         if not wraps:  # a per-thread base and one immediate a register
-            bases = em.base(d)
-            tp = em.lincomb(0, [(m, bases[d.kept[i]]) for i, m in enumerate(form.mults)])
-            at = em.new("b32")
-            if isinstance(tp, int):
-                em.ins(f"add.s32 {at}, {base}, {tp * esz}")
-            else:
-                em.ins(f"mad.lo.s32 {at}, {tp}, {esz}, {base}")
-            for k in range(d.nregs):
-                kept = [d.raw[k][d.kept[i]] for i in range(len(form.mults))]
-                static = form.const + sum(m * x for m, x in zip(form.mults, kept))
-                refs.append((at, static * esz))
+            refs = ring_refs(em, d, form.mults, esz, base)
         else:
             em.need_smem(M * N * esz)  # (the ring's bytes: smem_base is the ring's then)
             delta = em.new("b32")
@@ -1700,6 +1735,23 @@ def tma_store_epilogue(em: Emitter, op) -> None:
             tma.tma_store(em, g, [cb, row] + outer, src)
     tma.bulk_commit(em)
     _store_done(em, op, st, done)
+
+
+def ring_refs(em: Emitter, d, mults: tuple, esz: int, base: str) -> list:
+    """(address register, byte offset) of each register of distribution ``d`` (coordinates that
+    do not wrap) in a tile at shared address ``base``, element (c_0, ..) at ``sum(m_i c_i)``:
+    one per-thread address, an immediate a register."""
+    bases = em.base(d)
+    tp = em.lincomb(0, [(m, bases[d.kept[i]]) for i, m in enumerate(mults)])
+    at = em.new("b32")
+    if isinstance(tp, int):
+        em.ins(f"add.s32 {at}, {base}, {tp * esz}")
+    else:
+        em.ins(f"mad.lo.s32 {at}, {tp}, {esz}, {base}")
+    return [
+        (at, sum(m * d.raw[k][d.kept[i]] for i, m in enumerate(mults)) * esz)
+        for k in range(d.nregs)
+    ]
 
 
 def ring_idle(em: Emitter) -> None:

@@ -565,8 +565,18 @@ def tiled_store(em: Emitter, op) -> None:
         from tilegen.runtime.codegen.async_loop import tma_store_epilogue
 
         return tma_store_epilogue(em, op)
-    mem, indices, in_bounds = _tiled_operands(em, op)
     value = _group(op, "value")[0]
+    pending = em.tmem_rows  # the async loop's TMEM rows (async_rule.tmem_store_plan)
+    if pending is not None and pending.chain[-1] is value:
+        from tilegen.runtime.codegen import tmem_store
+
+        if tmem_store.fits(em, value):  # (else stored as the rows are: _store_rounds)
+            em.tmem_rows = None
+            tmem_store.store(em, op, pending, value)
+            for r in op.results:
+                em.set(r, None)
+            return
+    mem, indices, in_bounds = _tiled_operands(em, op)
     if not is_tile(value.type):
         return element_access(em, op, load=False)
     mask = _group(op, "mask")
@@ -593,6 +603,13 @@ def _store_rounds(em: Emitter, op, value, groups: list):
     """(registers, the groups they complete) in the order a store writes them: the value's
     registers and every group at once; for a loop's result kept in tensor memory
     (``tmem_resident.Epilogue``), a round per chunk of columns as it is read."""
+    pending = em.tmem_rows  # the async loop's TMEM rows (async_rule.tmem_store_plan)
+    if pending is not None and pending.chain[-1] is value:
+        from tilegen.runtime.codegen import tmem_chunks
+
+        em.tmem_rows = None
+        yield from tmem_chunks.store_rounds(em, pending, op, value, groups)
+        return
     ep = em.tmem_epilogues.get(op) if em.tmem_epilogues else None
     if ep is None:
         yield em.tile(op, value), groups

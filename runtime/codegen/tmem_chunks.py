@@ -48,6 +48,9 @@ class Pending:
     #: the initial value is +0: the MMAs' sum is the result as it is (no add), and a loop of
     #: no iteration leaves +0 in TMEM
     zero: bool = False
+    #: M 64 on 4 warps: half a row a thread (``16x32bx2``: lanes 16 .. 31 read the columns
+    #: ``split`` further); 0: a row (``32x32b``)
+    split: int = 0
 
 
 def lane_base(em: Emitter, warp: str, taddr: str, N: int, tall: bool, wide: bool) -> str:
@@ -88,6 +91,15 @@ def store_by_chunks(em: Emitter, p: Pending, store, value, refs: list, write) ->
     ``value`` (the stored tile) and ``write(registers, refs, first column)`` it (``refs``: the
     ring places of all of the thread's columns, in order); then fence the TMEM reads for the barrier that
     follows (:func:`release`)."""
+    for c0, regs in chunks(em, p, store, value):
+        write(regs, refs[c0 : c0 + CHUNK], c0)
+
+
+def chunks(em: Emitter, p: Pending, store, value):
+    """Yield (first column, the stored tile's registers) per ``CHUNK`` columns of ``p``'s
+    accumulator: each chunk read from TMEM (the next one in flight while the caller writes this
+    one), given the initial value and run through the chain to ``value``; after the last, the
+    TMEM reads are fenced for the barrier that follows (:func:`release`)."""
     first, rest = p.chain[0], p.chain[1:]
     add = "s32" if p.cls == "b32" else "rn.f32"
 
@@ -95,7 +107,11 @@ def store_by_chunks(em: Emitter, p: Pending, store, value, refs: list, write) ->
         regs = [em.new("b32") for _ in range(CHUNK)]
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {p.lane_base}, {c0}")
-        em.ins(f"tcgen05.ld.sync.aligned.32x32b.x{CHUNK}.b32 {{{', '.join(regs)}}}, [{src}]")
+        dst = ", ".join(regs)
+        if p.split:
+            em.ins(f"tcgen05.ld.sync.aligned.16x32bx2.x{CHUNK}.b32 {{{dst}}}, [{src}], {p.split}")
+        else:
+            em.ins(f"tcgen05.ld.sync.aligned.32x32b.x{CHUNK}.b32 {{{dst}}}, [{src}]")
         return regs
 
     # no iteration: TMEM holds nothing and the result is the initial value; the columns get
@@ -106,11 +122,16 @@ def store_by_chunks(em: Emitter, p: Pending, store, value, refs: list, write) ->
         filled = em.new_label("tmem_chunks_filled")
         em.ins(f"@{p.ran} bra {filled}")
         z = em.mov("b32", "0" if p.cls == "b32" or p.zero else "0x80000000")
+        shape = (
+            f"16x32bx2.x{CHUNK}.b32 [{{}}], {p.split},"
+            if p.split
+            else f"32x32b.x{CHUNK}.b32 [{{}}],"
+        )
         for c0 in range(0, p.per, CHUNK):
             dst = em.new("b32")
             em.ins(f"add.s32 {dst}, {p.lane_base}, {c0}")
             zeros = ", ".join([z] * CHUNK)
-            em.ins(f"tcgen05.st.sync.aligned.32x32b.x{CHUNK}.b32 [{dst}], {{{zeros}}}")
+            em.ins(f"tcgen05.st.sync.aligned.{shape.format(dst)} {{{zeros}}}")
         em.ins("tcgen05.wait::st.sync.aligned")
         em.label(filled)
     cur = load(0)
@@ -132,11 +153,36 @@ def store_by_chunks(em: Emitter, p: Pending, store, value, refs: list, write) ->
             fragment_sides.chunk(em, p, c0, CHUNK)
         for v in rest:  # the epilogue's own handlers, on this chunk's registers
             em.emit_op(v.op)
-        write(em.tile(store, value), refs[c0 : c0 + CHUNK], c0)
+        yield c0, em.tile(store, value)
         if nxt is not None:
             em.ins("tcgen05.wait::ld.sync.aligned")
             cur = nxt
     em.ins("tcgen05.fence::before_thread_sync")
+
+
+def store_rounds(em: Emitter, p: Pending, store, value, groups: list):
+    """A plain store of ``p``'s accumulator (async_rule.tmem_store_plan; docs/pipelines.md
+    section 44): (registers by index, the ``groups`` of register indices they complete) per
+    chunk, register k being column k of the thread's row; after the last, the consumers meet
+    and warp 0 frees the columns."""
+    left = list(groups)
+    for c0, regs in chunks(em, p, store, value):
+        out = {c0 + i: r for i, r in enumerate(regs)}
+        done = [g for g in left if all(k in out for k in g)]
+        left = [g for g in left if not all(k in out for k in g)]
+        yield out, done
+    if left:
+        from tilegen.runtime.codegen.core import fail
+
+        fail(store, "PTX backend: a store's vector crosses two chunks of tensor memory")
+    em.barrier()  # every consumer's last TMEM read is behind it
+    tid, _, _ = em.tid()
+    w0 = em.new("pred")
+    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
+    freed = em.new_label("tmem_chunks_freed")
+    em.ins(f"@!{w0} bra {freed}")
+    release(em, p)
+    em.label(freed)
 
 
 def release(em: Emitter, p: Pending) -> None:

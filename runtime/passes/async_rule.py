@@ -116,6 +116,9 @@ ASYNC_PAIR_ATTR = "nv_tileas.cta_pair"
 #: the attribute the ``async`` stage puts on the kernel's final ``tiled_store`` when the
 #: epilogue writes through TMA (registers -> the idle stage ring -> cp.async.bulk.tensor)
 TMA_STORE_ATTR = "nv_tileas.tma_store"
+#: the epilogue's plain ``tiled_store`` written straight from sm_100's TMEM rows, a column chunk
+#: at a time (:func:`tmem_store_plan`; docs/pipelines.md section 44)
+TMEM_STORE_ATTR = "nv_tileas.tmem_store"
 #: on a dot operand's ``tiled_load`` TMA cannot describe (rows or base of no 16-byte
 #: multiple): the producer warp group's threads copy it into the stage, this many elements a
 #: copy (section 43)
@@ -146,6 +149,8 @@ class AsyncDecision:
     #: the epilogue's store goes through TMA; else why not (taken kernels only)
     tma_store: bool = False
     store_reason: str = ""
+    #: no TMA store, but the plain store writes sm_100's TMEM rows by column chunks (section 44)
+    tmem_store: bool = False
     #: the general form's last dot runs beside the next iteration's first (section 16)
     overlap: bool = False
     #: the GEMM form runs on a CTA pair (section 18); ``stage_bytes`` are then one CTA's
@@ -214,6 +219,8 @@ class AsyncDecision:
             head += (
                 "; TMA store" if self.tma_store else f"; st.global epilogue ({self.store_reason})"
             )
+            if self.tmem_store:
+                head += "; stored from the TMEM rows 32 columns at a time"
         return head
 
 
@@ -547,7 +554,7 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         elif scaled:
             kw["consumer_regs"] = consumer_regs_inc(plan)
         if copied:
-            _copier_registers(func, plan, kw, need)
+            _copier_registers(func, plan, kw, need, mma == "tcgen05")
     sides = staged_sides(loop, dot)
     kw["stage_bytes"] += sum(
         _BYTES.get(_elem_key(o.results[0].type), 4) * prod(o.results[0].type.shape) for o in sides
@@ -555,6 +562,8 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     ring_stage = pair_stage_bytes(dot, sm) if pair else stage_bytes_of(dot, sides)
     _, store_why = tma_store_plan(func, loop, kw["stages"], ring_stage, pair, sm, warps)
     kw.update(tma_store=store_why is None, store_reason=store_why or "")
+    if store_why is not None and tmem_store_plan(func, loop, sm, warps, pair) is not None:
+        kw["tmem_store"] = True
     if pair and store_why is not None:
         reason = f"a CTA pair stores each CTA's rows by TMA, and here: {store_why}"
         return AsyncDecision(name, target, True, False, reason, **kw)
@@ -590,14 +599,18 @@ CONSUMER_SLACK = 32
 INIT_SLACK = 16
 
 
-def _copier_registers(func, plan, kw: dict, need: int) -> None:
+def _copier_registers(func, plan, kw: dict, need: int, tmem: bool = False) -> None:
     """The producer's ``setmaxnreg.dec`` where its threads copy operands (section 43): they
     hold a stage's chunks in flight in registers, so the producer keeps what the consumers
     leave it (at most ``THREAD_COPY_REGS``): under a register cap, what their inc leaves of
     the cap, at least ``THREAD_COPY_MIN_REGS`` where the consumers keep ``need`` beside it (32
     spilled the copies of fuzz seeds 640356 and 641350 at occupancy 2); uncapped,
     ``THREAD_COPY_REGS`` beside one consumer warp group (which keeps the launch's 255), and
-    beside two the consumers inc to what ``THREAD_COPY_MIN_REGS`` leaves."""
+    beside two the consumers inc to what ``THREAD_COPY_MIN_REGS`` leaves - or, where their
+    accumulator is in tensor memory (``tmem``) and ``need`` fits what ``THREAD_COPY_REGS``
+    leaves (208), to that: two 8-warp kernels whose producer copied both operands spilled
+    its loop's trip count at 48 to 80 registers (fuzz seeds 722894, 727545: 4 B), and a
+    256 x 256 one 16 B (725396)."""
     from tilegen.runtime.layouts.kernel import register_cap
     from tilegen.runtime.passes import k_loop_pipelining as klp
 
@@ -615,6 +628,10 @@ def _copier_registers(func, plan, kw: dict, need: int) -> None:
         spare = klp.THREAD_COPY_REGS
     else:
         spare = klp.THREAD_COPY_MIN_REGS
+        roomy = (klp.REGISTER_FILE - 32 * pw * klp.THREAD_COPY_REGS) // (32 * cw) // 8 * 8
+        # (a row of more than TMEM_ROWS_AT_ONCE accumulators is read by chunks: tmem_chunks)
+        if tmem and roomy >= min(need, TMEM_ROWS_AT_ONCE + CONSUMER_SLACK):
+            spare = klp.THREAD_COPY_REGS
         left = klp.REGISTER_FILE - 32 * pw * spare
         inc = min(klp.MAX_REGS_RANGE[1], left // (32 * cw) // 8 * 8)
         kw.update(consumer_regs=inc, rebalance=True)
@@ -694,6 +711,69 @@ def staged_sides(loop: Operation, dot: Operation) -> list:
     return out
 
 
+def epilogue_store(func: Operation, loop: Operation) -> tuple:
+    """(the one ``tiled_store`` after ``loop`` at the kernel's top level, of a tile that depends
+    on the loop's result, None) or (None, why not): beside it only loads of row or column
+    vectors."""
+    ops = func.regions[0].blocks[0].ops
+    after = ops[ops.index(loop) + 1 :]
+    mem = [o for o in after if o.regions or any(w in o.name.split(".")[-1] for w in _MEMORY_OPS)]
+    stores = [o for o in mem if o.name == "nv_tileaa.tiled_store"]
+    if len(stores) != 1 or not all(o is stores[0] or _vector_load(o) for o in mem):
+        return None, "the epilogue is not one tiled_store (beside loads of row or column vectors)"
+    store = stores[0]
+    deps, todo = set(), [store.opdef.operand_group(store, "value")[0]]
+    while todo:  # does the stored tile depend on the loop's result?
+        v = todo.pop()
+        if not isinstance(v, OpResult) or id(v.op) in deps:
+            continue
+        deps.add(id(v.op))
+        todo.extend(v.op.operands)
+    if id(loop) not in deps:
+        return None, "the stored tile does not come from the K loop"
+    return store, None
+
+
+def tmem_store_plan(
+    func: Operation, loop: Operation, sm: int, warps: int, pair: bool = False
+) -> Optional[Operation]:
+    """The epilogue's plain ``tiled_store`` (:func:`epilogue_store`, no mask) that sm_100's
+    consumers write straight from the accumulator's TMEM rows, a column chunk at a time
+    (codegen/tmem_chunks.py; docs/pipelines.md section 44), or None. Where TMA cannot store the
+    tile (a row stride of no 16-byte multiple: an LM head's 32,001 columns), the registers
+    otherwise went through a scratch buffer the size of the tile (64 KB at 128 x 128 f32) to
+    the layout the layout stage gave the result, and a 1 x N side vector (a bias) was loaded
+    whole beside a whole row of accumulators (fuzz seed 704626 spilled 128 B). The rule: one
+    CTA (no pair) of 4 warps and 64 or 128 rows (64: half a row a thread, ``16x32bx2``) or
+    8 warps and 128 or 256, the GEMM form (no
+    scaled accumulate), a uniform initial value or one written into TMEM
+    (:func:`init_in_tmem`), the loop result in the TMEM rows' layout
+    (``tcgen05_accumulator_layout``: register k is column k of the thread's row) and a
+    :func:`fragment_chain` from it to the store: each thread then stores its own row's
+    columns, as the chain's ops compute them, from registers in the layout's order."""
+    from tilegen.runtime.layouts.mma_choice import tcgen05_accumulator_layout
+
+    if pair or ASYNC_MMA.get(sm) != "tcgen05" or len(loop.results) != 1:
+        return None
+    if not isinstance(_loop_dot(loop).operands[2], BlockArgument):
+        return None  # (the scaled accumulate: async_scaled.py)
+    t = loop.results[0].type
+    shape = tuple(getattr(t, "shape", ()))
+    if len(shape) != 2 or (shape[0], warps) not in ((64, 4), (128, 4), (128, 8), (256, 8)):
+        return None
+    M, N = shape
+    if (M * N // (32 * warps)) % 32 or t.encoding != tcgen05_accumulator_layout(warps, N, M):
+        return None
+    if not uniform_tile(loop.operands[3]) and not init_in_tmem(loop, warps):
+        # (C written into TMEM by chunks, 256 a thread: ptxas loads all 256 at once, and fuzz
+        # seed 325621, both operands copied by 48-register producer threads, spilled 4 B)
+        return None
+    store, _ = epilogue_store(func, loop)
+    if store is None or store.opdef.operand_group(store, "mask"):
+        return None
+    return store if fragment_chain(loop, store) is not None else None
+
+
 def tma_store_plan(
     func: Operation,
     loop: Operation,
@@ -713,22 +793,9 @@ def tma_store_plan(
     from tilegen.runtime.layouts.access import element_bytes
     from tilegen.runtime.passes.k_loop_pipelining import tma_store_describable
 
-    ops = func.regions[0].blocks[0].ops
-    after = ops[ops.index(loop) + 1 :]
-    mem = [o for o in after if o.regions or any(w in o.name.split(".")[-1] for w in _MEMORY_OPS)]
-    stores = [o for o in mem if o.name == "nv_tileaa.tiled_store"]
-    if len(stores) != 1 or not all(o is stores[0] or _vector_load(o) for o in mem):
-        return None, "the epilogue is not one tiled_store (beside loads of row or column vectors)"
-    store = stores[0]
-    deps, todo = set(), [store.opdef.operand_group(store, "value")[0]]
-    while todo:  # does the stored tile depend on the loop's result?
-        v = todo.pop()
-        if not isinstance(v, OpResult) or id(v.op) in deps:
-            continue
-        deps.add(id(v.op))
-        todo.extend(v.op.operands)
-    if id(loop) not in deps:
-        return None, "the stored tile does not come from the K loop"
+    store, why = epilogue_store(func, loop)
+    if store is None:
+        return None, why
     why = tma_store_describable(store)
     if why is not None:
         return None, why
@@ -825,6 +892,8 @@ def _lowering(
             stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit // stage)
         if scratch or tma_store_plan(func, loop, stages, stage, pair, sm, warps)[0] is not None:
             break
+        if tmem_store_plan(func, loop, sm, warps, pair) is not None:
+            break  # (no TMA store: st.global from the TMEM rows)
     scaled = not isinstance(dot.operands[2], BlockArgument)
     if scaled and sm >= 100 and (warps != 8 or M != 128 or N not in (64, 128)):
         # a thread holds N / 2 columns of the partial product, the sum and a 1 x N side vector
@@ -1096,6 +1165,9 @@ def _registers_only(
         return False
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)  # (the ring's size checked later)
     chain = fragment_chain(loop, store, through_conversion=True)  # (_store_unconverted's)
+    if chain is None and tmem_warps:  # (or st.global from the TMEM rows)
+        store = tmem_store_plan(func, loop, sm, tmem_warps)
+        chain = fragment_chain(loop, store)
     if chain is None:
         return False
     ops = func.regions[0].blocks[0].ops
@@ -1549,6 +1621,11 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 chain = fragment_chain(loop, store)
                 for side in chain_sides(chain) if chain else ():
                     _side_compact(side)
+            elif d.tmem_store:
+                store = tmem_store_plan(func, loop, options.target.sm, d.consumer_warps)
+                store.set_attr(TMEM_STORE_ATTR, UnitAttr())
+                for side in chain_sides(fragment_chain(loop, store)):
+                    _side_compact(side)
     return out
 
 
@@ -1564,6 +1641,7 @@ _DECISION_ATTRS = (
     ASYNC_PAIR_ATTR,
     ASYNC_STAGED_ATTR,
     TMA_STORE_ATTR,
+    TMEM_STORE_ATTR,
     THREAD_COPY_ATTR,
 )
 

@@ -26,7 +26,8 @@ And, between warps, a generic read of bytes another warp wrote that no barrier (
 phase) orders before the read: an exchange through shared memory without its `bar.sync`; and
 a tcgen05.mma whose accumulator covers tensor memory some warp wrote by `tcgen05.st` (C
 written before the loop, in its CTA or the pair's other one) that no barrier or mbarrier phase
-orders before the MMA's issue."""
+orders before the MMA's issue; and a `tcgen05.dealloc` of columns another warp accessed by
+`tcgen05.ld`/`st` with no barrier between, or that an MMA still writes."""
 
 from __future__ import annotations
 
@@ -88,6 +89,9 @@ class Hazards:
         self.ts_warp = np.full((128 * ctas, 512), -1, np.int32)
         self.ts_clock = np.zeros((128 * ctas, 512), np.int64)
         self.ts_line = np.zeros((128 * ctas, 512), np.int32)
+        # each warp's last tcgen05.ld / st of a column of its CTA: (its clock, line)
+        self.tx_clock = np.zeros((ctas, 512, self.W), np.int64)
+        self.tx_line = np.zeros((ctas, 512, self.W), np.int32)
         self.ops: dict[int, "AsyncOp"] = {}
         self.bvc: dict[int, list[np.ndarray]] = {}  # mbarrier -> [current phase, completed]
         self.nagents = self.W
@@ -500,6 +504,9 @@ class Hazards:
                 f"{self._op(op)} is still writing it (wait for its tcgen05.commit mbarrier "
                 "phase first)"
             )
+        cta = int(rows[0]) // 128
+        self.tx_clock[cta, c0:c1, w] = self.vc[w, w]
+        self.tx_line[cta, c0:c1, w] = line
         writers = self.tm_writer[rows, c0:c1]
         if store:
             for oid, c in zip(*np.unique(writers, return_counts=True)):
@@ -520,3 +527,26 @@ class Hazards:
                     "without having waited for an mbarrier phase that a tcgen05.commit "
                     "tracking it completes"
                 )
+
+    def tmem_dealloc(self, w: int, cta: int, c0: int, c1: int, line: int) -> None:
+        """Warp ``w`` frees columns ``c0 .. c1`` of its CTA's tensor memory: every warp's last
+        ``tcgen05.ld`` / ``st`` of them must happen before (a barrier), and no MMA may still be
+        writing them."""
+        rows = slice(128 * cta, 128 * cta + 128)
+        if (self.tm_op[rows, c0:c1] != 0).any():
+            raise _err(
+                f"tcgen05.dealloc (line {line}) by warp {w} frees tensor memory an MMA is still "
+                "writing (wait for its tcgen05.commit mbarrier phase first)"
+            )
+        last = self.tx_clock[cta, c0:c1]  # (columns, warps)
+        bad = last > self.vc[w][None, : self.W]
+        bad[:, w] = False
+        if bad.any():
+            j, v = np.argwhere(bad)[0]
+            raise _err(
+                f"tcgen05.dealloc (line {line}) by warp {w} frees tensor memory (column "
+                f"{c0 + int(j)}) that warp {int(v)} accessed by tcgen05.ld/st at line "
+                f"{int(self.tx_line[cta, c0 + j, v])}, but nothing orders that access before "
+                "the dealloc (a barrier)"
+            )
+        self.tx_clock[cta, c0:c1] = 0

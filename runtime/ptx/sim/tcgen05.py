@@ -107,7 +107,7 @@ def _tmem_addr(st: "CtaState", op, mask: np.ndarray) -> np.ndarray:
 
 
 # -- alloc / dealloc ------------------------------------------------------------------------------
-def do_alloc(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
+def do_alloc(st: "CtaState", ins: Instr, mask: np.ndarray, line: int = 0) -> None:
     """alloc / dealloc / relinquish_alloc_permit. ``.cta_group::2``: one warp of each CTA of
     the pair executes it, for its own tensor memory (both pick the same columns: the pair's
     allocations go together)."""
@@ -138,6 +138,10 @@ def do_alloc(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             addr = _uniform(st.read(ins.operands[0], "u32")[sel], ins.opcode)
             ncols = _uniform(st.read(ins.operands[1], "u32")[sel], ins.opcode)
             tmem(st, w * 32).dealloc(addr, ncols)
+            if st.engine.hazards is not None:  # (every access ordered before it)
+                col = addr & 0xFFFF
+                cta = int(w) * 32 // st.threads
+                st.engine.hazards.tmem_dealloc(int(w), cta, col, col + ncols, line)
         return
     raise _err(f"unsupported {ins.opcode!r}")
 
@@ -498,7 +502,7 @@ def do_ld_st(st: "CtaState", ins: Instr, mask: np.ndarray, line: int = 0) -> Non
 def execute(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
     op = ins.parts[1].split("::")[0]
     if op in ("alloc", "dealloc", "relinquish_alloc_permit"):
-        do_alloc(st, ins, mask)
+        do_alloc(st, ins, mask, line)
     elif op == "mma":
         do_mma(st, ins, mask, line)
     elif op == "commit":
