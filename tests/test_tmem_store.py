@@ -49,22 +49,22 @@ def _source(et: str, ct: str, m: int, n: int, init) -> str:
     return tp._source(et, ct, m, n, 64, text=text)
 
 
-def _compile(et: str, ct: str, m: int, n: int, init, warps=None):
+def _compile(et: str, ct: str, m: int, n: int, init, warps=None, target="sm_100a"):
     """(PTX, the async decision's line), the PTX assembled by ptxas with 0 spills."""
     from tilegen.runtime import driver
     from tilegen.runtime.options import CompileOptions
     from tilegen.runtime.ptxas import assemble
 
-    options = CompileOptions(target="sm_100a", num_warps=warps)
+    options = CompileOptions(target=target, num_warps=warps)
     c = driver.compile_source(_source(et, ct, m, n, init), options, "mm.mlir", until="ptx")
     ptx, plan = c.ptx, c.async_plan
-    cubin, log = assemble(ptx, 100, verbose=True)
+    cubin, log = assemble(ptx, int(target[3:6].rstrip("a")), verbose=True)
     assert cubin[:4] == b"\x7fELF"
     assert "0 bytes spill stores" in log, log
     return ptx, " | ".join(d.line() for d in plan or ())
 
 
-def _run(ptx: str, et: str, ct: str, m: int, n: int, nk: int, seed: int, sectors=None):
+def _run(ptx: str, et: str, ct: str, m: int, n: int, nk: int, seed: int, sectors=None, warps=4):
     """(C as stored, A B, C as given); ``sectors``: a list that gets, per warp of each global
     store instruction, the 32-byte sectors its lanes wrote."""
     import test_codegen_pipeline as tp
@@ -76,8 +76,8 @@ def _run(ptx: str, et: str, ct: str, m: int, n: int, nk: int, seed: int, sectors
     def traced(st, space, addrs, mask):
         out = memory(st, space, addrs, mask)
         stored = sys._getframe(1).f_code.co_name == "do_st"  # (not a load's)
-        if sectors is not None and stored and out[0] is st.heap and mask.sum() == 128:
-            for w in range(4):
+        if sectors is not None and stored and out[0] is st.heap and mask.sum() == 32 * warps:
+            for w in range(warps):
                 sectors.append(len(np.unique(out[1][32 * w : 32 * w + 32] // 32)))
         return out
 
@@ -132,6 +132,37 @@ def test_the_plain_store_reads_the_tmem_rows_by_chunks(et, ct, m, n, warps, init
 
 
 @pytest.mark.parametrize(
+    "et,ct,m,n,warps,init",
+    [
+        ("f16", "f32", 128, 128, None, "1.5"),  # two m64 instances a warp group
+        ("f16", "f32", 128, 256, 8, "-0.0"),  # two consumer warp groups
+        ("f16", "f32", 64, 128, None, None),  # C loaded in the fragment's order
+        ("i8", "i32", 128, 128, None, "3"),
+    ],
+)
+def test_sm90_stores_the_wgmma_fragment_coalesced(et, ct, m, n, warps, init):
+    # sm_90a (section 45): the fragment's registers go into the idle ring whole (rows padded),
+    # and a warp's lanes store 32 consecutive columns of a row; before, the ring exchange went
+    # to the layout stage's layout, whose warp stores wrote 8 rows of 4 lanes
+    ptx, plan = _compile(et, ct, m, n, init, warps, "sm_90a")
+    assert "async path" in plan and "st.global epilogue" in plan, plan
+    assert "stored from the wgmma fragment through the ring, coalesced" in plan, plan
+    threads = 32 * (warps or 4)
+    per = m * n // threads
+    tail = ptx[ptx.rindex("wgmma.wait_group.sync.aligned 0") :]
+    assert tail.count("st.global") == per
+    assert len(re.findall(r"ld\.shared\.(?!u32)", tail)) == per  # (not the map slot's)
+    for nk in (0, 2):
+        sectors: list = []
+        out, prod, c = _run(ptx, et, ct, m, n, nk, 3 + nk, sectors, threads // 32)
+        want = prod + (c.astype(np.float64) if init is None else float(init))
+        np.testing.assert_array_equal(out.astype(np.float64), want)
+        if nk == 0 and init == "-0.0":
+            assert np.signbit(out).all()
+        assert len(sectors) == threads // 32 * per and max(sectors) == 4  # (4-byte stores)
+
+
+@pytest.mark.parametrize(
     "m,n,warps",
     [
         (128, 128, None),  # coalesced: the barrier orders the ring's writes before the reads too
@@ -153,27 +184,53 @@ def test_without_the_barrier_before_the_dealloc_a_read_is_caught(m, n, warps):
 
 # ---------------------------------------------------------------- cuTile kernels
 @pytest.mark.parametrize(
-    "params,sizes",
+    "target,params,sizes",
     [
         # an LM head's tile: N = 251 columns of f16 (rows of 502 bytes), B by the producer's
         # threads; before: 5 stages beside the 64 KB scratch, 1,720 SASS
-        (dict(ab="f16", out="f16", TM=128, TN=128, TK=64, BT=0, INIT=0, EPI=0), (256, 251, 256)),
+        (
+            "sm_100a",
+            dict(ab="f16", out="f16", TM=128, TN=128, TK=64, BT=0, INIT=0, EPI=0),
+            (256, 251, 256),
+        ),
         # a bias row beside 128 x 256 on 8 warps (fuzz seed 704626: 128 B spilled before)
-        (dict(ab="f16", out="f32", TM=128, TN=256, TK=64, BT=1, INIT=0, EPI=2), (256, 250, 331)),
+        (
+            "sm_100a",
+            dict(ab="f16", out="f32", TM=128, TN=256, TK=64, BT=1, INIT=0, EPI=2),
+            (256, 250, 331),
+        ),
         # e4m3, ReLU, from C
-        (dict(ab="e4m3", out="f16", TM=128, TN=128, TK=128, BT=0, INIT=1, EPI=3), (128, 245, 256)),
+        (
+            "sm_100a",
+            dict(ab="e4m3", out="f16", TM=128, TN=128, TK=128, BT=0, INIT=1, EPI=3),
+            (128, 245, 256),
+        ),
+        # sm_90a: the LM head's tile, and a bias row
+        (
+            "sm_90a",
+            dict(ab="f16", out="f16", TM=128, TN=128, TK=64, BT=0, INIT=0, EPI=0),
+            (256, 251, 256),
+        ),
+        (
+            "sm_90a",
+            dict(ab="bf16", out="f32", TM=128, TN=128, TK=64, BT=1, INIT=0, EPI=2),
+            (200, 250, 200),
+        ),
     ],
 )
-def test_cutile_gemms_of_unaligned_rows_store_from_tmem(params, sizes, tmp_path):
+def test_cutile_gemms_of_unaligned_rows_store_from_tmem(target, params, sizes, tmp_path):
     pytest.importorskip(
         "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
     )
     import fuzz_async as fa
 
     M, N, K = sizes
-    cfg = fa.Config(0, "gemm", "sm_100a", params, {}, dict(M=M, N=N, K=K), aligned=False)
+    cfg = fa.Config(0, "gemm", target, params, {}, dict(M=M, N=N, K=K), aligned=False)
     o = fa.check(cfg, str(tmp_path))
     assert o.status == "ok", f"{o.status}: {o.detail}\n{o.plan}"  # (0 spills, exact)
+    if target == "sm_90a":
+        assert "stored from the wgmma fragment through the ring, coalesced" in o.plan, o.plan
+        return
     assert o.path == "async" and PLAN in o.plan, o.plan
     tail = o.ptx[o.ptx.rindex("tcgen05.mma") : o.ptx.rindex("tcgen05.ld.sync")]
     assert not re.search(r"ld\.shared\.(f32|b32|s32)", tail)  # (no scratch round trip)

@@ -425,8 +425,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
     if store is None:
         _free_slot(em, t0, slot_off, slots)
     _ring_scratch(em, op, bt_off + (bt.count * bt.bytes if bt else 0))
-    chain = fragment_chain(op, store)
-    if chain is not None:  # the registers stay in fragment order up to the TMA store
+    chain = fragment_chain(op, store or direct)
+    if chain is not None:  # the registers stay in fragment order up to the (TMA) store
         _hand_over(em, chain, ("wgmma", M, N))
         em.set(op.results[0], acc)
         return
@@ -2306,18 +2306,19 @@ def _swizzled_refs(em: Emitter, fragment: tuple, esz: int, base) -> list | None:
     return refs
 
 
-def _fragment_elems(em: Emitter, M: int, N: int) -> tuple:
+def _fragment_elems(em: Emitter, M: int, N: int, pitch: int = 0) -> tuple:
     """(register with this thread's base element index, [element offset of each wgmma fragment
-    register]) in the row-major M x N tile. Register (instance q, index 4 j + 2 h + s) holds
-    row 64 (nq wg + q) + 16 (w % 4) + 8 h + g, column 8 j + 2 t + s (nq instances per warp
-    group; g = lane / 4, t = lane % 4)."""
+    register]) in the row-major M x N tile (rows ``pitch`` elements apart: default N). Register
+    (instance q, index 4 j + 2 h + s) holds row 64 (nq wg + q) + 16 (w % 4) + 8 h + g, column
+    8 j + 2 t + s (nq instances per warp group; g = lane / 4, t = lane % 4)."""
     nq = M // (16 * em.num_warps)
+    pitch = pitch or N
     r0, g, t = _fragment_thread(em, M)
     th = em.new("b32")
-    em.ins(f"mad.lo.s32 {th}, {r0}, {N}, 0")
+    em.ins(f"mad.lo.s32 {th}, {r0}, {pitch}, 0")
     em.ins(f"mad.lo.s32 {th}, {t}, 2, {th}")
     offs = [
-        (64 * q + 8 * h) * N + 8 * j + s
+        (64 * q + 8 * h) * pitch + 8 * j + s
         for q in range(nq)
         for j in range(N // 8)
         for h in range(2)

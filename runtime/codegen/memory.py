@@ -566,13 +566,10 @@ def tiled_store(em: Emitter, op) -> None:
 
         return tma_store_epilogue(em, op)
     value = _group(op, "value")[0]
-    pending = em.tmem_rows  # the async loop's TMEM rows (async_rule.tmem_store_plan)
-    if pending is not None and pending.chain[-1] is value:
+    if "nv_tileas.tmem_store" in op.attributes:  # the async path's (async_rule.tmem_store_plan)
         from tilegen.runtime.codegen import tmem_store
 
-        if tmem_store.fits(em, value):  # (else stored as the rows are: _store_rounds)
-            em.tmem_rows = None
-            tmem_store.store(em, op, pending, value)
+        if tmem_store.store(em, op, value):  # (else the TMEM rows as they are: _store_rounds)
             for r in op.results:
                 em.set(r, None)
             return

@@ -1,5 +1,5 @@
-"""sm_100's plain store from the TMEM rows, coalesced through the idle stage ring
-(async_rule.tmem_store_plan; docs/pipelines.md section 44).
+"""The async path's plain store from the accumulator's own order, coalesced through the idle
+stage ring (async_rule.tmem_store_plan; docs/pipelines.md sections 44 and 45).
 
 A thread of the tcgen05 accumulator's rows holds one row of the tile, so stored as it is, each
 warp store instruction writes 32 rows: 32 sectors for 32 elements, where a row's 32 neighbours
@@ -10,25 +10,30 @@ columns), and every thread reads the tile back with a warp's 32 lanes on 32 cons
 of a row, and stores it (the ordinary ``memory.Access`` addressing and bounds, in that layout).
 tileiras does the same through ``STSM`` / ``LDS.128``. Where the padded tile does not fit in
 the ring (256 x 256 f32), the rows are stored as they are (``tmem_chunks.store_rounds``).
+
+sm_90's wgmma consumers do the same with their fragment registers (a warp's store otherwise
+wrote 8 rows of 4 lanes, the layout stage's layout, after an exchange through the ring all the
+same): written whole into the ring, rows padded, and read back coalesced.
 """
 
 from __future__ import annotations
 
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key
+from tilegen.runtime.layouts.async_forms import RING_PAD
 from tilegen.runtime.layouts.attrs import BlockedLayout
 from tilegen.runtime.types import TileType
 
-#: bytes each ring row is padded by, per element size: a warp's 32 rows then start in distinct
-#: banks for its stores (16-byte vectors of f32, 4-byte pairs of 16-bit values, single bytes)
-PAD = {4: 16, 2: 4, 1: 4}
+
+def _pad(kind: tuple, esz: int) -> int:
+    return RING_PAD["wgmma" if kind[0] == "wgmma" else "rows"].get(esz, 0)
 
 
-def _pitch(N: int, esz: int) -> int:
+def _pitch(kind: tuple, N: int, esz: int) -> int:
     """A ring row's elements: ``N`` and the padding."""
-    return N + PAD[esz] // esz
+    return N + _pad(kind, esz) // esz
 
 
-def fits(em: Emitter, value) -> bool:
+def _fits(em: Emitter, value, kind: tuple) -> bool:
     """Whether the stored tile, its rows padded, fits in the ring's bytes before the side
     vectors (the async loop's ``Emitter.async_store``)."""
     st = getattr(em, "async_store", None)
@@ -37,7 +42,9 @@ def fits(em: Emitter, value) -> bool:
         return False
     esz = ELEMENTS[key][1]
     M, N = value.type.shape[-2:]
-    return esz in PAD and N % 32 == 0 and M * _pitch(N, esz) * esz <= st["ring_bytes"]
+    if not _pad(kind, esz) or N % 32:
+        return False
+    return M * _pitch(kind, N, esz) * esz <= st["ring_bytes"]
 
 
 def _coalesced(t: TileType, warps: int) -> TileType:
@@ -53,35 +60,62 @@ def _coalesced(t: TileType, warps: int) -> TileType:
     return TileType(t.shape, t.element, lay)
 
 
-def store(em: Emitter, op, p, value) -> None:
-    """``tiled_store`` ``op`` of ``value``, the end of TMEM rows ``p``'s chain (:func:`fits`)."""
+def store(em: Emitter, op, value) -> bool:
+    """``tiled_store`` ``op`` of ``value`` (marked ``nv_tileas.tmem_store``), the end of the
+    async loop's chain in its accumulator's own order: sm_100's TMEM rows left in tensor memory
+    (``Emitter.tmem_rows``), or sm_90's wgmma fragment registers. Whether it stored it: an
+    sm_100 tile the ring cannot hold is left to the ordinary store (its rows as they are,
+    ``memory._store_rounds``)."""
     from tilegen.runtime.codegen import memory, tmem_chunks
-    from tilegen.runtime.codegen.async_loop import _row_thread, _write_ring, ring_refs
+    from tilegen.runtime.codegen.async_loop import (
+        _fragment_elems,
+        _row_thread,
+        _write_ring,
+        ring_idle,
+        ring_refs,
+    )
 
+    kind = getattr(em, "fragment_order", {}).get(value)
+    p = em.tmem_rows
+    rows = kind is not None and kind[0] == "rows" and p is not None and p.chain[-1] is value
+    if not (rows or (kind is not None and kind[0] == "wgmma")) or not _fits(em, value, kind):
+        if kind is not None and kind[0] == "wgmma":  # (async_rule checked the ring's bytes)
+            from tilegen.runtime.codegen.core import fail
+
+            fail(op, "PTX backend: the wgmma fragment's tile does not fit in the stage ring")
+        return False
     mem, indices, in_bounds = memory._tiled_operands(em, op)
     cls, esz, sfx = ELEMENTS[elem_key(value.type)]
     M, N = value.type.shape[-2:]
-    pitch = _pitch(N, esz)
-    kind = em.fragment_order[value]
+    pitch = _pitch(kind, N, esz)
     base = em.async_store["base"]
     if em.ring_scratch is not None and em.ring_scratch.used:
         em.barrier()  # (an exchange since the loop used the ring: its readers are done)
-    # each thread's row, a chunk at a time, into the ring
-    row, col, per = _row_thread(em, N, kind[3], M, "x2" in kind[4:])
-    th, at = em.new("b32"), em.new("b32")
-    em.ins(f"mad.lo.s32 {th}, {row}, {pitch}, {col}")
-    em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
-    refs = [(at, esz * e) for e in range(per)]
-    for c0, regs in tmem_chunks.chunks(em, p, op, value):
-        _write_ring(em, regs, refs[c0 : c0 + len(regs)], esz, sfx, kind)
-    em.barrier()  # the tile is in the ring, and every TMEM read is done
-    tid, _, _ = em.tid()
-    w0 = em.new("pred")
-    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
-    freed = em.new_label("tmem_store_freed")
-    em.ins(f"@!{w0} bra {freed}")
-    tmem_chunks.release(em, p)
-    em.label(freed)
+    else:
+        ring_idle(em)  # (sm_90: the other warp group's wgmmas may still read the stages)
+    at = em.new("b32")
+    if rows:  # each thread's row, a chunk at a time from TMEM, into the ring
+        em.tmem_rows = None
+        row, col, per = _row_thread(em, N, kind[3], M, "x2" in kind[4:])
+        th = em.new("b32")
+        em.ins(f"mad.lo.s32 {th}, {row}, {pitch}, {col}")
+        em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
+        refs = [(at, esz * e) for e in range(per)]
+        for c0, regs in tmem_chunks.chunks(em, p, op, value):
+            _write_ring(em, regs, refs[c0 : c0 + len(regs)], esz, sfx, kind)
+    else:  # the fragment's registers, each at its place
+        th, offs = _fragment_elems(em, M, N, pitch)
+        em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
+        _write_ring(em, em.tile(op, value), [(at, esz * e) for e in offs], esz, sfx, kind)
+    em.barrier()  # the tile is in the ring (and every TMEM read is done)
+    if rows:
+        tid, _, _ = em.tid()
+        w0 = em.new("pred")
+        em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
+        freed = em.new_label("tmem_store_freed")
+        em.ins(f"@!{w0} bra {freed}")
+        tmem_chunks.release(em, p)
+        em.label(freed)
     # read back coalesced and store
     t2 = _coalesced(value.type, em.barrier_threads // 32)
     d = em.dist_of(op, t2)
@@ -93,3 +127,4 @@ def store(em: Emitter, op, p, value) -> None:
         r = em.new(cls)
         em.ins(f"ld.shared.{sfx} {r}, [{src}+{off}]")
         memory.store_group(em, opcode, kt, acc.pred(k), [r], acc.addr(k))
+    return True

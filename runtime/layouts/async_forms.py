@@ -71,6 +71,11 @@ def elementwise(op: Operation) -> bool:
 #: loop; a longer row (a 256 x 256 tile on one CTA: 256) is read by column chunks at the TMA
 #: store (codegen/tmem_chunks.py), which may then stream the tile through the ring box by box
 TMEM_ROWS_AT_ONCE = 128
+#: bytes each row of the idle stage ring is padded by where the plain store's tile goes through
+#: it to be stored coalesced (codegen/tmem_store.py), per element size: a warp's 32 TMEM rows
+#: (16-byte vectors of f32, 4-byte pairs of 16-bit values, single bytes), or a wgmma fragment's
+#: 8 rows of 4-byte pairs or 8-byte f32 pairs, then start in distinct banks
+RING_PAD = {"rows": {4: 16, 2: 4, 1: 4}, "wgmma": {4: 32, 2: 16, 1: 4}}
 
 
 def init_in_tmem(loop: Operation, warps: int) -> bool:

@@ -31,6 +31,7 @@ from typing import Optional
 from tilegen.runtime.ir import BlockArgument, Operation, OpResult
 from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_DROPPED
 from tilegen.runtime.layouts.async_forms import (
+    RING_PAD,
     TMEM_ROWS_AT_ONCE,
     PASS_THROUGH,
     chain_sides,
@@ -219,8 +220,10 @@ class AsyncDecision:
             head += (
                 "; TMA store" if self.tma_store else f"; st.global epilogue ({self.store_reason})"
             )
-            if self.tmem_store:
+            if self.tmem_store and self.mma == "tcgen05":
                 head += "; stored from the TMEM rows 32 columns at a time"
+            elif self.tmem_store:
+                head += "; stored from the wgmma fragment through the ring, coalesced"
         return head
 
 
@@ -562,7 +565,8 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     ring_stage = pair_stage_bytes(dot, sm) if pair else stage_bytes_of(dot, sides)
     _, store_why = tma_store_plan(func, loop, kw["stages"], ring_stage, pair, sm, warps)
     kw.update(tma_store=store_why is None, store_reason=store_why or "")
-    if store_why is not None and tmem_store_plan(func, loop, sm, warps, pair) is not None:
+    ring = kw["stages"] * ring_stage
+    if store_why is not None and tmem_store_plan(func, loop, sm, warps, pair, ring) is not None:
         kw["tmem_store"] = True
     if pair and store_why is not None:
         reason = f"a CTA pair stores each CTA's rows by TMA, and here: {store_why}"
@@ -735,43 +739,70 @@ def epilogue_store(func: Operation, loop: Operation) -> tuple:
 
 
 def tmem_store_plan(
-    func: Operation, loop: Operation, sm: int, warps: int, pair: bool = False
+    func: Operation,
+    loop: Operation,
+    sm: int,
+    warps: int,
+    pair: bool = False,
+    ring: Optional[int] = None,
 ) -> Optional[Operation]:
-    """The epilogue's plain ``tiled_store`` (:func:`epilogue_store`, no mask) that sm_100's
-    consumers write straight from the accumulator's TMEM rows, a column chunk at a time
-    (codegen/tmem_chunks.py; docs/pipelines.md section 44), or None. Where TMA cannot store the
-    tile (a row stride of no 16-byte multiple: an LM head's 32,001 columns), the registers
-    otherwise went through a scratch buffer the size of the tile (64 KB at 128 x 128 f32) to
-    the layout the layout stage gave the result, and a 1 x N side vector (a bias) was loaded
-    whole beside a whole row of accumulators (fuzz seed 704626 spilled 128 B). The rule: one
-    CTA (no pair) of 4 warps and 64 or 128 rows (64: half a row a thread, ``16x32bx2``) or
-    8 warps and 128 or 256, the GEMM form (no
-    scaled accumulate), a uniform initial value or one written into TMEM
-    (:func:`init_in_tmem`), the loop result in the TMEM rows' layout
-    (``tcgen05_accumulator_layout``: register k is column k of the thread's row) and a
-    :func:`fragment_chain` from it to the store: each thread then stores its own row's
-    columns, as the chain's ops compute them, from registers in the layout's order."""
+    """The epilogue's plain ``tiled_store`` (:func:`epilogue_store`, no mask) that the consumers
+    write from their accumulator's own order, coalesced through the idle stage ring
+    (codegen/tmem_store.py; docs/pipelines.md sections 44 and 45), or None. Where TMA cannot
+    store the tile (a row stride of no 16-byte multiple: an LM head's 32,001 columns), the
+    registers otherwise went through a scratch buffer the size of the tile (64 KB at 128 x 128
+    f32) to the layout the layout stage gave the result, a 1 x N side vector (a bias) was
+    loaded whole beside a whole row of accumulators (fuzz seed 704626 spilled 128 B), and a
+    warp's stores wrote 32 rows (sm_100) or 8 (sm_90) at a time. The rule: one CTA (no pair),
+    the GEMM form (no scaled accumulate), a :func:`fragment_chain` from the loop's result to
+    the store, and
+    * sm_100: 4 warps and 64 or 128 rows (64: half a row a thread, ``16x32bx2``) or 8 warps
+      and 128 or 256, a uniform initial value or one written into TMEM (:func:`init_in_tmem`),
+      the loop result in the TMEM rows' layout (``tcgen05_accumulator_layout``); the
+      accumulator is read from TMEM a column chunk at a time;
+    * sm_90: a uniform initial value or one loaded in the wgmma fragment's order
+      (:func:`init_chain`), and the tile, its rows padded, within ``ring`` bytes less the side
+      vectors' (the registers go into the ring whole)."""
     from tilegen.runtime.layouts.mma_choice import tcgen05_accumulator_layout
 
-    if pair or ASYNC_MMA.get(sm) != "tcgen05" or len(loop.results) != 1:
+    mma = ASYNC_MMA.get(sm)
+    if pair or mma not in ("tcgen05", "wgmma") or len(loop.results) != 1:
         return None
     if not isinstance(_loop_dot(loop).operands[2], BlockArgument):
         return None  # (the scaled accumulate: async_scaled.py)
     t = loop.results[0].type
     shape = tuple(getattr(t, "shape", ()))
-    if len(shape) != 2 or (shape[0], warps) not in ((64, 4), (128, 4), (128, 8), (256, 8)):
+    if len(shape) != 2:
         return None
     M, N = shape
-    if (M * N // (32 * warps)) % 32 or t.encoding != tcgen05_accumulator_layout(warps, N, M):
-        return None
-    if not uniform_tile(loop.operands[3]) and not init_in_tmem(loop, warps):
-        # (C written into TMEM by chunks, 256 a thread: ptxas loads all 256 at once, and fuzz
-        # seed 325621, both operands copied by 48-register producer threads, spilled 4 B)
+    uniform = uniform_tile(loop.operands[3])
+    if mma == "tcgen05":
+        if (M, warps) not in ((64, 4), (128, 4), (128, 8), (256, 8)) or (
+            M * N // (32 * warps)
+        ) % 32:
+            return None
+        if t.encoding != tcgen05_accumulator_layout(warps, N, M):
+            return None
+        if not uniform and not init_in_tmem(loop, warps):
+            return None
+    elif N % 32 or not (uniform or init_chain(loop) is not None):
         return None
     store, _ = epilogue_store(func, loop)
     if store is None or store.opdef.operand_group(store, "mask"):
         return None
-    return store if fragment_chain(loop, store) is not None else None
+    if fragment_chain(loop, store) is None:
+        return None
+    if mma == "wgmma" and ring is not None:
+        from tilegen.runtime.layouts.access import element_bytes
+
+        value = store.opdef.operand_group(store, "value")[0]
+        esz = element_bytes(store.opdef.operand_group(store, "base")[0].type.element)
+        pad = RING_PAD["wgmma"].get(esz, 16)
+        if M * (N + pad // esz) * esz > ring - sides_reserve(loop, store):
+            return None
+        if value.type.shape[-2:] != (M, N):
+            return None
+    return store
 
 
 def tma_store_plan(
@@ -892,8 +923,8 @@ def _lowering(
             stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit // stage)
         if scratch or tma_store_plan(func, loop, stages, stage, pair, sm, warps)[0] is not None:
             break
-        if tmem_store_plan(func, loop, sm, warps, pair) is not None:
-            break  # (no TMA store: st.global from the TMEM rows)
+        if tmem_store_plan(func, loop, sm, warps, pair, stages * stage) is not None:
+            break  # (no TMA store: st.global through the ring, codegen/tmem_store.py)
     scaled = not isinstance(dot.operands[2], BlockArgument)
     if scaled and sm >= 100 and (warps != 8 or M != 128 or N not in (64, 128)):
         # a thread holds N / 2 columns of the partial product, the sum and a 1 x N side vector
@@ -1622,7 +1653,11 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 for side in chain_sides(chain) if chain else ():
                     _side_compact(side)
             elif d.tmem_store:
-                store = tmem_store_plan(func, loop, options.target.sm, d.consumer_warps)
+                sm, warps = options.target.sm, d.consumer_warps
+                ring = d.stages * stage_bytes_of(
+                    _loop_dot(loop), staged_sides(loop, _loop_dot(loop))
+                )
+                store = tmem_store_plan(func, loop, sm, warps, False, ring)
                 store.set_attr(TMEM_STORE_ATTR, UnitAttr())
                 for side in chain_sides(fragment_chain(loop, store)):
                     _side_compact(side)
