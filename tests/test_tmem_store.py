@@ -90,6 +90,22 @@ def _run(ptx: str, et: str, ct: str, m: int, n: int, nk: int, seed: int, sectors
     return out, prod, c
 
 
+def _check_runs(ptx: str, kernel: tuple, init, warps: int, most: int, traced=True) -> None:
+    """Run ``ptx`` (kernel ``(et, ct, m, n)``) for 0 and 2 iterations: exact against NumPy,
+    a ``-0.0`` initial value kept bit for bit, and (``traced``) every warp's global store
+    instruction touching at most ``most`` sectors, ``most`` for some."""
+    et, ct, m, n = kernel
+    for nk in (0, 2):
+        sectors: list = []
+        out, prod, c = _run(ptx, et, ct, m, n, nk, 11 + nk, sectors if traced else None, warps)
+        want = prod + (c.astype(np.float64) if init is None else float(init))
+        np.testing.assert_array_equal(out.astype(np.float64), want)
+        if nk == 0 and init == "-0.0":
+            assert np.signbit(out).all()  # the initial value itself, bit for bit
+        if traced:
+            assert len(sectors) == m * n // 32 and max(sectors) == most, sectors[:8]
+
+
 @pytest.mark.parametrize(
     "et,ct,m,n,warps,init,coalesced",
     [
@@ -120,15 +136,8 @@ def test_the_plain_store_reads_the_tmem_rows_by_chunks(et, ct, m, n, warps, init
     assert tail[last_read:].count("ld.shared") == (per if coalesced else 0)
     dealloc = tail.index("tcgen05.dealloc")
     assert re.search(r"bar(rier)?\.sync[^\n]*\n", tail[last_read:dealloc])
-    for nk in (0, 2):
-        sectors: list = []
-        out, prod, c = _run(ptx, et, ct, m, n, nk, 11 + nk, sectors if m == 128 else None)
-        want = prod + (c.astype(np.float64) if init is None else float(init))
-        np.testing.assert_array_equal(out.astype(np.float64), want)
-        if nk == 0 and init == "-0.0":
-            assert np.signbit(out).all()  # the initial value itself, bit for bit
-        if sectors:  # a warp's 32 4-byte stores: 4 sectors coalesced, 32 by rows
-            assert len(sectors) == 4 * per and max(sectors) == (4 if coalesced else 32)
+    # (a warp's 32 4-byte stores: 4 sectors coalesced, 32 by rows)
+    _check_runs(ptx, (et, ct, m, n), init, warps or 4, 4 if coalesced else 32, m == 128)
 
 
 @pytest.mark.parametrize(
@@ -152,14 +161,7 @@ def test_sm90_stores_the_wgmma_fragment_coalesced(et, ct, m, n, warps, init):
     tail = ptx[ptx.rindex("wgmma.wait_group.sync.aligned 0") :]
     assert tail.count("st.global") == per
     assert len(re.findall(r"ld\.shared\.(?!u32)", tail)) == per  # (not the map slot's)
-    for nk in (0, 2):
-        sectors: list = []
-        out, prod, c = _run(ptx, et, ct, m, n, nk, 3 + nk, sectors, threads // 32)
-        want = prod + (c.astype(np.float64) if init is None else float(init))
-        np.testing.assert_array_equal(out.astype(np.float64), want)
-        if nk == 0 and init == "-0.0":
-            assert np.signbit(out).all()
-        assert len(sectors) == threads // 32 * per and max(sectors) == 4  # (4-byte stores)
+    _check_runs(ptx, (et, ct, m, n), init, threads // 32, 4)  # (4-byte stores: 4 sectors)
 
 
 @pytest.mark.parametrize(
@@ -183,39 +185,23 @@ def test_without_the_barrier_before_the_dealloc_a_read_is_caught(m, n, warps):
 
 
 # ---------------------------------------------------------------- cuTile kernels
+def _gemm(ab: str, out: str, tn: int, tk: int, bt: int, init: int, epi: int) -> dict:
+    """bench/fuzz_async.py's GEMM parameters, 128 rows a tile."""
+    return dict(ab=ab, out=out, TM=128, TN=tn, TK=tk, BT=bt, INIT=init, EPI=epi)
+
+
 @pytest.mark.parametrize(
     "target,params,sizes",
     [
         # an LM head's tile: N = 251 columns of f16 (rows of 502 bytes), B by the producer's
         # threads; before: 5 stages beside the 64 KB scratch, 1,720 SASS
-        (
-            "sm_100a",
-            dict(ab="f16", out="f16", TM=128, TN=128, TK=64, BT=0, INIT=0, EPI=0),
-            (256, 251, 256),
-        ),
+        ("sm_100a", _gemm("f16", "f16", 128, 64, 0, 0, 0), (256, 251, 256)),
         # a bias row beside 128 x 256 on 8 warps (fuzz seed 704626: 128 B spilled before)
-        (
-            "sm_100a",
-            dict(ab="f16", out="f32", TM=128, TN=256, TK=64, BT=1, INIT=0, EPI=2),
-            (256, 250, 331),
-        ),
-        # e4m3, ReLU, from C
-        (
-            "sm_100a",
-            dict(ab="e4m3", out="f16", TM=128, TN=128, TK=128, BT=0, INIT=1, EPI=3),
-            (128, 245, 256),
-        ),
+        ("sm_100a", _gemm("f16", "f32", 256, 64, 1, 0, 2), (256, 250, 331)),
+        ("sm_100a", _gemm("e4m3", "f16", 128, 128, 0, 1, 3), (128, 245, 256)),  # ReLU, from C
         # sm_90a: the LM head's tile, and a bias row
-        (
-            "sm_90a",
-            dict(ab="f16", out="f16", TM=128, TN=128, TK=64, BT=0, INIT=0, EPI=0),
-            (256, 251, 256),
-        ),
-        (
-            "sm_90a",
-            dict(ab="bf16", out="f32", TM=128, TN=128, TK=64, BT=1, INIT=0, EPI=2),
-            (200, 250, 200),
-        ),
+        ("sm_90a", _gemm("f16", "f16", 128, 64, 0, 0, 0), (256, 251, 256)),
+        ("sm_90a", _gemm("bf16", "f32", 128, 64, 1, 0, 2), (200, 250, 200)),
     ],
 )
 def test_cutile_gemms_of_unaligned_rows_store_from_tmem(target, params, sizes, tmp_path):
