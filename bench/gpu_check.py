@@ -292,11 +292,11 @@ def build_perf(out: Path, archs) -> dict:
         kernel = ks[case.kernel]
         sig = signature_for(kernel, perf.numpy_args(case)).with_mangled_symbol(case.kernel)
         key = _signature_key(sig)
-        if key not in stems:  # one pair of cubins per signature (4096 and 8192 share theirs)
-            stems[key] = f"perf{i}_{case.kernel}"
-            cubins, errors = record(out, kernel, sig, stems[key], archs)
-            stems[key] = (cubins, errors)
-        cubins, errors = stems[key]
+        # one pair of cubins per kernel and signature (4096 and 8192 share theirs); the key
+        # alone is the arguments' types, alike for a kernel and its num_ctas=2 form
+        if (case.kernel, key) not in stems:
+            stems[case.kernel, key] = record(out, kernel, sig, f"perf{i}_{case.kernel}", archs)
+        cubins, errors = stems[case.kernel, key]
         if case.name in perf.VARIANTS:
             cubins = {a: dict(c) for a, c in cubins.items()}
             for arch in archs:

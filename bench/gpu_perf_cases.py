@@ -29,6 +29,7 @@ VARIANTS = {
     },
     "gemm bf16 8192^3": {"num_warps=8": {"num_warps": 8}},
     # the CTA pair beside one CTA per 256-row tile (two consumer warp groups, section 20)
+    "gemm f16 4096^3 num_ctas=2 (256x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm f16 8192^3 num_ctas=2 (256x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm f16 8192^3 num_ctas=2 (128x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm f16 8192^3 num_ctas=2 (256x256 tiles)": {"no CTA pair": {"cta_pair": False}},
@@ -62,6 +63,10 @@ VARIANTS = {
     # consumers at 232 registers) beside today's path (256 threads, cp.async)
     "gemm e4m3 block-scaled 4096^3 (f32 out)": {
         "no warp specialization": {"warp_specialize": False}
+    },
+    # 256-row Q tiles on a CTA pair (K and V multicast, section 40) beside one CTA of 256 rows
+    "attention causal fwd h16 s8192 d128 num_ctas=2 (256x128 tiles)": {
+        "no CTA pair": {"cta_pair": False}
     },
     # grouped-query dK dV: the group's loop flattened into the Q tiles' (section 26), on the
     # async path, beside today's path (cp.async by the consumers)
@@ -169,6 +174,22 @@ def cases() -> list[PerfCase]:
                     "matmul",
                 )
             )
+    # four K steps a tile: the time is mostly each tile's fixed cost (the prologue, the tensor
+    # maps, the first copies' latency, the epilogue), which the long K loops hide
+    m, n, k = 4096, 4096, 256
+    tm, tn, tk = GEMM_TILES["f16"]
+    out.append(
+        PerfCase(
+            f"gemm f16 {m}x{n}x{k} (short K: the per-tile cost)",
+            "gemm",
+            [("A", (m, k), "f16"), ("B", (k, n), "f16"), ("C", (m, n), "f16")]
+            + [("TM", tm), ("TN", tn), ("TK", tk)],
+            (m // tm, n // tn, 1),
+            2 * m * n * k,
+            2e-2,
+            "matmul",
+        )
+    )
     # 256 x 128 tiles on one CTA: two consumer warp groups (docs/layouts.md "CTA size"); 128 x 256
     # tiles: two of 64 rows (docs/pipelines.md section 21; tileiras: one, spilling)
     for tm, tn in ((256, 128), (128, 256)):
@@ -395,19 +416,30 @@ def torch_args(case: PerfCase, seed: int = 0) -> tuple:
     return tuple(vals)
 
 
+def reference_kind(case: PerfCase) -> str:
+    """What ``reference`` computes for the case's kernel (a num_ctas=2 form as its kernel)."""
+    kernel = case.kernel.removesuffix("_pair")
+    if kernel.startswith("attention_causal"):
+        return "attention_causal"
+    if kernel in ("gemm", "gemm_acc", "gemm_fp8_blockscaled", "attention_bwd_dkdv_gqa"):
+        return kernel
+    raise ValueError(f"no reference for kernel {case.kernel}")
+
+
 def reference(case: PerfCase, args: tuple):
     """The expected output (f32), from torch in f32 on the GPU."""
     import torch
 
-    if case.kernel == "gemm":
+    kind = reference_kind(case)
+    if kind == "gemm":
         a, b = args[0].float(), args[1].float()
         with _no_tf32():
             return a @ b
-    if case.kernel == "gemm_acc":
+    if kind == "gemm_acc":
         a, b = args[0].float(), args[1].float()
         with _no_tf32():
             return args[2].float() + a @ b
-    if case.kernel == "gemm_fp8_blockscaled":
+    if kind == "gemm_fp8_blockscaled":
         a, b, sa, sb = (x.float() for x in args[:4])
         ref = torch.zeros(a.shape[0], b.shape[1], device="cuda")
         with _no_tf32():
@@ -415,7 +447,7 @@ def reference(case: PerfCase, args: tuple):
                 part = a[:, kk * 128 : (kk + 1) * 128] @ b[kk * 128 : (kk + 1) * 128]
                 ref += part * sa[:, kk : kk + 1] * sb[kk : kk + 1, :]
         return ref
-    if case.kernel.startswith("attention_causal"):
+    if kind == "attention_causal":
         q, kt, v = args[0].float(), args[1].float(), args[2].float()
         out = torch.empty_like(q)
         for h in range(q.shape[0]):  # per head: the S x S scores of all heads at once are large
@@ -424,7 +456,7 @@ def reference(case: PerfCase, args: tuple):
             s = s.masked_fill(~torch.ones_like(s, dtype=torch.bool).tril(), float("-inf"))
             out[h] = torch.softmax(s, dim=-1) @ v[h]
         return out
-    if case.kernel == "attention_bwd_dkdv_gqa":  # dV (the output checked)
+    if kind == "attention_bwd_dkdv_gqa":  # dV (the output checked)
         q, do, lse = args[0].float(), args[3].float(), args[6].float()
         group = q.shape[0] // args[1].shape[0]
         seq = q.shape[1]
@@ -439,7 +471,7 @@ def reference(case: PerfCase, args: tuple):
             with _no_tf32():
                 dv[h] += p.half().float() @ do[qh]
         return dv
-    raise ValueError(case.kernel)
+    raise AssertionError(kind)
 
 
 def output_index(case: PerfCase) -> int:

@@ -354,10 +354,55 @@ def test_perf_cases_recorded(payload):
         assert set(built) - {"tilegen", "tileiras"} == {
             f"tilegen {label}" for label in perf.VARIANTS.get(name, {})
         }
-        for rel in built.values():
-            assert (out / rel).read_bytes()[:4] == b"\x7fELF"
+        for arch in manifest["archs"]:
+            for rel in rec["cubins"][arch].values():
+                # the case's own kernel: a num_ctas=2 form or another function of the same
+                # argument types has cubins of its own
+                meta = gpu_runner.cubin_kernel((out / rel).read_bytes())
+                assert meta["name"] == rec["symbol"], (name, arch, rel)
+        assert perf.reference_kind(perf.cases()[list(cases).index(name)])
     for f in ("gpu_perf_cases.py", "cutile_kernels_async.py", "cutile_kernels.py"):
         assert (out / "cutile" / f).is_file()
+
+
+@needs_corpus
+def test_recorded_compile_picks_the_case(payload):
+    """A num_ctas=2 case shares its Python function (and argument types) with the one-CTA
+    case: the hook hands cuTile the cubin of the case being run."""
+    pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
+    from cuda.tile._cext import default_tile_context
+
+    from tilegen.cutile import signature_for
+
+    out, _ = payload
+    sys.path.insert(0, str(ROOT / "tests"))
+    import gpu_perf_cases as perf
+
+    info = json.loads((out / "manifest.json").read_text())["perf"]
+    ks = perf.kernels()
+    by_name = {c.name: c for c in perf.cases()}
+    pair, one = next(
+        (p, o)
+        for p, cp in by_name.items()
+        for o, co in by_name.items()
+        if cp.kernel == "gemm_pair" and co.kernel == "gemm" and cp.args == co.args
+    )
+    for name in (pair, one):
+        case = by_name[name]
+        state = {"compiler": "tilegen", "seen": [], "case": name}
+        original = gpu_runner.install_recorded_compile(out, info, "sm_90", state)
+        try:
+            kernel = ks[case.kernel]
+            sig = signature_for(kernel, perf.numpy_args(case))
+            cubin, symbol, _, _ = kernel._compile(sig, default_tile_context)
+        finally:
+            from cuda.tile._execution import kernel as kernel_cls
+
+            kernel_cls._compile = original
+        rec = info["cases"][name]
+        assert cubin == (out / rec["cubins"]["sm_90"]["tilegen"]).read_bytes()
+        assert symbol == rec["symbol"] == gpu_runner.cubin_kernel(cubin)["name"]
+    assert info["cases"][pair]["symbol"] != info["cases"][one]["symbol"]
 
 
 def test_perf_report_section():

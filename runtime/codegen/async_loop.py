@@ -301,16 +301,17 @@ def async_for(em: Emitter, op, stages: int) -> None:
         res = _tcgen05_consumer(em, op, locals())
         em.set(op.results[0], res)
         return
-    peer = None
+    peer = lane0 = None
     if pair:  # sm_90: a stage is free once both CTAs' consumers are done with its B
         peer = em.new("b32")
         em.ins(f"xor.b32 {peer}, {cta_pair.rank(em)}, 1")
+        lane0 = cta_pair.lane0(em)
 
     def release(addr: str, pred: str) -> None:
         if peer is None:
             em.ins(f"@{pred} mbarrier.arrive.shared::cta.b64 _, [{addr}]")
         else:
-            cta_pair.release_both(em, addr, pred, peer)
+            cta_pair.release_both(em, addr, pred, peer, lane0)
 
     acc = _to_fragment(em, op, op.operands[3].type, init, M, N, acc_int)
     cls = "b32" if acc_int else "f32"
@@ -855,8 +856,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     # a stage is empty once every consumer thread arrived (wgmma), or once the MMAs' commit
     # arrived (tcgen05) - and, for staged side vectors on sm_100a, every consumer thread read them
     empty_count = (1 + (nthreads if sides else 0)) if tc else nthreads
-    if pair and not tc:  # sm_90: both CTAs' consumers read each stage's B halves
-        empty_count *= 2
+    if pair and not tc:  # sm_90: both CTAs' consumer warps read each stage's B halves
+        empty_count = cta_pair.release_count(nthreads)
     # ---- thread 0: barriers, tensor maps (claimed per-SM slot); then every thread syncs
     t0 = em.new("pred")
     em.ins(f"setp.eq.u32 {t0}, {tid}, 0")
@@ -913,18 +914,20 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     else:
         em.ins("bar.sync 0")
     gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
-    peer = None
+    peer = lane0 = None
     if pair and not tc:  # sm_90: a stage is free once both CTAs' consumers are done with it
         peer = em.new("b32")
         em.ins(f"xor.b32 {peer}, {cta_pair.rank(em)}, 1")
+        lane0 = cta_pair.lane0(em)
 
     def release(addr: str) -> None:
         """Every consumer thread: done with the stage (or box) whose empty barrier is at
-        ``addr``; in both CTAs where the other CTA's copies write this CTA's stages too."""
+        ``addr``; in both CTAs (lane 0 of each warp) where the other CTA's copies write this
+        CTA's stages too."""
         if peer is None:
             em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{addr}]")
         else:
-            cta_pair.release_both(em, addr, None, peer)
+            cta_pair.release_both(em, addr, None, peer, lane0)
 
     regs = op.attributes.get(ASYNC_REGS_ATTR)
 

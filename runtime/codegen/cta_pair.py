@@ -112,12 +112,35 @@ def offsets(em, staged: list, rank_reg: str) -> dict:
     return out
 
 
-def release_both(em, addr: str, pred, peer: str) -> None:
-    """sm_90: every consumer thread (where ``pred``, None: all) releases the stage at this
-    CTA's offset ``addr`` in both CTAs (the other CTA's multicast writes this CTA's stage
-    too)."""
-    at = f"@{pred} " if pred is not None else ""
-    em.ins(f"{at}mbarrier.arrive.release.cluster.shared::cta.b64 _, [{addr}]")
+def release_both(em, addr: str, pred, peer: str, lane0: str) -> None:
+    """sm_90: lane 0 of every consumer warp (and ``pred``, None: always) releases the stage at
+    this CTA's offset ``addr`` in both CTAs (the other CTA's multicast writes this CTA's stage
+    too): the empty barriers count ``release_count`` arrivals. One lane suffices: the stage's
+    reads were the warp group's wgmmas, finished once ``wgmma.wait_group`` returns in any of
+    its warps, and the consumers wrote nothing the other CTA reads - which is also why the
+    arrivals are ``.release.cta`` (the default), as tileiras's. Each consumer thread's
+    ``.release.cluster`` arrival in both CTAs put ``MEMBAR.ALL.GPU`` before each: on an H200
+    the pair ran at a third of the speed of the same kernel without it (docs/pipelines.md
+    section 46)."""
+    at = lane0
+    if pred is not None:
+        at = em.new("pred")
+        em.ins(f"and.pred {at}, {pred}, {lane0}")
+    em.ins(f"@{at} mbarrier.arrive.shared::cta.b64 _, [{addr}]")
     r = em.new("b32")
     em.ins(f"mapa.shared::cluster.u32 {r}, {addr}, {peer}")
-    em.ins(f"{at}mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{r}]")
+    em.ins(f"@{at} mbarrier.arrive.shared::cluster.b64 _, [{r}]")
+
+
+def release_count(consumer_threads: int) -> int:
+    """The arrivals that free a stage of an sm_90 pair: lane 0 of each consumer warp of both
+    CTAs (:func:`release_both`)."""
+    return 2 * (consumer_threads // 32)
+
+
+def lane0(em) -> str:
+    """A predicate: this thread is lane 0 of its warp."""
+    lane, p = em.new("b32"), em.new("pred")
+    em.ins(f"mov.u32 {lane}, %laneid")
+    em.ins(f"setp.eq.u32 {p}, {lane}, 0")
+    return p
