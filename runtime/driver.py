@@ -363,7 +363,7 @@ def layout_passes(options: CompileOptions) -> list:
             "nv-tileaa-split-pair-rows",
             {
                 "compute-capability": str(options.target.sm),
-                "cta-pair": str(options.cta_pair).lower(),
+                "cta-pair": str(options.cta_pair is not False).lower(),
             },
         ),
         PassRef("nv-tileaa-split-k-tiles", {"compute-capability": str(options.target.sm)}),

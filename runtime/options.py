@@ -91,8 +91,10 @@ class CompileOptions:
       ``overlap_mma`` (its general form on sm_90 issues a loop's last dot beside the next
       iteration's first: FlashAttention-3's intra-warpgroup overlap, section 16);
       ``cta_pair`` (a GEMM whose ``num_cta_in_cga`` hint is 2 runs on a CTA pair on sm_100:
-      ``tcgen05.mma.cta_group::2``, section 18; elsewhere the tile block's rows are divided
-      between a cluster's two CTAs, section 40; off: one CTA a tile block).
+      ``tcgen05.mma.cta_group::2``, section 18; on sm_90 only where one CTA cannot hold the
+      tile's accumulator, section 46; elsewhere the tile block's rows are divided between a
+      cluster's two CTAs, section 40. None: that rule; True: every GEMM that can pair, sm_90's
+      smaller tiles too; False: one CTA a tile block).
     * ``lineinfo``, ``device_debug`` (only at ``opt_level`` 0, as tileiras), ``sanitize``
       (None or ``"memcheck"``): carried to the emitter; see docs/driver.md for what each emits.
     * ``verify``: run the verifier after every stage.
@@ -109,7 +111,7 @@ class CompileOptions:
     use_tma: bool = True
     warp_specialize: bool = True
     overlap_mma: bool = True
-    cta_pair: bool = True
+    cta_pair: Optional[bool] = None
     lineinfo: bool = False
     device_debug: bool = False
     sanitize: Optional[str] = None
@@ -141,13 +143,14 @@ class CompileOptions:
             "use_tma",
             "warp_specialize",
             "overlap_mma",
-            "cta_pair",
             "lineinfo",
             "device_debug",
         ):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise _usage(f"{name} must be True or False, got {_show(value)}")
+        if self.cta_pair is not None and not isinstance(self.cta_pair, bool):
+            raise _usage(f"cta_pair must be None, True or False, got {_show(self.cta_pair)}")
         if not isinstance(self.verify, bool):
             raise _usage(f"verify must be True or False, got {_show(self.verify)}")
         if self.sanitize is not None and not isinstance(self.sanitize, str):

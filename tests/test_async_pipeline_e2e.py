@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import re
 import subprocess
+import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -233,6 +234,36 @@ def test_options_are_typed_and_in_the_cache_key():
             CompileOptions(**{name: "no"})
         assert e.value.exit_code == 1
         assert f"{name} must be True or False" in str(e.value.diagnostics[0].message)
+
+
+def test_cta_pair_is_the_rule_on_or_off():
+    """``cta_pair``: None (the default: docs/pipelines.md section 46's rule), True (a pair
+    wherever the form allows) or False; each its own cache key; ``--cta-pair`` and
+    ``--no-cta-pair`` set it and exclude each other."""
+    from tilegen.commands.options import _cta_pair
+
+    keys = {CompileOptions(target="sm_90a", cta_pair=v).fingerprint() for v in (None, True, False)}
+    assert len(keys) == 3 and CompileOptions().cta_pair is None
+    with pytest.raises(CompileError) as e:
+        CompileOptions(cta_pair="yes")
+    assert e.value.exit_code == 1
+    assert "cta_pair must be None, True or False" in str(e.value.diagnostics[0].message)
+
+    class Args:
+        no_cta_pair = cta_pair = False
+
+    a = Args()
+    assert _cta_pair(a) is None
+    a.cta_pair = True
+    assert _cta_pair(a) is True
+    a.cta_pair, a.no_cta_pair = False, True
+    assert _cta_pair(a) is False
+    p = subprocess.run(
+        [sys.executable, "-m", "tilegen.cli", "compile", "x.mlir", "--cta-pair", "--no-cta-pair"],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode != 0 and "not allowed with argument --cta-pair" in p.stderr, p.stderr
 
 
 def test_cli_emits_the_async_plan():

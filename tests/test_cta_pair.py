@@ -212,8 +212,9 @@ def test_sm90_pair_gemm_matches_numpy(pair_kernels, name, strict):
     """sm_90 (section 19): each CTA's wgmmas on its rows and the whole of B, each of whose
     column boxes the two CTAs copy half of (K rows r K/2 ..) by TMA multicast into both; a
     stage is free once both CTAs' consumers arrived on both CTAs' empty barriers. fp8 and i8
-    transpose B as the one-CTA consumers do."""
-    c = _compile(pair_kernels[name], "sm_90a")
+    transpose B as the one-CTA consumers do. (These tiles fit one CTA, which the rule prefers
+    on sm_90: ``cta_pair=True`` asks for the pair.)"""
+    c = _compile(pair_kernels[name], "sm_90a", cta_pair=True)
     d = c.async_plan[0]
     assert d.taken and d.cta_pair and "B multicast by TMA to both CTAs" in d.line(), d.line()
     ptx = c.ptx
@@ -240,7 +241,7 @@ def test_sm90_pair_gemm_matches_numpy(pair_kernels, name, strict):
 def test_sm90_pair_without_the_remote_release_deadlocks(pair_kernels):
     """Each consumer thread releases the stage in both CTAs; with the release in the other
     CTA planted out, a K loop longer than the ring can never refill a stage."""
-    ptx = _compile(pair_kernels["pair_f16"], "sm_90a").ptx
+    ptx = _compile(pair_kernels["pair_f16"], "sm_90a", cta_pair=True).ptx
     lone = re.sub(
         r"\n\t@%p\d+ mbarrier\.arrive\.shared::cluster\.b64 _, \[%r\d+\];",
         "",
@@ -254,7 +255,9 @@ def test_sm90_pair_without_the_remote_release_deadlocks(pair_kernels):
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed (the nvcc wheel)")
 def test_sm90_pair_sass(pair_kernels, tmp_path):
-    log, sass, _ = _assembled(_compile(pair_kernels["pair_f16"], "sm_90a").ptx, "sm_90a", tmp_path)
+    log, sass, _ = _assembled(
+        _compile(pair_kernels["pair_f16"], "sm_90a", cta_pair=True).ptx, "sm_90a", tmp_path
+    )
     assert "wgmma" not in log  # no serialization warning
     for mnemonic in ("UTMALDG.2D.MULTICAST", "HGMMA.64x128x16", "UCGABAR_WAIT", "UTMASTG"):
         assert mnemonic in sass, mnemonic

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _check(tmp_path, target, ab, out, epi, tm, tn, tk=64, init=0, **options):
+def _check(tmp_path, target, ab, out, epi, tm, tn, tk=64, init=0, compile_options=None, **options):
     pytest.importorskip(
         "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
     )
@@ -39,7 +39,7 @@ def _check(tmp_path, target, ab, out, epi, tm, tn, tk=64, init=0, **options):
     params = dict(ab=ab, out=out, TM=tm, TN=tn, TK=tk, BT=0, INIT=init, EPI=epi)
     sizes = dict(M=tm + 44, N=tn + 64, K=3 * tk)  # partial tiles in M and N
     cfg = fa.Config(0, "gemm", target, params, options, sizes)
-    o = fa.check(cfg, str(tmp_path))
+    o = fa.check(cfg, str(tmp_path), **(compile_options or {}))
     assert o.status == "ok", f"{o.status}: {o.detail}\n{o.plan}"  # (0 spills included)
     return cfg, o
 
@@ -98,8 +98,10 @@ def test_the_epilogue_costs_the_vectors_only(tmp_path, target):
     [("sm_100a", 256, 256), ("sm_90a", 256, 128), ("sm_100a", 128, 128)],
 )
 def test_side_vectors_on_a_cta_pair(tmp_path, target, tm, tn):
-    # each CTA reads the scale of its own rows (rank * M on); the bias row is shared
-    _, o = _check(tmp_path, target, "f16", "f16", 4, tm, tn, num_ctas=2)
+    # each CTA reads the scale of its own rows (rank * M on); the bias row is shared (sm_90's
+    # 256 x 128 fits one CTA, which the rule prefers: cta_pair=True asks for the pair)
+    pair = {"cta_pair": True}
+    _, o = _check(tmp_path, target, "f16", "f16", 4, tm, tn, compile_options=pair, num_ctas=2)
     assert o.path == "async" and "a CTA pair" in o.plan, o.plan
     assert "%cluster_ctarank" in o.ptx
 

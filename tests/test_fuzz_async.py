@@ -311,7 +311,7 @@ def test_sm90_pair_from_c(ab, out, tn, epi, tmp_path):
     sizes = dict(M=300, N=tn, K=192)
     cfg = _gemm("sm_90a", ab, out, 256, tn, 64, init=1, epi=epi, options={"num_ctas": 2})
     cfg.sizes = sizes
-    o = _run(cfg, tmp_path)
+    o = _run(cfg, tmp_path, cta_pair=True)  # (one CTA holds these tiles: the rule's choice)
     assert "CTA pair" in o.plan and "TMA store" in o.plan, o.plan
     consumers = re.split(r"\$L__async_consumer_\d+:", o.ptx)[1].split("wgmma.fence")[0]
     assert "ld.global" in consumers and "st.shared" not in consumers  # (no exchange of C)
@@ -349,7 +349,7 @@ def test_a_pair_of_64_rows_a_cta_at_n_256_keeps_one_warp_group(target, tmp_path)
     # pair form takes: today's path (sm_100a: fuzzer seeds 160253 and 70029 spilled there)
     cfg = _gemm(target, "f16", "f32", 128, 256, 64, options={"num_ctas": 2})
     cfg.sizes = dict(M=300, N=320, K=192)
-    o = _run(cfg, tmp_path)
+    o = _run(cfg, tmp_path, cta_pair=True)  # (sm_90's rule takes one CTA for this tile)
     assert o.path == "async" and "64 rows per CTA" in o.plan, o.plan
     assert "4 consumer + 4 producer warps" in o.plan, o.plan
 

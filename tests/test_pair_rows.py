@@ -165,12 +165,36 @@ def test_other_kernels_are_left_alone(tmp_path, cfg):
     assert PAIR_ROWS_ATTR not in func.attributes
 
 
+@pytest.mark.parametrize(
+    "target,tm,tn,pair",
+    [
+        ("sm_90a", 256, 128, False),
+        ("sm_90a", 128, 256, False),
+        ("sm_90a", 256, 256, True),
+        ("sm_100a", 256, 128, True),
+    ],
+)
+def test_a_gemm_pairs_where_one_cta_cannot_hold_its_tile(target, tm, tn, pair, tmp_path):
+    """num_ctas=2 GEMMs (docs/pipelines.md section 46): on sm_90 one CTA with two consumer
+    warp groups where it holds the accumulator (faster than the pair on an H200), the pair at
+    256 x 256; on sm_100 the tcgen05 pair."""
+    import fuzz_async as fa
+
+    params = dict(ab="f16", out="f32", TM=tm, TN=tn, TK=64, BT=0, INIT=0, EPI=0)
+    cfg = fa.Config(0, "gemm", target, params, PAIR, dict(M=512, N=512, K=256))
+    (d,) = _compile(cfg, tmp_path, until="ptx").async_plan
+    assert d.taken and d.cta_pair == pair, d.line()
+    if not pair:
+        assert f"one CTA, not a pair: on sm_90 one CTA holds the {tm} x {tn}" in d.line()
+        assert "8 consumer + 4 producer warps" in d.line(), d.line()
+
+
 def test_a_gemm_keeps_the_async_paths_pair(tmp_path):
     import fuzz_async as fa
 
     from tilegen.runtime.passes.pair_rows import PAIR_ROWS_ATTR
 
-    params = dict(ab="f16", out="f32", TM=256, TN=128, TK=64, BT=0, INIT=0, EPI=0)
+    params = dict(ab="f16", out="f32", TM=256, TN=256, TK=64, BT=0, INIT=0, EPI=0)
     cfg = fa.Config(0, "gemm", "sm_90a", params, PAIR, dict(M=256, N=256, K=256))
     func = _kernel(_compile(cfg, tmp_path, until="async").module)
     assert PAIR_ROWS_ATTR not in func.attributes

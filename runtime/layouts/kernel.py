@@ -306,16 +306,40 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
     accumulators."""
     from tilegen.runtime.options import current
 
+    m = getattr(dot.operands[0].type, "shape", (0, 0))[0]
     n = getattr(dot.operands[1].type, "shape", (0, 0))[-1]
     element = getattr(getattr(dot.operands[0].type, "element", None), "name", "")
     return (
         kernel_spec_int(func, "num_cta_in_cga") == 2
         and element not in ("f32", "f64")  # (no tensor-core form: the fma dot, no pair)
         and sm in (90, 100)
-        and current().cta_pair
+        and one_cta_reason(sm, m, n, current().cta_pair) is None
         and (n <= 128 or n == 256)
         and _pair_form(func, loop, dot)
     )
+
+
+#: sm_90: the largest M x N one CTA's two consumer warp groups hold (128 f32 a thread)
+ONE_CTA_TILE = 256 * 128
+
+
+def one_cta_reason(sm: int, m: int, n: int, cta_pair: Optional[bool]) -> Optional[str]:
+    """Why a GEMM tile whose kernel asks for a CTA pair (``num_cta_in_cga`` 2) runs on one CTA
+    instead, or None. ``cta_pair`` is :class:`CompileOptions`' field: False, never a pair;
+    True, a pair wherever the form allows. None: on sm_90, a pair only where one CTA cannot
+    hold the M x N accumulator (more than 128 f32 a thread of two consumer warp groups: the
+    256 x 256 tile). Measured on an H200 (docs/pipelines.md section 46), one CTA with two
+    consumer warp groups beat the pair at 256 x 128 (692 against 616 TFLOP/s at 4096^3), 128
+    x 128, 128 x 256 and from C; the pair's B multicast halves B's traffic but couples the two
+    CTAs at every stage."""
+    if cta_pair is False:
+        return "cta_pair is off (--no-cta-pair)"
+    if cta_pair is None and sm == 90 and m * n <= ONE_CTA_TILE:
+        return (
+            f"on sm_90 one CTA holds the {m} x {n} accumulator in two consumer warp groups, "
+            "faster than a pair on an H200 (--cta-pair takes the pair)"
+        )
+    return None
 
 
 #: op-name suffixes of the ops that write memory (both CTAs of a pair would run them)

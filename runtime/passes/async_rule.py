@@ -29,7 +29,7 @@ from math import prod
 from typing import Optional
 
 from tilegen.runtime.ir import BlockArgument, Operation, OpResult
-from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_DROPPED
+from tilegen.runtime.layouts.kernel import OCCUPANCY_CAP_DROPPED, one_cta_reason
 from tilegen.runtime.layouts.async_forms import (
     RING_PAD,
     TMEM_ROWS_AT_ONCE,
@@ -156,6 +156,8 @@ class AsyncDecision:
     overlap: bool = False
     #: the GEMM form runs on a CTA pair (section 18); ``stage_bytes`` are then one CTA's
     cta_pair: bool = False
+    #: why a kernel that asks for a CTA pair (``num_cta_in_cga`` 2) runs one CTA a tile block
+    pair_declined: str = ""
     #: the consumers take the producer's registers under the kernel's ``.maxnreg``
     #: (``consumer_regs`` is their ``setmaxnreg.inc``; section 21)
     rebalance: bool = False
@@ -212,6 +214,8 @@ class AsyncDecision:
                     )
                     + f", {m // 2} rows per CTA)"
                 )
+        if self.pair_declined and self.taken:
+            head += f"; one CTA, not a pair: {self.pair_declined}"
         if self.pair_rows:
             head += f"; the tile block's rows divided between a CTA pair, {self.pair_rows} each"
         if self.cap_dropped:
@@ -481,7 +485,7 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     if dot is None:
         return _general_decision(func, loop, options, name, target, mma)
     warps = klp._consumer_warps(func)
-    pair, wanted = False, cta_pair_wanted(func)
+    pair, wanted, pair_why = False, cta_pair_wanted(func), ""
     if wanted:
         pair_why = _pair_reason(func, loop, dot, options)
         pair = pair_why is None
@@ -514,6 +518,7 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
     kw = dict(
         mma=mma,
         cta_pair=pair,
+        pair_declined=pair_why if wanted and not pair else "",
         stages=plan.stages,
         tile=(a.shape[0], b.shape[1], a.shape[1]),
         elements=f"{ka} x {_elem_key(b)} -> {kc}",
@@ -1115,12 +1120,13 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
     sm = options.target.sm
     if sm not in (90, 100):
         return f"sm_{sm} has no CTA pairs here (sm_90: TMA multicast, sm_100: cta_group::2)"
-    if not options.cta_pair:
-        return "cta_pair is off (--no-cta-pair)"
     a, b = dot.operands[0].type, dot.operands[1].type
     if getattr(a, "rank", 0) != 2 or getattr(b, "rank", 0) != 2:
         return "the dot is not 2-d"
     M, N = a.shape[0], b.shape[1]
+    why = one_cta_reason(sm, M, N, options.cta_pair)
+    if why is not None:
+        return why
     if M not in (128, 256):
         return f"the pair takes 128 or 256-row tiles (64 or 128 rows per CTA), not {M}"
     if sm == 90:

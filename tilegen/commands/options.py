@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Optional
 
 
 def add_target_arguments(p, gpu_help: str) -> None:
@@ -45,11 +46,18 @@ def add_codegen_arguments(p) -> None:
         action="store_true",
         help="the async general form waits for each dot before the next (docs/pipelines.md)",
     )
-    g.add_argument(
+    pair = g.add_mutually_exclusive_group()
+    pair.add_argument(
         "--no-cta-pair",
         action="store_true",
         help="one CTA a tile block: no tcgen05 CTA pair for num_cta_in_cga = 2 GEMMs, no rows "
         "divided between a cluster's CTAs (docs/pipelines.md)",
+    )
+    pair.add_argument(
+        "--cta-pair",
+        action="store_true",
+        help="a CTA pair for every num_cta_in_cga = 2 GEMM whose form allows one, sm_90's "
+        "tiles that fit one CTA too (default: on sm_90 only where they do not)",
     )
     g.add_argument(
         "--num-stages",
@@ -114,7 +122,7 @@ def compile_options(args, gpu_name, **overrides):
         use_tma=not getattr(args, "no_tma", False),
         warp_specialize=not getattr(args, "no_warp_specialize", False),
         overlap_mma=not getattr(args, "no_overlap_mma", False),
-        cta_pair=not getattr(args, "no_cta_pair", False),
+        cta_pair=_cta_pair(args),
         lineinfo=getattr(args, "lineinfo", False),
         device_debug=getattr(args, "device_debug", False),
         sanitize=getattr(args, "sanitize", None),
@@ -129,3 +137,10 @@ def report(error) -> int:
     for d in error.diagnostics:
         print(d.format(), file=sys.stderr)
     return error.exit_code
+
+
+def _cta_pair(args) -> Optional[bool]:
+    """``--no-cta-pair``: False; ``--cta-pair``: True; neither: None (the rule decides)."""
+    if getattr(args, "no_cta_pair", False):
+        return False
+    return True if getattr(args, "cta_pair", False) else None
