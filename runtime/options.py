@@ -89,7 +89,8 @@ class CompileOptions:
       ``warp_specialize`` (a producer warp group feeding the kernel's warps): the async path
       of docs/pipelines.md, where runtime/passes/async_rule.py says it applies;
       ``overlap_mma`` (its general form on sm_90 issues a loop's last dot beside the next
-      iteration's first: FlashAttention-3's intra-warpgroup overlap, section 16);
+      iteration's first: FlashAttention-3's intra-warpgroup overlap, section 16; None and
+      False: off, measured slower on an H200, section 46; True: wherever the registers fit);
       ``cta_pair`` (a GEMM whose ``num_cta_in_cga`` hint is 2 runs on a CTA pair on sm_100:
       ``tcgen05.mma.cta_group::2``, section 18; on sm_90 only where one CTA cannot hold the
       tile's accumulator, section 46; elsewhere the tile block's rows are divided between a
@@ -110,7 +111,7 @@ class CompileOptions:
     pipelining: bool = True
     use_tma: bool = True
     warp_specialize: bool = True
-    overlap_mma: bool = True
+    overlap_mma: Optional[bool] = None
     cta_pair: Optional[bool] = None
     lineinfo: bool = False
     device_debug: bool = False
@@ -142,15 +143,16 @@ class CompileOptions:
             "pipelining",
             "use_tma",
             "warp_specialize",
-            "overlap_mma",
             "lineinfo",
             "device_debug",
         ):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise _usage(f"{name} must be True or False, got {_show(value)}")
-        if self.cta_pair is not None and not isinstance(self.cta_pair, bool):
-            raise _usage(f"cta_pair must be None, True or False, got {_show(self.cta_pair)}")
+        for name in ("overlap_mma", "cta_pair"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):
+                raise _usage(f"{name} must be None, True or False, got {_show(value)}")
         if not isinstance(self.verify, bool):
             raise _usage(f"verify must be True or False, got {_show(self.verify)}")
         if self.sanitize is not None and not isinstance(self.sanitize, str):

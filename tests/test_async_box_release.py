@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tilegen.runtime.options import CompileOptions
 from tilegen.runtime.ptx.sim.cta import PtxSimError
 from tilegen.runtime.ptxas import find_ptxas
 
@@ -182,7 +183,8 @@ def test_the_overlap_form_releases_k_early_and_waits_for_v_late():
     that runs in the next iteration, and released with it. Strict ptxsim matches NumPy for
     one, two and many iterations; with V's wait planted out it reports the early read."""
     kernel, args, want, grid = _attention(128, 64, 64, 256)
-    c = tc.compile_kernel(kernel, args, gpu_name="sm_90")
+    overlap = CompileOptions(overlap_mma=True)  # (off by default since section 46)
+    c = tc.compile_kernel(kernel, args, gpu_name="sm_90", options=overlap)
     (d,) = c.async_plan
     assert d.taken and d.overlap and d.stages == 3, d.line()
     assert c.ptx.count("mbarrier.init.shared::cta.b64") == 3 * 2 * 2  # full + empty, per load

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tilegen.runtime.options import CompileOptions
+
 ct = pytest.importorskip(
     "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
 )
@@ -79,7 +81,7 @@ def _strict(ptx, args, grid):
     )
 
 
-def _async_case(name: str, gpu: str):
+def _async_case(name: str, gpu: str, options=None):
     """(compiled kernel, problem, args, kernel) of tests/cutile_kernels_async's ``name`` at
     128 x 64 tiles, head dim 64."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -87,7 +89,12 @@ def _async_case(name: str, gpu: str):
 
     case, pr = cka.kernels()[name], cka.problems()[name]
     args = tuple(pr.args.values()) + (128, 64, 64)
-    return tc.compile_kernel(case.kernel, args, gpu_name=gpu), pr, args, case.kernel
+    return (
+        tc.compile_kernel(case.kernel, args, gpu_name=gpu, options=options),
+        pr,
+        args,
+        case.kernel,
+    )
 
 
 def _strict_out(kernel, c, args, grid, index: int) -> np.ndarray:
@@ -153,7 +160,8 @@ def test_each_loop_of_a_chain_overlaps_its_dots():
     is released before the next loop starts (2 K tiles of 32 a diagonal: the ring of 3 wraps
     inside and across the loops)."""
     args, want, grid = _problem(512, 64, 128, 32)
-    c = tc.compile_kernel(causal_split, args, gpu_name="sm_90")
+    overlap = CompileOptions(overlap_mma=True)  # (off by default since section 46)
+    c = tc.compile_kernel(causal_split, args, gpu_name="sm_90", options=overlap)
     (d,) = c.async_plan
     assert d.taken and d.chain == 2 and d.overlap and d.stages == 3, d.line()
     assert len(re.findall(r"^\$L__overlap_none_\d+:", c.ptx, re.M)) == 2  # each loop's last B
@@ -269,7 +277,8 @@ def test_gemma_form_runs_as_a_chain(gpu):
     running statistics, K/V indexed by a loop-carried counter, two loops) takes the async path
     as a chain (section 24; it was refused: the indices depended on loop-carried values), on
     sm_90 with each loop overlapped, and matches in the strict simulator."""
-    c, pr, args, kernel = _async_case("attention_causal_gemma_form", gpu)
+    overlap = CompileOptions(overlap_mma=True)  # (off by default since section 46)
+    c, pr, args, kernel = _async_case("attention_causal_gemma_form", gpu, overlap)
     (d,) = c.async_plan
     assert d.taken and d.chain == 2, d.line()
     assert d.overlap == (gpu == "sm_90")

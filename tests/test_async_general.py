@@ -49,7 +49,8 @@ def _attention_problem(heads: int, seq: int, d: int = 64, seed: int = 7):
 
 @needs_ptxas
 def test_causal_attention_takes_the_general_async_path(tmp_path, attention):
-    c = driver.compile_source(attention, CompileOptions(target="sm_90a"))
+    # (the overlap is off by default since section 46; asked for here, as section 16 built it)
+    c = driver.compile_source(attention, CompileOptions(target="sm_90a", overlap_mma=True))
     (d,) = c.async_plan
     assert d.taken, d.line()
     assert d.elements == "f16 x f16 -> f32 ; f16 x f16 -> f32" and d.tile == (128, 64, 64)
@@ -121,9 +122,11 @@ def test_corpus_flash_attention_with_a_transposed_b(tmp_path, name, target):
     """The corpus's flash attention loads K as 64 x 64 and transposes it for QK^T: the stage
     holds it as loaded, read as a K-major B (no transpose bit). On sm_100a its 64-row dots
     run on tcgen05 with M 64 (rows in lanes 0-15 of each warp's quarter, read 16x32bx2)."""
-    c = driver.compile_source(CORPUS_OUT / f"{name}.tileirbc", CompileOptions(target=target))
+    asked = CompileOptions(target=target, overlap_mma=True)
+    c = driver.compile_source(CORPUS_OUT / f"{name}.tileirbc", asked)
     (d,) = c.async_plan
-    # no overlap: two accumulators and two P tiles do not fit its 128 registers (occupancy 2)
+    # no overlap even asked for: two accumulators and two P tiles do not fit its 128
+    # registers (occupancy 2)
     assert d.taken and (d.consumer_warps, d.stages) == (4, 2) and not d.overlap, d.line()
     assert c.ptx.count("cp.async.bulk.tensor.3d.shared::cluster") == 2
     counts, _ = sass_counts(tmp_path, c.ptx, target)  # ptxas accepts it, 0 spills
@@ -149,7 +152,7 @@ def test_overlap_issues_pv_beside_the_next_qk(tmp_path, attention):
     """Section 16: iteration j issues its QK^T, then the previous iteration's P V, waits for
     the QK^T alone and runs the softmax while P V runs; strict ptxsim (a wgmma's registers
     land at the wait that retires it) matches NumPy for one, two and many iterations."""
-    c = driver.compile_source(attention, CompileOptions(target="sm_90a"))
+    c = driver.compile_source(attention, CompileOptions(target="sm_90a", overlap_mma=True))
     ptx = c.ptx
     start = re.search(r"^\$L__async_body_\d+:", ptx, re.M).end()
     loop = ptx[start : re.search(r"^\$L__async_body_end_\d+:", ptx, re.M).start()]
@@ -180,7 +183,7 @@ def test_causal_mask_skipped_where_it_is_all_true(tmp_path, attention):
     element of the causal mask ``rows >= cols`` holds (min row >= max column, bounds in 64
     bits that must fit i32) - once as written, once without the ``select``. Forcing the fast
     copy everywhere breaks the diagonal blocks, which the strict run must notice."""
-    c = driver.compile_source(attention, CompileOptions(target="sm_90a"))
+    c = driver.compile_source(attention, CompileOptions(target="sm_90a", overlap_mma=True))
     ptx = c.ptx
     # the copy without the mask falls through; the masked one is branched to
     branch = re.search(r"\t@!(%p\d+) bra (\$L__mask_kept_\d+);\n", ptx)
@@ -244,9 +247,8 @@ def test_mask_unswitching_needs_the_registers(attention):
 def test_overlap_needs_the_registers(attention):
     """With 4 consumer warps each thread holds twice the rows: two accumulators and two P
     tiles would not fit 255 registers (ptxas spilled 436 bytes), so the overlap is off."""
-    c = driver.compile_source(
-        attention, CompileOptions(target="sm_90a", num_warps=4), until="async"
-    )
+    asked = CompileOptions(target="sm_90a", num_warps=4, overlap_mma=True)
+    c = driver.compile_source(attention, asked, until="async")
     (d,) = c.async_plan
     assert d.taken and d.consumer_warps == 4 and not d.overlap and d.stages == 2
 
@@ -263,6 +265,9 @@ def test_overlap_off_keeps_one_wait_per_dot(attention):
     )
     assert "nv_tileas.async_overlap" not in print_module(laid.module)
     laid = driver.compile_source(attention, CompileOptions(target="sm_90a"), until="async")
+    assert "nv_tileas.async_overlap" not in print_module(laid.module)  # (the default: off)
+    asked = CompileOptions(target="sm_90a", overlap_mma=True)
+    laid = driver.compile_source(attention, asked, until="async")
     assert "nv_tileas.async_overlap" in print_module(laid.module)
 
 

@@ -236,34 +236,39 @@ def test_options_are_typed_and_in_the_cache_key():
         assert f"{name} must be True or False" in str(e.value.diagnostics[0].message)
 
 
-def test_cta_pair_is_the_rule_on_or_off():
-    """``cta_pair``: None (the default: docs/pipelines.md section 46's rule), True (a pair
-    wherever the form allows) or False; each its own cache key; ``--cta-pair`` and
-    ``--no-cta-pair`` set it and exclude each other."""
-    from tilegen.commands.options import _cta_pair
+@pytest.mark.parametrize("name", ["cta_pair", "overlap_mma"])
+def test_rule_options_are_none_true_or_false(name):
+    """``cta_pair`` and ``overlap_mma``: None (the default: docs/pipelines.md section 46's
+    rules), True (wherever the form allows) or False; each its own cache key; ``--NAME`` and
+    ``--no-NAME`` set them and exclude each other."""
+    from tilegen.commands.options import _tri
 
-    keys = {CompileOptions(target="sm_90a", cta_pair=v).fingerprint() for v in (None, True, False)}
-    assert len(keys) == 3 and CompileOptions().cta_pair is None
+    keys = {CompileOptions(target="sm_90a", **{name: v}).fingerprint() for v in (None, True, False)}
+    assert len(keys) == 3 and getattr(CompileOptions(), name) is None
     with pytest.raises(CompileError) as e:
-        CompileOptions(cta_pair="yes")
+        CompileOptions(**{name: "yes"})
     assert e.value.exit_code == 1
-    assert "cta_pair must be None, True or False" in str(e.value.diagnostics[0].message)
+    assert f"{name} must be None, True or False" in str(e.value.diagnostics[0].message)
 
     class Args:
-        no_cta_pair = cta_pair = False
+        pass
 
     a = Args()
-    assert _cta_pair(a) is None
-    a.cta_pair = True
-    assert _cta_pair(a) is True
-    a.cta_pair, a.no_cta_pair = False, True
-    assert _cta_pair(a) is False
+    setattr(a, name, False)
+    setattr(a, f"no_{name}", False)
+    assert _tri(a, name) is None
+    setattr(a, name, True)
+    assert _tri(a, name) is True
+    setattr(a, name, False)
+    setattr(a, f"no_{name}", True)
+    assert _tri(a, name) is False
+    flag = "--" + name.replace("_", "-")
     p = subprocess.run(
-        [sys.executable, "-m", "tilegen.cli", "compile", "x.mlir", "--cta-pair", "--no-cta-pair"],
+        [sys.executable, "-m", "tilegen.cli", "compile", "x.mlir", flag, "--no-" + flag[2:]],
         capture_output=True,
         text=True,
     )
-    assert p.returncode != 0 and "not allowed with argument --cta-pair" in p.stderr, p.stderr
+    assert p.returncode != 0 and f"not allowed with argument {flag}" in p.stderr, p.stderr
 
 
 def test_cli_emits_the_async_plan():

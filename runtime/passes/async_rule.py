@@ -1486,15 +1486,17 @@ OVERLAP_SLACK = 32
 
 def _overlap(func, loop, options, mma: str, warps: int) -> bool:
     """Whether the general form's consumers overlap the last dot with the next iteration's
-    first (section 16): wgmma (the tcgen05 dots share one TMEM allocation, so each waits for
-    the one before), ``overlap_mma``, the loop splits (``deferred_dot``), and the registers
+    first (section 16): asked for (``overlap_mma=True``; by default, None, it is off: on an
+    H200 causal attention at d 64, the one gpu-check shape where it fit the registers, ran
+    14-16% faster without it, section 46), wgmma (the tcgen05 dots share one TMEM allocation,
+    so each waits for the one before), the loop splits (``deferred_dot``), and the registers
     fit: while the last dot runs, the first one's result, the last one's old and new
     accumulators and two P tiles are live, about twice the dots' accumulator registers per
     consumer thread; with :data:`OVERLAP_SLACK` that must fit the kernel's register budget
     (its ``.maxnreg``, else one CTA's share)."""
     from tilegen.runtime.layouts.kernel import register_budget
 
-    if mma != "wgmma" or not options.overlap_mma or deferred_dot(loop) is None:
+    if mma != "wgmma" or options.overlap_mma is not True or deferred_dot(loop) is None:
         return False
     acc = sum(
         prod(d.results[0].type.shape) // (32 * warps)

@@ -41,10 +41,18 @@ def add_codegen_arguments(p) -> None:
         action="store_true",
         help="no producer warp group feeding the kernel's warps (docs/pipelines.md)",
     )
-    g.add_argument(
+    overlap = g.add_mutually_exclusive_group()
+    overlap.add_argument(
         "--no-overlap-mma",
         action="store_true",
-        help="the async general form waits for each dot before the next (docs/pipelines.md)",
+        help="the async general form waits for each dot before the next (the default; "
+        "docs/pipelines.md)",
+    )
+    overlap.add_argument(
+        "--overlap-mma",
+        action="store_true",
+        help="the async general form overlaps a loop's last dot with the next iteration's "
+        "first wherever the registers fit (default: off, slower on an H200; docs/pipelines.md)",
     )
     pair = g.add_mutually_exclusive_group()
     pair.add_argument(
@@ -121,8 +129,8 @@ def compile_options(args, gpu_name, **overrides):
         pipelining=not getattr(args, "no_pipeline", False),
         use_tma=not getattr(args, "no_tma", False),
         warp_specialize=not getattr(args, "no_warp_specialize", False),
-        overlap_mma=not getattr(args, "no_overlap_mma", False),
-        cta_pair=_cta_pair(args),
+        overlap_mma=_tri(args, "overlap_mma"),
+        cta_pair=_tri(args, "cta_pair"),
         lineinfo=getattr(args, "lineinfo", False),
         device_debug=getattr(args, "device_debug", False),
         sanitize=getattr(args, "sanitize", None),
@@ -139,8 +147,8 @@ def report(error) -> int:
     return error.exit_code
 
 
-def _cta_pair(args) -> Optional[bool]:
-    """``--no-cta-pair``: False; ``--cta-pair``: True; neither: None (the rule decides)."""
-    if getattr(args, "no_cta_pair", False):
+def _tri(args, name: str) -> Optional[bool]:
+    """``--no-NAME``: False; ``--NAME``: True; neither: None (the rule decides)."""
+    if getattr(args, f"no_{name}", False):
         return False
-    return True if getattr(args, "cta_pair", False) else None
+    return True if getattr(args, name, False) else None
