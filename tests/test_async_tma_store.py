@@ -5,7 +5,7 @@ the loop's result, through a TMA-describable memref, unmasked and weak
 (``async_rule.tma_store_plan``), the store becomes: registers -> the idle stage ring (row-major,
 generic proxy) -> ``fence.proxy.async.shared::cta`` -> the consumers' barrier -> one
 ``cp.async.bulk.tensor.2d.global.shared::cta`` (TMA clips the box at the tensor's bounds) ->
-``commit_group`` / ``wait_group 0`` -> the map slot freed. Everything else keeps the kernel's
+``commit_group`` / ``wait_group.read 0`` -> the map slot freed. Everything else keeps the kernel's
 own bounded ``st.global`` epilogue. The simulator's strict mode catches each step left out.
 """
 
@@ -58,7 +58,7 @@ def test_tma_store_code_is_ptxas_clean_with_utmastg_and_matches(tmp_path, target
     # sm_90a's wgmma fragment, and sm_100a's M 64 TMEM rows read by 16x32bx2 loads (section
     # 36; before, the tile went through its layout into one unswizzled box)
     boxes = 2
-    assert ptx.count(BULK_STORE) == boxes and "cp.async.bulk.wait_group 0" in ptx
+    assert ptx.count(BULK_STORE) == boxes and "cp.async.bulk.wait_group.read 0" in ptx
     assert "st.global" not in ptx  # the epilogue's only global writes are the bulk copies
     counts, _ = sass_counts(tmp_path, ptx, target)
     assert counts.get("UTMASTG", 0) == boxes, counts
@@ -161,7 +161,7 @@ def test_a_store_before_the_consumers_barrier_is_caught(f16_sm90):
 
 def test_exiting_before_the_bulk_group_completes_is_caught(f16_sm90):
     ptx, args = f16_sm90
-    bad = ptx.replace("\tcp.async.bulk.wait_group 0;\n", "", 1)
+    bad = ptx.replace("\tcp.async.bulk.wait_group.read 0;\n", "", 1)
     assert bad != ptx
     with pytest.raises(PtxSimError, match="missing cp.async.bulk.wait_group"):
         run_strict(bad, args, (2, 2))
@@ -214,3 +214,50 @@ def test_a_loop_result_read_twice_keeps_the_exchange():
     out = run_strict(c.ptx, [a, b, np.zeros((M, N), np.float32)], (1, 1))
     want = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(out[2], want * want, rtol=1e-3, atol=1e-4)
+
+
+# ------------------------------------------------- the store's map before the loop (section 47)
+
+
+def _consumers(ptx: str) -> int:
+    """Where the consumers' code starts (after the prologue and the producer's)."""
+    import re
+
+    return re.search(r"^\$L__async_consumer_\d+:", ptx, re.M).start()
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_the_store_map_is_built_published_and_acquired_before_the_loop(target):
+    """The prologue builds the output's map with the operands' (while the slot's claim is on its
+    way), warp 0 publishes all three, and thread 0 acquires and prefetches the store's; the
+    epilogue only copies the tile out and waits for the copies to read it."""
+    ptx = _compile(_text(), target).ptx
+    start = _consumers(ptx)
+    builds = [i for i in range(len(ptx)) if ptx.startswith("tensormap.replace.tile.global_a", i)]
+    assert len(builds) == 3 and builds[-1] < start
+    assert ptx.count("tensormap.cp_fenceproxy") == 3 and ptx.rindex("cp_fenceproxy") < start
+    acquires = ptx.count("fence.proxy.tensormap::generic.acquire.gpu")
+    assert acquires == 3 and ptx.rindex("fence.proxy.tensormap::generic.acquire") < start
+    assert ptx.index("atom.global.cas") < builds[0]  # the claim's first exchange goes first
+    assert "cp.async.bulk.wait_group.read 0;" in ptx and "cp.async.bulk.wait_group 0;" not in ptx
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_a_store_map_the_prologue_did_not_foresee_is_built_in_the_epilogue(target, monkeypatch):
+    """Where the epilogue's box differs from the prologue's guess, the epilogue builds, publishes
+    and acquires its own map over the guessed one, and the kernel still matches NumPy."""
+    from tilegen.runtime.codegen import async_loop
+
+    monkeypatch.setattr(async_loop, "_store_guess", lambda *a: ((64, 8), 128))
+    c = _compile(_text(), target)
+    ptx = c.ptx
+    start = _consumers(ptx)
+    late = ptx.rindex("tensormap.replace.tile.global_address")
+    assert ptx.count("tensormap.replace.tile.global_address") == 4 and late > start
+    assert ptx.rindex("fence.proxy.tensormap::generic.acquire") > late
+    M, N, K = 100, 72, 40
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    out = run_strict(ptx, [a, b, np.zeros((M, N), np.float32)], (2, 2))
+    np.testing.assert_allclose(out[2], a.astype(np.float32) @ b.astype(np.float32), atol=1e-4)

@@ -174,3 +174,58 @@ def test_device_maps_claim_and_free_a_slot_per_resident_cta():
     assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 2
     # the slot is freed after the consumer loop (every copy through the maps completed)
     assert ptx.index("$L__consumed") < ptx.index("atom.global.and.b32")
+
+
+def _claim_kernel(slots: int) -> str:
+    """One thread a CTA claims a slot of its SM's word of ``bits`` (tma.claim_slot, %smid being
+    the CTA's index in the simulator), writing work of its own meanwhile (``marks``), then the
+    slot (``out``)."""
+    em = PtxBuilder()
+    bits, out, marks = em.new("b64"), em.new("b64"), em.new("b64")
+    arrays = ("bits", "out", "marks")  # (each as cuTile passes it: pointer, size, stride)
+    for reg, name in zip((bits, out, marks), arrays):
+        em.ins(f"ld.param.u64 {reg}, [{name}]")
+        em.ins(f"cvta.to.global.u64 {reg}, {reg}")
+    cta, off = em.new("b32"), em.new("b64")
+    em.ins(f"mov.u32 {cta}, %ctaid.x")
+    em.ins(f"mul.wide.u32 {off}, {cta}, 4")
+    em.ins(f"add.s64 {out}, {out}, {off}")
+    em.ins(f"add.s64 {marks}, {marks}, {off}")
+
+    def meanwhile() -> None:
+        em.ins(f"st.global.u32 [{marks}], 7")
+
+    slot = tma.claim_slot(em, bits, slots, "claim", meanwhile)
+    em.ins(f"st.global.u32 [{out}], {slot}")
+    em.ins("ret")
+    body = "\n".join(em.declarations() + em.lines)
+    return (
+        ".version 8.0\n.target sm_90\n.address_size 64\n"
+        ".visible .entry claim("
+        + ", ".join(f".param .u64 {a}, .param .u32 {a}_n, .param .u32 {a}_s" for a in arrays)
+        + ") .reqntid 1\n"
+        f"{{\n{body}\n}}\n"
+    )
+
+
+def test_a_claim_guesses_an_empty_word_and_retries_with_what_it_read():
+    """The first atom.cas guesses the SM's word empty (bit 0: one round trip when it is); a
+    failed guess retries with the word the exchange returned, taking its lowest free bit. The
+    work given as ``meanwhile`` runs between the first exchange and the test of its result."""
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    ptx = _claim_kernel(4)
+    cas = [i for i, ln in enumerate(ptx.splitlines()) if "atom.global.cas" in ln]
+    lines = ptx.splitlines()
+    mark = next(i for i, ln in enumerate(lines) if "st.global.u32" in ln and ", 7;" in ln)
+    assert "[%rd" in lines[cas[0]] and lines[cas[0]].endswith(", 0, 1;") and cas[0] < mark
+    test = next(i for i in range(cas[0], len(lines)) if "setp.eq.u32" in lines[i])
+    assert mark < test
+    # a word per SM (whichever SM the simulator says the CTA is on), all alike: empty; bits 0,
+    # 1 and 3 held
+    for word, bit in ((0, 0), (0b1011, 2)):
+        bits = np.full(256, word, np.uint32)
+        got, out, marks = run_ptx(ptx, [bits, np.zeros(1, np.uint32), np.zeros(1, np.uint32)], (1,))
+        (changed,) = np.nonzero(got != word)[0]
+        assert got[changed] == word | 1 << bit and out[0] == changed * 4 + bit
+        assert marks[0] == 7

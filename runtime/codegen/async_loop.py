@@ -253,6 +253,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
             nmaps=nmaps,
             ring_bytes=min(side_at.values(), default=stages * stage_bytes),
             store_map=len(staged),
+            store_built=fr.store_built,
             t0=t0,
             pair=pair,
             sides=side_at,
@@ -793,8 +794,9 @@ class Frame(SimpleNamespace):
     the map slot (``slot_off``, ``slots``, ``maps_off``, ``nmaps``), the loop bounds (``lb``,
     ``ub``, ``step``, ``ty``, ``iv_cls``), the TMEM bookkeeping (``tmem_off``, ``done_off``,
     ``tbar_off``, ``tcols``, ``tc_scaled``), the consumers' label, the B^T buffers'
-    offset and ``release(addr)`` (the consumers' arrival on an empty barrier: in both CTAs of
-    an sm_90 pair)."""
+    offset, ``release(addr)`` (the consumers' arrival on an empty barrier: in both CTAs of
+    an sm_90 pair) and ``store_built`` (the (box, swizzle) of the TMA store's map the prologue
+    built, published and acquired, or None)."""
 
 
 def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: dict) -> "Frame":
@@ -807,7 +809,9 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     where an operand is copied by threads (async_copy.py), all 128 producer threads copy it
     and the first of them issues the TMA copies. ``facts``:
     the caller's (``bt``, ``tc``, ``scaled``, ``sides``, ``store``, ``nthreads``, ``N``
-    and, for the issuer, the dot). Returns what the consumers need (:class:`Frame`)."""
+    and, for the issuer, the dot). Thread 0 builds every map (the store's too, where
+    :func:`_store_guess` foresees its box) while its claim of the slot is on its way
+    (``tma.claim_slot``'s ``meanwhile``). Returns what the consumers need (:class:`Frame`)."""
     body = op.regions[0].blocks[0]
     bt, tc, scaled = facts["bt"], facts["tc"], facts["scaled"]
     sides, store, nthreads, N = facts["sides"], facts["store"], facts["nthreads"], facts["N"]
@@ -876,30 +880,38 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
             mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 8 * i}", 1)
             mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 16 + 8 * i}", nthreads)
     mbarrier_init_fence(em)
-    slot = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim")
+    # the maps (copied operands have none; the epilogue's TMA store's where the prologue
+    # foresees its box) are built while the slot's claim is on its way
+    built = [
+        (i, lambda m, x=x: _build_map(em, x, m)) for i, x in enumerate(staged) if not x.threads
+    ]
+    guess = _store_guess(em, op, store, pair) if store is not None else None
+    if guess is not None:
+        spec = lambda m: tma.build_tensormap(em, m, _store_spec(em, store, *guess))  # noqa: E731
+        built.append((len(staged), spec))
+
+    def build_maps() -> None:
+        for i, build in built:
+            m = em.new("b32")
+            em.ins(f"add.s32 {m}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
+            build(m)
+
+    slot = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim", build_maps)
     em.ins(f"st.shared.u32 [{ASYNC_SYMBOL}+{slot_off}], {slot}")
     bounds = lambda lb=lb, ub=ub, step=step: (lb, ub, step)  # noqa: E731
     if any(x.threads for x in staged):  # (producer threads copying: _split_bounds)
         bounds = _split_bounds(em, (lb, ub, step), iv_cls, bounds_off)
-    for i, x in enumerate(staged):
-        if x.threads:  # (copied by the producer's threads: its map slot stays unused)
-            continue
-        m = em.new("b32")
-        em.ins(f"add.s32 {m}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
-        _build_map(em, x, m)
     em.label(skip)
     w0 = em.new("pred")
     em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
     skip_pub = em.new_label("async_publish")
     em.ins(f"@!{w0} bra {skip_pub}")
     em.ins("bar.warp.sync -1")
-    gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
-    for i, g in enumerate(gmaps):
-        if staged[i].threads:
-            continue
+    gmaps = _slot_maps(em, sym, slot_off, nmaps)
+    for i, _ in built:
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
-        tma.publish_tensormap(em, g, src)
+        tma.publish_tensormap(em, gmaps[i], src)
     if tc:  # warp 0 allocates the accumulator's TMEM columns (of each CTA of a pair)
         g = cta_pair.group(pair)
         em.ins(
@@ -913,7 +925,14 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         cta_pair.cluster_sync(em)
     else:
         em.ins("bar.sync 0")
-    gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
+    gmaps = _slot_maps(em, sym, slot_off, nmaps)
+    if guess is not None:  # the store's map, acquired and fetched long before the epilogue
+        stored = em.new_label("async_store_map")
+        em.ins(f"@!{t0} bra {stored}")
+        tma.acquire_tensormap(em, gmaps[-1])
+        tma.prefetch_tensormap(em, gmaps[-1])
+        em.label(stored)
+    gmaps = gmaps[: len(staged)]
     peer = lane0 = None
     if pair and not tc:  # sm_90: a stage is free once both CTAs' consumers are done with it
         peer = em.new("b32")
@@ -1014,6 +1033,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         base=base,
         bar=bar,
         t0=t0,
+        store_built=guess,
         tid=tid,
         slot_off=slot_off,
         slots=slots,
@@ -1717,9 +1737,10 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         tmem_chunks.release(em, pending)
     t0 = st["t0"]
     box = ((128 // esz, M) if swizzled else (N, M)) + lead
-    g = _store_map(em, op, st, box, 128 if swizzled else 0)
+    g, fresh = _store_map(em, op, st, box, 128 if swizzled else 0)
     em.ins(f"@!{t0} bra {done}")
-    tma.acquire_tensormap(em, g)
+    if fresh:
+        tma.acquire_tensormap(em, g)
     *outer, row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
     outer = outer[::-1]  # the leading dims' coordinates, innermost first
     if pair:
@@ -1781,9 +1802,13 @@ def _ring_read_by_others(em: Emitter) -> bool:
 
 
 def _store_done(em: Emitter, op, st: dict, done: str) -> None:
-    """Thread 0, after the store's last bulk copy: wait until the copies are done (they read
-    the map too) and free the map slot; then ``done``, where the other threads join."""
-    em.ins("cp.async.bulk.wait_group 0")
+    """Thread 0, after the store's last bulk copy: wait until the copies have read their
+    sources (the staged tile, and the map: once ``wait_group.read`` returns, a map the copies
+    used may be rewritten, as CUTLASS's ``tma_desc_wait_group`` relies on) and free the map
+    slot; then ``done``, where the other threads join. The copies' global writes complete on
+    their own: nothing in the kernel reads them, and the grid's end makes them visible (tileiras
+    waits the same way)."""
+    tma.bulk_wait_read(em, 0)
     sl = em.new("b32")
     em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{st['slot_off']}]")
     tma.release_slot(em, f"{em.symbol}_slots", sl, st["slots"])
@@ -1811,9 +1836,10 @@ def _streamed_store(em: Emitter, op, p, refs: list, M: int, N: int, lead: tuple)
     em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
     mapped = em.new_label("tma_store_mapped")
     em.ins(f"@!{w0} bra {mapped}")
-    g = _store_map(em, op, st, (128 // esz, M) + lead, 128)
+    g, fresh = _store_map(em, op, st, (128 // esz, M) + lead, 128)
     em.ins(f"@!{t0} bra {mapped}")
-    tma.acquire_tensormap(em, g)
+    if fresh:
+        tma.acquire_tensormap(em, g)
     em.label(mapped)
     *outer, row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
     outer = outer[::-1]
@@ -1848,29 +1874,56 @@ def _streamed_store(em: Emitter, op, p, refs: list, M: int, N: int, lead: tuple)
     _store_done(em, op, st, done)
 
 
-def _store_map(em: Emitter, op, st: dict, box: tuple, swizzle: int) -> str:
+def _store_map(em: Emitter, op, st: dict, box: tuple, swizzle: int) -> tuple:
     """Warp 0 (thread 0 writing, the warp publishing): the output's tensor map, built in its
-    place in the ring's map area and copied to the slot's map (returned: its global address)."""
-    od = op.opdef
-    value = od.operand_group(op, "value")[0]
-    key = elem_key(value.type)
-    esz = ELEMENTS[key][1]
+    place in the ring's map area and copied to the slot's map. Returns (its global address,
+    whether thread 0 still has to acquire it). The prologue built, published and acquired the
+    map where it foresaw this box (:func:`_store_guess`); only another box is built here."""
+    g = _slot_maps(em, em.symbol, st["slot_off"], st["nmaps"])[st["store_map"]]
+    if st.get("store_built") == (box, swizzle):
+        return g, False
     smap = em.new("b32")
     at = st["maps_off"] + st["store_map"] * tma.TENSORMAP_BYTES
     em.ins(f"add.s32 {smap}, {st['base']}, {at}")
     built = em.new_label("tma_store_map")
     em.ins(f"@!{st['t0']} bra {built}")
+    tma.build_tensormap(em, smap, _store_spec(em, op, box, swizzle))
+    em.label(built)
+    em.ins("bar.warp.sync -1")
+    tma.publish_tensormap(em, g, smap)
+    return g, True
+
+
+def _store_spec(em: Emitter, op, box: tuple, swizzle: int) -> tma.TensorMapSpec:
+    """The map of TMA store ``op``'s memref (its registers), for ``box`` and ``swizzle``."""
+    od = op.opdef
+    key = elem_key(od.operand_group(op, "value")[0].type)
+    esz = ELEMENTS[key][1]
     mem = em.get(od.operand_group(op, "base")[0])
     dims = [_s32(em, d) for d in reversed(mem.sizes)]
     dims = [em.mov("b32", x) if isinstance(x, int) else x for x in dims]
     strides = tuple(_stride_bytes(em, s, esz) for s in reversed(mem.strides[:-1]))
-    spec = tma.TensorMapSpec(key, esz, mem.ptr, tuple(dims), strides, box, swizzle)
-    tma.build_tensormap(em, smap, spec)
-    em.label(built)
-    em.ins("bar.warp.sync -1")
-    g = _slot_maps(em, em.symbol, st["slot_off"], st["nmaps"])[st["store_map"]]
-    tma.publish_tensormap(em, g, smap)
-    return g
+    return tma.TensorMapSpec(key, esz, mem.ptr, tuple(dims), strides, box, swizzle)
+
+
+def _store_guess(em: Emitter, loop, store, pair: bool) -> tuple | None:
+    """The (box, swizzle) the epilogue's TMA store will most likely ask for, where the prologue
+    can build that map already (the store's memref is emitted before the loop): the 128-byte
+    swizzled column boxes of a tile the accumulator's registers reach as they are (the wgmma
+    fragment, the TMEM rows), whose rows are whole 128-byte columns. None otherwise; the
+    epilogue builds the map it needs whenever the guess was wrong (:func:`_store_map`)."""
+    od = store.opdef
+    value = od.operand_group(store, "value")[0]
+    if od.operand_group(store, "base")[0] not in em.values:
+        return None
+    key = elem_key(value.type)
+    cls, esz, _ = ELEMENTS[key]
+    *lead, M, N = value.type.shape
+    if cls == "pred" or (N * esz) % 128 or fragment_chain(loop, store) is None:
+        return None
+    if em.sm not in TCGEN05_SMS and esz not in (2, 4):  # (wgmma fragments of 16 / 32 bits)
+        return None
+    return (128 // esz, M // 2 if pair else M) + tuple(lead), 128
 
 
 def _write_ring(em: Emitter, regs: list, refs: list, esz: int, sfx: str, fragment) -> None:

@@ -246,10 +246,16 @@ def acquire_tensormap(em, global_slot: Operand) -> None:
     em.ins(f"fence.proxy.tensormap::generic.acquire.gpu [{global_slot}], {TENSORMAP_BYTES}")
 
 
-def claim_slot(em, bitmap: str, slots: int, label_prefix: str = "claim") -> str:
+def claim_slot(em, bitmap: str, slots: int, label_prefix: str = "claim", meanwhile=None) -> str:
     """A per-SM tensor-map slot no other resident CTA holds: atomically set a free bit of this
     SM's word in the ``.global`` array ``bitmap`` (one b32 per SM; ``slots`` <= 32 resident
-    CTAs). Returns a b32 register with ``smid * slots + bit``. :func:`release_slot` frees it."""
+    CTAs). Returns a b32 register with ``smid * slots + bit``. :func:`release_slot` frees it.
+
+    The first ``atom.cas`` guesses the word empty (the common case: the SM's other CTAs, if
+    any, left) and takes bit 0; ``meanwhile()`` emits work that does not need the slot (the
+    maps' construction) between that exchange and the use of its result, so the global round
+    trip overlaps it. A failed exchange returns the word, the next guess; only a full word is
+    re-read (``ld.volatile``) until a bit frees."""
     smid, word, addr, old, bit, mask, new, got = (
         em.new(c) for c in ("b32", "b64", "b64", "b32", "b32", "b32", "b32", "b32")
     )
@@ -258,20 +264,32 @@ def claim_slot(em, bitmap: str, slots: int, label_prefix: str = "claim") -> str:
     em.ins(f"mul.wide.u32 {word}, {smid}, 4")
     em.ins(f"mov.u64 {addr}, {bitmap}")
     em.ins(f"add.s64 {addr}, {addr}, {word}")
-    top = em.new_label(label_prefix)
+    em.ins(f"mov.b32 {bit}, 0")
+    em.ins(f"atom.global.cas.b32 {got}, [{addr}], 0, 1")
+    if meanwhile is not None:
+        meanwhile()
+    top, full, done = (em.new_label(label_prefix + x) for x in ("", "_full", "_done"))
+    em.ins(f"setp.eq.u32 {p}, {got}, 0")
+    em.ins(f"@{p} bra {done}")
+    em.ins(f"mov.b32 {old}, {got}")
     em.label(top)
-    em.ins(f"ld.volatile.global.u32 {old}, [{addr}]")
     em.ins(f"not.b32 {mask}, {old}")
     # lowest clear bit of old: the leading zeros of the bit-reversed complement (32 when full)
     em.ins(f"brev.b32 {mask}, {mask}")
     em.ins(f"clz.b32 {bit}, {mask}")
     em.ins(f"setp.ge.u32 {p}, {bit}, {slots}")
-    em.ins(f"@{p} bra {top}")
+    em.ins(f"@{p} bra {full}")
     em.ins(f"shl.b32 {mask}, 1, {bit}")
     em.ins(f"or.b32 {new}, {old}, {mask}")
     em.ins(f"atom.global.cas.b32 {got}, [{addr}], {old}, {new}")
-    em.ins(f"setp.ne.u32 {p}, {got}, {old}")
-    em.ins(f"@{p} bra {top}")
+    em.ins(f"setp.eq.u32 {p}, {got}, {old}")
+    em.ins(f"@{p} bra {done}")
+    em.ins(f"mov.b32 {old}, {got}")
+    em.ins(f"bra {top}")
+    em.label(full)  # every slot held: wait until a CTA frees one
+    em.ins(f"ld.volatile.global.u32 {old}, [{addr}]")
+    em.ins(f"bra {top}")
+    em.label(done)
     slot = em.new("b32")
     em.ins(f"mad.lo.u32 {slot}, {smid}, {slots}, {bit}")
     return slot
