@@ -303,8 +303,10 @@ def build_perf(out: Path, archs) -> dict:
                 for label, opts in perf.VARIANTS[case.name].items():
                     stem = "".join(ch if ch.isalnum() else "_" for ch in label.replace("=", ""))
                     rel = f"cutile/perf{i}_{stem}.{arch}.tilegen.cubin"
+                    opts = dict(opts)  # "kernel": the case's kernel with other hints
+                    other = ks[opts.pop("kernel")] if "kernel" in opts else kernel
                     try:
-                        (out / rel).write_bytes(tilegen_cubin(kernel, sig, arch, opts))
+                        (out / rel).write_bytes(tilegen_cubin(other, sig, arch, opts))
                         cubins[arch][f"tilegen {label}"] = rel
                     except Exception as e:  # noqa: BLE001 - a variant that does not build
                         print(f"  perf {case.name} {label}: {_short(e)}")

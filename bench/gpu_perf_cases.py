@@ -21,13 +21,27 @@ import numpy as np
 VARIANTS = {
     # two consumer warp groups of 64 rows each (384 threads, 168 registers; tileiras's f16 GEMM
     # keeps one) beside the default one group of 128 rows (256 threads, 255 registers)
-    "gemm f16 4096^3": {"num_warps=8": {"num_warps": 8}},
+    # ("kernel": the case's kernel with other hints, from kernels(); same symbol and arguments).
+    # occupancy=2: two CTAs an SM (3 stages each, 128 registers), one CTA's prologue and
+    # epilogue beside the other's K loop (docs/pipelines.md section 47)
+    "gemm f16 4096^3": {
+        "num_warps=8": {"num_warps": 8},
+        "occupancy=2": {"kernel": "gemm_occupancy2"},
+    },
     "gemm f16 8192^3": {
         "num_stages=4": {"num_stages": 4},
         "num_warps=8": {"num_warps": 8},
         "num_warps=8 num_stages=4": {"num_warps": 8, "num_stages": 4},
+        "occupancy=2": {"kernel": "gemm_occupancy2"},
     },
-    "gemm bf16 8192^3": {"num_warps=8": {"num_warps": 8}},
+    "gemm bf16 4096^3": {"occupancy=2": {"kernel": "gemm_occupancy2"}},
+    "gemm bf16 8192^3": {
+        "num_warps=8": {"num_warps": 8},
+        "occupancy=2": {"kernel": "gemm_occupancy2"},
+    },
+    "gemm f16 4096x4096x256 (short K: the per-tile cost)": {
+        "occupancy=2": {"kernel": "gemm_occupancy2"}
+    },
     # the CTA pair beside one CTA per 256-row tile (two consumer warp groups, section 20)
     "gemm f16 4096^3 num_ctas=2 (256x128 tiles)": {"no CTA pair": {"cta_pair": False}},
     "gemm f16 8192^3 num_ctas=2 (256x128 tiles)": {"no CTA pair": {"cta_pair": False}},
@@ -124,9 +138,22 @@ def kernels() -> dict:
             acc = ct.mma(a, b, acc)
         ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
 
+    def gemm_bt(A, BT, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        """C = A B with B given as B^T (N x K, K contiguous: the layout cuBLASLt's fp8 GEMM
+        takes), so both operands reach the MMAs K-major."""
+        i, j = ct.bid(0), ct.bid(1)
+        acc = ct.full((TM, TN), 0.0, ct.float32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=zero)
+            bt = ct.load(BT, index=(j, k), shape=(TN, TK), padding_mode=zero)
+            acc = ct.mma(a, ct.permute(bt, (1, 0)), acc)
+        ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
+
     # gemm_pair: 256-row tiles on clusters of two CTAs (num_ctas=2: docs/pipelines.md sections
     # 18-19; on sm_90 each CTA takes 128 rows and B is multicast to both)
     out = {"gemm": ct.kernel(gemm), "gemm_pair": ct.kernel(gemm, num_ctas=2)}
+    out["gemm_occupancy2"] = ct.kernel(gemm, occupancy=2)  # (VARIANTS only)
+    out["gemm_bt"] = ct.kernel(gemm_bt)
     out["gemm_acc"] = ct.kernel(gemm_acc)
     out["gemm_acc_pair"] = ct.kernel(gemm_acc, num_ctas=2)
     ak = async_kernels()
@@ -248,6 +275,20 @@ def cases() -> list[PerfCase]:
                 f"gemm e4m3 {s}^3 (f16 out)",
                 "gemm",
                 [("A", (s, s), "e4m3"), ("B", (s, s), "e4m3"), ("C", (s, s), "f16")]
+                + [("TM", tm), ("TN", tn), ("TK", tk)],
+                (s // tm, s // tn, 1),
+                2 * s**3,
+                2e-2,
+                "scaled_mm",
+            )
+        )
+    # B given as B^T (K-major, what cuBLASLt takes): no transposes of 8-bit B in shared memory
+    for s in (4096, 8192):
+        out.append(
+            PerfCase(
+                f"gemm e4m3 {s}^3 B^T (f16 out)",
+                "gemm_bt",
+                [("A", (s, s), "e4m3"), ("BT", (s, s), "e4m3"), ("C", (s, s), "f16")]
                 + [("TM", tm), ("TN", tn), ("TK", tk)],
                 (s // tm, s // tn, 1),
                 2 * s**3,
@@ -422,7 +463,7 @@ def reference_kind(case: PerfCase) -> str:
     kernel = case.kernel.removesuffix("_pair")
     if kernel.startswith("attention_causal"):
         return "attention_causal"
-    if kernel in ("gemm", "gemm_acc", "gemm_fp8_blockscaled", "attention_bwd_dkdv_gqa"):
+    if kernel in ("gemm", "gemm_bt", "gemm_acc", "gemm_fp8_blockscaled", "attention_bwd_dkdv_gqa"):
         return kernel
     raise ValueError(f"no reference for kernel {case.kernel}")
 
@@ -436,6 +477,10 @@ def reference(case: PerfCase, args: tuple):
         a, b = args[0].float(), args[1].float()
         with _no_tf32():
             return a @ b
+    if kind == "gemm_bt":
+        a, bt = args[0].float(), args[1].float()
+        with _no_tf32():
+            return a @ bt.T
     if kind == "gemm_acc":
         a, b = args[0].float(), args[1].float()
         with _no_tf32():
@@ -491,7 +536,9 @@ def baseline(case: PerfCase, args: tuple):
         a, b, c = args[0], args[1], args[2]
         return (lambda: torch.addmm(c, a, b)), f"cuBLAS (torch.addmm, {a.dtype} out)"
     if case.baseline == "scaled_mm":
-        a, b = args[0], args[1].t().contiguous().t()  # cuBLASLt wants B column-major
+        # cuBLASLt wants B column-major: B^T's own storage, else a transposed copy of B
+        a = args[0]
+        b = args[1].t() if case.kernel == "gemm_bt" else args[1].t().contiguous().t()
         one = torch.ones((), device="cuda")
 
         def run():  # fast accumulation: no promotion to f32 every few k-steps, as our kernels
