@@ -268,29 +268,25 @@ def cases() -> list[PerfCase]:
             "matmul",
         )
     )
+    # fp8 in, f16 out, beside cuBLASLt: B as K x N (both compilers transpose 8-bit B in shared
+    # memory for wgmma) and as B^T (N x K, K contiguous: the layout torch._scaled_mm takes, no
+    # transposes), B^T also with 256 x 128 tiles on one CTA (two consumer warp groups)
     tm, tn, tk = GEMM_TILES["e4m3"]
-    for s in (4096, 8192):
+    for kernel, b, s, (m, n) in (
+        ("gemm", "B", 4096, (tm, tn)),
+        ("gemm", "B", 8192, (tm, tn)),
+        ("gemm_bt", "BT", 4096, (tm, tn)),
+        ("gemm_bt", "BT", 8192, (tm, tn)),
+        ("gemm_bt", "BT", 8192, (256, 128)),
+    ):
+        name = f"gemm e4m3 {s}^3{' B^T' if b == 'BT' else ''} (f16 out)"
         out.append(
             PerfCase(
-                f"gemm e4m3 {s}^3 (f16 out)",
-                "gemm",
-                [("A", (s, s), "e4m3"), ("B", (s, s), "e4m3"), ("C", (s, s), "f16")]
-                + [("TM", tm), ("TN", tn), ("TK", tk)],
-                (s // tm, s // tn, 1),
-                2 * s**3,
-                2e-2,
-                "scaled_mm",
-            )
-        )
-    # B given as B^T (K-major, what cuBLASLt takes): no transposes of 8-bit B in shared memory
-    for s in (4096, 8192):
-        out.append(
-            PerfCase(
-                f"gemm e4m3 {s}^3 B^T (f16 out)",
-                "gemm_bt",
-                [("A", (s, s), "e4m3"), ("BT", (s, s), "e4m3"), ("C", (s, s), "f16")]
-                + [("TM", tm), ("TN", tn), ("TK", tk)],
-                (s // tm, s // tn, 1),
+                name + (f" ({m}x{n} tiles)" if (m, n) != (tm, tn) else ""),
+                kernel,
+                [("A", (s, s), "e4m3"), (b, (s, s), "e4m3"), ("C", (s, s), "f16")]
+                + [("TM", m), ("TN", n), ("TK", tk)],
+                (s // m, s // n, 1),
                 2 * s**3,
                 2e-2,
                 "scaled_mm",
