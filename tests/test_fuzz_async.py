@@ -103,6 +103,29 @@ def test_batched_operands_reshaped_from_3d_loads_take_the_async_path(target, tmp
         assert o.path == "async", o.plan
 
 
+def _plan(cfg, tmp_path):
+    """The async decision for ``cfg``'s kernel (exported for its problem's arguments)."""
+    from tilegen.runtime import driver
+    from tilegen.runtime.options import CompileOptions
+
+    path = tmp_path / f"k{len(list(tmp_path.iterdir()))}.tileirbc"
+    fa.export(cfg, str(path), fa.problem(cfg, np.random.default_rng(0))[0])
+    (d,) = driver.compile_source(path, CompileOptions(target=cfg.target), until="async").async_plan
+    return d
+
+
+def test_8bit_b_staged_k_major_reserves_no_transpose_buffers(tmp_path):
+    """sm_90a: the K-major B^T buffers the consumers transpose 8-bit B into exist only for B
+    loaded K x N. Staged N x K (a cuBLASLt-layout B^T), the ring keeps their bytes: as many
+    stages as an f16 tile of the same stage size (it reserved 48 KB for buffers it never had)."""
+    f16 = _plan(_gemm("sm_90a", "f16", "f16", 128, 128, 64), tmp_path)
+    bt = _plan(_gemm("sm_90a", "e4m3", "f16", 128, 128, 128, bt=1), tmp_path)
+    kn = _plan(_gemm("sm_90a", "e4m3", "f16", 128, 128, 128), tmp_path)
+    assert bt.taken and kn.taken and f16.taken
+    assert bt.stage_bytes == kn.stage_bytes == f16.stage_bytes, (bt.line(), f16.line())
+    assert bt.stages == f16.stages > kn.stages, (bt.line(), kn.line(), f16.line())
+
+
 @pytest.mark.parametrize(
     "target,ab,out,tm,tn,bt",
     [

@@ -900,9 +900,11 @@ def _lowering(
         return _sync_lowering(func, loop, dot, plan, warps, sm, hinted, stage)
     from tilegen.runtime.targets import shared_optin
 
-    # sm_90 tf32 / 8-bit: three K-major B^T buffers the consumers transpose each stage's B into
-    # (async_loop.BT_BUFFERS: one stage's wgmmas stay in flight over the next transpose)
-    bt = 3 * (-(-(K * N * esz) // 1024) * 1024) if sm < 100 and _elem_key(a) in TRANSPOSED_B else 0
+    # sm_90 tf32 / 8-bit B loaded K x N: three K-major B^T buffers the consumers transpose each
+    # stage's B into (async_loop.BT_BUFFERS: one stage's wgmmas stay in flight over the next
+    # transpose). B loaded N x K and transposed is staged K-major already: no buffers
+    transposing = _elem_key(a) in TRANSPOSED_B and not operand_load(dot.operands[1])[1]
+    bt = 3 * (-(-(K * N * esz) // 1024) * 1024) if sm < 100 and transposing else 0
     # a num_stages hint is honored as the pass took it; otherwise as many stages as fit, up to
     # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget),
     # beside the accumulator's scratch buffer unless the registers never go through it
