@@ -763,25 +763,55 @@ def _notes(row: dict) -> str:
         r = row.get(c, {})
         if r.get("detail"):
             notes.append(f"{c}: {r['detail']}")
+    if row.get("timing_error"):
+        notes.append(f"timing: {row['timing_error']}")
+    a, b = row.get("gpu_before") or {}, row.get("gpu_after") or {}
+    for key, unit in (("sm_clock_mhz", "MHz"), ("temperature_c", "C"), ("power_w", "W")):
+        if key in a and key in b:  # (NVML's view around the timed rounds)
+            notes.append(f"{a[key]:.0f} -> {b[key]:.0f} {unit}")
     return "; ".join(notes).replace("|", "/").replace("\n", " ")[:300]
 
 
-def _time_batched(fn, sync, event, batches: int = 5, per_batch: int = 10) -> float:
-    """Median over ``batches`` of the mean ms of ``per_batch`` back-to-back calls of ``fn``
-    between CUDA events (launches queue up, so the host's launch cost stays off the GPU's
-    time once a launch takes longer than issuing one), after a warm-up call."""
-    fn()
+def _time_interleaved(fns: dict, sync, event, batches: int = 5, per_batch: int = 10) -> dict:
+    """{name: median ms} of each of ``fns`` ({name: fn}): ``batches`` rounds, each timing one
+    batch of ``per_batch`` back-to-back calls of every fn in turn between CUDA events, after a
+    warm-up call of each. The rounds interleave the contenders, so a clock that drifts while
+    the GPU heats (or any other change over the run) is spread over all of them alike instead
+    of favouring whichever was timed first. Launches queue up, so the host's launch cost stays
+    off the GPU's time once a launch takes longer than issuing one."""
+    for fn in fns.values():
+        fn()
     sync()
-    times = []
+    times: dict = {name: [] for name in fns}
     for _ in range(batches):
-        s, e = event(), event()
-        s.record()
-        for _ in range(per_batch):
-            fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / per_batch)
-    return float(np.median(times))
+        for name, fn in fns.items():
+            s, e = event(), event()
+            s.record()
+            for _ in range(per_batch):
+                fn()
+            e.record()
+            e.synchronize()
+            times[name].append(s.elapsed_time(e) / per_batch)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def _gpu_state() -> dict:
+    """The SM clock (MHz), temperature (C) and power (W) now, where torch can read them (NVML);
+    empty where it cannot."""
+    import torch
+
+    out = {}
+    for key, read in (
+        ("sm_clock_mhz", "clock_rate"),
+        ("temperature_c", "temperature"),
+        ("power_w", "power_draw"),
+    ):
+        try:
+            v = getattr(torch.cuda, read)()
+            out[key] = v / 1000 if key == "power_w" else v  # (power_draw: milliwatts)
+        except Exception:  # noqa: BLE001 - NVML missing: the report says nothing
+            pass
+    return out
 
 
 def perf_row(payload: Path, manifest: dict, arch: str, index: int) -> dict:
@@ -813,31 +843,41 @@ def perf_row(payload: Path, manifest: dict, arch: str, index: int) -> dict:
         want = perf.reference(case, args)
         out_i = perf.output_index(case)
         variants = [c for c in rec["cubins"].get(arch, {}) if c not in COMPILERS]
+        launches = {}  # compiler -> its launch, each checked first (a fresh dispatcher each)
         for compiler in COMPILERS + tuple(variants):
             if not rec["cubins"].get(arch, {}).get(compiler):
                 why = rec.get("errors", {}).get(arch, {}).get(compiler, "")
                 row[compiler] = _result("not built", detail=why)
                 continue
             state["compiler"] = compiler
-            k = kernels[case.kernel].replace_hints()  # a fresh dispatcher per compiler
+            k = kernels[case.kernel].replace_hints()
             args[out_i].zero_()
             try:
                 ct.launch(torch.cuda.current_stream(), case.grid, k, args)
                 sync()
                 err = float((args[out_i].float() - want).norm() / want.norm())
                 bad = "" if err <= case.tol else f"relative error {err:.2e} > {case.tol}"
-                ms = _time_batched(
-                    lambda: ct.launch(torch.cuda.current_stream(), case.grid, k, args),
-                    sync,
-                    event,
-                )
-                row[compiler] = _result("mismatch" if bad else "ok", ms, bad)
+                row[compiler] = _result("mismatch" if bad else "ok", None, bad)
                 row[compiler]["rel_err"] = err
+                launches[compiler] = lambda k=k: ct.launch(
+                    torch.cuda.current_stream(), case.grid, k, args
+                )
             except Exception as e:  # noqa: BLE001 - reported per case
                 row[compiler] = _result("error", detail=f"{type(e).__name__}: {e}"[:300])
         fn, what = perf.baseline(case, args)
         row["baseline_what"] = what
-        row["baseline_ms"] = _time_batched(fn, sync, event) if fn else None
+        if fn:
+            launches["baseline"] = fn
+        row["gpu_before"] = _gpu_state()
+        try:  # every contender timed in the same rounds, side by side
+            ms = _time_interleaved(launches, sync, event)
+        except Exception as e:  # noqa: BLE001 - a fault while timing: the row says so
+            ms = {}
+            row["timing_error"] = f"{type(e).__name__}: {e}"[:300]
+        row["gpu_after"] = _gpu_state()
+        for compiler in launches.keys() - {"baseline"}:
+            row[compiler]["ms"] = ms.get(compiler)
+        row["baseline_ms"] = ms.get("baseline")
     finally:
         kernel_cls._compile = original
     return row

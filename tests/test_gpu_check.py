@@ -436,6 +436,46 @@ def test_perf_report_section():
     assert "| gemm f16 4096^3 | num_stages=3 | yes | 229 | 2.00 |" in text
     skipped = gpu_runner._perf_section({"status": "skipped", "reason": "no torch"})
     assert skipped[-1] == "skipped: no torch"
+    # NVML's view around the timed rounds, and a timing fault, go into the notes
+    rows[0].update(
+        gpu_before={"sm_clock_mhz": 1980, "temperature_c": 41},
+        gpu_after={"sm_clock_mhz": 1755, "temperature_c": 63},
+        timing_error="RuntimeError: launch failed",
+    )
+    text = "\n".join(gpu_runner._perf_section({"status": "ran", "cases": rows}))
+    assert "| cuBLAS | timing: RuntimeError: launch failed; 1980 -> 1755 MHz; 41 -> 63 C |" in text
+
+
+def test_contenders_are_timed_in_interleaved_rounds():
+    """Each round times one batch of every contender in turn (so a clock that drifts over the
+    run is shared alike); each contender's median over the rounds."""
+    calls, clock = [], [0.0]
+
+    class Event:  # (a CUDA event on a fake clock: each call of a contender costs its time)
+        def record(self):
+            self.t = clock[0]
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return other.t - self.t
+
+    def contender(name, ms):
+        def fn():
+            calls.append(name)
+            clock[0] += ms + 0.01 * len(calls)  # (slower as the run goes on)
+
+        return fn
+
+    fns = {"a": contender("a", 1.0), "b": contender("b", 2.0), "lib": contender("lib", 0.5)}
+    got = gpu_runner._time_interleaved(fns, lambda: None, Event, batches=3, per_batch=2)
+    assert calls[:3] == ["a", "b", "lib"]  # the warm-up calls
+    assert calls[3:] == (["a"] * 2 + ["b"] * 2 + ["lib"] * 2) * 3
+    assert set(got) == {"a", "b", "lib"}
+    # the drift (0.01 ms a call so far) is shared: b - a is 1 ms plus two calls' drift
+    assert abs(got["b"] - got["a"] - (1.0 + 0.02)) < 1e-9
+    assert got["lib"] < got["a"] < got["b"]
 
 
 def test_gpu_run(tmp_path):
