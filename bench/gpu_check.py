@@ -266,7 +266,16 @@ def tilegen_cubin(kernel, sig, arch: str, opts: dict | None = None) -> bytes:
     )
     if opts is None:
         return tilegen.compile(buf.getvalue(), gpu_name=arch).cubin
-    return tilegen.compile(buf.getvalue(), options=CompileOptions(target=arch, **opts)).cubin
+    opts = dict(opts)
+    patch = opts.pop("ptx_patch", None)  # (gpu_perf_cases.PTX_PATCHES: an experiment)
+    r = tilegen.compile(buf.getvalue(), options=CompileOptions(target=arch, **opts))
+    if patch is None:
+        return r.cubin
+    import gpu_perf_cases as perf
+    from tilegen.runtime.ptxas import assemble
+
+    # (the same ptxas call tilegen.compile makes: unpatched, the same cubin bytes)
+    return assemble(perf.PTX_PATCHES[patch](r.ptx), int(arch.split("_")[1].rstrip("a")))[0]
 
 
 def build_perf(out: Path, archs) -> dict:

@@ -24,20 +24,26 @@ VARIANTS = {
     # ("kernel": the case's kernel with other hints, from kernels(); same symbol and arguments).
     # occupancy=2: two CTAs an SM (3 stages each, 128 registers), one CTA's prologue and
     # epilogue beside the other's K loop (docs/pipelines.md section 47)
+    # ("ptx_patch": tilegen's PTX rewritten by PTX_PATCHES[name] before ptxas: grouped8 takes
+    # the tiles in groups of 8 block rows, for L2 reuse, section 47)
     "gemm f16 4096^3": {
         "num_warps=8": {"num_warps": 8},
         "occupancy=2": {"kernel": "gemm_occupancy2"},
+        "grouped block order": {"ptx_patch": "grouped8"},
     },
     "gemm f16 8192^3": {
         "num_stages=4": {"num_stages": 4},
+        "num_stages=5": {"num_stages": 5},
         "num_warps=8": {"num_warps": 8},
         "num_warps=8 num_stages=4": {"num_warps": 8, "num_stages": 4},
         "occupancy=2": {"kernel": "gemm_occupancy2"},
+        "grouped block order": {"ptx_patch": "grouped8"},
     },
     "gemm bf16 4096^3": {"occupancy=2": {"kernel": "gemm_occupancy2"}},
     "gemm bf16 8192^3": {
         "num_warps=8": {"num_warps": 8},
         "occupancy=2": {"kernel": "gemm_occupancy2"},
+        "grouped block order": {"ptx_patch": "grouped8"},
     },
     "gemm f16 4096x4096x256 (short K: the per-tile cost)": {
         "occupancy=2": {"kernel": "gemm_occupancy2"}
@@ -55,6 +61,7 @@ VARIANTS = {
     },
     # two consumer warp groups of 64 rows (the default since section 21) beside one of 128
     "gemm f16 8192^3 (128x256 tiles)": {"num_warps=4": {"num_warps": 4}},
+    "gemm f16 8192^3 (256x128 tiles)": {"grouped block order": {"ptx_patch": "grouped8"}},
     # C loaded before the K loop: the consumers load it after the split (section 29) beside
     # today's path (TMA off)
     "gemm f16 8192^3 C = Cin + A B": {"no TMA": {"use_tma": False}},
@@ -89,6 +96,55 @@ VARIANTS = {
         "no warp specialization": {"warp_specialize": False}
     },
 }
+
+
+def grouped_block_order(ptx: str, group: int = 8) -> str:
+    """An experiment on tilegen's PTX (gpu-check's ``"ptx_patch"`` variants; not a compiler
+    option): the kernel's 2-d block ids taken in groups of ``group`` along dim 0, as Triton's
+    ``GROUP_M`` orders a GEMM's tiles. Launch order ``l = ctaid.x + ctaid.y * nctaid.x`` walks
+    ``group`` consecutive bid(0) values for each bid(1) before the next group (the last group
+    narrower), so the CTAs resident at once share a few A row panels and B column panels in L2
+    instead of streaming all of A once for every two columns of B. A bijection of the grid
+    (every tile computed once); the kernel's only reads of ``%ctaid.x``/``%ctaid.y`` are
+    replaced."""
+    lines = ptx.split("\n")
+    at = {}
+    for i, ln in enumerate(lines):
+        for d in "xy":
+            if ln.strip().endswith(f"%ctaid.{d};") and ln.strip().startswith("mov.u32"):
+                if d in at:
+                    raise ValueError(f"more than one read of %ctaid.{d}")
+                at[d] = i
+    if set(at) != {"x", "y"}:
+        raise ValueError("the kernel does not read both %ctaid.x and %ctaid.y")
+    rx, ry = (lines[at[d]].split()[1].rstrip(",") for d in "xy")
+    t = [f"%tgbo{i}" for i in range(8)]
+    code = [
+        f"mov.u32 {t[0]}, %ctaid.x;",
+        f"mov.u32 {t[1]}, %ctaid.y;",
+        f"mov.u32 {t[2]}, %nctaid.x;",
+        f"mov.u32 {t[3]}, %nctaid.y;",
+        f"mad.lo.u32 {t[4]}, {t[1]}, {t[2]}, {t[0]};",  # launch order
+        f"mul.lo.u32 {t[5]}, {t[3]}, {group};",  # CTAs a group
+        f"div.u32 {t[6]}, {t[4]}, {t[5]};",
+        f"rem.u32 {t[4]}, {t[4]}, {t[5]};",
+        f"mul.lo.u32 {t[6]}, {t[6]}, {group};",  # the group's first bid(0)
+        f"sub.u32 {t[7]}, {t[2]}, {t[6]};",
+        f"min.u32 {t[7]}, {t[7]}, {group};",  # its width
+        f"rem.u32 {rx}, {t[4]}, {t[7]};",
+        f"add.u32 {rx}, {rx}, {t[6]};",
+        f"div.u32 {ry}, {t[4]}, {t[7]};",
+    ]
+    first = min(at.values())
+    out = lines[:first] + ["\t" + c for c in code]
+    out += [ln for i, ln in enumerate(lines[first:], first) if i not in at.values()]
+    body = next(i for i, ln in enumerate(out) if ln.strip() == "{")
+    out.insert(body + 1, "\t.reg .b32 \t%tgbo<8>;")
+    return "\n".join(out)
+
+
+#: gpu-check's PTX experiments by name (``"ptx_patch"`` in VARIANTS)
+PTX_PATCHES = {"grouped8": grouped_block_order}
 
 GEMM_TILES = {"f16": (128, 128, 64), "bf16": (128, 128, 64), "e4m3": (128, 128, 128)}
 
