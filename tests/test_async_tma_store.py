@@ -226,7 +226,7 @@ def _consumers(ptx: str) -> int:
     return re.search(r"^\$L__async_consumer_\d+:", ptx, re.M).start()
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a", "sm_120a"])
 def test_the_store_map_is_built_published_and_acquired_before_the_loop(target):
     """The prologue builds the output's map with the operands' (while the slot's claim is on its
     way), warp 0 publishes all three, and thread 0 acquires and prefetches the store's; the
@@ -242,7 +242,7 @@ def test_the_store_map_is_built_published_and_acquired_before_the_loop(target):
     assert "cp.async.bulk.wait_group.read 0;" in ptx and "cp.async.bulk.wait_group 0;" not in ptx
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a", "sm_120a"])
 def test_a_store_map_the_prologue_did_not_foresee_is_built_in_the_epilogue(target, monkeypatch):
     """Where the epilogue's box differs from the prologue's guess, the epilogue builds, publishes
     and acquires its own map over the guessed one, and the kernel still matches NumPy."""

@@ -1910,7 +1910,8 @@ def _store_guess(em: Emitter, loop, store, pair: bool) -> tuple | None:
     """The (box, swizzle) the epilogue's TMA store will most likely ask for, where the prologue
     can build that map already (the store's memref is emitted before the loop): the 128-byte
     swizzled column boxes of a tile the accumulator's registers reach as they are (the wgmma
-    fragment, the TMEM rows), whose rows are whole 128-byte columns. None otherwise; the
+    fragment, the TMEM rows), whose rows are whole 128-byte columns; on sm_120 (mma.sync
+    consumers, the tile staged in its own layout) one unswizzled box. None otherwise; the
     epilogue builds the map it needs whenever the guess was wrong (:func:`_store_map`)."""
     od = store.opdef
     value = od.operand_group(store, "value")[0]
@@ -1919,7 +1920,11 @@ def _store_guess(em: Emitter, loop, store, pair: bool) -> tuple | None:
     key = elem_key(value.type)
     cls, esz, _ = ELEMENTS[key]
     *lead, M, N = value.type.shape
-    if cls == "pred" or (N * esz) % 128 or fragment_chain(loop, store) is None:
+    if cls == "pred":
+        return None
+    if em.sm == 120:
+        return (N, M // 2 if pair else M) + tuple(lead), 0
+    if (N * esz) % 128 or fragment_chain(loop, store) is None:
         return None
     if em.sm not in TCGEN05_SMS and esz not in (2, 4):  # (wgmma fragments of 16 / 32 bits)
         return None
