@@ -103,15 +103,45 @@ def test_batched_operands_reshaped_from_3d_loads_take_the_async_path(target, tmp
         assert o.path == "async", o.plan
 
 
-def _plan(cfg, tmp_path):
-    """The async decision for ``cfg``'s kernel (exported for its problem's arguments)."""
+def _compiled(cfg, tmp_path, until: str = "async"):
+    """``cfg``'s kernel (exported for its problem's arguments) compiled by tilegen ``until``."""
     from tilegen.runtime import driver
     from tilegen.runtime.options import CompileOptions
 
     path = tmp_path / f"k{len(list(tmp_path.iterdir()))}.tileirbc"
     fa.export(cfg, str(path), fa.problem(cfg, np.random.default_rng(0))[0])
-    (d,) = driver.compile_source(path, CompileOptions(target=cfg.target), until="async").async_plan
+    return driver.compile_source(path, CompileOptions(target=cfg.target), until=until)
+
+
+def _plan(cfg, tmp_path):
+    """The async decision for ``cfg``'s kernel."""
+    (d,) = _compiled(cfg, tmp_path).async_plan
     return d
+
+
+def test_the_store_map_is_foreseen_for_unswizzled_tmem_rows(tmp_path):
+    """sm_100a: a pair's 64-row halves of a 128 x 64 bf16 tile from C (seed 910274's kernel)
+    store one unswizzled box, since each of the rows' two column groups is 64 bytes. The
+    prologue builds that map (docs/pipelines.md section 47), and the epilogue builds none."""
+    cfg = _gemm(
+        "sm_100a",
+        "bf16",
+        "bf16",
+        128,
+        64,
+        128,
+        bt=1,
+        init=1,
+        options={"num_ctas": 2},
+        sizes=dict(M=44, N=64, K=512),
+    )
+    c = _compiled(cfg, tmp_path, "ptx")
+    assert c.async_plan[0].tma_store and "CTA pair" in c.async_plan[0].line()
+    start = re.search(r"^\$L__async_consumer_\d+:", c.ptx, re.M).start()
+    assert c.ptx.count("tensormap.replace.tile.global_address") == 3
+    assert "tensormap.replace" not in c.ptx[start:]
+    swizzles = re.findall(r"swizzle_mode\.shared::cta\.b1024\.b32 \[%r\d+\], (\d);", c.ptx)
+    assert swizzles == ["3", "3", "0"], swizzles  # A, B; the store's: none
 
 
 def test_8bit_b_staged_k_major_reserves_no_transpose_buffers(tmp_path):

@@ -1922,13 +1922,20 @@ def _store_guess(em: Emitter, loop, store, pair: bool) -> tuple | None:
     *lead, M, N = value.type.shape
     if cls == "pred":
         return None
+    rows = M // 2 if pair else M  # (a CTA pair: each CTA stores its own rows)
     if em.sm == 120:
-        return (N, M // 2 if pair else M) + tuple(lead), 0
+        return (N, rows) + tuple(lead), 0
     if (N * esz) % 128 or fragment_chain(loop, store) is None:
         return None
+    # tcgen05: each of the rows' column groups (two at 64 rows, 16x32bx2 loads; one a warp group
+    # at 128; one for 256 rows, two accumulators) must fill whole 128-byte columns, else the
+    # tile goes out as one unswizzled box
+    groups = {64: 2, 128: max(em.num_warps // 4, 1)}.get(rows, 1)
+    if em.sm in TCGEN05_SMS and (N // groups * esz) % 128:
+        return (N, rows) + tuple(lead), 0
     if em.sm not in TCGEN05_SMS and esz not in (2, 4):  # (wgmma fragments of 16 / 32 bits)
         return None
-    return (128 // esz, M // 2 if pair else M) + tuple(lead), 128
+    return (128 // esz, rows) + tuple(lead), 128
 
 
 def _write_ring(em: Emitter, regs: list, refs: list, esz: int, sfx: str, fragment) -> None:
