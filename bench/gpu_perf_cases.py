@@ -241,6 +241,22 @@ def _f16_gemm(name: str, kernel: str, s: int, tm: int, tn: int) -> PerfCase:
     )
 
 
+def _f16_mnk(name: str, m: int, n: int, k: int) -> PerfCase:
+    """An f16 GEMM of m x n x k with the default f16 tiles, f16 out, beside cuBLAS (a partial
+    last column of tiles where the tile does not divide n)."""
+    tm, tn, tk = GEMM_TILES["f16"]
+    return PerfCase(
+        name,
+        "gemm",
+        [("A", (m, k), "f16"), ("B", (k, n), "f16"), ("C", (m, n), "f16")]
+        + [("TM", tm), ("TN", tn), ("TK", tk)],
+        (m // tm, -(-n // tn), 1),
+        2 * m * n * k,
+        2e-2,
+        "matmul",
+    )
+
+
 def cases() -> list[PerfCase]:
     out = []
     for dt, out_dt, sizes in (("f16", "f16", (4096, 8192)), ("bf16", "bf16", (4096, 8192))):
@@ -260,20 +276,7 @@ def cases() -> list[PerfCase]:
             )
     # four K steps a tile: the time is mostly each tile's fixed cost (the prologue, the tensor
     # maps, the first copies' latency, the epilogue), which the long K loops hide
-    m, n, k = 4096, 4096, 256
-    tm, tn, tk = GEMM_TILES["f16"]
-    out.append(
-        PerfCase(
-            f"gemm f16 {m}x{n}x{k} (short K: the per-tile cost)",
-            "gemm",
-            [("A", (m, k), "f16"), ("B", (k, n), "f16"), ("C", (m, n), "f16")]
-            + [("TM", tm), ("TN", tn), ("TK", tk)],
-            (m // tm, n // tn, 1),
-            2 * m * n * k,
-            2e-2,
-            "matmul",
-        )
-    )
+    out.append(_f16_mnk("gemm f16 4096x4096x256 (short K: the per-tile cost)", 4096, 4096, 256))
     # 256 x 128 tiles on one CTA: two consumer warp groups (docs/layouts.md "CTA size"); 128 x 256
     # tiles: two of 64 rows (docs/pipelines.md section 21; tileiras: one, spilling)
     for tm, tn in ((256, 128), (128, 256)):
@@ -310,20 +313,7 @@ def cases() -> list[PerfCase]:
         )
     # a language-model head: 32,001 columns, rows of 64,002 bytes (no 4-byte multiple), so no
     # TMA for B or C: the producer warp group's threads copy B (docs/pipelines.md section 43)
-    m, n, k = 4096, 32001, 4096
-    tm, tn, tk = GEMM_TILES["f16"]
-    out.append(
-        PerfCase(
-            f"gemm f16 LM head {m}x{n}x{k}",
-            "gemm",
-            [("A", (m, k), "f16"), ("B", (k, n), "f16"), ("C", (m, n), "f16")]
-            + [("TM", tm), ("TN", tn), ("TK", tk)],
-            (m // tm, -(-n // tn), 1),
-            2 * m * n * k,
-            2e-2,
-            "matmul",
-        )
-    )
+    out.append(_f16_mnk("gemm f16 LM head 4096x32001x4096", 4096, 32001, 4096))
     # fp8 in, f16 out, beside cuBLASLt: B as K x N (both compilers transpose 8-bit B in shared
     # memory for wgmma) and as B^T (N x K, K contiguous: the layout torch._scaled_mm takes, no
     # transposes), B^T also with 256 x 128 tiles on one CTA (two consumer warp groups)
