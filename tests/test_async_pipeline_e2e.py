@@ -68,7 +68,6 @@ def test_matmul_f16_on_sm120_takes_mma_sync_consumers_without_setmaxnreg():
     "kernel,target,reason",
     [
         ("matmul_f16", "sm_80", "sm_80 has no async path"),
-        ("flash_attention", "sm_120", "has wgmma and tcgen05 consumers, not sm_120's mma.sync"),
         ("matmul_f16", "sm_100f", "sm_100f is a family target: 48 KiB of static shared"),
         ("matmul_f64", "sm_90a", "f64 x f64 -> f64 dots have no wgmma instruction"),
         ("matmul_f64", "sm_100a", "f64 x f64 -> f64 dots have no tcgen05 instruction"),
@@ -78,7 +77,8 @@ def test_matmul_f16_on_sm120_takes_mma_sync_consumers_without_setmaxnreg():
             "sm_100a",
             "tcgen05 (cta_group::1) takes M 64 or 128, the tile has M 32",
         ),
-        # (flash_attention: the general form takes it, tests/test_async_general.py)
+        # (flash_attention: the general form takes it, tests/test_async_general.py and, on
+        # sm_120, tests/test_async_sm120_general.py)
     ],
 )
 def test_what_falls_back_and_why(kernel, target, reason):

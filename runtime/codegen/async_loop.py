@@ -477,7 +477,10 @@ def _general_for(em: Emitter, op, stages: int) -> None:
         setmaxnreg(em, True, inc.value)
     em.producer_threads = 128
     em.barrier_threads = nthreads
-    keep_invariant_a(em, op)  # loop-invariant wgmma A operands (attention's Q): once, here
+    rows = sync_consumers(op)
+    if rows:  # (their fragments' lane addresses: section 48)
+        em.hoist_from_here()
+    keep_invariant_a(em, op, rows=rows)  # loop-invariant A operands (attention's Q): once, here
     slots = _slots(em, op, [r.type for r in op.results])
     copy_into(em, op, slots, [em.get(v) for v in op.operands[3:]])
 
@@ -500,6 +503,14 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     _bind(em, op.results, slots)
 
 
+def sync_consumers(loop) -> bool:
+    """Whether general-form loop ``loop``'s dots are mma.sync's (sm_120, section 48): their
+    B read by ``ldmatrix`` from the stage, their loop-invariant A kept row-major."""
+    from tilegen.runtime.layouts.decisions import mma_family
+
+    return any(mma_family(o) == "mma.sync" for o in loop.walk() if o.name == "nv_tileaa.dot")
+
+
 def _keep_before_split(em: Emitter, op, chain: list, nthreads: int) -> None:
     """The loop-invariant A operands of the loop and its chain (attention's Q), written into
     their kept arrays by the consumer threads before the warp groups split (section 24): their
@@ -516,7 +527,7 @@ def _keep_before_split(em: Emitter, op, chain: list, nthreads: int) -> None:
     em.ins(f"@!{mine} bra {skip}")
     written: set = set()
     for loop in [op] + [o for o, _ in chain]:
-        keep_invariant_a(em, loop, sync=False, start=op, written=written)
+        keep_invariant_a(em, loop, sync=False, start=op, written=written, rows=sync_consumers(loop))
     em.label(skip)
 
 
@@ -627,7 +638,8 @@ def _chained_for(em: Emitter, op) -> None:
     if st is None:
         fail(op, "PTX backend: a chained async loop without the loop that starts its chain")
     staged, _ = _general_staged(op)
-    keep_invariant_a(em, op)  # (Q: the first loop's region, kept once: resident_by_value)
+    keep_invariant_a(em, op, rows=sync_consumers(op))  # (Q: the first loop's region, kept
+    # once: resident_by_value)
     slots = _slots(em, op, [r.type for r in op.results])
     copy_into(em, op, slots, [em.get(v) for v in op.operands[3:]])
     if ASYNC_OVERLAP_ATTR in op.attributes:  # each loop overlaps its dots (section 24)
@@ -957,6 +969,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     em.ins(f"@!{prod} bra {consumer}")
     if regs is not None:
         setmaxnreg(em, False, regs.value)
+        # the maps' addresses from the slot again, not live across the register drop
+        gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
     plb, pub, pstep = bounds()  # (the producer's own: the Frame keeps the consumers')
     if tc_scaled:  # the second warp issues the MMAs (the consumers scale meanwhile)
         a, b, dot = facts["a"], facts["b"], facts["dot"]

@@ -67,7 +67,7 @@ def _a_offsets(em: Emitter, span: int) -> list:
     return _chunk_regs(em, _key(em, r16, span), h, rb, span)
 
 
-def _bt_offsets(em: Emitter, span: int) -> list:
+def bt_offsets(em: Emitter, span: int) -> list:
     """ldmatrix.x2 of B^T (N x K, K-major): lane l reads row 8 w + l % 8 of the warp's 8
     columns, chunk (l / 8) % 2 of the K step."""
     lane, warp = _lanes(em)
@@ -81,7 +81,7 @@ def _bt_offsets(em: Emitter, span: int) -> list:
     return _chunk_regs(em, _key(em, r8, span), h, rb, span)
 
 
-def _b_offsets(em: Emitter, W: int, reps: int, K: int, span: int) -> list:
+def b_offsets(em: Emitter, W: int, reps: int, K: int, span: int) -> list:
     """ldmatrix.x2.trans of B (K x N, N-major) for the warp's 8 columns of group j (columns
     8 (W j + w) ..): lane l reads K row l % 16; the 16-byte chunk is the column group's place in
     its box, swizzled by the row."""
@@ -150,7 +150,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
     # (in the consumers' branch, not hoisted to the kernel's entry: nothing the producer does
     # not need stays live across its setmaxnreg.dec)
     pa = _a_offsets(em, a.span)
-    pb = _bt_offsets(em, bspan) if kmajor else _b_offsets(em, W, reps_n, K, b.span)
+    pb = bt_offsets(em, bspan) if kmajor else b_offsets(em, W, reps_n, K, b.span)
     btbase = btend = None
     if bt is not None:  # the B^T buffers, in turn
         btbase, btend = em.new("b32"), em.new("b32")

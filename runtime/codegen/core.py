@@ -157,6 +157,7 @@ def _value_class(v) -> Optional[str]:
 
 # ----------------------------------------------------------------------------- emitter
 #: where :meth:`Emitter.scratch_into_ring`'s barrier goes, until the kernel is emitted
+_HOIST_MARK = "\t// (the consumers' hoisted set-up)"
 _RING_MARK = "\t// tilegen: scratch in the stage ring from here"
 
 
@@ -180,6 +181,8 @@ class Emitter:
         #: thread-invariant setup (coordinates, scratch addresses) hoisted to the kernel entry,
         #: so a value first needed inside a branch or loop is defined on every path
         self.pre: list[str] = []
+        #: where hoisted set-up goes instead of ``pre`` (:meth:`hoist_from_here`)
+        self.hoist_into: Optional[list] = None
         self._sink = self.body
         self._smem_refs: dict = {}
         self.values: dict = {}
@@ -272,12 +275,26 @@ class Emitter:
         class _Hoist:
             def __enter__(self):
                 self.saved = em._sink
-                em._sink = em.pre
+                em._sink = em.pre if em.hoist_into is None else em.hoist_into
 
             def __exit__(self, *exc):
                 em._sink = self.saved
 
         return _Hoist()
+
+    def hoist_from_here(self) -> None:
+        """Hoisted set-up from here on goes here, not to the kernel's entry: the consumers'
+        branch of an async loop, whose addresses then do not stay live across the producer's
+        ``setmaxnreg.dec`` (every later instruction is the consumers'). :meth:`splice_hoisted`
+        puts it in place once the body is emitted."""
+        self.hoist_into = []
+        self.body.append(_HOIST_MARK)
+
+    def splice_hoisted(self) -> None:
+        if self.hoist_into is not None:
+            i = self.body.index(_HOIST_MARK)
+            self.body[i : i + 1] = self.hoist_into
+            self.hoist_into = None
 
     def label(self, name: str) -> None:
         self.body.append(f"{name}:")

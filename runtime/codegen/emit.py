@@ -271,6 +271,7 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
     if debug:  # -g: the subprogram's address range (.debug_info)
         n = em.lines.subprogram(func, em.symbol)
         lines.append(f"$L__func_begin{n}:")
+    em.splice_hoisted()
     lines += em.prologue() + em.smem_prologue() + em.pre
     lines.append("")
     lines += em.body

@@ -1010,7 +1010,9 @@ def _before(v, op) -> bool:
     return at is None or block.ops.index(at) < block.ops.index(op)
 
 
-def keep_invariant_a(em: Emitter, loop, sync: bool = True, start=None, written=None) -> None:
+def keep_invariant_a(
+    em: Emitter, loop, sync: bool = True, start=None, written=None, rows: bool = False
+) -> None:
     """Before ``loop``: the A operand of each wgmma dot of its body that is defined outside it
     and held in registers (attention's Q tile) is written once into a ``.shared`` array of its
     own, in the layout wgmma_dot reads (:func:`_a_fields`), instead of into the scratch in
@@ -1019,7 +1021,9 @@ def keep_invariant_a(em: Emitter, loop, sync: bool = True, start=None, written=N
     operands defined before that op (the first loop of an async chain, written before the
     warp groups split, section 24); ``sync=False``: the caller's barrier orders the writes
     (they end with the proxy fence); ``written``: the regions this straight-line run wrote
-    already (a chain's loops share Q's: one write)."""
+    already (a chain's loops share Q's: one write); ``rows``: mma.sync dots' A operands too,
+    kept row-major at :func:`_pitch` for ``ldmatrix`` (sm_120's general async form, whose dots
+    read B from the stage: ``_mma_sync_staged``)."""
     body = loop.regions[0].blocks[0] if loop.regions and loop.regions[0].blocks else None
     kept = 0
     for op in body.ops if body is not None else ():
@@ -1028,12 +1032,15 @@ def keep_invariant_a(em: Emitter, loop, sync: bool = True, start=None, written=N
         plan = wgmma_plan(op, em.num_warps, em.sm)
         tc = tcgen05_plan(op, em.num_warps, em.sm) if plan is None else None
         a = op.operands[0]
-        if (plan is None and tc is None) or not _outside(a, loop) or _staged(em, a) is not None:
+        sync_rows = rows and plan is None and tc is None and _kept_rows(em, op)
+        if (plan is None and tc is None and not sync_rows) or not _outside(a, loop):
             continue
-        if start is not None and not _before(a, start):
+        if _staged(em, a) is not None or (start is not None and not _before(a, start)):
             continue
         M, K = a.type.shape
-        if tc is not None:  # rows in order (TMEM lane = row)
+        if sync_rows:  # row-major, the pitch ldmatrix reads (_mma_sync_staged)
+            nbytes, fields, esz = sync_rows
+        elif tc is not None:  # rows in order (TMEM lane = row)
             nbytes, fields = keep_fields(tc)
             esz = tc.esz
         else:
@@ -1058,6 +1065,25 @@ def keep_invariant_a(em: Emitter, loop, sync: bool = True, start=None, written=N
         em.ins("fence.proxy.async.shared::cta")
         if sync:
             em.barrier()
+
+
+def _kept_rows(em: Emitter, op):
+    """(bytes, fields, element size) of mma.sync dot ``op``'s A kept row-major at
+    :func:`_pitch` (its rows padded to the instruction's M), or None where the dot does not
+    read A by ``ldmatrix`` (``_mma_sync_staged``'s ``use_ldm``)."""
+    a, b, c = op.operands[:3]
+    if a.type.rank != 2 or len(op.operands) != 3:
+        return None
+    try:
+        row = select_row(op, elem_key(a.type), elem_key(b.type), elem_key(c.type), em.sm)
+    except CodegenError:
+        return None
+    esz = ELEMENTS[elem_key(a.type)][1]
+    if row is None or row.frag_cls != "b32" or row.shape[2] * esz != 32:
+        return None
+    M, K = a.type.shape
+    pa = _pitch(K, esz)
+    return -(-M // row.shape[0]) * row.shape[0] * pa, (((0, None, pa),), ((0, None, esz),)), esz
 
 
 def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
@@ -1359,6 +1385,39 @@ def converted_regs(em: Emitter, regs: list, cvt: str) -> list:
     return out
 
 
+def _box_lanes(em: Emitter, box: StagedBox, W: int, reps_n: int) -> list:
+    """Each lane's byte offsets into a dot's B :class:`StagedBox` for ``ldmatrix`` (hoisted:
+    computed once, in the consumers' set-up; ``async_mma_sync``'s addressing): B^T (K-major),
+    one per K step of a box; B N-major, one per group of 8 columns the warp reads."""
+    from tilegen.runtime.codegen.async_mma_sync import b_offsets, bt_offsets
+
+    key = ("mma-box-lanes", box.span, box.kmajor, box.box_bytes, W, reps_n)
+    if key not in em._smem_refs:
+        with em.hoisted():
+            if box.kmajor:
+                em._smem_refs[key] = bt_offsets(em, box.span)
+            else:
+                em._smem_refs[key] = b_offsets(em, W, reps_n, box.box_bytes // box.span, box.span)
+    return em._smem_refs[key]
+
+
+def _box_ldmatrix(
+    em: Emitter, box: StagedBox, regs: list, refs: list, rb: int, s: int, n0: int, step: int
+) -> None:
+    """B's fragment of K step ``s`` (``step`` bytes of K) for the warps' column group ``rb``
+    (columns from ``n0``) out of ``box``: rows n, K-major, by ``ldmatrix``; K rows, N-major,
+    by ``ldmatrix .trans``. ``refs``: :func:`_box_lanes` added to the box's address."""
+    if box.kmajor:
+        bx, j = divmod(s, box.span // step)
+        off = bx * box.box_bytes + n0 * box.span
+        em.ins(f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(regs)}}}, [{refs[j]}+{off}]")
+    else:
+        em.ins(
+            f"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{', '.join(regs)}}}, "
+            f"[{refs[rb]}+{s * 16 * box.span}]"
+        )
+
+
 def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     """The mma.sync dot with A and/or B cp.async-staged (``memory.Staged``): A row-major M x K
     (pitch K esz + 16), B row-major K x N (pitch N esz + 16; fragments by ``ldmatrix .trans``
@@ -1393,7 +1452,19 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     W = em.num_warps
     dc, dr = em.dist_of(op, c.type), em.dist_of(op, res.type)
     in_regs = dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)
-    pa = _pitch(K, esz) if a_st is not None else K * esz
+    # B in a TMA stage of sm_120's general async form (StagedBox: swizzled column boxes)
+    box = b_st.pipe_buf if b_st is not None and isinstance(b_st.pipe_buf, StagedBox) else None
+    if box is not None:  # (K-major where this dot reads the tile transposed: one load may be
+        # read both ways, attention's backward Q and dO)
+        box = StagedBox(box.addr, box.span, b_st.transposed, box.box_bytes)
+    if box is not None and (esz != 2 or tk * esz != 32 or not in_regs):
+        fail(
+            op,
+            "PTX backend: an mma.sync dot reads its B from a TMA stage only with 16-bit "
+            "operands into the accumulator's registers (async_rule._sync_general_reason)",
+        )
+    kept_a = em.resident_a.get(op) if a_st is None else None  # (keep_invariant_a's rows)
+    pa = _pitch(K, esz) if a_st is not None or kept_a is not None else K * esz
     b_kn = b_st is not None and not b_st.transposed  # else B^T (N x K)
     # 8-bit B row-major: copied as is (raw), then transposed into B^T (N x K) in the scratch
     b8 = b_kn and esz == 1
@@ -1413,7 +1484,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         b_kn = False
     pbk = _pitch(N, esz) if b_kn else _pitch(K, esz) if b_st is not None else K * esz
     # scratch: operands not in a pipeline stage buffer, then C if it is not in registers
-    size_a = 0 if a_st is not None and a_st.pipe_buf is not None else M * pa
+    size_a = 0 if (a_st is not None and a_st.pipe_buf is not None) or kept_a else M * pa
     b_in_pipe = b_st is not None and b_st.pipe_buf is not None and not b8
     size_b = 0 if b_in_pipe else (K if b_kn else N) * pbk
     off_b = _align(size_a)
@@ -1430,13 +1501,13 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     em.need_smem(total)
     st_ab = {1: "b8", 2: "b16", 4: "b32", 8: "f64"}[esz]
     st_c = {"f32": "f32", "b32": "b32", "f64": "f64"}[row.c_cls]
-    writes = a_st is None or b_st is None or not in_regs
+    writes = (a_st is None and kept_a is None) or b_st is None or not in_regs
     copies = any(s is not None and s.pipe_buf is None for s in (a_st, b_st))
     if writes or copies:
         em.barrier()
-    if a_st is None:
+    if a_st is None and kept_a is None:
         _write(em, em.tile(op, a), em.dist_of(op, a.type), row_major((M, K)).mults, 0, esz, st_ab)
-    elif a_st.pipe_buf is None:
+    elif a_st is not None and a_st.pipe_buf is None:
         f = staged_layout(op, 0, W, em.sm, a_st.transposed, a_st.convert)
         cp_async_tile(em, a_st, f[0], f[1], em.smem_base(), 0)
     if b_st is None:
@@ -1512,9 +1583,13 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     # fragment bases: scratch operands from the hoisted addresses, stage buffers per iteration
     if a_st is not None and a_st.pipe_buf is not None:
         aA, oA = _plus(em, a_st.pipe_buf, rA), 0
+    elif kept_a is not None:
+        aA, oA = _plus(em, kept_a, rA), 0
     else:
         aA, oA = scratch_addr("A", rA), 0
-    if b_in_pipe:
+    if box is not None:  # per-lane swizzled chunks of this iteration's boxes
+        aB = [_plus(em, box.addr, r) for r in _box_lanes(em, box, W, reps_n)]
+    elif b_in_pipe:
         aB, oB = _plus(em, b_st.pipe_buf, rB), 0
     else:
         aB, oB = scratch_addr("B", rB), off_b
@@ -1557,7 +1632,9 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
                 cregs.append(r)
             for s in range(ksteps):
                 bregs = [em.new(row.frag_cls) for _ in row.b_regs]
-                if ldm_b and b_kn:
+                if box is not None:
+                    _box_ldmatrix(em, box, bregs, aB, rb, s, n0, tk * esz)
+                elif ldm_b and b_kn:
                     off = oB + s * tk * pbk + n0 * esz
                     em.ins(
                         f"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{', '.join(bregs)}}}, "

@@ -1374,19 +1374,12 @@ def _general_decision(
     from tilegen.runtime.passes import k_loop_pipelining as klp
     from tilegen.runtime.targets import shared_optin
 
-    if mma == "mma.sync":  # (its consumers read B by wgmma descriptors: async_loop.py)
-        return AsyncDecision(
-            name,
-            target,
-            False,
-            False,
-            "the general form (a loop of several dots) has wgmma and tcgen05 consumers, not "
-            "sm_120's mma.sync",
-        )
     why, loads = general_loads(func, loop, options.target.sm)
+    warps = klp._consumer_warps(func)
+    if why is None and mma == "mma.sync":
+        why = _sync_general_reason(loops or [loop], warps)
     if why is not None:
         return AsyncDecision(name, target, False, False, why)
-    warps = klp._consumer_warps(func)
     stage = sum(
         -(-(_BYTES[_elem_key(o.results[0].type)] * _prod(o.results[0].type.shape)) // 1024) * 1024
         for o in loads
@@ -1439,6 +1432,44 @@ def _general_decision(
     if inc is not None:
         kw.update(consumer_regs=inc, rebalance=True)
     return AsyncDecision(name, target, True, True, "", cap_dropped=dropped, **kw)
+
+
+def _sync_general_reason(loops: list, warps: int) -> Optional[str]:
+    """Why sm_120's mma.sync consumers cannot run the general form of ``loops`` (section 48),
+    or None: each dot f16 / bf16 into f32 laid out as the mma.sync fragment of the warps side
+    by side along N (A from registers through the kernel's scratch, or kept once where it is
+    loop-invariant; B read by ``ldmatrix`` from the stage: ``mma._mma_sync_staged``), and
+    each staged load of rows swizzled in 32-, 64- or 128-byte boxes. The registers are
+    sm_90's: the producer warp group drops to 32, the consumers take the rest."""
+    from tilegen.runtime.codegen import tma
+    from tilegen.runtime.layouts.mma_choice import mma_sync_accumulator_layout
+
+    for loop in loops:
+        for d in (o for o in loop.walk() if o.name == "nv_tileaa.dot"):
+            a, b, c = (v.type for v in d.operands[:3])
+            keys = (_elem_key(a), _elem_key(b), _elem_key(c))
+            if keys[0] != keys[1] or keys[0] not in ("f16", "bf16") or keys[2] != "f32":
+                return f"sm_120's general form takes f16 / bf16 dots into f32, not {keys}"
+            lay = mma_sync_accumulator_layout(d, warps)
+            if lay is None or c.encoding != lay or d.results[0].type.encoding != lay:
+                return (
+                    f"the layout stage did not lay a {a.shape[0]}x{b.shape[1]} dot's "
+                    f"accumulator out as the mma.sync fragment of {warps} warps side by side"
+                )
+        for op in loop.walk():
+            if op.name != "nv_tileaa.tiled_load":  # (each the dot's B: general_loads)
+                continue
+            t = op.results[0].type
+            try:
+                span = tma.column_boxes(t.shape, _BYTES[_elem_key(t)])[0][1].swizzle
+            except ValueError:
+                span = 0
+            if span not in (32, 64, 128):
+                return (
+                    f"the sm_120 consumers read staged rows of 32, 64 or n x 128 bytes, not "
+                    f"{t.shape[-1] * _BYTES[_elem_key(t)]}"
+                )
+    return None
 
 
 def _occupancy_stages(func, sm: int, loops: list, stage: int) -> int:
@@ -1617,7 +1648,8 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 for k, lp in enumerate(loops):  # (a chain: every loop, section 23)
                     lp.set_attr(ASYNC_ATTR, IntegerAttr(d.stages, I32))
                     lp.set_attr(ASYNC_GENERAL_ATTR, UnitAttr())
-                    lp.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
+                    if d.producer_regs:  # (none on sm_120)
+                        lp.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
                     if d.rebalance:
                         lp.set_attr(ASYNC_CONSUMER_REGS_ATTR, IntegerAttr(d.consumer_regs, I32))
                     if d.overlap:

@@ -1,0 +1,122 @@
+"""sm_120's general async form (docs/pipelines.md section 48): attention's K loops with their
+B operands (K^T, V; Q and dO in the backward) staged by TMA into a ring, as on sm_90, the
+consumer warps running the body with mma.sync, each dot reading B by ``ldmatrix`` from the
+stage's swizzled boxes and its loop-invariant A (Q) kept once in shared memory. ptxas-clean
+with ``UTMALDG`` and no ``LDGSTS`` in SASS, and within tolerance of the corpus's outputs and of
+NumPy in the simulator's strict async mode."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paths import CORPUS_OUT, needs_shared
+from tilegen.runtime import driver
+from tilegen.runtime.options import CompileOptions
+from tilegen.runtime.ptx.launch import run_ptx
+from tilegen.runtime.ptxas import find_ptxas
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_async_pipeline_e2e import sass_counts  # noqa: E402
+
+needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found")
+
+
+def _loop(ptx: str) -> str:
+    """The consumers' first loop (``$L__async_body_N`` to its end label)."""
+    start = re.search(r"^\$L__async_body_\d+:", ptx, re.M).end()
+    return ptx[start : re.search(r"^\$L__async_body_end_\d+:", ptx, re.M).start()]
+
+
+@needs_ptxas
+@needs_shared(CORPUS_OUT)
+def test_corpus_flash_attention_stages_k_and_v_by_tma(tmp_path):
+    c = driver.compile_source(
+        CORPUS_OUT / "flash_attention.tileirbc", CompileOptions(target="sm_120")
+    )
+    (d,) = c.async_plan
+    assert d.taken and d.mma == "mma.sync", d.line()
+    # the occupancy hint's 128 registers at launch; the consumers take the producer's
+    assert (d.consumer_warps, d.producer_warps, d.stages) == (4, 4, 1)
+    assert (d.producer_regs, d.consumer_regs) == (32, 224)
+    ptx = c.ptx
+    assert ptx.count("cp.async.bulk.tensor.3d.shared::cta") == 2 and "cp.async.ca" not in ptx
+    loop = _loop(ptx)
+    # K^T read K-major (no transpose), V N-major (.trans); Q from its kept rows, P written
+    assert "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in loop
+    assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in loop
+    assert loop.count("mma.sync.aligned.m16n8k16") == 64
+    counts, _ = sass_counts(tmp_path, ptx, "sm_120a")  # 0 spills
+    assert counts.get("UTMALDG", 0) == 2 and counts.get("SYNCS", 0) >= 4, counts
+    assert counts.get("HMMA", 0) == 64 and "LDGSTS" not in counts, counts
+    data = np.load(CORPUS_OUT / "flash_attention.npz")
+    keys = [k for k in data.files if k.startswith("arg__")]
+    grid = tuple(int(x) for x in data["grid"])
+    out = run_ptx(ptx, [np.array(data[k]) for k in keys], grid, strict_async=True)
+    i = keys.index("arg__Out")
+    np.testing.assert_allclose(out[i], data["expected__Out"], rtol=1e-3, atol=1e-3)
+
+
+@needs_ptxas
+@needs_shared(CORPUS_OUT)
+def test_q_is_kept_once_and_not_written_in_the_loop():
+    """The loop-invariant A (Q, 64 x 64 f16) is written into its rows once, before the warp
+    groups split; each iteration writes only P (64 x 64 f16 from the S accumulator): 32
+    halves a consumer thread, where writing Q too would take 64."""
+    c = driver.compile_source(
+        CORPUS_OUT / "flash_attention.tileirbc", CompileOptions(target="sm_120")
+    )
+    ptx = c.ptx
+    loop = _loop(ptx)
+    assert len(re.findall(r"\tst\.shared\.b16 ", loop)) == 32
+    split = ptx.index("setmaxnreg.dec")
+    assert len(re.findall(r"\tst\.shared\.b16 ", ptx[:split])) == 32  # Q's rows
+
+
+@needs_shared(CORPUS_OUT)
+def test_a_layout_the_consumers_cannot_read_keeps_todays_path():
+    # 16 warps side by side along N need N a multiple of 128: the 64-column tiles are laid
+    # out otherwise, and the rule says so
+    text = (CORPUS_OUT / "flash_attention.mlir").read_text()
+    text = (
+        "module attributes {tt.num_warps = 16 : i32} {\ncuda_tile.module @m {\n" + text + "\n}\n}\n"
+    )
+    c = driver.compile_source(text, CompileOptions(target="sm_120"), "f.mlir", until="async")
+    (d,) = c.async_plan
+    assert not d.taken
+    assert "accumulator out as the mma.sync fragment of 16 warps side by side" in d.reason
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    import cutile_kernels_async as cka
+
+    out = tmp_path_factory.mktemp("sm120_general")
+    names = ["attention_causal_fwd", "attention_bwd_dkdv_gqa"]
+    return cka.export_bytecode(str(out), names), cka.problems()
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", ["attention_causal_fwd", "attention_bwd_dkdv_gqa"])
+def test_cutile_attention_matches_numpy(tmp_path, kernels, name):
+    """The causal forward (8 consumer warps, two dots) and the GQA backward's dK dV (four
+    dots: Q and dO are each read both ways, K-major for Q K^T and dO V^T and N-major for
+    P^T dO and dS^T Q; one staged box serves both reads)."""
+    paths, problems = kernels
+    c = driver.compile_source(Path(paths[name]), CompileOptions(target="sm_120"))
+    (d,) = c.async_plan
+    assert d.taken and d.mma == "mma.sync" and d.consumer_warps == 8, d.line()
+    counts, _ = sass_counts(tmp_path, c.ptx, "sm_120a")  # 0 spills
+    assert counts.get("UTMALDG", 0) == 2 and "LDGSTS" not in counts, counts
+    pr = problems[name]
+    names = list(pr.args)
+    out = run_ptx(c.ptx, [np.asarray(v) for v in pr.args.values()], pr.grid, strict_async=True)
+    for k, want in pr.expected.items():
+        np.testing.assert_allclose(out[names.index(k)], want, rtol=pr.rtol, atol=pr.atol)
