@@ -63,24 +63,63 @@ def test_corpus_flash_attention_stages_k_and_v_by_tma(tmp_path):
 
 @needs_ptxas
 @needs_shared(CORPUS_OUT)
-def test_q_is_kept_once_and_not_written_in_the_loop():
-    """The loop-invariant A (Q, 64 x 64 f16) is written into its rows once, before the warp
-    groups split; each iteration writes only P (64 x 64 f16 from the S accumulator): 32
-    halves a consumer thread, where writing Q too would take 64."""
+def test_the_loop_keeps_p_in_registers_and_waits_at_no_barrier():
+    """The warps are stacked along M (``mma_sync_rows_layout``): each owns whole rows of S, so
+    the softmax's row max and sum are shuffles within the warp, and P, in the accumulator's
+    own layout, is packed into the next dot's A fragments in registers. The consumers' loop
+    writes no shared memory and meets no barrier; Q (64 x 64 f16, loop-invariant) is written
+    into its kept rows once, before the warp groups split: 32 halves a consumer thread."""
     c = driver.compile_source(
         CORPUS_OUT / "flash_attention.tileirbc", CompileOptions(target="sm_120")
     )
     ptx = c.ptx
     loop = _loop(ptx)
-    assert len(re.findall(r"\tst\.shared\.b16 ", loop)) == 32
+    assert "st.shared" not in loop and "bar.sync" not in loop and "bar.arrive" not in loop
+    assert "shfl.sync.bfly" in loop
+    # P's halves into b32 A fragments: 64 x 64 f16 over 128 threads, 2 halves a word
+    assert len(re.findall(r"\tmov\.b32 %r\d+, \{%h\d+, %h\d+\};", loop)) == 16
     split = ptx.index("setmaxnreg.dec")
     assert len(re.findall(r"\tst\.shared\.b16 ", ptx[:split])) == 32  # Q's rows
 
 
 @needs_shared(CORPUS_OUT)
+@pytest.mark.parametrize("target", ["sm_80", "sm_120"])
+def test_attention_dots_stack_their_warps_along_m_and_gemms_do_not(target):
+    from tilegen.runtime.layouts.mma_choice import mma_sync_rows_fragment
+
+    for name, stacked in (("flash_attention", True), ("matmul_f16", False)):
+        opts = CompileOptions(target=target)
+        c = driver.compile_source(CORPUS_OUT / f"{name}.tileirbc", opts, until="layouts")
+        dots = [o for o in c.module.walk() if o.name == "nv_tileaa.dot"]
+        assert dots
+        for d in dots:
+            want = mma_sync_rows_fragment(4) if stacked else None
+            assert (d.results[0].type.encoding == mma_sync_rows_fragment(4)) == stacked, name
+            if want is not None:
+                assert d.operands[2].type.encoding == want
+
+
+@needs_shared(CORPUS_OUT)
+def test_attention_on_sm80_matches_with_p_in_registers():
+    """Today's path (cp.async, sm_80) with the warps stacked along M: exact against the
+    corpus in the simulator, and no shared memory written in the loop but the cp.async
+    copies."""
+    c = driver.compile_source(
+        CORPUS_OUT / "flash_attention.tileirbc", CompileOptions(target="sm_80")
+    )
+    data = np.load(CORPUS_OUT / "flash_attention.npz")
+    keys = [k for k in data.files if k.startswith("arg__")]
+    grid = tuple(int(x) for x in data["grid"])
+    out = run_ptx(c.ptx, [np.array(data[k]) for k in keys], grid)
+    i = keys.index("arg__Out")
+    np.testing.assert_allclose(out[i], data["expected__Out"], rtol=1e-3, atol=1e-3)
+    assert len(re.findall(r"\tmov\.b32 %r\d+, \{%h\d+, %h\d+\};", c.ptx)) >= 16
+
+
+@needs_shared(CORPUS_OUT)
 def test_a_layout_the_consumers_cannot_read_keeps_todays_path():
-    # 16 warps side by side along N need N a multiple of 128: the 64-column tiles are laid
-    # out otherwise, and the rule says so
+    # 16 warps side by side along N need N a multiple of 128, stacked along M, M a multiple of
+    # 256: the 64 x 64 tiles are laid out otherwise, and the rule says so
     text = (CORPUS_OUT / "flash_attention.mlir").read_text()
     text = (
         "module attributes {tt.num_warps = 16 : i32} {\ncuda_tile.module @m {\n" + text + "\n}\n}\n"
@@ -88,7 +127,8 @@ def test_a_layout_the_consumers_cannot_read_keeps_todays_path():
     c = driver.compile_source(text, CompileOptions(target="sm_120"), "f.mlir", until="async")
     (d,) = c.async_plan
     assert not d.taken
-    assert "accumulator out as the mma.sync fragment of 16 warps side by side" in d.reason
+    want = "accumulator out as an mma.sync fragment of 16 warps (side by side along N, or stacked"
+    assert want in d.reason
 
 
 @pytest.fixture(scope="module")

@@ -67,10 +67,11 @@ def _a_offsets(em: Emitter, span: int) -> list:
     return _chunk_regs(em, _key(em, r16, span), h, rb, span)
 
 
-def bt_offsets(em: Emitter, span: int) -> list:
+def bt_offsets(em: Emitter, span: int, warp=None) -> list:
     """ldmatrix.x2 of B^T (N x K, K-major): lane l reads row 8 w + l % 8 of the warp's 8
-    columns, chunk (l / 8) % 2 of the K step."""
-    lane, warp = _lanes(em)
+    columns, chunk (l / 8) % 2 of the K step (``warp``: w, default the lane's own)."""
+    lane, own = _lanes(em)
+    warp = own if warp is None else warp
     h, r8, rb = (em.new("b32") for _ in range(3))
     em.ins(f"shr.u32 {h}, {lane}, 3")
     em.ins(f"and.b32 {h}, {h}, 1")
@@ -81,11 +82,12 @@ def bt_offsets(em: Emitter, span: int) -> list:
     return _chunk_regs(em, _key(em, r8, span), h, rb, span)
 
 
-def b_offsets(em: Emitter, W: int, reps: int, K: int, span: int) -> list:
+def b_offsets(em: Emitter, W: int, reps: int, K: int, span: int, warp=None) -> list:
     """ldmatrix.x2.trans of B (K x N, N-major) for the warp's 8 columns of group j (columns
     8 (W j + w) ..): lane l reads K row l % 16; the 16-byte chunk is the column group's place in
-    its box, swizzled by the row."""
-    lane, warp = _lanes(em)
+    its box, swizzled by the row (``warp``: w, default the lane's own)."""
+    lane, own = _lanes(em)
+    warp = own if warp is None else warp
     r16 = em.new("b32")
     em.ins(f"and.b32 {r16}, {lane}, 15")
     key = _key(em, r16, span)

@@ -25,6 +25,7 @@ from tilegen.runtime.layouts.mma_choice import (  # noqa: F401 (SMEM_LIMIT: used
     LBO as _LBO,
     SMEM_LIMIT,
     mma_sync_accumulator_layout,
+    mma_sync_rows_fragment,
     wgmma_accumulator_layout,
     wgmma_instruction,
 )
@@ -1385,19 +1386,36 @@ def converted_regs(em: Emitter, regs: list, cvt: str) -> list:
     return out
 
 
-def _box_lanes(em: Emitter, box: StagedBox, W: int, reps_n: int) -> list:
+def _rows_lane_offset(em: Emitter, lane, warp, W: int, pa: int) -> str:
+    """Lane ``l``'s byte offset into A (row-major at pitch ``pa``) for ``ldmatrix.x4`` of MMA
+    tile 0 with the warps stacked along M (``mma_sync_rows_layout``): logical row
+    ``8 warp + l % 8 + 8 W ((l / 8) % 2)``, 16-byte chunk ``l / 16``."""
+    r8, h8, h16 = (em.new("b32") for _ in range(3))
+    em.ins(f"and.b32 {r8}, {lane}, 7")
+    em.ins(f"shr.u32 {h8}, {lane}, 3")
+    em.ins(f"and.b32 {h8}, {h8}, 1")
+    em.ins(f"shr.u32 {h16}, {lane}, 4")
+    return em.lincomb(0, [(8 * pa, warp), (pa, r8), (8 * W * pa, h8), (16, h16)])
+
+
+def _box_lanes(em: Emitter, box: StagedBox, W: int, reps_n: int, every: bool = False) -> list:
     """Each lane's byte offsets into a dot's B :class:`StagedBox` for ``ldmatrix`` (hoisted:
     computed once, in the consumers' set-up; ``async_mma_sync``'s addressing): B^T (K-major),
     one per K step of a box; B N-major, one per group of 8 columns the warp reads."""
     from tilegen.runtime.codegen.async_mma_sync import b_offsets, bt_offsets
 
-    key = ("mma-box-lanes", box.span, box.kmajor, box.box_bytes, W, reps_n)
+    key = ("mma-box-lanes", box.span, box.kmajor, box.box_bytes, W, reps_n, every)
     if key not in em._smem_refs:
         with em.hoisted():
+            w = None
+            if every:  # (each warp reads every column)
+                w = em.new("b32")
+                em.ins(f"mov.b32 {w}, 0")
             if box.kmajor:
-                em._smem_refs[key] = bt_offsets(em, box.span)
+                em._smem_refs[key] = bt_offsets(em, box.span, w)
             else:
-                em._smem_refs[key] = b_offsets(em, W, reps_n, box.box_bytes // box.span, box.span)
+                rows = box.box_bytes // box.span
+                em._smem_refs[key] = b_offsets(em, 1 if every else W, reps_n, rows, box.span, w)
     return em._smem_refs[key]
 
 
@@ -1451,7 +1469,10 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     csz = ELEMENTS[kc][1]
     W = em.num_warps
     dc, dr = em.dist_of(op, c.type), em.dist_of(op, res.type)
-    in_regs = dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)
+    # the warps stacked along M (mma_sync_rows_layout: attention's chain): rows r = 2 i, 2 i + 1
+    # of a warp are its MMA tile i's rows g and g + 8, every warp reads all of B
+    by_rows = dc.layout == dr.layout == mma_sync_rows_fragment(W)
+    in_regs = by_rows or dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)
     # B in a TMA stage of sm_120's general async form (StagedBox: swizzled column boxes)
     box = b_st.pipe_buf if b_st is not None and isinstance(b_st.pipe_buf, StagedBox) else None
     if box is not None:  # (K-major where this dot reads the tile transposed: one load may be
@@ -1464,7 +1485,16 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
             "operands into the accumulator's registers (async_rule._sync_general_reason)",
         )
     kept_a = em.resident_a.get(op) if a_st is None else None  # (keep_invariant_a's rows)
-    pa = _pitch(K, esz) if a_st is not None or kept_a is not None else K * esz
+    pa = _pitch(K, esz)  # (A from registers too: written at the padded pitch, in words)
+    # A in the rows layout (P = softmax(Q K^T) as f16): the C fragment of one MMA is the A
+    # fragment of the next, no shared memory
+    a_regs = (
+        by_rows
+        and a_st is None
+        and kept_a is None
+        and esz == 2
+        and em.dist_of(op, a.type).layout == dr.layout
+    )
     b_kn = b_st is not None and not b_st.transposed  # else B^T (N x K)
     # 8-bit B row-major: copied as is (raw), then transposed into B^T (N x K) in the scratch
     b8 = b_kn and esz == 1
@@ -1484,7 +1514,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         b_kn = False
     pbk = _pitch(N, esz) if b_kn else _pitch(K, esz) if b_st is not None else K * esz
     # scratch: operands not in a pipeline stage buffer, then C if it is not in registers
-    size_a = 0 if (a_st is not None and a_st.pipe_buf is not None) or kept_a else M * pa
+    size_a = 0 if (a_st is not None and a_st.pipe_buf is not None) or kept_a or a_regs else M * pa
     b_in_pipe = b_st is not None and b_st.pipe_buf is not None and not b8
     size_b = 0 if b_in_pipe else (K if b_kn else N) * pbk
     off_b = _align(size_a)
@@ -1501,12 +1531,13 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     em.need_smem(total)
     st_ab = {1: "b8", 2: "b16", 4: "b32", 8: "f64"}[esz]
     st_c = {"f32": "f32", "b32": "b32", "f64": "f64"}[row.c_cls]
-    writes = (a_st is None and kept_a is None) or b_st is None or not in_regs
+    writes = (a_st is None and kept_a is None and not a_regs) or b_st is None or not in_regs
     copies = any(s is not None and s.pipe_buf is None for s in (a_st, b_st))
     if writes or copies:
         em.barrier()
-    if a_st is None and kept_a is None:
-        _write(em, em.tile(op, a), em.dist_of(op, a.type), row_major((M, K)).mults, 0, esz, st_ab)
+    if a_st is None and kept_a is None and not a_regs:  # (runs along K packed into words)
+        fields = (((0, None, pa),), ((0, None, esz),))
+        _write_fields(em, em.tile(op, a), em.dist_of(op, a.type), fields, 1, 0, esz)
     elif a_st is not None and a_st.pipe_buf is None:
         f = staged_layout(op, 0, W, em.sm, a_st.transposed, a_st.convert)
         cp_async_tile(em, a_st, f[0], f[1], em.smem_base(), 0)
@@ -1536,19 +1567,22 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     c_in = em.tile(op, c)
     out = [None] * dr.nregs
     tiles_m, tiles_n = M // tm, N // tn
-    wn = W if in_regs else min(W, tiles_n)
-    wm = 1 if in_regs else min(W // wn, tiles_m)
+    wn = 1 if by_rows else W if in_regs else min(W, tiles_n)
+    wm = W if by_rows else 1 if in_regs else min(W // wn, tiles_m)
     active = wm * wn
     reps_m, reps_n = tiles_m // wm, tiles_n // wn
     _, lane, warp = em.tid()
     use_ldm = row.frag_cls == "b32" and tk * esz == 32
     ldm_b = use_ldm and (not b_kn or esz == 2)  # ldmatrix .trans moves 16-bit elements only
     key = ("mma-staged-lanes", M, N, K, esz, wm, wn, use_ldm, ldm_b, row.epr, tm, tn, pa, pbk, b_kn)
+    key += (by_rows,)
     if key not in em._smem_refs:
         with em.hoisted():
             rA, rB = _staged_lane_offsets(
                 em, lane, warp, row, wn, esz, pa, pbk, b_kn, use_ldm, ldm_b
             )
+            if by_rows:  # lane l: row 8 w + l % 8 + 8 W ((l / 8) % 2), 16-byte chunk l / 16
+                rA = _rows_lane_offset(em, lane, warp, W, pa)
             em._smem_refs[key] = (rA, rB)
     rA, rB = em._smem_refs[key]
 
@@ -1585,10 +1619,12 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         aA, oA = _plus(em, a_st.pipe_buf, rA), 0
     elif kept_a is not None:
         aA, oA = _plus(em, kept_a, rA), 0
+    elif a_regs:  # (the fragments are registers of A)
+        aA, oA = None, 0
     else:
         aA, oA = scratch_addr("A", rA), 0
     if box is not None:  # per-lane swizzled chunks of this iteration's boxes
-        aB = [_plus(em, box.addr, r) for r in _box_lanes(em, box, W, reps_n)]
+        aB = [_plus(em, box.addr, r) for r in _box_lanes(em, box, W, reps_n, by_rows)]
     elif b_in_pipe:
         aB, oB = _plus(em, b_st.pipe_buf, rB), 0
     else:
@@ -1604,12 +1640,21 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
             return regs
         return converted_regs(em, regs, st.convert)
 
+    amap = None
+    if a_regs:  # (register k of A at its raw coordinate)
+        da = em.dist_of(op, a.type)
+        amap = {da.raw[k]: r for k, r in enumerate(em.tile(op, a))}
+    crow = (lambda dm: dm // 8 * 8 * W) if by_rows else (lambda dm: dm)  # noqa: E731
     for ra in range(reps_m):
         m0 = ra * wm * tm
         afr = []
         for s in range(ksteps):
             regs = [em.new(row.frag_cls) for _ in row.a_regs]
-            if use_ldm:
+            if amap is not None:  # (dm, dk): the halves at columns dk, dk + 1 of K step s
+                for r, (dm, dk) in zip(regs, row.a_regs):
+                    lo, hi = (amap[(m0 + crow(dm), s * tk + dk + e)] for e in (0, 1))
+                    em.ins(f"mov.b32 {r}, {{{lo}, {hi}}}")
+            elif use_ldm:
                 off = oA + m0 * pa + s * tk * esz
                 em.ins(
                     f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, [{aA}+{off}]"
@@ -1624,7 +1669,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
             cregs = []
             for dm, dn in row.c_regs:
                 if in_regs:
-                    cregs.append(c_in[kmap[(m0 + dm, n0 + dn)]])
+                    cregs.append(c_in[kmap[(m0 + crow(dm), n0 + dn)]])
                     continue
                 r = em.new(row.c_cls)
                 off = off_c + ((m0 + dm) * N + n0 + dn) * csz
@@ -1662,7 +1707,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
                 )
             for (dm, dn), r in zip(row.c_regs, cregs):
                 if in_regs:
-                    out[kmap[(m0 + dm, n0 + dn)]] = r
+                    out[kmap[(m0 + crow(dm), n0 + dn)]] = r
                     continue
                 guard = keep(m0 + dm, n0 + dn) if keep is not None else ""
                 if guard is None:  # a padding row in every lane
@@ -1712,7 +1757,9 @@ def dot(em: Emitter, op) -> None:
         ):
             _unstage(em, v)
     a_st, b_st = _staged(em, a), _staged(em, b)
-    if a_st is not None or b_st is not None:
+    rows = em.dist_of(op, c.type).layout == em.dist_of(op, res.type).layout
+    rows = rows and em.dist_of(op, res.type).layout == mma_sync_rows_fragment(em.num_warps)
+    if a_st is not None or b_st is not None or rows:  # (the warps stacked along M: there)
         return _mma_sync_staged(em, op, row, a_st, b_st)
     from tilegen.runtime.codegen import epilogue
 

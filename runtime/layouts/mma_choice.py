@@ -215,6 +215,78 @@ def mma_sync_accumulator_layout(op, num_warps: int) -> Optional[BlockedLayout]:
     return BlockedLayout((1, 2), (8, 4), (1, num_warps), (1, 0))
 
 
+def mma_sync_rows_fragment(num_warps: int) -> BlockedLayout:
+    """The layout :func:`mma_sync_rows_layout` gives (code generation's test of it)."""
+    return BlockedLayout((1, 2), (8, 4), (num_warps, 1), (1, 0))
+
+
+def mma_sync_rows_layout(op, num_warps: int) -> Optional[BlockedLayout]:
+    """The mma.sync accumulator with the warps *stacked along M* (FlashAttention-2's split),
+    for a dot of an attention chain (:func:`in_dot_chain`), or None where it does not apply:
+    thread (lane, warp) holds rows 8 warp + g + 8 num_warps r and column pairs 8 j + 2t,
+    2t + 1 - the blocked layout of :func:`wgmma_accumulator_layout`. Code generation pairs
+    logical rows r = 2 i and 2 i + 1 of a warp as the rows g and g + 8 of its MMA tile i (A's
+    rows read in that order), so each warp owns whole rows: the row reductions stay in the
+    warp, and P, the softmax's output in this layout, is the next dot's A fragment in
+    registers (codegen/mma.py ``_mma_sync_staged``). f16 / bf16 into f32, M a multiple of 16
+    warps."""
+    if op is None or op.name != "nv_tileaa.dot" or len(op.operands) != 3:
+        return None
+    a, b, c = (v.type for v in op.operands)
+    if not all(isinstance(t, TileType) and t.rank == 2 for t in (a, b, c)):
+        return None
+    keys = (element_key(a), element_key(b), element_key(c))
+    if keys[0] not in ("f16", "bf16") or keys[1] != keys[0] or keys[2] != "f32":
+        return None
+    (m, k), n = a.shape, b.shape[1]
+    if m % (16 * num_warps) or n % 8 or k % 16 or not in_dot_chain(op):
+        return None
+    return mma_sync_rows_fragment(num_warps)
+
+
+def _same_shape_elementwise(op, shape) -> bool:
+    from tilegen.runtime.layouts.async_forms import elementwise
+
+    t = op.results[0].type if len(op.results) == 1 else None
+    return (
+        isinstance(t, TileType)
+        and tuple(t.shape) == tuple(shape)
+        and (elementwise(op) or (op.dialect in ("arith", "math") and not op.regions))
+    )
+
+
+def _reaches_a(v, depth: int = 0) -> bool:
+    """``v`` reaches a dot's A operand through same-shape elementwise ops."""
+    for user, i in v.uses:
+        if user.name == "nv_tileaa.dot" and i == 0:
+            return True
+        if depth < 12 and _same_shape_elementwise(user, v.type.shape):
+            if _reaches_a(user.results[0], depth + 1):
+                return True
+    return False
+
+
+def _from_dot(v, depth: int = 0) -> bool:
+    """``v`` is a dot's result through same-shape elementwise ops."""
+    op = getattr(v, "op", None)
+    if op is None:
+        return False
+    if op.name == "nv_tileaa.dot":
+        return True
+    if depth >= 12 or not _same_shape_elementwise(op, v.type.shape):
+        return False
+    return any(
+        isinstance(o.type, TileType) and o.type.shape == v.type.shape and _from_dot(o, depth + 1)
+        for o in op.operands
+    )
+
+
+def in_dot_chain(op) -> bool:
+    """Whether dot ``op`` is one of attention's chain: its result reaches another dot's A
+    (``Q K^T`` -> softmax -> ``P V``), or its A is another dot's result."""
+    return _reaches_a(op.results[0]) or _from_dot(op.operands[0])
+
+
 def accumulator_layout(op, num_warps: int, family: Optional[str]) -> Optional[BlockedLayout]:
     """The accumulator layout of ``dot`` ``op`` running on ``family``: the wgmma fragment, else
     the mma.sync fragment where the shape fits it (fma dots too: their accumulator is read and
@@ -227,4 +299,8 @@ def accumulator_layout(op, num_warps: int, family: Optional[str]) -> Optional[Bl
     if family == TCGEN05:
         m, n = op.operands[2].type.shape
         return tcgen05_accumulator_layout(num_warps, n, m)
+    if family == MMA_SYNC:
+        rows = mma_sync_rows_layout(op, num_warps)
+        if rows is not None:
+            return rows
     return mma_sync_accumulator_layout(op, num_warps)

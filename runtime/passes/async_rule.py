@@ -1442,7 +1442,10 @@ def _sync_general_reason(loops: list, warps: int) -> Optional[str]:
     each staged load of rows swizzled in 32-, 64- or 128-byte boxes. The registers are
     sm_90's: the producer warp group drops to 32, the consumers take the rest."""
     from tilegen.runtime.codegen import tma
-    from tilegen.runtime.layouts.mma_choice import mma_sync_accumulator_layout
+    from tilegen.runtime.layouts.mma_choice import (
+        mma_sync_accumulator_layout,
+        mma_sync_rows_fragment,
+    )
 
     for loop in loops:
         for d in (o for o in loop.walk() if o.name == "nv_tileaa.dot"):
@@ -1450,11 +1453,12 @@ def _sync_general_reason(loops: list, warps: int) -> Optional[str]:
             keys = (_elem_key(a), _elem_key(b), _elem_key(c))
             if keys[0] != keys[1] or keys[0] not in ("f16", "bf16") or keys[2] != "f32":
                 return f"sm_120's general form takes f16 / bf16 dots into f32, not {keys}"
-            lay = mma_sync_accumulator_layout(d, warps)
-            if lay is None or c.encoding != lay or d.results[0].type.encoding != lay:
+            fragments = (mma_sync_accumulator_layout(d, warps), mma_sync_rows_fragment(warps))
+            if c.encoding not in fragments or d.results[0].type.encoding != c.encoding:
                 return (
                     f"the layout stage did not lay a {a.shape[0]}x{b.shape[1]} dot's "
-                    f"accumulator out as the mma.sync fragment of {warps} warps side by side"
+                    f"accumulator out as an mma.sync fragment of {warps} warps (side by side "
+                    "along N, or stacked along M)"
                 )
         for op in loop.walk():
             if op.name != "nv_tileaa.tiled_load":  # (each the dot's B: general_loads)
