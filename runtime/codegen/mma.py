@@ -1386,6 +1386,22 @@ def converted_regs(em: Emitter, regs: list, cvt: str) -> list:
     return out
 
 
+def _stacked(em: Emitter, op, row: MmaRow) -> bool:
+    """Whether mma.sync dot ``op`` has its warps stacked along M (``mma_sync_rows_layout``:
+    C and the result in that layout, several warps - on one the two layouts are one - and 16-bit
+    operands read by ``ldmatrix``)."""
+    c, res = op.operands[2], op.results[0]
+    lay = em.dist_of(op, res.type).layout
+    esz = ELEMENTS[elem_key(op.operands[0].type)][1]
+    return (
+        em.num_warps > 1
+        and esz == 2
+        and row.frag_cls == "b32"
+        and row.shape[2] * esz == 32
+        and em.dist_of(op, c.type).layout == lay == mma_sync_rows_fragment(em.num_warps)
+    )
+
+
 def _rows_lane_offset(em: Emitter, lane, warp, W: int, pa: int) -> str:
     """Lane ``l``'s byte offset into A (row-major at pitch ``pa``) for ``ldmatrix.x4`` of MMA
     tile 0 with the warps stacked along M (``mma_sync_rows_layout``): logical row
@@ -1471,7 +1487,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     dc, dr = em.dist_of(op, c.type), em.dist_of(op, res.type)
     # the warps stacked along M (mma_sync_rows_layout: attention's chain): rows r = 2 i, 2 i + 1
     # of a warp are its MMA tile i's rows g and g + 8, every warp reads all of B
-    by_rows = dc.layout == dr.layout == mma_sync_rows_fragment(W)
+    by_rows = _stacked(em, op, row)
     in_regs = by_rows or dc.layout == dr.layout == mma_sync_accumulator_layout(op, W)
     # B in a TMA stage of sm_120's general async form (StagedBox: swizzled column boxes)
     box = b_st.pipe_buf if b_st is not None and isinstance(b_st.pipe_buf, StagedBox) else None
@@ -1757,9 +1773,7 @@ def dot(em: Emitter, op) -> None:
         ):
             _unstage(em, v)
     a_st, b_st = _staged(em, a), _staged(em, b)
-    rows = em.dist_of(op, c.type).layout == em.dist_of(op, res.type).layout
-    rows = rows and em.dist_of(op, res.type).layout == mma_sync_rows_fragment(em.num_warps)
-    if a_st is not None or b_st is not None or rows:  # (the warps stacked along M: there)
+    if a_st is not None or b_st is not None or _stacked(em, op, row):  # (warps along M: there)
         return _mma_sync_staged(em, op, row, a_st, b_st)
     from tilegen.runtime.codegen import epilogue
 
