@@ -388,7 +388,7 @@ def for_(em: Emitter, op) -> None:
         return async_for(em, op, stages.value)
     from tilegen.runtime.codegen.mma import keep_invariant_a
 
-    keep_invariant_a(em, op)  # loop-invariant wgmma A operands: written once, here
+    keep_invariant_a(em, op, rows=True)  # loop-invariant A operands: written once, here
     plan = _pipeline_plan(em, op)
     if plan is not None:
         return _pipelined_for(em, op, plan)

@@ -878,8 +878,13 @@ def _write_fields(
             for i, fields in enumerate(dim_fields):
                 x = em.coord(d, k, i)
                 parts.append((1, _fields_emit(em, x, fields, d.shape[i])))
-            addr = em.smem_addr(em.lincomb(0, parts), 1)
-            em.ins(f"st.shared.{st} [{addr}+{byte_off}], {regs[k]}")
+            rel = em.as_index(em.lincomb(0, parts), "b32")
+            if isinstance(rel, int):  # (from ``start``: the scratch, or the ``base`` array)
+                em.ins(f"st.shared.{st} [{start}+{rel + byte_off}], {regs[k]}")
+            else:
+                addr = em.new("b32")
+                em.ins(f"add.s32 {addr}, {start}, {rel}")
+                em.ins(f"st.shared.{st} [{addr}+{byte_off}], {regs[k]}")
             k += 1
             continue
         static = sum(_fields_static(d.raw[k][rd], fields) for rd, fields in zip(d.kept, dim_fields))
@@ -1026,7 +1031,7 @@ def keep_invariant_a(
     kept row-major at :func:`_pitch` for ``ldmatrix`` (sm_120's general async form, whose dots
     read B from the stage: ``_mma_sync_staged``)."""
     body = loop.regions[0].blocks[0] if loop.regions and loop.regions[0].blocks else None
-    kept = 0
+    kept = proxied = 0
     for op in body.ops if body is not None else ():
         if op.name != "nv_tileaa.dot" or op in em.resident_a:
             continue
@@ -1062,10 +1067,11 @@ def keep_invariant_a(
             written.add(region)
         _write_fields(em, em.tile(op, a), d, fields, 1, 0, esz, base=region)
         kept += 1
-    if kept:
+        proxied += not sync_rows  # (wgmma / tcgen05 read it through the async proxy)
+    if proxied:
         em.ins("fence.proxy.async.shared::cta")
-        if sync:
-            em.barrier()
+    if kept and sync:
+        em.barrier()
 
 
 def _kept_rows(em: Emitter, op):
