@@ -1436,9 +1436,10 @@ def _general_decision(
 
 def _sync_general_reason(loops: list, warps: int) -> Optional[str]:
     """Why sm_120's mma.sync consumers cannot run the general form of ``loops`` (section 48),
-    or None: each dot f16 / bf16 into f32 laid out as the mma.sync fragment of the warps side
-    by side along N (A from registers through the kernel's scratch, or kept once where it is
-    loop-invariant; B read by ``ldmatrix`` from the stage: ``mma._mma_sync_staged``), and
+    or None: each dot f16 / bf16 into f32 laid out as an mma.sync fragment, the warps side by
+    side along N or stacked along M (``mma_choice.mma_sync_rows_layout``: A, P, from
+    registers; a loop-invariant A kept once; B read by ``ldmatrix`` from the stage:
+    ``mma._mma_sync_staged``), and
     each staged load of rows swizzled in 32-, 64- or 128-byte boxes. The registers are
     sm_90's: the producer warp group drops to 32, the consumers take the rest."""
     from tilegen.runtime.codegen import tma
@@ -1652,7 +1653,7 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                 for k, lp in enumerate(loops):  # (a chain: every loop, section 23)
                     lp.set_attr(ASYNC_ATTR, IntegerAttr(d.stages, I32))
                     lp.set_attr(ASYNC_GENERAL_ATTR, UnitAttr())
-                    if d.producer_regs:  # (none on sm_120)
+                    if d.producer_regs:  # (a producer without setmaxnreg has none)
                         lp.set_attr(ASYNC_REGS_ATTR, IntegerAttr(d.producer_regs, I32))
                     if d.rebalance:
                         lp.set_attr(ASYNC_CONSUMER_REGS_ATTR, IntegerAttr(d.consumer_regs, I32))
