@@ -46,9 +46,12 @@ def test_corpus_flash_attention_stages_k_and_v_by_tma(tmp_path):
     ptx = c.ptx
     assert ptx.count("cp.async.bulk.tensor.3d.shared::cta") == 2 and "cp.async.ca" not in ptx
     loop = _loop(ptx)
-    # K^T read K-major (no transpose), V N-major (.trans); Q from its kept rows, P written
-    assert "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in loop
-    assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in loop
+    # K^T read K-major (no transpose), V N-major (.trans), two 8-column groups an
+    # ldmatrix.x4 as tileiras reads B (section 49); Q from its kept rows (4 .x4s), P in
+    # registers
+    assert loop.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 16 + 4
+    assert loop.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 16
+    assert ".x2" not in loop
     assert loop.count("mma.sync.aligned.m16n8k16") == 64
     counts, _ = sass_counts(tmp_path, ptx, "sm_120a")  # 0 spills
     assert counts.get("UTMALDG", 0) == 2 and counts.get("SYNCS", 0) >= 4, counts
@@ -164,3 +167,33 @@ def test_cutile_attention_matches_numpy(tmp_path, kernels, name):
     out = run_ptx(c.ptx, [np.asarray(v) for v in pr.args.values()], pr.grid, strict_async=True)
     for k, want in pr.expected.items():
         np.testing.assert_allclose(out[names.index(k)], want, rtol=pr.rtol, atol=pr.atol)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("elem", ["f16", "bf16"])
+def test_d128_with_128_wide_kv_tiles_takes_one_stage(elem, tmp_path):
+    # a 64 KB stage (K and V, 128 x 128 each) beside Q's 16 KB of kept rows: the rule's 64 KB
+    # reserve for the body left no stage on a 99 KB SM and today's path took the kernel;
+    # the reserve is Q's rows and 16 KB now (section 49), as for the occupancy hint's CTAs.
+    # The fuzzer's kernel (bench/fuzz_async.py), causal, with a partial last tile
+    pytest.importorskip(
+        "cuda.tile", reason="cuda-tile is not installed (pip install -e '.[cutile]')"
+    )
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import fuzz_async as fa
+
+    params = dict(e=elem, TM=64, TN=128, D=128, CAUSAL=1)
+    cfg = fa.Config(0, "attention", "sm_120", params, {}, dict(S=45, T=45, H=1))
+    o = fa.check(cfg, str(tmp_path))
+    assert (o.status, o.path) == ("ok", "async"), f"{o.status}: {o.detail}\n{o.plan}"
+    assert "1 stages x 65536 B" in o.plan, o.plan
+    ptx = next(tmp_path.glob("*.ptx")).read_text()
+    loop = _loop(ptx)
+    # B read two 8-column groups an ldmatrix.x4: V N-major (.trans), K^T K-major; Q from its
+    # kept rows by .x4
+    assert loop.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 64, loop.count(".x4")
+    assert loop.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 64 + 8
+    assert ".x2" not in loop
+    # the key columns (j * TN + arange(TN))[None, :], compared twice with QK^T, computed in its
+    # layout: no exchange through shared memory, no barrier in the loop (4 before)
+    assert "bar.sync" not in loop and "st.shared" not in loop

@@ -315,8 +315,8 @@ def test_sm120_8bit_b_loaded_k_by_n_is_transposed_by_the_consumers(
     cfg.sizes = dict(M=2 * tm - 8, N=2 * tn, K=3 * tk)
     o = _run(cfg, tmp_path)
     assert o.path == "async" and "mma.sync" in o.plan, o.plan
-    assert "prmt.b32" in o.ptx and "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in o.ptx
-    assert ".trans" not in o.ptx
+    assert "prmt.b32" in o.ptx and "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in o.ptx
+    assert ".trans" not in o.ptx and "ldmatrix.sync.aligned.m8n8.x2" not in o.ptx  # (B: .x4)
     if init:
         return
     # the consumers' barrier between the transpose and the reads, planted away: a warp reads

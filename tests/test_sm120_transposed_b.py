@@ -34,7 +34,9 @@ def test_sm120_consumers_transpose_b(et, ct, m, n, k, bt):
 
     ptx = tc.assembled(tp._compile(None, et, ct, m, n, k, "sm_120a", bt=bt, tma=True), 120)
     assert "cp.async.bulk.tensor.2d.shared::cta.global" in ptx and "mma.sync.aligned" in ptx
-    assert ".trans" not in ptx and "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in ptx
+    # B^T read K-major, two 8-column groups an ldmatrix.x4 (docs/pipelines.md section 49)
+    assert ".trans" not in ptx and "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x2" not in ptx
     assert ("cvt.rna.tf32.f32" in ptx) == (et == "tf32")
     # the transposing copy: B^T buffers written by st.shared.b32 in the consumers' loop
     loop = re.split(r"\$L__async_mma_\d+:", ptx)[1]

@@ -67,35 +67,43 @@ def _a_offsets(em: Emitter, span: int) -> list:
     return _chunk_regs(em, _key(em, r16, span), h, rb, span)
 
 
-def bt_offsets(em: Emitter, span: int, warp=None) -> list:
-    """ldmatrix.x2 of B^T (N x K, K-major): lane l reads row 8 w + l % 8 of the warp's 8
-    columns, chunk (l / 8) % 2 of the K step (``warp``: w, default the lane's own)."""
+def bt_offsets(em: Emitter, span: int, warp=None, W: int = 1) -> list:
+    """ldmatrix of B^T (N x K, K-major): lane l reads row 8 w + l % 8 + 8 W (l / 16) of the
+    warps' columns, chunk (l / 8) % 2 of the K step: .x2 reads the warp's 8 columns (lanes
+    0-15), .x4 the warp's next 8 too, ``W`` groups on (``warp``: w, default the lane's own;
+    rows 8 apart share their swizzle key)."""
     lane, own = _lanes(em)
     warp = own if warp is None else warp
-    h, r8, rb = (em.new("b32") for _ in range(3))
+    h, r8, rb, up = (em.new("b32") for _ in range(4))
     em.ins(f"shr.u32 {h}, {lane}, 3")
     em.ins(f"and.b32 {h}, {h}, 1")
     em.ins(f"and.b32 {r8}, {lane}, 7")
+    em.ins(f"shr.u32 {up}, {lane}, 4")  # (lanes 16-31: the next group's rows)
+    em.ins(f"mul.lo.s32 {up}, {up}, {8 * W}")
     em.ins(f"shl.b32 {rb}, {warp}, 3")  # the warp's first column: row 8 w of B^T
     em.ins(f"add.s32 {rb}, {rb}, {r8}")
+    em.ins(f"add.s32 {rb}, {rb}, {up}")
     em.ins(f"mul.lo.s32 {rb}, {rb}, {span}")
     return _chunk_regs(em, _key(em, r8, span), h, rb, span)
 
 
 def b_offsets(em: Emitter, W: int, reps: int, K: int, span: int, warp=None) -> list:
-    """ldmatrix.x2.trans of B (K x N, N-major) for the warp's 8 columns of group j (columns
-    8 (W j + w) ..): lane l reads K row l % 16; the 16-byte chunk is the column group's place in
-    its box, swizzled by the row (``warp``: w, default the lane's own)."""
+    """ldmatrix.trans of B (K x N, N-major) for the warp's 8 columns of group j (columns
+    8 (W j + w) ..): lane l reads K row l % 16 of group j, lanes 16-31 of group j + 1 (.x2
+    reads group j, lanes 0-15; .x4 both); the 16-byte chunk is the columns' place in their
+    box, swizzled by the row (``warp``: w, default the lane's own)."""
     lane, own = _lanes(em)
     warp = own if warp is None else warp
-    r16 = em.new("b32")
+    r16, up = em.new("b32"), em.new("b32")
     em.ins(f"and.b32 {r16}, {lane}, 15")
+    em.ins(f"shr.u32 {up}, {lane}, 4")  # (lanes 16-31: the next group's columns)
+    em.ins(f"mad.lo.s32 {up}, {up}, {W}, {warp}")
     key = _key(em, r16, span)
     out = []
     per_box = span // 16  # 8-column groups (16 bytes of 16-bit elements) in a box
     for j in range(reps):
         c, cc, bx = em.new("b32"), em.new("b32"), em.new("b32")
-        em.ins(f"add.s32 {c}, {warp}, {W * j}")
+        em.ins(f"add.s32 {c}, {up}, {W * j}")
         em.ins(f"and.b32 {cc}, {c}, {per_box - 1}")
         em.ins(f"shr.u32 {bx}, {c}, {per_box.bit_length() - 1}")
         em.ins(f"xor.b32 {cc}, {cc}, {key}")
@@ -111,7 +119,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
     """The consumers' K loop of the GEMM form on sm_120: per stage, wait for its full barrier,
     read A and B with ``ldmatrix`` and accumulate with ``mma.sync`` into the loop's registers,
     arrive on its empty barrier. Returns the result's registers (the accumulator layout's)."""
-    from tilegen.runtime.codegen.mma import converted_regs, issue_mma, select_row
+    from tilegen.runtime.codegen.mma import converted_regs, issue_mma, ldmatrix, select_row
     from tilegen.runtime.layouts.mma_choice import mma_sync_accumulator_layout
 
     dot, a, b = v["dot"], v["a"], v["b"]
@@ -145,6 +153,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
 
     round_a, round_b = (_converted(dot.operands[i]) for i in (0, 1))
     reps_m, reps_n, ksteps = M // tm, N // (tn * W), K // tk
+    pairs = reps_n % 2 == 0  # B of two column groups an ldmatrix.x4, as tileiras reads it
     bspan = b.span if bt is None else bt.span  # (the rows ldmatrix reads B from)
     if a.span not in (32, 64, 128) or bspan not in (32, 64, 128):
         fail(op, "PTX backend: the sm_120 async loop reads swizzled boxes of 32-128 bytes")
@@ -152,7 +161,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
     # (in the consumers' branch, not hoisted to the kernel's entry: nothing the producer does
     # not need stays live across its setmaxnreg.dec)
     pa = _a_offsets(em, a.span)
-    pb = bt_offsets(em, bspan) if kmajor else b_offsets(em, W, reps_n, K, b.span)
+    pb = bt_offsets(em, bspan, None, W) if kmajor else b_offsets(em, W, reps_n, K, b.span)
     btbase = btend = None
     if bt is not None:  # the B^T buffers, in turn
         btbase, btend = em.new("b32"), em.new("b32")
@@ -205,28 +214,28 @@ def consumer(em: Emitter, op, v: dict) -> list:
                 f"[{sa[j]}+{off}]"
             )
             afr.append(converted_regs(em, regs, RNA) if round_a else regs)
-        for rb in range(reps_n):
-            n0 = rb * W * tn
-            cregs = [acc[kmap[(ra * tm + dm, n0 + dn)]] for dm, dn in row.c_regs]
+        for g in range(0, reps_n, 2 if pairs else 1):
+            grp = (g, g + 1) if pairs else (g,)
+            cregs = {
+                rb: [acc[kmap[(ra * tm + dm, rb * W * tn + dn)]] for dm, dn in row.c_regs]
+                for rb in grp
+            }
             for s in range(ksteps):
-                bregs = [em.new("b32") for _ in row.b_regs]
+                # column groups g (and g + 1: one ldmatrix.x4, lanes 16-31 at its columns)
+                regs = [em.new("b32") for _ in range(2 * len(grp))]
                 if kmajor:  # B^T rows n: the A-like K-major read
                     box, j = divmod(s, bspan // (tk * esz))
                     box_bytes = b.box_bytes if bt is None else bt.box_bytes
-                    off = boff + box * box_bytes + rb * W * tn * bspan
-                    em.ins(
-                        f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, "
-                        f"[{sb[j]}+{off}]"
-                    )
+                    off = boff + box * box_bytes + g * W * tn * bspan
+                    em.ins(f"{ldmatrix(regs)} {{{', '.join(regs)}}}, [{sb[j]}+{off}]")
                     if round_b and bt is None:
-                        bregs = converted_regs(em, bregs, RNA)
+                        regs = converted_regs(em, regs, RNA)
                 else:
                     off = b.offset + s * tk * b.span
-                    em.ins(
-                        f"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 "
-                        f"{{{', '.join(bregs)}}}, [{sb[rb]}+{off}]"
-                    )
-                issue_mma(em, row, cregs, afr[s], bregs, cregs, unpacked)
+                    em.ins(f"{ldmatrix(regs, True)} {{{', '.join(regs)}}}, [{sb[g]}+{off}]")
+                for i, rb in enumerate(grp):
+                    bregs = regs[2 * i : 2 * i + 2]
+                    issue_mma(em, row, cregs[rb], afr[s], bregs, cregs[rb], unpacked)
     # every read of the stage is in registers now: the producer may refill it
     mbarrier_arrive(em, bar(1, ring.stage))
     if bt is not None:

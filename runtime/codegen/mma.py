@@ -1441,21 +1441,31 @@ def _box_lanes(em: Emitter, box: StagedBox, W: int, reps_n: int, every: bool = F
     return em._smem_refs[key]
 
 
+def ldmatrix(regs: list, trans: bool = False) -> str:
+    """The ``ldmatrix .m8n8 .b16`` opcode reading ``len(regs)`` matrices."""
+    return f"ldmatrix.sync.aligned.m8n8.x{len(regs)}{'.trans' if trans else ''}.shared.b16"
+
+
 def _box_ldmatrix(
     em: Emitter, box: StagedBox, regs: list, refs: list, rb: int, s: int, n0: int, step: int
 ) -> None:
-    """B's fragment of K step ``s`` (``step`` bytes of K) for the warps' column group ``rb``
-    (columns from ``n0``) out of ``box``: rows n, K-major, by ``ldmatrix``; K rows, N-major,
-    by ``ldmatrix .trans``. ``refs``: :func:`_box_lanes` added to the box's address."""
+    """B's fragments of K step ``s`` (``step`` bytes of K) for the warps' column group ``rb``
+    (columns from ``n0``; with 4 ``regs`` also group rb + 1's, lanes 16-31 addressing it) out
+    of ``box``: rows n, K-major, by ``ldmatrix``; K rows, N-major, by ``ldmatrix .trans``.
+    ``refs``: :func:`_box_lanes` added to the box's address."""
     if box.kmajor:
         bx, j = divmod(s, box.span // step)
         off = bx * box.box_bytes + n0 * box.span
-        em.ins(f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(regs)}}}, [{refs[j]}+{off}]")
+        em.ins(f"{ldmatrix(regs)} {{{', '.join(regs)}}}, [{refs[j]}+{off}]")
     else:
-        em.ins(
-            f"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{', '.join(regs)}}}, "
-            f"[{refs[rb]}+{s * 16 * box.span}]"
-        )
+        em.ins(f"{ldmatrix(regs, True)} {{{', '.join(regs)}}}, [{refs[rb]}+{s * 16 * box.span}]")
+
+
+def _epilogue_chunk(em: Emitter, ep, kmap: dict, row: MmaRow, m0: int, n0: int, cregs) -> None:
+    """The epilogue plan ``ep`` applied to MMA tile (m0, n0)'s finished registers ``cregs``."""
+    from tilegen.runtime.codegen import epilogue
+
+    epilogue.chunk(em, ep, {kmap[(m0 + dm, n0 + dn)]: r for (dm, dn), r in zip(row.c_regs, cregs)})
 
 
 def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
@@ -1667,6 +1677,12 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         da = em.dist_of(op, a.type)
         amap = {da.raw[k]: r for k, r in enumerate(em.tile(op, a))}
     crow = (lambda dm: dm // 8 * 8 * W) if by_rows else (lambda dm: dm)  # noqa: E731
+    # B from a TMA stage, the warps stacked along M: column groups rb, rb + 1 read by one
+    # ldmatrix.x4 (lanes 16-31 at the next 8 columns: async_mma_sync.bt_offsets / b_offsets)
+    # and their MMAs interleaved, as tileiras reads B (docs/pipelines.md section 49)
+    npair = box is not None and by_rows and reps_n % 2 == 0
+    step = 2 if npair else 1
+    groups = [tuple(range(g, g + step)) for g in range(0, reps_n, step)]
     for ra in range(reps_m):
         m0 = ra * wm * tm
         afr = []
@@ -1686,56 +1702,72 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
                     off = oA + (m0 + dm) * pa + (s * tk + dk) * esz
                     em.ins(f"ld.shared.{fld} {r}, [{aA}+{off}]")
             afr.append(converted(regs, a_st))
-        for rb in range(reps_n):
-            n0 = rb * wn * tn
-            cregs = []
-            for dm, dn in row.c_regs:
-                if in_regs:
-                    cregs.append(c_in[kmap[(m0 + crow(dm), n0 + dn)]])
-                    continue
-                r = em.new(row.c_cls)
-                off = off_c + ((m0 + dm) * N + n0 + dn) * csz
-                em.ins(f"ld.shared.{st_c} {r}, [{aC}+{off}]")
-                cregs.append(r)
-            for s in range(ksteps):
-                bregs = [em.new(row.frag_cls) for _ in row.b_regs]
+        for grp in groups:
+            acc = {}
+            for rb in grp:
+                n0 = rb * wn * tn
+                cregs = []
+                for dm, dn in row.c_regs:
+                    if in_regs:
+                        cregs.append(c_in[kmap[(m0 + crow(dm), n0 + dn)]])
+                        continue
+                    r = em.new(row.c_cls)
+                    off = off_c + ((m0 + dm) * N + n0 + dn) * csz
+                    em.ins(f"ld.shared.{st_c} {r}, [{aC}+{off}]")
+                    cregs.append(r)
+                acc[rb] = cregs
+
+            def load_b(regs, s, rb):
+                """B's fragments of K step ``s`` for column group ``rb`` (with 4 ``regs``,
+                from a TMA stage: group rb + 1's too)."""
+                n0 = rb * wn * tn
                 if box is not None:
-                    _box_ldmatrix(em, box, bregs, aB, rb, s, n0, tk * esz)
-                elif ldm_b and b_kn:
+                    _box_ldmatrix(em, box, regs, aB, rb, s, n0, tk * esz)
+                elif b_kn:  # (ldmatrix .trans)
                     off = oB + s * tk * pbk + n0 * esz
-                    em.ins(
-                        f"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{', '.join(bregs)}}}, "
-                        f"[{aB}+{off}]"
-                    )
-                elif ldm_b:
-                    off = oB + n0 * pbk + s * tk * esz
-                    em.ins(
-                        f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, [{aB}+{off}]"
-                    )
+                    em.ins(f"{ldmatrix(regs, True)} {{{', '.join(regs)}}}, [{aB}+{off}]")
                 else:
-                    for r, dk in zip(bregs, row.b_regs):
-                        if b_kn:
-                            off = oB + (s * tk + dk) * pbk + n0 * esz
-                        else:
-                            off = oB + n0 * pbk + (s * tk + dk) * esz
-                        em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
-                bregs = converted(bregs, b_st)
-                dregs = [em.new(row.c_cls) for _ in cregs]
-                issue_mma(em, row, dregs, afr[s], bregs, cregs, unpacked)
-                cregs = dregs
-            if in_regs and ep:
-                epilogue.chunk(
-                    em, ep, {kmap[(m0 + dm, n0 + dn)]: r for (dm, dn), r in zip(row.c_regs, cregs)}
-                )
-            for (dm, dn), r in zip(row.c_regs, cregs):
-                if in_regs:
-                    out[kmap[(m0 + crow(dm), n0 + dn)]] = r
-                    continue
-                guard = keep(m0 + dm, n0 + dn) if keep is not None else ""
-                if guard is None:  # a padding row in every lane
-                    continue
-                off = off_c + ((m0 + dm) * N + n0 + dn) * csz
-                em.ins(f"{guard}st.shared.{st_c} [{aC}+{off}], {r}")
+                    off = oB + n0 * pbk + s * tk * esz
+                    em.ins(f"{ldmatrix(regs)} {{{', '.join(regs)}}}, [{aB}+{off}]")
+
+            for s in range(ksteps):
+                got = {}
+                if len(grp) == 2:  # both groups' fragments of step s by one ldmatrix.x4
+                    regs = [em.new(row.frag_cls) for _ in range(4)]
+                    load_b(regs, s, grp[0])
+                    got = {grp[0]: regs[:2], grp[1]: regs[2:]}
+                for rb in grp:
+                    n0 = rb * wn * tn
+                    if rb in got:
+                        bregs = got[rb]
+                    elif ldm_b or box is not None:
+                        bregs = [em.new(row.frag_cls) for _ in row.b_regs]
+                        load_b(bregs, s, rb)
+                    else:
+                        bregs = [em.new(row.frag_cls) for _ in row.b_regs]
+                        for r, dk in zip(bregs, row.b_regs):
+                            if b_kn:
+                                off = oB + (s * tk + dk) * pbk + n0 * esz
+                            else:
+                                off = oB + n0 * pbk + (s * tk + dk) * esz
+                            em.ins(f"ld.shared.{fld} {r}, [{aB}+{off}]")
+                    bregs = converted(bregs, b_st)
+                    dregs = [em.new(row.c_cls) for _ in acc[rb]]
+                    issue_mma(em, row, dregs, afr[s], bregs, acc[rb], unpacked)
+                    acc[rb] = dregs
+            for rb in grp:
+                n0, cregs = rb * wn * tn, acc[rb]
+                if in_regs and ep:
+                    _epilogue_chunk(em, ep, kmap, row, m0, n0, cregs)
+                for (dm, dn), r in zip(row.c_regs, cregs):
+                    if in_regs:
+                        out[kmap[(m0 + crow(dm), n0 + dn)]] = r
+                        continue
+                    guard = keep(m0 + dm, n0 + dn) if keep is not None else ""
+                    if guard is None:  # a padding row in every lane
+                        continue
+                    off = off_c + ((m0 + dm) * N + n0 + dn) * csz
+                    em.ins(f"{guard}st.shared.{st_c} [{aC}+{off}], {r}")
     if skip is not None:
         em.label(skip)
     if in_regs:
@@ -1887,10 +1919,7 @@ def dot(em: Emitter, op) -> None:
                     bregs = [em.new(row.frag_cls) for _ in row.b_regs]
                     if use_ldm:
                         off = ob + (n0 * K + s * tk) * esz
-                        em.ins(
-                            f"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{', '.join(bregs)}}}, "
-                            f"[{aB}+{off}]"
-                        )
+                        em.ins(f"{ldmatrix(bregs)} {{{', '.join(bregs)}}}, [{aB}+{off}]")
                     else:
                         for r, dk in zip(bregs, row.b_regs):
                             off = ob + (n0 * K + s * tk + dk) * esz
@@ -1899,11 +1928,7 @@ def dot(em: Emitter, op) -> None:
                     issue_mma(em, row, dregs, afr[s], bregs, cregs, unpacked)
                     cregs = dregs
                 if in_regs and ep:
-                    epilogue.chunk(
-                        em,
-                        ep,
-                        {kmap[(m0 + dm, n0 + dn)]: r for (dm, dn), r in zip(row.c_regs, cregs)},
-                    )
+                    _epilogue_chunk(em, ep, kmap, row, m0, n0, cregs)
                 for (dm, dn), r in zip(row.c_regs, cregs):
                     if in_regs:
                         out[kmap[(m0 + dm, n0 + dn)]] = r

@@ -1400,6 +1400,10 @@ def _general_decision(
         occ_fit = _occupancy_stages(func, options.target.sm, loops, stage)
     if occ_fit:  # one stage of boxes released one by one, and the hint's CTAs on each SM
         stages = min(hint or GENERAL_STAGES, occ_fit, ASYNC_MAX_STAGES)
+    elif stages < 1 and not overlap:  # one stage beside the kept A and 16 KB (section 49;
+        # the emitter steps back to today's path where the body's scratch outgrows that)
+        tight = shared_optin(options.target.sm) - _kept_bytes(loops) - 16 * 1024 - SMEM_EXTRA
+        stages = min(hint or 1, tight // stage, 1)
     kw = dict(
         mma=mma,
         stages=stages,
@@ -1424,7 +1428,10 @@ def _general_decision(
     if stages < (2 if overlap else 1):  # (one stage: its loads are released one by one)
         why = "two stages do not fit in shared memory beside 64 KB for the body"
         if not overlap:
-            why = "one stage does not fit in shared memory beside 64 KB for the body"
+            why = (
+                "one stage does not fit in shared memory beside the loop-invariant A operands "
+                "and 16 KB for the body"
+            )
         return AsyncDecision(name, target, True, False, why, **kw)
     launch = min(255, klp.REGISTER_FILE // (32 * (warps + 4))) // 8 * 8
     if inc is None and launch < 248:  # no cap: the consumers still take the producer's share
@@ -1491,6 +1498,13 @@ def _occupancy_stages(func, sm: int, loops: list, stage: int) -> int:
     occ = kernel_spec_int(func, "occupancy")
     if not occ or occ < 2:
         return 0
+    room = occupancy_shared(sm, occ) - _kept_bytes(loops) - 16 * 1024 - SMEM_EXTRA
+    return max(0, room // stage)
+
+
+def _kept_bytes(loops: list) -> int:
+    """Bytes of the loops' loop-invariant dot A operands (attention's Q), which the general
+    form keeps in shared memory beside the ring."""
     kept: dict = {}
     for lp in loops:
         inside = {id(r) for o in lp.walk() for r in o.results}
@@ -1498,9 +1512,7 @@ def _occupancy_stages(func, sm: int, loops: list, stage: int) -> int:
             a = d.operands[0]
             if id(a) not in inside:  # defined outside (a chain's loops share it)
                 kept[id(a)] = _BYTES[_elem_key(a.type)] * prod(a.type.shape)
-    kept = sum(kept.values())
-    room = occupancy_shared(sm, occ) - kept - 16 * 1024 - SMEM_EXTRA
-    return max(0, room // stage)
+    return sum(kept.values())
 
 
 def _resident_registers(loop, threads: int) -> int:

@@ -355,16 +355,20 @@ class LayoutAssigner:
     def rematerialize(self, op: Operation, index: int, layout: DistributedLayout) -> bool:
         """Operand ``index`` of ``op`` is a broadcast (same rank) or a ``splat`` /
         ``make_range`` / constant that others use too: a copy of it in ``layout`` for ``op``
-        alone, the broadcast's smaller source converted instead. (Attention's column indices
-        ``broadcast(j * TN + arange(TN))``, compared twice with the rows in ``QK^T``'s
-        accumulator layout, cost two 128 KB exchanges an iteration at 256 x 128.)"""
+        alone, the broadcast's smaller source converted instead; or an index computation
+        (:meth:`_index_expr`, an elementwise op or a view inserting a unit dim at its top)
+        recomputed. (Attention's column indices ``broadcast(j * TN + arange(TN))``, compared
+        twice with the rows in ``QK^T``'s accumulator layout, cost two 128 KB exchanges an
+        iteration at 256 x 128; ``(j * TN + arange(TN))[None, :]`` met twice in an mma.sync
+        accumulator, an exchange and two barriers an iteration, section 49.)"""
         v = op.operands[index]
         prod = v.op if isinstance(v, OpResult) else None
         if prod is None or prod.regions or len(prod.results) != 1:
             return False
         broadcast = prod.name == "nv_tileaa.broadcast" and prod.operands[0].type.rank == v.type.rank
         if not broadcast and prod.name not in _CHEAP:
-            if self._relayable(prod, v) and self._index_expr(v, [0], layout):
+            relay = self._relayable(prod, v) or prod.name in _VIEWS
+            if relay and self._index_expr(v, [0], layout):
                 op.set_operand(index, self._recompute(v, layout, op))
                 return True
             return False
@@ -399,7 +403,8 @@ class LayoutAssigner:
         most 8 ops, its values used elsewhere too (unlike :meth:`_cheap`): recomputed for one
         consumer in its ``layout`` (dK dV's LSE / Delta gathers: pointers and masks from
         ``base + m * TM + arange``; attention's column indices ``j * TN + arange(TN)[None, :]``
-        compared in a row-per-thread layout; Gemma's window ``rows - cols`` through a
+        compared in a row-per-thread layout or an MMA accumulator's, through a view in the
+        slice of either; Gemma's window ``rows - cols`` through a
         broadcast of the 256 x 1 rows, whose source is converted instead)."""
         prod = v.op if isinstance(v, OpResult) else None
         if prod is None or prod.regions or len(prod.results) != 1 or count[0] >= 8:
@@ -412,7 +417,7 @@ class LayoutAssigner:
             d = _inserted_unit_dim(prod)
             return (
                 d is not None
-                and _whole_in_thread(layout, v.type.shape)
+                and (_whole_in_thread(layout, v.type.shape) or layout in self.mma_layouts)
                 and self._index_expr(tiles[0], count, SliceLayout(d, layout))
             )
         if prod.name == "nv_tileaa.broadcast":  # (same rank: the source moves with it)
