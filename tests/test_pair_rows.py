@@ -70,7 +70,10 @@ def test_the_rows_are_divided_between_the_pair(tmp_path):
     dots = [o for o in ops if o.name == "nv_tileaa.dot"]
     assert len(dots) == 2 and all(o.results[0].type.shape[0] == 128 for o in dots)
     ranges = [o for o in ops if o.name == "nv_tileaa.make_range"]
-    assert sorted(o.results[0].type.shape[0] for o in ranges) == [64, 128]  # keys, rows
+    sizes = sorted(o.results[0].type.shape[0] for o in ranges)
+    # the CTA's 128 rows once; the 64 keys (also recomputed in the accumulator's layout for a
+    # second mask, layout_assignment._index_expr)
+    assert sizes.count(128) == 1 and set(sizes) == {64, 128}, sizes
     rank = next(o for o in ops if o.name == RANK_OP).results[0]
     first = next(u for u, _ in rank.uses)  # 128 r
     assert first.name == "arith.muli"
