@@ -1434,7 +1434,7 @@ def _box_lanes(em: Emitter, box: StagedBox, W: int, reps_n: int, every: bool = F
                 w = em.new("b32")
                 em.ins(f"mov.b32 {w}, 0")
             if box.kmajor:
-                em._smem_refs[key] = bt_offsets(em, box.span, w)
+                em._smem_refs[key] = bt_offsets(em, box.span, w, 1 if every else W)
             else:
                 rows = box.box_bytes // box.span
                 em._smem_refs[key] = b_offsets(em, 1 if every else W, reps_n, rows, box.span, w)
