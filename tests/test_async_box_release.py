@@ -75,7 +75,8 @@ def test_each_staged_load_waits_and_releases_on_its_own():
     (d,) = c.async_plan
     assert d.taken and d.mma == "tcgen05" and d.stages == 2, d.line()
     # two staged loads (K^T, V): a full and an empty barrier each, per stage
-    assert c.ptx.count("mbarrier.init.shared::cta.b64") == 2 * 2 * 2 + 1  # + the MMAs' barrier
+    # (+ the MMAs' barrier and Q's, which the producer copies once: section 50)
+    assert c.ptx.count("mbarrier.init.shared::cta.b64") == 2 * 2 * 2 + 2
     loop = _consumer_loop(c.ptx)
     waits = [m.start() for m in re.finditer(r"mbarrier\.try_wait\.parity", loop)]
     arrives = [m.start() for m in re.finditer(r"mbarrier\.arrive\.shared::cta\.b64 _", loop)]
@@ -169,8 +170,8 @@ def test_a_ring_that_does_not_fit_loses_stages_before_todays_path(monkeypatch):
     c = tc.compile_kernel(kernel, args, gpu_name="sm_100", options=opts)
     (d,) = c.async_plan
     assert d.taken and d.stages == 2, d.line()
-    # two stages of two staged loads: eight barriers, and the MMAs' own
-    assert c.ptx.count("mbarrier.init.shared::cta.b64") == 2 * 2 * 2 + 1
+    # two stages of two staged loads: eight barriers, the MMAs' own and Q's (section 50)
+    assert c.ptx.count("mbarrier.init.shared::cta.b64") == 2 * 2 * 2 + 2
     got = _run(kernel, c.ptx, args, grid)
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
     _assembles(c.ptx)

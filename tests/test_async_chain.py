@@ -134,12 +134,18 @@ def test_chain_of_two_loops_runs_on_one_ring(gpu, S, D, TM, TN):
 
 
 def test_kept_q_is_written_once_before_the_warp_groups_split():
-    """Q (the loop-invariant A of both loops' QK^T) goes into its kept array once, by the
-    consumer threads, before the split (section 24): its registers die before the consumers'
-    ``setmaxnreg``, and the producer warp group, which runs the prologue too, skips the writes
-    (its warps would address rows past the tile)."""
+    """Where the producer does not copy Q (here: the loops overlap their dots, section 16; also
+    a pair's divided rows and sm_120), Q (the loop-invariant A of both loops' QK^T) goes into
+    its kept array once, by the consumer threads, before the split (section 24): its registers
+    die before the consumers' ``setmaxnreg``, and the producer warp group, which runs the
+    prologue too, skips the writes (its warps would address rows past the tile)."""
+    from tilegen.runtime.options import CompileOptions
+
     args, want, grid = _problem(256, 64, 64, 32)
-    c = tc.compile_kernel(causal_split, args, gpu_name="sm_90")
+    opts = CompileOptions(overlap_mma=True)
+    c = tc.compile_kernel(causal_split, args, gpu_name="sm_90", options=opts)
+    (d,) = c.async_plan
+    assert d.overlap and not d.kept_tma, d.line()
     p = c.ptx
     guard = re.search(r"setp\.lt\.u32 (%p\d+), %tgtid, 128;\n\t@!\1 bra (\$L__async_keep_\d+);", p)
     assert guard, "the kept-Q writes are not guarded to the consumer threads"
@@ -177,21 +183,31 @@ def test_each_loop_of_a_chain_overlaps_its_dots():
         assert " 0 bytes spill stores" in log
 
 
-def test_chain_that_outgrows_shared_memory_loses_stages():
-    """256 x 64 tiles with head dim 128 and a five-stage hint: the ring's five 32 KB stages
-    beside the kept 256 x 128 Q (72 KB with its padding) outgrow sm_90a's 232,448 B (the rule
-    reserves 64 KB beside the ring). The chain's consumers release each staged load on its own
-    (docs/pipelines.md section 27), so the kernel is emitted again with a stage fewer until it
-    fits, rather than on today's path; the decision says how many it got, and the result
-    holds. (One CTA a tile block: with the pair, each CTA keeps 128 rows of Q, and five
-    stages fit; docs/pipelines.md section 40.)"""
+def test_chain_that_outgrows_shared_memory_loses_stages(monkeypatch):
+    """256 x 64 tiles with head dim 128: five 32 KB stages fit beside Q (256 x 128, 64 KB,
+    copied by TMA: section 50). With the rule's estimate forced open and six stages asked
+    for, the ring outgrows sm_90a's 232,448 B once emitted. The chain's consumers release
+    each staged load on its own (docs/pipelines.md section 27), so the kernel is emitted
+    again with a stage fewer until it fits, rather than on today's path; the decision says
+    how many it got, and the result holds. (One CTA a tile block: with the pair, each CTA
+    keeps 128 rows of Q; docs/pipelines.md section 40.)"""
     from tilegen.runtime.options import CompileOptions
+    from tilegen.runtime.passes import async_rule
 
     args, want, grid = _problem(512, 128, 256, 64)
     opts = CompileOptions(num_stages=5, cta_pair=False)
     c = tc.compile_kernel(causal_split, args, gpu_name="sm_90", options=opts)
     (d,) = c.async_plan
-    assert d.taken and 1 <= d.stages < 5, d.line()
+    assert d.taken and d.stages == 5 and d.kept_tma == 1, d.line()  # (Q unpadded: they fit)
+    monkeypatch.setattr(async_rule, "_shared_budget", lambda *a, **k: 1 << 30)
+    opts = CompileOptions(num_stages=6, cta_pair=False)
+    (chosen,) = tc.compile_kernel(
+        causal_split, args, gpu_name="sm_90", options=opts, emit="async-plan"
+    ).async_plan
+    assert chosen.taken and chosen.stages == 6  # what the async stage chose
+    c = tc.compile_kernel(causal_split, args, gpu_name="sm_90", options=opts)
+    (d,) = c.async_plan
+    assert d.taken and 1 <= d.stages < 6, d.line()
     assert "cp.async.bulk.tensor" in c.ptx
     out = _strict(c.ptx, args, grid)[3].astype(np.float64)
     np.testing.assert_allclose(out, want, rtol=2e-2, atol=2e-2)
@@ -295,7 +311,13 @@ def test_a_stage_read_by_two_dots_one_transposed(gpu):
     c, pr, args, kernel = _async_case("attention_bwd_dq", gpu)
     (d,) = c.async_plan
     assert d.taken, d.line()
-    assert c.ptx.count("cp.async.bulk.tensor") == 2  # K and V: one copy each an iteration
+    ptx = c.ptx
+    start = re.search(r"^\$L__async_produce_\d+:", ptx, re.M).end()
+    loop = ptx[start : re.search(r"^\$L__async_produce_end_\d+:", ptx, re.M).start()]
+    assert loop.count("cp.async.bulk.tensor") == 2  # K and V: one copy each an iteration
+    # Q and dO (128 x 64), loop-invariant A operands: copied once before the loop (section
+    # 50), in 8-row boxes (wgmma_dot's row order) on sm_90, in one box on sm_100
+    assert ptx.count("cp.async.bulk.tensor") == 2 + 2 * (16 if gpu == "sm_90" else 1)
     got = _strict_out(kernel, c, args, pr.grid, 4)
     want = pr.expected["dQ"].astype(np.float64)
     np.testing.assert_allclose(got, want, atol=5e-3 * np.abs(want).max())

@@ -23,7 +23,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tilegen.runtime.codegen import async_copy, async_mma_sync, async_scaled, cta_pair, tcgen05, tma
-from tilegen.runtime.codegen import fragment_load, fragment_sides, tmem_chunks
+from tilegen.runtime.codegen import async_kept, fragment_load, fragment_sides, tmem_chunks
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail
 from tilegen.runtime.ir import OpResult
 from tilegen.runtime.layouts.async_forms import (
@@ -65,6 +65,8 @@ ASYNC_PAIR_ATTR = "nv_tileas.cta_pair"
 #: on the second and later loops of a chain of general-form loops (async_rule._chain_reason;
 #: section 23): the first loop's ring, maps and producer serve them
 ASYNC_CHAIN_ATTR = "nv_tileas.async_chained"
+#: on a loop-invariant dot A operand's load the producer copies by TMA (async_kept.py)
+ASYNC_KEPT_ATTR = "nv_tileas.async_kept"
 ASYNC_SYMBOL = "tg_async"
 #: the attribute runtime/passes/async_rule.py puts on a tiled_store the epilogue writes by TMA
 TMA_STORE_ATTR = "nv_tileas.tma_store"
@@ -119,6 +121,8 @@ class _Operand:
         self.kmajor = False
         #: elements a copy where the producer's threads copy it (no TMA; async_copy.py)
         self.threads = async_copy.width(load)
+        #: rows of each box where fewer than the tile's (a kept A's 8-row blocks: async_kept)
+        self.rows_box = 0
 
 
 class _KMajor:
@@ -465,6 +469,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     overlapped = [lp for lp in [op] + [o for o, _ in chain] if ASYNC_OVERLAP_ATTR in lp.attributes]
     if all(box_sides(lp) is not None for lp in overlapped):  # each load its own barriers
         facts["boxes"] = len(staged)  # (_box_hooks; async_overlap.consumers)
+    facts["kept"] = list(em.kept_tma)  # (loop-invariant A operands copied by TMA)
     _keep_before_split(em, op, chain, nthreads)
     fr = _frame(em, op, staged, stages, stage_bytes, facts)
     base, bar, t0 = fr.base, fr.bar, fr.t0
@@ -481,6 +486,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     if rows:  # (their fragments' lane addresses: section 48)
         em.hoist_from_here()
     keep_invariant_a(em, op, rows=rows)  # loop-invariant A operands (attention's Q): once, here
+    async_kept.wait(em, facts["kept"])  # (or copied by the producer: landed)
     slots = _slots(em, op, [r.type for r in op.results])
     copy_into(em, op, slots, [em.get(v) for v in op.operands[3:]])
 
@@ -842,7 +848,9 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     maps_off = _align(bounds_off + 24, 128)
     tall = tc and not pair and facts.get("M") == 256  # two M 128 accumulators
     tcols = tcgen05.columns(2 * N if tc_scaled or tall else N)
-    nmaps = len(staged) + (store is not None)
+    kept = facts.get("kept", [])
+    kept_at = len(staged) + (store is not None)  # (their maps after the store's)
+    nmaps = kept_at + len(kept)
     total = maps_off + nmaps * tma.TENSORMAP_BYTES
     em.need_isa("9.0" if pair else "8.6" if tc else "8.3")  # .blocksareclusters / tcgen05 / ...
     em.need_target_suffix("a")
@@ -891,6 +899,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         for i in range(2):  # TMEM buffer i: full (the issuer's commit), empty (the consumers)
             mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 8 * i}", 1)
             mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 16 + 8 * i}", nthreads)
+    async_kept.init_barriers(em, kept)
     mbarrier_init_fence(em)
     # the maps (copied operands have none; the epilogue's TMA store's where the prologue
     # foresees its box) are built while the slot's claim is on its way
@@ -901,6 +910,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     if guess is not None:
         spec = lambda m: tma.build_tensormap(em, m, _store_spec(em, store, *guess))  # noqa: E731
         built.append((len(staged), spec))
+    built += [(kept_at + i, lambda m, x=k.x: _build_map(em, x, m)) for i, k in enumerate(kept)]
 
     def build_maps() -> None:
         for i, build in built:
@@ -941,9 +951,10 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     if guess is not None:  # the store's map, acquired and fetched long before the epilogue
         stored = em.new_label("async_store_map")
         em.ins(f"@!{t0} bra {stored}")
-        tma.acquire_tensormap(em, gmaps[-1])
-        tma.prefetch_tensormap(em, gmaps[-1])
+        tma.acquire_tensormap(em, gmaps[len(staged)])
+        tma.prefetch_tensormap(em, gmaps[len(staged)])
         em.label(stored)
+    kept_maps = gmaps[kept_at:]
     gmaps = gmaps[: len(staged)]
     peer = lane0 = None
     if pair and not tc:  # sm_90: a stage is free once both CTAs' consumers are done with it
@@ -970,7 +981,8 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     if regs is not None:
         setmaxnreg(em, False, regs.value)
         # the maps' addresses from the slot again, not live across the register drop
-        gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
+        gmaps = _slot_maps(em, sym, slot_off, nmaps)
+        kept_maps, gmaps = gmaps[kept_at:], gmaps[: len(staged)]
     plb, pub, pstep = bounds()  # (the producer's own: the Frame keeps the consumers')
     if tc_scaled:  # the second warp issues the MMAs (the consumers scale meanwhile)
         a, b, dot = facts["a"], facts["b"], facts["dot"]
@@ -994,11 +1006,12 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         elected = em.new("b32")
         em.ins(f"elect.sync {elected}|{leader}, -1")
         em.ins(f"@!{leader} bra {out}")
-    for g, x in zip(gmaps, staged):
+    for g, x in zip(gmaps + kept_maps, staged + [k.x for k in kept]):
         if x.threads:
             continue
         tma.acquire_tensormap(em, g)
         tma.prefetch_tensormap(em, g)
+    async_kept.issue(em, kept, kept_maps)  # (ahead of the first stage)
     if copiers is not None:
         em.label(acquired)
     shifts, lead = {}, None
@@ -1120,6 +1133,9 @@ def strip_general_async(func) -> bool:
             for name in names:
                 if name in o.attributes:
                     o.remove_attr(name)
+    for o in func.walk():  # (a loop-invariant A copied by TMA: loaded by the threads again)
+        if ASYNC_KEPT_ATTR in o.attributes:
+            o.remove_attr(ASYNC_KEPT_ATTR)
     if OCCUPANCY_CAP_DROPPED in func.attributes:
         func.remove_attr(OCCUPANCY_CAP_DROPPED)
     return True
@@ -2193,6 +2209,8 @@ def _build_map(em: Emitter, x: _Operand, smem_map: str) -> None:
     box = x.boxes[0][1].box[::-1]
     if x.multicast:  # half of the box's rows a copy (an sm_90 pair's B, K and V)
         box = box[:1] + (box[1] // 2,) + box[2:]
+    if x.rows_box:  # a block of rows a copy (a kept A in wgmma_dot's row order)
+        box = box[:1] + (x.rows_box,) + box[2:]
     spec = tma.TensorMapSpec(x.elem, x.esz, mem.ptr, tuple(dims), strides, box, x.span, x.atom)
     tma.build_tensormap(em, smem_map, spec)
 

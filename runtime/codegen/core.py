@@ -217,6 +217,8 @@ class Emitter:
         #: ops between a cp.async-staged load and its dot (memory.StagePlan.chain): they pass
         #: the ``memory.Staged`` through unless the dot materializes it
         self.staged_chain: set = set()
+        #: loop-invariant A operands the async producer copies by TMA (async_kept.py)
+        self.kept_tma: list = []
         #: op -> (code to emit before it, code after it): the async general form's per-box
         #: stage waits and releases (async_loop._box_hooks); emitted each time the op is
         self.op_hooks: dict = {}
@@ -771,16 +773,16 @@ class Emitter:
         self.pipe_bytes = max(self.pipe_bytes, nbytes)
         return self._pipe_reg
 
-    def resident_region(self, nbytes: int, name: str = "keep") -> str:
+    def resident_region(self, nbytes: int, name: str = "keep", align: int = 128) -> str:
         """A b32 register holding the shared address of a new ``.shared`` array of ``nbytes``
         that nothing else uses (a dot operand kept across a loop's iterations; a row vector an
         epilogue reads by chunks: ``tmem_resident.Epilogue``)."""
         n = sum(f".b8 __tilegen_{name}" in x for x in self.pre)
         sym = f"__tilegen_{name}{n}"
         reg = self.new("b32")
-        self.pre.insert(0, f"\t.shared .align 128 .b8 {sym}[{nbytes}];")
+        self.pre.insert(0, f"\t.shared .align {align} .b8 {sym}[{nbytes}];")
         self.pre.insert(1, f"\tmov.u32 {reg}, {sym};")
-        self.resident_bytes += (nbytes + 127) // 128 * 128
+        self.resident_bytes += (nbytes + align - 1) // align * align
         return reg
 
     def smem_prologue(self) -> list[str]:

@@ -3,7 +3,7 @@ and shared-memory declarations) around the op handlers of the concern modules.""
 
 from __future__ import annotations
 
-from tilegen.runtime.codegen import tmem_resident
+from tilegen.runtime.codegen import async_kept, tmem_resident
 from tilegen.runtime.codegen.abi import entry_params
 from tilegen.runtime.codegen.control import pipeline_smem_cap
 from tilegen.runtime.codegen.lineinfo import LineTable, entry_source
@@ -226,6 +226,7 @@ def emit_kernel(func, sm: int, info: dict | None = None) -> tuple[list[str], lis
         for op in block.ops:
             if id(op) not in skip:
                 em.emit_op(op)
+        async_kept.check_issued(em)
         outgrown = em.finish_ring_scratch()
         if outgrown is not None:  # the claims before / after the loop outgrew the idle ring
             ring[outgrown] = False

@@ -460,6 +460,10 @@ def uniform_padding(em: Emitter, op) -> Optional[str]:
     return pad[0] if isinstance(pad, list) else pad
 
 
+#: on a loop-invariant dot A operand's load the async producer copies by TMA (async_kept.py)
+KEPT_ATTR = "nv_tileas.async_kept"
+
+
 @handles("nv_tileaa.tiled_load")
 def tiled_load(em: Emitter, op, force: bool = False) -> None:
     res = op.results[0]
@@ -468,6 +472,10 @@ def tiled_load(em: Emitter, op, force: bool = False) -> None:
         from tilegen.runtime.codegen import fragment_load
 
         return fragment_load.load(em, op, kind)
+    if not force and KEPT_ATTR in op.attributes:  # copied by the async producer's TMA
+        from tilegen.runtime.codegen import async_kept
+
+        return async_kept.stage(em, op)
     mem, indices, in_bounds = _tiled_operands(em, op)
     if not is_tile(res.type):
         return element_access(em, op, load=True)

@@ -1127,6 +1127,7 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         st = _staged(em, v)
         if (
             st is not None
+            and not isinstance(st.pipe_buf, StagedBox)
             and staged_layout(op, i, em.num_warps, em.sm, st.transposed, st.convert) is None
         ):
             _unstage(em, v)
@@ -1293,7 +1294,20 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
             em.ins(f"mov.pred {p}, -1")
             em._smem_refs[key] = (_descriptor(em, pa, sbo), _descriptor(em, pb, b_sbo, b_lbo), p)
     desc_a, desc_b, scale_d = em._smem_refs[key]
-    if a_st is not None and a_st.pipe_buf is not None:  # this iteration's pipeline stage
+    # A copied by TMA into 128-byte-wide column boxes, rows in this layout's order
+    # (async_kept.py): K-major, swizzled by the box's span; warp group wg at row 64 wg
+    boxed_a = a_st.pipe_buf if a_st is not None else None
+    if isinstance(boxed_a, StagedBox):
+        from tilegen.runtime.codegen.pipeline import wgmma_descriptor
+
+        start = boxed_a.addr
+        if G > 1:
+            _, _, warp = em.tid()
+            wg = em.new("b32")
+            em.ins(f"shr.u32 {wg}, {warp}, 2")
+            start = em.lincomb(0, [(1, start), (64 * boxed_a.span, wg)])
+        desc_a = wgmma_descriptor(em, start, 16, 8 * boxed_a.span, boxed_a.span)
+    elif a_st is not None and a_st.pipe_buf is not None:  # this iteration's pipeline stage
         wgo = 0
         if G > 1:
             _, _, warp = em.tid()
@@ -1328,6 +1342,11 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         rb = em.new("b64")
         if a_frag is not None:
             ra = "{" + ", ".join(a_frag[(q, s)]) + "}"
+        elif isinstance(boxed_a, StagedBox):  # rows 64 (q G + wg); K bytes in column boxes
+            ra = em.new("b64")
+            kb, span = s * tk * esz, boxed_a.span
+            a_off = q * G * 64 * span + kb // span * boxed_a.box_bytes + kb % span
+            em.ins(f"add.s64 {ra}, {desc_a}, {a_off >> 4}")
         else:
             ra = em.new("b64")
             em.ins(f"add.s64 {ra}, {desc_a}, {(q * G * 8 * sbo + step) >> 4}")

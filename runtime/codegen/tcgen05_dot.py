@@ -333,10 +333,17 @@ def _issue(
     groups of N 144 bytes apart, 8-row groups of K ``N / (16 / esz) x 144``)."""
     from tilegen.runtime.codegen.mma import _plus
 
+    from tilegen.runtime.codegen.mma import StagedBox
+
     tm = em.tmem
     K, esz = plan.K, plan.esz
+    # A copied by TMA (async_kept.py): its rows in order in swizzled column boxes
+    boxed_a = a_st.pipe_buf if a_st is not None else None
+    boxed_a = boxed_a if isinstance(boxed_a, StagedBox) else None
     if kept_a is not None:
         pa = kept_a
+    elif boxed_a is not None:
+        pa = None
     elif a_st is not None and a_st.pipe_buf is not None:
         pa = a_st.pipe_buf
     else:
@@ -344,6 +351,12 @@ def _issue(
     da = None
     if pa is not None:
         da = (wgmma_descriptor_parts(em, pa, LBO, 0, 0)[0], tcgen05.smem_descriptor_hi(sbo, 0))
+    elif boxed_a is not None:
+        span = boxed_a.span
+        da = (
+            wgmma_descriptor_parts(em, boxed_a.addr, 16, 0, 0)[0],
+            tcgen05.smem_descriptor_hi(8 * span, span),
+        )
     b_mn = b_mn or (boxed is not None and not boxed.kmajor)
     if boxed is not None:  # TMA's 128-byte swizzled column boxes
         span = boxed.span
@@ -393,6 +406,10 @@ def _issue(
         for blk in range(plan.blocks):
             if a_src is not None:  # 16 elements of K: 8 columns
                 ra = f"[{_plus(em, tm.taddr, a_src[0] + blk * a_src[1] + 8 * s)}]"
+            elif boxed_a is not None:  # rows 128 blk; K bytes in column boxes
+                span = boxed_a.span
+                a_off = 128 * span * blk + kb // span * boxed_a.box_bytes + kb % span
+                ra = wgmma_descriptor_at(em, da, a_off)
             else:
                 ra = wgmma_descriptor_at(em, da, 2 * s * LBO + 16 * sbo * blk)
             em.ins(f"{plan.row.ptx} [{dst[blk]}], {ra}, {rb}, {idesc}, {enable}")

@@ -108,6 +108,9 @@ ASYNC_OVERLAP_ATTR = "nv_tileas.async_overlap"
 #: a causal attention loop at the diagonal); the ring, the maps and the producer are the first
 #: loop's, which feeds them all in turn
 ASYNC_CHAIN_ATTR = "nv_tileas.async_chained"
+#: on a general-form loop's load of a loop-invariant dot A operand (attention's Q): the
+#: producer copies it by TMA once, into the array the dot reads it from (section 50)
+ASYNC_KEPT_ATTR = "nv_tileas.async_kept"
 #: the overlapped loop's ring depth without a hint: a stage is held until its last dot is
 #: done, in the middle of the next iteration, so a third stage keeps the producer a stage ahead
 OVERLAP_STAGES = 3
@@ -172,6 +175,9 @@ class AsyncDecision:
     #: the operands the producer warp group's threads copy, TMA being unable (section 43):
     #: ("A", bytes a copy), ...
     thread_copied: tuple = ()
+    #: the general form's loop-invariant A operands (attention's Q) the producer copies by
+    #: TMA once, before the first stage (section 50)
+    kept_tma: int = 0
 
     @property
     def over_48k(self) -> bool:
@@ -204,6 +210,8 @@ class AsyncDecision:
                 head += "; the last dot overlaps the next iteration's first"
             if self.chain > 1:
                 head += f"; a chain of {self.chain} K loops on one ring"
+            if self.kept_tma:
+                head += f"; {self.kept_tma} loop-invariant A operand(s) copied by TMA once"
             if self.cta_pair:
                 head += (
                     "; a CTA pair ("
@@ -1299,6 +1307,53 @@ def general_loads(func: Operation, loop: Operation, sm: int, first=None) -> tupl
     return None, loads
 
 
+def kept_loads(func: Operation, loops: list, sm: int, loads: list) -> list:
+    """The loads the producer of general-form ``loops`` (one loop, or a chain's) copies by TMA
+    once, before the first stage (docs/pipelines.md section 50): on sm_90 and sm_100, each
+    load of the function's top block before the first loop whose tile reaches nothing but
+    wgmma (tcgen05) dots of the loops' bodies, as their A operand as loaded (through views
+    dropping unit dims only), 16-bit, of rows a multiple of 64, that TMA can copy - where every
+    load the loop stages (``loads``) is a TMA copy too (no producer threads copying) and the
+    rows are not divided between a pair's CTAs."""
+    from tilegen.runtime.layouts.decisions import mma_family
+    from tilegen.runtime.layouts.kernel import PAIR_ROWS_ATTR
+    from tilegen.runtime.layouts.staging import dot_paths
+    from tilegen.runtime.layouts.tma_rules import tma_describable
+
+    mma = ASYNC_MMA.get(sm)
+    if mma not in ("wgmma", "tcgen05") or PAIR_ROWS_ATTR in func.attributes:
+        return []
+    if any(tma_describable(ld) is not None for ld in loads):
+        return []
+    top = func.regions[0].blocks[0].ops
+    if any(lp not in top for lp in loops):
+        return []
+    bodies = {id(lp.regions[0].blocks[0]) for lp in loops}
+    out = []
+    for op in top[: top.index(loops[0])]:
+        if op.name != "nv_tileaa.tiled_load":
+            continue
+        res = op.results[0]
+        paths = dot_paths(res, res.type.rank - 2)
+        if not paths or _BYTES.get(_elem_key(res.type)) != 2:
+            continue
+        if len(op.results) > 1 and op.results[1].has_uses:
+            continue
+        if any(
+            idx != 0
+            or transposed
+            or convert is not None
+            or id(dot.parent) not in bodies
+            or mma_family(dot) != mma
+            or dot.operands[0].type.shape[0] % 64
+            for _, dot, idx, transposed, convert in paths
+        ):
+            continue
+        if tma_describable(op) is None:
+            out.append(op)
+    return out
+
+
 def _chain_reason(func: Operation, loops: list, sm: int) -> Optional[str]:
     """Why the K loops ``loops`` (in order) cannot run as one chain of the general form, or
     None: each qualifies on its own, nothing but scalar and tile arithmetic runs between them
@@ -1420,6 +1475,7 @@ def _general_decision(
         store_reason="the general form keeps the kernel's own epilogue",
         overlap=overlap,
         chain=chain,
+        kept_tma=0 if overlap else len(kept_loads(func, loops, options.target.sm, loads)),
     )
     if warps % 4:
         return AsyncDecision(
@@ -1674,8 +1730,12 @@ def decide(root: Operation, options, annotate: bool = False) -> list:
                     if k:
                         lp.set_attr(ASYNC_CHAIN_ATTR, IntegerAttr(k, I32))
                     first = loop if k else None
-                    for ld in general_loads(func, lp, options.target.sm, first)[1]:
+                    staged = general_loads(func, lp, options.target.sm, first)[1]
+                    for ld in staged:
                         ld.set_attr(ASYNC_STAGED_ATTR, UnitAttr())
+                    if d.kept_tma and not k:
+                        for ld in kept_loads(func, loops, options.target.sm, staged):
+                            ld.set_attr(ASYNC_KEPT_ATTR, UnitAttr())
                 continue
             loop.set_attr(ASYNC_ATTR, IntegerAttr(d.stages, I32))
             if d.thread_copied:
@@ -1734,6 +1794,7 @@ _DECISION_ATTRS = (
     ASYNC_OVERLAP_ATTR,
     ASYNC_PAIR_ATTR,
     ASYNC_STAGED_ATTR,
+    ASYNC_KEPT_ATTR,
     TMA_STORE_ATTR,
     TMEM_STORE_ATTR,
     THREAD_COPY_ATTR,
