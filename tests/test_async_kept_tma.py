@@ -186,3 +186,25 @@ def test_a_marked_load_nothing_copies_is_an_error(monkeypatch):
         LaunchError, match=r"cutile_kernels_async\.py:\d+:\d+: error: .*no async loop"
     ):
         tc.compile_kernel(kernel, args, gpu_name="sm_90")
+
+
+@needs_ptxas
+@pytest.mark.parametrize("TM,D", [(128, 64), (64, 128)])
+def test_sm120_q_by_tma_read_by_ldmatrix_through_the_swizzle(TM, D):
+    """sm_120a: Q in one box a 128-byte column box, its rows in order; the mma.sync consumers
+    read their A fragments from it by ``ldmatrix.x4`` at swizzled lane addresses (the warps
+    stacked along M). No thread loads or writes Q; the result holds for partial tiles too."""
+    kernel, args, want, grid = _attention(TM, 64, D, 256)
+    c = tc.compile_kernel(kernel, args, gpu_name="sm_120")
+    (d,) = c.async_plan
+    assert d.taken and d.mma == "mma.sync" and d.kept_tma == 1, d.line()
+    ptx = c.ptx
+    assert "ld.global" not in ptx
+    assert "st.shared.b16" not in ptx[: ptx.index("setmaxnreg.dec")]  # (no thread writes Q)
+    copy = "cp.async.bulk.tensor.3d.shared::cta"
+    assert _before_the_loop(ptx).count(copy) == D * 2 // 128
+    _assembles(ptx, 120)
+    np.testing.assert_allclose(_run(kernel, ptx, args, grid), want, rtol=2e-2, atol=2e-2)
+    kernel, args, want, grid = _attention(TM, 64, D, 200, heads=2)
+    ptx = tc.compile_kernel(kernel, args, gpu_name="sm_120").ptx
+    np.testing.assert_allclose(_run(kernel, ptx, args, grid), want, rtol=2e-2, atol=2e-2)

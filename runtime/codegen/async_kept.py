@@ -38,7 +38,7 @@ class KeptTile:
     """One loop-invariant A operand copied by TMA: its staged operand (``async_loop._Operand``),
     the kept array and its barrier (shared addresses in registers), and, for a wgmma dot, the
     warp groups its rows are divided among (``WgmmaPlan.groups``; boxes of :data:`BLOCK_ROWS`
-    rows); 0 for a tcgen05 dot (the rows in order, one box a column box)."""
+    rows); 0 for a tcgen05 or mma.sync dot (the rows in order, one box a column box)."""
 
     x: object
     region: str
@@ -65,6 +65,7 @@ def stage(em: Emitter, op) -> None:
     from tilegen.runtime.codegen.memory import Staged, StagePlan
     from tilegen.runtime.codegen.mma import StagedBox, wgmma_plan
     from tilegen.runtime.codegen.tcgen05_dot import tcgen05_plan
+    from tilegen.runtime.layouts.decisions import mma_family
     from tilegen.runtime.layouts.staging import dot_paths
 
     res = op.results[0]
@@ -78,8 +79,11 @@ def stage(em: Emitter, op) -> None:
     groups = 0  # tcgen05: the rows in order (TMEM lane = row), one box
     if all(p is not None for p in plans) and len({p.groups for p in plans}) == 1:
         x.rows_box, groups = BLOCK_ROWS, plans[0].groups  # wgmma: wgmma_dot's row order
-    elif any(tcgen05_plan(p[1], em.num_warps, em.sm) is None for p in paths):
-        fail(op, "PTX backend: a load marked for a TMA copy feeds other than wgmma or tcgen05")
+    elif any(
+        tcgen05_plan(p[1], em.num_warps, em.sm) is None and mma_family(p[1]) != "mma.sync"
+        for p in paths
+    ):
+        fail(op, "PTX backend: a load marked for a TMA copy feeds other than async dots")
     region = em.resident_region(x.bytes + 8, name="kept_tma", align=_ALIGN)
     bar = em.new("b32")
     em.ins(f"add.s32 {bar}, {region}, {x.bytes}")

@@ -1460,6 +1460,50 @@ def _box_lanes(em: Emitter, box: StagedBox, W: int, reps_n: int, every: bool = F
     return em._smem_refs[key]
 
 
+def _box_a_lanes(em: Emitter, box: StagedBox, W: int, by_rows: bool) -> str:
+    """Each lane's address in an mma.sync dot's A :class:`StagedBox` (rows in order, K-major,
+    swizzled; async_kept.py) for ``ldmatrix.x4`` of K step 0 (hoisted): the warps stacked along
+    M read rows ``8 w + l % 8 + 8 W ((l / 8) % 2)`` (``_rows_lane_offset``'s rows), else every
+    warp rows ``l % 16``; chunk ``l / 16`` of the step, swizzled by the row. Step ``j`` of a
+    box is this address XOR ``32 j`` (:func:`_box_a_step`): the row's start has no bits below
+    the span, so the swizzled chunk's bits are the address's own. Tiles further down start
+    16 W (16) rows on, which keeps each row's swizzle key. One register, as the kept rows'."""
+    from tilegen.runtime.codegen.async_mma_sync import _key
+
+    key = ("mma-box-a-lanes", box.addr, box.span, W, by_rows)
+    if key not in em._smem_refs:
+        with em.hoisted():
+            _, lane, warp = em.tid()
+            h, row = em.new("b32"), em.new("b32")
+            em.ins(f"shr.u32 {h}, {lane}, 4")
+            if by_rows:
+                r8, h8 = em.new("b32"), em.new("b32")
+                em.ins(f"and.b32 {r8}, {lane}, 7")
+                em.ins(f"shr.u32 {h8}, {lane}, 3")
+                em.ins(f"and.b32 {h8}, {h8}, 1")
+                em.ins(f"mad.lo.s32 {row}, {warp}, 8, {r8}")
+                em.ins(f"mad.lo.s32 {row}, {h8}, {8 * W}, {row}")
+            else:
+                em.ins(f"and.b32 {row}, {lane}, 15")
+            y = em.new("b32")
+            em.ins(f"xor.b32 {y}, {_key(em, row, box.span)}, {h}")
+            em.ins(f"shl.b32 {y}, {y}, 4")
+            at = em.new("b32")
+            em.ins(f"mad.lo.s32 {at}, {row}, {box.span}, {box.addr}")
+            em.ins(f"or.b32 {at}, {at}, {y}")
+            em._smem_refs[key] = at
+    return em._smem_refs[key]
+
+
+def _box_a_step(em: Emitter, at: str, j: int) -> str:
+    """K step ``j`` of a box from :func:`_box_a_lanes`'s address: its chunk pair, swizzled."""
+    if not j:
+        return at
+    r = em.new("b32")
+    em.ins(f"xor.b32 {r}, {at}, {32 * j}")
+    return r
+
+
 def ldmatrix(regs: list, trans: bool = False) -> str:
     """The ``ldmatrix .m8n8 .b16`` opcode reading ``len(regs)`` matrices."""
     return f"ldmatrix.sync.aligned.m8n8.x{len(regs)}{'.trans' if trans else ''}.shared.b16"
@@ -1536,6 +1580,10 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
             "operands into the accumulator's registers (async_rule._sync_general_reason)",
         )
     kept_a = em.resident_a.get(op) if a_st is None else None  # (keep_invariant_a's rows)
+    # A copied by TMA (async_kept.py): its rows in order in swizzled column boxes
+    box_a = a_st.pipe_buf if a_st is not None and isinstance(a_st.pipe_buf, StagedBox) else None
+    if box_a is not None and (esz != 2 or tk * esz != 32):
+        fail(op, "PTX backend: an mma.sync dot reads A copied by TMA only by ldmatrix")
     pa = _pitch(K, esz)  # (A from registers too: written at the padded pitch, in words)
     # A in the rows layout (P = softmax(Q K^T) as f16): the C fragment of one MMA is the A
     # fragment of the next, no shared memory
@@ -1666,7 +1714,9 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         em.ins(f"setp.ge.u32 {p}, {warp}, {active}")
         em.ins(f"@{p} bra {skip}")
     # fragment bases: scratch operands from the hoisted addresses, stage buffers per iteration
-    if a_st is not None and a_st.pipe_buf is not None:
+    if box_a is not None:  # the lane's swizzled chunk of K step 0 (_box_a_step: the others)
+        aA = _box_a_lanes(em, box_a, W, by_rows)
+    elif a_st is not None and a_st.pipe_buf is not None:
         aA, oA = _plus(em, a_st.pipe_buf, rA), 0
     elif kept_a is not None:
         aA, oA = _plus(em, kept_a, rA), 0
@@ -1711,6 +1761,11 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
                 for r, (dm, dk) in zip(regs, row.a_regs):
                     lo, hi = (amap[(m0 + crow(dm), s * tk + dk + e)] for e in (0, 1))
                     em.ins(f"mov.b32 {r}, {{{lo}, {hi}}}")
+            elif box_a is not None:  # (rows m0 ..; K step s in its box)
+                bx, j = divmod(s, box_a.span // (tk * esz))
+                off = bx * box_a.box_bytes + m0 * box_a.span
+                at = _box_a_step(em, aA, j)
+                em.ins(f"{ldmatrix(regs)} {{{', '.join(regs)}}}, [{at}+{off}]")
             elif use_ldm:
                 off = oA + m0 * pa + s * tk * esz
                 em.ins(
@@ -1826,6 +1881,7 @@ def dot(em: Emitter, op) -> None:
         st = _staged(em, v)
         if (
             st is not None
+            and not isinstance(st.pipe_buf, StagedBox)
             and staged_layout(op, i, em.num_warps, em.sm, st.transposed, st.convert) is None
         ):
             _unstage(em, v)

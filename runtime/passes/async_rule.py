@@ -1309,9 +1309,9 @@ def general_loads(func: Operation, loop: Operation, sm: int, first=None) -> tupl
 
 def kept_loads(func: Operation, loops: list, sm: int, loads: list) -> list:
     """The loads the producer of general-form ``loops`` (one loop, or a chain's) copies by TMA
-    once, before the first stage (docs/pipelines.md section 50): on sm_90 and sm_100, each
-    load of the function's top block before the first loop whose tile reaches nothing but
-    wgmma (tcgen05) dots of the loops' bodies, as their A operand as loaded (through views
+    once, before the first stage (docs/pipelines.md section 50): each load of the function's
+    top block before the first loop whose tile reaches nothing but the target's async dots
+    (wgmma, tcgen05, sm_120's mma.sync) of the loops' bodies, as their A operand as loaded (through views
     dropping unit dims only), 16-bit, of rows a multiple of 64, that TMA can copy - where every
     load the loop stages (``loads``) is a TMA copy too (no producer threads copying) and the
     rows are not divided between a pair's CTAs."""
@@ -1321,7 +1321,7 @@ def kept_loads(func: Operation, loops: list, sm: int, loads: list) -> list:
     from tilegen.runtime.layouts.tma_rules import tma_describable
 
     mma = ASYNC_MMA.get(sm)
-    if mma not in ("wgmma", "tcgen05") or PAIR_ROWS_ATTR in func.attributes:
+    if mma is None or PAIR_ROWS_ATTR in func.attributes:
         return []
     if any(tma_describable(ld) is not None for ld in loads):
         return []
