@@ -67,11 +67,13 @@ def _a_offsets(em: Emitter, span: int) -> list:
     return _chunk_regs(em, _key(em, r16, span), h, rb, span)
 
 
-def bt_offsets(em: Emitter, span: int, warp=None, W: int = 1) -> list:
+def bt_offsets(em: Emitter, span: int, warp=None, W: int = 1, steps: bool = True) -> list:
     """ldmatrix of B^T (N x K, K-major): lane l reads row 8 w + l % 8 + 8 W (l / 16) of the
     warps' columns, chunk (l / 8) % 2 of the K step: .x2 reads the warp's 8 columns (lanes
     0-15), .x4 the warp's next 8 too, ``W`` groups on (``warp``: w, default the lane's own;
-    rows 8 apart share their swizzle key)."""
+    rows 8 apart share their swizzle key). One offset per K step of a box, or, ``steps=False``,
+    K step 0's alone: the row's start has no bits below the span, so step ``j``'s is that
+    offset XOR ``32 j``, in a box 1024-aligned (``mma._box_ldmatrix``)."""
     lane, own = _lanes(em)
     warp = own if warp is None else warp
     h, r8, rb, up = (em.new("b32") for _ in range(4))
@@ -84,6 +86,12 @@ def bt_offsets(em: Emitter, span: int, warp=None, W: int = 1) -> list:
     em.ins(f"add.s32 {rb}, {rb}, {r8}")
     em.ins(f"add.s32 {rb}, {rb}, {up}")
     em.ins(f"mul.lo.s32 {rb}, {rb}, {span}")
+    if not steps:
+        y = em.new("b32")
+        em.ins(f"xor.b32 {y}, {_key(em, r8, span)}, {h}")
+        em.ins(f"shl.b32 {y}, {y}, 4")
+        em.ins(f"or.b32 {y}, {y}, {rb}")
+        return [y]
     return _chunk_regs(em, _key(em, r8, span), h, rb, span)
 
 

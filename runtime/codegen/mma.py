@@ -1452,8 +1452,8 @@ def _box_lanes(em: Emitter, box: StagedBox, W: int, reps_n: int, every: bool = F
             if every:  # (each warp reads every column)
                 w = em.new("b32")
                 em.ins(f"mov.b32 {w}, 0")
-            if box.kmajor:
-                em._smem_refs[key] = bt_offsets(em, box.span, w, 1 if every else W)
+            if box.kmajor:  # (one offset: _box_ldmatrix steps through a box by XOR)
+                em._smem_refs[key] = bt_offsets(em, box.span, w, 1 if every else W, False)
             else:
                 rows = box.box_bytes // box.span
                 em._smem_refs[key] = b_offsets(em, 1 if every else W, reps_n, rows, box.span, w)
@@ -1496,7 +1496,8 @@ def _box_a_lanes(em: Emitter, box: StagedBox, W: int, by_rows: bool) -> str:
 
 
 def _box_a_step(em: Emitter, at: str, j: int) -> str:
-    """K step ``j`` of a box from :func:`_box_a_lanes`'s address: its chunk pair, swizzled."""
+    """K step ``j`` of a K-major box from a lane's address of step 0 (:func:`_box_a_lanes`,
+    ``bt_offsets(steps=False)`` added to a 1024-aligned box): its chunk pair, swizzled."""
     if not j:
         return at
     r = em.new("b32")
@@ -1519,7 +1520,8 @@ def _box_ldmatrix(
     if box.kmajor:
         bx, j = divmod(s, box.span // step)
         off = bx * box.box_bytes + n0 * box.span
-        em.ins(f"{ldmatrix(regs)} {{{', '.join(regs)}}}, [{refs[j]}+{off}]")
+        at = _box_a_step(em, refs[0], j)  # (the box is 1024-aligned: step j by XOR)
+        em.ins(f"{ldmatrix(regs)} {{{', '.join(regs)}}}, [{at}+{off}]")
     else:
         em.ins(f"{ldmatrix(regs, True)} {{{', '.join(regs)}}}, [{refs[rb]}+{s * 16 * box.span}]")
 
