@@ -208,3 +208,22 @@ def test_sm120_q_by_tma_read_by_ldmatrix_through_the_swizzle(TM, D):
     kernel, args, want, grid = _attention(TM, 64, D, 200, heads=2)
     ptx = tc.compile_kernel(kernel, args, gpu_name="sm_120").ptx
     np.testing.assert_allclose(_run(kernel, ptx, args, grid), want, rtol=2e-2, atol=2e-2)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target,kept", [("sm_120", 1), ("sm_90a", 0)])
+def test_divided_rows_copy_their_own_q_on_sm120_only(tmp_path, target, kept):
+    """A 256-row attention runs its rows divided between a CTA pair (section 40). On sm_120 each
+    CTA's producer copies its own 128 rows of Q (the load's indices carry the CTA's rank); on
+    sm_90a, whose pair multicasts K and V, the copies spilled 8 B at the producer's registers,
+    so the threads keep writing Q there. The fuzzer's check: strict ptxsim against NumPy,
+    ptxas with no spills."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import fuzz_async as fa
+
+    params = dict(e="f16", TM=256, TN=128 if target == "sm_120" else 64, D=128, CAUSAL=0)
+    cfg = fa.Config(0, "attention", target, params, {}, dict(S=196, T=150, H=1))
+    o = fa.check(cfg, str(tmp_path))
+    assert o.status == "ok", o.detail
+    assert "rows divided between a CTA pair, 128 each" in o.plan
+    assert ("1 loop-invariant A operand(s) copied by TMA once" in o.plan) == bool(kept), o.plan
