@@ -1431,12 +1431,19 @@ def _rows_lane_offset(em: Emitter, lane, warp, W: int, pa: int) -> str:
     """Lane ``l``'s byte offset into A (row-major at pitch ``pa``) for ``ldmatrix.x4`` of MMA
     tile 0 with the warps stacked along M (``mma_sync_rows_layout``): logical row
     ``8 warp + l % 8 + 8 W ((l / 8) % 2)``, 16-byte chunk ``l / 16``."""
+    r8, h8, h16 = _lane_bits(em, lane)
+    return em.lincomb(0, [(8 * pa, warp), (pa, r8), (8 * W * pa, h8), (16, h16)])
+
+
+def _lane_bits(em: Emitter, lane) -> tuple:
+    """(``l % 8``, ``(l / 8) % 2``, ``l / 16``) of lane ``l``: an ``ldmatrix.x4`` lane's row in
+    its 8 x 8 matrix, and which of the four matrices it addresses."""
     r8, h8, h16 = (em.new("b32") for _ in range(3))
     em.ins(f"and.b32 {r8}, {lane}, 7")
     em.ins(f"shr.u32 {h8}, {lane}, 3")
     em.ins(f"and.b32 {h8}, {h8}, 1")
     em.ins(f"shr.u32 {h16}, {lane}, 4")
-    return em.lincomb(0, [(8 * pa, warp), (pa, r8), (8 * W * pa, h8), (16, h16)])
+    return r8, h8, h16
 
 
 def _box_lanes(em: Emitter, box: StagedBox, W: int, reps_n: int, every: bool = False) -> list:
@@ -1474,17 +1481,13 @@ def _box_a_lanes(em: Emitter, box: StagedBox, W: int, by_rows: bool) -> str:
     if key not in em._smem_refs:
         with em.hoisted():
             _, lane, warp = em.tid()
-            h, row = em.new("b32"), em.new("b32")
-            em.ins(f"shr.u32 {h}, {lane}, 4")
+            r8, h8, h = _lane_bits(em, lane)
+            row = em.new("b32")
             if by_rows:
-                r8, h8 = em.new("b32"), em.new("b32")
-                em.ins(f"and.b32 {r8}, {lane}, 7")
-                em.ins(f"shr.u32 {h8}, {lane}, 3")
-                em.ins(f"and.b32 {h8}, {h8}, 1")
                 em.ins(f"mad.lo.s32 {row}, {warp}, 8, {r8}")
                 em.ins(f"mad.lo.s32 {row}, {h8}, {8 * W}, {row}")
-            else:
-                em.ins(f"and.b32 {row}, {lane}, 15")
+            else:  # (row l % 16)
+                em.ins(f"mad.lo.s32 {row}, {h8}, 8, {r8}")
             y = em.new("b32")
             em.ins(f"xor.b32 {y}, {_key(em, row, box.span)}, {h}")
             em.ins(f"shl.b32 {y}, {y}, 4")
