@@ -5,8 +5,9 @@ path loads it into registers with every consumer thread and writes it into a kep
 (``mma.keep_invariant_a``). Where the async stage marked its load (``async_rule.kept_loads``:
 sm_90, wgmma), nothing is emitted at the load. Instead:
 
-* the producer's elected thread copies the tile by TMA into a kept array of its own, ahead of
-  the ring's first stage, completing on a barrier of its own (:func:`issue`);
+* thread 0 copies the tile by TMA into a kept array of its own once the maps are published,
+  before the warp groups split (ahead of the ring's first stage, and with the registers of
+  the prologue, not the producer's 32), completing on a barrier of its own (:func:`issue`);
 * the consumers wait for that barrier once, before their loop (:func:`wait`);
 * each dot reads A from the array through 128/64/32-byte swizzled descriptors
   (``mma.wgmma_dot``), as it reads a staged K-major B.
@@ -103,8 +104,9 @@ def init_barriers(em: Emitter, kept: list) -> None:
 
 
 def issue(em: Emitter, kept: list, gmaps: list) -> None:
-    """The producer's elected thread: each kept tile's bytes expected on its barrier, then its
-    copies, an 8-row box per block of rows, at the block's place in wgmma_dot's layout."""
+    """Thread 0, the maps acquired (``async_loop._frame``): each kept tile's bytes expected on
+    its barrier, then its copies - for wgmma an 8-row box per block of rows, at the block's
+    place in wgmma_dot's layout; else one box a column box."""
     from tilegen.runtime.codegen import tma
     from tilegen.runtime.codegen.async_loop import _s32
 

@@ -954,7 +954,13 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         tma.acquire_tensormap(em, gmaps[len(staged)])
         tma.prefetch_tensormap(em, gmaps[len(staged)])
         em.label(stored)
-    kept_maps = gmaps[kept_at:]
+    if kept:  # thread 0 copies the loop-invariant A operands, before the warp groups split
+        issued = em.new_label("async_kept")
+        em.ins(f"@!{t0} bra {issued}")
+        for g in gmaps[kept_at:]:
+            tma.acquire_tensormap(em, g)
+        async_kept.issue(em, kept, gmaps[kept_at:])
+        em.label(issued)
     gmaps = gmaps[: len(staged)]
     peer = lane0 = None
     if pair and not tc:  # sm_90: a stage is free once both CTAs' consumers are done with it
@@ -981,8 +987,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     if regs is not None:
         setmaxnreg(em, False, regs.value)
         # the maps' addresses from the slot again, not live across the register drop
-        gmaps = _slot_maps(em, sym, slot_off, nmaps)
-        kept_maps, gmaps = gmaps[kept_at:], gmaps[: len(staged)]
+        gmaps = _slot_maps(em, sym, slot_off, nmaps)[: len(staged)]
     plb, pub, pstep = bounds()  # (the producer's own: the Frame keeps the consumers')
     if tc_scaled:  # the second warp issues the MMAs (the consumers scale meanwhile)
         a, b, dot = facts["a"], facts["b"], facts["dot"]
@@ -1006,12 +1011,11 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         elected = em.new("b32")
         em.ins(f"elect.sync {elected}|{leader}, -1")
         em.ins(f"@!{leader} bra {out}")
-    for g, x in zip(gmaps + kept_maps, staged + [k.x for k in kept]):
+    for g, x in zip(gmaps, staged):
         if x.threads:
             continue
         tma.acquire_tensormap(em, g)
         tma.prefetch_tensormap(em, g)
-    async_kept.issue(em, kept, kept_maps)  # (ahead of the first stage)
     if copiers is not None:
         em.label(acquired)
     shifts, lead = {}, None

@@ -1311,20 +1311,17 @@ def kept_loads(func: Operation, loops: list, sm: int, loads: list) -> list:
     """The loads the producer of general-form ``loops`` (one loop, or a chain's) copies by TMA
     once, before the first stage (docs/pipelines.md section 50): each load of the function's
     top block before the first loop whose tile reaches nothing but the target's async dots
-    (wgmma, tcgen05, sm_120's mma.sync) of the loops' bodies, as their A operand as loaded (through views
-    dropping unit dims only), 16-bit, of rows a multiple of 64, that TMA can copy - where every
-    load the loop stages (``loads``) is a TMA copy too (no producer threads copying). Where
-    sm_120's rows are divided between a pair's CTAs (section 40), each copies its own (the
-    load's indices say which); sm_90's divided rows keep the threads' copy."""
+    (wgmma, tcgen05, sm_120's mma.sync) of the loops' bodies, as their A operand as loaded
+    (through views dropping unit dims only), 16-bit, of rows a multiple of 64, that TMA can
+    copy - where every load the loop stages (``loads``) is a TMA copy too (no producer threads
+    copying). Where the rows are divided between a pair's CTAs (section 40), each copies its
+    own (the load's indices say which), never multicast."""
     from tilegen.runtime.layouts.decisions import mma_family
     from tilegen.runtime.layouts.staging import dot_paths
     from tilegen.runtime.layouts.tma_rules import tma_describable
 
-    from tilegen.runtime.layouts.kernel import PAIR_ROWS_ATTR
-
     mma = ASYNC_MMA.get(sm)
-    # (sm_90's divided rows multicast K and V: the copies of Q spilled 8 B there)
-    if mma is None or (mma == "wgmma" and PAIR_ROWS_ATTR in func.attributes):
+    if mma is None:
         return []
     if any(tma_describable(ld) is not None for ld in loads):
         return []
