@@ -1,6 +1,6 @@
 """sm_120's async GEMM consumers (runtime/codegen/async_mma_sync.py) for operands ldmatrix
 cannot transpose: tf32 and 8-bit B loaded K x N are copied by the consumers into B^T buffers
-each stage (async_loop._transpose_b) and read K-major; tf32 fragments are rounded (cvt.rna) as
+each stage (async_loop._transpose_b; 8-bit B by b8_transpose.py) and read K-major; tf32 fragments are rounded (cvt.rna) as
 they are read (docs/pipelines.md section 37). Text kernels of tests/test_codegen_pipeline.py,
 from C, run with 0, 1 and 3 K steps against NumPy in the strict simulator."""
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     [
         ("tf32", "f32", 128, 128, 32, False),  # B K x N: transposed (and rounded) by the consumers
         ("tf32", "f32", 64, 64, 32, True),  # B^T from the stage: rounded as ldmatrix reads it
-        ("i8", "i32", 128, 128, 64, False),  # 4 x 4 byte transposes by prmt
+        ("i8", "i32", 128, 128, 64, False),  # ldmatrix .trans, prmt, stmatrix
     ],
 )
 def test_sm120_consumers_transpose_b(et, ct, m, n, k, bt):
@@ -35,12 +35,15 @@ def test_sm120_consumers_transpose_b(et, ct, m, n, k, bt):
     ptx = tc.assembled(tp._compile(None, et, ct, m, n, k, "sm_120a", bt=bt, tma=True), 120)
     assert "cp.async.bulk.tensor.2d.shared::cta.global" in ptx and "mma.sync.aligned" in ptx
     # B^T read K-major, two 8-column groups an ldmatrix.x4 (docs/pipelines.md section 49)
-    assert ".trans" not in ptx and "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
     assert "ldmatrix.sync.aligned.m8n8.x2" not in ptx
     assert ("cvt.rna.tf32.f32" in ptx) == (et == "tf32")
-    # the transposing copy: B^T buffers written by st.shared.b32 in the consumers' loop
+    # the transposing copy in the consumers' loop: tf32 by st.shared.b32, 8-bit B a warp an
+    # atom at a time (ldmatrix .trans, stmatrix: section 51); none for B^T from the stage
     loop = re.split(r"\$L__async_mma_\d+:", ptx)[1]
-    assert ("st.shared.b32" in loop) == (not bt)
+    assert ("st.shared.b32" in loop) == (et == "tf32" and not bt)
+    assert ("m8n8.x4.trans" in loop) == ("stmatrix" in loop) == (et == "i8")
+    assert ".trans" not in ptx or et == "i8"
     _check_runs(ptx, et, ct, m, n, k, bt)
 
 

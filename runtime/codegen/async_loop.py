@@ -23,8 +23,15 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tilegen.runtime.codegen import async_copy, async_mma_sync, async_scaled, cta_pair, tcgen05, tma
-from tilegen.runtime.codegen import async_kept, fragment_load, fragment_sides, tmem_chunks
+from tilegen.runtime.codegen import (
+    async_kept,
+    b8_transpose,
+    fragment_load,
+    fragment_sides,
+    tmem_chunks,
+)
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail
+from tilegen.runtime.codegen.tma import swizzled_reg as _swizzled
 from tilegen.runtime.ir import OpResult
 from tilegen.runtime.layouts.async_forms import (
     chain_sides,
@@ -33,6 +40,7 @@ from tilegen.runtime.layouts.async_forms import (
     plus_zero_tile,
     uniform_tile,
 )
+from tilegen.runtime.layouts.kernel import register_budget
 from tilegen.runtime.layouts.mma_choice import TCGEN05_SMS
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
@@ -335,10 +343,15 @@ def async_for(em: Emitter, op, stages: int) -> None:
     prev, have_prev = em.new("b32"), em.new("pred")
     em.ins(f"mov.b32 {prev}, 0")
     em.ins(f"setp.ne.u32 {have_prev}, 0, 0")
+    lanes = None
     if bt is not None:  # B^T buffers in turn
         btbase, btend = em.new("b32"), em.new("b32")
         em.ins(f"add.s32 {btbase}, {base}, {bt_off}")
         em.ins(f"add.s32 {btend}, {btbase}, {bt.count * bt.bytes}")
+        regs = inc.value if inc is not None else register_budget(em.func, nthreads + 128)
+        lanes = b8_transpose.setup(
+            em, b, bt, W, b8_transpose.batch_for(regs, len(acc) * (2 if scaled else 1))
+        )
     p = em.new("pred")
     em.ins(f"setp.eq.u32 {p}, 0, 0")
     _, _, warp = em.tid()
@@ -369,7 +382,9 @@ def async_for(em: Emitter, op, stages: int) -> None:
         em.ins(f"add.s32 {abase}, {sbase}, {wgoff}")
     if round_a:  # f32 -> tf32 (cvt.rna) of A in place: the conversion the IR asks for
         _round_tf32(em, sbase, a, tid, nthreads)
-    if bt is not None:  # B^T of this stage into this iteration's buffer, for the async proxy
+    if lanes is not None:  # 8-bit B^T of this stage, a warp an atom at a time
+        b8_transpose.emit(em, lanes, sbase, btbase)
+    elif bt is not None:  # B^T of this stage into this iteration's buffer, for the async proxy
         _transpose_b(em, b, sbase, bt, btbase, tid, nthreads, round_b)
     elif round_b:  # (B^T staged K-major: rounded in place as A is)
         _round_tf32(em, sbase, b, tid, nthreads)
@@ -2032,21 +2047,6 @@ def _wgmma_form(
     if plan is None:
         fail(dot, "PTX backend: the async K loop's dot was not laid out for wgmma")
     return plan.row.ptx.format(n=N), plan.imms
-
-
-def _swizzled(em: Emitter, off, span: int):
-    """The physical byte offset (b32 register) of logical ``off`` in a buffer written with
-    swizzle ``span`` (``tma.swizzle_address``; buffers are 1024-aligned)."""
-    if span == 0:
-        return off
-    bits = {32: 1, 64: 2, 128: 3}[span]
-    t = em.new("b32")
-    em.ins(f"shr.u32 {t}, {off}, 7")
-    em.ins(f"and.b32 {t}, {t}, {(1 << bits) - 1}")
-    em.ins(f"shl.b32 {t}, {t}, 4")
-    r = em.new("b32")
-    em.ins(f"xor.b32 {r}, {off}, {t}")
-    return r
 
 
 def _divmod(em: Emitter, x, d: int) -> tuple:

@@ -16,8 +16,10 @@ register per K step of a box (up to four), one per 8-column group for B N-major.
 
 from __future__ import annotations
 
+from tilegen.runtime.codegen import b8_transpose
 from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.codegen.pipeline import Ring, mbarrier_arrive, mbarrier_wait
+from tilegen.runtime.layouts.kernel import register_budget
 
 #: f32 -> tf32 (the IR's conversion of an f32 stage's values)
 RNA = "cvt.rna.tf32.f32"
@@ -170,11 +172,13 @@ def consumer(em: Emitter, op, v: dict) -> list:
     # not need stays live across its setmaxnreg.dec)
     pa = _a_offsets(em, a.span)
     pb = bt_offsets(em, bspan, None, W) if kmajor else b_offsets(em, W, reps_n, K, b.span)
-    btbase = btend = None
+    btbase = btend = lanes = None
     if bt is not None:  # the B^T buffers, in turn
         btbase, btend = em.new("b32"), em.new("b32")
         em.ins(f"add.s32 {btbase}, {base}, {v['bt_off']}")
         em.ins(f"add.s32 {btend}, {btbase}, {bt.count * bt.bytes}")
+        budget = register_budget(em.func, em.num_threads + em.producer_threads)
+        lanes = b8_transpose.setup(em, b, bt, W, b8_transpose.batch_for(budget, dr.nregs))
     kmap = {dr.raw[k]: k for k in range(dr.nregs)}
     init = v["init"]
     acc = []
@@ -196,9 +200,12 @@ def consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
     boff = b.offset
     if bt is not None:  # this stage's B into this iteration's B^T buffer, then every read of it
-        from tilegen.runtime.codegen.async_loop import _transpose_b
+        if lanes is not None:  # 8-bit: a warp an atom at a time
+            b8_transpose.emit(em, lanes, sbase, btbase)
+        else:
+            from tilegen.runtime.codegen.async_loop import _transpose_b
 
-        _transpose_b(em, b, sbase, bt, btbase, v["tid"], v["nthreads"], round_b)
+            _transpose_b(em, b, sbase, bt, btbase, v["tid"], v["nthreads"], round_b)
         em.barrier()
         boff = 0
     sa, sb = [], []

@@ -68,6 +68,21 @@ def swizzle_address(addr: int, span: int) -> int:
     return addr ^ (((addr >> 7) & ((1 << bits) - 1)) << 4)
 
 
+def swizzled_reg(em, off, span: int):
+    """The physical byte offset (b32 register) of logical ``off`` in a buffer written with
+    swizzle ``span`` (:func:`swizzle_address`; buffers are 1024-aligned)."""
+    if span == 0:
+        return off
+    bits = {32: 1, 64: 2, 128: 3}[span]
+    t = em.new("b32")
+    em.ins(f"shr.u32 {t}, {off}, 7")
+    em.ins(f"and.b32 {t}, {t}, {(1 << bits) - 1}")
+    em.ins(f"shl.b32 {t}, {t}, 4")
+    r = em.new("b32")
+    em.ins(f"xor.b32 {r}, {off}, {t}")
+    return r
+
+
 @dataclass(frozen=True)
 class TmaBox:
     """One TMA copy: ``box`` extents outermost first, ``elem`` a tilegen element name."""
