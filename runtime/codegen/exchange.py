@@ -301,6 +301,81 @@ def claim_scratch(em: Emitter, op, nbytes: int) -> int:
     return 0
 
 
+#: the first named barrier of :class:`GroupExchange`'s groups (0: the CTA's, 1: the consumer
+#: warps' (``Emitter.barrier``), 2 and 3: ``async_overlap.PINGPONG``); ids run to 15
+GROUP_BARRIER = 4
+#: the most bytes (both buffers) a :class:`GroupExchange` takes beside the scratch
+GROUP_LIMIT = 4096
+
+
+class GroupExchange:
+    """Shared memory for an exchange repeated in a loop among the warps of each *group*: warps
+    that differ only in ``warp_bits`` (a reduction's warps along its axis), no group reading
+    what another writes. Its own region of two buffers, used in turn, and a named barrier per
+    group (``bar.sync id, threads``): one barrier of the group's warps orders each exchange.
+    (The shared scratch needs a CTA-wide barrier before the writes, against earlier readers of
+    any exchange, and another after them.)
+
+    Two buffers make the leading barrier unneeded: execution ``i + 2`` writes the buffer that
+    execution ``i`` read, and every warp of the group passed execution ``i + 1``'s barrier after
+    that read. That holds for any sequence of exchanges of the same groups, so the reductions
+    of a kernel with the same warp bits share one (:meth:`of`: a softmax's row max and row
+    sum, in each of a loop's two bodies, take one region of 2 KB, not four)."""
+
+    def __init__(self, em: Emitter, nbytes: int, warp_bits: list, warps: int):
+        self.em, self.nbytes, self.warp_bits = em, nbytes, warp_bits
+        self.threads = WARP << len(warp_bits)
+        self.groups = warps >> len(warp_bits)
+        self.region = em.resident_region(2 * nbytes, "xchg", 16)
+        self.flip = em.new("b32")  # this execution's buffer: 0 or nbytes past the region
+        em.pre.append(f"\tmov.u32 {self.flip}, 0;")
+
+    @classmethod
+    def of(cls, em: Emitter, op, nbytes: int, warp_bits: list) -> "GroupExchange | None":
+        """The kernel's exchange for ``op``'s groups with buffers of ``nbytes`` at least, or
+        None where it does not apply: at the kernel's top level (the scratch gives a fresh
+        region there), over :data:`GROUP_LIMIT`, or more groups than named barriers."""
+        warps = em.num_threads // WARP
+        groups = warps >> len(warp_bits)
+        if _top_level(em, op) or 2 * nbytes > GROUP_LIMIT or GROUP_BARRIER + groups > 16:
+            return None
+        mine = em.__dict__.setdefault("_group_exchanges", [])
+        for g in mine:
+            if g.warp_bits == warp_bits and g.nbytes >= nbytes:
+                return g
+        g = cls(em, max(nbytes, GROUP_LIMIT // 4), warp_bits, warps)
+        mine.append(g)
+        return g
+
+    def buffer(self) -> str:
+        """This execution's buffer (a b32 register)."""
+        r = self.em.new("b32")
+        self.em.ins(f"add.s32 {r}, {self.region}, {self.flip}")
+        return r
+
+    def sync(self) -> None:
+        """The group's barrier (the consumers' one where every warp is one group)."""
+        em = self.em
+        if self.groups == 1:
+            em.barrier()
+            return
+        _, _, warp = em.tid()
+        lo, n = self.warp_bits[0], len(self.warp_bits)
+        gid = em.new("b32")
+        em.ins(f"shr.u32 {gid}, {warp}, {lo + n}")
+        if lo:  # the warp bits below the group's
+            em.ins(f"shl.b32 {gid}, {gid}, {lo}")
+            low = em.new("b32")
+            em.ins(f"and.b32 {low}, {warp}, {(1 << lo) - 1}")
+            em.ins(f"or.b32 {gid}, {gid}, {low}")
+        em.ins(f"add.s32 {gid}, {gid}, {GROUP_BARRIER}")
+        em.ins(f"bar.sync {gid}, {self.threads}")
+
+    def done(self) -> None:
+        """After the reads: the next execution takes the other buffer."""
+        self.em.ins(f"xor.b32 {self.flip}, {self.flip}, {self.nbytes}")
+
+
 def shfl(em: Emitter, cls: str, reg: str, mode: str, b, c: int = 31) -> str:
     """``shfl.sync.{mode}`` (idx / bfly / up / down) of a value of any register class, whole
     warp converged: 64-bit values as two words, b16 widened, predicates as 0/1 (``b``: lane

@@ -848,8 +848,9 @@ def _write_fields(
     ``F(base + raw) = F(base) + F(raw)``: the thread part is computed once, each register's
     part is an immediate; registers whose coordinates wrap are addressed at run time). Runs of
     registers consecutive along result dim ``kdim`` (K, contiguous within a 16-byte core-matrix
-    row) are packed into 32-bit words and stored with one ``st.shared[.v2/.v4].b32``."""
-    st = {1: "b8", 2: "b16", 4: "b32"}[esz]
+    row) are packed into 32-bit words and stored with one ``st.shared[.v2/.v4].b32`` (f64:
+    one ``st.shared.f64`` a register)."""
+    st = {1: "b8", 2: "b16", 4: "b32", 8: "f64"}[esz]
     key = ("wg-fields", d.layout, d.shape, dim_fields)
     if key not in em._smem_refs:  # the thread's byte offset, computed once
         with em.hoisted():
@@ -869,7 +870,7 @@ def _write_fields(
     vec = 1
     while vec * 2 <= min(spt, 16 // esz):
         vec *= 2
-    if vec * esz < 4:
+    if vec * esz < 4 or esz == 8:
         vec = 1
     k = 0
     while k < d.nregs:

@@ -43,7 +43,14 @@ from tilegen.runtime.codegen.core import (
     load_reg,
     store_reg,
 )
-from tilegen.runtime.codegen.exchange import Form, claim_scratch, row_major, scratch_size, shfl
+from tilegen.runtime.codegen.exchange import (
+    Form,
+    GroupExchange,
+    claim_scratch,
+    row_major,
+    scratch_size,
+    shfl,
+)
 from tilegen.runtime.layouts.attrs import SliceLayout
 
 
@@ -99,9 +106,10 @@ def _regions(infos, count: int) -> tuple[list[int], int]:
     return offs, total
 
 
-def _smem_at(em: Emitter, off: int, index, isize: int) -> str:
-    """Shared address ``scratch + off + index * isize`` (index: int or b32 register)."""
-    base = em.smem_base()
+def _smem_at(em: Emitter, off: int, index, isize: int, base=None) -> str:
+    """Shared address ``base + off + index * isize`` (index: int or b32 register; base: the
+    scratch's register unless given)."""
+    base = base or em.smem_base()
     r = em.new("b32")
     if isinstance(index, int):
         em.ins(f"add.s32 {r}, {base}, {off + index * isize}")
@@ -197,6 +205,20 @@ def _pack_steps(g: int, m: int, nops: int, sw: int, cw: int, gather: bool) -> in
         if cost < best_cost:
             best, best_cost = p, cost
     return best
+
+
+def _rows_apart(d, others: list, warp_bits: list) -> bool:
+    """Whether the warps outside ``warp_bits`` each hold rows (coordinates off the axis) no
+    other warp holds: every such warp bit moves along a dim off the axis, inside the tile (no
+    warp is a replica of another)."""
+    nbits = d.root.num_threads().bit_length() - 6
+    for b in range(nbits):
+        if b in warp_bits:
+            continue
+        base = d.base(WARP << b)
+        if not any(0 < base[r] < d.pshape[r] for r in others):
+            return False
+    return True
 
 
 @handles("nv_tileaa.reduce")
@@ -363,17 +385,30 @@ def reduce_(em: Emitter, op) -> None:
         two = rdist is not None and (p or g > 1)
         a_offs, a_size = _aligned_regions(infos, nflat * nw)
         b_offs, b_size = _aligned_regions(infos, nflat) if two else ([], 0)
-        base = claim_scratch(em, op, a_size + b_size)
-        a_offs = [base + o for o in a_offs]
-        b_offs = [base + a_size + o for o in b_offs]
+        # in a loop, warps that share their rows among themselves only: a double-buffered
+        # region of the exchange's own and a barrier of each group's warps (GroupExchange)
+        group = None
+        if not two and d.root.num_threads() == em.num_threads and _rows_apart(d, others, warp_bits):
+            group = GroupExchange.of(em, op, a_size, warp_bits)
+        xbase = None
+        if group is not None:
+            xbase = group.buffer()
+        else:
+            base = claim_scratch(em, op, a_size + b_size)
+            a_offs = [base + o for o in a_offs]
+            b_offs = [base + a_size + o for o in b_offs]
         if not p:
             held = [(vals, flat_of(key)) for vals, key in held]
         guard = lane_guard()
         for vals, f in held:
             slot = em.lincomb(0, [(nw, f), (1, wa)])
             for (cls, _, _), off, isize, x in zip(infos, a_offs, isizes, vals):
-                store(guard, off, isize, cls, x, slot)
-        em.barrier()
+                r, st = store_reg(em, cls, x)
+                em.ins(f"{guard}st.shared.{st} [{_smem_at(em, off, slot, isize, xbase)}], {r}")
+        if group is not None:
+            group.sync()
+        else:
+            em.barrier()
 
         def combine_warps(f, pred=None) -> tuple:
             slot = em.lincomb(0, [(nw, f)])
@@ -382,7 +417,7 @@ def reduce_(em: Emitter, op) -> None:
                 ww = _vec_width(cls, isize, nw)
                 vals = []
                 for s0 in range(0, nw, ww):
-                    addr = _smem_at(em, off, em.lincomb(s0, [(1, slot)]), isize)
+                    addr = _smem_at(em, off, em.lincomb(s0, [(1, slot)]), isize, xbase)
                     vals += _ld_run(em, cls, addr, ww, isize, pred)
                 cols.append(vals)
             per_warp = [tuple(col[j] for col in cols) for j in range(nw)]
@@ -394,6 +429,8 @@ def reduce_(em: Emitter, op) -> None:
             part = {}
             for key in dict.fromkeys(keys):
                 part[key] = combine_warps(flat_of(key))
+            if group is not None:
+                group.done()
         else:
             # one thread per result element combines the warps' partials, all read the results
             tid, _, _ = em.tid()

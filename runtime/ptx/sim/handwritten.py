@@ -755,13 +755,19 @@ def _bar(st: "CtaState", ins: Instr, mask: np.ndarray, pc, at) -> str | None:
     arrive = "arrive" in ins.parts
     if arrive and len(ins.operands) < 2:
         raise _err("bar.arrive needs a thread count")
-    ids = st.read(ins.operands[0], "u32")[mask]
+    every = st.read(ins.operands[0], "u32").astype(np.int64)
+    ids = every[mask]
     counts = st.read(ins.operands[1], "u32")[mask] if len(ins.operands) > 1 else None
-    if len(set(ids.tolist())) != 1:
-        raise _err("lanes at one bar.sync name different barriers")
+    # warps may name different barriers (a named barrier per group of warps), the lanes of a
+    # warp one
+    warps = np.nonzero(mask)[0] // 32
+    for w in np.unique(warps):
+        if len(set(ids[warps == w].tolist())) != 1:
+            raise _err("lanes of one warp at a bar.sync name different barriers")
     if counts is not None and (len(set(counts.tolist())) != 1 or int(counts[0]) % 32):
         raise _err("a barrier's thread count must be one multiple of 32 for all lanes")
-    st.barrier = (int(ids[0]), None if counts is None else int(counts[0]))
+    bar_id = int(ids[0]) if len(set(ids.tolist())) == 1 else every
+    st.barrier = (bar_id, None if counts is None else int(counts[0]))
     return "arrive" if arrive else "barrier"
 
 
