@@ -308,15 +308,16 @@ def test_sm120_gemm_takes_tma_stages_and_mma_sync(ab, out, tm, tn, tk, bt, init,
 def test_sm120_8bit_b_loaded_k_by_n_is_transposed_by_the_consumers(
     ab, out, tm, tn, tk, init, tmp_path
 ):
-    # ldmatrix transposes 16-bit elements only: the consumers copy each stage's B (K x N) into
-    # one of two B^T buffers (4 x 4 byte transposes by prmt), meet, and read it K-major as
-    # they read B loaded N x K (before: today's path, "8-bit B loaded K x N")
+    # the consumers copy each stage's B (K x N) into one of two B^T buffers (a warp an atom
+    # at a time: ldmatrix .trans, prmt, stmatrix; docs/pipelines.md section 51), meet, and
+    # read it K-major as they read B loaded N x K (before: today's path, "8-bit B loaded K x N")
     cfg = _gemm("sm_120", ab, out, tm, tn, tk, init=init)
     cfg.sizes = dict(M=2 * tm - 8, N=2 * tn, K=3 * tk)
     o = _run(cfg, tmp_path)
     assert o.path == "async" and "mma.sync" in o.plan, o.plan
     assert "prmt.b32" in o.ptx and "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in o.ptx
-    assert ".trans" not in o.ptx and "ldmatrix.sync.aligned.m8n8.x2" not in o.ptx  # (B: .x4)
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" in o.ptx and "stmatrix.sync" in o.ptx
+    assert "ldmatrix.sync.aligned.m8n8.x2" not in o.ptx  # (B read by .x4)
     if init:
         return
     # the consumers' barrier between the transpose and the reads, planted away: a warp reads
