@@ -93,6 +93,18 @@ class Lanes:
     sel: tuple  # the two prmt selectors
 
 
+def _boxed(em: Emitter, row, byte, span: int, box: int) -> str:
+    """The physical offset of byte ``byte`` of row ``row`` (b32 registers) in a buffer of
+    ``span``-byte column boxes of ``box`` bytes each, swizzled by ``span``."""
+    col, off, within = em.new("b32"), em.new("b32"), em.new("b32")
+    em.ins(f"shr.u32 {col}, {byte}, {span.bit_length() - 1}")
+    em.ins(f"mul.lo.s32 {off}, {col}, {box}")
+    em.ins(f"mad.lo.s32 {off}, {row}, {span}, {off}")
+    em.ins(f"and.b32 {within}, {byte}, {span - 1}")
+    em.ins(f"add.s32 {off}, {off}, {within}")
+    return _swizzled(em, off, span)
+
+
 def batch_for(budget: int, acc: int) -> int:
     """Atoms a batch where a thread may use ``budget`` registers and holds ``acc``
     accumulators: each atom of a batch keeps 8 more live (sm_120's 8 consumer warps at 128
@@ -129,14 +141,13 @@ def setup(em: Emitter, b, bt, warps: int, batch: int = BATCH) -> Lanes | None:
         em.ins(f"shl.b32 {nw}, {nw}, 5")
     i = reg("shr.u32 {}, {}, 3", lane)  # the matrix this lane addresses
     j = reg("and.b32 {}, {}, 7", lane)  # its row
-    # source: K row 4 (j / 2) + 2 ((i % 2) ^ (j / 4)) + j % 2, columns 16 (i / 2) ..
-    t = reg("shr.u32 {}, {}, 2", j)
-    k = reg("and.b32 {}, {}, 1", i)
-    em.ins(f"xor.b32 {k}, {k}, {t}")
+    q = reg("shr.u32 {}, {}, 2", j)  # (i % 2) ^ (j / 4): which of its two K pairs / rows
+    t = reg("and.b32 {}, {}, 1", i)
+    em.ins(f"xor.b32 {q}, {q}, {t}")
+    # source: K row 4 (j / 2) + 2 q + j % 2, columns 16 (i / 2) ..
+    k = reg("and.b32 {}, {}, 6", j)
     em.ins(f"shl.b32 {k}, {k}, 1")
-    t = reg("and.b32 {}, {}, 6", j)
-    em.ins(f"shl.b32 {t}, {t}, 1")
-    em.ins(f"add.s32 {k}, {k}, {t}")
+    em.ins(f"mad.lo.s32 {k}, {q}, 2, {k}")
     t = reg("and.b32 {}, {}, 1", j)
     em.ins(f"add.s32 {k}, {k}, {t}")
     em.ins(f"add.s32 {k}, {k}, {kw}")
@@ -144,28 +155,12 @@ def setup(em: Emitter, b, bt, warps: int, batch: int = BATCH) -> Lanes | None:
     em.ins(f"shl.b32 {n}, {n}, 4")
     if nw:
         em.ins(f"add.s32 {n}, {n}, {nw}")
-    # logical offset (n / span) box + k span + n % span, then the swizzle
-    col = reg("shr.u32 {}, {}, {}", n, b.span.bit_length() - 1)
-    src = reg("mul.lo.s32 {}, {}, {}", col, b.box_bytes)
-    em.ins(f"mad.lo.s32 {src}, {k}, {b.span}, {src}")
-    t = reg("and.b32 {}, {}, {}", n, b.span - 1)
-    em.ins(f"add.s32 {src}, {src}, {t}")
-    src = _swizzled(em, src, b.span)
-    # destination: B^T row 16 (i / 2) + 2 j + ((i % 2) ^ (j / 4)), K bytes kw..
-    rn = reg("and.b32 {}, {}, 1", i)
-    t = reg("shr.u32 {}, {}, 2", j)
-    em.ins(f"xor.b32 {rn}, {rn}, {t}")
-    em.ins(f"mad.lo.s32 {rn}, {j}, 2, {rn}")
-    t = reg("shr.u32 {}, {}, 1", i)
-    em.ins(f"mad.lo.s32 {rn}, {t}, 16, {rn}")
-    if nw:
-        em.ins(f"add.s32 {rn}, {rn}, {nw}")
-    col = reg("shr.u32 {}, {}, {}", kw, bt.span.bit_length() - 1)
-    dst = reg("mul.lo.s32 {}, {}, {}", col, bt.box_bytes)
-    em.ins(f"mad.lo.s32 {dst}, {rn}, {bt.span}, {dst}")
-    t = reg("and.b32 {}, {}, {}", kw, bt.span - 1)
-    em.ins(f"add.s32 {dst}, {dst}, {t}")
-    dst = _swizzled(em, dst, bt.span)
+    src = _boxed(em, k, n, b.span, b.box_bytes)
+    # destination: B^T row 16 (i / 2) + 2 j + q (the source's first column + 2 j + q), K bytes
+    # kw ..
+    rn = reg("mad.lo.s32 {}, {}, 2, {}", j, n)
+    em.ins(f"add.s32 {rn}, {rn}, {q}")
+    dst = _boxed(em, rn, kw, bt.span, bt.box_bytes)
     if b.offset:
         em.ins(f"add.s32 {src}, {src}, {b.offset}")  # (1024-aligned: the XORs stay in the row)
     # selectors: lane c = lane % 4 holds K rows 4c, 4c + 1 in matrix 0 (1) for c < 2 (c >= 2);
