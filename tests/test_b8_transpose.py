@@ -2,8 +2,9 @@
 docs/pipelines.md section 51): fp8 and int8 GEMMs with B loaded K x N on sm_90a (wgmma) and
 sm_120 (mma.sync), whose consumers transpose each stage's B. Over tiles that exercise every
 swizzle span (32, 64, 128 bytes), column boxes, and more or fewer warps than K atoms: exact
-results in the strict simulator, every ldmatrix / stmatrix phase on 8 distinct 16-byte bank
-groups (recorded from the simulated instructions), and ptxas's SASS for the GPU case.
+results in the strict simulator, every ldmatrix / stmatrix phase one shared-memory wavefront
+(the simulator's bank statistics, runtime/ptx/sim/banks.py), and ptxas's SASS for the GPU
+case.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from tilegen.runtime import driver
 from tilegen.runtime.codegen import b8_transpose
 from tilegen.runtime.options import CompileOptions
-from tilegen.runtime.ptx.sim import handwritten
+from tilegen.runtime.ptx.launch import run_ptx
 from test_async_pipeline_e2e import needs_ptxas, run_strict, sass_counts
 
 _GEMM = """entry @b8(%a: tile<ptr<{e}>>, %a0: tile<i32>, %a1: tile<i32>, %as0: tile<i32>, \
@@ -97,29 +98,6 @@ def _inputs(M: int, N: int, K: int, elem: str, seed: int = 0):
     return a, b, np.zeros((M, N), out), (va @ vb).astype(out)
 
 
-@pytest.fixture
-def phases(monkeypatch):
-    """Every simulated ldmatrix / stmatrix .m8n8 phase's 16-byte bank groups, as
-    (opcode, groups of its 8 rows), recorded from the lanes' row addresses."""
-    seen: list = []
-    address = handwritten._address
-
-    def spy(st, op, mask):
-        rows = address(st, op, mask)
-        ins = st.cur_ins
-        if ins is not None and ins.parts[0] in ("ldmatrix", "stmatrix"):
-            live = st.cur_mask if st.cur_mask is not None else mask
-            count = next(int(p[1:]) for p in ins.parts if p in ("x1", "x2", "x4"))
-            for w in np.unique(np.nonzero(live)[0] // 32):
-                for m in range(count):
-                    r = rows[w * 32 + 8 * m : w * 32 + 8 * m + 8].astype(np.int64)
-                    seen.append((ins.opcode, tuple((r >> 4) & 7)))
-        return rows
-
-    monkeypatch.setattr(handwritten, "_address", spy)
-    return seen
-
-
 #: (target, TM, TN, TK, warps): the spans of B's rows (TN bytes) and of B^T's (TK bytes) -
 #: 32, 64, 128, two column boxes - and warps <= or > the K atoms (TK / 16)
 CASES = [
@@ -134,7 +112,7 @@ CASES = [
 
 @needs_ptxas
 @pytest.mark.parametrize("target,tm,tn,tk,warps", CASES)
-def test_b8_transpose_is_exact_and_free_of_bank_conflicts(phases, target, tm, tn, tk, warps):
+def test_b8_transpose_is_exact_and_free_of_bank_conflicts(target, tm, tn, tk, warps):
     c = driver.compile_source(
         _gemm(target, tm, tn, tk, warps), CompileOptions(target=target), "b8.mlir", until="ptx"
     )
@@ -150,11 +128,14 @@ def test_b8_transpose_is_exact_and_free_of_bank_conflicts(phases, target, tm, tn
     a, b, cc, want = _inputs(M, N, K, "e4m3")
     out = run_strict(ptx, [a, b, cc], (2, 2))
     np.testing.assert_array_equal(out[2], want)
-    ops = {op for op, _ in phases}
-    assert {"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"} <= ops, ops
-    assert any(op.startswith("stmatrix") for op in ops), ops
-    conflicted = [(op, g) for op, g in phases if len(set(g)) != 8]
-    assert not conflicted, conflicted[:4]
+    # every ldmatrix / stmatrix phase (8 rows of 16 bytes) one wavefront: no bank conflicts
+    lines: dict = {}
+    run_ptx(ptx, [a, b, cc], (2, 2, 1), bank_stats=lines)
+    mats = {n: r for n, r in lines.items() if "matrix" in r["op"]}
+    assert any(r["op"].startswith("ldmatrix.sync.aligned.m8n8.x4.trans") for r in mats.values())
+    assert any(r["op"].startswith("stmatrix") for r in mats.values())
+    conflicted = {n: r for n, r in mats.items() if r["wavefronts"] != r["phases"]}
+    assert not conflicted, conflicted
 
 
 @needs_ptxas

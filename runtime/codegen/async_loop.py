@@ -1744,6 +1744,10 @@ def tma_store_epilogue(em: Emitter, op) -> None:
         at = em.new("b32")
         em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
         refs = [(at, esz * e) for e in offs]
+    elif not lead and swizzle_fits(em.dist_of(op, value.type), esz) is not None:
+        # the value's own layout in 128-byte swizzled column boxes (sm_120's mma.sync fragment)
+        refs = layout_swizzled_refs(em, em.dist_of(op, value.type), M, esz, base)
+        swizzled = True
     else:  # the value's own layout: each register at its row-major place in the ring
         refs = []
         d = em.dist_of(op, value.type)
@@ -1808,6 +1812,64 @@ def tma_store_epilogue(em: Emitter, op) -> None:
             tma.tma_store(em, g, [cb, row] + outer, src)
     tma.bulk_commit(em)
     _store_done(em, op, st, done)
+
+
+def swizzle_fits(d, esz: int) -> list | None:
+    """The 16-byte chunk steps of a 2-d tile's registers where it can be written into
+    128-byte-swizzled column boxes with one address register a step (:func:`
+    layout_swizzled_refs`), or None: 16- or 32-bit elements, rows of whole 128-byte columns,
+    every register's row offset a multiple of 8 (its rows' swizzle key is its thread's) and
+    no register wrapping; no thread's element straddles a 16-byte chunk."""
+    if esz not in (2, 4) or len(d.kept) != 2 or (d.shape[1] * esz) % 128:
+        return None
+    rk, ck = d.kept
+    if any(d.raw[k][rk] % 8 or d.wraps(rk, k) or d.wraps(ck, k) for k in range(d.nregs)):
+        return None
+    inner = max(d.base(t)[ck] * esz % 16 for t in range(d.root.num_threads()))
+    if any(inner + d.raw[k][ck] * esz % 16 + esz > 16 for k in range(d.nregs)):
+        return None
+    return sorted({d.raw[k][ck] * esz // 16 for k in range(d.nregs)})
+
+
+def layout_swizzled_refs(em: Emitter, d, M: int, esz: int, base: str) -> list:
+    """(address register, offset) of each register of ``d`` (:func:`swizzle_fits`) in
+    ``N * esz / 128`` boxes of M 128-byte rows at ``base``, chunk ``c`` of row ``r`` at chunk
+    ``c ^ (r % 8)`` (the TMA store's 128-byte swizzle): the thread's byte column T and row
+    base are registers; for each chunk step v of its registers, chunk T / 16 + v's box and
+    swizzled place is one register, each register's row offset and bytes in its chunk an
+    immediate. Rows 8 apart share the key, so a warp's stores spread over the banks."""
+    rk, ck = d.kept
+    bases = em.base(d)
+    rb, cb = bases[rk], bases[ck]
+    t = em.new("b32")  # the thread's byte column
+    em.ins(f"mul.lo.s32 {t}, {cb}, {esz}" if not isinstance(cb, int) else f"mov.b32 {t}, 0")
+    key, t16, rowbase = em.new("b32"), em.new("b32"), em.new("b32")
+    if isinstance(rb, int):
+        em.ins(f"mov.b32 {key}, 0")
+        em.ins(f"mov.b32 {rowbase}, {base}")
+    else:
+        em.ins(f"and.b32 {key}, {rb}, 7")
+        em.ins(f"mad.lo.s32 {rowbase}, {rb}, 128, {base}")
+    inner = em.new("b32")
+    em.ins(f"and.b32 {inner}, {t}, 15")
+    em.ins(f"add.s32 {rowbase}, {rowbase}, {inner}")
+    em.ins(f"shr.u32 {t16}, {t}, 4")
+    addr = {}
+    for v in swizzle_fits(d, esz):
+        c, x, a = em.new("b32"), em.new("b32"), em.new("b32")
+        em.ins(f"add.s32 {c}, {t16}, {v}")
+        em.ins(f"and.b32 {x}, {c}, 7")
+        em.ins(f"xor.b32 {x}, {x}, {key}")
+        em.ins(f"shr.u32 {c}, {c}, 3")
+        em.ins(f"mul.lo.s32 {a}, {c}, {M * 128}")
+        em.ins(f"mad.lo.s32 {a}, {x}, 16, {a}")
+        em.ins(f"add.s32 {a}, {a}, {rowbase}")
+        addr[v] = a
+    refs = []
+    for k in range(d.nregs):
+        r, b = d.raw[k][rk], d.raw[k][ck] * esz
+        refs.append((addr[b // 16], r * 128 + b % 16))
+    return refs
 
 
 def ring_refs(em: Emitter, d, mults: tuple, esz: int, base: str) -> list:
@@ -1972,7 +2034,9 @@ def _store_guess(em: Emitter, loop, store, pair: bool) -> tuple | None:
     if cls == "pred":
         return None
     rows = M // 2 if pair else M  # (a CTA pair: each CTA stores its own rows)
-    if em.sm == 120:
+    if em.sm == 120:  # the tile in its own layout: swizzled boxes where it fits
+        if not lead and swizzle_fits(em.dist_of(store, value.type), esz) is not None:
+            return (128 // esz, rows), 128
         return (N, rows) + tuple(lead), 0
     if (N * esz) % 128 or fragment_chain(loop, store) is None:
         return None

@@ -17,6 +17,7 @@ from tilegen.runtime.ptx import assemble as _assemble
 from tilegen.runtime.ptx.check import check_module
 from tilegen.runtime.ptx.parser import Addr, Entry, Module, Sym, parse_ptx
 from tilegen.runtime.ptx.sim import tensormap
+from tilegen.runtime.ptx.sim.banks import BankStats
 from tilegen.runtime.ptx.sim.cta import CtaState, PtxSimError, run_cta
 from tilegen.runtime.ptx.sim.memory import Heap
 
@@ -232,6 +233,7 @@ def run_ptx(
     assemble: bool | None = None,
     ptxas_flags: tuple = (),
     strict_async: bool = False,
+    bank_stats: dict | None = None,
 ) -> list[np.ndarray]:
     """Run `entry_name` (default: the only entry) on `args`; returns every array argument's
     contents after the launch, in argument order (scalars omitted; for an :class:`ArrayList`,
@@ -248,7 +250,10 @@ def run_ptx(
     operand reads) in flight until something forces them, and checks every access against them
     (runtime/ptx/sim/hazards.py): reads before the mbarrier phase completes, missing
     fence.proxy.async, expect-tx byte counts that differ from the bytes delivered, and stages
-    overwritten while still being read. Off by default: operations complete at issue."""
+    overwritten while still being read. Off by default: operations complete at issue.
+
+    `bank_stats` (a dict) collects each shared-memory access line's wavefronts beside the
+    fewest it could take (runtime/ptx/sim/banks.py: bank conflicts, per PTX line)."""
     if assemble is None:
         assemble = _assemble.find_ptxas() is not None
     module = load(ptx, file, check)
@@ -298,6 +303,8 @@ def run_ptx(
             more_ctas=tuple(group[1:]),
             cluster=cluster,
         )
+        if bank_stats is not None:
+            st.bank_stats = BankStats(bank_stats)
         run_cta(st, max_steps, file)
         for text in st.printed:
             print(text, end="", file=stdout or sys.stdout)

@@ -45,6 +45,7 @@ class CtaState:
     globals: dict[str, int] = field(default_factory=dict)  # module .global name -> heap address
     printed: list = field(default_factory=list)  # vprintf output, one string per lane call
     strict_async: bool = False  # the strict async mode (runtime/ptx/sim/hazards.py)
+    bank_stats: object = None  # banks.BankStats: shared-memory wavefronts per line, when asked
     stall: np.ndarray | None = None  # lanes a failed mbarrier wait parks for a retry
     barrier: tuple[int, int | None] = (0, None)  # (id, thread count) of the last bar.sync
     tmem: object = None  # tcgen05.Tmem, created on first use

@@ -86,6 +86,8 @@ def do_ld(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             st.write_bits(d, bits, mask)
         return
     mem, a = _memory(st, space, _address(st, addr, mask), mask)
+    if st.bank_stats is not None and mem is st.shared:
+        st.bank_stats.access(ins, np.nonzero(mask)[0], a, width * vec)
     if vec > 1:
         a = (a[None, :] + (np.arange(vec) * width)[:, None]).reshape(-1)
     vals = mem.load(a, width).reshape(vec, -1)
@@ -116,6 +118,8 @@ def do_st(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     width = WIDTH[t] // 8
     addr, srcs = ins.operands[0], _regs(ins.operands[1])
     mem, a = _memory(st, space, _address(st, addr, mask), mask)
+    if st.bank_stats is not None and mem is st.shared:
+        st.bank_stats.access(ins, np.nonzero(mask)[0], a, width * len(srcs))
     keep = np.uint64((1 << (8 * width)) - 1) if width < 8 else None
     vals = np.stack([st.bits(x, t)[mask] for x in srcs])  # [element, lane]
     if keep is not None:
@@ -552,6 +556,8 @@ def do_matrix(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         r, c = (lane % 4) * 2 + half, np.broadcast_to(lane // 4, (2, st.n))
     else:
         r, c = np.broadcast_to(lane // 4, (2, st.n)), (lane % 4) * 2 + half
+    if st.bank_stats is not None:
+        st.bank_stats.matrices(ins, rows, np.nonzero(mask)[0], count)
     m = np.arange(count)[:, None, None]
     addrs = rows[warp_base + m * 8 + r] + 2 * c  # [matrix, half, lane]
     sel = np.nonzero(mask)[0]
