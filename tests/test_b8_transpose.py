@@ -188,3 +188,60 @@ def test_the_gpu_checks_fp8_gemm_in_sass(tmp_path):
     assert counts.get("LDSM", 0) == 8, counts
     assert counts.get("STSM", 0) >= 8 and counts.get("QGMMA", 0) >= 8, counts
     assert counts.get("PRMT", 0) == 32, counts
+
+
+# ----------------------------------------------------------------------------- today's path
+_SM = {"sm_80": "sm_80", "sm_89": "sm_89", "sm_90a": "sm_90", "sm_120": "sm_120"}
+
+#: (target, TM, TN, TK, warps, element, options): cp.async staging, B's raw K x N copy turned
+#: into B^T by b8_transpose.raw_copy - st.shared.b32 before sm_90, stmatrix from sm_90 on
+#: (wgmma's core matrices on sm_90a, mma.sync's padded rows on sm_120)
+TODAY = [
+    ("sm_80", 128, 128, 64, 4, "i8", {}),
+    ("sm_80", 128, 256, 64, 8, "i8", {}),  # 8 warps over 4 K atoms
+    ("sm_80", 64, 32, 32, 4, "i8", {}),  # 2 atoms, 4 warps: a guarded round
+    ("sm_89", 128, 128, 64, 4, "e4m3", {}),
+    ("sm_90a", 128, 128, 64, 4, "e4m3", {"use_tma": False}),
+    ("sm_120", 64, 128, 64, 4, "i8", {"use_tma": False}),
+]
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target,tm,tn,tk,warps,elem,opts", TODAY)
+def test_todays_path_moves_atoms_without_bank_conflicts(target, tm, tn, tk, warps, elem, opts):
+    """No byte stores are left; exact in the strict simulator over partial tiles and three K
+    steps; no shared-memory access of the kernel takes more than one wavefront a phase (the
+    byte copy this replaces took 5.6x the wavefronts at 128 x 128 x 64: 46,080 excess)."""
+    src = _gemm("sm_90a", tm, tn, tk, warps, elem).replace("sm_90 = ", f"{_SM[target]} = ")
+    c = driver.compile_source(src, CompileOptions(target=target, **opts), "b8.mlir", until="ptx")
+    ptx = c.ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx
+    assert "st.shared.b8" not in ptx
+    assert ("stmatrix" in ptx) == (target != "sm_80" and target != "sm_89")
+    M, N, K = 2 * tm - 24, 2 * tn - 16, 3 * tk - 16
+    a, b, cc, want = _inputs(M, N, K, elem, seed=3)
+    out = run_strict(ptx, [a, b, cc], (2, 2))
+    np.testing.assert_array_equal(out[2], want)
+    lines: dict = {}
+    run_ptx(ptx, [a, b, cc], (2, 2, 1), bank_stats=lines)
+    conflicted = {n: r for n, r in lines.items() if r["wavefronts"] != r["phases"]}
+    assert not conflicted, conflicted
+
+
+def test_todays_path_swaps_rows_where_that_clears_the_conflicts():
+    """B^T rows 16 K bytes (+16 padding) apart: without the upper lanes' row swap every store
+    of an atom is 2-way (8 wavefronts for 4 phases), with it one a phase; both store forms."""
+    for K in (32, 64, 128):
+        fr, fc = ((0, None, 1),), ((0, None, K + 16),)
+        for kind in ("b32", "stmatrix"):
+            assert b8_transpose._raw_dst_cost(kind, False, fr, fc, 0) == 8
+            assert b8_transpose._raw_dst_cost(kind, True, fr, fc, 0) == 4
+    # where B^T's K bytes are not contiguous 4 at a time, the byte copy stays
+    assert b8_transpose._raw_fits(144, 64, 128, ((0, None, 2),), ((0, None, 80),), 0, 80, 4) is None
+    assert (
+        b8_transpose._raw_fits(144, 64, 128, ((0, None, 1),), ((0, None, 80),), 0, 80, 4) == "b32"
+    )
+    assert (
+        b8_transpose._raw_fits(144, 64, 128, ((0, None, 1),), ((0, None, 80),), 0, 90, 4)
+        == "stmatrix"
+    )

@@ -207,8 +207,10 @@ def test_first_exchange_has_one_barrier_and_padding():
     d = dist(lay, (32, 32))
     w = Form(0, (1, 32))  # transposed write
     r = row_major((32, 32))
-    plain = _bank_cost([(w, d), (r, d)], 4)
-    padded = _bank_cost([(_pad_form(w, (32, 32), 32), d), (_pad_form(r, (32, 32), 32), d)], 4)
+    plain = _bank_cost([(w, d), (r, d)], "f32", 4)
+    padded = _bank_cost(
+        [(_pad_form(w, (32, 32), 32), d), (_pad_form(r, (32, 32), 32), d)], "f32", 4
+    )
     assert padded < plain
 
 

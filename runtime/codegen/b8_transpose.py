@@ -25,6 +25,13 @@ The addresses: a lane's address for the warp's first atom is computed once, befo
 add of whole rows and boxes. Each stage, one register per distinct XOR takes the lane's
 address with that XOR applied (two instructions), and each atom's add is the instruction's
 immediate offset; across the loop a thread keeps four registers (two offsets, two selectors).
+
+Today's path (:func:`raw_copy`, cp.async staging, sm_80 on) uses the same atoms on B's raw,
+unswizzled K x N copy into whatever B^T layout its MMA reads (``mma._transpose_bytes``'s
+bit-field sums): ``stmatrix`` from sm_90 on where B^T's rows hold 16 contiguous K bytes, four
+``st.shared.b32`` a lane before. The upper lanes' row swap is taken where the bank rule
+(runtime/smem_banks.py) says it clears conflicts. It replaces a copy of one ``st.shared.b8`` a
+byte (docs/pipelines.md section 54).
 """
 
 from __future__ import annotations
@@ -214,3 +221,199 @@ def emit(em: Emitter, lanes: Lanes, sbase, dbase) -> None:
                 f"stmatrix.sync.aligned.m8n8.x4.shared.b16 [{dst[a.dst_xor]}+{a.dst_add}], "
                 f"{{{', '.join(rows)}}}"
             )
+
+
+# ----------------------------------------------------------------------------- today's path
+def _raw_fits(pitch: int, R: int, C: int, fr, fc, row_off: int, sm: int, warps: int):
+    """Whether :func:`raw_copy` applies, and with which stores ("stmatrix" or "b32"): whole
+    atoms, a power-of-two number of warps, 16-byte rows in the source, and B^T rows whose K
+    bytes are contiguous (16 at a time for ``stmatrix``, 4 for ``st.shared.b32``)."""
+    from tilegen.runtime.codegen.mma import _fields_static as F
+
+    if R % ATOM_K or C % ATOM_N or pitch % 16 or warps & (warps - 1) or sm < 75:
+        return None
+    ka, na = R // ATOM_K, C // ATOM_N
+    if (warps > ka and warps % ka) or (warps <= ka and ka % warps):
+        return None
+    if any(F(n, fc) % 4 for n in range(C)):
+        return None
+    ks = [F(k + row_off, fr) for k in range(R)]
+    if any(ks[k] % 4 or any(ks[k + i] != ks[k] + i for i in range(1, 4)) for k in range(0, R, 4)):
+        return None
+    rows16 = all(F(n, fc) % 16 == 0 for n in range(C)) and all(
+        ks[k] % 16 == 0 and all(ks[k + i] == ks[k] + i for i in range(16)) for k in range(0, R, 16)
+    )
+    return "stmatrix" if sm >= 90 and rows16 else "b32"
+
+
+def _store_rows(swap: bool) -> list:
+    """B^T row (within the atom's 32) of each lane's four registers after the ``prmt``:
+    ``rows[lane][m]``; lanes ``r = lane / 4 >= 4`` put row ``2 r + 1`` first when ``swap``."""
+    out = []
+    for lane in range(32):
+        r = lane // 4
+        s = int(swap and r >= 4)
+        out.append([16 * (m // 2) + 2 * r + ((m % 2) ^ s) for m in range(4)])
+    return out
+
+
+def _raw_dst_cost(kind: str, swap: bool, fr, fc, row_off: int) -> int:
+    """Shared-memory wavefronts of one atom's stores (runtime/smem_banks.py's rule)."""
+    from tilegen.runtime.codegen.mma import _fields_static as F
+    from tilegen.runtime.smem_banks import phase_wavefronts, warp_wavefronts
+
+    rows = _store_rows(swap)
+    if kind == "stmatrix":  # matrix m's row j: lanes r = j's register m, K bytes 0..15
+        return sum(
+            phase_wavefronts([F(rows[4 * j][m], fc) + F(row_off, fr) for j in range(8)], 16)
+            for m in range(4)
+        )
+    return sum(
+        warp_wavefronts([F(rows[ln][m], fc) + F(4 * (ln % 4) + row_off, fr) for ln in range(32)], 4)
+        for m in range(4)
+    )
+
+
+def raw_copy(
+    em: Emitter, src: str, pitch: int, R: int, C: int, fr, fc, dst: str, row_off: int, acc: int
+) -> bool:
+    """Today's path (cp.async staging): the R x C byte matrix at shared ``src`` (rows ``pitch``
+    bytes apart, unswizzled) into B^T at shared ``dst``, element (r, c) at ``dst + F_c(c) +
+    F_r(r + row_off)`` (``mma._transpose_bytes``'s bit-field sums), a warp an atom at a time:
+    ``ldmatrix .trans``, ``prmt`` and ``stmatrix`` (sm_90 on, B^T rows of 16 contiguous K
+    bytes) or four ``st.shared.b32``. ``acc``: the thread's accumulator registers (the batch
+    is sized to what is left). False where it does not apply (the caller copies bytes)."""
+    from tilegen.runtime.codegen.mma import _fields_emit, _fields_static as F
+    from tilegen.runtime.layouts.kernel import register_budget
+
+    warps = em.num_threads // 32
+    kind = _raw_fits(pitch, R, C, fr, fc, row_off, em.sm, warps)
+    if kind is None:
+        return False
+    swap = _raw_dst_cost(kind, True, fr, fc, row_off) < _raw_dst_cost(kind, False, fr, fc, row_off)
+    ka, na = R // ATOM_K, C // ATOM_N
+    total = ka * na
+    batch = batch_for(register_budget(em.func, em.num_threads), acc)
+    _, lane, warp = em.tid()
+
+    def reg(fmt: str, *args) -> str:
+        r = em.new("b32")
+        em.ins(fmt.format(r, *args))
+        return r
+
+    key = ("b8-raw", pitch, R, C, fr, fc, row_off, kind, swap)
+    if key not in em._smem_refs:
+        with em.hoisted():
+            # the warp's first atom: K rows kw.., columns nw.. (K atoms fastest)
+            if warps <= ka:
+                kw, nw = reg("shl.b32 {}, {}, 4", warp), 0
+            else:
+                kw = reg("and.b32 {}, {}, {}", warp, ka - 1)
+                em.ins(f"shl.b32 {kw}, {kw}, 4")
+                nw = reg("shr.u32 {}, {}, {}", warp, (ka - 1).bit_length())
+                em.ins(f"shl.b32 {nw}, {nw}, 5")
+            i = reg("shr.u32 {}, {}, 3", lane)
+            j = reg("and.b32 {}, {}, 7", lane)
+            q = reg("shr.u32 {}, {}, 2", j)
+            t = reg("and.b32 {}, {}, 1", i)
+            em.ins(f"xor.b32 {q}, {q}, {t}")
+            k = reg("and.b32 {}, {}, 6", j)  # K row 4 (j / 2) + 2 q + j % 2 (module docstring)
+            em.ins(f"shl.b32 {k}, {k}, 1")
+            em.ins(f"mad.lo.s32 {k}, {q}, 2, {k}")
+            t = reg("and.b32 {}, {}, 1", j)
+            em.ins(f"add.s32 {k}, {k}, {t}")
+            em.ins(f"add.s32 {k}, {k}, {kw}")
+            n = reg("shr.u32 {}, {}, 1", i)
+            em.ins(f"shl.b32 {n}, {n}, 4")
+            if nw:
+                em.ins(f"add.s32 {n}, {n}, {nw}")
+            s_lane = reg("mad.lo.s32 {}, {}, {}, {}", k, pitch, n)
+            warp_part = em.lincomb(
+                0, [(1, _fields_emit(em, kw, fr, R)), (1, _fields_emit(em, nw, fc, C))]
+            )
+            rr = reg("shr.u32 {}, {}, 2", lane)  # r
+            if kind == "stmatrix":  # lane = matrix m (i), row j: B^T row 16 (m / 2) + 2 j + q'
+                qq = reg("shr.u32 {}, {}, 2", j) if swap else None
+                rn = reg("mad.lo.s32 {}, {}, 2, {}", j, n)
+                if nw:
+                    em.ins(f"sub.s32 {rn}, {rn}, {nw}")
+                par = reg("and.b32 {}, {}, 1", i)
+                if qq is not None:
+                    em.ins(f"xor.b32 {par}, {par}, {qq}")
+                em.ins(f"add.s32 {rn}, {rn}, {par}")
+                d_lanes = [em.lincomb(0, [(1, _fields_emit(em, rn, fc, 32)), (1, warp_part)])]
+            else:  # two addresses: the lane's rows of parity 0 and 1, K bytes 4 (lane % 4)
+                c4 = reg("and.b32 {}, {}, 3", lane)
+                em.ins(f"shl.b32 {c4}, {c4}, 2")
+                kpart = _fields_emit(em, c4, fr, 16)
+                d_lanes = []
+                for p in (0, 1):
+                    rn = reg("shl.b32 {}, {}, 1", rr)
+                    if swap:
+                        s = reg("shr.u32 {}, {}, 2", rr)
+                        em.ins(f"xor.b32 {s}, {s}, {p}")
+                        em.ins(f"add.s32 {rn}, {rn}, {s}")
+                    elif p:
+                        em.ins(f"add.s32 {rn}, {rn}, 1")
+                    d_lanes.append(
+                        em.lincomb(
+                            0,
+                            [(1, _fields_emit(em, rn, fc, 16)), (1, kpart), (1, warp_part)],
+                        )
+                    )
+            hi = em.new("pred")
+            c = reg("and.b32 {}, {}, 2", lane)
+            em.ins(f"setp.ne.u32 {hi}, {c}, 0")
+            even = reg("selp.b32 {}, 0x2064, 0x6420, {}", hi)
+            odd = reg("selp.b32 {}, 0x3175, 0x7531, {}", hi)
+            if swap:
+                sw = em.new("pred")
+                t = reg("and.b32 {}, {}, 16", lane)
+                em.ins(f"setp.ne.u32 {sw}, {t}, 0")
+                s0 = reg("selp.b32 {}, {}, {}, {}", odd, even, sw)
+                s1 = reg("selp.b32 {}, {}, {}, {}", even, odd, sw)
+            else:
+                s0, s1 = even, odd
+            em._smem_refs[key] = (s_lane, d_lanes, s0, s1)
+    s_lane, d_lanes, s0, s1 = em._smem_refs[key]
+    sa = reg("add.s32 {}, {}, {}", src, s_lane)
+    das = [reg("add.s32 {}, {}, {}", dst, d) for d in d_lanes]
+    rounds = -(-total // warps)
+    const_r = F(row_off, fr)
+    for b0 in range(0, rounds, batch):
+        group = list(range(b0, min(rounds, b0 + batch)))
+        loaded = []
+        for t in group:
+            guard = ""
+            if warps * (t + 1) > total:
+                p = em.new("pred")
+                em.ins(f"setp.lt.u32 {p}, {warp}, {total - warps * t}")
+                guard = f"@{p} "
+            # atom w + warps t: its offset from the warp's first atom
+            if warps <= ka:
+                kd, nd = ATOM_K * (warps * t % ka), ATOM_N * (warps * t // ka)
+            else:
+                kd, nd = 0, ATOM_N * (warps // ka) * t
+            m = [em.new("b32") for _ in range(4)]
+            em.ins(
+                f"{guard}ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{', '.join(m)}}}, "
+                f"[{sa}+{kd * pitch + nd}]"
+            )
+            loaded.append((guard, kd, nd, m))
+        for guard, kd, nd, m in loaded:
+            rows = [em.new("b32") for _ in range(4)]
+            em.ins(f"prmt.b32 {rows[0]}, {m[0]}, {m[1]}, {s0}")
+            em.ins(f"prmt.b32 {rows[1]}, {m[0]}, {m[1]}, {s1}")
+            em.ins(f"prmt.b32 {rows[2]}, {m[2]}, {m[3]}, {s0}")
+            em.ins(f"prmt.b32 {rows[3]}, {m[2]}, {m[3]}, {s1}")
+            imm = F(nd, fc) + F(kd, fr) + const_r
+            if kind == "stmatrix":
+                em.ins(
+                    f"{guard}stmatrix.sync.aligned.m8n8.x4.shared.b16 [{das[0]}+{imm}], "
+                    f"{{{', '.join(rows)}}}"
+                )
+                continue
+            for mi, r in enumerate(rows):
+                off = imm + F(16 * (mi // 2), fc)
+                em.ins(f"{guard}st.shared.b32 [{das[mi % 2]}+{off}], {r}")
+    return True

@@ -16,8 +16,8 @@ Plans are decided at compile time from every thread's coordinates (numpy over th
 * shared memory: stores, a barrier, loads. The barrier is ``bar.warp.sync`` when every element
   is read by a warp that also wrote it. The leading barrier (against earlier readers of the
   scratch) is left out when the kernel's top level gets a region nobody used before
-  (:func:`claim_scratch`). Rows of 128 bytes get one padding element when that lowers the bank
-  conflicts of warp 0's accesses (:func:`_padding`).
+  (:func:`claim_scratch`). Rows of 128 bytes get padding (one element, or a vector's width)
+  when that lowers the bank conflicts of warp 0's accesses (:func:`_padding`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Optional
 
 from tilegen.runtime.codegen.core import WARP, Emitter, load_reg, store_reg
 from tilegen.runtime.codegen.dist import Dist
+from tilegen.runtime.smem_banks import warp_wavefronts
 
 
 class _LazyNumpy:
@@ -225,26 +226,24 @@ def warp_local(writes, read_dist: Dist, read_form: Form) -> bool:
     return bool(((mask[rf] & mine) != 0).all())
 
 
-def _bank_cost(forms_dists, esize: int) -> int:
-    """Shared-memory wavefronts of warp 0's accesses (distinct 4-byte words per bank)."""
+def _bank_cost(forms_dists, cls: str, isize: int) -> int:
+    """Shared-memory wavefronts of warp 0's accesses, as :func:`exchange` emits them (vector
+    runs included): runtime/smem_banks.py's rule."""
     cost = 0
     for form, d in forms_dists:
         f = flats(d, form)[:WARP]
-        for j in range(f.shape[1]):
-            words = np.unique((f[:, j] * esize) // 4)
-            if esize == 8:
-                words = np.unique(np.concatenate([words, words + 1]))
-            cost += int(np.bincount(words % 32, minlength=32).max())
+        for j, n in _runs(d, form, cls, isize):
+            cost += warp_wavefronts(f[:, j] * isize, n * isize)
     return cost
 
 
-def _pad_form(form: Form, shape, row: int) -> Optional[Form]:
-    """``form`` composed with ``i -> i + i // row`` when that is exact, else None."""
+def _pad_form(form: Form, shape, row: int, pad: int = 1) -> Optional[Form]:
+    """``form`` composed with ``i -> i + pad * (i // row)`` when that is exact, else None."""
     low = form.const % row
     mults = []
     for m, e in zip(form.mults, shape):
         if m % row == 0:
-            mults.append(m + m // row)
+            mults.append(m + pad * (m // row))
         elif 0 <= m < row:
             low += m * (e - 1)
             mults.append(m)
@@ -252,28 +251,37 @@ def _pad_form(form: Form, shape, row: int) -> Optional[Form]:
             return None
     if low >= row:
         return None
-    return Form(form.const + form.const // row, tuple(mults))
+    return Form(form.const + pad * (form.const // row), tuple(mults))
 
 
-def _padding(writes, read_dist: Dist, read_form: Form, esize: int, size: int):
-    """(write forms, read form, size), padded when that lowers bank conflicts."""
+def _padding(writes, read_dist: Dist, read_form: Form, cls: str, isize: int, size: int):
+    """(write forms, read form, size), padded when that lowers bank conflicts: every row of 128
+    bytes followed by ``pad`` elements, ``pad`` one element or a vector's width (so that
+    vector runs stay aligned), whichever costs warp 0 the fewest wavefronts."""
     plain = (
         [f for _, _, f in writes],
         read_form,
         size,
     )
-    if esize < 4:
+    if isize < 4:
         return plain
-    row = 128 // esize
-    wpad = [_pad_form(f, d.shape, row) for _, d, f in writes]
-    rpad = _pad_form(read_form, read_dist.shape, row)
-    if rpad is None or any(f is None for f in wpad):
-        return plain
-    before = _bank_cost([(f, d) for _, d, f in writes] + [(read_form, read_dist)], esize)
-    after = _bank_cost([(f, d) for f, (_, d, _) in zip(wpad, writes)] + [(rpad, read_dist)], esize)
-    if after >= before:
-        return plain
-    return wpad, rpad, size + size // row + 1
+    row = 128 // isize
+    best, best_cost = plain, _bank_cost(
+        [(f, d) for _, d, f in writes] + [(read_form, read_dist)], cls, isize
+    )
+    for pad in (1, 2, 4):
+        if pad * isize > 16:
+            break
+        wpad = [_pad_form(f, d.shape, row, pad) for _, d, f in writes]
+        rpad = _pad_form(read_form, read_dist.shape, row, pad)
+        if rpad is None or any(f is None for f in wpad):
+            continue
+        cost = _bank_cost(
+            [(f, d) for f, (_, d, _) in zip(wpad, writes)] + [(rpad, read_dist)], cls, isize
+        )
+        if cost < best_cost:
+            best, best_cost = (wpad, rpad, size + pad * (size // row + 1)), cost
+    return best
 
 
 # ----------------------------------------------------------------------------- emission
@@ -441,7 +449,7 @@ def exchange(
             return [_shfl(em, cls, writes[w][0][j], kind, c) for w, j, kind, c in splan]
     isize = scratch_size(cls, esize)
     local = warp_local(writes, read_dist, read_form)
-    wforms, rform, size = _padding(writes, read_dist, read_form, isize, size)
+    wforms, rform, size = _padding(writes, read_dist, read_form, cls, isize, size)
     base = claim_scratch(em, op, size * isize) // isize
     for (regs, d, _), form in zip(writes, wforms):
         form = form.shifted(base)

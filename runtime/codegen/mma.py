@@ -253,7 +253,7 @@ def _raw_rows(base: int, K: int, pitch: int) -> int:
 
 
 def _stage_b8_chunks(
-    em: Emitter, st, kc: int, K: int, N: int, pitch: int, fr, fc, raw_off: int, dst: str
+    em: Emitter, st, kc: int, K: int, N: int, pitch: int, fr, fc, raw_off: int, dst: str, acc: int
 ) -> None:
     """Copy 8-bit B (K x N, row-major in memory) ``kc`` rows at a time into the raw buffer at
     scratch byte ``raw_off`` and transpose each chunk into its place at ``dst`` (the caller has
@@ -277,11 +277,20 @@ def _stage_b8_chunks(
         cp_async_tile(em, sub, ((0, None, pitch),), ((0, None, 1),), em.smem_base(), raw_off)
         cp_async_commit_wait(em, sub)
         em.barrier()
-        _transpose_bytes(em, raw, pitch, kc, N, fr, fc, dst, k0)
+        _transpose_bytes(em, raw, pitch, kc, N, fr, fc, dst, k0, acc)
 
 
 def _transpose_bytes(
-    em: Emitter, src: str, pitch: int, R: int, C: int, fr, fc, dst: str, row_off: int = 0
+    em: Emitter,
+    src: str,
+    pitch: int,
+    R: int,
+    C: int,
+    fr,
+    fc,
+    dst: str,
+    row_off: int = 0,
+    acc: int = 0,
 ) -> None:
     """Move the R x C byte matrix at shared ``src`` (row pitch ``pitch``) to the transposed
     layout at shared ``dst``: element (r, c) lands at ``dst + F_c(c) + F_r(r)`` (bit-field
@@ -289,7 +298,13 @@ def _transpose_bytes(
     two above R). Each thread loads 4-byte words of a row (``ld.shared.b32``)
     and stores their bytes (``st.shared.b8``): 8-bit B operands, copied row-major by cp.async,
     become the K-major / N x K layouts the tensor-core paths read (there is no transposing
-    load for 8-bit elements before sm_100's ``ldmatrix .b8``)."""
+    load for 8-bit elements before sm_100's ``ldmatrix .b8``). Where whole 16 x 32 atoms tile
+    it, a warp moves an atom at a time instead (``b8_transpose.raw_copy``: ``ldmatrix .trans``,
+    ``prmt``, ``stmatrix`` or ``st.shared.b32``); ``acc``: the accumulators a thread holds."""
+    from tilegen.runtime.codegen import b8_transpose
+
+    if b8_transpose.raw_copy(em, src, pitch, R, C, fr, fc, dst, row_off, acc):
+        return
     tid, _, _ = em.tid()
     T = em.num_threads
     words = C // 4
@@ -1227,12 +1242,15 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
         cp_async_commit_wait(em, *(x for x in here if x is not None and x.pipe_buf is None))
     if b8 and kchunk != K:  # raw K x N bytes in chunks -> B's K-major layout (rows n)
         dst = _plus(em, em.smem_base(), off_b)
-        _stage_b8_chunks(em, b_st, kchunk, K, N, praw, kf, b_rows, off_raw, dst)
+        _stage_b8_chunks(
+            em, b_st, kchunk, K, N, praw, kf, b_rows, off_raw, dst, M * N // em.num_threads
+        )
     elif b8:  # raw K x N bytes -> B's K-major layout (rows n)
         if b_st.pipe_buf is None:
             em.barrier()
         raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_raw)
-        _transpose_bytes(em, raw, praw, K, N, kf, b_rows, _plus(em, em.smem_base(), off_b))
+        dst = _plus(em, em.smem_base(), off_b)
+        _transpose_bytes(em, raw, praw, K, N, kf, b_rows, dst, 0, M * N // em.num_threads)
     # generic-proxy writes -> async-proxy (wgmma) reads: proxy fence, then the CTA barrier
     if writes:
         em.ins("fence.proxy.async.shared::cta")
@@ -1661,12 +1679,15 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     if b8 and kchunk != K:  # raw K x N bytes in chunks -> B^T rows n (pitch pbk)
         dst = _plus(em, em.smem_base(), off_b)
         fr, fc = ((0, None, 1),), ((0, None, pbk),)
-        _stage_b8_chunks(em, b_st, kchunk, K, N, praw, fr, fc, off_raw, dst)
+        _stage_b8_chunks(
+            em, b_st, kchunk, K, N, praw, fr, fc, off_raw, dst, M * N // em.num_threads
+        )
         em.barrier()
     elif b8:  # raw K x N bytes -> B^T rows n (pitch pbk)
         raw = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_raw)
         dst = _plus(em, em.smem_base(), off_b)
-        _transpose_bytes(em, raw, praw, K, N, ((0, None, 1),), ((0, None, pbk),), dst)
+        fr, fc = ((0, None, 1),), ((0, None, pbk),)
+        _transpose_bytes(em, raw, praw, K, N, fr, fc, dst, 0, M * N // em.num_threads)
         em.barrier()
     kmap = {dc.raw[k]: k for k in range(dc.nregs)} if in_regs else None
     c_in = em.tile(op, c)

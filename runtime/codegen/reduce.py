@@ -47,6 +47,7 @@ from tilegen.runtime.codegen.exchange import (
     Form,
     GroupExchange,
     claim_scratch,
+    flats,
     row_major,
     scratch_size,
     shfl,
@@ -598,12 +599,15 @@ def scan(em: Emitter, op) -> None:
         for i, s in enumerate(shape):
             if i != axis:
                 lines *= s
-        mults, m = [0] * len(shape), nrep * wv
-        for i in reversed(range(len(shape))):
-            if i != axis:
-                mults[i] = m
-                m *= shape[i]
-        lform = Form(0, tuple(mults))
+        lanes_in = [
+            ln for ln in range(WARP) if lv == 1 or (ln // ls) % lv == (0 if reverse else lv - 1)
+        ]
+        unit = _line_form(shape, axis, 1)
+        line_of = {key: flats(d, unit)[:WARP, _first_reg(reps)] for key, reps in groups.items()}
+        lst, rst, qst = _totals_layout(
+            line_of, lanes_in, nrep, wv, lines, [(c, i) for (c, _, _), i in zip(infos, isizes)]
+        )
+        lform = _line_form(shape, axis, lst)
         offs, size = _aligned_regions(infos, lines * nrep * wv)
         base = claim_scratch(em, op, size)
         offs = [base + o for o in offs]
@@ -617,23 +621,22 @@ def scan(em: Emitter, op) -> None:
             guard = f"@{last} "
         line_at = {}
         for key, reps in groups.items():
-            k0 = next(iter(next(iter(reps.values())).values()))
-            line_at[key] = lform.emit(em, d, k0)
+            line_at[key] = lform.emit(em, d, _first_reg(reps))
             for rep in reps:
-                slot = em.lincomb(rep * wv, [(1, line_at[key]), (1, qw)])
+                slot = em.lincomb(rep * rst, [(1, line_at[key]), (qst, qw)])
                 for (cls, _, _), off, isize, x in zip(infos, offs, isizes, totals[key][rep]):
                     r, st = store_reg(em, cls, x)
                     em.ins(f"{guard}st.shared.{st} [{_smem_at(em, off, slot, isize)}], {r}")
         em.barrier()
         for key, reps in groups.items():
             for rep, byw in reps.items():
-                slot = em.lincomb(rep * wv, [(1, line_at[key])])
+                slot = em.lincomb(rep * rst, [(1, line_at[key])])
                 cols = []
                 for (cls, _, _), off, isize in zip(infos, offs, isizes):
-                    w = _vec_width(cls, isize, wv)
+                    w = _vec_width(cls, isize, wv) if qst == 1 else 1
                     col = []
                     for s0 in range(0, wv, w):
-                        addr = _smem_at(em, off, em.lincomb(s0, [(1, slot)]), isize)
+                        addr = _smem_at(em, off, em.lincomb(s0 * qst, [(1, slot)]), isize)
                         col += _ld_run(em, cls, addr, w, isize)
                     cols.append(col)
                 per = [[col[j] for col in cols] for j in range(wv)]
@@ -646,9 +649,9 @@ def scan(em: Emitter, op) -> None:
                 pre = folds[0]
                 for j in range(1, wv - 1):
                     pre = sel(ge(rw, j + 1), folds[j], pre)
-                first = ge(rw, 1)
+                first_warp = ge(rw, 1)
                 for k in byw.values():
-                    put(k, sel(first, combine(get(k), pre), get(k)))
+                    put(k, sel(first_warp, combine(get(k), pre), get(k)))
 
     # (4) repetitions along the axis
     if nrep > 1:
@@ -683,6 +686,53 @@ def scan(em: Emitter, op) -> None:
 
     for i, res in enumerate(op.results):
         em.set(res, vals[i])
+
+
+def _first_reg(reps: dict) -> int:
+    """The first register of a scan group (its line is the group's)."""
+    return next(iter(next(iter(reps.values())).values()))
+
+
+def _line_form(shape, axis: int, stride: int) -> Form:
+    """Row-major index of a line (the coordinates off ``axis``) times ``stride``."""
+    mults, m = [0] * len(shape), stride
+    for i in reversed(range(len(shape))):
+        if i != axis:
+            mults[i] = m
+            m *= shape[i]
+    return Form(0, tuple(mults))
+
+
+def _totals_layout(line_of: dict, lanes: list, nrep: int, wv: int, lines: int, kinds) -> tuple:
+    """(line, repetition, warp) strides of a scan's per-warp totals in shared memory: of
+    ``[line][rep][warp]``, ``[rep][line][warp]`` and ``[rep][warp][line]``, the one whose stores
+    (by ``lanes``) and loads (vectors along the warps where they are contiguous) take warp 0 the
+    fewest wavefronts (runtime/smem_banks.py), then the fewest loads. ``line_of``: per group,
+    each lane's line; ``kinds``: (register class, scratch element size) per operand."""
+    import numpy as np
+
+    from tilegen.runtime.smem_banks import warp_wavefronts
+
+    sel = np.array(lanes)
+    best = None
+    for lst, rst, qst in (
+        (nrep * wv, wv, 1),
+        (wv, lines * wv, 1),
+        (1, lines * wv, lines),
+    ):
+        waves = loads = 0
+        for lo in line_of.values():
+            for rep in range(nrep):
+                at = lo * lst + rep * rst
+                for cls, isize in kinds:
+                    waves += warp_wavefronts(at[sel] * isize, isize, sel)
+                    w = _vec_width(cls, isize, wv) if qst == 1 else 1
+                    for s0 in range(0, wv, w):
+                        waves += warp_wavefronts((at + s0 * qst) * isize, w * isize)
+                        loads += 1
+        if best is None or (waves, loads) < best[0]:
+            best = ((waves, loads), (lst, rst, qst))
+    return best[1]
 
 
 def _scan_serial(em: Emitter, op, reverse: bool) -> None:

@@ -17,19 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-BANKS = 32
-WORD = 4
-
-
-def phase_wavefronts(addrs: np.ndarray, size: int) -> int:
-    """Wavefronts of one phase: lanes at byte addresses ``addrs``, ``size`` bytes each."""
-    if not len(addrs):
-        return 0
-    a = addrs.astype(np.int64)
-    first, last = a // WORD, (a + size - 1) // WORD
-    words = first[:, None] + np.arange(int((last - first).max()) + 1)[None, :]
-    words = np.unique(words[words <= last[:, None]])
-    return int(np.bincount(words % BANKS, minlength=BANKS).max())
+from tilegen.runtime.smem_banks import lanes_a_phase, phase_wavefronts  # noqa: F401
 
 
 class BankStats:
@@ -49,7 +37,7 @@ class BankStats:
 
     def access(self, ins, lanes: np.ndarray, addrs: np.ndarray, size: int) -> None:
         """A ld/st.shared of ``size`` bytes a lane (all of a vector): ``addrs`` of ``lanes``."""
-        per = BANKS * WORD // max(size, WORD)  # lanes a phase: 32, 16 (8 B) or 8 (16 B)
+        per = lanes_a_phase(size)  # 32, 16 (8 B) or 8 (16 B)
         warps = lanes // 32
         for w in np.unique(warps):
             sel = warps == w
