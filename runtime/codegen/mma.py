@@ -461,10 +461,19 @@ def _unstage(em: Emitter, v) -> None:
         em.set(v, materialize(em, st))
 
 
-def _pitch(n: int, esz: int) -> int:
+def _pitch(n: int, esz: int, wide: bool = False) -> int:
     """Row pitch of a cp.async-staged operand: 16 bytes of padding, so that the 8 rows an
-    ldmatrix (or a fragment ld.shared) reads fall into different banks."""
-    return n * esz + 16
+    ldmatrix (or a fragment ld.shared of A or B^T, 8 rows x 4 threads of 4 bytes) reads fall
+    into different banks; 32 bytes (``wide``) where rows must lie 8 banks apart: f64
+    fragments (4 rows x 4 threads a phase of 8-byte loads) and 32-bit B read K x N by
+    ``ld.shared`` (4 K rows x 8 threads): :func:`_ld_pitch`."""
+    return n * esz + (32 if wide else 16)
+
+
+def _ld_pitch(n: int, esz: int, kn: bool) -> int:
+    """:func:`_pitch` of an operand mma.sync reads by ``ld.shared`` or ``ldmatrix``: rows of
+    ``n`` elements, ``kn`` for B K x N (else A or B^T, K contiguous)."""
+    return _pitch(n, esz, esz == 8 or (kn and esz == 4))
 
 
 def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, convert=None):
@@ -515,14 +524,14 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
     if idx == 0:  # rows past M (padding to the instruction's M) are left unwritten
         if transposed:
             return None
-        pa = _pitch(K, esz)
+        pa = _ld_pitch(K, esz, False)
         return ((0, None, pa),), ((0, None, esz),), -(-M // tm) * tm * pa
     if transposed:  # B^T rows n, K contiguous
-        pb = _pitch(K, esz)
+        pb = _ld_pitch(K, esz, False)
         return ((0, None, pb),), ((0, None, esz),), N * pb
     if esz == 2 and tk * esz != 32:
         return None
-    pb = _pitch(N, esz)  # 8-bit: copied as is, transposed in shared memory by the dot
+    pb = _ld_pitch(N, esz, True)  # 8-bit: copied as is, transposed in shared memory by the dot
     return ((0, None, pb),), ((0, None, esz),), K * pb
 
 
@@ -547,12 +556,14 @@ def _staged_lane_offsets(em, lane, warp, row, wn, esz, pa, pbk, b_kn, use_ldm, l
         rA = em.lincomb(0, [(tm * pa, wmi), (pa, l16), (16, h16)])
     else:
         rA = em.lincomb(0, [(tm * pa, wmi), (pa, g), (row.epr * esz, t)])
+    # ldmatrix: lanes 16-31 address the next column group (n + wn tn), which an .x4 reads
+    # beside this one (.x2 ignores their addresses)
     if b_kn and ldm_b:  # ldmatrix .trans: lane l addresses k row (l % 8) + 8 (l / 8 % 2)
-        rB = em.lincomb(0, [(pbk, l8), (8 * pbk, h8), (tn * esz, wni)])
+        rB = em.lincomb(0, [(pbk, l8), (8 * pbk, h8), (tn * esz, wni), (wn * tn * esz, h16)])
     elif b_kn:  # b_i = (k = t + dk, n = g)
         rB = em.lincomb(0, [(pbk, t), (tn * esz, wni), (esz, g)])
     elif ldm_b:
-        rB = em.lincomb(0, [(tn * pbk, wni), (pbk, l8), (16, h8)])
+        rB = em.lincomb(0, [(tn * pbk, wni), (pbk, l8), (16, h8), (wn * tn * pbk, h16)])
     else:
         rB = em.lincomb(0, [(tn * pbk, wni), (pbk, g), (row.epr * esz, t)])
     return rA, rB
@@ -1608,7 +1619,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     box_a = a_st.pipe_buf if a_st is not None and isinstance(a_st.pipe_buf, StagedBox) else None
     if box_a is not None and (esz != 2 or tk * esz != 32):
         fail(op, "PTX backend: an mma.sync dot reads A copied by TMA only by ldmatrix")
-    pa = _pitch(K, esz)  # (A from registers too: written at the padded pitch, in words)
+    pa = _ld_pitch(K, esz, False)  # (A from registers too: written at the padded pitch)
     # A in the rows layout (P = softmax(Q K^T) as f16): the C fragment of one MMA is the A
     # fragment of the next, no shared memory
     a_regs = (
@@ -1635,7 +1646,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     size_raw = kchunk * praw if b8 and b_st.pipe_buf is None else 0
     if b8:
         b_kn = False
-    pbk = _pitch(N, esz) if b_kn else _pitch(K, esz) if b_st is not None else K * esz
+    pbk = K * esz if b_st is None else _ld_pitch(N, esz, True) if b_kn else _ld_pitch(K, esz, False)
     # scratch: operands not in a pipeline stage buffer, then C if it is not in registers
     size_a = 0 if (a_st is not None and a_st.pipe_buf is not None) or kept_a or a_regs else M * pa
     b_in_pipe = b_st is not None and b_st.pipe_buf is not None and not b8
@@ -1776,7 +1787,9 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     # B from a TMA stage, the warps stacked along M: column groups rb, rb + 1 read by one
     # ldmatrix.x4 (lanes 16-31 at the next 8 columns: async_mma_sync.bt_offsets / b_offsets)
     # and their MMAs interleaved, as tileiras reads B (docs/pipelines.md section 49)
-    npair = box is not None and by_rows and reps_n % 2 == 0
+    # (today's path too: column groups rb, rb + 1 by one ldmatrix.x4, lanes 16-31 addressing
+    # the second; _staged_lane_offsets)
+    npair = reps_n % 2 == 0 and ((box is not None and by_rows) or (box is None and ldm_b))
     step = 2 if npair else 1
     groups = [tuple(range(g, g + step)) for g in range(0, reps_n, step)]
     for ra in range(reps_m):
