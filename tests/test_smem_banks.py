@@ -92,3 +92,50 @@ def test_bench_compares_tilegen_and_tileiras_on_the_corpus(capsys):
     mine, theirs = (c.strip() for c in row.split("|")[2:4])
     assert "excess" in mine and "excess" in theirs, row
     assert "### matmul_fp8 (tilegen)" in out
+
+
+# ----------------------------------------------------------------------------- layouts chosen by it
+#: today's path (cp.async staging, mma.sync): (A, C, M, N, K, target, B^T)
+TODAY = [
+    ("f16", "f32", 128, 128, 32, "sm_80", False),  # B by ldmatrix.x4.trans, two groups a load
+    ("f16", "f32", 64, 128, 32, "sm_80", True),  # B^T by ldmatrix.x4
+    ("tf32", "f32", 128, 64, 32, "sm_80", False),  # 32-bit B K x N by ld.shared: 32-byte pad
+    ("f64", "f64", 64, 64, 16, "sm_80", False),  # f64 fragments: 32-byte pad
+]
+
+
+@pytest.mark.parametrize("et,ct,m,n,k,sm,bt", TODAY)
+def test_todays_path_gemm_is_free_of_bank_conflicts(et, ct, m, n, k, sm, bt):
+    """Every shared-memory access of the kernel one wavefront a phase (before: 16-byte row
+    padding gave tf32's B K x N and f64's fragments 2-way conflicts), exact over 3 K steps;
+    16-bit B read two column groups an ``ldmatrix.x4`` (no ``.x2`` left)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_codegen_pipeline as tp
+    import test_tmem_chunks as tc
+
+    ptx = tc.assembled(tp._compile(None, et, ct, m, n, k, sm, bt=bt), int(sm[3:5]))
+    if et == "f16":
+        assert "ldmatrix.sync.aligned.m8n8.x4" in ptx and ".x2" not in ptx
+    nk = 3
+    a, b, c = tp._operands(et, ct, m, n, k * nk, 5, bt)
+    lines: dict = {}
+    args = [a, b, c, np.asarray(np.int32(nk)), np.asarray(np.int32(k * nk))]
+    out = run_ptx(ptx, args, (1, 1, 1), bank_stats=lines, strict_async=True)[2]
+    np.testing.assert_array_equal(out.astype(np.float64), tp._ref(a, b, c, k * nk, bt))
+    conflicted = {n: r for n, r in lines.items() if r["wavefronts"] != r["phases"]}
+    assert not conflicted, conflicted
+
+
+def test_scan_totals_take_the_layout_without_conflicts():
+    """The corpus scan's cross-warp totals: ``[line][rep][warp]`` stored 8-way (832 excess
+    wavefronts on sm_90); the layout the bank rule picks takes none."""
+    from tilegen.runtime.codegen.reduce import _totals_layout
+
+    lines = np.arange(32)  # a line per lane, 4 repetitions, 2 warps along the axis
+    lst, rst, qst = _totals_layout({0: lines}, list(range(32)), 4, 2, 64, [("f32", 4)])
+    assert (lst, rst, qst) == (1, 128, 64)  # [rep][warp][line]
+    # the old layout's stores: lanes 8 words apart
+    from tilegen.runtime.smem_banks import warp_wavefronts
+
+    assert warp_wavefronts(lines * 8 * 4, 4) == 8
+    assert warp_wavefronts(lines * lst * 4, 4) == 1
