@@ -15,6 +15,7 @@ from tilegen.runtime.records import dataclass
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail, handles, load_reg
 from tilegen.runtime.codegen.exchange import Form, row_major
 from tilegen.runtime.layouts.decisions import mma_family
+from tilegen.runtime.layouts.kernel import register_cap
 from tilegen.runtime.codegen.tcgen05_dot import (
     keep_fields,
     staged_fields,
@@ -535,7 +536,7 @@ def staged_layout(op, idx: int, num_warps: int, sm: int, transposed=False, conve
     return ((0, None, pb),), ((0, None, esz),), K * pb
 
 
-def _staged_lane_offsets(em, lane, warp, row, wn, esz, pa, pbk, b_kn, use_ldm, ldm_b):
+def _staged_lane_offsets(em, lane, warp, row, wn, esz, pa, pbk, b_kn, use_ldm, ldm_b, pair_b):
     """Per-lane byte offsets (from each operand buffer's start) of the A and B fragments when an
     operand is cp.async-staged: A row-major with pitch ``pa``; B row-major K x N with pitch
     ``pbk`` (``b_kn``) or N x K with pitch ``pbk``."""
@@ -556,14 +557,16 @@ def _staged_lane_offsets(em, lane, warp, row, wn, esz, pa, pbk, b_kn, use_ldm, l
         rA = em.lincomb(0, [(tm * pa, wmi), (pa, l16), (16, h16)])
     else:
         rA = em.lincomb(0, [(tm * pa, wmi), (pa, g), (row.epr * esz, t)])
-    # ldmatrix: lanes 16-31 address the next column group (n + wn tn), which an .x4 reads
-    # beside this one (.x2 ignores their addresses)
+    # ``pair_b``: lanes 16-31 address the next column group (n + wn tn), which an ldmatrix.x4
+    # reads beside this one
     if b_kn and ldm_b:  # ldmatrix .trans: lane l addresses k row (l % 8) + 8 (l / 8 % 2)
-        rB = em.lincomb(0, [(pbk, l8), (8 * pbk, h8), (tn * esz, wni), (wn * tn * esz, h16)])
+        pair = [(wn * tn * esz, h16)] if pair_b else []
+        rB = em.lincomb(0, [(pbk, l8), (8 * pbk, h8), (tn * esz, wni)] + pair)
     elif b_kn:  # b_i = (k = t + dk, n = g)
         rB = em.lincomb(0, [(pbk, t), (tn * esz, wni), (esz, g)])
     elif ldm_b:
-        rB = em.lincomb(0, [(tn * pbk, wni), (pbk, l8), (16, h8), (wn * tn * pbk, h16)])
+        pair = [(wn * tn * pbk, h16)] if pair_b else []
+        rB = em.lincomb(0, [(tn * pbk, wni), (pbk, l8), (16, h8)] + pair)
     else:
         rB = em.lincomb(0, [(tn * pbk, wni), (pbk, g), (row.epr * esz, t)])
     return rA, rB
@@ -1711,12 +1714,18 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     _, lane, warp = em.tid()
     use_ldm = row.frag_cls == "b32" and tk * esz == 32
     ldm_b = use_ldm and (not b_kn or esz == 2)  # ldmatrix .trans moves 16-bit elements only
+    # today's path: column groups rb, rb + 1 of B by one ldmatrix.x4, where the kernel sets no
+    # register cap (under one, the second group's fragments tipped occupancy-2 attention
+    # kernels further into spilling)
+    pair_b = (
+        box is None and ldm_b and reps_n % 2 == 0 and register_cap(em.func, em.num_threads) is None
+    )
     key = ("mma-staged-lanes", M, N, K, esz, wm, wn, use_ldm, ldm_b, row.epr, tm, tn, pa, pbk, b_kn)
-    key += (by_rows,)
+    key += (by_rows, pair_b)
     if key not in em._smem_refs:
         with em.hoisted():
             rA, rB = _staged_lane_offsets(
-                em, lane, warp, row, wn, esz, pa, pbk, b_kn, use_ldm, ldm_b
+                em, lane, warp, row, wn, esz, pa, pbk, b_kn, use_ldm, ldm_b, pair_b
             )
             if by_rows:  # lane l: row 8 w + l % 8 + 8 W ((l / 8) % 2), 16-byte chunk l / 16
                 rA = _rows_lane_offset(em, lane, warp, W, pa)
@@ -1787,9 +1796,8 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     # B from a TMA stage, the warps stacked along M: column groups rb, rb + 1 read by one
     # ldmatrix.x4 (lanes 16-31 at the next 8 columns: async_mma_sync.bt_offsets / b_offsets)
     # and their MMAs interleaved, as tileiras reads B (docs/pipelines.md section 49)
-    # (today's path too: column groups rb, rb + 1 by one ldmatrix.x4, lanes 16-31 addressing
-    # the second; _staged_lane_offsets)
-    npair = reps_n % 2 == 0 and ((box is not None and by_rows) or (box is None and ldm_b))
+    # (today's path too where pair_b: lanes 16-31 address the second, _staged_lane_offsets)
+    npair = (reps_n % 2 == 0 and box is not None and by_rows) or pair_b
     step = 2 if npair else 1
     groups = [tuple(range(g, g + step)) for g in range(0, reps_n, step)]
     for ra in range(reps_m):
