@@ -74,10 +74,7 @@ def atoms(K: int, N: int, span: int, box: int, tspan: int, tbox: int, warps: int
     out = []
     for j in range(total // warps):
         # warp w takes atoms w + warps j (K atoms fastest): the w part is in the lane's address
-        if warps <= ka:
-            kd, nd = ATOM_K * (warps * j % ka), ATOM_N * (warps * j // ka)
-        else:
-            kd, nd = 0, ATOM_N * (warps // ka) * j
+        kd, nd = _atom_offset(j, warps, ka)
         out.append(
             Atom(
                 (nd // span) * box + kd * span,
@@ -119,6 +116,75 @@ def batch_for(budget: int, acc: int) -> int:
     return max(1, min(BATCH, (budget - acc - SLACK) // 8))
 
 
+def _reg(em: Emitter, fmt: str, *args) -> str:
+    r = em.new("b32")
+    em.ins(fmt.format(r, *args))
+    return r
+
+
+def _first_atom(em: Emitter, warps: int, ka: int) -> tuple:
+    """(kw, nw): the K row and column of the warp's first atom (atom w, K atoms fastest); nw
+    is 0 where every warp's atoms start in the first column."""
+    _, _, warp = em.tid()
+    if warps <= ka:
+        return _reg(em, "shl.b32 {}, {}, 4", warp), 0
+    kw = _reg(em, "and.b32 {}, {}, {}", warp, ka - 1)
+    em.ins(f"shl.b32 {kw}, {kw}, 4")
+    nw = _reg(em, "shr.u32 {}, {}, {}", warp, (ka - 1).bit_length())
+    em.ins(f"shl.b32 {nw}, {nw}, 5")
+    return kw, nw
+
+
+def _load_lane(em: Emitter, kw, nw) -> tuple:
+    """(i, j, q, k, n) of the lane's ldmatrix row: matrix ``i``, its row ``j``, ``q = (i % 2) ^
+    (j / 4)``, and the K row ``k = kw + 4 (j / 2) + 2 q + j % 2`` and first column ``n = nw +
+    16 (i / 2)`` it addresses (the module docstring)."""
+    _, lane, _ = em.tid()
+    i = _reg(em, "shr.u32 {}, {}, 3", lane)
+    j = _reg(em, "and.b32 {}, {}, 7", lane)
+    q = _reg(em, "shr.u32 {}, {}, 2", j)
+    t = _reg(em, "and.b32 {}, {}, 1", i)
+    em.ins(f"xor.b32 {q}, {q}, {t}")
+    k = _reg(em, "and.b32 {}, {}, 6", j)
+    em.ins(f"shl.b32 {k}, {k}, 1")
+    em.ins(f"mad.lo.s32 {k}, {q}, 2, {k}")
+    t = _reg(em, "and.b32 {}, {}, 1", j)
+    em.ins(f"add.s32 {k}, {k}, {t}")
+    em.ins(f"add.s32 {k}, {k}, {kw}")
+    n = _reg(em, "shr.u32 {}, {}, 1", i)
+    em.ins(f"shl.b32 {n}, {n}, 4")
+    if nw:
+        em.ins(f"add.s32 {n}, {n}, {nw}")
+    return i, j, q, k, n
+
+
+def _selectors(em: Emitter, swap: bool) -> tuple:
+    """The two ``prmt`` selectors of the lane. Lane ``c = lane % 4`` holds K rows 4c, 4c + 1 in
+    matrix 0 (1) for c < 2 (c >= 2); row 2r's bytes are (low.b0, low.b2, high.b0, high.b2), row
+    2r + 1's the odd bytes; with ``swap``, lanes r = lane / 4 >= 4 put row 2r + 1 first."""
+    _, lane, _ = em.tid()
+    hi = em.new("pred")
+    c = _reg(em, "and.b32 {}, {}, 2", lane)
+    em.ins(f"setp.ne.u32 {hi}, {c}, 0")
+    even = _reg(em, "selp.b32 {}, 0x2064, 0x6420, {}", hi)
+    odd = _reg(em, "selp.b32 {}, 0x3175, 0x7531, {}", hi)
+    if not swap:
+        return even, odd
+    sw = em.new("pred")
+    t = _reg(em, "and.b32 {}, {}, 16", lane)
+    em.ins(f"setp.ne.u32 {sw}, {t}, 0")
+    return _reg(em, "selp.b32 {}, {}, {}, {}", odd, even, sw), _reg(
+        em, "selp.b32 {}, {}, {}, {}", even, odd, sw
+    )
+
+
+def _atom_offset(t: int, warps: int, ka: int) -> tuple:
+    """(K rows, columns) of a warp's atom ``t`` (atom w + warps t) past its first."""
+    if warps <= ka:
+        return ATOM_K * (warps * t % ka), ATOM_N * (warps * t // ka)
+    return 0, ATOM_N * (warps // ka) * t
+
+
 def setup(em: Emitter, b, bt, warps: int, batch: int = BATCH) -> Lanes | None:
     """Each lane's addresses and selectors for stage B ``b`` (async_loop._Operand) into B^T
     ``bt`` (async_loop._KMajor) over ``warps`` consumer warps, ``batch`` atoms' loads issued
@@ -130,59 +196,18 @@ def setup(em: Emitter, b, bt, warps: int, batch: int = BATCH) -> Lanes | None:
     plan = atoms(K, N, b.span, b.box_bytes, bt.span, bt.box_bytes, warps)
     if plan is None:
         return None
-    _, lane, warp = em.tid()
     ka = K // ATOM_K
-
-    def reg(fmt: str, *args) -> str:
-        r = em.new("b32")
-        em.ins(fmt.format(r, *args))
-        return r
-
-    # the warp's first atom: K rows kw.., columns nw..
-    if warps <= ka:
-        kw, nw = reg("shl.b32 {}, {}, 4", warp), 0
-    else:
-        kw = reg("and.b32 {}, {}, {}", warp, ka - 1)
-        em.ins(f"shl.b32 {kw}, {kw}, 4")
-        nw = reg("shr.u32 {}, {}, {}", warp, (ka - 1).bit_length())
-        em.ins(f"shl.b32 {nw}, {nw}, 5")
-    i = reg("shr.u32 {}, {}, 3", lane)  # the matrix this lane addresses
-    j = reg("and.b32 {}, {}, 7", lane)  # its row
-    q = reg("shr.u32 {}, {}, 2", j)  # (i % 2) ^ (j / 4): which of its two K pairs / rows
-    t = reg("and.b32 {}, {}, 1", i)
-    em.ins(f"xor.b32 {q}, {q}, {t}")
-    # source: K row 4 (j / 2) + 2 q + j % 2, columns 16 (i / 2) ..
-    k = reg("and.b32 {}, {}, 6", j)
-    em.ins(f"shl.b32 {k}, {k}, 1")
-    em.ins(f"mad.lo.s32 {k}, {q}, 2, {k}")
-    t = reg("and.b32 {}, {}, 1", j)
-    em.ins(f"add.s32 {k}, {k}, {t}")
-    em.ins(f"add.s32 {k}, {k}, {kw}")
-    n = reg("shr.u32 {}, {}, 1", i)
-    em.ins(f"shl.b32 {n}, {n}, 4")
-    if nw:
-        em.ins(f"add.s32 {n}, {n}, {nw}")
+    kw, nw = _first_atom(em, warps, ka)
+    i, j, q, k, n = _load_lane(em, kw, nw)
     src = _boxed(em, k, n, b.span, b.box_bytes)
     # destination: B^T row 16 (i / 2) + 2 j + q (the source's first column + 2 j + q), K bytes
     # kw ..
-    rn = reg("mad.lo.s32 {}, {}, 2, {}", j, n)
+    rn = _reg(em, "mad.lo.s32 {}, {}, 2, {}", j, n)
     em.ins(f"add.s32 {rn}, {rn}, {q}")
     dst = _boxed(em, rn, kw, bt.span, bt.box_bytes)
     if b.offset:
         em.ins(f"add.s32 {src}, {src}, {b.offset}")  # (1024-aligned: the XORs stay in the row)
-    # selectors: lane c = lane % 4 holds K rows 4c, 4c + 1 in matrix 0 (1) for c < 2 (c >= 2);
-    # row 2r's bytes are (low.b0, low.b2, high.b0, high.b2), row 2r + 1's the odd bytes; lanes
-    # r = lane / 4 >= 4 put row 2r + 1 first
-    hi = em.new("pred")
-    c = reg("and.b32 {}, {}, 2", lane)
-    em.ins(f"setp.ne.u32 {hi}, {c}, 0")
-    even = reg("selp.b32 {}, 0x2064, 0x6420, {}", hi)
-    odd = reg("selp.b32 {}, 0x3175, 0x7531, {}", hi)
-    swap = em.new("pred")
-    t = reg("and.b32 {}, {}, 16", lane)
-    em.ins(f"setp.ne.u32 {swap}, {t}, 0")
-    s0 = reg("selp.b32 {}, {}, {}, {}", odd, even, swap)
-    s1 = reg("selp.b32 {}, {}, {}, {}", even, odd, swap)
+    s0, s1 = _selectors(em, True)
     return Lanes(plan, batch, src, dst, (s0, s1))
 
 
@@ -295,62 +320,34 @@ def raw_copy(
     total = ka * na
     batch = batch_for(register_budget(em.func, em.num_threads), acc)
     _, lane, warp = em.tid()
-
-    def reg(fmt: str, *args) -> str:
-        r = em.new("b32")
-        em.ins(fmt.format(r, *args))
-        return r
-
     key = ("b8-raw", pitch, R, C, fr, fc, row_off, kind, swap)
     if key not in em._smem_refs:
         with em.hoisted():
-            # the warp's first atom: K rows kw.., columns nw.. (K atoms fastest)
-            if warps <= ka:
-                kw, nw = reg("shl.b32 {}, {}, 4", warp), 0
-            else:
-                kw = reg("and.b32 {}, {}, {}", warp, ka - 1)
-                em.ins(f"shl.b32 {kw}, {kw}, 4")
-                nw = reg("shr.u32 {}, {}, {}", warp, (ka - 1).bit_length())
-                em.ins(f"shl.b32 {nw}, {nw}, 5")
-            i = reg("shr.u32 {}, {}, 3", lane)
-            j = reg("and.b32 {}, {}, 7", lane)
-            q = reg("shr.u32 {}, {}, 2", j)
-            t = reg("and.b32 {}, {}, 1", i)
-            em.ins(f"xor.b32 {q}, {q}, {t}")
-            k = reg("and.b32 {}, {}, 6", j)  # K row 4 (j / 2) + 2 q + j % 2 (module docstring)
-            em.ins(f"shl.b32 {k}, {k}, 1")
-            em.ins(f"mad.lo.s32 {k}, {q}, 2, {k}")
-            t = reg("and.b32 {}, {}, 1", j)
-            em.ins(f"add.s32 {k}, {k}, {t}")
-            em.ins(f"add.s32 {k}, {k}, {kw}")
-            n = reg("shr.u32 {}, {}, 1", i)
-            em.ins(f"shl.b32 {n}, {n}, 4")
-            if nw:
-                em.ins(f"add.s32 {n}, {n}, {nw}")
-            s_lane = reg("mad.lo.s32 {}, {}, {}, {}", k, pitch, n)
+            kw, nw = _first_atom(em, warps, ka)
+            i, j, _, k, n = _load_lane(em, kw, nw)
+            s_lane = _reg(em, "mad.lo.s32 {}, {}, {}, {}", k, pitch, n)
             warp_part = em.lincomb(
                 0, [(1, _fields_emit(em, kw, fr, R)), (1, _fields_emit(em, nw, fc, C))]
             )
-            rr = reg("shr.u32 {}, {}, 2", lane)  # r
             if kind == "stmatrix":  # lane = matrix m (i), row j: B^T row 16 (m / 2) + 2 j + q'
-                qq = reg("shr.u32 {}, {}, 2", j) if swap else None
-                rn = reg("mad.lo.s32 {}, {}, 2, {}", j, n)
+                rn = _reg(em, "mad.lo.s32 {}, {}, 2, {}", j, n)
                 if nw:
                     em.ins(f"sub.s32 {rn}, {rn}, {nw}")
-                par = reg("and.b32 {}, {}, 1", i)
-                if qq is not None:
-                    em.ins(f"xor.b32 {par}, {par}, {qq}")
+                par = _reg(em, "and.b32 {}, {}, 1", i)
+                if swap:
+                    em.ins(f"xor.b32 {par}, {par}, {_reg(em, 'shr.u32 {}, {}, 2', j)}")
                 em.ins(f"add.s32 {rn}, {rn}, {par}")
                 d_lanes = [em.lincomb(0, [(1, _fields_emit(em, rn, fc, 32)), (1, warp_part)])]
             else:  # two addresses: the lane's rows of parity 0 and 1, K bytes 4 (lane % 4)
-                c4 = reg("and.b32 {}, {}, 3", lane)
+                rr = _reg(em, "shr.u32 {}, {}, 2", lane)
+                c4 = _reg(em, "and.b32 {}, {}, 3", lane)
                 em.ins(f"shl.b32 {c4}, {c4}, 2")
                 kpart = _fields_emit(em, c4, fr, 16)
                 d_lanes = []
                 for p in (0, 1):
-                    rn = reg("shl.b32 {}, {}, 1", rr)
+                    rn = _reg(em, "shl.b32 {}, {}, 1", rr)
                     if swap:
-                        s = reg("shr.u32 {}, {}, 2", rr)
+                        s = _reg(em, "shr.u32 {}, {}, 2", rr)
                         em.ins(f"xor.b32 {s}, {s}, {p}")
                         em.ins(f"add.s32 {rn}, {rn}, {s}")
                     elif p:
@@ -361,23 +358,10 @@ def raw_copy(
                             [(1, _fields_emit(em, rn, fc, 16)), (1, kpart), (1, warp_part)],
                         )
                     )
-            hi = em.new("pred")
-            c = reg("and.b32 {}, {}, 2", lane)
-            em.ins(f"setp.ne.u32 {hi}, {c}, 0")
-            even = reg("selp.b32 {}, 0x2064, 0x6420, {}", hi)
-            odd = reg("selp.b32 {}, 0x3175, 0x7531, {}", hi)
-            if swap:
-                sw = em.new("pred")
-                t = reg("and.b32 {}, {}, 16", lane)
-                em.ins(f"setp.ne.u32 {sw}, {t}, 0")
-                s0 = reg("selp.b32 {}, {}, {}, {}", odd, even, sw)
-                s1 = reg("selp.b32 {}, {}, {}, {}", even, odd, sw)
-            else:
-                s0, s1 = even, odd
-            em._smem_refs[key] = (s_lane, d_lanes, s0, s1)
+            em._smem_refs[key] = (s_lane, d_lanes) + _selectors(em, swap)
     s_lane, d_lanes, s0, s1 = em._smem_refs[key]
-    sa = reg("add.s32 {}, {}, {}", src, s_lane)
-    das = [reg("add.s32 {}, {}, {}", dst, d) for d in d_lanes]
+    sa = _reg(em, "add.s32 {}, {}, {}", src, s_lane)
+    das = [_reg(em, "add.s32 {}, {}, {}", dst, d) for d in d_lanes]
     rounds = -(-total // warps)
     const_r = F(row_off, fr)
     for b0 in range(0, rounds, batch):
@@ -389,11 +373,7 @@ def raw_copy(
                 p = em.new("pred")
                 em.ins(f"setp.lt.u32 {p}, {warp}, {total - warps * t}")
                 guard = f"@{p} "
-            # atom w + warps t: its offset from the warp's first atom
-            if warps <= ka:
-                kd, nd = ATOM_K * (warps * t % ka), ATOM_N * (warps * t // ka)
-            else:
-                kd, nd = 0, ATOM_N * (warps // ka) * t
+            kd, nd = _atom_offset(t, warps, ka)
             m = [em.new("b32") for _ in range(4)]
             em.ins(
                 f"{guard}ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{', '.join(m)}}}, "
