@@ -1715,10 +1715,16 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
     use_ldm = row.frag_cls == "b32" and tk * esz == 32
     ldm_b = use_ldm and (not b_kn or esz == 2)  # ldmatrix .trans moves 16-bit elements only
     # today's path: column groups rb, rb + 1 of B by one ldmatrix.x4, where the kernel sets no
-    # register cap (under one, the second group's fragments tipped occupancy-2 attention
-    # kernels further into spilling)
+    # register cap, and in a chain (attention) only for a dot of fewer than 128 accumulators a
+    # thread whose A is not in registers (P V keeps P live): elsewhere the second group's
+    # fragments tipped kernels that spill further (fuzz seeds 950099 and 950623 under a cap,
+    # 1600044's P V)
     pair_b = (
-        box is None and ldm_b and reps_n % 2 == 0 and register_cap(em.func, em.num_threads) is None
+        box is None
+        and ldm_b
+        and reps_n % 2 == 0
+        and register_cap(em.func, em.num_threads) is None
+        and not (by_rows and (a_regs or dr.nregs >= 128))
     )
     key = ("mma-staged-lanes", M, N, K, esz, wm, wn, use_ldm, ldm_b, row.epr, tm, tn, pa, pbk, b_kn)
     key += (by_rows, pair_b)
