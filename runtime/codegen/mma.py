@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from tilegen.runtime.records import dataclass
 
+from tilegen.runtime.codegen import b8_transpose
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail, handles, load_reg
 from tilegen.runtime.codegen.exchange import Form, row_major
 from tilegen.runtime.layouts.decisions import mma_family
@@ -302,8 +303,6 @@ def _transpose_bytes(
     load for 8-bit elements before sm_100's ``ldmatrix .b8``). Where whole 16 x 32 atoms tile
     it, a warp moves an atom at a time instead (``b8_transpose.raw_copy``: ``ldmatrix .trans``,
     ``prmt``, ``stmatrix`` or ``st.shared.b32``); ``acc``: the accumulators a thread holds."""
-    from tilegen.runtime.codegen import b8_transpose
-
     if b8_transpose.raw_copy(em, src, pitch, R, C, fr, fc, dst, row_off, acc):
         return
     tid, _, _ = em.tid()
