@@ -6,7 +6,8 @@ the simulator's strict async mode against NumPy.
 
 What varies (a kernel is fully determined by its seed):
 
-* **GEMM**: A/B element (f16, bf16, e4m3, i8, f32 through tf32), output element, tile
+* **GEMM**: A/B element (f16, bf16, e4m3, i8, f32 as an f32 dot, and from seed 1,700,000 on
+  f32 converted to tf32 before the dot), output element, tile
   (TM 64/128/256, TN 64/128/256, TK 32/64/128), B loaded K x N or N x K and transposed, the
   initial accumulator (zero or the output's tile), the epilogue (none, x alpha, + a bias row,
   ReLU; from seed 100,000 on also a bias row then a scale per row: side vectors of both
@@ -68,8 +69,10 @@ def gemm(
     BT: ct.Constant[int],
     INIT: ct.Constant[int],
     EPI: ct.Constant[int],
+    TF32: ct.Constant[int],
 ):
-    """C = epilogue(A B + init); B is K x N, or N x K (BT) and transposed after its load."""
+    """C = epilogue(A B + init); B is K x N, or N x K (BT) and transposed after its load; f32
+    operands converted to tf32 (TF32) before the dot."""
     i, j = ct.bid(0), ct.bid(1)
     acc_t = ct.int32 if C.dtype == ct.int32 else ct.float32
     if INIT == 1:
@@ -82,6 +85,8 @@ def gemm(
             b = ct.transpose(ct.load(B, index=(j, k), shape=(TN, TK), padding_mode=ZERO))
         else:
             b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=ZERO)
+        if TF32 == 1:
+            a, b = ct.astype(a, ct.tfloat32), ct.astype(b, ct.tfloat32)
         acc = ct.mma(a, b, acc)
     if EPI == 1:
         acc = acc * 2
@@ -105,9 +110,11 @@ def bgemm(
     TK: ct.Constant[int],
     BT: ct.Constant[int],
     INIT: ct.Constant[int],
+    TF32: ct.Constant[int],
 ):
     """C[z] = A[z] B[z] (+ C[z], INIT) over 3-d arrays (a batch index z = bid 2): (1, TM, TK)
-    tiles reshaped to the dot's 2-d operands; B is K x N, or N x K (BT) and transposed."""
+    tiles reshaped to the dot's 2-d operands; B is K x N, or N x K (BT) and transposed; f32
+    operands converted to tf32 (TF32)."""
     i, j, z = ct.bid(0), ct.bid(1), ct.bid(2)
     acc_t = ct.int32 if C.dtype == ct.int32 else ct.float32
     if INIT == 1:
@@ -124,6 +131,8 @@ def bgemm(
             b = ct.reshape(
                 ct.load(B, index=(z, k, j), shape=(1, TK, TN), padding_mode=ZERO), (TK, TN)
             )
+        if TF32 == 1:
+            a, b = ct.astype(a, ct.tfloat32), ct.astype(b, ct.tfloat32)
         acc = ct.mma(a, b, acc)
     ct.store(C, index=(z, i, j), tile=ct.reshape(ct.astype(acc, C.dtype), (1, TM, TN)))
 
@@ -174,6 +183,7 @@ ELEM = {
     "e4m3": (None, "float8_e4m3fn", 1),
     "i8": (np.int8, "int8", 1),
     "f32": (np.float32, "float32", 4),
+    "tf32": (np.float32, "float32", 4),  # (f32 arrays, converted to tf32 before the dot)
     "i32": (np.int32, "int32", 4),
 }
 TARGETS = ["sm_90a", "sm_90a", "sm_100a", "sm_100a", "sm_100a", "sm_80", "sm_120"]
@@ -229,6 +239,8 @@ def generate(seed: int) -> Config:
     )
     if target == "sm_80" and ab == "e4m3":  # (sm_80 has no fp8: a located refusal)
         ab, out = "f16", "f32"
+    if seed >= 1_700_000 and ab == "f32" and rng.random() < 0.7:  # (earlier seeds: no tf32)
+        ab = "tf32"
     esz = ELEM[ab][2]
     tm = rng.choice([64, 128, 128, 256])
     tn = rng.choice([64, 128, 128, 256])
@@ -320,6 +332,7 @@ def export(cfg: Config, path: str, args: list) -> None:
         params = [_constraint(t, x) for t, x in zip((ab, ab, out, out), args)]
         params += [p["TM"], p["TN"], p["TK"], p["BT"]]
         params += [p.get("INIT", 0)] + ([p["EPI"]] if cfg.kind == "gemm" else [])
+        params += [int(p["ab"] == "tf32")]
         fn = gemm if cfg.kind == "gemm" else bgemm
     else:
         from cuda.tile.compilation import ScalarConstraint
@@ -378,7 +391,7 @@ def problem(cfg: Config, rng: np.random.Generator) -> tuple:
             wide[0, :n], wide[1, :m] = bias[0], scale[0]
             bias = wide
         ref = _decode(_encode(ref, p["out"]), p["out"])  # rounded to the output element
-        tol = 2e-2 if p["out"] in ("f16", "bf16") or p["ab"] == "f32" else 0.0
+        tol = 2e-2 if p["out"] in ("f16", "bf16") or p["ab"] in ("f32", "tf32") else 0.0
         grid = (-(-m // p["TM"]), -(-n // p["TN"]), 1)
         args = [a, b, c, _encode(bias, p["out"])]
         return args, grid, 2, ref, tol, tol
@@ -392,7 +405,7 @@ def problem(cfg: Config, rng: np.random.Generator) -> tuple:
         ref = _decode(_encode(av @ bv + cv, p["out"]), p["out"])
         b = _encode(bv.transpose(0, 2, 1).copy() if p["BT"] else bv, p["ab"])
         args = [_encode(av, p["ab"]), b, _encode(cv, p["out"])]
-        tol = 2e-2 if p["out"] in ("f16", "bf16") or p["ab"] == "f32" else 0.0
+        tol = 2e-2 if p["out"] in ("f16", "bf16") or p["ab"] in ("f32", "tf32") else 0.0
         grid = (-(-m // p["TM"]), -(-n // p["TN"]), nz)
         return args, grid, 2, ref, tol, tol
     s, t, h, d = z["S"], z["T"], z["H"], p["D"]

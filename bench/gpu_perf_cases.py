@@ -146,7 +146,12 @@ def grouped_block_order(ptx: str, group: int = 8) -> str:
 #: gpu-check's PTX experiments by name (``"ptx_patch"`` in VARIANTS)
 PTX_PATCHES = {"grouped8": grouped_block_order}
 
-GEMM_TILES = {"f16": (128, 128, 64), "bf16": (128, 128, 64), "e4m3": (128, 128, 128)}
+GEMM_TILES = {
+    "f16": (128, 128, 64),
+    "bf16": (128, 128, 64),
+    "e4m3": (128, 128, 128),
+    "tf32": (128, 128, 32),
+}
 
 
 @dataclass
@@ -154,7 +159,7 @@ class PerfCase:
     """One large launch: ``kernel`` (a name of :func:`kernels`), its arguments as
     ``(name, shape, dtype)`` for arrays (dtype: f16 bf16 e4m3 f32) or ``(name, value)`` for
     scalars and constants, the grid, the flop count, the relative-error bound of the check and
-    the baseline (``matmul``, ``addmm``, ``scaled_mm``, ``sdpa`` or None)."""
+    the baseline (``matmul``, ``matmul_tf32``, ``addmm``, ``scaled_mm``, ``sdpa`` or None)."""
 
     name: str
     kernel: str
@@ -205,11 +210,23 @@ def kernels() -> dict:
             acc = ct.mma(a, ct.permute(bt, (1, 0)), acc)
         ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
 
+    def gemm_tf32(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        """C = A B of f32 arrays, the products in tf32 (each operand converted) and the sums
+        in f32: what torch.matmul does with allow_tf32."""
+        i, j = ct.bid(0), ct.bid(1)
+        acc = ct.full((TM, TN), 0.0, ct.float32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=zero)
+            b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=zero)
+            acc = ct.mma(ct.astype(a, ct.tfloat32), ct.astype(b, ct.tfloat32), acc)
+        ct.store(C, index=(i, j), tile=acc)
+
     # gemm_pair: 256-row tiles on clusters of two CTAs (num_ctas=2: docs/pipelines.md sections
     # 18-19; on sm_90 each CTA takes 128 rows and B is multicast to both)
     out = {"gemm": ct.kernel(gemm), "gemm_pair": ct.kernel(gemm, num_ctas=2)}
     out["gemm_occupancy2"] = ct.kernel(gemm, occupancy=2)  # (VARIANTS only)
     out["gemm_bt"] = ct.kernel(gemm_bt)
+    out["gemm_tf32"] = ct.kernel(gemm_tf32)
     out["gemm_acc"] = ct.kernel(gemm_acc)
     out["gemm_acc_pair"] = ct.kernel(gemm_acc, num_ctas=2)
     ak = async_kernels()
@@ -336,6 +353,22 @@ def cases() -> list[PerfCase]:
                 2 * s**3,
                 2e-2,
                 "scaled_mm",
+            )
+        )
+    # f32 in and out, the products in tf32, beside cuBLAS's tf32 GEMM (torch.matmul with
+    # allow_tf32): A's fragments rounded in registers (docs/pipelines.md section 55)
+    tm, tn, tk = GEMM_TILES["tf32"]
+    for s in (4096, 8192):
+        out.append(
+            PerfCase(
+                f"gemm tf32 {s}^3 (f32 out)",
+                "gemm_tf32",
+                [("A", (s, s), "f32"), ("B", (s, s), "f32"), ("C", (s, s), "f32")]
+                + [("TM", tm), ("TN", tn), ("TK", tk)],
+                (s // tm, s // tn, 1),
+                2 * s**3,
+                2e-2,
+                "matmul_tf32",
             )
         )
     s = 4096
@@ -505,6 +538,8 @@ def reference_kind(case: PerfCase) -> str:
     kernel = case.kernel.removesuffix("_pair")
     if kernel.startswith("attention_causal"):
         return "attention_causal"
+    if kernel == "gemm_tf32":  # (checked against the f32 product)
+        return "gemm"
     if kernel in ("gemm", "gemm_bt", "gemm_acc", "gemm_fp8_blockscaled", "attention_bwd_dkdv_gqa"):
         return kernel
     raise ValueError(f"no reference for kernel {case.kernel}")
@@ -574,6 +609,17 @@ def baseline(case: PerfCase, args: tuple):
     if case.baseline == "matmul":
         a, b = args[0], args[1]
         return (lambda: torch.matmul(a, b)), f"cuBLAS (torch.matmul, {a.dtype} out)"
+    if case.baseline == "matmul_tf32":  # f32 in and out, the products in tf32
+
+        def run_tf32():
+            old = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = True
+            try:
+                return torch.matmul(args[0], args[1])
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = old
+
+        return run_tf32, "cuBLAS tf32 (torch.matmul, allow_tf32, f32 out)"
     if case.baseline == "addmm":  # C = Cin + A B
         a, b, c = args[0], args[1], args[2]
         return (lambda: torch.addmm(c, a, b)), f"cuBLAS (torch.addmm, {a.dtype} out)"

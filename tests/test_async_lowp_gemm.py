@@ -59,7 +59,7 @@ def test_async_code_is_ptxas_clean_and_matches_the_corpus(tmp_path, kernel, targ
     c = _compile(CORPUS_OUT / f"{kernel}.tileirbc", target)
     ptx = c.ptx
     assert "cp.async.bulk.tensor.2d" in ptx and "setmaxnreg.dec.sync.aligned.u32 32" in ptx
-    assert ("cvt.rna.tf32.f32" in ptx) == (kernel == "matmul_tf32")
+    assert ("cvt.rn.tf32.f32" in ptx) == (kernel == "matmul_tf32")
     if target == "sm_90a":  # B^T: transposed by the consumers, fenced for the async proxy
         assert "fence.proxy.async.shared::cta" in ptx
         assert ("prmt.b32" in ptx) == (kernel != "matmul_tf32")
@@ -195,14 +195,14 @@ def tf32_sm100():
 
 def test_tf32_needs_its_rounding_and_its_32_byte_swizzle_atoms(tf32_sm100):
     """The two things the tcgen05 tf32 path adds, each removed from otherwise valid PTX: the
-    in-place cvt.rna (the staged f32 truncated: ~1e-2 off) and the map's 32-byte swizzle atoms
+    in-place cvt.rn (the staged f32 truncated: ~1e-2 off) and the map's 32-byte swizzle atoms
     (TMA then writes what the 128B_BASE32B descriptor does not read)."""
     ptx, args, data = tf32_sm100
     out = run_strict(ptx, args, (2, 2))
     np.testing.assert_allclose(out[2], data["expected__C"], rtol=1e-4, atol=1e-4)
     lines = ptx.splitlines(keepends=True)
     no_atoms = "".join(l for l in lines if "swizzle_atomicity" not in l)
-    no_rna = "".join(l for l in lines if "cvt.rna.tf32.f32" not in l)
+    no_rna = "".join(l for l in lines if "cvt.rn.tf32.f32" not in l)
     assert len(no_atoms) < len(ptx) and len(no_rna) < len(ptx)
     for bad, least in ((no_atoms, 1.0), (no_rna, 1e-3)):
         out = run_strict(bad, args, (2, 2))

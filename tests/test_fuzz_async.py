@@ -573,6 +573,11 @@ FOUND[725396] = "sm_100a e4m3 256x256 from C, both operands by threads: spilled 
 #: ... and M 64 on 4 warps, half a row a thread by 16x32bx2, the bias row read by chunks
 FOUND[736918] = "sm_100a f16 64x256, + bias row, st.global: spilled 40 B"
 FOUND[735923] = "sm_100a e4m3 64x256 from C, + bias row, occupancy 2, st.global: spilled 8 B"
+#: sm_90a tf32 with A from registers (docs/pipelines.md section 55): the per-step ldmatrix
+#: addresses, four registers live across the loop, spilled 4 B beside a bias row's epilogue;
+#: one register and an XOR per step now
+FOUND[1700166] = "sm_90a tf32 128x128x32, + bias row: spilled 4 B"
+FOUND[1701954] = "sm_90a tf32 128x128x32, + bias row, N 4: spilled 4 B"
 
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {

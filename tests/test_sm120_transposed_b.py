@@ -1,6 +1,6 @@
 """sm_120's async GEMM consumers (runtime/codegen/async_mma_sync.py) for operands ldmatrix
 cannot transpose: tf32 and 8-bit B loaded K x N are copied by the consumers into B^T buffers
-each stage (async_loop._transpose_b; 8-bit B by b8_transpose.py) and read K-major; tf32 fragments are rounded (cvt.rna) as
+each stage (async_loop._transpose_b; 8-bit B by b8_transpose.py) and read K-major; tf32 fragments are rounded (cvt.rn) as
 they are read (docs/pipelines.md section 37). Text kernels of tests/test_codegen_pipeline.py,
 from C, run with 0, 1 and 3 K steps against NumPy in the strict simulator."""
 
@@ -37,7 +37,7 @@ def test_sm120_consumers_transpose_b(et, ct, m, n, k, bt):
     # B^T read K-major, two 8-column groups an ldmatrix.x4 (docs/pipelines.md section 49)
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
     assert "ldmatrix.sync.aligned.m8n8.x2" not in ptx
-    assert ("cvt.rna.tf32.f32" in ptx) == (et == "tf32")
+    assert ("cvt.rn.tf32.f32" in ptx) == (et == "tf32")
     # the transposing copy in the consumers' loop: tf32 by st.shared.b32, 8-bit B a warp an
     # atom at a time (ldmatrix .trans, stmatrix: section 51); none for B^T from the stage
     loop = re.split(r"\$L__async_mma_\d+:", ptx)[1]
@@ -50,7 +50,8 @@ def test_sm120_consumers_transpose_b(et, ct, m, n, k, bt):
 def test_sm90_tf32_b_transposed_before_its_conversion(tmp_path):
     # B loaded N x K, transposed, then converted to tf32 (the order cuTile writes): the rule
     # saw the conversion only under the transpose, and took today's path; the stage's B^T is
-    # now rounded in place (cvt.rna) before the wgmmas read it, as A's is
+    # now rounded in place before the wgmmas read it; A's fragments are read by ldmatrix and
+    # converted in registers (docs/pipelines.md section 55)
     import test_codegen_pipeline as tp
     import test_tmem_chunks as tc
 
@@ -58,8 +59,10 @@ def test_sm90_tf32_b_transposed_before_its_conversion(tmp_path):
         tp._compile(None, "tf32", "f32", 64, 64, 32, "sm_90a", bt=True, tma=True), 90
     )
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
-    # A's and B^T's 8 KB each: 512 chunks of 4 f32 over 128 consumer threads
-    assert ptx.count("cvt.rna.tf32.f32") == 2 * (64 * 32 * 4 // 16 // 128) * 4
+    # the loop twice over (two sets of A registers): in each, B^T's 8 KB rounded in place
+    # (512 chunks of 4 f32 over 128 consumer threads) and A's 4 k8 steps, an ldmatrix.x4 each
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 2 * 4
+    assert ptx.count("cvt.rn.tf32.f32") == 2 * ((64 * 32 * 4 // 16 // 128) * 4 + 4 * 4)
     _check_runs(ptx, "tf32", "f32", 64, 64, 32, True)
 
 
@@ -93,5 +96,5 @@ def test_tf32_operands_are_rounded_not_truncated(target, m, n, bt):
     b = np.full((n, k * nk) if bt else (k * nk, n), x, np.float32)
     c = np.zeros((m, n), np.float32)
     out = tp._launch(ptx, a, b, c, nk, k * nk, strict_async=True)
-    r = np.float64(1 + 2.0**-10)  # cvt.rna.tf32.f32 of x
+    r = np.float64(1 + 2.0**-10)  # cvt.rn.tf32.f32 of x
     np.testing.assert_allclose(out, np.full((m, n), k * nk * r * r), rtol=1e-6)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tilegen.runtime.codegen import async_copy, async_mma_sync, async_scaled, cta_pair, tcgen05, tma
+from tilegen.runtime.codegen import async_copy, async_mma_sync, async_rs, async_scaled, cta_pair
+from tilegen.runtime.codegen import tcgen05, tma
 from tilegen.runtime.codegen import (
     async_kept,
     b8_transpose,
@@ -31,6 +32,7 @@ from tilegen.runtime.codegen import (
     tmem_chunks,
 )
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail
+from tilegen.runtime.codegen.selection import conversion_ptx
 from tilegen.runtime.codegen.tma import swizzled_reg as _swizzled
 from tilegen.runtime.ir import OpResult
 from tilegen.runtime.layouts.async_forms import (
@@ -336,7 +338,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     iv = em.mov(iv_cls, lb)
     top, end = em.new_label("async_consume"), em.new_label("async_consumed")
     wg_ins, wg_imms = _wgmma_form(dot, W, N, ab, pair, kmajor)
-    round_a, round_b = (_converted(dot.operands[i]) for i in (0, 1))
+    round_a, round_b = (_converted(em, dot.operands[i]) for i in (0, 1))
     btbase = btend = None
     # one stage's wgmmas stay in flight while the next stage's are issued (wait_group 1): the
     # previous stage is released one iteration late, the last one after the loop
@@ -365,82 +367,103 @@ def async_for(em: Emitter, op, stages: int) -> None:
     if scaled:  # scale-d false: the first K step of each instance overwrites the partial product
         zero_d = em.new("pred")
         em.ins(f"setp.ne.u32 {zero_d}, 0, 0")
-    em.label(top)
-    stop = em.new("pred")
-    em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
-    em.ins(f"@{stop} bra {end}")
-    if scaled:  # the side vectors' loads go out before the wait: they land under the MMAs
-        em.values[body.args[0]] = iv
-        async_scaled.side_vectors(em, chain, order)
-    mbarrier_wait(em, bar(0, ring.stage), ring.phase)
-    sbase = stage_address(em, ring.stage, stage_bytes)
-    if sides:  # the staged side vectors, before the stage goes back
-        async_scaled.staged_vectors(em, sides, order, sbase)
-    abase = sbase
-    if G > 1:  # this warp group's 64 rows of A
-        abase = em.new("b32")
-        em.ins(f"add.s32 {abase}, {sbase}, {wgoff}")
-    if round_a:  # f32 -> tf32 (cvt.rna) of A in place: the conversion the IR asks for
-        _round_tf32(em, sbase, a, tid, nthreads)
-    if lanes is not None:  # 8-bit B^T of this stage, a warp an atom at a time
-        b8_transpose.emit(em, lanes, sbase, btbase)
-    elif bt is not None:  # B^T of this stage into this iteration's buffer, for the async proxy
-        _transpose_b(em, b, sbase, bt, btbase, tid, nthreads, round_b)
-    elif round_b:  # (B^T staged K-major: rounded in place as A is)
-        _round_tf32(em, sbase, b, tid, nthreads)
-    if round_a or round_b or bt is not None:
-        em.ins("fence.proxy.async.shared::cta")
-        em.barrier()
-    em.ins("wgmma.fence.sync.aligned")
-    tk = 32 // a.esz  # every wgmma K step is 32 bytes
-    per = N // 2  # fragment registers of one m64nN instance
-    # one descriptor per operand and stage; each K step (and m64 instance) adds its byte
-    # offset / 16 to the start-address field (bits 0-13: shared addresses stay below 256 KB)
-    da0 = wgmma_descriptor_parts(em, abase, 16, 8 * a.span, a.span)
-    if kmajor:  # B^T from the stage: K-major, as A
-        sb0 = em.new("b32")
-        em.ins(f"add.s32 {sb0}, {sbase}, {b.offset}")
-        db0 = wgmma_descriptor_parts(em, sb0, 16, 8 * b.span, b.span)
-    elif bt is None:  # B N-major from the stage (transpose bit)
-        sb0 = em.new("b32")
-        em.ins(f"add.s32 {sb0}, {sbase}, {b.offset}")
-        db0 = wgmma_descriptor_parts(em, sb0, K * b.span, 8 * b.span, b.span)
-    else:  # B^T K-major, as A
-        db0 = wgmma_descriptor_parts(em, btbase, 16, 8 * bt.span, bt.span)
-    moved = lambda parts, off: wgmma_descriptor_at(em, parts, off)  # noqa: E731
+    # A the IR converts to tf32: read into registers and converted there (async_rs.py), the
+    # loop emitted twice over so that each copy's fragments stay put while its wgmmas run
+    regs_a = None
+    if round_a and not scaled:
+        budget = inc.value if inc is not None else register_budget(em.func, nthreads + 128)
+        if async_rs.fits(nq, K, len(acc), budget):
+            regs_a = async_rs.RegisterA(em, a, nq, G, round_a)
 
-    # K steps outermost: consecutive wgmmas write different accumulators (m64 instances), as
-    # tileiras and CUTLASS issue them
-    for kk in range(K // tk):
-        for q in range(nq):
-            dregs = ", ".join((part or acc)[q * per : (q + 1) * per])
-            kb = kk * 32  # K byte offset in A's rows
-            da = moved(da0, (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span)
-            if kmajor:
-                db = moved(db0, (kb // b.span) * b.box_bytes + kb % b.span)
-            else:
-                db = moved(db0, kk * tk * b.span if bt is None else bt.offset(0, kb))
-            d_in = zero_d if scaled and kk == 0 else p
-            em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {d_in}{wg_imms}")
-    em.ins("wgmma.commit_group.sync.aligned")
-    if scaled:  # the partial product is needed now: wait for it, free the stage, scale it in
-        em.ins("wgmma.wait_group.sync.aligned 0")
-        em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
-        async_scaled.scaled_update(em, body, chain, dot, part, acc, order)
-    else:
-        em.ins("wgmma.wait_group.sync.aligned 1")  # the previous stage's wgmmas are done: free it
-        release(bar(1, prev), have_prev)
-        em.ins(f"mov.b32 {prev}, {ring.stage}")
-        em.ins(f"setp.eq.u32 {have_prev}, 0, 0")
-    if bt is not None:
-        bt.advance(em, btbase, btend)
-    ring.advance(em)
-    em.ins(f"add.{ty} {iv}, {iv}, {step}")
+    def one_stage() -> None:
+        if scaled:  # the side vectors' loads go out before the wait: they land under the MMAs
+            em.values[body.args[0]] = iv
+            async_scaled.side_vectors(em, chain, order)
+        mbarrier_wait(em, bar(0, ring.stage), ring.phase)
+        sbase = stage_address(em, ring.stage, stage_bytes)
+        if sides:  # the staged side vectors, before the stage goes back
+            async_scaled.staged_vectors(em, sides, order, sbase)
+        abase = sbase
+        if G > 1:  # this warp group's 64 rows of A
+            abase = em.new("b32")
+            em.ins(f"add.s32 {abase}, {sbase}, {wgoff}")
+        if round_a and regs_a is None:  # f32 -> tf32 of A in place: the IR's conversion
+            _round_tf32(em, sbase, a, tid, nthreads, round_a)
+        if lanes is not None:  # 8-bit B^T of this stage, a warp an atom at a time
+            b8_transpose.emit(em, lanes, sbase, btbase)
+        elif bt is not None:  # B^T of this stage into this iteration's buffer, for the async proxy
+            _transpose_b(em, b, sbase, bt, btbase, tid, nthreads, round_b)
+        elif round_b:  # (B^T staged K-major: rounded in place as A is)
+            _round_tf32(em, sbase, b, tid, nthreads, round_b)
+        if (round_a and regs_a is None) or round_b or bt is not None:
+            em.ins("fence.proxy.async.shared::cta")
+            em.barrier()
+        frags = regs_a.load(em, sbase) if regs_a is not None else None
+        em.ins("wgmma.fence.sync.aligned")
+        tk = 32 // a.esz  # every wgmma K step is 32 bytes
+        per = N // 2  # fragment registers of one m64nN instance
+        # one descriptor per operand and stage; each K step (and m64 instance) adds its byte
+        # offset / 16 to the start-address field (bits 0-13: shared addresses stay below 256 KB)
+        if frags is None:
+            da0 = wgmma_descriptor_parts(em, abase, 16, 8 * a.span, a.span)
+        if kmajor:  # B^T from the stage: K-major, as A
+            sb0 = em.new("b32")
+            em.ins(f"add.s32 {sb0}, {sbase}, {b.offset}")
+            db0 = wgmma_descriptor_parts(em, sb0, 16, 8 * b.span, b.span)
+        elif bt is None:  # B N-major from the stage (transpose bit)
+            sb0 = em.new("b32")
+            em.ins(f"add.s32 {sb0}, {sbase}, {b.offset}")
+            db0 = wgmma_descriptor_parts(em, sb0, K * b.span, 8 * b.span, b.span)
+        else:  # B^T K-major, as A
+            db0 = wgmma_descriptor_parts(em, btbase, 16, 8 * bt.span, bt.span)
+        moved = lambda parts, off: wgmma_descriptor_at(em, parts, off)  # noqa: E731
+
+        # K steps outermost: consecutive wgmmas write different accumulators (m64 instances), as
+        # tileiras and CUTLASS issue them
+        for kk in range(K // tk):
+            for q in range(nq):
+                dregs = ", ".join((part or acc)[q * per : (q + 1) * per])
+                kb = kk * 32  # K byte offset in A's rows
+                if frags is not None:  # A's fragment of this step, in registers
+                    da = "{" + ", ".join(frags[(q, kk)]) + "}"
+                else:
+                    da = moved(da0, (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span)
+                if kmajor:
+                    db = moved(db0, (kb // b.span) * b.box_bytes + kb % b.span)
+                else:
+                    db = moved(db0, kk * tk * b.span if bt is None else bt.offset(0, kb))
+                d_in = zero_d if scaled and kk == 0 else p
+                em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {d_in}{wg_imms}")
+        em.ins("wgmma.commit_group.sync.aligned")
+        if scaled:  # the partial product is needed now: wait for it, free the stage, scale it in
+            em.ins("wgmma.wait_group.sync.aligned 0")
+            em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
+            async_scaled.scaled_update(em, body, chain, dot, part, acc, order)
+        else:
+            em.ins(
+                "wgmma.wait_group.sync.aligned 1"
+            )  # the previous stage's wgmmas are done: free it
+            release(bar(1, prev), have_prev)
+            em.ins(f"mov.b32 {prev}, {ring.stage}")
+            em.ins(f"setp.eq.u32 {have_prev}, 0, 0")
+        if bt is not None:
+            bt.advance(em, btbase, btend)
+        ring.advance(em)
+        em.ins(f"add.{ty} {iv}, {iv}, {step}")
+
+    em.label(top)
+    for _ in range(2 if regs_a is not None else 1):
+        stop = em.new("pred")
+        em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
+        em.ins(f"@{stop} bra {end}")
+        one_stage()
     em.ins(f"bra {top}")
     em.label(end)
     if not scaled:
         em.ins("wgmma.wait_group.sync.aligned 0")  # the last stage's wgmmas
         release(bar(1, prev), have_prev)
+    if regs_a is not None:  # the last stages' ldmatrix reads, before the ring is scratch
+        em.barrier()
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
     # (after the epilogue's TMA store instead, when there is one)
     if store is None:
@@ -1455,7 +1478,11 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     skip = em.new_label("async_issued")
     # f32 -> tf32 operands are rounded in place (cvt.rna) by every consumer thread per stage
     # before thread 0 issues; otherwise only thread 0 runs the loop
-    rnd = [x for i, x in ((0, a), (1, b)) if _converted(dot.operands[i])]
+    rnd = [
+        (x, c)
+        for x, c in ((a, _converted(em, dot.operands[0])), (b, _converted(em, dot.operands[1])))
+        if c
+    ]
     if rnd and pair:
         fail(op, "PTX backend: a CTA pair's operands must reach the MMA as they are staged")
     issuer = t0
@@ -1481,8 +1508,8 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
     issued = None
     if rnd:
-        for x in rnd:
-            _round_tf32(em, sbase, x, tid, em.barrier_threads)
+        for x, cvt in rnd:
+            _round_tf32(em, sbase, x, tid, em.barrier_threads, cvt)
         em.ins("fence.proxy.async.shared::cta")
         em.barrier()
         issued = em.new_label("async_stage_issued")
@@ -2124,17 +2151,20 @@ def _divmod(em: Emitter, x, d: int) -> tuple:
     return q, r
 
 
-def _converted(v) -> bool:
-    """Whether a dot operand is an f32 -> tf32 ``fp_to_fp`` of its staged load: the MMA must
-    see the rounded value (``cvt.rna.tf32.f32``, as today's path converts its fragments), not
-    the f32 bits TMA staged (the tensor core would truncate them)."""
+def _converted(em: Emitter, v) -> str | None:
+    """The conversion instruction of a dot operand that is an f32 -> tf32 ``fp_to_fp`` of its
+    staged load (``selection.conversion_ptx``), else None: the MMA must see the rounded value,
+    as today's path converts its fragments, not the f32 bits TMA staged (the tensor core would
+    truncate them)."""
     op = getattr(v, "op", None)
-    return op is not None and op.name == "nv_tileaa.fp_to_fp"
+    if op is None or op.name != "nv_tileaa.fp_to_fp":
+        return None
+    return conversion_ptx(op, em.sm)
 
 
-def _round_tf32(em: Emitter, sbase, x: "_Operand", tid, nthreads: int) -> None:
-    """Round every f32 of operand ``x``'s stage in place to tf32 (16-byte chunks per thread;
-    the swizzle permutes whole chunks, so any chunk order covers the tile)."""
+def _round_tf32(em: Emitter, sbase, x: "_Operand", tid, nthreads: int, cvt: str) -> None:
+    """Round every f32 of operand ``x``'s stage in place to tf32 by ``cvt`` (16-byte chunks per
+    thread; the swizzle permutes whole chunks, so any chunk order covers the tile)."""
     chunks = x.bytes // 16
     for j in range(-(-chunks // nthreads)):
         u = em.new("b32")
@@ -2150,20 +2180,20 @@ def _round_tf32(em: Emitter, sbase, x: "_Operand", tid, nthreads: int) -> None:
         vals = [em.new("b32") for _ in range(4)]
         em.ins(f"ld.shared.v4.b32 {{{', '.join(vals)}}}, [{addr}+{x.offset}]")
         for r in vals:
-            em.ins(f"cvt.rna.tf32.f32 {r}, {r}")
+            em.ins(f"{cvt} {r}, {r}")
         em.ins(f"st.shared.v4.b32 [{addr}+{x.offset}], {{{', '.join(vals)}}}")
         if skip is not None:
             em.label(skip)
 
 
 def _transpose_b(
-    em: Emitter, b: "_Operand", sbase, bt: _KMajor, dbase, tid, nthreads: int, rna: bool = False
+    em: Emitter, b: "_Operand", sbase, bt: _KMajor, dbase, tid, nthreads: int, cvt=None
 ):
     """Every consumer thread copies its share of the stage's B (K x N, N contiguous, TMA
     column boxes) into B^T (``bt``: N x K, K contiguous). 8-bit: units of 4 K rows x 4 columns
     (four ``ld.shared.b32``, a 4 x 4 byte transpose in eight ``prmt``, four ``st.shared.b32``);
     32-bit: units of one K row x 4 columns (``ld.shared.v4.b32``, four ``st.shared.b32``),
-    rounded to tf32 on the way when ``rna``."""
+    rounded to tf32 on the way by ``cvt`` (an instruction) when given."""
     K, N = b.tile[-2:]
     esz = b.esz
     if esz not in (1, 4):
@@ -2220,9 +2250,9 @@ def _transpose_b(
             em.ins(f"add.s32 {a}, {sbase}, {_swizzled(em, src0, b.span)}")
             cols = [em.new("b32") for _ in range(4)]
             em.ins(f"ld.shared.v4.b32 {{{', '.join(cols)}}}, [{a}]")
-            if rna:  # f32 -> tf32 on the way
+            if cvt:  # f32 -> tf32 on the way
                 for r in cols:
-                    em.ins(f"cvt.rna.tf32.f32 {r}, {r}")
+                    em.ins(f"{cvt} {r}, {r}")
         # destination: row 4 n4 + i of B^T at K byte 4 k0 (four 8-bit K values / one f32)
         kb = em.new("b32")
         em.ins(f"shl.b32 {kb}, {k0}, 2")

@@ -21,9 +21,6 @@ from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.codegen.pipeline import Ring, mbarrier_arrive, mbarrier_wait
 from tilegen.runtime.layouts.kernel import register_budget
 
-#: f32 -> tf32 (the IR's conversion of an f32 stage's values)
-RNA = "cvt.rna.tf32.f32"
-
 
 def _lanes(em: Emitter):
     _, lane, warp = em.tid()
@@ -161,7 +158,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
     # its way into B^T where the consumers transpose it), as today's path converts its own
     from tilegen.runtime.codegen.async_loop import _converted
 
-    round_a, round_b = (_converted(dot.operands[i]) for i in (0, 1))
+    round_a, round_b = (_converted(em, dot.operands[i]) for i in (0, 1))
     reps_m, reps_n, ksteps = M // tm, N // (tn * W), K // tk
     pairs = reps_n % 2 == 0  # B of two column groups an ldmatrix.x4, as tileiras reads it
     bspan = b.span if bt is None else bt.span  # (the rows ldmatrix reads B from)
@@ -228,7 +225,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
                 f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, "
                 f"[{sa[j]}+{off}]"
             )
-            afr.append(converted_regs(em, regs, RNA) if round_a else regs)
+            afr.append(converted_regs(em, regs, round_a) if round_a else regs)
         for g in range(0, reps_n, 2 if pairs else 1):
             grp = (g, g + 1) if pairs else (g,)
             cregs = {
@@ -244,7 +241,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
                     off = boff + box * box_bytes + g * W * tn * bspan
                     em.ins(f"{ldmatrix(regs)} {{{', '.join(regs)}}}, [{sb[j]}+{off}]")
                     if round_b and bt is None:
-                        regs = converted_regs(em, regs, RNA)
+                        regs = converted_regs(em, regs, round_b)
                 else:
                     off = b.offset + s * tk * b.span
                     em.ins(f"{ldmatrix(regs, True)} {{{', '.join(regs)}}}, [{sb[g]}+{off}]")

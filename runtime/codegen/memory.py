@@ -1017,7 +1017,7 @@ class Staged:
 class StagePlan:
     """How a stageable load reaches its dot: cp.async width, the ops in between, the dot and
     operand index, whether the operand is the tile transposed, and the per-fragment conversion
-    (``cvt.rna.tf32.f32`` for an f32 -> tf32 ``fp_to_fp``)."""
+    (an f32 -> tf32 ``fp_to_fp``: its instruction is ``selection.conversion_ptx``)."""
 
     def __init__(self, vec, chain, dot, idx, transposed, convert):
         self.vec, self.chain, self.dot, self.idx = vec, chain, dot, idx

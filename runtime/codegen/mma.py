@@ -15,6 +15,7 @@ from tilegen.runtime.records import dataclass
 from tilegen.runtime.codegen import b8_transpose
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail, handles, load_reg
 from tilegen.runtime.codegen.exchange import Form, row_major
+from tilegen.runtime.codegen.selection import conversion_ptx
 from tilegen.runtime.layouts.decisions import mma_family
 from tilegen.runtime.layouts.kernel import register_cap
 from tilegen.runtime.codegen.tcgen05_dot import (
@@ -1433,8 +1434,8 @@ def wgmma_dot(em: Emitter, op, plan: WgmmaPlan) -> None:
 
 
 def converted_regs(em: Emitter, regs: list, cvt: str) -> list:
-    """Fragment registers through conversion instruction ``cvt`` (``cvt.rna.tf32.f32``), in
-    new b32 registers."""
+    """Fragment registers through conversion instruction ``cvt``
+    (``selection.conversion_ptx``), in new b32 registers."""
     out = []
     for r in regs:
         n = em.new("b32")
@@ -1791,7 +1792,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         """Fragments of an operand staged before its f32 -> tf32 conversion, converted."""
         if st is None or not st.convert:
             return regs
-        return converted_regs(em, regs, st.convert)
+        return converted_regs(em, regs, conversion_ptx(st.convert, em.sm))
 
     amap = None
     if a_regs:  # (register k of A at its raw coordinate)

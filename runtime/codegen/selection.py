@@ -165,6 +165,17 @@ def select_pair(op, sm: int) -> Optional[dict]:
     return None
 
 
+def conversion_ptx(op, sm: int) -> str:
+    """The instruction of conversion ``op`` on ``sm`` with no operands: an f32 -> tf32
+    ``fp_to_fp`` folded into a tensor-core operand's staging (``cvt.rn.tf32.f32`` from sm_90,
+    ``cvt.rna.tf32.f32`` before), applied to staged values or fragments as the op would apply
+    it to registers."""
+    row = select(op, sm=sm)
+    if row is None or "{" in row["ptx"]:
+        fail(op, "PTX backend: no selection row for a conversion folded into a dot operand")
+    return row["ptx"]
+
+
 def has_rows(op_name: str) -> bool:
     return op_name in _BY_OP
 

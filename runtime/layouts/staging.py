@@ -89,7 +89,7 @@ def chain_to_dot(res, lead: int):
         elif user.name == "nv_tileaa.fp_to_fp":
             if (element_key(v.type), element_key(out.type)) != ("f32", "tf32") or convert:
                 return None
-            convert = "cvt.rna.tf32.f32"
+            convert = user  # (its instruction: selection.conversion_ptx)
         else:
             return None
         chain.append(user)

@@ -52,6 +52,9 @@ class CtaState:
     cur_ins: Instr | None = None  # the instruction executing (for the strict mode's messages)
     cur_mask: np.ndarray | None = None
     cur_full: bool = False  # cur_mask covers every lane
+    # the strict mode's registers an in-flight wgmma reads or writes (its A fragment, its
+    # accumulator): name -> {token: (lanes, line)}, until a wait_group retires it
+    held: dict = field(default_factory=dict)
     # further CTAs simulated side by side with `ctaid` (launch.run_ptx batches independent
     # CTAs: lanes [k T, (k + 1) T) are CTA k's; each has its own slice of shared memory)
     more_ctas: tuple = ()
@@ -177,6 +180,13 @@ class CtaState:
             return
         if not isinstance(op, Reg):
             raise PtxSimError(f"destination {op!r} is not a register")
+        if self.held and op.name in self.held:
+            for lanes, line in self.held[op.name].values():
+                if (lanes & mask).any():
+                    raise PtxSimError(
+                        f"{op.name} is written while the wgmma.mma_async at line {line} still "
+                        "uses it (no wgmma.wait_group has retired that wgmma)"
+                    )
         if mask is self.cur_mask and self.cur_full:
             self.regs[op.name] = np.ascontiguousarray(bits, np.uint64)
             return

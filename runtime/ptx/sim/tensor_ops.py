@@ -743,7 +743,13 @@ def do_wgmma(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
             pending[(op.name, grp)] = (token, word)
         sel = np.zeros(st.n, bool)
         sel[tids] = True
-        _wgmma_reads(st, lead, smem, ins.line, _landing(st, words, tids, mask & sel, grp, token))
+        held = []
+        if st.strict_async:  # its A and D registers stay put until a wait_group retires it
+            held = [o.name for o in d_ops] + ([o.name for o in _items(ops[1])] if a_regs else [])
+            for name in held:
+                st.held.setdefault(name, {})[token] = (sel, ins.line)
+        land = _landing(st, words, tids, mask & sel, grp, token, held)
+        _wgmma_reads(st, lead, smem, ins.line, land)
 
 
 def do_ldmatrix_m16n16(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
@@ -785,17 +791,25 @@ def _pending_acc(st) -> dict:
     return pending
 
 
-def _landing(st, words, tids, mask, grp, token):
-    """Write a wgmma's accumulator registers (when its group is retired)."""
+def _landing(st, words, tids, mask, grp, token, held=()):
+    """Write a wgmma's accumulator registers (when its group is retired), releasing the
+    registers it ``held`` first."""
 
     def land() -> None:
+        for name in held:
+            holders = st.held.get(name, {})
+            holders.pop(token, None)
+            if not holders:
+                st.held.pop(name, None)
         pending = _pending_acc(st)
+        others, st.held = st.held, {}  # (a later wgmma chained on these registers holds them)
         for op, word in words:
             full = st.bits(op, "b64").copy()
             full[tids] = word
             st.write_bits(op, full, mask)
             if pending.get((op.name, grp), (None,))[0] is token:
                 del pending[(op.name, grp)]
+        st.held = others
 
     return land
 

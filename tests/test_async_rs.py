@@ -1,0 +1,133 @@
+"""sm_90a's async consumers with A from registers: an A the IR converts f32 -> tf32 is read by
+``ldmatrix``, converted in registers and handed to ``wgmma`` as its fragment, the loop emitted
+twice over so each copy's fragments stay put while its wgmmas run (runtime/codegen/async_rs.py,
+docs/pipelines.md section 55). Text kernels of tests/test_codegen_pipeline.py, from C, in the
+strict simulator; each planted bug is caught."""
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tilegen.runtime.ptx.sim.cta import PtxSimError  # noqa: E402
+from tilegen.runtime.ptxas import find_ptxas  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not Path(find_ptxas() or "/nonexistent").exists(), reason="ptxas is not installed"
+)
+
+LDSM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+
+
+def _ptx(m, n, k, bt):
+    import test_codegen_pipeline as tp
+    import test_tmem_chunks as tc
+
+    return tc.assembled(tp._compile(None, "tf32", "f32", m, n, k, "sm_90a", bt=bt, tma=True), 90)
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """f32 -> tf32, ties to even (the IR's ftof)."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0xFFF + ((u >> 13) & 1)) & ~np.uint64(0x1FFF)
+    return u.astype(np.uint32).view(np.float32)
+
+
+def _operands(m, n, ktot, bt, seed=3):
+    """Values with ties in their low 13 bits (rounding them away from zero is wrong)."""
+    rs = np.random.RandomState(seed)
+    a = rs.randint(-64, 64, (m, ktot)) * 2.0**-6 + rs.randint(0, 2, (m, ktot)) * 2.0**-17
+    b = rs.standard_normal((n, ktot) if bt else (ktot, n))
+    c = rs.standard_normal((m, n))
+    return a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
+
+
+def _check(ptx, m, n, k, bt, nk=3):
+    import test_codegen_pipeline as tp
+
+    a, b, c = _operands(m, n, k * nk, bt)
+    out = tp._launch(ptx, a, b, c, nk, k * nk, strict_async=True)
+    want = tp._ref(_tf32(a).astype(np.float64), _tf32(b).astype(np.float64), c, k * nk, bt)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("m,n,bt", [(128, 128, False), (128, 128, True), (64, 64, True)])
+def test_tf32_a_is_converted_in_registers(m, n, bt):
+    k = 32
+    ptx = _ptx(m, n, k, bt)
+    nq = m // 64
+    # two copies of the loop, nq m64 instances x 4 k8 steps each, an ldmatrix.x4 apiece
+    assert ptx.count(LDSM) == 2 * nq * 4
+    frags = re.findall(r"wgmma\.mma_async\S* \{[^}]*\}, \{(%r\d+(?:, %r\d+)*)\}", ptx)
+    assert len(frags) == ptx.count("wgmma.mma_async") == 2 * nq * 4
+    assert all(len(f.split(", ")) == 4 for f in frags)
+    assert len(set(frags)) == len(frags)  # each copy's fragments are registers of its own
+    # the stage's only 16-byte reads are B's (transposed or rounded in place): none of A's
+    assert ptx.count("ld.shared.v4.b32") == 2 * (n * k * 4 // 16 // 128)
+    _check(ptx, m, n, k, bt)
+
+
+def test_ties_round_to_even():
+    # A all 1 + 2^-11, exactly halfway between two tf32 values: the IR's ftof (ties to even)
+    # gives 1, cvt.rna would give 1 + 2^-10, 1e-3 off in every output
+    import test_codegen_pipeline as tp
+
+    m = n = 64
+    k, nk = 32, 2
+    ptx = _ptx(m, n, k, True)
+    a = np.full((m, k * nk), 1 + 2.0**-11, np.float32)
+    b = np.ones((n, k * nk), np.float32)
+    c = np.zeros((m, n), np.float32)
+    out = tp._launch(ptx, a, b, c, nk, k * nk, strict_async=True)
+    np.testing.assert_array_equal(out, np.full((m, n), k * nk, np.float32))
+
+
+def test_a_stage_too_wide_for_two_register_sets_is_rounded_in_place():
+    # 128 x 64 f32 of A a stage: two sets of 64 fragment registers beside 128 accumulators do
+    # not fit the consumers' 240, so A is rounded in the stage as before
+    m = n = 128
+    k = 64
+    ptx = _ptx(m, n, k, False)
+    assert LDSM not in ptx  # A's and B's 16-byte chunks both read by every consumer thread
+    assert ptx.count("ld.shared.v4.b32") == (m + n) * k * 4 // 16 // 128
+    assert ptx.count("wgmma.mma_async") == 2 * 8  # one copy of the loop
+    _check(ptx, m, n, k, False, nk=2)
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return _ptx(64, 64, 32, True)
+
+
+def test_fragments_overwritten_in_flight_are_caught(plain):
+    # the second copy loads into the first copy's registers, whose wgmmas are still in flight
+    # (wait_group 1 retires them only after the second copy's wgmmas are issued)
+    lines = plain.splitlines(keepends=True)
+    ld = [i for i, line in enumerate(lines) if LDSM in line]
+    regs = [re.search(r"\{([^}]*)\}", lines[i]).group(1).split(", ") for i in ld]
+    half = len(ld) // 2
+    rename = {}
+    for first, second in zip(regs[:half], regs[half:]):
+        rename.update(zip(second, first))
+    pat = re.compile("|".join(re.escape(r) + r"\b" for r in rename))
+    for i in range(ld[half], len(lines)):
+        lines[i] = pat.sub(lambda mt: rename[mt.group(0)], lines[i])
+    bad = "".join(lines)
+    assert bad != plain
+    with pytest.raises(PtxSimError, match="is written while the wgmma.mma_async"):
+        _check(bad, 64, 64, 32, True)
+
+
+def test_the_ring_reused_before_every_warp_has_read_it_is_caught():
+    # the barrier after the loop: the epilogue stages the tile in the ring, over the last
+    # stages, which other warps' ldmatrix may still be reading
+    ptx = _ptx(128, 128, 32, False)
+    end = ptx.index("wgmma.wait_group.sync.aligned 0")
+    at = ptx.index("\tbar.sync", end)
+    bad = ptx[:at] + ptx[ptx.index("\n", at) + 1 :]
+    with pytest.raises(PtxSimError, match="overwrites shared byte"):
+        _check(bad, 128, 128, 32, False)
