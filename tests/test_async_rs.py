@@ -1,7 +1,9 @@
-"""sm_90a's async consumers with A from registers: an A the IR converts f32 -> tf32 is read by
-``ldmatrix``, converted in registers and handed to ``wgmma`` as its fragment, the loop emitted
-twice over so each copy's fragments stay put while its wgmmas run (runtime/codegen/async_rs.py,
-docs/pipelines.md section 55). Text kernels of tests/test_codegen_pipeline.py, from C, in the
+"""The async consumers convert an A the IR converts f32 -> tf32 outside the stage
+(runtime/codegen/async_rs.py, docs/pipelines.md section 55): on sm_90a it is read by
+``ldmatrix``, converted in registers and handed to ``wgmma`` as its fragment, a wgmma group per
+column box of A so that each group's fragments stay put while its wgmmas run; on sm_100a each
+consumer thread stores its converted row into one of two tensor memory buffers, which the
+``tcgen05.mma``s read as A. Text kernels of tests/test_codegen_pipeline.py, from C, in the
 strict simulator; each planted bug is caught."""
 
 import re
@@ -23,11 +25,12 @@ pytestmark = pytest.mark.skipif(
 LDSM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 
 
-def _ptx(m, n, k, bt):
+def _ptx(m, n, k, bt, target="sm_90a"):
     import test_codegen_pipeline as tp
     import test_tmem_chunks as tc
 
-    return tc.assembled(tp._compile(None, "tf32", "f32", m, n, k, "sm_90a", bt=bt, tma=True), 90)
+    ptx = tp._compile(None, "tf32", "f32", m, n, k, target, bt=bt, tma=True)
+    return tc.assembled(ptx, int(target[3:-1]))
 
 
 def _tf32(x: np.ndarray) -> np.ndarray:
@@ -71,14 +74,15 @@ def test_tf32_a_is_converted_in_registers(m, n, bt):
     _check(ptx, m, n, k, bt)
 
 
-def test_ties_round_to_even():
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_ties_round_to_even(target):
     # A all 1 + 2^-11, exactly halfway between two tf32 values: the IR's ftof (ties to even)
     # gives 1, cvt.rna would give 1 + 2^-10, 1e-3 off in every output
     import test_codegen_pipeline as tp
 
     m = n = 64
     k, nk = 32, 2
-    ptx = _ptx(m, n, k, True)
+    ptx = _ptx(m, n, k, True, target)
     a = np.full((m, k * nk), 1 + 2.0**-11, np.float32)
     b = np.ones((n, k * nk), np.float32)
     c = np.zeros((m, n), np.float32)
@@ -86,15 +90,31 @@ def test_ties_round_to_even():
     np.testing.assert_array_equal(out, np.full((m, n), k * nk, np.float32))
 
 
-def test_a_stage_too_wide_for_two_register_sets_is_rounded_in_place():
-    # 128 x 64 f32 of A a stage: two sets of 64 fragment registers beside 128 accumulators do
-    # not fit the consumers' 240, so A is rounded in the stage as before
+def test_each_column_box_of_a_is_a_wgmma_group_of_its_own():
+    # 128 x 64 f32 of A a stage is two 128-byte column boxes: each is loaded, multiplied and
+    # committed on its own (wait_group 1 after each), so one copy of the loop and two boxes'
+    # registers (2 x 32 beside 128 accumulators) suffice
     m = n = 128
     k = 64
     ptx = _ptx(m, n, k, False)
+    assert ptx.count(LDSM) == 2 * 8  # m64 instances x k8 steps, one copy of the loop
+    assert ptx.count("wgmma.mma_async") == 2 * 8
+    loop = ptx[ptx.index("async_consume") : ptx.index("wgmma.wait_group.sync.aligned 0")]
+    assert loop.count("wgmma.commit_group") == loop.count("wgmma.wait_group.sync.aligned 1") == 2
+    # the second box's fragments are loaded after the first box's group is committed
+    first = loop.index("wgmma.commit_group")
+    assert loop.count(LDSM, 0, first) == loop.count(LDSM, first) == 8
+    _check(ptx, m, n, k, False, nk=3)
+
+
+def test_a_stage_too_wide_for_two_register_sets_is_rounded_in_place():
+    # 256 x 128 on two warp groups: two boxes' fragments (64 registers) beside 128 accumulators
+    # do not fit the consumers' 168, so A is rounded in the stage as before
+    m, n, k = 256, 128, 32
+    ptx = _ptx(m, n, k, False)
     assert LDSM not in ptx  # A's and B's 16-byte chunks both read by every consumer thread
-    assert ptx.count("ld.shared.v4.b32") == (m + n) * k * 4 // 16 // 128
-    assert ptx.count("wgmma.mma_async") == 2 * 8  # one copy of the loop
+    assert ptx.count("ld.shared.v4.b32") == (m + n) * k * 4 // 16 // 256
+    assert ptx.count("wgmma.mma_async") == 8  # one copy of the loop, one group
     _check(ptx, m, n, k, False, nk=2)
 
 
@@ -131,3 +151,77 @@ def test_the_ring_reused_before_every_warp_has_read_it_is_caught():
     bad = ptx[:at] + ptx[ptx.index("\n", at) + 1 :]
     with pytest.raises(PtxSimError, match="overwrites shared byte"):
         _check(bad, 128, 128, 32, False)
+
+
+TST = "tcgen05.st.sync.aligned.32x32b.x32.b32"
+
+
+@pytest.mark.parametrize("bt", [False, True])
+def test_sm100_a_is_converted_into_tensor_memory(bt):
+    m = n = 128
+    k = 32
+    ptx = _ptx(m, n, k, bt, "sm_100a")
+    # the accumulator's 128 columns and A's two buffers of 32
+    assert "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32" in ptx
+    assert re.search(r"tcgen05\.alloc\S* \[[^]]*\], 256;", ptx)
+    # two copies of the loop, one buffer each: every consumer thread reads its row of A
+    # (8 chunks of 16 bytes) and stores it into its TMEM lane
+    loop = ptx[ptx.index("async_issue") :]
+    assert loop.count(TST) == 2
+    mmas = re.findall(r"tcgen05\.mma\S* \[%r\d+\], (\S+), %rd\d+,", ptx)
+    assert len(mmas) == 2 * k // 8 and all(x.startswith("[%r") for x in mmas)
+    # A's 16-byte reads, beside B's rounding in place (its chunks over 128 threads)
+    assert ptx.count("ld.shared.v4.b32") == 2 * (8 + n * k * 4 // 16 // 128)
+    # each copy commits its MMAs to the stage's empty barrier and its buffer's barrier
+    assert loop.count("tcgen05.commit") == 2 * 2 + 1  # (+ the done barrier)
+    _check(ptx, m, n, k, bt)
+
+
+def test_sm100_two_column_boxes_of_a():
+    m = n = 128
+    k = 64
+    ptx = _ptx(m, n, k, False, "sm_100a")
+    assert ptx[ptx.index("async_issue") :].count(TST) == 2 * 2
+    _check(ptx, m, n, k, False, nk=3)
+
+
+@pytest.fixture(scope="module")
+def sm100():
+    return _ptx(128, 128, 32, True, "sm_100a")
+
+
+def test_buffer_stored_before_its_mmas_complete_is_caught(sm100):
+    # without the wait for buffer j's barrier, stage i + 2 stores its rows of A over the
+    # buffer the MMAs of stage i may still be reading
+    lines = sm100.splitlines(keepends=True)
+    waits = [
+        i
+        for i, line in enumerate(lines)
+        if "mbarrier.try_wait" in line
+        and i > 0
+        and "tcgen05.st" in "".join(lines[i : i + 60])
+        and "ld.shared.v4" in "".join(lines[i - 40 : i])
+    ]
+    assert len(waits) == 2
+    for i in waits:
+        pred = re.search(r"try_wait\S* (%p\d+),", lines[i]).group(1)
+        lines[i] = f"\tsetp.eq.u32 {pred}, 0, 0;\n"
+    with pytest.raises(PtxSimError, match="still reads as its A operand"):
+        _check("".join(lines), 128, 128, 32, True, nk=4)
+
+
+def test_rows_stored_after_the_barrier_are_caught(sm100):
+    # the consumers' barrier before their stores: thread 0 issues the MMAs while other warps'
+    # rows of A are not yet (or not known to be) in tensor memory
+    lines = sm100.splitlines(keepends=True)
+    top = next(i for i, line in enumerate(lines) if line.startswith("$L__async_issue"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("$L__async_issue_end"))
+    fences = [i for i, line in enumerate(lines) if "tcgen05.fence::before_thread_sync" in line]
+    bars = [i + 1 for i in fences if top < i < end and lines[i + 1].startswith("\tbar.sync 1")]
+    assert len(bars) == 2
+    for i in bars:
+        # the barrier goes before this stage's first read of A
+        j = max(x for x in range(i) if "fence.proxy.async" in lines[x])
+        lines.insert(j + 1, lines.pop(i))
+    with pytest.raises(PtxSimError, match="as its A operand, tensor memory .* nothing orders"):
+        _check("".join(lines), 128, 128, 32, True)

@@ -42,7 +42,7 @@ from tilegen.runtime.layouts.async_forms import (
     plus_zero_tile,
     uniform_tile,
 )
-from tilegen.runtime.layouts.kernel import register_budget
+from tilegen.runtime.layouts.kernel import kernel_spec_int, register_budget
 from tilegen.runtime.layouts.mma_choice import TCGEN05_SMS
 from tilegen.runtime.codegen.pipeline import (
     MAX_SMS,
@@ -237,6 +237,11 @@ def async_for(em: Emitter, op, stages: int) -> None:
     store = _tma_store_of(op)  # the epilogue's TMA store (async_rule.tma_store_plan marked it)
     # or its plain store, from the TMEM rows by chunks (async_rule.tmem_store_plan marked it)
     direct = _marked_after(op, TMEM_STORE_ATTR)
+    # sm_100a: an A the IR converts to tf32 reaches the MMAs from tensor memory (async_rs.py)
+    tmem_a = 0
+    if tc and _converted(em, dot.operands[0]):
+        occ = kernel_spec_int(em.func, "occupancy") or 1
+        tmem_a = async_rs.tmem_a_columns(em, a, M, N, pair, scaled, occ)
     fr = _frame(em, op, staged, stages, stage_bytes, locals())
     base, bar, t0, tid = fr.base, fr.bar, fr.t0, fr.tid
     slot_off, slots, maps_off, nmaps = fr.slot_off, fr.slots, fr.maps_off, fr.nmaps
@@ -398,14 +403,14 @@ def async_for(em: Emitter, op, stages: int) -> None:
         if (round_a and regs_a is None) or round_b or bt is not None:
             em.ins("fence.proxy.async.shared::cta")
             em.barrier()
-        frags = regs_a.load(em, sbase) if regs_a is not None else None
-        em.ins("wgmma.fence.sync.aligned")
         tk = 32 // a.esz  # every wgmma K step is 32 bytes
         per = N // 2  # fragment registers of one m64nN instance
         # one descriptor per operand and stage; each K step (and m64 instance) adds its byte
         # offset / 16 to the start-address field (bits 0-13: shared addresses stay below 256 KB)
-        if frags is None:
+        if regs_a is None:
             da0 = wgmma_descriptor_parts(em, abase, 16, 8 * a.span, a.span)
+        else:  # A's ldmatrix addresses in this stage
+            addrs = regs_a.addresses(em, sbase)
         if kmajor:  # B^T from the stage: K-major, as A
             sb0 = em.new("b32")
             em.ins(f"add.s32 {sb0}, {sbase}, {b.offset}")
@@ -418,41 +423,51 @@ def async_for(em: Emitter, op, stages: int) -> None:
             db0 = wgmma_descriptor_parts(em, btbase, 16, 8 * bt.span, bt.span)
         moved = lambda parts, off: wgmma_descriptor_at(em, parts, off)  # noqa: E731
 
-        # K steps outermost: consecutive wgmmas write different accumulators (m64 instances), as
-        # tileiras and CUTLASS issue them
-        for kk in range(K // tk):
-            for q in range(nq):
-                dregs = ", ".join((part or acc)[q * per : (q + 1) * per])
-                kb = kk * 32  # K byte offset in A's rows
-                if frags is not None:  # A's fragment of this step, in registers
-                    da = "{" + ", ".join(frags[(q, kk)]) + "}"
-                else:
-                    da = moved(da0, (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span)
-                if kmajor:
-                    db = moved(db0, (kb // b.span) * b.box_bytes + kb % b.span)
-                else:
-                    db = moved(db0, kk * tk * b.span if bt is None else bt.offset(0, kb))
-                d_in = zero_d if scaled and kk == 0 else p
-                em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {d_in}{wg_imms}")
-        em.ins("wgmma.commit_group.sync.aligned")
-        if scaled:  # the partial product is needed now: wait for it, free the stage, scale it in
-            em.ins("wgmma.wait_group.sync.aligned 0")
-            em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
-            async_scaled.scaled_update(em, body, chain, dot, part, acc, order)
-        else:
-            em.ins(
-                "wgmma.wait_group.sync.aligned 1"
-            )  # the previous stage's wgmmas are done: free it
-            release(bar(1, prev), have_prev)
-            em.ins(f"mov.b32 {prev}, {ring.stage}")
-            em.ins(f"setp.eq.u32 {have_prev}, 0, 0")
+        # A from registers: a wgmma group per column box of A, its fragments loaded just before
+        # (async_rs.py); else the stage's K steps in one group
+        groups = regs_a.groups if regs_a is not None else 1
+        steps = K // tk // groups
+        for g in range(groups):
+            frags = regs_a.load(em, addrs, g) if regs_a is not None else None
+            em.ins("wgmma.fence.sync.aligned")
+            # K steps outermost: consecutive wgmmas write different accumulators (m64
+            # instances), as tileiras and CUTLASS issue them
+            for kk in range(g * steps, (g + 1) * steps):
+                for q in range(nq):
+                    dregs = ", ".join((part or acc)[q * per : (q + 1) * per])
+                    kb = kk * 32  # K byte offset in A's rows
+                    if frags is not None:  # A's fragment of this step, in registers
+                        da = "{" + ", ".join(frags[(q, kk)]) + "}"
+                    else:
+                        off = (kb // a.span) * a.box_bytes + kb % a.span + q * 64 * a.span
+                        da = moved(da0, off)
+                    if kmajor:
+                        db = moved(db0, (kb // b.span) * b.box_bytes + kb % b.span)
+                    else:
+                        db = moved(db0, kk * tk * b.span if bt is None else bt.offset(0, kb))
+                    d_in = zero_d if scaled and kk == 0 else p
+                    em.ins(f"{wg_ins} {{{dregs}}}, {da}, {db}, {d_in}{wg_imms}")
+            em.ins("wgmma.commit_group.sync.aligned")
+            if scaled:  # the partial product is needed now: wait, free the stage, scale it in
+                em.ins("wgmma.wait_group.sync.aligned 0")
+                em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{bar(1, ring.stage)}]")
+                async_scaled.scaled_update(em, body, chain, dot, part, acc, order)
+                continue
+            # the group before this one is done (its A registers free); after a stage's first
+            # group, that is the previous stage's last: free that stage
+            em.ins("wgmma.wait_group.sync.aligned 1")
+            if g == 0:
+                release(bar(1, prev), have_prev)
+                em.ins(f"mov.b32 {prev}, {ring.stage}")
+                em.ins(f"setp.eq.u32 {have_prev}, 0, 0")
         if bt is not None:
             bt.advance(em, btbase, btend)
         ring.advance(em)
         em.ins(f"add.{ty} {iv}, {iv}, {step}")
 
     em.label(top)
-    for _ in range(2 if regs_a is not None else 1):
+    # (one group a stage: two copies of the loop, so that consecutive groups' A registers differ)
+    for _ in range(2 if regs_a is not None and regs_a.groups % 2 else 1):
         stop = em.new("pred")
         em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
         em.ins(f"@{stop} bra {end}")
@@ -880,12 +895,14 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     tbar_off = slot_off + 24  # sm_100 scaled accumulate: the two TMEM buffers' barriers
     tc_scaled = tc and scaled
     # sm_100 pair from C: both CTAs wrote their rows of C into TMEM (the even CTA's barrier)
-    init_off = tbar_off + (async_scaled.TMEM_BARRIER_BYTES if tc_scaled else 0)
+    # (or A's two TMEM buffers' barriers: async_rs.TmemA)
+    tmem_a = facts.get("tmem_a", 0)
+    init_off = tbar_off + (async_scaled.TMEM_BARRIER_BYTES if tc_scaled else 16 if tmem_a else 0)
     pair_init = tc and pair and not uniform_tile(op.operands[3])
     bounds_off = init_off + 8 * pair_init  # the loop's bounds, for each role (_split_bounds)
     maps_off = _align(bounds_off + 24, 128)
     tall = tc and not pair and facts.get("M") == 256  # two M 128 accumulators
-    tcols = tcgen05.columns(2 * N if tc_scaled or tall else N)
+    tcols = tcgen05.columns(2 * N if tc_scaled or tall else N + 2 * tmem_a)
     kept = facts.get("kept", [])
     kept_at = len(staged) + (store is not None)  # (their maps after the store's)
     nmaps = kept_at + len(kept)
@@ -938,7 +955,11 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
             mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 8 * i}", 1)
             mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 16 + 8 * i}", nthreads)
     async_kept.init_barriers(em, kept)
+    for i in range(2 if tmem_a else 0):  # A's TMEM buffer i: the MMAs' commit once they read it
+        mbarrier_init(em, f"{ASYNC_SYMBOL}+{tbar_off + 8 * i}", 1)
     mbarrier_init_fence(em)
+    for i in range(2 if tmem_a else 0):  # (free at first: the first phase completes now)
+        em.ins(f"mbarrier.arrive.shared::cta.b64 _, [{ASYNC_SYMBOL}+{tbar_off + 8 * i}]")
     # the maps (copied operands have none; the epilogue's TMA store's where the prologue
     # foresees its box) are built while the slot's claim is on its way
     built = [
@@ -1476,20 +1497,20 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         if pair:  # this CTA's rows are in: its thread 0 tells the even CTA's issuer
             cta_pair.arrive_leader(em, t0, base, v["init_off"])
     skip = em.new_label("async_issued")
-    # f32 -> tf32 operands are rounded in place (cvt.rna) by every consumer thread per stage
-    # before thread 0 issues; otherwise only thread 0 runs the loop
-    rnd = [
-        (x, c)
-        for x, c in ((a, _converted(em, dot.operands[0])), (b, _converted(em, dot.operands[1])))
-        if c
-    ]
-    if rnd and pair:
+    # f32 -> tf32 operands: A into tensor memory where it fits (async_rs.TmemA), else rounded in
+    # place (the IR's conversion) as B is, by every consumer thread per stage before thread 0
+    # issues; otherwise only thread 0 runs the loop
+    tmem_a = v["tmem_a"]
+    conv = [(a, _converted(em, dot.operands[0])), (b, _converted(em, dot.operands[1]))]
+    rnd = [(x, c) for x, c in conv[1 if tmem_a else 0 :] if c]
+    everyone = bool(rnd or tmem_a)
+    if everyone and pair:
         fail(op, "PTX backend: a CTA pair's operands must reach the MMA as they are staged")
     issuer = t0
     if pair:  # the even CTA's thread 0 issues for both
         issuer = em.new("pred")
         em.ins(f"and.pred {issuer}, {t0}, {cta_pair.is_leader(em, cta_pair.rank(em))}")
-    if not rnd:
+    if not everyone:
         em.ins(f"@!{issuer} bra {skip}")
     if in_tmem and pair:  # both CTAs' rows of C are in TMEM before the first MMA
         cta_pair.wait_both(em, f"{ASYNC_SYMBOL}+{v['init_off']}")
@@ -1502,28 +1523,52 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     mmas = _tcgen05_stage(dot, v["ab"], a, b, M, N, K, acc_int, pair)
     if tall:
         mmas = _tall_stage(dot, v["ab"], a, b, N, K, acc_int)
+    in_tm = async_rs.TmemA(em, a, N, conv[0][1]) if tmem_a else None
     top, end = loop_head(em, "async_issue", ty, iv, ub)
-    mbarrier_wait(em, bar(0, ring.stage), ring.phase)
-    sbase = em.new("b32")
-    em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
-    issued = None
-    if rnd:
-        for x, cvt in rnd:
-            _round_tf32(em, sbase, x, tid, em.barrier_threads, cvt)
-        em.ins("fence.proxy.async.shared::cta")
-        em.barrier()
-        issued = em.new_label("async_stage_issued")
-        em.ins(f"@!{t0} bra {issued}")
-    em.ins("tcgen05.fence::after_thread_sync")
-    mmas(em, sbase, taddr, acc_in, tid)
-    cta_pair.commit(em, bar(1, ring.stage), pair)
-    if issued is not None:
-        em.label(issued)
-    ring.advance(em)
-    em.ins(f"add.{ty} {iv}, {iv}, {step}")
+
+    def one_stage(j: int) -> None:
+        """One stage; A in TMEM buffer ``j`` (the loop's two copies take one each)."""
+        mbarrier_wait(em, bar(0, ring.stage), ring.phase)
+        sbase = em.new("b32")
+        em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
+        issued = tbar = None
+        if everyone:
+            for x, cvt in rnd:
+                _round_tf32(em, sbase, x, tid, em.barrier_threads, cvt)
+            if rnd:
+                em.ins("fence.proxy.async.shared::cta")
+            if in_tm is not None:  # this thread's row of A into buffer j, before the barrier
+                tbar = em.new("b32")
+                em.ins(f"add.s32 {tbar}, {base}, {v['tbar_off'] + 8 * j}")
+                in_tm.store(em, sbase, taddr, j, tbar)
+                em.ins("tcgen05.fence::before_thread_sync")
+            em.barrier()
+            issued = em.new_label("async_stage_issued")
+            em.ins(f"@!{t0} bra {issued}")
+        em.ins("tcgen05.fence::after_thread_sync")
+        if in_tm is not None:
+            a_col = em.new("b32")
+            em.ins(f"add.s32 {a_col}, {taddr}, {in_tm.column(j)}")
+            mmas(em, sbase, taddr, acc_in, tid, a_col=a_col)
+        else:
+            mmas(em, sbase, taddr, acc_in, tid)
+        cta_pair.commit(em, bar(1, ring.stage), pair)
+        if tbar is not None:  # buffer j is free once these MMAs complete
+            cta_pair.commit(em, tbar, pair)
+        if issued is not None:
+            em.label(issued)
+        ring.advance(em)
+        em.ins(f"add.{ty} {iv}, {iv}, {step}")
+
+    one_stage(0)
+    if in_tm is not None:  # the loop's second copy: buffer 1
+        stop = em.new("pred")
+        em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
+        em.ins(f"@{stop} bra {end}")
+        one_stage(1)
     em.ins(f"bra {top}")
     em.label(end)
-    if rnd:
+    if everyone:
         em.ins(f"@!{t0} bra {skip}")
     done = em.new("b32")
     em.ins(f"add.s32 {done}, {base}, {v['done_off']}")
@@ -1656,15 +1701,16 @@ def _tcgen05_stage(
         saturate=ab == "i8",
     )
 
-    def emit(em: Emitter, sbase, taddr, acc_in, tid, b_base=None) -> None:
+    def emit(em: Emitter, sbase, taddr, acc_in, tid, b_base=None, a_col=None) -> None:
         tk = 32 // a.esz  # every MMA K step is 32 bytes (K 16 f16, 8 tf32, 32 8-bit)
         # one descriptor per operand and stage, stepped through its low word (as wgmma's);
-        # ``b_base``: the stage of B when A's rows start elsewhere (_tall_stage)
+        # ``b_base``: the stage of B when A's rows start elsewhere (_tall_stage); ``a_col``:
+        # A in tensor memory from that address (async_rs.TmemA), a 32-bit column an element
         sb0 = em.new("b32")
         em.ins(f"add.s32 {sb0}, {b_base or sbase}, {b.offset}")
         # B MN-major: atoms of 8 K rows (4 with the 32-byte-atom swizzle of a tf32 B) at SBO
         sbo = (4 if b.atom == 32 else 8) * b.span
-        pa = wgmma_descriptor_parts(em, sbase, 16, 0, 0)[0]
+        pa = wgmma_descriptor_parts(em, sbase, 16, 0, 0)[0] if a_col is None else None
         pb = wgmma_descriptor_parts(em, sb0, 16 if kmajor else K * b.span, 0, 0)[0]
         ha = tcgen05.smem_descriptor_hi(8 * a.span, a.span)
         hb = (
@@ -1676,7 +1722,14 @@ def _tcgen05_stage(
             kb = kk * 32
             a_off = (kb // a.span) * a.box_bytes + kb % a.span
             b_off = (kb // b.span) * b.box_bytes + kb % b.span if kmajor else kk * tk * b.span
-            da = wgmma_descriptor_at(em, (pa, ha), a_off)
+            if a_col is None:
+                da = wgmma_descriptor_at(em, (pa, ha), a_off)
+            else:
+                da = a_col
+                if kk:
+                    da = em.new("b32")
+                    em.ins(f"add.s32 {da}, {a_col}, {kk * tk * a.esz // 4}")
+                da = f"[{da}]"
             db = wgmma_descriptor_at(em, (pb, hb), b_off)
             em.ins(
                 f"tcgen05.mma.{cta_pair.group(pair)}.kind::{kind} [{taddr}], {da}, {db}, "

@@ -1,5 +1,6 @@
-"""A from registers in sm_90a's async consumers: an A the IR converts f32 -> tf32
-(docs/pipelines.md section 55).
+"""A converted outside the stage in the async consumers: an A the IR converts f32 -> tf32 goes
+to the MMA from registers on sm_90a (:class:`RegisterA`) and from tensor memory on sm_100a
+(:class:`TmemA`) (docs/pipelines.md section 55).
 
 The stage holds A as TMA copied it (f32, K-major column boxes, swizzled). Rounding it in place
 reads and writes the whole tile once more before the wgmmas read it again. Here each warp reads
@@ -9,15 +10,22 @@ fragment of one k8 step: (row g, col t), (g + 8, t), (g, t + 4), (g + 8, t + 4).
 are converted in the registers and handed to ``wgmma ... {a0, a1, a2, a3}, b-desc``.
 
 wgmma reads A's registers asynchronously: they may not be written until a ``wait_group``
-retires the wgmma. The consumer keeps one stage's wgmmas in flight while it issues the next
-(``wait_group 1``), so the loop is emitted twice over, each copy loading into its own set of
-registers (:func:`fits` checks that two sets fit beside the accumulator).
+retires the wgmma. Each 128-byte column box of A (four k8 steps) is loaded, multiplied and
+committed as a wgmma group of its own, followed by ``wait_group 1``: the registers a group loads
+were last read by the group two back, which that wait retired. Where a stage is one box, the
+loop is emitted twice over so that the two copies' groups alternate (:func:`fits` checks that
+two boxes' fragments fit beside the accumulator).
 """
 
 from __future__ import annotations
 
+from tilegen.runtime.codegen import tcgen05
 from tilegen.runtime.codegen.core import Emitter
+from tilegen.runtime.codegen.pipeline import mbarrier_wait
 from tilegen.runtime.codegen.tma import swizzled_reg
+
+#: tensor memory columns of an SM, shared by its CTAs
+TMEM_COLUMNS = 512
 
 #: registers the consumer's loop needs beside the accumulator and A's fragments (addresses,
 #: the ring, the B^T copy's values)
@@ -25,9 +33,10 @@ _SLACK = 40
 
 
 def fits(nq: int, K: int, acc_regs: int, budget: int) -> bool:
-    """Whether two stages' A fragments (``nq`` m64 instances x ``K / 8`` steps x 4 registers
-    each) fit in a consumer thread's ``budget`` beside ``acc_regs`` accumulator registers."""
-    return 2 * nq * (K // 8) * 4 + acc_regs + _SLACK <= budget
+    """Whether two column boxes' A fragments (``nq`` m64 instances x up to 4 k8 steps x 4
+    registers each) fit in a consumer thread's ``budget`` beside ``acc_regs`` accumulator
+    registers (f32 A: a 128-byte box is 32 columns)."""
+    return 2 * nq * min(K // 8, 4) * 4 + acc_regs + _SLACK <= budget
 
 
 class RegisterA:
@@ -39,6 +48,7 @@ class RegisterA:
         K = a.tile[-1]
         self.steps = K * a.esz // 32  # k8 steps of 32 bytes
         self.per_box = min(self.steps, a.span // 32)  # k8 steps in one column box row
+        self.groups = self.steps // self.per_box  # column boxes: a wgmma group each
         _, lane, warp = em.tid()
         # lane 8 i + j gives row j of matrix i: rows 16 (warp % 4) + j + 8 (i % 2) of the
         # warp group's m64 instance, 16-byte chunk i / 2 of the k8 step
@@ -67,10 +77,8 @@ class RegisterA:
         if wgoff is not None:
             em.ins(f"add.s32 {self.off0}, {self.off0}, {wgoff}")
 
-    def load(self, em: Emitter, sbase: str) -> dict:
-        """{(m64 instance q, k8 step s): four b32 registers}: the stage at ``sbase``'s A
-        fragments, converted."""
-        a = self.a
+    def addresses(self, em: Emitter, sbase: str) -> list:
+        """Each k8 step's lane address within a box row of the stage at ``sbase``."""
         first = em.new("b32")
         em.ins(f"add.s32 {first}, {sbase}, {self.off0}")
         addrs = [first]
@@ -78,9 +86,15 @@ class RegisterA:
             r = em.new("b32")
             em.ins(f"xor.b32 {r}, {first}, {32 * kk}")
             addrs.append(r)
+        return addrs
+
+    def load(self, em: Emitter, addrs: list, box: int) -> dict:
+        """{(m64 instance q, k8 step s): four b32 registers}: column box ``box``'s A fragments
+        (steps ``s`` of the whole tile), converted."""
+        a = self.a
         out = {}
-        for s in range(self.steps):
-            box, kk = divmod(s, self.per_box)
+        for kk in range(self.per_box):
+            s = box * self.per_box + kk
             for q in range(self.nq):
                 imm = box * a.box_bytes + q * 64 * a.span
                 regs = [em.new("b32") for _ in range(4)]
@@ -90,3 +104,78 @@ class RegisterA:
                     em.ins(f"{self.cvt} {r}, {r}")
                 out[(q, s)] = regs
         return out
+
+
+def tmem_a_columns(em: Emitter, a, M: int, N: int, pair: bool, scaled: bool, occ: int) -> int:
+    """The tensor memory columns of one buffer of A (its K) where sm_100a's consumers write an A
+    the IR converts into tensor memory, else 0. It applies to an M 128 tile on 4 warps (thread
+    ``t`` holds row ``t``, TMEM lane ``t``), A staged in 128-byte swizzled column boxes, K a
+    power of two up to 128 (one ``tcgen05.st`` shape), and two buffers beside the accumulator
+    within the SM's columns at ``occ`` CTAs an SM. Pairs and the scaled accumulate keep A in
+    the stage."""
+    K = a.tile[-1]
+    if pair or scaled or M != 128 or em.num_warps != 4 or a.esz != 4 or a.span != 128:
+        return 0
+    if K & (K - 1) or K > 128 or tcgen05.columns(N + 2 * K) * occ > TMEM_COLUMNS:
+        return 0
+    return K
+
+
+class TmemA:
+    """sm_100a: A in two tensor memory buffers (columns ``N + j K``, beside the accumulator),
+    written by the consumers in turn. Each thread reads its row of the stage's A with
+    ``ld.shared.v4`` (16-byte chunk ``c`` of a 128-byte box row ``t`` is chunk ``c ^ t % 8``:
+    eight rows a phase, conflict-free), converts it and stores it by ``tcgen05.st.32x32b``
+    into its own TMEM lane. Buffer ``j``'s mbarrier (count 1, pre-arrived once) completes a
+    phase when the MMAs that last read the buffer complete (the issuer's ``tcgen05.commit``);
+    the consumers wait for it before storing."""
+
+    def __init__(self, em: Emitter, a, N: int, cvt: str) -> None:
+        self.a, self.N, self.cvt = a, N, cvt
+        self.K = a.tile[-1]
+        tid, _, warp = em.tid()
+        off = em.new("b32")  # row t's chunk 0: 128 t + 16 (t % 8), in A's first box
+        em.ins(f"and.b32 {off}, {tid}, 7")
+        em.ins(f"shl.b32 {off}, {off}, 4")
+        em.ins(f"mad.lo.s32 {off}, {tid}, 128, {off}")
+        if a.offset:
+            em.ins(f"add.s32 {off}, {off}, {a.offset}")
+        self.off0 = off
+        self.lanes = em.new("b32")  # the warp's TMEM lanes 32 w ..: (32 w) << 16
+        em.ins(f"shl.b32 {self.lanes}, {warp}, 21")
+        self.phase = [em.mov("b32", "0") for _ in range(2)]
+
+    def column(self, j: int) -> int:
+        """Buffer ``j``'s first column."""
+        return self.N + j * self.K
+
+    def store(self, em: Emitter, sbase: str, taddr: str, j: int, bar: str) -> None:
+        """Every consumer thread: its row of the stage at ``sbase``'s A, converted, into buffer
+        ``j`` once buffer ``j``'s barrier (at ``bar``) completed the phase due, box by box."""
+        a = self.a
+        first = em.new("b32")
+        em.ins(f"add.s32 {first}, {sbase}, {self.off0}")
+        addrs = [first]  # chunk c: the stage's low 10 bits are 0, so (row's chunk 0) ^ 16 c
+        for c in range(1, 8):
+            r = em.new("b32")
+            em.ins(f"xor.b32 {r}, {first}, {16 * c}")
+            addrs.append(r)
+        dst = em.new("b32")
+        em.ins(f"add.s32 {dst}, {taddr}, {self.lanes}")
+        for box in range(self.K // 32):
+            regs = []
+            for c in range(8):
+                four = [em.new("b32") for _ in range(4)]
+                imm = box * a.box_bytes
+                at = f"{addrs[c]}+{imm}" if imm else addrs[c]
+                em.ins(f"ld.shared.v4.b32 {{{', '.join(four)}}}, [{at}]")
+                regs += four
+            for r in regs:
+                em.ins(f"{self.cvt} {r}, {r}")
+            if box == 0:  # the MMAs that read buffer j two stages back are done
+                mbarrier_wait(em, bar, self.phase[j])
+                em.ins(f"xor.b32 {self.phase[j]}, {self.phase[j]}, 1")
+            at = em.new("b32")
+            em.ins(f"add.s32 {at}, {dst}, {self.column(j) + 32 * box}")
+            em.ins(f"tcgen05.st.sync.aligned.32x32b.x32.b32 [{at}], {{{', '.join(regs)}}}")
+        em.ins("tcgen05.wait::st.sync.aligned")

@@ -85,6 +85,7 @@ class AsyncOp:
     writes: list = field(default_factory=list)  # (start, stop) shared ranges it writes
     reads: list = field(default_factory=list)  # (start, stop) shared ranges it reads
     tmem: tuple | None = None  # (lanes, col0, col1) tensor memory it writes
+    tmem_reads: tuple | None = None  # (lanes, col0, col1) tensor memory it reads (MMA's A)
     id: int = 0
     done: bool = False
 

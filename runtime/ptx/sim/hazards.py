@@ -85,6 +85,7 @@ class Hazards:
         ctas = st.n // st.threads
         self.tm_op = np.zeros((128 * ctas, 512), np.int32)  # tcgen05.mma in flight (op id)
         self.tm_writer = np.zeros((128 * ctas, 512), np.int32)  # last mma to write it (op id)
+        self.tm_reader = np.zeros((128 * ctas, 512), np.int32)  # last mma to read it as A
         # each cell's last tcgen05.st not yet followed by an MMA: (warp, its clock, line)
         self.ts_warp = np.full((128 * ctas, 512), -1, np.int32)
         self.ts_clock = np.zeros((128 * ctas, 512), np.int64)
@@ -457,6 +458,10 @@ class Hazards:
     def tmem_write_issue(self, op: "AsyncOp") -> None:
         rows, c0, c1 = op.tmem
         self._stores_ordered(op, rows, c0, c1)
+        if op.tmem_reads is not None:  # A from tensor memory: its rows stored before the issue
+            ar, a0, a1 = op.tmem_reads
+            self._stores_ordered(op, ar, a0, a1, "reads, as its A operand, tensor memory")
+            self.tm_reader[ar, a0:a1] = op.id
         old, counts = np.unique(self.tm_writer[rows, c0:c1], return_counts=True)
         for oid, c in zip(old, counts):
             if oid and int(oid) in self.ops:
@@ -471,10 +476,18 @@ class Hazards:
         for op in ops:
             op.observers.append((bar.agent, bar.phase + 1))
 
-    def _stores_ordered(self, op: "AsyncOp", rows: np.ndarray, c0: int, c1: int) -> None:
-        """An MMA's accumulator cells some warp wrote by ``tcgen05.st`` (C written before the
-        loop, in its own CTA or the pair's other one): that store must happen before the MMA's
-        issue (a ``bar.sync``, or an mbarrier phase the issuer waited for)."""
+    def _stores_ordered(
+        self,
+        op: "AsyncOp",
+        rows: np.ndarray,
+        c0: int,
+        c1: int,
+        what: str = "accumulates into tensor memory",
+    ) -> None:
+        """An MMA's accumulator (or A) cells some warp wrote by ``tcgen05.st`` (C written
+        before the loop, in its own CTA or the pair's other one; A converted by the consumers):
+        that store must happen before the MMA's issue (a ``bar.sync``, or an mbarrier phase
+        the issuer waited for)."""
         w = int(op.lane) // 32
         tw = self.ts_warp[rows, c0:c1]
         written = tw >= 0
@@ -485,8 +498,8 @@ class Hazards:
         if bad.any():
             i, j = np.argwhere(bad)[0]
             raise _err(
-                f"{op.kind} (line {op.line}), issued by warp {w}, accumulates into tensor "
-                f"memory (lane {int(rows[i]) % 128}, column {c0 + int(j)}) that warp "
+                f"{op.kind} (line {op.line}), issued by warp {w}, {what} "
+                f"(lane {int(rows[i]) % 128}, column {c0 + int(j)}) that warp "
                 f"{int(tw[i, j])} wrote by tcgen05.st at line {int(self.ts_line[rows[i], c0 + j])}, "
                 "but nothing orders that store before the MMA's issue (a barrier, or an "
                 "mbarrier phase the issuing thread waited for)"
@@ -509,6 +522,7 @@ class Hazards:
         self.tx_line[cta, c0:c1, w] = line
         writers = self.tm_writer[rows, c0:c1]
         if store:
+            self._a_reads_done(w, rows, c0, c1)
             for oid, c in zip(*np.unique(writers, return_counts=True)):
                 if oid and int(oid) in self.ops:
                     self.ops[int(oid)].owned -= int(c)
@@ -527,6 +541,23 @@ class Hazards:
                     "without having waited for an mbarrier phase that a tcgen05.commit "
                     "tracking it completes"
                 )
+
+    def _a_reads_done(self, w: int, rows: np.ndarray, c0: int, c1: int) -> None:
+        """Warp ``w`` stores into tensor memory an MMA read as its A operand: that MMA must be
+        complete, and ``w`` must have waited for an mbarrier phase a commit tracking it
+        completes (else the store may change A under the MMA)."""
+        readers = self.tm_reader[rows, c0:c1]
+        for oid in np.unique(readers[readers != 0]):
+            op = self.ops.get(int(oid))
+            if op is None:
+                continue
+            if not op.done or not any(self.vc[w, ag] >= clk for ag, clk in op.observers):
+                raise _err(
+                    f"warp {w} writes tensor memory that {op.kind} (line {op.line}) still reads "
+                    "as its A operand (wait for an mbarrier phase that a tcgen05.commit "
+                    "tracking it completes first)"
+                )
+        self.tm_reader[rows, c0:c1] = 0
 
     def tmem_dealloc(self, w: int, cta: int, c0: int, c1: int, line: int) -> None:
         """Warp ``w`` frees columns ``c0 .. c1`` of its CTA's tensor memory: every warp's last

@@ -292,14 +292,16 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
             dmap = [(row_lanes(mc, lane0), 0, n)]
         rows = np.concatenate([r for r, _, _ in dmap])
         width = max(w for _, _, w in dmap)
-        reads, a_srcs, b_addrs = [], [], []
-        for tm, base, _ in share:
+        reads, a_srcs, b_addrs, a_cells = [], [], [], None
+        for tm, base, r0 in share:
             tm.check_columns(dcol, dcol + width, ins.opcode)
             if a_tmem:
                 acol = int(a_vals[k]) & 0xFFFF
                 per = 32 // _BITS[at]
                 tm.check_columns(acol, acol + kk // per, ins.opcode)
-                a_srcs.append(("tmem", tm, acol, per, row_lanes(mc, int(a_vals[k]) >> 16)))
+                arows = row_lanes(mc, int(a_vals[k]) >> 16)
+                a_srcs.append(("tmem", tm, acol, per, arows))
+                a_cells = (arows + r0, acol, acol + kk // per)
             else:
                 fa = decode_smem_descriptor(int(a_vals[k]))
                 a_addr = base + canonical_addresses(fa, mc, kk, es_a, bool(f["trans_a"]))
@@ -369,7 +371,13 @@ def do_mma(st: "CtaState", ins: Instr, mask: np.ndarray, line: int) -> None:
 
         hz_rows = np.concatenate([rows + r0 for _, _, r0 in share])
         op = AsyncOp(
-            "tcgen05.mma", line, int(lane), land, reads=reads, tmem=(hz_rows, dcol, dcol + width)
+            "tcgen05.mma",
+            line,
+            int(lane),
+            land,
+            reads=reads,
+            tmem=(hz_rows, dcol, dcol + width),
+            tmem_reads=a_cells,
         )
         eng.tc_ops.setdefault(int(lane), []).append(op)
         eng.issue(op)
