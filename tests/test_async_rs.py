@@ -107,15 +107,22 @@ def test_each_column_box_of_a_is_a_wgmma_group_of_its_own():
     _check(ptx, m, n, k, False, nk=3)
 
 
-def test_a_stage_too_wide_for_two_register_sets_is_rounded_in_place():
-    # 256 x 128 on two warp groups: two boxes' fragments (64 registers) beside 128 accumulators
-    # do not fit the consumers' 168, so A is rounded in the stage as before
+def test_two_warp_groups_take_the_producers_registers_for_a():
+    # 256 x 128 on two warp groups: two boxes' fragments (64 registers) beside 128
+    # accumulators do not fit the launch's 168 a thread; the rule has the consumers take the
+    # registers the producer warp group gives back (setmaxnreg.inc 232), as for no other
+    # 256 x 128 (an f16 one keeps 168)
+    import test_codegen_pipeline as tp
+
     m, n, k = 256, 128, 32
     ptx = _ptx(m, n, k, False)
-    assert LDSM not in ptx  # A's and B's 16-byte chunks both read by every consumer thread
-    assert ptx.count("ld.shared.v4.b32") == (m + n) * k * 4 // 16 // 256
-    assert ptx.count("wgmma.mma_async") == 8  # one copy of the loop, one group
-    _check(ptx, m, n, k, False, nk=2)
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in ptx
+    assert ptx.count(LDSM) == 2 * 2 * 4  # two copies, 2 m64 instances a warp group, 4 steps
+    assert ptx.count("wgmma.mma_async") == 2 * 8
+    assert "ld.shared.v4.b32" in ptx  # (B^T's copy)
+    _check(ptx, m, n, k, False, nk=3)
+    f16 = tp._compile(None, "f16", "f32", m, n, k, "sm_90a", tma=True)
+    assert "setmaxnreg.dec" in f16 and "setmaxnreg.inc" not in f16
 
 
 @pytest.fixture(scope="module")

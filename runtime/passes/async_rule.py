@@ -569,6 +569,10 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
             kw.update(consumer_regs=inc, rebalance=True)
         elif scaled:
             kw["consumer_regs"] = consumer_regs_inc(plan)
+        elif mma == "wgmma" and _register_a(dot, rows, plan, consumer_regs_inc(plan), acc):
+            # uncapped, A's fragments need more than the launch's share (256 x 128 on two
+            # warp groups): the consumers take the registers the producer gives back
+            kw.update(consumer_regs=consumer_regs_inc(plan), rebalance=True)
         if copied:
             _copier_registers(func, plan, kw, need, mma == "tcgen05")
     sides = staged_sides(loop, dot)
@@ -585,6 +589,22 @@ def decide_kernel(func: Operation, options) -> AsyncDecision:
         reason = f"a CTA pair stores each CTA's rows by TMA, and here: {store_why}"
         return AsyncDecision(name, target, True, False, reason, **kw)
     return AsyncDecision(name, target, True, True, "", **kw)
+
+
+def _register_a(dot, rows: int, plan, inc: int, acc: int) -> bool:
+    """Whether sm_90a's consumers take A from registers (an A converted f32 -> tf32:
+    codegen/async_rs.py) only with ``inc`` registers, not with the launch's share."""
+    from tilegen.runtime.codegen import async_rs
+    from tilegen.runtime.passes.k_loop_pipelining import REGISTER_FILE
+
+    src = getattr(dot.operands[0], "op", None)
+    if src is None or src.name != "nv_tileaa.fp_to_fp":
+        return False
+    nq = rows // (16 * plan.consumer_warps)  # m64 instances per warp group
+    K = dot.operands[0].type.shape[-1]
+    share = min(255, REGISTER_FILE // (32 * (plan.consumer_warps + plan.producer_warps)))
+    share = share // 8 * 8
+    return async_rs.fits(nq, K, acc, inc) and not async_rs.fits(nq, K, acc, share)
 
 
 def consumer_regs_inc(plan) -> int:
