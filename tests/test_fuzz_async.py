@@ -578,6 +578,17 @@ FOUND[735923] = "sm_100a e4m3 64x256 from C, + bias row, occupancy 2, st.global:
 #: one register and an XOR per step now
 FOUND[1700166] = "sm_90a tf32 128x128x32, + bias row: spilled 4 B"
 FOUND[1701954] = "sm_90a tf32 128x128x32, + bias row, N 4: spilled 4 B"
+#: (section 55's follow-ups) a thread-derived row index hoisted to the kernel's entry stayed
+#: live across the producer's setmaxnreg.dec; the consumers' set-up is hoisted into their branch
+FOUND[1701714] = "sm_100a tf32 64x256x32 from C, bias row + scale per row, occupancy 2: 4 B"
+#: a B^T converted to tf32 was counted three B^T buffers it does not need (the permute seen
+#: through the conversion now): today's path spilled
+FOUND[1701416] = "sm_90a tf32 64x256x64 B^T: two stages and the scratch 'did not fit'; 364 B"
+FOUND[1709732] = "sm_90a tf32 64x256x64 B^T, unaligned: the same, 340 B"
+#: one warp group's m64n256 beside the consumers' B^T copy keeps A in the stage
+FOUND[1712008] = "sm_90a tf32 64x256x32, bias row + scale per row: A from registers, 12 B"
+#: two warp groups at the launch's 168 registers: the consumers take the producer's now
+FOUND[1705540] = "sm_90a tf32 128x256x32 B^T, num_ctas=2, bias row, unaligned C: 268 B"
 
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {
@@ -597,6 +608,15 @@ def test_fuzzer_seed(seed, tmp_path):
     o = fa.run_one(seed, str(tmp_path))
     allowed = ("ok",) if seed in COMPILE else ("ok", "refused")
     assert o.status in allowed, f"seed {seed}: {o.status}: {o.detail}"
+
+
+def test_sm90_b_transposed_by_the_consumers_counts_its_buffers_in_the_k_split(tmp_path):
+    # 64 x 256 x 64 tf32, B K x N: two 80 KB stages fit, but not beside three 64 KB B^T
+    # buffers; the K tile is staged in two parts (k_tile_split) and the GEMM takes the async
+    # path (it fell back to today's path and spilled 360 B)
+    o = _run(_gemm("sm_90a", "tf32", "f32", 64, 256, 64, epi=2), tmp_path)
+    assert o.path == "async", o.plan
+    assert "64x256x32 tf32" in o.plan
 
 
 def test_a_loop_bound_read_from_memory_keeps_todays_path(tmp_path):

@@ -255,6 +255,9 @@ def async_for(em: Emitter, op, stages: int) -> None:
     inc = op.attributes.get(ASYNC_CONSUMER_REGS_ATTR)
     if inc is not None:
         setmaxnreg(em, True, inc.value)
+    # set-up hoisted from here on (thread-derived addresses) is the consumers', not live
+    # across the producer's setmaxnreg.dec
+    em.hoist_from_here()
     em.producer_threads = 128
     em.barrier_threads = nthreads
     if store is not None or direct is not None:  # what tma_store_epilogue needs
@@ -377,7 +380,11 @@ def async_for(em: Emitter, op, stages: int) -> None:
     regs_a = None
     if round_a and not scaled:
         budget = inc.value if inc is not None else register_budget(em.func, nthreads + 128)
-        if async_rs.fits(nq, K, len(acc), budget):
+        # (one warp group's m64n256 beside the consumers' B^T copy: from registers, A spilled
+        # 8-12 B where a side vector joins the store, fuzzer seeds 1712008 and 1709732 split;
+        # it stays in the stage)
+        wide = bt is not None and G == 1 and nq == 1 and N == 256
+        if async_rs.fits(nq, K, len(acc), budget) and not wide:
             regs_a = async_rs.RegisterA(em, a, nq, G, round_a)
 
     def one_stage() -> None:

@@ -289,6 +289,8 @@ class Emitter:
         branch of an async loop, whose addresses then do not stay live across the producer's
         ``setmaxnreg.dec`` (every later instruction is the consumers'). :meth:`splice_hoisted`
         puts it in place once the body is emitted."""
+        if self.hoist_into is not None:  # (already the consumers': the first mark stays)
+            return
         self.hoist_into = []
         self.body.append(_HOIST_MARK)
 

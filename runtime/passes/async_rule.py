@@ -913,6 +913,16 @@ def _streams(func: Operation, loop: Operation, sm: int, warps: int) -> bool:
     )
 
 
+def _b_kmajor(dot) -> bool:
+    """Whether the dot's B is staged K-major (loaded N x K and transposed), seen through an
+    f32 -> tf32 conversion (fuzzer seed 1701416: a converted B^T was counted three B^T
+    buffers it does not need, and the GEMM fell back to today's path, spilling)."""
+    vb = dot.operands[1]
+    if getattr(vb, "op", None) is not None and vb.op.name == "nv_tileaa.fp_to_fp":
+        vb = vb.op.operands[0]
+    return operand_load(vb)[1]
+
+
 def _lowering(
     func, loop, dot, plan, warps: int, sm: int, hinted: bool = False, pair: bool = False
 ) -> tuple:
@@ -931,7 +941,7 @@ def _lowering(
     # sm_90 tf32 / 8-bit B loaded K x N: three K-major B^T buffers the consumers transpose each
     # stage's B into (async_loop.BT_BUFFERS: one stage's wgmmas stay in flight over the next
     # transpose). B loaded N x K and transposed is staged K-major already: no buffers
-    transposing = _elem_key(a) in TRANSPOSED_B and not operand_load(dot.operands[1])[1]
+    transposing = _elem_key(a) in TRANSPOSED_B and not _b_kmajor(dot)
     bt = 3 * (-(-(K * N * esz) // 1024) * 1024) if sm < 100 and transposing else 0
     # a num_stages hint is honored as the pass took it; otherwise as many stages as fit, up to
     # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget),
@@ -1071,7 +1081,7 @@ def _sync_lowering(func, loop, dot, plan, warps: int, sm: int, hinted: bool, sta
     # unless the consumers load C in the fragment's layout (init_chain; fragment_load.py)
     direct = uniform_tile(loop.operands[3]) or init_chain(loop) is not None
     scratch = 0 if direct else M * N * 4
-    kmajor = operand_load(dot.operands[1])[1]
+    kmajor = _b_kmajor(dot)
     # tf32 / 8-bit B loaded K x N: two B^T buffers the consumers transpose each stage's B into
     # (async_loop.BT_BUFFERS_SYNC; ldmatrix transposes 16-bit elements only)
     transposed = _elem_key(a) in TRANSPOSED_B and not kmajor

@@ -182,8 +182,11 @@ def split_factor(func: Operation, dot: Operation, sides: list, sm: int) -> int:
 
 
 def _transposed_b_bytes(dot: Operation, sm: int) -> int:
-    """Bytes of the B^T buffers sm_120's consumers transpose a tf32 or 8-bit B loaded K x N
-    into (two tiles' worth: codegen/async_mma_sync.py) beside the stages; 0 elsewhere."""
+    """Bytes of the B^T buffers the consumers transpose a tf32 or 8-bit B loaded K x N into
+    beside the stages: sm_120's two tiles' worth (codegen/async_mma_sync.py), sm_90a's three
+    (async_loop.BT_BUFFERS; fuzzer seed 1709732: a 64 x 256 x 64 tf32 tile's 192 KB of them
+    were not counted, the K tile was not split, and the GEMM fell back to today's path,
+    spilling); 0 elsewhere."""
     from tilegen.runtime.layouts.async_forms import operand_load
     from tilegen.runtime.layouts.mma_choice import element_key
     from tilegen.runtime.passes.async_rule import ASYNC_MMA, TRANSPOSED_B
@@ -192,11 +195,12 @@ def _transposed_b_bytes(dot: Operation, sm: int) -> int:
     if getattr(v, "op", None) is not None and v.op.name == "nv_tileaa.fp_to_fp":
         v = v.op.operands[0]  # (f32 -> tf32: the f32 stage)
     load, kmajor = operand_load(v)
-    if ASYNC_MMA.get(sm) != "mma.sync" or load is None or kmajor:
+    mma = ASYNC_MMA.get(sm)
+    if mma not in ("mma.sync", "wgmma") or load is None or kmajor:
         return 0
     if element_key(dot.operands[1].type) not in TRANSPOSED_B:
         return 0
-    return 2 * _bytes(load.results[0].type)
+    return (2 if mma == "mma.sync" else 3) * _bytes(load.results[0].type)
 
 
 def split(loop: Operation, sides: list, s: int) -> None:
