@@ -589,6 +589,9 @@ FOUND[1709732] = "sm_90a tf32 64x256x64 B^T, unaligned: the same, 340 B"
 FOUND[1712008] = "sm_90a tf32 64x256x32, bias row + scale per row: A from registers, 12 B"
 #: two warp groups at the launch's 168 registers: the consumers take the producer's now
 FOUND[1705540] = "sm_90a tf32 128x256x32 B^T, num_ctas=2, bias row, unaligned C: 268 B"
+#: both operands copied 4 bytes at a time by the producer's threads under occupancy 2: 48
+#: registers spilled the copies; the hint's cap is dropped now
+FOUND[1714324] = "sm_90a tf32 128x128x64 B^T, unaligned, occupancy 2: the copies spilled 336 B"
 
 #: seeds tilegen refused with a located error where tileiras compiles: they must compile now
 COMPILE = {

@@ -657,6 +657,18 @@ def _copier_registers(func, plan, kw: dict, need: int, tmem: bool = False) -> No
         total = (cap or klp.REGISTER_FILE // (32 * (cw + pw))) * 32 * (cw + pw)
         total = min(total, klp.REGISTER_FILE)
         spare = (total - 32 * cw * kw["consumer_regs"]) // (32 * pw)
+        narrow = len(kw["thread_copied"]) == 2 and all(w == 4 for _, w in kw["thread_copied"])
+        if narrow and cap is not None and spare < klp.THREAD_COPY_REGS:
+            if "nvvm.maxnreg" not in func.attributes:
+                # both operands copied 4 bytes at a time: at the occupancy hint's share (48
+                # at occupancy 2) the copies spilled 336 B, and 96 beside the consumers'
+                # 160 still 16 B (fuzzer seed 1714324); the hint's cap is dropped, as where
+                # the consumers cannot fit it (tileiras launches such kernels at 255)
+                launch = min(255, klp.REGISTER_FILE // (32 * (cw + pw))) // 8 * 8
+                inc = max(launch, _inc(launch, cw, pw, plan.producer_regs))
+                kw.update(cap_dropped=True, consumer_regs=inc)
+                total = launch * 32 * (cw + pw)
+                spare = (total - 32 * cw * inc) // (32 * pw)
         if spare < klp.THREAD_COPY_MIN_REGS:
             inc = (total - 32 * pw * klp.THREAD_COPY_MIN_REGS) // (32 * cw) // 8 * 8
             if inc >= need:
