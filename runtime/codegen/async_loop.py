@@ -375,14 +375,15 @@ def async_for(em: Emitter, op, stages: int) -> None:
     if scaled:  # scale-d false: the first K step of each instance overwrites the partial product
         zero_d = em.new("pred")
         em.ins(f"setp.ne.u32 {zero_d}, 0, 0")
-    # A the IR converts to tf32: read into registers and converted there (async_rs.py), the
-    # loop emitted twice over so that each copy's fragments stay put while its wgmmas run
+    # A the IR converts to tf32: read into registers and converted there (async_rs.py), a
+    # wgmma group per column box of A so that each group's fragments stay put while its
+    # wgmmas run (the loop twice over where a stage is one box)
     regs_a = None
     if round_a and not scaled:
         budget = inc.value if inc is not None else register_budget(em.func, nthreads + 128)
         # (one warp group's m64n256 beside the consumers' B^T copy: from registers, A spilled
-        # 8-12 B where a side vector joins the store, fuzzer seeds 1712008 and 1709732 split;
-        # it stays in the stage)
+        # 8-12 B where a side vector joins the store - fuzzer seed 1712008, a 64 x 256 x 64
+        # staged in two parts - so it stays in the stage; docs/pipelines.md section 55)
         wide = bt is not None and G == 1 and nq == 1 and N == 256
         if async_rs.fits(nq, K, len(acc), budget) and not wide:
             regs_a = async_rs.RegisterA(em, a, nq, G, round_a)
