@@ -622,6 +622,28 @@ def test_sm90_b_transposed_by_the_consumers_counts_its_buffers_in_the_k_split(tm
     assert "64x256x32 tf32" in o.plan
 
 
+@pytest.mark.parametrize(
+    "seed, tile",
+    [
+        # sm_90a 128 x 256 x 128 i8 from C: two 48 KB stages beside 96 KB of B^T buffers left
+        # the 128 KB tile neither a scratch buffer nor a ring to wait in (today's path: 40 B)
+        (1800281, "128x256x64 i8"),
+        # the same on a pair of 256 x 256 (each CTA's 128 KB of rows: 2,960 B)
+        (2000950, "256x256x64 i8"),
+        # a pair under an occupancy hint of 2 (no SM holds two): the ring of the whole opt-in
+        # holds the tile (2,968 B; tileiras spills 3,080)
+        (1600603, "256x256x64 f16"),
+    ],
+)
+def test_the_ring_leaves_the_epilogue_its_room(seed, tile, tmp_path):
+    # k_tile_split asks the async rule's ring_stages whether a part's ring leaves the
+    # epilogue its room (a scratch buffer, or a ring holding the TMA store's tile)
+    o = fa.run_one(seed, str(tmp_path))
+    assert o.status == "ok", f"seed {seed}: {o.status}: {o.detail}"
+    assert o.path == "async", o.plan
+    assert tile in o.plan and "TMA store" in o.plan, o.plan
+
+
 def test_a_loop_bound_read_from_memory_keeps_todays_path(tmp_path):
     # the producer warp group needs the K loop's trip count, but only the consumers read
     # memory before the loop (section 29): the rule refuses, with this reason, and today's

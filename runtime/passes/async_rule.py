@@ -956,32 +956,9 @@ def _lowering(
     transposing = _elem_key(a) in TRANSPOSED_B and not _b_kmajor(dot)
     bt = 3 * (-(-(K * N * esz) // 1024) * 1024) if sm < 100 and transposing else 0
     # a num_stages hint is honored as the pass took it; otherwise as many stages as fit, up to
-    # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget),
-    # beside the accumulator's scratch buffer unless the registers never go through it
-    # (sm_90: a uniform initial value goes straight into the registers, and the result's
-    # exchange after the loop waits in the idle stage ring when the ring holds it:
-    # Emitter.scratch_into_ring; sm_100's tcgen05 consumers keep the initial value in the
-    # scratch over the loop)
-    in_ring = sm < 100 and uniform_tile(loop.operands[3])
-    regs_only = _registers_only(func, loop, sm, M, 0 if pair else warps, fragment=pair)
-    # (an initial value written into TMEM but converted into the accumulator's layout first:
-    # the conversion's exchange needs the scratch, since the consumers load C after the
-    # producer has started filling the ring - unless the consumers load C in the rows' order,
-    # codegen/fragment_load.py, as sm_90 loads it in the fragment's)
-    if regs_only and _converted_init(loop) and init_chain(loop) is None:
-        regs_only = False
-    for scratch in (0, M * N * 4) if regs_only else (M * N * 4,):
-        stages = 0
-        if scratch and in_ring:
-            fit = (_shared_budget(func, sm, stage, bt) - SMEM_EXTRA - bt) // stage
-            stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit)
-        if stages * stage + bt < scratch or not stages:
-            fit = _shared_budget(func, sm, stage, scratch + bt) - scratch - SMEM_EXTRA - bt
-            stages = min(plan.stages if hinted else ASYNC_MAX_STAGES, fit // stage)
-        if scratch or tma_store_plan(func, loop, stages, stage, pair, sm, warps)[0] is not None:
-            break
-        if tmem_store_plan(func, loop, sm, warps, pair, stages * stage) is not None:
-            break  # (no TMA store: st.global through the ring, codegen/tmem_store.py)
+    # ASYNC_MAX_STAGES (the pass's own cap is for its IR, not for this path's smem budget)
+    cap = plan.stages if hinted else ASYNC_MAX_STAGES
+    stages, scratch = ring_stages(func, loop, sm, M, N, warps, pair, stage, bt, cap)
     scaled = not isinstance(dot.operands[2], BlockArgument)
     if scaled and sm >= 100 and (warps != 8 or M != 128 or N not in (64, 128)):
         # a thread holds N / 2 columns of the partial product, the sum and a 1 x N side vector
@@ -1044,6 +1021,53 @@ def _lowering(
         return (why, stages) if why is not None else (_before_loop(func, loop), stages)
     why = _body_reason(loop, dot, loads, tf32)
     return (why if why is not None else _before_loop(func, loop)), stages
+
+
+def ring_stages(
+    func, loop, sm: int, M: int, N: int, warps: int, pair: bool, stage: int, bt: int, cap: int
+) -> tuple:
+    """(the stages of ``stage`` bytes the GEMM form's ring takes, at most ``cap``; the bytes of
+    the accumulator's scratch buffer beside it) on ``sm`` beside ``bt`` bytes of B^T buffers:
+    as many stages as fit beside the accumulator's scratch buffer unless the registers never go
+    through it (sm_90: a uniform initial value goes straight into the registers, and the
+    result's exchange after the loop waits in the idle stage ring when the ring holds it:
+    Emitter.scratch_into_ring; sm_100's tcgen05 consumers keep the initial value in the
+    scratch over the loop). ``M``: one CTA's rows; ``warps``: the consumer warps. The K split
+    (k_tile_split.split_factor) asks it too, with a part's ``stage`` and ``bt``. A CTA
+    ``pair``, which stores by TMA from the ring, takes the whole opt-in where an ``occupancy``
+    hint's share leaves the tile out of the ring (fuzzer seeds 1600603, 1600952: 256 x 256
+    with occupancy 2, which no SM holds twice; tileiras takes 230,640 and 165,056 B)."""
+    from tilegen.runtime.targets import shared_optin
+
+    # (sm_90: a uniform initial value goes straight into the registers, and the result's
+    # exchange after the loop waits in the idle stage ring when the ring holds it:
+    # Emitter.scratch_into_ring; sm_100's tcgen05 consumers keep the initial value in the
+    # scratch over the loop)
+    in_ring = sm < 100 and uniform_tile(loop.operands[3])
+    regs_only = _registers_only(func, loop, sm, M, 0 if pair else warps, fragment=pair)
+    # (an initial value written into TMEM but converted into the accumulator's layout first:
+    # the conversion's exchange needs the scratch, since the consumers load C after the
+    # producer has started filling the ring - unless the consumers load C in the rows' order,
+    # codegen/fragment_load.py, as sm_90 loads it in the fragment's)
+    if regs_only and _converted_init(loop) and init_chain(loop) is None:
+        regs_only = False
+    for scratch in (0, M * N * 4) if regs_only else (M * N * 4,):
+        stages = 0
+        if scratch and in_ring:
+            fit = (_shared_budget(func, sm, stage, bt) - SMEM_EXTRA - bt) // stage
+            stages = min(cap, fit)
+        if stages * stage + bt < scratch or not stages:
+            fit = _shared_budget(func, sm, stage, scratch + bt) - scratch - SMEM_EXTRA - bt
+            stages = min(cap, fit // stage)
+        if scratch or tma_store_plan(func, loop, stages, stage, pair, sm, warps)[0] is not None:
+            break
+        if tmem_store_plan(func, loop, sm, warps, pair, stages * stage) is not None:
+            break  # (no TMA store: st.global through the ring, codegen/tmem_store.py)
+        if pair:  # (a pair stores by TMA: a ring of the whole opt-in, past an occupancy hint)
+            whole = min(cap, (shared_optin(sm) - SMEM_EXTRA - bt) // stage)
+            if whole > stages and tma_store_plan(func, loop, whole, stage, pair, sm, warps)[0]:
+                return whole, 0
+    return stages, scratch
 
 
 def _body_reason(loop, dot, loads: set, passed: set) -> Optional[str]:

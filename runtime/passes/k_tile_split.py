@@ -140,7 +140,9 @@ def split_factor(func: Operation, dot: Operation, sides: list, sm: int) -> int:
 
     * The async targets (TMA stages): 1 where two stages of the whole tile fit the target's
       shared memory, else the smallest power of two that fits three stages (1 where none does,
-      its parts' K rows kept at least :data:`MIN_K_BYTES` bytes).
+      its parts' K rows kept at least :data:`MIN_K_BYTES` bytes). On sm_90 the first of
+      these whose ring also leaves the epilogue its room (:func:`_epilogue_room`), where one
+      does.
     * ``mma.sync`` targets before sm_90 (cp.async stages, today's path): K rows of at most
       :data:`MMA_SYNC_K_BYTES` bytes where the accumulator takes at least
       :data:`MMA_SYNC_ACC_REGS` registers a thread; deeper tiles spilled (fuzzer seeds 20027,
@@ -171,14 +173,52 @@ def split_factor(func: Operation, dot: Operation, sides: list, sm: int) -> int:
     budget = shared_optin(sm) - SMEM_EXTRA
     stage = sum(_bytes(load.results[0].type) for load, _, _ in sides)
     bt = _transposed_b_bytes(dot, sm)
-    if 2 * stage + bt <= budget:
-        return 1
+    parts = [1] if 2 * stage + bt <= budget else []
     s = 2
     while tk % s == 0 and tk // s * esz >= MIN_K_BYTES:
         if 3 * (stage // s) + bt // s <= budget:
-            return s
+            parts.append(s)
         s *= 2
-    return 1
+    epilogue = _epilogue_room(func, dot, sm, stage, bt)
+    # the first part count whose ring leaves the epilogue its room; else the first that fits
+    return next((s for s in parts if epilogue(s)), parts[0] if parts else 1)
+
+
+def _epilogue_room(func: Operation, dot: Operation, sm: int, stage: int, bt: int):
+    """A test of a part count ``s``: whether the async rule's ring of stages of ``stage / s``
+    bytes (beside ``bt / s`` of B^T buffers) takes two beside what the epilogue needs - the
+    accumulator's scratch buffer, or a ring that holds the TMA store's tile
+    (async_rule.ring_stages); a CTA pair's ring (its CTA's stage) must hold the tile, since
+    the pair stores by TMA. Fuzzer seeds 1800281 (sm_90a 128 x 256 x 128 i8 from C: two 48 KB
+    stages and 96 KB of B^T buffers left no room for the 128 KB tile) and 2000950 (the same
+    on a pair of 256 x 256) fell back to today's path and spilled; in halves, seven 24 KB
+    stages hold the tile. Always true but on sm_90 (``mma.sync`` targets have rules of their
+    own; sm_100's epilogue through TMEM rows depends on the layout stage's accumulator
+    layout, not there yet)."""
+    from tilegen.runtime.layouts.kernel import _may_pair, default_num_warps
+    from tilegen.runtime.passes import k_loop_pipelining as klp
+    from tilegen.runtime.passes.async_rule import (
+        ASYNC_MAX_STAGES,
+        ASYNC_MMA,
+        pair_stage_bytes,
+        ring_stages,
+    )
+
+    if ASYNC_MMA.get(sm) != "wgmma":
+        return lambda s: True
+    loop = dot.parent_op
+    pair = _may_pair(func, sm, dot, loop)
+    M, N = dot.results[0].type.shape[-2:]
+    if pair:
+        M, stage = M // 2, pair_stage_bytes(dot, sm)
+    warps = default_num_warps(func)  # (the layout stage's CTA size)
+    cap = klp._stages_hint(func) or ASYNC_MAX_STAGES
+
+    def fits(s: int) -> bool:
+        stages, scratch = ring_stages(func, loop, sm, M, N, warps, pair, stage // s, bt // s, cap)
+        return stages >= 2 and not (pair and scratch)
+
+    return fits
 
 
 def _transposed_b_bytes(dot: Operation, sm: int) -> int:
