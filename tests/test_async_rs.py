@@ -232,3 +232,33 @@ def test_rows_stored_after_the_barrier_are_caught(sm100):
         lines.insert(j + 1, lines.pop(i))
     with pytest.raises(PtxSimError, match="as its A operand, tensor memory .* nothing orders"):
         _check("".join(lines), 128, 128, 32, True)
+
+
+@pytest.mark.parametrize("k, bt", [(32, False), (32, True), (64, True)])
+def test_sm100_wide_tiles_store_half_a_row_a_warp_group(k, bt):
+    # 128 x 256 on 8 warps (the wide form): warps w and w + 4 share TMEM lanes 32 (w % 4) ..;
+    # warp group h stores half of each row of A: chunks 4 h .. of a single box (x16 at column
+    # 16 h), else boxes h K / 64 .. whole
+    m, n = 128, 256
+    ptx = _ptx(m, n, k, bt, "sm_100a")
+    assert ".reqntid 384" in ptx  # (8 consumer warps and the producer warp group)
+    loop = ptx[ptx.index("async_issue") :]
+    shape = "x16" if k == 32 else "x32"
+    stores = re.findall(r"tcgen05\.st\.sync\.aligned\.32x32b\.(x\d+)", loop)
+    assert stores == [shape] * (2 * max(1, k // 64)), stores
+    mmas = re.findall(r"tcgen05\.mma\S* \[%r\d+\], (\S+), %rd\d+,", ptx)
+    assert len(mmas) == 2 * k // 8 and all(x.startswith("[%r") for x in mmas)
+    _check(ptx, m, n, k, bt, nk=3)
+
+
+def test_sm100_wide_tiles_halves_planted_on_one_half_are_caught():
+    # both warp groups storing the first half of a single box's row (the XOR that moves
+    # warp group 1 to chunks 4 .. left out): columns 16 .. 31 of A hold a copy of 0 .. 15
+    ptx = _ptx(128, 256, 32, False, "sm_100a")
+    lines = ptx.splitlines(keepends=True)
+    at = [i for i, line in enumerate(lines) if re.match(r"\tshl\.b32 %r\d+, %r\d+, 6;", line)]
+    assert len(at) == 1
+    reg = re.match(r"\tshl\.b32 (%r\d+),", lines[at[0]]).group(1)
+    lines[at[0]] = f"\tmov.b32 {reg}, 0;\n"
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        _check("".join(lines), 128, 256, 32, False)

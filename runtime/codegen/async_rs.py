@@ -109,12 +109,13 @@ class RegisterA:
 def tmem_a_columns(em: Emitter, a, M: int, N: int, pair: bool, scaled: bool, occ: int) -> int:
     """The tensor memory columns of one buffer of A (its K) where sm_100a's consumers write an A
     the IR converts into tensor memory, else 0. It applies to an M 128 tile on 4 warps (thread
-    ``t`` holds row ``t``, TMEM lane ``t``), A staged in 128-byte swizzled column boxes, K a
-    power of two up to 128 (one ``tcgen05.st`` shape), and two buffers beside the accumulator
-    within the SM's columns at ``occ`` CTAs an SM. Pairs and the scaled accumulate keep A in
-    the stage."""
+    ``t`` holds row ``t``, TMEM lane ``t``) or on 8 (the wide form: warp groups ``h`` 0 and 1
+    each store half of every row, thread ``t`` row ``t % 128``), A staged in 128-byte swizzled
+    column boxes, K a power of two up to 128 (one ``tcgen05.st`` shape), and two buffers
+    beside the accumulator within the SM's columns at ``occ`` CTAs an SM. Pairs, 256-row tiles
+    and the scaled accumulate keep A in the stage."""
     K = a.tile[-1]
-    if pair or scaled or M != 128 or em.num_warps != 4 or a.esz != 4 or a.span != 128:
+    if pair or scaled or M != 128 or em.num_warps not in (4, 8) or a.esz != 4 or a.span != 128:
         return 0
     if K & (K - 1) or K > 128 or tcgen05.columns(N + 2 * K) * occ > TMEM_COLUMNS:
         return 0
@@ -123,7 +124,9 @@ def tmem_a_columns(em: Emitter, a, M: int, N: int, pair: bool, scaled: bool, occ
 
 class TmemA:
     """sm_100a: A in two tensor memory buffers (columns ``N + j K``, beside the accumulator),
-    written by the consumers in turn. Each thread reads its row of the stage's A with
+    written by the consumers in turn. Each thread reads its row (on 8 warps, warp group
+    ``h``'s half of it: chunks ``4 h ..`` of a single box, else boxes ``h K / 64 ..``) of the
+    stage's A with
     ``ld.shared.v4`` (16-byte chunk ``c`` of a 128-byte box row ``t`` is chunk ``c ^ t % 8``:
     eight rows a phase, conflict-free), converts it and stores it by ``tcgen05.st.32x32b``
     into its own TMEM lane. Buffer ``j``'s mbarrier (count 1, pre-arrived once) completes a
@@ -133,16 +136,38 @@ class TmemA:
     def __init__(self, em: Emitter, a, N: int, cvt: str) -> None:
         self.a, self.N, self.cvt = a, N, cvt
         self.K = a.tile[-1]
+        self.halves = em.num_warps // 4  # (8 warps: each warp group stores half of a row)
         tid, _, warp = em.tid()
+        row = tid
+        if self.halves > 1:
+            row = em.new("b32")
+            em.ins(f"and.b32 {row}, {tid}, 127")
         off = em.new("b32")  # row t's chunk 0: 128 t + 16 (t % 8), in A's first box
-        em.ins(f"and.b32 {off}, {tid}, 7")
+        em.ins(f"and.b32 {off}, {row}, 7")
         em.ins(f"shl.b32 {off}, {off}, 4")
-        em.ins(f"mad.lo.s32 {off}, {tid}, 128, {off}")
+        em.ins(f"mad.lo.s32 {off}, {row}, 128, {off}")
         if a.offset:
             em.ins(f"add.s32 {off}, {off}, {a.offset}")
+        self.lanes = em.new("b32")  # the warp's TMEM lanes 32 (w % 4) ..: (32 w) << 16
+        if self.halves > 1:
+            # warp group h: chunks 4 h .. of a single box (x16 at column 16 h), else boxes
+            # h K / 64 .. (whole)
+            h, quarter = em.new("b32"), em.new("b32")
+            em.ins(f"shr.u32 {h}, {tid}, 7")
+            em.ins(f"and.b32 {quarter}, {warp}, 3")
+            em.ins(f"shl.b32 {self.lanes}, {quarter}, 21")
+            if self.K == 32:
+                em.ins(f"mad.lo.s32 {self.lanes}, {h}, 16, {self.lanes}")
+                x = em.new("b32")
+                em.ins(f"shl.b32 {x}, {h}, 6")
+                em.ins(f"xor.b32 {off}, {off}, {x}")
+            else:
+                boxes = self.K // 64
+                em.ins(f"mad.lo.s32 {self.lanes}, {h}, {32 * boxes}, {self.lanes}")
+                em.ins(f"mad.lo.s32 {off}, {h}, {boxes * a.box_bytes}, {off}")
+        else:
+            em.ins(f"shl.b32 {self.lanes}, {warp}, 21")
         self.off0 = off
-        self.lanes = em.new("b32")  # the warp's TMEM lanes 32 w ..: (32 w) << 16
-        em.ins(f"shl.b32 {self.lanes}, {warp}, 21")
         self.phase = [em.mov("b32", "0") for _ in range(2)]
 
     def column(self, j: int) -> int:
@@ -155,16 +180,19 @@ class TmemA:
         a = self.a
         first = em.new("b32")
         em.ins(f"add.s32 {first}, {sbase}, {self.off0}")
+        # a thread's chunks of a box: 8, or 4 where two warp groups share a single box
+        chunks = 4 if self.halves > 1 and self.K == 32 else 8
+        boxes = self.K // 32 // (self.halves if self.K > 32 else 1)
         addrs = [first]  # chunk c: the stage's low 10 bits are 0, so (row's chunk 0) ^ 16 c
-        for c in range(1, 8):
+        for c in range(1, chunks):
             r = em.new("b32")
             em.ins(f"xor.b32 {r}, {first}, {16 * c}")
             addrs.append(r)
         dst = em.new("b32")
         em.ins(f"add.s32 {dst}, {taddr}, {self.lanes}")
-        for box in range(self.K // 32):
+        for box in range(boxes):
             regs = []
-            for c in range(8):
+            for c in range(chunks):
                 four = [em.new("b32") for _ in range(4)]
                 imm = box * a.box_bytes
                 at = f"{addrs[c]}+{imm}" if imm else addrs[c]
@@ -177,5 +205,6 @@ class TmemA:
                 em.ins(f"xor.b32 {self.phase[j]}, {self.phase[j]}, 1")
             at = em.new("b32")
             em.ins(f"add.s32 {at}, {dst}, {self.column(j) + 32 * box}")
-            em.ins(f"tcgen05.st.sync.aligned.32x32b.x32.b32 [{at}], {{{', '.join(regs)}}}")
+            shape = f"32x32b.x{len(regs)}"
+            em.ins(f"tcgen05.st.sync.aligned.{shape}.b32 [{at}], {{{', '.join(regs)}}}")
         em.ins("tcgen05.wait::st.sync.aligned")
