@@ -262,3 +262,38 @@ def test_sm100_wide_tiles_halves_planted_on_one_half_are_caught():
     lines[at[0]] = f"\tmov.b32 {reg}, 0;\n"
     with pytest.raises(AssertionError, match="Not equal to tolerance"):
         _check("".join(lines), 128, 256, 32, False)
+
+
+@pytest.mark.parametrize("n, k, bt", [(128, 32, False), (128, 64, True), (64, 32, True)])
+def test_sm100_tall_tiles_keep_both_halves_of_a_in_each_buffer(n, k, bt):
+    # 256 rows on 8 warps (two accumulators, M 128 each): thread t stores row t into lane
+    # t % 128 at column K (t / 128) of the buffer; the second accumulator's MMAs read A K
+    # columns on. The accumulators' 2 N columns, then two buffers of 2 K
+    m = 256
+    ptx = _ptx(m, n, k, bt, "sm_100a")
+    cols = 2 * n + 4 * k
+    alloc = int(re.search(r"tcgen05\.alloc\S* \[[^]]*\], (\d+);", ptx).group(1))
+    assert alloc == max(32, 1 << (cols - 1).bit_length())
+    loop = ptx[ptx.index("async_issue") :]
+    assert loop.count(TST) == 2 * (k // 32)
+    mmas = re.findall(r"tcgen05\.mma\S* \[%r\d+\], (\S+), %rd\d+,", ptx)
+    assert len(mmas) == 2 * 2 * k // 8 and all(x.startswith("[%r") for x in mmas)
+    _check(ptx, m, n, k, bt, nk=3)
+
+
+def test_sm100_tall_tiles_halves_in_one_column_are_caught():
+    # rows 128 .. stored over rows 0 .. (the K h column offset left out): the first
+    # accumulator's MMAs read the second half's rows
+    ptx = _ptx(256, 128, 32, False, "sm_100a")
+    lines = ptx.splitlines(keepends=True)
+    at = [
+        i
+        for i, line in enumerate(lines)
+        if re.match(r"\tmad\.lo\.s32 %r\d+, %r\d+, 32, %r\d+;", line)
+    ]
+    mads = [i for i in at if "shl.b32" in lines[i - 1] and ", 21;" in lines[i - 1]]
+    assert len(mads) == 1
+    dst, src = re.match(r"\tmad\.lo\.s32 (%r\d+), %r\d+, 32, (%r\d+);", lines[mads[0]]).groups()
+    lines[mads[0]] = f"\tmov.b32 {dst}, {src};\n"
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        _check("".join(lines), 256, 128, 32, False)

@@ -910,7 +910,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     bounds_off = init_off + 8 * pair_init  # the loop's bounds, for each role (_split_bounds)
     maps_off = _align(bounds_off + 24, 128)
     tall = tc and not pair and facts.get("M") == 256  # two M 128 accumulators
-    tcols = tcgen05.columns(2 * N if tc_scaled or tall else N + 2 * tmem_a)
+    tcols = tcgen05.columns(2 * N + 4 * tmem_a if tc_scaled or tall else N + 2 * tmem_a)
     kept = facts.get("kept", [])
     kept_at = len(staged) + (store is not None)  # (their maps after the store's)
     nmaps = kept_at + len(kept)
@@ -1531,7 +1531,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     mmas = _tcgen05_stage(dot, v["ab"], a, b, M, N, K, acc_int, pair)
     if tall:
         mmas = _tall_stage(dot, v["ab"], a, b, N, K, acc_int)
-    in_tm = async_rs.TmemA(em, a, N, conv[0][1]) if tmem_a else None
+    in_tm = async_rs.TmemA(em, a, N, conv[0][1], tall) if tmem_a else None
     top, end = loop_head(em, "async_issue", ty, iv, ub)
 
     def one_stage(j: int) -> None:
@@ -1754,16 +1754,21 @@ def _tall_stage(dot, ab: str, a: "_Operand", b: "_Operand", N: int, K: int, acc_
     N .. 2 N, both M 128 ``cta_group::1``."""
     half = _tcgen05_stage(dot, ab, a, b, 128, N, K, acc_int)
 
-    def emit(em: Emitter, sbase, taddr, acc_in, tid) -> None:
+    def emit(em: Emitter, sbase, taddr, acc_in, tid, a_col=None) -> None:
         # the first MMA of each accumulator overwrites it: acc_in is false until after the
-        # second accumulator's first K step
+        # second accumulator's first K step; ``a_col``: A's rows in tensor memory (rows
+        # 128 .. K columns on, async_rs.TmemA)
         second, t2 = em.new("b32"), em.new("b32")
         em.ins(f"add.s32 {second}, {sbase}, {128 * a.span}")
         em.ins(f"add.s32 {t2}, {taddr}, {N}")
         keep = em.new("pred")
         em.ins(f"mov.pred {keep}, {acc_in}")
-        half(em, sbase, taddr, acc_in, tid)
-        half(em, second, t2, keep, tid, b_base=sbase)
+        a2 = None
+        if a_col is not None:
+            a2 = em.new("b32")
+            em.ins(f"add.s32 {a2}, {a_col}, {K}")
+        half(em, sbase, taddr, acc_in, tid, a_col=a_col)
+        half(em, second, t2, keep, tid, b_base=sbase, a_col=a2)
 
     return emit
 

@@ -112,12 +112,18 @@ def tmem_a_columns(em: Emitter, a, M: int, N: int, pair: bool, scaled: bool, occ
     ``t`` holds row ``t``, TMEM lane ``t``) or on 8 (the wide form: warp groups ``h`` 0 and 1
     each store half of every row, thread ``t`` row ``t % 128``), A staged in 128-byte swizzled
     column boxes, K a power of two up to 128 (one ``tcgen05.st`` shape), and two buffers
-    beside the accumulator within the SM's columns at ``occ`` CTAs an SM. Pairs, 256-row tiles
+    beside the accumulator within the SM's columns at ``occ`` CTAs an SM. A 256-row tile on 8
+    warps (two accumulators, ``_tall_stage``) keeps both halves of its rows in each buffer:
+    thread ``t`` stores row ``t``, lane ``t % 128``, at column ``K (t / 128)`` of it. Pairs
     and the scaled accumulate keep A in the stage."""
     K = a.tile[-1]
-    if pair or scaled or M != 128 or em.num_warps not in (4, 8) or a.esz != 4 or a.span != 128:
+    tall = M == 256 and em.num_warps == 8  # (two accumulators: A's rows in two halves)
+    if pair or scaled or a.esz != 4 or a.span != 128:
         return 0
-    if K & (K - 1) or K > 128 or tcgen05.columns(N + 2 * K) * occ > TMEM_COLUMNS:
+    if not tall and (M != 128 or em.num_warps not in (4, 8)):
+        return 0
+    used = 2 * N + 4 * K if tall else N + 2 * K
+    if K & (K - 1) or K > 128 or tcgen05.columns(used) * occ > TMEM_COLUMNS:
         return 0
     return K
 
@@ -133,12 +139,20 @@ class TmemA:
     phase when the MMAs that last read the buffer complete (the issuer's ``tcgen05.commit``);
     the consumers wait for it before storing."""
 
-    def __init__(self, em: Emitter, a, N: int, cvt: str) -> None:
-        self.a, self.N, self.cvt = a, N, cvt
+    def __init__(self, em: Emitter, a, N: int, cvt: str, tall: bool = False) -> None:
+        self.a, self.N, self.cvt, self.tall = a, N, cvt, tall
         self.K = a.tile[-1]
-        self.halves = em.num_warps // 4  # (8 warps: each warp group stores half of a row)
+        # (8 warps, M 128: each warp group stores half of a row; M 256: a row each)
+        self.halves = 1 if tall else em.num_warps // 4
         tid, _, warp = em.tid()
         row = tid
+        if tall:  # warp group h: rows 128 h .., in lanes 32 (w % 4) .. at column K h
+            h, quarter = em.new("b32"), em.new("b32")
+            em.ins(f"shr.u32 {h}, {tid}, 7")
+            em.ins(f"and.b32 {quarter}, {warp}, 3")
+            self.lanes_tall = em.new("b32")
+            em.ins(f"shl.b32 {self.lanes_tall}, {quarter}, 21")
+            em.ins(f"mad.lo.s32 {self.lanes_tall}, {h}, {self.K}, {self.lanes_tall}")
         if self.halves > 1:
             row = em.new("b32")
             em.ins(f"and.b32 {row}, {tid}, 127")
@@ -165,13 +179,18 @@ class TmemA:
                 boxes = self.K // 64
                 em.ins(f"mad.lo.s32 {self.lanes}, {h}, {32 * boxes}, {self.lanes}")
                 em.ins(f"mad.lo.s32 {off}, {h}, {boxes * a.box_bytes}, {off}")
+        elif tall:
+            em.ins(f"mov.b32 {self.lanes}, {self.lanes_tall}")
         else:
             em.ins(f"shl.b32 {self.lanes}, {warp}, 21")
         self.off0 = off
         self.phase = [em.mov("b32", "0") for _ in range(2)]
 
     def column(self, j: int) -> int:
-        """Buffer ``j``'s first column."""
+        """Buffer ``j``'s first column (after the two accumulators of a 256-row tile, whose
+        buffers hold both halves of its rows)."""
+        if self.tall:
+            return 2 * self.N + 2 * j * self.K
         return self.N + j * self.K
 
     def store(self, em: Emitter, sbase: str, taddr: str, j: int, bar: str) -> None:
