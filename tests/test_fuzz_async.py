@@ -644,6 +644,45 @@ def test_the_ring_leaves_the_epilogue_its_room(seed, tile, tmp_path):
     assert tile in o.plan and "TMA store" in o.plan, o.plan
 
 
+@pytest.mark.parametrize(
+    "tm, tk, bt, init, epi",
+    [
+        (256, 32, 0, 0, 0),  # B K x N: each CTA transposes its multicast B into B^T buffers
+        (256, 32, 1, 1, 4),  # B^T: rounded in place in each CTA's multicast stage; from C
+        (128, 32, 0, 0, 1),  # 64 rows a CTA (with --cta-pair below)
+    ],
+)
+def test_sm90_tf32_pair_rounds_its_own_stage(tm, tk, bt, init, epi, tmp_path):
+    # a tf32 tile no CTA holds (256 x 256: 256 accumulators a thread on one CTA; today's path
+    # spilled 1.9-3.3 KB, tileiras 6-11 KB) runs on a pair: each CTA's consumers round A (from
+    # registers) and B in their own stage, then wgmma reads it, as on one CTA
+    n = 256 if tm == 256 else 128
+    cfg = _gemm("sm_90a", "tf32", "f32", tm, n, tk, bt, epi, init, options={"num_ctas": 2})
+    cfg.sizes = dict(M=2 * tm, N=256, K=3 * tk)
+    o = _run(cfg, tmp_path, **({} if tm == 256 else {"cta_pair": True}))
+    assert o.path == "async" and "a CTA pair" in o.plan and "TMA store" in o.plan, o.plan
+    assert ".multicast::cluster" in o.ptx and "cvt.rn.tf32.f32" in o.ptx
+
+
+def test_sm90_tf32_pair_without_the_proxy_fence_is_caught(tmp_path):
+    # B^T rounded in place in the stage the other CTA's TMA multicasts into: without the
+    # consumers' fence.proxy.async, the wgmmas (the async proxy) read the generic writes
+    from tilegen.runtime.ptx.launch import run_ptx
+    from tilegen.runtime.ptx.sim.cta import PtxSimError
+
+    cfg = _gemm("sm_90a", "tf32", "f32", 256, 256, 32, bt=1)
+    cfg.sizes = dict(M=256, N=256, K=96)
+    o = _run(cfg, tmp_path)
+    lines = o.ptx.splitlines(keepends=True)
+    top = next(i for i, line in enumerate(lines) if "async_consume" in line and ":" in line)
+    fences = [i for i, line in enumerate(lines) if i > top and "fence.proxy.async" in line]
+    assert fences
+    lines[fences[0]] = "\n"
+    args, grid, idx, *_ = fa.problem(cfg, np.random.default_rng(0))
+    with pytest.raises(PtxSimError, match="proxy"):
+        run_ptx("".join(lines), args, grid, strict_async=True, max_steps=50_000_000)
+
+
 def test_a_loop_bound_read_from_memory_keeps_todays_path(tmp_path):
     # the producer warp group needs the K loop's trip count, but only the consumers read
     # memory before the loop (section 29): the rule refuses, with this reason, and today's

@@ -315,7 +315,7 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
         and sm in (90, 100)
         and one_cta_reason(sm, m, n, current().cta_pair) is None
         and (n <= 128 or n == 256)
-        and _pair_form(func, loop, dot)
+        and _pair_form(func, loop, dot, sm)
     )
 
 
@@ -346,13 +346,14 @@ def one_cta_reason(sm: int, m: int, n: int, cta_pair: Optional[bool]) -> Optiona
 _WRITES = ("store", "atomic", "scatter", "print", "assert")
 
 
-def _pair_form(func: Operation, loop: Operation, dot: Operation) -> bool:
+def _pair_form(func: Operation, loop: Operation, dot: Operation, sm: int = 0) -> bool:
     """The CTA pair's conditions on the IR's structure (``async_rule._pair_reason`` checks them
     again once the layouts exist): the dot accumulates into the loop's value from a uniform
     initial tile (or from C as ``async_forms.init_chain`` loads it: each CTA loads its own
     rows of it, into its fragment on sm_90 and its TMEM rows on sm_100), its operands reach it
-    unconverted from loads TMA can copy (``tma_rules.tma_describable``: 16-byte aligned
-    strides), and the kernel's only memory write is one 2-d ``tiled_store`` after the loop of
+    from loads TMA can copy (``tma_rules.tma_describable``: 16-byte aligned strides),
+    unconverted but on sm_90 (whose consumers round an f32 -> tf32 operand in their own CTA's
+    stage: docs/pipelines.md section 56), and the kernel's only memory write is one 2-d ``tiled_store`` after the loop of
     a value computed from the loop's result by elementwise ops with uniform operands
     (``async_forms.fragment_chain``: no bias row loaded after the loop, no second store, no
     3-d store)."""
@@ -372,9 +373,13 @@ def _pair_form(func: Operation, loop: Operation, dot: Operation) -> bool:
         return False
     if not uniform_tile(loop.operands[3]) and not init_chain(loop):
         return False
-    if any(isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp" for v in dot.operands[:2]):
+    converted = [
+        isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp" for v in dot.operands[:2]
+    ]
+    if any(converted) and sm != 90:
         return False
-    for v in dot.operands[:2]:  # staged by TMA (else today's path, where one group spills)
+    for v, c in zip(dot.operands[:2], converted):  # staged by TMA (else today's path)
+        v = v.op.operands[0] if c else v
         load = operand_load(v)[0] if not _loaded(v) else v.op
         if load is None or load.name != "nv_tileaa.tiled_load" or tma_describable(load):
             return False

@@ -1216,7 +1216,8 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
         )
     if not isinstance(dot.operands[2], BlockArgument):
         return "the pair takes the plain GEMM form (the dot accumulates into the loop's value)"
-    if any(_converted_operand(v) for v in dot.operands[:2]):
+    if sm != 90 and any(_converted_operand(v) for v in dot.operands[:2]):
+        # (sm_90: each CTA's consumers round their own stage; sm_100's MMAs read both CTAs')
         return "the pair's operands reach the dot as staged (no f32 -> tf32 rounding)"
     # (each CTA loads its own rows of C in its fragment's / TMEM rows' order, fragment_load.py)
     if not _registers_only(func, loop, sm, 128, fragment=True):

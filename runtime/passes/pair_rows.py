@@ -436,7 +436,7 @@ def pair_gemm(func: Operation, sm: int) -> bool:
     if element_name(dots[0].results[0].type.element) not in ("f32", "i32"):
         return False
     spec = func.attributes.get("nv_tileaa.kernel_spec")
-    if not isinstance(spec, DictAttr) or not _pair_form(func, loops[0], dots[0]):
+    if not isinstance(spec, DictAttr) or not _pair_form(func, loops[0], dots[0], sm):
         return False
     items = [(k, v) for k, v in spec.items if k != "num_cta_in_cga"]
     items.append(("num_cta_in_cga", IntegerAttr(2, I32)))
