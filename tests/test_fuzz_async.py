@@ -346,15 +346,36 @@ def test_sm120_transposing_consumers_leave_their_buffers_to_the_epilogue(tmp_pat
 
 
 def test_a_pair_refused_keeps_two_warp_groups(tmp_path):
-    # num_ctas=2 on a batched GEMM (the pair takes 2-d loads and stores: its boxes and halves
-    # are 2-d): no pair, so the 256-row tile takes two consumer warp groups on one CTA, not
-    # one group of 256 rows. (A bias row no longer refuses the pair: each CTA reads its
-    # columns as a side vector, tests/test_fragment_sides.py; nor does C, below.)
-    params = dict(ab="f16", out="f32", TM=256, TN=128, TK=64, BT=0)
-    sizes = dict(M=300, N=128, K=128, Z=2)
-    o = _run(fa.Config(0, "bgemm", "sm_100a", params, {"num_ctas": 2}, sizes), tmp_path)
+    # num_ctas=2 where an operand TMA cannot copy (rows of no 16-byte multiple: the pair's
+    # halves and multicast are TMA's): no pair, so the 256-row tile takes two consumer warp
+    # groups on one CTA, not one group of 256 rows, and the producer's threads copy A. (A
+    # batch's (1, M, N) tiles no longer refuse the pair, below; nor does a bias row, each CTA
+    # reading its columns as a side vector, tests/test_fragment_sides.py; nor C.)
+    cfg = _gemm("sm_100a", "f16", "f32", 256, 128, 64, options={"num_ctas": 2})
+    cfg.sizes = dict(M=300, N=128, K=100)  # (K 100: A's rows 200 bytes)
+    o = _run(cfg, tmp_path)
     assert o.path == "async", o.plan
-    assert "8 consumer + 4 producer warps" in o.plan and "CTA pair" not in o.plan
+    assert "8 consumer + 4 producer warps" in o.plan and "A copied by the producer" in o.plan
+    assert "not a pair: the pair stages its operands by TMA" in o.plan, o.plan
+
+
+@pytest.mark.parametrize(
+    "target, tm, tn, init, hints",
+    [
+        ("sm_100a", 256, 128, 0, {"num_ctas": 2}),  # cta_group::2 on a batch's tiles
+        ("sm_100a", 256, 256, 1, {"num_ctas": 2}),  # from C, each CTA its rows
+        ("sm_90a", 256, 256, 0, {}),  # no CTA holds it: paired unasked (was today's path,
+        # 2,900 B of spills; tileiras 6,392 B)
+    ],
+)
+def test_a_batch_runs_on_a_pair(target, tm, tn, init, hints, tmp_path):
+    # a batched GEMM's (1, M, N) tiles (3-d loads viewed 2-d, a 3-d TMA store): each CTA's
+    # boxes keep the batch's unit dim; B's halves multicast (sm_90) or split (sm_100) as in 2-d
+    params = dict(ab="f16", out="f32", TM=tm, TN=tn, TK=64, BT=0, INIT=init)
+    sizes = dict(M=2 * tm - 44, N=tn, K=192, Z=2)
+    o = _run(fa.Config(0, "bgemm", target, params, hints, sizes), tmp_path)
+    assert o.path == "async" and "a CTA pair" in o.plan and "TMA store" in o.plan, o.plan
+    assert "cp.async.bulk.tensor.3d" in o.ptx
 
 
 @pytest.mark.parametrize("ab,out,tn,epi", [("f16", "f32", 128, 0), ("bf16", "bf16", 256, 1)])
@@ -479,8 +500,8 @@ FOUND = {
     "fence.proxy.async (strict ptxsim)",
     4: "e4m3 B^T on sm_90a: today's path (the async path refused a transposed B)",
     8012: "batched sm_90a GEMM, num_ctas=2: once the 3-d store took TMA, the pair took the "
-    "batch's 3-d boxes and its B multicast never completed (strict ptxsim: deadlock); the pair "
-    "takes 2-d loads and stores",
+    "batch's 3-d boxes and its B multicast never completed (strict ptxsim: deadlock); batches "
+    "pair again since docs/pipelines.md section 56 (test_a_batch_runs_on_a_pair)",
 }
 
 

@@ -192,6 +192,8 @@ def fragment_chain(
         if stored_view(user, store):  # the tile with leading unit dims (a 3-d store)
             r = user.results[0]
             lay = v.type.encoding
+            if lay is None and r.type.encoding is None:  # (before the layout stage)
+                return chain + [r]
             if not isinstance(lay, BlockedLayout) or r.type.encoding != unit_dims_view(
                 lay, tuple(v.type.shape), tuple(r.type.shape)
             ):

@@ -1219,6 +1219,17 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
     if sm != 90 and any(_converted_operand(v) for v in dot.operands[:2]):
         # (sm_90: each CTA's consumers round their own stage; sm_100's MMAs read both CTAs')
         return "the pair's operands reach the dot as staged (no f32 -> tf32 rounding)"
+    from tilegen.runtime.layouts.tma_rules import tma_describable
+
+    for name, v in zip("AB", dot.operands[:2]):  # (the pair's halves and multicast are TMA's)
+        if getattr(v, "op", None) is not None and v.op.name == "nv_tileaa.fp_to_fp":
+            v = v.op.operands[0]
+        load = operand_load(v)[0]
+        why = tma_describable(load) if load is not None else "it is not a tiled_load"
+        if why is not None:
+            return (
+                f"the pair stages its operands by TMA, and operand {name}'s load cannot be: {why}"
+            )
     # (each CTA loads its own rows of C in its fragment's / TMEM rows' order, fragment_load.py)
     if not _registers_only(func, loop, sm, 128, fragment=True):
         return (
@@ -1229,8 +1240,9 @@ def _pair_reason(func: Operation, loop: Operation, dot: Operation, options) -> O
     store, _ = tma_store_plan(func, loop, 1 << 20, 1 << 20)
     tiles = [o.results[0].type for o in loop.walk() if o.name == "nv_tileaa.tiled_load"]
     tiles.append(store.opdef.operand_group(store, "value")[0].type)
-    if any(t.rank != 2 for t in tiles):  # (the pair's boxes and halves are 2-d)
-        return "the pair takes 2-d loads and stores, not a batch's (1, M, N) tiles"
+    if any(t.rank < 2 or any(n != 1 for n in t.shape[:-2]) for t in tiles):
+        # (a batch's (1, M, N) tiles: leading unit dims, the pair's boxes and halves 2-d)
+        return "the pair takes 2-d loads and stores, or a batch's with leading unit dims"
     for op in func.walk():
         if op is not store and any(w in op.name.split(".")[-1] for w in _WRITES):
             return f"'{op.name}' would run in both CTAs of the pair"
