@@ -120,10 +120,10 @@ def release_both(em, addr: str, pred, peer: str, lane0: str) -> None:
     its warps, and the consumers wrote nothing the other CTA reads - which is also why the
     arrivals are ``.release.cta`` (the default), as tileiras's. (A tf32 operand the consumers
     round in place is written before their ``fence.proxy.async`` and barrier, and read back
-    by the wgmmas that ``wait_group`` retired: those writes are done before any release.) Each consumer thread's
-    ``.release.cluster`` arrival in both CTAs put ``MEMBAR.ALL.GPU`` before each: on an H200
-    the pair ran at a third of the speed of the same kernel without it (docs/pipelines.md
-    section 46)."""
+    by the wgmmas that ``wait_group`` retired: those writes are done before any release.)
+    Each consumer thread's ``.release.cluster`` arrival in both CTAs put ``MEMBAR.ALL.GPU``
+    before each: on an H200 the pair ran at a third of the speed of the same kernel without
+    it (docs/pipelines.md section 46)."""
     at = lane0
     if pred is not None:
         at = em.new("pred")

@@ -302,8 +302,8 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
     a kernel of the pair's form (``async_rule._pair_reason``'s conditions on the IR's structure:
     a uniform initial value or C as ``async_forms.init_chain`` loads it, elementwise ops from
     the loop to one TMA store, nothing else writing memory). A hinted kernel the pair then
-    refuses (a 3-d store of more than a batch's unit dim) keeps two warp groups on one CTA, not one group holding 256 rows of
-    accumulators."""
+    refuses (a 3-d store of more than a batch's unit dim) keeps two warp groups on one CTA,
+    not one group holding 256 rows of accumulators."""
     from tilegen.runtime.options import current
 
     m = getattr(dot.operands[0].type, "shape", (0, 0))[0]
@@ -353,8 +353,9 @@ def _pair_form(func: Operation, loop: Operation, dot: Operation, sm: int = 0) ->
     rows of it, into its fragment on sm_90 and its TMEM rows on sm_100), its operands reach it
     from loads TMA can copy (``tma_rules.tma_describable``: 16-byte aligned strides),
     unconverted but on sm_90 (whose consumers round an f32 -> tf32 operand in their own CTA's
-    stage: docs/pipelines.md section 56), and the kernel's only memory write is one 2-d ``tiled_store`` (or a batch's ``(1, M, N)``, docs/pipelines.md section 56) after the loop of
-    a value computed from the loop's result by elementwise ops with uniform operands
+    stage), and the kernel's only memory write is one 2-d ``tiled_store`` (or a batch's
+    ``(1, M, N)``; both: docs/pipelines.md section 56) after the loop of a value computed
+    from the loop's result by elementwise ops with uniform operands
     (``async_forms.fragment_chain``: no bias row loaded after the loop, no second store)."""
     from tilegen.runtime.ir import BlockArgument, OpResult
     from tilegen.runtime.layouts.async_forms import (

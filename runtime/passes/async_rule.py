@@ -1039,10 +1039,6 @@ def ring_stages(
     with occupancy 2, which no SM holds twice; tileiras takes 230,640 and 165,056 B)."""
     from tilegen.runtime.targets import shared_optin
 
-    # (sm_90: a uniform initial value goes straight into the registers, and the result's
-    # exchange after the loop waits in the idle stage ring when the ring holds it:
-    # Emitter.scratch_into_ring; sm_100's tcgen05 consumers keep the initial value in the
-    # scratch over the loop)
     in_ring = sm < 100 and uniform_tile(loop.operands[3])
     regs_only = _registers_only(func, loop, sm, M, 0 if pair else warps, fragment=pair)
     # (an initial value written into TMEM but converted into the accumulator's layout first:
@@ -1065,7 +1061,8 @@ def ring_stages(
             break  # (no TMA store: st.global through the ring, codegen/tmem_store.py)
         if pair:  # (a pair stores by TMA: a ring of the whole opt-in, past an occupancy hint)
             whole = min(cap, (shared_optin(sm) - SMEM_EXTRA - bt) // stage)
-            if whole > stages and tma_store_plan(func, loop, whole, stage, pair, sm, warps)[0]:
+            plan = tma_store_plan(func, loop, whole, stage, pair, sm, warps)[0]
+            if whole > stages and plan is not None:
                 return whole, 0
     return stages, scratch
 
