@@ -26,7 +26,10 @@ VARIANTS = {
     # epilogue beside the other's K loop (docs/pipelines.md section 47)
     # ("ptx_patch": tilegen's PTX rewritten by PTX_PATCHES[name] before ptxas: grouped8 takes
     # the tiles in groups of 8 block rows, for L2 reuse, section 47)
+    # no map sharing: every CTA builds and publishes its own tensor maps (section 57's default:
+    # a CTA takes those the CTA before it on its SM built in the same launch)
     "gemm f16 4096^3": {
+        "no map sharing": {"share_maps": False},
         "num_warps=8": {"num_warps": 8},
         "occupancy=2": {"kernel": "gemm_occupancy2"},
         "grouped block order": {"ptx_patch": "grouped8"},
@@ -46,7 +49,8 @@ VARIANTS = {
         "grouped block order": {"ptx_patch": "grouped8"},
     },
     "gemm f16 4096x4096x256 (short K: the per-tile cost)": {
-        "occupancy=2": {"kernel": "gemm_occupancy2"}
+        "occupancy=2": {"kernel": "gemm_occupancy2"},
+        "no map sharing": {"share_maps": False},
     },
     # the CTA pair beside one CTA per 256-row tile (two consumer warp groups, section 20)
     "gemm f16 4096^3 num_ctas=2 (256x128 tiles)": {"no CTA pair": {"cta_pair": False}},

@@ -96,6 +96,10 @@ class CompileOptions:
       tile's accumulator, section 46; elsewhere the tile block's rows are divided between a
       cluster's two CTAs, section 40. None: that rule; True: every GEMM that can pair, sm_90's
       smaller tiles too; False: one CTA a tile block).
+    * ``share_maps``: where every tensor map an async kernel builds on the device is the
+      same in all its tile blocks, a CTA uses the maps the CTA before it on its SM built in the
+      same launch instead of building and publishing its own (docs/pipelines.md section 57);
+      False: every CTA builds its own.
     * ``lineinfo``, ``device_debug`` (only at ``opt_level`` 0, as tileiras), ``sanitize``
       (None or ``"memcheck"``): carried to the emitter; see docs/driver.md for what each emits.
     * ``verify``: run the verifier after every stage.
@@ -113,6 +117,7 @@ class CompileOptions:
     warp_specialize: bool = True
     overlap_mma: Optional[bool] = None
     cta_pair: Optional[bool] = None
+    share_maps: bool = True
     lineinfo: bool = False
     device_debug: bool = False
     sanitize: Optional[str] = None
@@ -143,6 +148,7 @@ class CompileOptions:
             "pipelining",
             "use_tma",
             "warp_specialize",
+            "share_maps",
             "lineinfo",
             "device_debug",
         ):
@@ -184,6 +190,7 @@ class CompileOptions:
                 "warp_specialize",
                 "overlap_mma",
                 "cta_pair",
+                "share_maps",
                 "lineinfo",
                 "device_debug",
                 "sanitize",

@@ -168,35 +168,40 @@ def test_device_maps_claim_and_free_a_slot_per_resident_cta():
     assert map_slots(256, smem_layout(GemmConfig(bm=64, bn=64, stages=2))[-1]) == 6
     assert map_slots(32, 0) == 32
     ptx = ws_gemm_ptx(GemmConfig(maps="device", bm=64, bn=64, stages=2))
-    assert ".global .align 4 .b32 tilegen_ws_gemm_slots[256];" in ptx
-    assert "atom.global.cas.b32" in ptx and "atom.global.and.b32" in ptx
+    # a b64 word a slot, 6 an SM
+    assert ".global .align 8 .b64 tilegen_ws_gemm_slots[1536];" in ptx
+    assert "atom.acquire.gpu.global.cas.b64" in ptx and "st.relaxed.gpu.global.b64" in ptx
     assert ptx.count("tensormap.cp_fenceproxy.global.shared::cta") == 2
     assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 2
     # the slot is freed after the consumer loop (every copy through the maps completed)
-    assert ptx.index("$L__consumed") < ptx.index("atom.global.and.b32")
+    assert ptx.index("$L__consumed") < ptx.index("st.relaxed.gpu.global.b64")
 
 
-def _claim_kernel(slots: int) -> str:
-    """One thread a CTA claims a slot of its SM's word of ``bits`` (tma.claim_slot, %smid being
-    the CTA's index in the simulator), writing work of its own meanwhile (``marks``), then the
-    slot (``out``)."""
+def _claim_kernel(slots: int, share: bool) -> str:
+    """One thread a CTA claims a slot of its SM's ``words`` (tma.claim_slot, %smid being the
+    CTA's index in the simulator), writing work of its own meanwhile (``marks``), then the slot
+    (``out``) and whether it held this launch's maps (``hits``)."""
     em = PtxBuilder()
-    bits, out, marks = em.new("b64"), em.new("b64"), em.new("b64")
-    arrays = ("bits", "out", "marks")  # (each as cuTile passes it: pointer, size, stride)
-    for reg, name in zip((bits, out, marks), arrays):
+    words, out, hits, marks = (em.new("b64") for _ in range(4))
+    arrays = ("words", "out", "hits", "marks")  # (each as cuTile passes it: pointer, size, stride)
+    for reg, name in zip((words, out, hits, marks), arrays):
         em.ins(f"ld.param.u64 {reg}, [{name}]")
         em.ins(f"cvta.to.global.u64 {reg}, {reg}")
     cta, off = em.new("b32"), em.new("b64")
     em.ins(f"mov.u32 {cta}, %ctaid.x")
     em.ins(f"mul.wide.u32 {off}, {cta}, 4")
-    em.ins(f"add.s64 {out}, {out}, {off}")
-    em.ins(f"add.s64 {marks}, {marks}, {off}")
+    for reg in (out, hits, marks):
+        em.ins(f"add.s64 {reg}, {reg}, {off}")
 
     def meanwhile() -> None:
         em.ins(f"st.global.u32 [{marks}], 7")
 
-    slot = tma.claim_slot(em, bits, slots, "claim", meanwhile)
+    slot, hit = tma.claim_slot(em, words, slots, "claim", meanwhile, share)
     em.ins(f"st.global.u32 [{out}], {slot}")
+    if hit is not None:
+        h = em.new("b32")
+        em.ins(f"selp.u32 {h}, 1, 0, {hit}")
+        em.ins(f"st.global.u32 [{hits}], {h}")
     em.ins("ret")
     body = "\n".join(em.declarations() + em.lines)
     return (
@@ -208,24 +213,51 @@ def _claim_kernel(slots: int) -> str:
     )
 
 
-def test_a_claim_guesses_an_empty_word_and_retries_with_what_it_read():
-    """The first atom.cas guesses the SM's word empty (bit 0: one round trip when it is); a
-    failed guess retries with the word the exchange returned, taking its lowest free bit. The
-    work given as ``meanwhile`` runs between the first exchange and the test of its result."""
+def test_a_claim_guesses_slot_0_free_with_this_launchs_maps():
+    """A slot's word: bit 0 held, bit 1 maps inside, the rest the %gridid of the launch that
+    built them. The first atom.cas guesses slot 0 free and holding this launch's maps (one
+    round trip when it is: a hit); a free word with other maps is taken with what the exchange
+    returned (a miss: the CTA builds), a held one sends the claim to the next slot. The work
+    given as ``meanwhile`` runs between the first exchange and the test of its result."""
     from tilegen.runtime.ptx.launch import run_ptx
 
-    ptx = _claim_kernel(4)
-    cas = [i for i, ln in enumerate(ptx.splitlines()) if "atom.global.cas" in ln]
+    ptx = _claim_kernel(4, share=True)
     lines = ptx.splitlines()
+    cas = [i for i, ln in enumerate(lines) if "atom.acquire.gpu.global.cas.b64" in ln]
     mark = next(i for i, ln in enumerate(lines) if "st.global.u32" in ln and ", 7;" in ln)
-    assert "[%rd" in lines[cas[0]] and lines[cas[0]].endswith(", 0, 1;") and cas[0] < mark
-    test = next(i for i in range(cas[0], len(lines)) if "setp.eq.u32" in lines[i])
-    assert mark < test
-    # a word per SM (whichever SM the simulator says the CTA is on), all alike: empty; bits 0,
-    # 1 and 3 held
-    for word, bit in ((0, 0), (0b1011, 2)):
-        bits = np.full(256, word, np.uint32)
-        got, out, marks = run_ptx(ptx, [bits, np.zeros(1, np.uint32), np.zeros(1, np.uint32)], (1,))
-        (changed,) = np.nonzero(got != word)[0]
-        assert got[changed] == word | 1 << bit and out[0] == changed * 4 + bit
-        assert marks[0] == 7
+    test = next(i for i in range(cas[0], len(lines)) if "setp.eq.u64" in lines[i])
+    assert cas[0] < mark < test
+    gridid = 5
+    ours, other = gridid << 2 | 2, 9 << 2 | 2  # free words naming a launch's maps
+    cases = [  # (SM 0's four words, the slot taken, hit)
+        ((0, 0, 0, 0), 0, 0),  # never used: a miss
+        ((ours, 0, 0, 0), 0, 1),
+        ((other | 1, ours, 0, 0), 1, 1),  # slot 0 held by another launch's CTA
+        ((other | 1, ours | 1, other, 0), 2, 0),  # slot 1 held by a CTA of this launch
+    ]
+    for words, slot, hit in cases:
+        w = np.zeros(4 * 256, np.uint64)
+        w[:4] = words
+        got, out, hits, marks = run_ptx(
+            ptx,
+            [w, np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.uint32)],
+            (1,),
+            gridid=gridid,
+        )
+        assert (out[0], hits[0], marks[0]) == (slot, hit, 7), words
+        want = w.copy()
+        want[slot] = ours | 1  # held, and naming this launch's maps from now on
+        assert (got == want).all(), words
+
+
+def test_a_claim_without_sharing_marks_only_held():
+    from tilegen.runtime.ptx.launch import run_ptx
+
+    ptx = _claim_kernel(4, share=False)
+    assert "%gridid" not in ptx
+    w = np.zeros(4 * 256, np.uint64)
+    w[:2] = (1, 0)
+    got, out, _, _ = run_ptx(
+        ptx, [w, np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.uint32)], (1,)
+    )
+    assert out[0] == 1 and list(got[:3]) == [1, 1, 0]

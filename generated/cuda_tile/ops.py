@@ -1297,7 +1297,7 @@ GET_TILE_BLOCK_ID = register_op(OpDef(
     since='13.1',
     family='structure/module',
     summary='Returns the current tile block coordinates along x, y and z.',
-    traits=('Pure',),
+    traits=('Pure', 'PerProgram',),
     operands=(
     ),
     attributes=(

@@ -1193,7 +1193,7 @@ GET_PROGRAM_ID = register_op(OpDef(
     since='13.1',
     family='grid',
     summary='The index of this program (tile block) along grid dimension `dim`.',
-    traits=('Pure',),
+    traits=('Pure', 'PerProgram',),
     operands=(
     ),
     attributes=(

@@ -491,7 +491,7 @@ CLUSTER_CTA_RANK = register_op(OpDef(
     since='13.1',
     family='cluster',
     summary="This CTA's rank in its cluster (PTX `%cluster_ctarank`), 0 in a cluster of one.",
-    traits=('Pure',),
+    traits=('Pure', 'PerProgram',),
     operands=(
     ),
     attributes=(

@@ -244,7 +244,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         tmem_a = async_rs.tmem_a_columns(em, a, M, N, pair, scaled, occ)
     fr = _frame(em, op, staged, stages, stage_bytes, locals())
     base, bar, t0, tid = fr.base, fr.bar, fr.t0, fr.tid
-    slot_off, slots, maps_off, nmaps = fr.slot_off, fr.slots, fr.maps_off, fr.nmaps
+    slot_off, share, maps_off, nmaps = fr.slot_off, fr.share, fr.maps_off, fr.nmaps
     lb, ub, step, ty, iv_cls = fr.lb, fr.ub, fr.step, fr.ty, fr.iv_cls
     tmem_off, done_off, tbar_off, tcols = fr.tmem_off, fr.done_off, fr.tbar_off, fr.tcols
     init_off = fr.init_off  # (an sm_100 pair from C: _tcgen05_consumer)
@@ -271,7 +271,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
             base=base,
             maps_off=maps_off,
             slot_off=slot_off,
-            slots=slots,
+            share=share,
             nmaps=nmaps,
             ring_bytes=min(side_at.values(), default=stages * stage_bytes),
             store_map=len(staged),
@@ -306,13 +306,13 @@ def async_for(em: Emitter, op, stages: int) -> None:
     if sync:
         em.set(op.results[0], async_mma_sync.consumer(em, op, locals()))
         if store is None:  # every copy landed: thread 0 frees the map slot
-            _free_slot(em, t0, slot_off, slots)
+            _free_slot(em, t0, slot_off, share)
         # (the B^T buffers right after the stages are idle too)
         _ring_scratch(em, op, stages * stage_bytes + (bt.count * bt.bytes if bt else 0))
         return
     if tc_scaled:
         acc, order = async_scaled.tcgen05_consumer(em, op, locals())
-        _release_tmem(em, t0, store, slot_off, slots, tcols)
+        _release_tmem(em, t0, store, slot_off, share, tcols)
         chain = fragment_chain(op, store)
         if chain is not None:
             _hand_over(em, chain, ("rows", M, N, order.groups))
@@ -490,7 +490,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
     # (after the epilogue's TMA store instead, when there is one)
     if store is None:
-        _free_slot(em, t0, slot_off, slots)
+        _free_slot(em, t0, slot_off, share)
     _ring_scratch(em, op, bt_off + (bt.count * bt.bytes if bt else 0))
     chain = fragment_chain(op, store or direct)
     if chain is not None:  # the registers stay in fragment order up to the (TMA) store
@@ -565,7 +565,7 @@ def _general_for(em: Emitter, op, stages: int) -> None:
         _bind(em, op.results, slots)
         return
     # every copy landed (the consumers saw every full barrier): thread 0 frees the map slot
-    _free_slot(em, t0, fr.slot_off, fr.slots)
+    _free_slot(em, t0, fr.slot_off, fr.share)
     _ring_scratch(em, op, stages * stage_bytes)
     _bind(em, op.results, slots)
 
@@ -721,7 +721,7 @@ def _chained_for(em: Emitter, op) -> None:
         _consume(em, op, slots, staged, st.fr, st.ring, st.stage_bytes, _bounds(em, op))
     st.left -= 1
     if not st.left:
-        _free_slot(em, st.fr.t0, st.fr.slot_off, st.fr.slots)
+        _free_slot(em, st.fr.t0, st.fr.slot_off, st.fr.share)
         _ring_scratch(em, op, st.ring.stages * st.stage_bytes)
         em.async_chain = None
     _bind(em, op.results, slots)
@@ -758,13 +758,13 @@ def stage_address(em: Emitter, stage, stage_bytes: int) -> str:
     return r
 
 
-def _free_slot(em: Emitter, t0, slot_off: int, slots) -> None:
+def _free_slot(em: Emitter, t0, slot_off: int, share: bool) -> None:
     """Thread 0 (predicate ``t0``) gives this CTA's tensor-map slot back (every copy landed)."""
     skip = em.new_label("async_free")
     em.ins(f"@!{t0} bra {skip}")
     sl = em.new("b32")
     em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{slot_off}]")
-    tma.release_slot(em, f"{em.symbol}_slots", sl, slots)
+    tma.release_slot(em, f"{em.symbol}_slots", sl, share)
     em.label(skip)
 
 
@@ -870,7 +870,7 @@ def _run(fns: list):
 class Frame(SimpleNamespace):
     """What :func:`_frame` leaves the consumers: ``base`` (the shared array's address), ``bar(i,
     stage)`` (the stage's full, i = 0, or empty, i = 1, barrier), ``t0`` (thread 0), ``tid``,
-    the map slot (``slot_off``, ``slots``, ``maps_off``, ``nmaps``), the loop bounds (``lb``,
+    the map slot (``slot_off``, ``share``, ``maps_off``, ``nmaps``), the loop bounds (``lb``,
     ``ub``, ``step``, ``ty``, ``iv_cls``), the TMEM bookkeeping (``tmem_off``, ``done_off``,
     ``tbar_off``, ``tcols``, ``tc_scaled``), the consumers' label, the B^T buffers'
     offset, ``release(addr)`` (the consumers' arrival on an empty barrier: in both CTAs of
@@ -927,7 +927,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     sym = em.symbol
     em.globals += [
         f".global .align 128 .b8 {sym}_tmaps[{slots * nmaps * tma.TENSORMAP_BYTES * MAX_SMS}];",
-        f".global .align 4 .b32 {sym}_slots[{MAX_SMS}];",
+        f".global .align 8 .b64 {sym}_slots[{tma.slot_words(slots, MAX_SMS)}];",
     ]
     lb, ub, step = (em.scalar(op, v) for v in op.operands[:3])
     iv_cls = em.reg_class(lb) or em.reg_class(ub) or "b32"
@@ -985,8 +985,13 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
             em.ins(f"add.s32 {m}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
             build(m)
 
-    slot = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim", build_maps)
+    share = _shared_maps(staged, store if guess is not None else None, kept)
+    slot, hit = tma.claim_slot(em, f"{sym}_slots", slots, "async_claim", build_maps, share)
     em.ins(f"st.shared.u32 [{ASYNC_SYMBOL}+{slot_off}], {slot}")
+    if share:  # warp 0 publishes only maps the slot does not hold yet
+        h = em.new("b32")
+        em.ins(f"selp.u32 {h}, 1, 0, {hit}")
+        em.ins(f"st.shared.u32 [{ASYNC_SYMBOL}+{slot_off + 4}], {h}")
     bounds = lambda lb=lb, ub=ub, step=step: (lb, ub, step)  # noqa: E731
     if any(x.threads for x in staged):  # (producer threads copying: _split_bounds)
         bounds = _split_bounds(em, (lb, ub, step), iv_cls, bounds_off)
@@ -996,11 +1001,18 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     skip_pub = em.new_label("async_publish")
     em.ins(f"@!{w0} bra {skip_pub}")
     em.ins("bar.warp.sync -1")
+    published = em.new_label("async_published")
+    if share:  # (one word for the whole warp: a uniform branch)
+        h, held = em.new("b32"), em.new("pred")
+        em.ins(f"ld.shared.u32 {h}, [{ASYNC_SYMBOL}+{slot_off + 4}]")
+        em.ins(f"setp.ne.u32 {held}, {h}, 0")
+        em.ins(f"@{held} bra.uni {published}")
     gmaps = _slot_maps(em, sym, slot_off, nmaps)
     for i, _ in built:
         src = em.new("b32")
         em.ins(f"add.s32 {src}, {base}, {maps_off + i * tma.TENSORMAP_BYTES}")
         tma.publish_tensormap(em, gmaps[i], src)
+    em.label(published)
     if tc:  # warp 0 allocates the accumulator's TMEM columns (of each CTA of a pair)
         g = cta_pair.group(pair)
         em.ins(
@@ -1015,11 +1027,16 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     else:
         em.ins("bar.sync 0")
     gmaps = _slot_maps(em, sym, slot_off, nmaps)
-    if guess is not None:  # the store's map, acquired and fetched long before the epilogue
+    if guess is not None or share:
+        # the store's map, acquired and fetched long before the epilogue; the release half
+        # of the slot's free where its maps are shared (tma.release_slot)
         stored = em.new_label("async_store_map")
         em.ins(f"@!{t0} bra {stored}")
-        tma.acquire_tensormap(em, gmaps[len(staged)])
-        tma.prefetch_tensormap(em, gmaps[len(staged)])
+        if share:
+            tma.maps_in_place(em)
+        if guess is not None:
+            tma.acquire_tensormap(em, gmaps[len(staged)])
+            tma.prefetch_tensormap(em, gmaps[len(staged)])
         em.label(stored)
     if kept:  # thread 0 copies the loop-invariant A operands, before the warp groups split
         issued = em.new_label("async_kept")
@@ -1134,7 +1151,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
         store_built=guess,
         tid=tid,
         slot_off=slot_off,
-        slots=slots,
+        share=share,
         maps_off=maps_off,
         nmaps=nmaps,
         lb=lb,
@@ -1370,11 +1387,11 @@ def _split_bounds(em: Emitter, bounds: tuple, cls: str, off: int):
     return reload
 
 
-def _release_tmem(em: Emitter, t0, store, slot_off: int, slots: int, tcols: int) -> None:
+def _release_tmem(em: Emitter, t0, store, slot_off: int, share: bool, tcols: int) -> None:
     """After the consumers' last TMEM read (every MMA done, so every copy landed): thread 0
     frees the map slot (unless the TMA store still needs it), warp 0 the TMEM columns."""
     if store is None:
-        _free_slot(em, t0, slot_off, slots)
+        _free_slot(em, t0, slot_off, share)
     em.barrier()
     tcgen05.dealloc_columns(em, None, 0, f"{ASYNC_SYMBOL}+{slot_off + 8}", tcols)  # warp 0
 
@@ -1587,7 +1604,7 @@ def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     mbarrier_wait(em, done, 0)
     em.ins("tcgen05.fence::after_thread_sync")
     if v["store"] is None:  # every copy landed: thread 0 frees the map slot
-        _free_slot(em, t0, v["slot_off"], v["slots"])
+        _free_slot(em, t0, v["slot_off"], v["share"])
     # no iteration: TMEM holds nothing; the result is the initial value
     ran = em.new("pred")
     em.ins(f"setp.lt.{ty} {ran}, {lb}, {ub}")
@@ -2015,7 +2032,7 @@ def _store_done(em: Emitter, op, st: dict, done: str) -> None:
     tma.bulk_wait_read(em, 0)
     sl = em.new("b32")
     em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{st['slot_off']}]")
-    tma.release_slot(em, f"{em.symbol}_slots", sl, st["slots"])
+    tma.release_slot(em, f"{em.symbol}_slots", sl, st["share"])
     em.label(done)
     for r in op.results:
         em.set(r, None)
@@ -2095,6 +2112,8 @@ def _store_map(em: Emitter, op, st: dict, box: tuple, swizzle: int) -> tuple:
     em.label(built)
     em.ins("bar.warp.sync -1")
     tma.publish_tensormap(em, g, smap)
+    if st["share"]:  # (the release half of the slot's free covers this map too)
+        em.ins(f"@{st['t0']} fence.acq_rel.gpu")
     return g, True
 
 
@@ -2392,6 +2411,23 @@ def _slot_maps(em: Emitter, sym: str, slot_off: int, nmaps: int = 2) -> list:
         em.ins(f"add.s64 {g}, {gbase}, {i * tma.TENSORMAP_BYTES}")
         out.append(g)
     return out
+
+
+def _shared_maps(staged: list, store, kept: list) -> bool:
+    """Whether the CTAs of a launch may share the maps the prologue builds (tma.claim_slot's
+    ``share``): the compile asks for it (``CompileOptions.share_maps``) and every such map's
+    memref - the TMA-copied operands', the kept A's, the store's where the prologue builds it -
+    is the same in every tile block (``ir_utils.launch_uniform``: not offset by the block id)."""
+    from tilegen.runtime.options import current
+    from tilegen.runtime.rewrite.ir_utils import launch_uniform
+
+    if not current().share_maps:
+        return False
+    loads = [x.load for x in staged if not x.threads] + [k.x.load for k in kept]
+    bases = [op.opdef.operand_group(op, "base")[0] for op in loads]
+    if store is not None:
+        bases.append(store.opdef.operand_group(store, "base")[0])
+    return all(launch_uniform(b) for b in bases)
 
 
 def _warp_row(em: Emitter, M: int, within) -> str:

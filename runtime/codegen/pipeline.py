@@ -407,7 +407,7 @@ def ws_gemm_ptx(cfg: GemmConfig) -> str:
     if cfg.maps == "device":
         head += [
             f".global .align 128 .b8 {n}_tmaps[{slots * 2 * tma.TENSORMAP_BYTES * MAX_SMS}];",
-            f".global .align 4 .b32 {n}_slots[{MAX_SMS}];",
+            f".global .align 8 .b64 {n}_slots[{tma.slot_words(cfg_slots(cfg), MAX_SMS)}];",
             "",
         ]
     params = ",\n\t".join(decl + hidden)
@@ -442,7 +442,7 @@ def _build_maps(em, cfg: GemmConfig, tid, maps_off: int) -> None:
     em.ins(f"setp.eq.u32 {l0}, {tid}, 0")
     built = em.new_label("built")
     em.ins(f"@!{l0} bra {built}")
-    slot = tma.claim_slot(em, f"{n}_slots", cfg_slots(cfg))
+    slot, _ = tma.claim_slot(em, f"{n}_slots", cfg_slots(cfg))
     em.ins(f"st.shared.u32 [{_map_slot_addr(cfg, maps_off)}], {slot}")
     for i, (x, sizes, tile) in enumerate(
         (
@@ -514,7 +514,7 @@ def release_map_slot(em, cfg: GemmConfig, tid, maps_off: int) -> None:
     em.ins(f"@!{l0} bra {skip}")
     slot = em.new("b32")
     em.ins(f"ld.shared.u32 {slot}, [{_map_slot_addr(cfg, maps_off)}]")
-    tma.release_slot(em, f"{cfg.name}_slots", slot, cfg_slots(cfg))
+    tma.release_slot(em, f"{cfg.name}_slots", slot)
     em.label(skip)
 
 

@@ -261,64 +261,110 @@ def acquire_tensormap(em, global_slot: Operand) -> None:
     em.ins(f"fence.proxy.tensormap::generic.acquire.gpu [{global_slot}], {TENSORMAP_BYTES}")
 
 
-def claim_slot(em, bitmap: str, slots: int, label_prefix: str = "claim", meanwhile=None) -> str:
-    """A per-SM tensor-map slot no other resident CTA holds: atomically set a free bit of this
-    SM's word in the ``.global`` array ``bitmap`` (one b32 per SM; ``slots`` <= 32 resident
-    CTAs). Returns a b32 register with ``smid * slots + bit``. :func:`release_slot` frees it.
+#: a slot word: bit 0 held, bit 1 maps inside, bits 2.. the ``%gridid`` of the launch whose CTA
+#: built them (:func:`claim_slot`)
+SLOT_HELD, SLOT_MAPS = 1, 2
 
-    The first ``atom.cas`` guesses the word empty (the common case: the SM's other CTAs, if
-    any, left) and takes bit 0; ``meanwhile()`` emits work that does not need the slot (the
-    maps' construction) between that exchange and the use of its result, so the global round
-    trip overlaps it. A failed exchange returns the word, the next guess; only a full word is
-    re-read (``ld.volatile``) until a bit frees."""
-    smid, word, addr, old, bit, mask, new, got = (
-        em.new(c) for c in ("b32", "b64", "b64", "b32", "b32", "b32", "b32", "b32")
+
+def slot_words(slots: int, max_sms: int) -> int:
+    """b64 words of a kernel's slot array: one a slot, ``slots`` an SM."""
+    return slots * max_sms
+
+
+def _tag(em, share: bool) -> str | int:
+    """The free word of a slot holding this launch's maps (``%gridid``, unique to a launch in
+    its context, shifted past the two flag bits), or 0 where maps are not shared."""
+    if not share:
+        return 0
+    g = em.new("b64")
+    em.ins(f"mov.u64 {g}, %gridid")
+    em.ins(f"shl.b64 {g}, {g}, 2")
+    em.ins(f"or.b64 {g}, {g}, {SLOT_MAPS}")
+    return g
+
+
+def claim_slot(
+    em,
+    words: str,
+    slots: int,
+    label_prefix: str = "claim",
+    meanwhile=None,
+    share: bool = False,
+) -> tuple:
+    """A per-SM tensor-map slot no other resident CTA holds, in the ``.global`` b64 array
+    ``words`` (``slots`` words an SM, ``slots`` <= 32 resident CTAs: :func:`slot_words`).
+    Returns (b32 register ``smid * slots + i``, predicate: the slot already holds this launch's
+    maps, or None without ``share``). :func:`release_slot` frees it.
+
+    A word is its flags (:data:`SLOT_HELD`, :data:`SLOT_MAPS`) and, with ``share``, the
+    ``%gridid`` of the launch whose CTA built the maps inside. Every exchange is
+    ``atom.acquire.gpu.cas``. The first guesses slot 0 free and holding this launch's maps
+    (the common case: the CTA before on this SM was of the same launch); if it held them,
+    the CTA uses them as they are: they equal what it would build, since ``share`` is only
+    asked for where every map's fields are the same in every CTA of a launch
+    (runtime/rewrite/ir_utils.launch_uniform). ``meanwhile()`` emits work that does not need
+    the slot (the maps' construction) between that exchange and the use of its result, so the
+    global round trip overlaps it. A free word holding other maps is taken with what it read;
+    a held one sends the claim on to the SM's next slot (``nanosleep`` after a round of held
+    words)."""
+    smid, base, addr, off, got, expect, mine = (
+        em.new(c) for c in ("b32", "b64", "b64", "b64", "b64", "b64", "b64")
     )
-    p = em.new("pred")
+    i, p, low = em.new("b32"), em.new("pred"), em.new("b64")
+    tag = _tag(em, share)
     em.ins(f"mov.u32 {smid}, %smid")
-    em.ins(f"mul.wide.u32 {word}, {smid}, 4")
-    em.ins(f"mov.u64 {addr}, {bitmap}")
-    em.ins(f"add.s64 {addr}, {addr}, {word}")
-    em.ins(f"mov.b32 {bit}, 0")
-    em.ins(f"atom.global.cas.b32 {got}, [{addr}], 0, 1")
+    em.ins(f"mul.wide.u32 {off}, {smid}, {8 * slots}")
+    em.ins(f"mov.u64 {base}, {words}")
+    em.ins(f"add.s64 {base}, {base}, {off}")
+    em.ins(f"mov.b32 {i}, 0")
+    em.ins(f"mov.b64 {expect}, {tag}")
+    em.ins(f"or.b64 {mine}, {expect}, {SLOT_HELD}")
+    em.ins(f"mov.b64 {addr}, {base}")
+    em.ins(f"atom.acquire.gpu.global.cas.b64 {got}, [{addr}], {expect}, {mine}")
     if meanwhile is not None:
         meanwhile()
-    top, full, done = (em.new_label(label_prefix + x) for x in ("", "_full", "_done"))
-    em.ins(f"setp.eq.u32 {p}, {got}, 0")
-    em.ins(f"@{p} bra {done}")
-    em.ins(f"mov.b32 {old}, {got}")
+    top, held, done = (em.new_label(label_prefix + x) for x in ("", "_held", "_done"))
     em.label(top)
-    em.ins(f"not.b32 {mask}, {old}")
-    # lowest clear bit of old: the leading zeros of the bit-reversed complement (32 when full)
-    em.ins(f"brev.b32 {mask}, {mask}")
-    em.ins(f"clz.b32 {bit}, {mask}")
-    em.ins(f"setp.ge.u32 {p}, {bit}, {slots}")
-    em.ins(f"@{p} bra {full}")
-    em.ins(f"shl.b32 {mask}, 1, {bit}")
-    em.ins(f"or.b32 {new}, {old}, {mask}")
-    em.ins(f"atom.global.cas.b32 {got}, [{addr}], {old}, {new}")
-    em.ins(f"setp.eq.u32 {p}, {got}, {old}")
+    em.ins(f"setp.eq.u64 {p}, {got}, {expect}")
     em.ins(f"@{p} bra {done}")
-    em.ins(f"mov.b32 {old}, {got}")
+    em.ins(f"and.b64 {low}, {got}, {SLOT_HELD}")
+    em.ins(f"setp.ne.u64 {p}, {low}, 0")
+    em.ins(f"@{p} bra {held}")
+    # free, other maps inside: take it as it is
+    em.ins(f"mov.b64 {expect}, {got}")
+    em.ins(f"atom.acquire.gpu.global.cas.b64 {got}, [{addr}], {expect}, {mine}")
     em.ins(f"bra {top}")
-    em.label(full)  # every slot held: wait until a CTA frees one
-    em.ins(f"ld.volatile.global.u32 {old}, [{addr}]")
+    em.label(held)  # held by another CTA: the SM's next slot (a round of them: wait a little)
+    em.ins(f"add.u32 {i}, {i}, 1")
+    em.ins(f"setp.eq.u32 {p}, {i}, {slots}")
+    em.ins(f"@{p} mov.b32 {i}, 0")
+    em.ins(f"@{p} nanosleep.u32 256")
+    em.ins(f"mad.wide.u32 {addr}, {i}, 8, {base}")
+    em.ins(f"mov.b64 {expect}, {tag}")
+    em.ins(f"atom.acquire.gpu.global.cas.b64 {got}, [{addr}], {expect}, {mine}")
     em.ins(f"bra {top}")
     em.label(done)
     slot = em.new("b32")
-    em.ins(f"mad.lo.u32 {slot}, {smid}, {slots}, {bit}")
-    return slot
+    em.ins(f"mad.lo.u32 {slot}, {smid}, {slots}, {i}")
+    if not share:
+        return slot, None
+    hit = em.new("pred")
+    em.ins(f"setp.eq.u64 {hit}, {expect}, {tag}")
+    return slot, hit
 
 
-def release_slot(em, bitmap: str, slot: Operand, slots: int) -> None:
-    smid, bit, mask, word, addr, old = (
-        em.new(c) for c in ("b32", "b32", "b32", "b64", "b64", "b32")
-    )
-    em.ins(f"div.u32 {smid}, {slot}, {slots}")
-    em.ins(f"rem.u32 {bit}, {slot}, {slots}")
-    em.ins(f"shl.b32 {mask}, 1, {bit}")
-    em.ins(f"not.b32 {mask}, {mask}")
-    em.ins(f"mul.wide.u32 {word}, {smid}, 4")
-    em.ins(f"mov.u64 {addr}, {bitmap}")
-    em.ins(f"add.s64 {addr}, {addr}, {word}")
-    em.ins(f"atom.global.and.b32 {old}, [{addr}], {mask}")
+def release_slot(em, words: str, slot: Operand, share: bool = False) -> None:
+    """Free the claimed ``slot``: its word back to free, still naming this launch's maps
+    where they are shared. The store is relaxed; with ``share`` the claiming thread issued
+    ``fence.acq_rel.gpu`` after the maps were in place (:func:`maps_in_place`), which makes
+    the two a release: a CTA that finds the word acquires the maps with it."""
+    addr = em.new("b64")
+    em.ins(f"mov.u64 {addr}, {words}")
+    em.ins(f"mad.wide.u32 {addr}, {slot}, 8, {addr}")
+    em.ins(f"st.relaxed.gpu.global.b64 [{addr}], {_tag(em, share)}")
+
+
+def maps_in_place(em) -> None:
+    """The claiming thread, once the slot's maps are in place (published by this CTA, or
+    acquired with the slot): the release half of :func:`release_slot`'s store."""
+    em.ins("fence.acq_rel.gpu")

@@ -219,6 +219,22 @@ def _batch(entry: Entry, block: tuple, strict_async: bool) -> int:
     return max(1, min(BATCH_LANES // threads, (64 << 20) // shared))
 
 
+class Context:
+    """What outlives a launch, as in a CUDA context with the module loaded: the heap and the
+    module's ``.global`` variables (allocated and initialized at the first launch that names
+    them), and the launches' ``%gridid`` numbers. Successive :func:`run_ptx` calls with one
+    context see each other's globals; without one, each call has its own."""
+
+    def __init__(self) -> None:
+        self.heap = Heap()
+        self.globals: dict[str, int] = {}
+        self.launches = 0
+
+    def next_gridid(self) -> int:
+        self.launches += 1
+        return self.launches
+
+
 def run_ptx(
     ptx: str,
     args: list,
@@ -234,6 +250,8 @@ def run_ptx(
     ptxas_flags: tuple = (),
     strict_async: bool = False,
     bank_stats: dict | None = None,
+    context: Context | None = None,
+    gridid: int | None = None,
 ) -> list[np.ndarray]:
     """Run `entry_name` (default: the only entry) on `args`; returns every array argument's
     contents after the launch, in argument order (scalars omitted; for an :class:`ArrayList`,
@@ -253,7 +271,10 @@ def run_ptx(
     overwritten while still being read. Off by default: operations complete at issue.
 
     `bank_stats` (a dict) collects each shared-memory access line's wavefronts beside the
-    fewest it could take (runtime/ptx/sim/banks.py: bank conflicts, per PTX line)."""
+    fewest it could take (runtime/ptx/sim/banks.py: bank conflicts, per PTX line).
+
+    `context` (a :class:`Context`) keeps the heap and the module's globals from one call to the
+    next; each launch takes the context's next ``%gridid`` unless `gridid` names one."""
     if assemble is None:
         assemble = _assemble.find_ptxas() is not None
     module = load(ptx, file, check)
@@ -266,7 +287,10 @@ def run_ptx(
     entry = module.entries.get(entry_name)
     if entry is None:
         raise PtxSimError(f"{file}: no entry named {entry_name!r}")
-    heap = Heap()
+    context = context or Context()
+    heap = context.heap
+    if gridid is None:
+        gridid = context.next_gridid()
     flat, arrays = flatten_args(args, heap)
     if tensor_maps is not None:
         flat += _explicit_maps(entry, args, arrays, len(flat), tensor_maps, file)
@@ -276,8 +300,10 @@ def run_ptx(
     for var, value in zip(entry.params, flat):
         params[var.name] = (addr, value if isinstance(value, bytes) else _pack(value, var.type))
         addr += 256
-    gvars = {}
+    gvars = context.globals
     for var in module.globals:
+        if var.name in gvars:  # (an earlier launch in this context allocated it)
+            continue
         gvars[var.name] = heap.alloc(var.size, max(var.align, 1))
         width = var.size // max(len(var.init), 1) if var.init else 1
         raw = b"".join(int(v).to_bytes(width, "little", signed=v < 0) for v in var.init)
@@ -302,6 +328,7 @@ def run_ptx(
             strict_async=strict_async,
             more_ctas=tuple(group[1:]),
             cluster=cluster,
+            gridid=gridid,
         )
         if bank_stats is not None:
             st.bank_stats = BankStats(bank_stats)

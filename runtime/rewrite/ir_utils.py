@@ -57,6 +57,31 @@ def constant_int(v: Value) -> Optional[int]:
     return int(attr.values[0])
 
 
+def launch_uniform(v: Value) -> bool:
+    """Whether ``v`` is the same in every tile block of a launch: made from the kernel's
+    arguments and constants by ops without effects or regions that read nothing of the program
+    they run in (the ``PerProgram`` trait: the block id, a cluster rank)."""
+    stack, seen = [v], set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, BlockArgument):
+            region = v.block.parent
+            owner = region.parent if region is not None else None
+            if owner is None or not has_trait(owner, "FunctionOpInterface"):
+                return False  # a loop's or a branch's value
+            continue
+        op = defining_op(v)
+        if op is None or op.regions or has_trait(op, "PerProgram"):
+            return False
+        if not any(has_trait(op, t) for t in _EFFECT_FREE_TRAITS):
+            return False
+        stack.extend(op.operands)
+    return True
+
+
 def is_const_bool(v: Value, value: bool) -> bool:
     el = _element(v.type)
     attr = constant_attr(v)

@@ -68,6 +68,12 @@ def add_codegen_arguments(p) -> None:
         "tiles that fit one CTA too (default: on sm_90 only where they do not)",
     )
     g.add_argument(
+        "--no-map-sharing",
+        action="store_true",
+        help="every CTA of an async kernel builds its own tensor maps (default: a CTA uses "
+        "the maps of the CTA before it on its SM in the same launch; docs/pipelines.md)",
+    )
+    g.add_argument(
         "--num-stages",
         type=_num_stages,
         metavar="N",
@@ -131,6 +137,7 @@ def compile_options(args, gpu_name, **overrides):
         warp_specialize=not getattr(args, "no_warp_specialize", False),
         overlap_mma=_tri(args, "overlap_mma"),
         cta_pair=_tri(args, "cta_pair"),
+        share_maps=not getattr(args, "no_map_sharing", False),
         lineinfo=getattr(args, "lineinfo", False),
         device_debug=getattr(args, "device_debug", False),
         sanitize=getattr(args, "sanitize", None),

@@ -61,6 +61,8 @@ class CtaState:
     # the cluster shape (.reqnctapercluster): a batch holds whole clusters, each cluster's CTAs
     # consecutive in rank order (launch._ctas), so CTA k's rank is k % csize
     cluster: tuple = (1, 1, 1)
+    # %gridid: the launch's number in its context (launch.Context), unique to each launch
+    gridid: int = 1
 
     def __post_init__(self) -> None:
         nx, ny, nz = self.ntid
@@ -139,6 +141,7 @@ class CtaState:
             "%nwarpid": lambda: full((self.threads + 31) // 32),
             # each CTA simulated side by side runs on an SM of its own
             "%smid": lambda: (np.arange(self.n) // self.threads).astype(np.uint64),
+            "%gridid": lambda: full(self.gridid),
             "%lanemask_lt": lambda: ((1 << lane) - 1).astype(np.uint64),
             "%lanemask_le": lambda: ((2 << lane) - 1).astype(np.uint64),
             "%lanemask_eq": lambda: (1 << lane).astype(np.uint64),

@@ -686,7 +686,7 @@ def do_setmaxnreg(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
         budgets[int(w)] = n
 
 
-_NOOPS = ("membar", "griddepcontrol", "prefetch", "pmevent")
+_NOOPS = ("membar", "nanosleep", "griddepcontrol", "prefetch", "pmevent")
 
 
 def do_mapa(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
