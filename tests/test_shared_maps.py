@@ -108,3 +108,21 @@ def test_maps_the_block_id_reaches_are_built_by_every_cta(publications):
     out = run_ptx(ptx, args, grid, strict_async=True)[2]
     np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
     assert publications[0] == 4 * MAPS
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_a_copy_through_a_map_its_thread_never_acquired_is_caught(target):
+    """The strict mode checks that a copy's thread acquired a global map
+    (``fence.proxy.tensormap::generic.acquire``) since its bytes were written: planted, the
+    acquires removed, on a CTA that published the maps and on those that found them."""
+    from tilegen.runtime.ptx.sim.cta import PtxSimError
+
+    ptx = _ptx(target)
+    line = "fence.proxy.tensormap::generic.acquire"
+    assert ptx.count(line) == MAPS
+    bad = "\n".join(ln for ln in ptx.splitlines() if line not in ln) + "\n"
+    args, want, grid = _problem(64, 64, 96, 5)
+    with pytest.raises(PtxSimError, match="has not acquired"):
+        run_ptx(bad, args, grid, strict_async=True)
+    out = run_ptx(bad, args, grid)[2]  # (outside the strict mode a copy reads what is there)
+    np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)

@@ -373,20 +373,43 @@ def _tensor_maps(st: "CtaState") -> dict:
     return {addr: raw for addr, raw in st.params.values()}
 
 
-def _tmap(st: "CtaState", m: int) -> tensormap.TensorMap:
-    from tilegen.runtime.ptx.sim.memory import LOCAL_WINDOW
-
-    from tilegen.runtime.ptx.sim.memory import HEAP_BASE
+def _tmap(st: "CtaState", m: int, lane: int) -> tensormap.TensorMap:
+    """The map a copy issued by ``lane`` reads at ``m``: a kernel parameter, or a map in global
+    memory, which the strict mode requires the lane to have acquired
+    (``fence.proxy.tensormap::generic.acquire``) since its bytes were last written."""
+    from tilegen.runtime.ptx.sim.memory import HEAP_BASE, LOCAL_WINDOW
 
     tmap = tensormap.decode(_tensor_maps(st).get(int(m), b""))
     if tmap is None and HEAP_BASE <= int(m) < LOCAL_WINDOW:  # a map in global memory
         try:
-            tmap = tensormap.decode(st.heap.read(int(m), 128))
+            raw = st.heap.read(int(m), 128)
+            tmap = tensormap.decode(raw)
         except (IndexError, ValueError):
             tmap = None
+        if tmap is not None and st.engine.strict:
+            seen = getattr(st, "tmaps_acquired", {}).get((int(lane), int(m)))
+            if seen != raw:
+                raise _err(
+                    f"a copy reads the tensor map at 0x{int(m):x} in global memory, which its "
+                    "thread has not acquired (fence.proxy.tensormap::generic.acquire) since "
+                    "the map was " + ("last written" if seen is not None else "written")
+                )
     if tmap is None:
         raise _err(f"no tensor map at address 0x{int(m):x}")
     return tmap
+
+
+def acquire_tmaps(st: "CtaState", ins, mask: np.ndarray) -> None:
+    """``fence.proxy.tensormap::generic.acquire [addr], 128``: each lane has acquired the map's
+    bytes as they are now (what :func:`_tmap` checks in the strict mode)."""
+    if not st.engine.strict:
+        return
+    acquired = st.__dict__.setdefault("tmaps_acquired", {})
+    for lane, a in zip(np.nonzero(mask)[0].tolist(), addrs(st, ins.operands[0], mask).tolist()):
+        try:
+            acquired[lane, int(a)] = st.heap.read(int(a), 128)
+        except (IndexError, ValueError):
+            pass
 
 
 def _box_elements(tmap: tensormap.TensorMap, coords: list[int]):
@@ -489,7 +512,7 @@ def _tma_load(st, ins, mask, line, swizzle) -> None:
                 raise _err(f"multicast CTA mask 0x{bits:x} for a cluster of {st.csize} CTAs")
             step = int(st.shared_stride)
             deltas = [(r - own) * step for r in range(st.csize) if bits >> r & 1]
-        tmap = _tmap(st, m)
+        tmap = _tmap(st, m, lane)
         if not tmap.box and "1d" in ins.parts and not eng.strict:
             _tma_load_1d_unboxed(st, ins, int(lane), int(d), tmap, int(coords[0][lane]), b, line)
             continue
@@ -565,7 +588,7 @@ def _tma_store(st, ins, mask, line, swizzle) -> None:
     lanes = np.nonzero(mask)[0]
     op_kind = next((p for p in ins.parts if p in ("add", "min", "max", "inc", "dec")), None)
     for lane, m, s in zip(lanes, maps, shared_addrs(st, src, mask)):
-        tmap = _tmap(st, m)
+        tmap = _tmap(st, m, lane)
         _check_box(tmap, ins, len(coords))
         gaddr, ok = _box_elements(tmap, [int(c[lane]) for c in coords])
         es = tmap.elem_size

@@ -661,6 +661,10 @@ def do_fence(st: "CtaState", ins: Instr, mask: np.ndarray) -> None:
     before later async-proxy ones (the strict mode tracks it); other fences are no-ops in a
     sequentially consistent simulator."""
     hz = st.engine.hazards
+    if "tensormap::generic" in ins.parts and "acquire" in ins.parts:
+        from tilegen.runtime.ptx.sim.asyncproxy import acquire_tmaps
+
+        acquire_tmaps(st, ins, mask)
     if hz is not None and "proxy" in ins.parts and "async" in ins.parts:
         if not any(p.startswith("global") for p in ins.parts):
             hz.fence_proxy_async(np.nonzero(mask)[0])
