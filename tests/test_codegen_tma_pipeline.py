@@ -174,7 +174,7 @@ def test_device_maps_claim_and_free_a_slot_per_resident_cta():
     assert ptx.count("tensormap.cp_fenceproxy.global.shared::cta") == 2
     assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 2
     # the slot is freed after the consumer loop (every copy through the maps completed)
-    assert ptx.index("$L__consumed") < ptx.index("st.relaxed.gpu.global.b64")
+    assert ptx.index("$L__consumed") < ptx.rindex("st.relaxed.gpu.global.b64")
 
 
 def _claim_kernel(slots: int, share: bool) -> str:
@@ -215,8 +215,9 @@ def _claim_kernel(slots: int, share: bool) -> str:
 
 def test_a_claim_guesses_slot_0_free_with_this_launchs_maps():
     """A slot's word: bit 0 held, bit 1 maps inside, the rest the %gridid of the launch that
-    built them. The first atom.cas guesses slot 0 free and holding this launch's maps (one
-    round trip when it is: a hit); a free word with other maps is taken with what the exchange
+    built them. The first atom.cas guesses slot 0 free and holding this launch's maps, a second
+    one slot 1 at the same time (one round trip when either is: a hit; both, and slot 1 is
+    given back); a free word with other maps is taken with what the exchange
     returned (a miss: the CTA builds), a held one sends the claim to the next slot. The work
     given as ``meanwhile`` runs between the first exchange and the test of its result."""
     from tilegen.runtime.ptx.launch import run_ptx
@@ -226,13 +227,15 @@ def test_a_claim_guesses_slot_0_free_with_this_launchs_maps():
     cas = [i for i, ln in enumerate(lines) if "atom.acquire.gpu.global.cas.b64" in ln]
     mark = next(i for i, ln in enumerate(lines) if "st.global.u32" in ln and ", 7;" in ln)
     test = next(i for i in range(cas[0], len(lines)) if "setp.eq.u64" in lines[i])
-    assert cas[0] < mark < test
+    assert cas[0] < cas[1] < mark < test  # (slots 0 and 1 guessed at once, then the work)
     gridid = 5
     ours, other = gridid << 2 | 2, 9 << 2 | 2  # free words naming a launch's maps
     cases = [  # (SM 0's four words, the slot taken, hit)
         ((0, 0, 0, 0), 0, 0),  # never used: a miss
         ((ours, 0, 0, 0), 0, 1),
+        ((ours, ours, 0, 0), 0, 1),  # both first guesses right: slot 1 given back
         ((other | 1, ours, 0, 0), 1, 1),  # slot 0 held by another launch's CTA
+        ((ours | 1, ours, other, 0), 1, 1),  # slot 0 held by a CTA of this launch
         ((other | 1, ours | 1, other, 0), 2, 0),  # slot 1 held by a CTA of this launch
     ]
     for words, slot, hit in cases:

@@ -304,9 +304,11 @@ def claim_slot(
     asked for where every map's fields are the same in every CTA of a launch
     (runtime/rewrite/ir_utils.launch_uniform). ``meanwhile()`` emits work that does not need
     the slot (the maps' construction) between that exchange and the use of its result, so the
-    global round trip overlaps it. A free word holding other maps is taken with what it read;
-    a held one sends the claim on to the SM's next slot (``nanosleep`` after a round of held
-    words)."""
+    global round trip overlaps it. Where an SM has more than one slot, slot 1 is guessed by a
+    second exchange at the same time (at occupancy 2 the neighbour holds one of the two); if
+    both succeed, slot 1 is given back as it was. A free word holding other maps is taken with
+    what it read; a held one sends the claim on to the SM's next slot (``nanosleep`` after a
+    round of held words)."""
     smid, base, addr, off, got, expect, mine = (
         em.new(c) for c in ("b32", "b64", "b64", "b64", "b64", "b64", "b64")
     )
@@ -321,9 +323,25 @@ def claim_slot(
     em.ins(f"or.b64 {mine}, {expect}, {SLOT_HELD}")
     em.ins(f"mov.b64 {addr}, {base}")
     em.ins(f"atom.acquire.gpu.global.cas.b64 {got}, [{addr}], {expect}, {mine}")
+    if slots > 1:  # slot 1 guessed at the same time (its neighbour may hold slot 0)
+        addr1, got1 = em.new("b64"), em.new("b64")
+        em.ins(f"add.s64 {addr1}, {base}, 8")
+        em.ins(f"atom.acquire.gpu.global.cas.b64 {got1}, [{addr1}], {expect}, {mine}")
     if meanwhile is not None:
         meanwhile()
     top, held, done = (em.new_label(label_prefix + x) for x in ("", "_held", "_done"))
+    if slots > 1:
+        first = em.new_label(label_prefix + "_first")
+        em.ins(f"setp.eq.u64 {p}, {got1}, {expect}")
+        em.ins(f"@!{p} bra {top}")  # (slot 1 not taken: slot 0's answer decides, as below)
+        em.ins(f"setp.eq.u64 {p}, {got}, {expect}")
+        em.ins(f"@!{p} bra {first}")
+        # both taken: slot 1 back as it was (a release where it hands on the maps it holds)
+        em.ins(f"st.{'release' if share else 'relaxed'}.gpu.global.b64 [{addr1}], {expect}")
+        em.ins(f"bra {done}")
+        em.label(first)
+        em.ins(f"mov.b32 {i}, 1")
+        em.ins(f"bra {done}")
     em.label(top)
     em.ins(f"setp.eq.u64 {p}, {got}, {expect}")
     em.ins(f"@{p} bra {done}")
