@@ -177,7 +177,7 @@ def test_sm90_wgmma_fragments_reach_the_tma_store_without_an_exchange(epilogue):
     """A uniform initial accumulator (a splat: 0 or 1.0) is moved into the wgmma fragment, and
     the fragment, through elementwise ops with splat operands (x 2, rounded through f16), is
     written into the stage ring by fragment position: no scratch buffer, no shared-memory
-    exchange into the layout stage's layout (async_loop._fragment_chain)."""
+    exchange into the layout stage's layout (async_forms.fragment_chain)."""
     from test_async_pipeline_e2e import EPILOGUE
 
     c = _compile(_text(**(EPILOGUE if epilogue else {})), "sm_90a")
@@ -248,9 +248,9 @@ def test_the_store_map_is_built_published_and_acquired_before_the_loop(target):
 def test_a_store_map_the_prologue_did_not_foresee_is_built_in_the_epilogue(target, monkeypatch):
     """Where the epilogue's box differs from the prologue's guess, the epilogue builds, publishes
     and acquires its own map over the guessed one, and the kernel still matches NumPy."""
-    from tilegen.runtime.codegen import async_loop
+    from tilegen.runtime.codegen import async_store
 
-    monkeypatch.setattr(async_loop, "_store_guess", lambda *a: ((64, 8), 128))
+    monkeypatch.setattr(async_store, "store_guess", lambda *a: ((64, 8), 128))
     c = _compile(_text(), target)
     ptx = c.ptx
     start = _consumers(ptx)

@@ -89,6 +89,25 @@ def test_a_changed_source_makes_the_server_stale(tmp_path):
     assert server._stale(seen)
 
 
+def test_a_source_changed_while_the_server_loaded_it_is_stale(monkeypatch):
+    """A module changed between the server's import of it and its reading of the mtimes: the
+    server must not take the new mtime for the code it loaded (it once served old options with
+    new modules imported in the child: "'CompileOptions' object has no attribute ...")."""
+    import time
+
+    import tilegen.server as srv
+
+    before = srv._loaded_sources()
+    f = srv.__file__
+    assert before[f] > 0
+    # the server started loading just before this file's (pretended) change
+    seen = srv._loaded_sources(since_ns=before[f] - 1)
+    assert seen[f] == -1 and srv._stale(seen)
+    # a server that started after every change sees its sources as they are
+    fresh = srv._loaded_sources(since_ns=time.time_ns() + 10**9)
+    assert not srv._stale(fresh)
+
+
 def test_off_switch_and_missing_server(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEGEN_SERVER", "0")
     assert server.run_remote("tileiras", ["--version"]) is None

@@ -1,8 +1,9 @@
 """sm_120's async GEMM consumers (runtime/codegen/async_mma_sync.py) for operands ldmatrix
 cannot transpose: tf32 and 8-bit B loaded K x N are copied by the consumers into B^T buffers
-each stage (async_loop._transpose_b; 8-bit B by b8_transpose.py) and read K-major; tf32 fragments are rounded (cvt.rn) as
-they are read (docs/pipelines.md section 37). Text kernels of tests/test_codegen_pipeline.py,
-from C, run with 0, 1 and 3 K steps against NumPy in the strict simulator."""
+each stage (async_convert.transpose_b; 8-bit B by b8_transpose.py) and read K-major; tf32
+fragments are rounded (cvt.rn) as they are read (docs/pipelines.md section 37). Text kernels
+of tests/test_codegen_pipeline.py, from C, run with 0, 1 and 3 K steps against NumPy in the
+strict simulator."""
 
 import re
 import sys

@@ -193,16 +193,25 @@ def stop() -> bool:
 # ----------------------------------------------------------------------------- server
 
 
-def _loaded_sources() -> dict[str, int]:
-    """mtime of every loaded tilegen module's source (a change makes the server stale)."""
+#: a source changed this little before the server started loading may have been read in its
+#: older form (file systems with coarse mtimes): such a server is stale from the start
+MTIME_SLACK_NS = 2_000_000_000
+
+
+def _loaded_sources(since_ns: int = 0) -> dict[str, int]:
+    """mtime of every loaded tilegen module's source (a change makes the server stale). A source
+    changed after ``since_ns`` (the server's start, minus :data:`MTIME_SLACK_NS`) counts as
+    changed already: the server may have imported it before the change and then read the new
+    mtime, which would hide the change."""
     out = {}
     for name, mod in list(sys.modules.items()):
         f = getattr(mod, "__file__", None)
         if f and name.startswith("tilegen"):
             try:
-                out[f] = os.stat(f).st_mtime_ns
+                mtime = os.stat(f).st_mtime_ns
             except OSError:
-                out[f] = -1
+                mtime = -1
+            out[f] = -1 if since_ns and mtime >= since_ns else mtime
     return out
 
 
@@ -336,8 +345,11 @@ def serve(path: str, idle: Optional[float] = None) -> int:
             idle = float(os.environ.get("TILEGEN_SERVER_IDLE") or IDLE_SECONDS)
         except ValueError:
             idle = IDLE_SECONDS
+    import time
+
+    started = time.time_ns() - MTIME_SLACK_NS
     _warm_up()
-    sources = _loaded_sources()
+    sources = _loaded_sources(started)
     import gc
 
     gc.collect()

@@ -108,14 +108,12 @@ def issue(em: Emitter, kept: list, gmaps: list) -> None:
     its barrier, then its copies - for wgmma an 8-row box per block of rows, at the block's
     place in wgmma_dot's layout; else one box a column box."""
     from tilegen.runtime.codegen import tma
-    from tilegen.runtime.codegen.async_loop import _s32
+    from tilegen.runtime.codegen.async_store import s32
 
     for k, g in zip(kept, gmaps):
         x, k.issued = k.x, True
         mbarrier_arrive_expect_tx(em, k.bar, x.bytes)
-        idx = [
-            _s32(em, em.scalar(x.load, v)) for v in x.load.opdef.operand_group(x.load, "indices")
-        ]
+        idx = [s32(em, em.scalar(x.load, v)) for v in x.load.opdef.operand_group(x.load, "indices")]
         col, row, outer = idx[-1], idx[-2], idx[-3::-1]
         rows = x.tile[-2]
         for i, (c0, _) in enumerate(x.boxes):

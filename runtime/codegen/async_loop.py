@@ -13,9 +13,10 @@ B's, each the TMA boxes of ``tma.column_boxes`` one after the other, swizzled), 
 empty barriers, the claimed tensor-map slot and two device-built maps (``tma.build_tensormap``:
 the contract of docs/pipelines.md section 4, so ``ct.launch`` runs the kernel unchanged).
 
-The accumulator lives in the wgmma fragment of each consumer warp group (A's rows in natural
-order); the loop's initial value comes in, and its result goes out, through the scratch buffer
-in whatever layout the layout stage gave the loop's value.
+This module holds the frame, the producer and the loop drivers, and sm_90a's wgmma consumers;
+beside it: the accumulator's fragment (wgmma_fragment.py), sm_100a's tcgen05 consumers
+(async_tcgen05.py), sm_120's mma.sync ones (async_mma_sync.py), the consumers' operand
+conversions (async_convert.py) and the epilogue's TMA store (async_store.py, store_staging.py).
 """
 
 from __future__ import annotations
@@ -25,21 +26,21 @@ from types import SimpleNamespace
 from tilegen.runtime.codegen import async_copy, async_mma_sync, async_rs, async_scaled, cta_pair
 from tilegen.runtime.codegen import tcgen05, tma
 from tilegen.runtime.codegen import (
+    async_convert,
     async_kept,
+    async_store,
+    async_tcgen05,
     b8_transpose,
     fragment_load,
     fragment_sides,
-    tmem_chunks,
+    wgmma_fragment,
 )
-from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key, fail
-from tilegen.runtime.codegen.selection import conversion_ptx
-from tilegen.runtime.codegen.tma import swizzled_reg as _swizzled
+from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.ir import OpResult
 from tilegen.runtime.layouts.async_forms import (
     chain_sides,
     fragment_chain,
     init_in_tmem,
-    plus_zero_tile,
     uniform_tile,
 )
 from tilegen.runtime.layouts.kernel import kernel_spec_int, register_budget
@@ -78,10 +79,6 @@ ASYNC_CHAIN_ATTR = "nv_tileas.async_chained"
 #: on a loop-invariant dot A operand's load the producer copies by TMA (async_kept.py)
 ASYNC_KEPT_ATTR = "nv_tileas.async_kept"
 ASYNC_SYMBOL = "tg_async"
-#: the attribute runtime/passes/async_rule.py puts on a tiled_store the epilogue writes by TMA
-TMA_STORE_ATTR = "nv_tileas.tma_store"
-#: ... on the plain tiled_store sm_100's consumers write from the TMEM rows by chunks
-TMEM_STORE_ATTR = "nv_tileas.tmem_store"
 _ALIGN = 1024
 _ESZ = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, "i8": 1}
 #: A/B elements wgmma takes with B N-major (the transpose bit): the 16-bit ones; the others
@@ -234,12 +231,13 @@ def async_for(em: Emitter, op, stages: int) -> None:
             end = sides[-1].offset + sides[-1].bytes
     staged = [a, b] + sides
     stage_bytes = _align(end, _ALIGN)
-    store = _tma_store_of(op)  # the epilogue's TMA store (async_rule.tma_store_plan marked it)
-    # or its plain store, from the TMEM rows by chunks (async_rule.tmem_store_plan marked it)
-    direct = _marked_after(op, TMEM_STORE_ATTR)
+    # the epilogue's TMA store (async_rule.tma_store_plan marked it), or its plain store, from
+    # the TMEM rows by chunks (async_rule.tmem_store_plan marked it)
+    store = async_store.tma_store_of(op)
+    direct = async_store.marked_after(op, async_store.TMEM_STORE_ATTR)
     # sm_100a: an A the IR converts to tf32 reaches the MMAs from tensor memory (async_rs.py)
     tmem_a = 0
-    if tc and _converted(em, dot.operands[0]):
+    if tc and async_convert.converted(em, dot.operands[0]):
         occ = kernel_spec_int(em.func, "occupancy") or 1
         tmem_a = async_rs.tmem_a_columns(em, a, M, N, pair, scaled, occ)
     fr = _frame(em, op, staged, stages, stage_bytes, locals())
@@ -247,7 +245,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     slot_off, share, maps_off, nmaps = fr.slot_off, fr.share, fr.maps_off, fr.nmaps
     lb, ub, step, ty, iv_cls = fr.lb, fr.ub, fr.step, fr.ty, fr.iv_cls
     tmem_off, done_off, tbar_off, tcols = fr.tmem_off, fr.done_off, fr.tbar_off, fr.tcols
-    init_off = fr.init_off  # (an sm_100 pair from C: _tcgen05_consumer)
+    init_off = fr.init_off  # (an sm_100 pair from C: async_tcgen05.tcgen05_consumer)
     tc_scaled, consumer, bt_off, sym = fr.tc_scaled, fr.consumer, fr.bt_off, em.symbol
 
     # ---- consumers: the kernel's warps
@@ -260,7 +258,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.hoist_from_here()
     em.producer_threads = 128
     em.barrier_threads = nthreads
-    if store is not None or direct is not None:  # what tma_store_epilogue needs
+    if store is not None or direct is not None:  # what async_store.tma_store_epilogue needs
         # the side vectors of the chain to the store take the ring's last bytes
         # (async_rule.sides_reserve; fragment_sides.py), the store's tile the rest
         chained = fragment_chain(op, store or direct)
@@ -312,16 +310,16 @@ def async_for(em: Emitter, op, stages: int) -> None:
         return
     if tc_scaled:
         acc, order = async_scaled.tcgen05_consumer(em, op, locals())
-        _release_tmem(em, t0, store, slot_off, share, tcols)
+        async_tcgen05.release_tmem(em, t0, store, slot_off, share, tcols)
         chain = fragment_chain(op, store)
         if chain is not None:
             _hand_over(em, chain, ("rows", M, N, order.groups))
             em.set(op.results[0], acc)
             return
-        em.set(op.results[0], _from_rows(em, op, acc, order))
+        em.set(op.results[0], async_tcgen05.from_rows(em, op, acc, order))
         return
     if tc:
-        res = _tcgen05_consumer(em, op, locals())
+        res = async_tcgen05.tcgen05_consumer(em, op, locals())
         em.set(op.results[0], res)
         return
     peer = lane0 = None
@@ -336,7 +334,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         else:
             cta_pair.release_both(em, addr, pred, peer, lane0)
 
-    acc = _to_fragment(em, op, op.operands[3].type, init, M, N, acc_int)
+    acc = wgmma_fragment.to_fragment(em, op, op.operands[3].type, init, M, N, acc_int)
     cls = "b32" if acc_int else "f32"
     part = [em.new(cls) for _ in acc] if scaled else None  # the stage's partial product
     chain = async_scaled.scaled_slice(body, dot) if scaled else None
@@ -346,7 +344,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     iv = em.mov(iv_cls, lb)
     top, end = em.new_label("async_consume"), em.new_label("async_consumed")
     wg_ins, wg_imms = _wgmma_form(dot, W, N, ab, pair, kmajor)
-    round_a, round_b = (_converted(em, dot.operands[i]) for i in (0, 1))
+    round_a, round_b = (async_convert.converted(em, dot.operands[i]) for i in (0, 1))
     btbase = btend = None
     # one stage's wgmmas stay in flight while the next stage's are issued (wait_group 1): the
     # previous stage is released one iteration late, the last one after the loop
@@ -401,13 +399,13 @@ def async_for(em: Emitter, op, stages: int) -> None:
             abase = em.new("b32")
             em.ins(f"add.s32 {abase}, {sbase}, {wgoff}")
         if round_a and regs_a is None:  # f32 -> tf32 of A in place: the IR's conversion
-            _round_tf32(em, sbase, a, tid, nthreads, round_a)
+            async_convert.round_tf32(em, sbase, a, tid, nthreads, round_a)
         if lanes is not None:  # 8-bit B^T of this stage, a warp an atom at a time
             b8_transpose.emit(em, lanes, sbase, btbase)
         elif bt is not None:  # B^T of this stage into this iteration's buffer, for the async proxy
-            _transpose_b(em, b, sbase, bt, btbase, tid, nthreads, round_b)
+            async_convert.transpose_b(em, b, sbase, bt, btbase, tid, nthreads, round_b)
         elif round_b:  # (B^T staged K-major: rounded in place as A is)
-            _round_tf32(em, sbase, b, tid, nthreads, round_b)
+            async_convert.round_tf32(em, sbase, b, tid, nthreads, round_b)
         if (round_a and regs_a is None) or round_b or bt is not None:
             em.ins("fence.proxy.async.shared::cta")
             em.barrier()
@@ -497,7 +495,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
         _hand_over(em, chain, ("wgmma", M, N))
         em.set(op.results[0], acc)
         return
-    res = _from_fragment(em, op, op.results[0].type, acc, M, N, acc_int)
+    res = wgmma_fragment.from_fragment(em, op, op.results[0].type, acc, M, N, acc_int)
     em.set(op.results[0], res)
 
 
@@ -835,12 +833,12 @@ def box_readers(op, staged: list) -> list:
 
 
 def _box_hooks(em: Emitter, op, staged: list, fr, ring) -> dict:
-    """The consumers' per-box synchronisation (docs/pipelines.md section 27): each staged
-        load waits for its own full barrier where it stands in the body, and every consumer thread
-        arrives on its empty barrier after the last op that may read it (:func:`box_readers`), so
-        the producer refills a box (attention's K) while the rest of the iteration (the softmax, the
-        second dot) still runs. Returns (op -> (before, after) for ``Emitter.op_hooks``, the releases
-    due at the iteration's end)."""
+    """The consumers' per-box synchronisation (docs/pipelines.md section 27): each staged load
+    waits for its own full barrier where it stands in the body, and every consumer thread
+    arrives on its empty barrier after the last op that may read it (:func:`box_readers`), so
+    the producer refills a box (attention's K) while the rest of the iteration (the softmax,
+    the second dot) still runs. Returns (op -> (before, after) for ``Emitter.op_hooks``, the
+    releases due at the iteration's end)."""
     body = op.regions[0].blocks[0]
     hooks: dict = {}
     late: list = []
@@ -889,7 +887,7 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     and the first of them issues the TMA copies. ``facts``:
     the caller's (``bt``, ``tc``, ``scaled``, ``sides``, ``store``, ``nthreads``, ``N``
     and, for the issuer, the dot). Thread 0 builds every map (the store's too, where
-    :func:`_store_guess` foresees its box) while its claim of the slot is on its way
+    :func:`async_store.store_guess` foresees its box) while its claim of the slot is on its way
     (``tma.claim_slot``'s ``meanwhile``). Returns what the consumers need (:class:`Frame`)."""
     body = op.regions[0].blocks[0]
     bt, tc, scaled = facts["bt"], facts["tc"], facts["scaled"]
@@ -973,9 +971,11 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     built = [
         (i, lambda m, x=x: _build_map(em, x, m)) for i, x in enumerate(staged) if not x.threads
     ]
-    guess = _store_guess(em, op, store, pair) if store is not None else None
+    guess = async_store.store_guess(em, op, store, pair) if store is not None else None
     if guess is not None:
-        spec = lambda m: tma.build_tensormap(em, m, _store_spec(em, store, *guess))  # noqa: E731
+        spec = lambda m: tma.build_tensormap(  # noqa: E731
+            em, m, async_store.store_spec(em, store, *guess)
+        )
         built.append((len(staged), spec))
     built += [(kept_at + i, lambda m, x=k.x: _build_map(em, x, m)) for i, k in enumerate(kept)]
 
@@ -1075,7 +1075,9 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     plb, pub, pstep = bounds()  # (the producer's own: the Frame keeps the consumers')
     if tc_scaled:  # the second warp issues the MMAs (the consumers scale meanwhile)
         a, b, dot = facts["a"], facts["b"], facts["dot"]
-        mmas = _tcgen05_stage(dot, facts["ab"], a, b, facts["M"], N, facts["K"], facts["acc_int"])
+        mmas = async_tcgen05.tcgen05_stage(
+            dot, facts["ab"], a, b, facts["M"], N, facts["K"], facts["acc_int"]
+        )
         async_scaled.tcgen05_issuer(em, locals())
     out = em.new_label("async_producer_done")
     leader = em.new("pred")
@@ -1345,7 +1347,7 @@ def _copy(em: Emitter, x: "_Operand", g, sbase, full, p: dict) -> None:
     multicast)."""
     pair, tc, shifts, cast, halves = (p[k] for k in ("pair", "tc", "shifts", "cast", "halves"))
     od = x.load.opdef
-    idx = [_s32(em, em.scalar(x.load, v)) for v in od.operand_group(x.load, "indices")]
+    idx = [async_store.s32(em, em.scalar(x.load, v)) for v in od.operand_group(x.load, "indices")]
     col, outer = idx[-1], idx[-2::-1]  # coordinates innermost first
     for i, (c0, box) in enumerate(x.boxes):
         dst = em.new("b32")
@@ -1387,822 +1389,6 @@ def _split_bounds(em: Emitter, bounds: tuple, cls: str, off: int):
     return reload
 
 
-def _release_tmem(em: Emitter, t0, store, slot_off: int, share: bool, tcols: int) -> None:
-    """After the consumers' last TMEM read (every MMA done, so every copy landed): thread 0
-    frees the map slot (unless the TMA store still needs it), warp 0 the TMEM columns."""
-    if store is None:
-        _free_slot(em, t0, slot_off, share)
-    em.barrier()
-    tcgen05.dealloc_columns(em, None, 0, f"{ASYNC_SYMBOL}+{slot_off + 8}", tcols)  # warp 0
-
-
-def _from_rows(em: Emitter, op, acc: list, order) -> list:
-    """Registers in TMEM row order (:class:`~.async_scaled.RowsOrder`) -> the loop result in
-    the layout the layout stage gave it (through the scratch buffer, row-major f32)."""
-
-    M, N = order.M, order.N
-    cls = em.reg_class(acc[0])
-    _scratch_from_start(em, M * N * 4)
-    at = em.new("b32")
-    em.ins(f"mad.lo.s32 {at}, {order.row}, {N}, {order.col}")
-    at = em.smem_addr(at, 4)
-    for c, r in enumerate(acc):
-        em.ins(f"st.shared.{cls} [{at}+{4 * c}], {r}")
-    em.barrier()
-    return _scratch_to_layout(em, op, op.results[0].type, cls, M, N)
-
-
-def _scratch_from_start(em: Emitter, nbytes: int) -> None:
-    """Claim the scratch buffer's first ``nbytes`` for a write at its start: behind a barrier
-    where an earlier claim (an exchange before the loop: C's layout change, say) may still be
-    read by a slower warp (fuzz seed 602780)."""
-    if em.scratch_in_use() > 0:
-        em.barrier()
-    em.need_smem(nbytes)
-
-
-def _scratch_to_layout(em: Emitter, op, t, cls: str, M: int, N: int) -> list:
-    """The M x N tile the consumers just wrote row-major (4-byte elements) into the scratch
-    buffer (and met at the barrier), read back in the layout of ``t``; then the barrier again
-    (the scratch may be reused)."""
-    from tilegen.runtime.codegen.exchange import row_major
-
-    d = em.dist_of(op, t)
-    form = row_major((M, N))
-    out = []
-    for k in range(d.nregs):
-        r = em.new(cls)
-        em.ins(f"ld.shared.{cls} {r}, {em.smem_ref(d, form, k, 4)}")
-        out.append(r)
-    em.barrier()
-    return out
-
-
-def _tcgen05_consumer(em: Emitter, op, v: dict) -> list:
-    """sm_100a: consumer thread 0 issues tcgen05.mma per stage into the TMEM accumulator
-    (M 128: TMEM lane = row; M 64: 16 lanes of each warp's quarter) and commits each stage's MMAs to its empty barrier, the last to
-    the done barrier; then warp w reads rows 32 w .. (tcgen05.ld), adds the loop's initial
-    value (kept in the scratch buffer meanwhile) and the result goes to its layout."""
-    from tilegen.runtime.codegen.exchange import row_major
-
-    a, b, K, N, M = v["a"], v["b"], v["K"], v["N"], v["M"]
-    base, stages, stage_bytes, bar = v["base"], v["stages"], v["stage_bytes"], v["bar"]
-    lb, ub, step, ty, iv_cls = v["lb"], v["ub"], v["step"], v["ty"], v["iv_cls"]
-    tid, t0 = v["tid"], v["t0"]
-    acc_int, dot = v["acc_int"], v["dot"]
-    pair = v.get("pair", False)
-    cls = "b32" if acc_int else "f32"
-    init = v["init"]
-    # a pair with M 64 per CTA: thread t holds half of row t % 64 (cta_pair.py)
-    half = pair and M == 64
-    # one CTA's 256 rows (8 warps): two M 128 MMAs a K step into TMEM columns 0 .. N and
-    # N .. 2 N; thread t reads row t (warp w: lanes 32 (w % 4) .., columns (w / 4) N ..)
-    tall = not pair and M == 256
-    # one CTA's 128 rows on 8 warps (N over 128): warp w reads lanes 32 (w % 4) .., columns
-    # (w / 4) N / 2 .. (a thread holds half a row: the scaled form's column halves)
-    wide = M == 128 and em.num_warps == 8  # (a pair's N 256 too: section 30)
-    # one CTA's 64 rows on 4 warps: rows 16 w .. in TMEM lanes 32 w .. 32 w + 15; read by
-    # 16x32bx2 loads, lane l takes row 16 w + l % 16, columns (l / 16) N / 2 .. (as tileiras)
-    single64 = M == 64 and not pair and em.num_warps == 4
-    # (the store: by TMA, or a plain one from the TMEM rows by chunks, async_rule)
-    direct = v["direct"]
-    store = v["store"] or direct
-    chain = fragment_chain(op, store) if M == 128 or half or tall or single64 else None
-    rows = None  # thread t's row of the result, in registers (row-major order): see below
-    per = N // 2 if half or wide else N
-    uniform = chain is not None and init and all(r == init[0] for r in init)
-    # C, the initial value, in the accumulator's rows (init_in_tmem): written into TMEM before
-    # the loop, the MMAs add to it, and the rows read back are the result as they are
-    # (a pair: each CTA its own rows, then the even CTA's issuer waits for both, below)
-    in_tmem = not uniform and chain is not None and (pair or init_in_tmem(op, em.num_warps))
-    if single64 and (uniform or in_tmem):  # (else C waits in the scratch: 32x32b loads of
-        per = N // 2  # lanes 0 .. 15)
-    # a row of more than 128 accumulators a thread: read back by column chunks at the store
-    # (and C written by chunks: init is None, fragment_load.into_tmem); so is a row of 128
-    # beside a row vector (a bias) under 8 warps' 168 registers: the vector's 128 elements
-    # would be live beside the 128 accumulators (fuzzer seed 170014 spilled 16 B)
-    rows_at_once = tmem_chunks.ROWS_AT_ONCE - (em.num_warps == 8 and _row_side(chain))
-    chunked = (uniform or in_tmem) and per > rows_at_once and M in (128, 256) and not half
-    # a plain store's rows go out a chunk at a time too: no scratch, 32 values a thread live
-    # (async_rule.tmem_store_plan admits the rows' layout and a chain to it only)
-    chunked = chunked or (direct is not None and chain is not None and (uniform or in_tmem))
-    # a zero initial value (+0, as a GEMM from zero starts): the first MMA overwrites D (it
-    # accumulates from +0) and the rows read back are the result as they are: no register
-    # holds the zeros meanwhile and no add follows (a loop of no iteration writes the zeros
-    # into TMEM first, below)
-    zero = uniform and plus_zero_tile(op.operands[3])
-    if uniform and not zero:
-        # a uniform initial value and a TMA-stored result: thread t keeps row t itself (the
-        # initial value now, the sum once the MMAs ran) and the store writes it by position
-        # (chunked: the store reads it from TMEM part by part, tmem_chunks)
-        rows = None if chunked else [em.mov(cls, init[0]) for _ in range(per)]
-    elif zero:
-        rows = None if chunked else []
-    elif in_tmem:
-        rows = []
-    elif pair:  # async_rule admits only the registers-only form for a pair
-        fail(op, "PTX backend: this accumulator must reach a TMA store in registers")
-    else:
-        _scratch_from_start(em, M * N * 4)
-        d = em.dist_of(op, op.operands[3].type)
-        form = row_major((M, N))
-        for k in range(d.nregs):  # the initial value waits in the scratch buffer
-            em.ins(f"st.shared.{cls} {em.smem_ref(d, form, k, 4)}, {init[k]}")
-        em.barrier()
-    taddr = em.new("b32")
-    em.ins(f"ld.shared.u32 {taddr}, [{ASYNC_SYMBOL}+{v['tmem_off']}]")
-    if in_tmem:
-        _, _, warp = em.tid()
-        at = tmem_chunks.lane_base(em, warp, taddr, N, tall, wide)
-        if init is None:
-            fragment_load.into_tmem(em, op, ("rows", M, N, 2 if wide else 1), at, per)
-        else:  # (M 64: half a row a thread, the other half N / 2 columns on)
-            tmem_chunks.store_rows(em, at, init, N // 2 if single64 else 0)
-        em.barrier()  # (the issuer's tcgen05.fence::after_thread_sync follows it)
-        if pair:  # this CTA's rows are in: its thread 0 tells the even CTA's issuer
-            cta_pair.arrive_leader(em, t0, base, v["init_off"])
-    skip = em.new_label("async_issued")
-    # f32 -> tf32 operands: A into tensor memory where it fits (async_rs.TmemA), else rounded in
-    # place (the IR's conversion) as B is, by every consumer thread per stage before thread 0
-    # issues; otherwise only thread 0 runs the loop
-    tmem_a = v["tmem_a"]
-    conv = [(a, _converted(em, dot.operands[0])), (b, _converted(em, dot.operands[1]))]
-    rnd = [(x, c) for x, c in conv[1 if tmem_a else 0 :] if c]
-    everyone = bool(rnd or tmem_a)
-    if everyone and pair:
-        fail(op, "PTX backend: a CTA pair's operands must reach the MMA as they are staged")
-    issuer = t0
-    if pair:  # the even CTA's thread 0 issues for both
-        issuer = em.new("pred")
-        em.ins(f"and.pred {issuer}, {t0}, {cta_pair.is_leader(em, cta_pair.rank(em))}")
-    if not everyone:
-        em.ins(f"@!{issuer} bra {skip}")
-    if in_tmem and pair:  # both CTAs' rows of C are in TMEM before the first MMA
-        cta_pair.wait_both(em, f"{ASYNC_SYMBOL}+{v['init_off']}")
-    ring = Ring(stages)
-    ring.start(em, 0)
-    iv = em.mov(iv_cls, lb)
-    acc_in = em.new("pred")
-    # the first MMA overwrites D, or adds to the initial value in TMEM
-    em.ins(f"setp.{'eq' if in_tmem else 'ne'}.u32 {acc_in}, 0, 0")
-    mmas = _tcgen05_stage(dot, v["ab"], a, b, M, N, K, acc_int, pair)
-    if tall:
-        mmas = _tall_stage(dot, v["ab"], a, b, N, K, acc_int)
-    in_tm = async_rs.TmemA(em, a, N, conv[0][1], tall) if tmem_a else None
-    top, end = loop_head(em, "async_issue", ty, iv, ub)
-
-    def one_stage(j: int) -> None:
-        """One stage; A in TMEM buffer ``j`` (the loop's two copies take one each)."""
-        mbarrier_wait(em, bar(0, ring.stage), ring.phase)
-        sbase = em.new("b32")
-        em.ins(f"mad.lo.s32 {sbase}, {ring.stage}, {stage_bytes}, {base}")
-        issued = tbar = None
-        if everyone:
-            for x, cvt in rnd:
-                _round_tf32(em, sbase, x, tid, em.barrier_threads, cvt)
-            if rnd:
-                em.ins("fence.proxy.async.shared::cta")
-            if in_tm is not None:  # this thread's row of A into buffer j, before the barrier
-                tbar = em.new("b32")
-                em.ins(f"add.s32 {tbar}, {base}, {v['tbar_off'] + 8 * j}")
-                in_tm.store(em, sbase, taddr, j, tbar)
-                em.ins("tcgen05.fence::before_thread_sync")
-            em.barrier()
-            issued = em.new_label("async_stage_issued")
-            em.ins(f"@!{t0} bra {issued}")
-        em.ins("tcgen05.fence::after_thread_sync")
-        if in_tm is not None:
-            a_col = em.new("b32")
-            em.ins(f"add.s32 {a_col}, {taddr}, {in_tm.column(j)}")
-            mmas(em, sbase, taddr, acc_in, tid, a_col=a_col)
-        else:
-            mmas(em, sbase, taddr, acc_in, tid)
-        cta_pair.commit(em, bar(1, ring.stage), pair)
-        if tbar is not None:  # buffer j is free once these MMAs complete
-            cta_pair.commit(em, tbar, pair)
-        if issued is not None:
-            em.label(issued)
-        ring.advance(em)
-        em.ins(f"add.{ty} {iv}, {iv}, {step}")
-
-    one_stage(0)
-    if in_tm is not None:  # the loop's second copy: buffer 1
-        stop = em.new("pred")
-        em.ins(f"setp.ge.{ty} {stop}, {iv}, {ub}")
-        em.ins(f"@{stop} bra {end}")
-        one_stage(1)
-    em.ins(f"bra {top}")
-    em.label(end)
-    if everyone:
-        em.ins(f"@!{t0} bra {skip}")
-    done = em.new("b32")
-    em.ins(f"add.s32 {done}, {base}, {v['done_off']}")
-    cta_pair.commit(em, done, pair)
-    em.label(skip)
-    done = em.new("b32")
-    em.ins(f"add.s32 {done}, {base}, {v['done_off']}")
-    mbarrier_wait(em, done, 0)
-    em.ins("tcgen05.fence::after_thread_sync")
-    if v["store"] is None:  # every copy landed: thread 0 frees the map slot
-        _free_slot(em, t0, v["slot_off"], v["share"])
-    # no iteration: TMEM holds nothing; the result is the initial value
-    ran = em.new("pred")
-    em.ins(f"setp.lt.{ty} {ran}, {lb}, {ub}")
-    if chunked:
-        _, lane, warp = em.tid()
-        lane_base = tmem_chunks.lane_base(em, warp, taddr, N, tall, wide)
-        groups = 2 if wide or single64 else 1
-        _hand_over(em, chain, ("rows", M, N, groups) + (("x2",) if single64 else ()))
-        em.tmem_rows = tmem_chunks.Pending(  # (init None: TMEM holds C, tmem_chunks)
-            chain, lane_base, ran, None if in_tmem else init[0], cls, per, taddr, v["tcols"]
-        )
-        em.tmem_rows.group = cta_pair.group(pair)
-        em.tmem_rows.zero = zero
-        em.tmem_rows.split = N // 2 if single64 else 0  # (16x32bx2: half a row a thread)
-        return []  # (the registers come chunk by chunk: tma_store_epilogue)
-    nomma = em.new_label("async_nomma")
-    if not (in_tmem or zero):  # (TMEM holds the initial value then)
-        em.ins(f"@!{ran} bra {nomma}")
-    _, lane, warp = em.tid()
-    row, lane_base = em.new("b32"), em.new("b32")
-    # M 128: TMEM lane = row; M 64: rows 16 w .. in lanes 32 w .. 32 w + 15 of each quarter
-    em.ins(f"mad.lo.s32 {row}, {warp}, {32 if M in (128, 256) or half else 16}, {lane}")
-    live = None
-    if M == 64 and not half:
-        live = em.new("pred")
-        em.ins(f"setp.lt.u32 {live}, {lane}, 16")
-    wh = None
-    if tall or wide:  # warp w: lanes 32 (w % 4) .., the second accumulator's columns (tall)
-        wq, wh = em.new("b32"), em.new("b32")  # or the second half of the columns (wide)
-        em.ins(f"and.b32 {wq}, {warp}, 3")
-        em.ins(f"shr.u32 {wh}, {warp}, 2")
-        em.ins(f"shl.b32 {lane_base}, {wq}, 21")
-        em.ins(f"mad.lo.s32 {lane_base}, {wh}, {N if tall else N // 2}, {lane_base}")
-        if wide:  # row 32 (w % 4) + lane
-            em.ins(f"mad.lo.s32 {row}, {wq}, 32, {lane}")
-    else:
-        em.ins(f"shl.b32 {lane_base}, {warp}, 21")  # (32 w) << 16: the TMEM lane field
-    em.ins(f"add.s32 {lane_base}, {lane_base}, {taddr}")
-    terms = [(N, row)] + ([(N // 2, wh)] if wide else [])
-    rowaddr = None if rows is not None else em.smem_addr(em.lincomb(0, terms), 4)
-    add = "s32" if acc_int else "rn.f32"
-    x2 = single64 and rows is not None
-    if x2:
-        live = None
-    if zero:  # no iteration: TMEM holds nothing, so the zeros go there (the branch is uniform)
-        filled = em.new_label("async_ran")
-        em.ins(f"@{ran} bra {filled}")
-        z = em.mov("b32", "0")
-        tmem_chunks.store_rows(em, lane_base, [z] * per, N // 2 if x2 else 0)
-        em.label(filled)
-    for chunk in range(per // 32):
-        regs = [em.new("b32") for _ in range(32)]
-        src = em.new("b32")
-        em.ins(f"add.s32 {src}, {lane_base}, {32 * chunk}")
-        dst = ", ".join(regs)
-        if x2:  # (lanes 16 .. 31 take the columns N / 2 on)
-            em.ins(f"tcgen05.ld.sync.aligned.16x32bx2.x32.b32 {{{dst}}}, [{src}], {N // 2}")
-        else:
-            em.ins(f"tcgen05.ld.sync.aligned.32x32b.x32.b32 {{{dst}}}, [{src}]")
-        em.ins("tcgen05.wait::ld.sync.aligned")
-        if in_tmem or zero:
-            for r in regs:
-                rows.append(em.new(cls))
-                em.ins(f"mov.b32 {rows[-1]}, {r}")
-            continue
-        if rows is not None:
-            for i, r in enumerate(regs):
-                x, y = rows[32 * chunk + i], em.new(cls)
-                em.ins(f"mov.b32 {y}, {r}")
-                em.ins(f"add.{add} {x}, {x}, {y}")
-            continue
-        for i, r in enumerate(regs):
-            x, y = em.new(cls), em.new(cls)
-            off = 4 * (32 * chunk + i)
-            g = f"@{live} " if live else ""
-            em.ins(f"{g}ld.shared.{cls} {x}, [{rowaddr}+{off}]")
-            em.ins(f"mov.b32 {y}, {r}")
-            em.ins(f"add.{'s32' if acc_int else 'rn.f32'} {x}, {x}, {y}")
-            em.ins(f"{g}st.shared.{cls} [{rowaddr}+{off}], {x}")
-    em.ins("tcgen05.fence::before_thread_sync")
-    em.label(nomma)
-    em.barrier()
-    skip3 = em.new_label("async_dealloc")
-    w0 = em.new("pred")
-    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
-    em.ins(f"@!{w0} bra {skip3}")
-    g = cta_pair.group(pair)
-    em.ins(f"tcgen05.dealloc.{g}.sync.aligned.b32 {taddr}, {v['tcols']}")
-    em.label(skip3)
-    if rows is not None:
-        _hand_over(em, chain, ("rows", M, N, 2 if half or wide or x2 else 1) + (("x2",) * x2))
-        return rows
-    return _scratch_to_layout(em, op, op.results[0].type, cls, M, N)
-
-
-def _tcgen05_stage(
-    dot, ab: str, a: "_Operand", b: "_Operand", M: int, N: int, K: int, acc_int, pair=False
-):
-    """A function emitting one stage's ``tcgen05.mma``s (one per 32-byte K step) from the stage
-    at ``sbase`` into the TMEM accumulator at ``taddr``: ``acc_in`` (a predicate) says whether
-    the first adds to D; it is set true after it (``tid == tid``). ``pair``: M is one CTA's
-    rows; the MMAs are the pair's (M 2 x 128, ``cta_group::2``), B's stage half of N."""
-    kind = tcgen05.kind(ab)
-    unsigned = (False, False)
-    if ab == "i8":
-        from tilegen.runtime.layouts.mma_choice import signedness
-
-        sa, sb = signedness(dot) or (True, True)
-        unsigned = (not sa, not sb)
-    kmajor = getattr(b, "kmajor", False)  # B^T staged N x K (K-major, as A)
-    idesc = tcgen05.instruction_descriptor(
-        2 * M if pair else M,
-        N,
-        ab,
-        "s32" if acc_int else "f32",
-        b_mn_major=not kmajor,
-        b_elem=elem_key(dot.operands[1].type),
-        unsigned=unsigned,
-        saturate=ab == "i8",
-    )
-
-    def emit(em: Emitter, sbase, taddr, acc_in, tid, b_base=None, a_col=None) -> None:
-        tk = 32 // a.esz  # every MMA K step is 32 bytes (K 16 f16, 8 tf32, 32 8-bit)
-        # one descriptor per operand and stage, stepped through its low word (as wgmma's);
-        # ``b_base``: the stage of B when A's rows start elsewhere (_tall_stage); ``a_col``:
-        # A in tensor memory from that address (async_rs.TmemA), a 32-bit column an element
-        sb0 = em.new("b32")
-        em.ins(f"add.s32 {sb0}, {b_base or sbase}, {b.offset}")
-        # B MN-major: atoms of 8 K rows (4 with the 32-byte-atom swizzle of a tf32 B) at SBO
-        sbo = (4 if b.atom == 32 else 8) * b.span
-        pa = wgmma_descriptor_parts(em, sbase, 16, 0, 0)[0] if a_col is None else None
-        pb = wgmma_descriptor_parts(em, sb0, 16 if kmajor else K * b.span, 0, 0)[0]
-        ha = tcgen05.smem_descriptor_hi(8 * a.span, a.span)
-        hb = (
-            tcgen05.smem_descriptor_hi(8 * b.span, b.span)
-            if kmajor
-            else tcgen05.smem_descriptor_hi(sbo, b.span, b.atom)
-        )
-        for kk in range(K // tk):
-            kb = kk * 32
-            a_off = (kb // a.span) * a.box_bytes + kb % a.span
-            b_off = (kb // b.span) * b.box_bytes + kb % b.span if kmajor else kk * tk * b.span
-            if a_col is None:
-                da = wgmma_descriptor_at(em, (pa, ha), a_off)
-            else:
-                da = a_col
-                if kk:
-                    da = em.new("b32")
-                    em.ins(f"add.s32 {da}, {a_col}, {kk * tk * a.esz // 4}")
-                da = f"[{da}]"
-            db = wgmma_descriptor_at(em, (pb, hb), b_off)
-            em.ins(
-                f"tcgen05.mma.{cta_pair.group(pair)}.kind::{kind} [{taddr}], {da}, {db}, "
-                f"{idesc}, {acc_in}"
-            )
-            em.ins(f"setp.eq.u32 {acc_in}, 0, 0")
-
-    return emit
-
-
-def _tall_stage(dot, ab: str, a: "_Operand", b: "_Operand", N: int, K: int, acc_int):
-    """One stage's MMAs for a 256-row tile on one CTA: per K step, rows 0-127 of A into TMEM
-    columns 0 .. N and rows 128-255 (128 rows further into each of A's column boxes) into
-    N .. 2 N, both M 128 ``cta_group::1``."""
-    half = _tcgen05_stage(dot, ab, a, b, 128, N, K, acc_int)
-
-    def emit(em: Emitter, sbase, taddr, acc_in, tid, a_col=None) -> None:
-        # the first MMA of each accumulator overwrites it: acc_in is false until after the
-        # second accumulator's first K step; ``a_col``: A's rows in tensor memory (rows
-        # 128 .. K columns on, async_rs.TmemA)
-        second, t2 = em.new("b32"), em.new("b32")
-        em.ins(f"add.s32 {second}, {sbase}, {128 * a.span}")
-        em.ins(f"add.s32 {t2}, {taddr}, {N}")
-        keep = em.new("pred")
-        em.ins(f"mov.pred {keep}, {acc_in}")
-        a2 = None
-        if a_col is not None:
-            a2 = em.new("b32")
-            em.ins(f"add.s32 {a2}, {a_col}, {K}")
-        half(em, sbase, taddr, acc_in, tid, a_col=a_col)
-        half(em, second, t2, keep, tid, b_base=sbase, a_col=a2)
-
-    return emit
-
-
-def _tma_store_of(loop):
-    """The ``tiled_store`` after ``loop`` the ``async`` stage marked for a TMA store, or None."""
-    return _marked_after(loop, TMA_STORE_ATTR)
-
-
-def _marked_after(loop, attr: str):
-    """The op after ``loop`` in its block that carries ``attr``, or None."""
-    ops = loop.parent.ops
-    return next((o for o in ops[ops.index(loop) + 1 :] if attr in o.attributes), None)
-
-
-def tma_store_epilogue(em: Emitter, op) -> None:
-    """The marked ``tiled_store`` (docs/pipelines.md section 8, "TMA store"): every consumer
-    thread writes its registers row-major into the idle stage ring (generic proxy), fences them
-    for the async proxy and meets the others at the consumers' barrier; warp 0 builds and
-    publishes the output's tensor map (the slot's third), and thread 0 issues one
-    ``cp.async.bulk.tensor.2d.global.shared::cta`` at the store's indices (TMA clips the box at
-    the tensor's bounds, as the bounded store does), commits the bulk group, waits for it and
-    frees the map slot."""
-    from tilegen.runtime.codegen.core import ELEMENTS
-    from tilegen.runtime.codegen.exchange import row_major
-
-    st = getattr(em, "async_store", None)
-    if st is None:
-        fail(op, "PTX backend: a TMA store outside an async K loop's kernel")
-    od = op.opdef
-    value = od.operand_group(op, "value")[0]
-    lead = tuple(value.type.shape[:-2])  # leading unit dims (a batched GEMM's 3-d store)
-    M, N = value.type.shape[-2:]
-    pair = st.get("pair", False)
-    M //= 2 if pair else 1  # a CTA pair: each CTA stores its own 128 rows
-    key = elem_key(value.type)
-    cls, esz, sfx = ELEMENTS[key]
-    if cls == "pred":
-        fail(op, "PTX backend: no TMA store of i1 tiles")
-    regs = em.tile(op, value)
-    base = st["base"]  # the stage ring: idle now, 1024-aligned
-    if em.ring_scratch is not None and em.ring_scratch.used:
-        em.barrier()  # (an exchange since the loop used the ring: its readers are done)
-    else:
-        ring_idle(em)
-    fragment = getattr(em, "fragment_order", {}).get(value)
-    matrix = fragment is not None and fragment[0] == "wgmma" and esz == 2 and (N * 2) % 128 == 0
-    if matrix:  # four 8x8 matrices a store (tileiras's STSM)
-        _stmatrix_store(em, regs, M, N, base)
-        refs, swizzled = [], True
-    else:
-        refs = _swizzled_refs(em, fragment, esz, base) if fragment is not None else None
-        swizzled = refs is not None
-    if swizzled:
-        pass
-    elif fragment is not None:  # the loop's accumulator registers as they are (fragment_chain)
-        kind, fm, fn = fragment[:3]
-        if kind == "wgmma":
-            th, offs = _fragment_elems(em, fm, fn)
-        else:  # tcgen05, M 128: thread 32 (w % 4) + lane holds that row, columns in order
-            # (from column (w / 4) N / G)
-            row, col, per = _row_thread(em, fn, fragment[3], fm, "x2" in fragment[4:])
-            th = em.new("b32")
-            em.ins(f"mad.lo.s32 {th}, {row}, {fn}, {col}")
-            offs = list(range(per))
-        at = em.new("b32")
-        em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
-        refs = [(at, esz * e) for e in offs]
-    elif not lead and swizzle_fits(em.dist_of(op, value.type), esz) is not None:
-        # the value's own layout in 128-byte swizzled column boxes (sm_120's mma.sync fragment)
-        refs = layout_swizzled_refs(em, em.dist_of(op, value.type), M, esz, base)
-        swizzled = True
-    else:  # the value's own layout: each register at its row-major place in the ring
-        refs = []
-        d = em.dist_of(op, value.type)
-        form = row_major(lead + (M, N))
-        wraps = any(
-            m and d.wraps(d.kept[i], k) for k in range(d.nregs) for i, m in enumerate(form.mults)
-        )
-        if not wraps:  # a per-thread base and one immediate a register
-            refs = ring_refs(em, d, form.mults, esz, base)
-        else:
-            em.need_smem(M * N * esz)  # (the ring's bytes: smem_base is the ring's then)
-            delta = em.new("b32")
-            em.ins(f"sub.s32 {delta}, {base}, {em.smem_base()}")
-            moved: dict = {}
-            for k in range(d.nregs):
-                reg, imm = em.smem_ref(d, form, k, esz)[1:-1].split("+")
-                if reg not in moved:
-                    moved[reg] = em.new("b32")
-                    em.ins(f"add.s32 {moved[reg]}, {reg}, {delta}")
-                refs.append((moved[reg], int(imm)))
-    pending = em.tmem_rows
-    if pending is not None and pending.chain[-1] is value:  # read from TMEM by chunks
-        em.tmem_rows = None
-        if swizzled and M * N * esz > st["ring_bytes"]:  # box by box through the ring
-            _streamed_store(em, op, pending, refs, M, N, lead)
-            return
-        write = lambda rs, rf, c0: _write_ring(em, rs, rf, esz, sfx, fragment)  # noqa: E731
-        tmem_chunks.store_by_chunks(em, pending, op, value, refs, write)
-    else:
-        pending = None
-        _write_ring(em, regs, refs, esz, sfx, fragment)
-    tma.fence_proxy_async(em)  # generic writes -> the bulk copy's async-proxy reads
-    em.barrier()
-    tid, _, _ = em.tid()
-    w0 = em.new("pred")
-    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
-    done = em.new_label("tma_store_done")
-    em.ins(f"@!{w0} bra {done}")
-    if pending is not None:  # every consumer's last TMEM read is behind the barrier
-        tmem_chunks.release(em, pending)
-    t0 = st["t0"]
-    box = ((128 // esz, M) if swizzled else (N, M)) + lead
-    g, fresh = _store_map(em, op, st, box, 128 if swizzled else 0)
-    em.ins(f"@!{t0} bra {done}")
-    if fresh:
-        tma.acquire_tensormap(em, g)
-    *outer, row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
-    outer = outer[::-1]  # the leading dims' coordinates, innermost first
-    if pair:
-        moved = em.new("b32")
-        em.ins(f"mad.lo.s32 {moved}, {cta_pair.rank(em)}, {M}, {row}")
-        row = moved
-    if not swizzled:
-        tma.tma_store(em, g, [col, row] + outer, base)
-    else:  # one copy per 128-byte column box
-        for b in range(N * esz // 128):
-            cb, src = col, base
-            if b:
-                cb, src = em.new("b32"), em.new("b32")
-                em.ins(f"add.s32 {cb}, {col}, {b * 128 // esz}")
-                em.ins(f"add.s32 {src}, {base}, {b * M * 128}")
-            tma.tma_store(em, g, [cb, row] + outer, src)
-    tma.bulk_commit(em)
-    _store_done(em, op, st, done)
-
-
-def swizzle_fits(d, esz: int) -> list | None:
-    """The 16-byte chunk steps of a 2-d tile's registers where it can be written into
-    128-byte-swizzled column boxes with one address register a step (:func:`
-    layout_swizzled_refs`), or None: 16- or 32-bit elements, rows of whole 128-byte columns,
-    every register's row offset a multiple of 8 (its rows' swizzle key is its thread's) and
-    no register wrapping; no thread's element straddles a 16-byte chunk."""
-    if esz not in (2, 4) or len(d.kept) != 2 or (d.shape[1] * esz) % 128:
-        return None
-    rk, ck = d.kept
-    if any(d.raw[k][rk] % 8 or d.wraps(rk, k) or d.wraps(ck, k) for k in range(d.nregs)):
-        return None
-    inner = max(d.base(t)[ck] * esz % 16 for t in range(d.root.num_threads()))
-    if any(inner + d.raw[k][ck] * esz % 16 + esz > 16 for k in range(d.nregs)):
-        return None
-    return sorted({d.raw[k][ck] * esz // 16 for k in range(d.nregs)})
-
-
-def layout_swizzled_refs(em: Emitter, d, M: int, esz: int, base: str) -> list:
-    """(address register, offset) of each register of ``d`` (:func:`swizzle_fits`) in
-    ``N * esz / 128`` boxes of M 128-byte rows at ``base``, chunk ``c`` of row ``r`` at chunk
-    ``c ^ (r % 8)`` (the TMA store's 128-byte swizzle): the thread's byte column T and row
-    base are registers; for each chunk step v of its registers, chunk T / 16 + v's box and
-    swizzled place is one register, each register's row offset and bytes in its chunk an
-    immediate. Rows 8 apart share the key, so a warp's stores spread over the banks."""
-    rk, ck = d.kept
-    bases = em.base(d)
-    rb, cb = bases[rk], bases[ck]
-    t = em.new("b32")  # the thread's byte column
-    em.ins(f"mul.lo.s32 {t}, {cb}, {esz}" if not isinstance(cb, int) else f"mov.b32 {t}, 0")
-    key, t16, rowbase = em.new("b32"), em.new("b32"), em.new("b32")
-    if isinstance(rb, int):
-        em.ins(f"mov.b32 {key}, 0")
-        em.ins(f"mov.b32 {rowbase}, {base}")
-    else:
-        em.ins(f"and.b32 {key}, {rb}, 7")
-        em.ins(f"mad.lo.s32 {rowbase}, {rb}, 128, {base}")
-    inner = em.new("b32")
-    em.ins(f"and.b32 {inner}, {t}, 15")
-    em.ins(f"add.s32 {rowbase}, {rowbase}, {inner}")
-    em.ins(f"shr.u32 {t16}, {t}, 4")
-    addr = {}
-    for v in swizzle_fits(d, esz):
-        c, x, a = em.new("b32"), em.new("b32"), em.new("b32")
-        em.ins(f"add.s32 {c}, {t16}, {v}")
-        em.ins(f"and.b32 {x}, {c}, 7")
-        em.ins(f"xor.b32 {x}, {x}, {key}")
-        em.ins(f"shr.u32 {c}, {c}, 3")
-        em.ins(f"mul.lo.s32 {a}, {c}, {M * 128}")
-        em.ins(f"mad.lo.s32 {a}, {x}, 16, {a}")
-        em.ins(f"add.s32 {a}, {a}, {rowbase}")
-        addr[v] = a
-    refs = []
-    for k in range(d.nregs):
-        r, b = d.raw[k][rk], d.raw[k][ck] * esz
-        refs.append((addr[b // 16], r * 128 + b % 16))
-    return refs
-
-
-def ring_refs(em: Emitter, d, mults: tuple, esz: int, base: str) -> list:
-    """(address register, byte offset) of each register of distribution ``d`` (coordinates that
-    do not wrap) in a tile at shared address ``base``, element (c_0, ..) at ``sum(m_i c_i)``:
-    one per-thread address, an immediate a register."""
-    bases = em.base(d)
-    tp = em.lincomb(0, [(m, bases[d.kept[i]]) for i, m in enumerate(mults)])
-    at = em.new("b32")
-    if isinstance(tp, int):
-        em.ins(f"add.s32 {at}, {base}, {tp * esz}")
-    else:
-        em.ins(f"mad.lo.s32 {at}, {tp}, {esz}, {base}")
-    return [
-        (at, sum(m * d.raw[k][d.kept[i]] for i, m in enumerate(mults)) * esz)
-        for k in range(d.nregs)
-    ]
-
-
-def ring_idle(em: Emitter) -> None:
-    """Before the consumers' first write into the stage ring after the K loop (a side vector,
-    the TMA store's staging): where another consumer warp may still be reading the stages
-    (:func:`_ring_read_by_others`), the consumers meet first, once."""
-    st = em.async_store
-    if st.get("idle") or not _ring_read_by_others(em):
-        return
-    em.barrier()
-    st["idle"] = True
-
-
-def _ring_read_by_others(em: Emitter) -> bool:
-    """Whether, when a consumer warp leaves the K loop, another consumer warp may still be
-    reading the stages the TMA store's staging then overwrites. tcgen05's MMAs read them for
-    every consumer, and each waited for their commit; a warp's ``wgmma.wait_group`` retires
-    its own warp group's wgmmas only (two consumer warp groups: not the other's); mma.sync
-    consumers (sm_120) read them by ``ldmatrix``, each warp on its own."""
-    if 100 <= em.sm < 120:
-        return False
-    warps = em.barrier_threads // 32 if em.barrier_threads else em.num_warps
-    return warps > (4 if em.sm == 90 else 1)
-
-
-def _store_done(em: Emitter, op, st: dict, done: str) -> None:
-    """Thread 0, after the store's last bulk copy: wait until the copies have read their
-    sources (the staged tile, and the map: once ``wait_group.read`` returns, a map the copies
-    used may be rewritten, as CUTLASS's ``tma_desc_wait_group`` relies on) and free the map
-    slot; then ``done``, where the other threads join. The copies' global writes complete on
-    their own: nothing in the kernel reads them, and the grid's end makes them visible (tileiras
-    waits the same way)."""
-    tma.bulk_wait_read(em, 0)
-    sl = em.new("b32")
-    em.ins(f"ld.shared.u32 {sl}, [{ASYNC_SYMBOL}+{st['slot_off']}]")
-    tma.release_slot(em, f"{em.symbol}_slots", sl, st["share"])
-    em.label(done)
-    for r in op.results:
-        em.set(r, None)
-
-
-def _streamed_store(em: Emitter, op, p, refs: list, M: int, N: int, lead: tuple) -> None:
-    """The TMA store of a tile larger than the stage ring, read from TMEM by chunks
-    (``tmem_chunks``): its 128-byte column boxes (``M`` rows each) go through the ring's
-    ``slots`` box slots in turn. Once a box's chunks are written, the consumers fence and meet,
-    and thread 0 copies the box out (a bulk group each); before a slot is written again, thread 0
-    waits until the copy that read it last is done reading and the consumers meet again."""
-    st = em.async_store
-    od = op.opdef
-    value = od.operand_group(op, "value")[0]
-    _, esz, sfx = ELEMENTS[elem_key(value.type)]
-    base, t0 = st["base"], st["t0"]
-    box_bytes = M * 128
-    slots = st["ring_bytes"] // box_bytes
-    nbox = N * esz // 128
-    tid, _, _ = em.tid()
-    w0 = em.new("pred")
-    em.ins(f"setp.lt.u32 {w0}, {tid}, 32")
-    mapped = em.new_label("tma_store_mapped")
-    em.ins(f"@!{w0} bra {mapped}")
-    g, fresh = _store_map(em, op, st, (128 // esz, M) + lead, 128)
-    em.ins(f"@!{t0} bra {mapped}")
-    if fresh:
-        tma.acquire_tensormap(em, g)
-    em.label(mapped)
-    *outer, row, col = (_s32(em, em.scalar(op, v)) for v in od.operand_group(op, "indices"))
-    outer = outer[::-1]
-
-    def write(regs: list, at: list, c0: int) -> None:
-        b = c0 * esz // 128  # (a chunk lies within one box)
-        shift = (b - b % slots) * box_bytes  # box b -> slot b % slots
-        _write_ring(em, regs, [(r, o - shift) for r, o in at], esz, sfx, ("rows",))
-        if ((c0 + len(regs)) * esz) % 128:
-            return  # the box has more chunks
-        tma.fence_proxy_async(em)
-        em.barrier()
-        issued = em.new_label("tma_store_box")
-        em.ins(f"@!{t0} bra {issued}")
-        cb, src = em.new("b32"), em.new("b32")
-        em.ins(f"add.s32 {cb}, {col}, {b * 128 // esz}")
-        em.ins(f"add.s32 {src}, {base}, {b % slots * box_bytes}")
-        tma.tma_store(em, g, [cb, row] + outer, src)
-        tma.bulk_commit(em)
-        if slots <= b + 1 < nbox:  # the next box reuses a slot: its last copy has read it
-            tma.bulk_wait_read(em, slots - 1)
-        em.label(issued)
-        if slots <= b + 1 < nbox:
-            em.barrier()
-
-    tmem_chunks.store_by_chunks(em, p, op, value, refs, write)
-    em.barrier()  # every consumer's last TMEM read is behind it
-    done = em.new_label("tma_store_done")
-    em.ins(f"@!{w0} bra {done}")
-    tmem_chunks.release(em, p)
-    em.ins(f"@!{t0} bra {done}")
-    _store_done(em, op, st, done)
-
-
-def _store_map(em: Emitter, op, st: dict, box: tuple, swizzle: int) -> tuple:
-    """Warp 0 (thread 0 writing, the warp publishing): the output's tensor map, built in its
-    place in the ring's map area and copied to the slot's map. Returns (its global address,
-    whether thread 0 still has to acquire it). The prologue built, published and acquired the
-    map where it foresaw this box (:func:`_store_guess`); only another box is built here."""
-    g = _slot_maps(em, em.symbol, st["slot_off"], st["nmaps"])[st["store_map"]]
-    if st.get("store_built") == (box, swizzle):
-        return g, False
-    smap = em.new("b32")
-    at = st["maps_off"] + st["store_map"] * tma.TENSORMAP_BYTES
-    em.ins(f"add.s32 {smap}, {st['base']}, {at}")
-    built = em.new_label("tma_store_map")
-    em.ins(f"@!{st['t0']} bra {built}")
-    tma.build_tensormap(em, smap, _store_spec(em, op, box, swizzle))
-    em.label(built)
-    em.ins("bar.warp.sync -1")
-    tma.publish_tensormap(em, g, smap)
-    if st["share"]:  # (the release half of the slot's free covers this map too)
-        em.ins(f"@{st['t0']} fence.acq_rel.gpu")
-    return g, True
-
-
-def _store_spec(em: Emitter, op, box: tuple, swizzle: int) -> tma.TensorMapSpec:
-    """The map of TMA store ``op``'s memref (its registers), for ``box`` and ``swizzle``."""
-    od = op.opdef
-    key = elem_key(od.operand_group(op, "value")[0].type)
-    esz = ELEMENTS[key][1]
-    mem = em.get(od.operand_group(op, "base")[0])
-    dims = [_s32(em, d) for d in reversed(mem.sizes)]
-    dims = [em.mov("b32", x) if isinstance(x, int) else x for x in dims]
-    strides = tuple(_stride_bytes(em, s, esz) for s in reversed(mem.strides[:-1]))
-    return tma.TensorMapSpec(key, esz, mem.ptr, tuple(dims), strides, box, swizzle)
-
-
-def _store_guess(em: Emitter, loop, store, pair: bool) -> tuple | None:
-    """The (box, swizzle) the epilogue's TMA store will most likely ask for, where the prologue
-    can build that map already (the store's memref is emitted before the loop): the 128-byte
-    swizzled column boxes of a tile the accumulator's registers reach as they are (the wgmma
-    fragment, the TMEM rows), whose rows are whole 128-byte columns; on sm_120 (mma.sync
-    consumers, the tile staged in its own layout) one unswizzled box. None otherwise; the
-    epilogue builds the map it needs whenever the guess was wrong (:func:`_store_map`)."""
-    od = store.opdef
-    value = od.operand_group(store, "value")[0]
-    if od.operand_group(store, "base")[0] not in em.values:
-        return None
-    key = elem_key(value.type)
-    cls, esz, _ = ELEMENTS[key]
-    *lead, M, N = value.type.shape
-    if cls == "pred":
-        return None
-    rows = M // 2 if pair else M  # (a CTA pair: each CTA stores its own rows)
-    if em.sm == 120:  # the tile in its own layout: swizzled boxes where it fits
-        if not lead and swizzle_fits(em.dist_of(store, value.type), esz) is not None:
-            return (128 // esz, rows), 128
-        return (N, rows) + tuple(lead), 0
-    if (N * esz) % 128 or fragment_chain(loop, store) is None:
-        return None
-    # tcgen05: each of the rows' column groups (two at 64 rows, 16x32bx2 loads; one a warp group
-    # at 128; one for 256 rows, two accumulators) must fill whole 128-byte columns, else the
-    # tile goes out as one unswizzled box
-    groups = {64: 2, 128: max(em.num_warps // 4, 1)}.get(rows, 1)
-    if em.sm in TCGEN05_SMS and (N // groups * esz) % 128:
-        return (N, rows) + tuple(lead), 0
-    if em.sm not in TCGEN05_SMS and esz not in (2, 4):  # (wgmma fragments of 16 / 32 bits)
-        return None
-    return (128 // esz, rows) + tuple(lead), 128
-
-
-def _write_ring(em: Emitter, regs: list, refs: list, esz: int, sfx: str, fragment) -> None:
-    """Store ``regs`` at their ring places ``refs`` ((address register, offset) each): two
-    16-bit neighbours as one b32, runs of 32-bit neighbours as v2 / v4 stores."""
-    k = 0
-    while k < len(refs):  # two 16-bit neighbours in a row: one 32-bit store
-        (reg, imm), nxt = refs[k], refs[k + 1] if k + 1 < len(refs) else None
-        if esz == 2 and imm % 4 == 0 and nxt == (reg, imm + 2):
-            both = em.new("b32")
-            em.ins(f"mov.b32 {both}, {{{regs[k]}, {regs[k + 1]}}}")
-            em.ins(f"st.shared.b32 [{reg}+{imm}], {both}")
-            k += 2
-            continue
-        # 32-bit neighbours (registers in position order: their address registers are 8- or,
-        # for TMEM rows, 16-byte aligned) go out as v2 / v4 stores
-        n = 1
-        while esz == 4 and fragment is not None and n < 4 and k + n < len(refs):
-            if refs[k + n] != (reg, imm + 4 * n):
-                break
-            n += 1
-        v = 4 if n == 4 and imm % 16 == 0 and fragment[0] == "rows" else 2 if n >= 2 else 1
-        if v > 1 and imm % (4 * v) == 0:
-            vals = ", ".join(regs[k : k + v])
-            em.ins(f"st.shared.v{v}.{sfx} [{reg}+{imm}], {{{vals}}}")
-            k += v
-            continue
-        em.ins(f"st.shared.{sfx} [{reg}+{imm}], {regs[k]}")
-        k += 1
-
-
-def _stride_bytes(em: Emitter, st, esz: int) -> str:
-    stb = em.new("b64")
-    if isinstance(st, int):
-        em.ins(f"mov.b64 {stb}, {st * esz}")
-    elif em.reg_class(st) == "b64":
-        em.ins(f"mul.lo.s64 {stb}, {st}, {esz}")
-    else:
-        em.ins(f"mul.wide.u32 {stb}, {st}, {esz}")
-    return stb
-
-
 def _wgmma_form(
     dot, warps: int, N: int, ab: str, pair: bool = False, kmajor: bool = False
 ) -> tuple:
@@ -2225,170 +1411,13 @@ def _wgmma_form(
     return plan.row.ptx.format(n=N), plan.imms
 
 
-def _divmod(em: Emitter, x, d: int) -> tuple:
-    q, r = em.new("b32"), em.new("b32")
-    if d & (d - 1) == 0:
-        em.ins(f"shr.u32 {q}, {x}, {d.bit_length() - 1}")
-        em.ins(f"and.b32 {r}, {x}, {d - 1}")
-    else:
-        em.ins(f"div.u32 {q}, {x}, {d}")
-        em.ins(f"rem.u32 {r}, {x}, {d}")
-    return q, r
-
-
-def _converted(em: Emitter, v) -> str | None:
-    """The conversion instruction of a dot operand that is an f32 -> tf32 ``fp_to_fp`` of its
-    staged load (``selection.conversion_ptx``), else None: the MMA must see the rounded value,
-    as today's path converts its fragments, not the f32 bits TMA staged (the tensor core would
-    truncate them)."""
-    op = getattr(v, "op", None)
-    if op is None or op.name != "nv_tileaa.fp_to_fp":
-        return None
-    return conversion_ptx(op, em.sm)
-
-
-def _round_tf32(em: Emitter, sbase, x: "_Operand", tid, nthreads: int, cvt: str) -> None:
-    """Round every f32 of operand ``x``'s stage in place to tf32 by ``cvt`` (16-byte chunks per
-    thread; the swizzle permutes whole chunks, so any chunk order covers the tile)."""
-    chunks = x.bytes // 16
-    for j in range(-(-chunks // nthreads)):
-        u = em.new("b32")
-        em.ins(f"add.s32 {u}, {tid}, {j * nthreads}")
-        skip = None
-        if (j + 1) * nthreads > chunks:
-            skip = em.new_label("async_rna")
-            g = em.new("pred")
-            em.ins(f"setp.ge.u32 {g}, {u}, {chunks}")
-            em.ins(f"@{g} bra {skip}")
-        addr = em.new("b32")
-        em.ins(f"mad.lo.s32 {addr}, {u}, 16, {sbase}")
-        vals = [em.new("b32") for _ in range(4)]
-        em.ins(f"ld.shared.v4.b32 {{{', '.join(vals)}}}, [{addr}+{x.offset}]")
-        for r in vals:
-            em.ins(f"{cvt} {r}, {r}")
-        em.ins(f"st.shared.v4.b32 [{addr}+{x.offset}], {{{', '.join(vals)}}}")
-        if skip is not None:
-            em.label(skip)
-
-
-def _transpose_b(
-    em: Emitter, b: "_Operand", sbase, bt: _KMajor, dbase, tid, nthreads: int, cvt=None
-):
-    """Every consumer thread copies its share of the stage's B (K x N, N contiguous, TMA
-    column boxes) into B^T (``bt``: N x K, K contiguous). 8-bit: units of 4 K rows x 4 columns
-    (four ``ld.shared.b32``, a 4 x 4 byte transpose in eight ``prmt``, four ``st.shared.b32``);
-    32-bit: units of one K row x 4 columns (``ld.shared.v4.b32``, four ``st.shared.b32``),
-    rounded to tf32 on the way by ``cvt`` (an instruction) when given."""
-    K, N = b.tile[-2:]
-    esz = b.esz
-    if esz not in (1, 4):
-        fail(b.load, f"PTX backend: no B transpose for {esz}-byte elements")
-    rows = 4 if esz == 1 else 1  # K rows per unit
-    kunits = K // rows
-    units = kunits * (N // 4)
-    for j in range(-(-units // nthreads)):
-        skip = None
-        u = em.new("b32")
-        em.ins(f"add.s32 {u}, {tid}, {j * nthreads}")
-        if (j + 1) * nthreads > units:
-            skip = em.new_label("async_bt")
-            g = em.new("pred")
-            em.ins(f"setp.ge.u32 {g}, {u}, {units}")
-            em.ins(f"@{g} bra {skip}")
-        if esz == 1 and kunits % 4 == 0 and (N // 4) % 8 == 0:
-            n4, k0 = _bank_spread(em, u, kunits)
-        else:
-            n4, k0 = _divmod(em, u, kunits)
-        # source: K row rows * k0 (+ r), byte 4 esz n4 of B's column boxes
-        nb = em.new("b32")
-        em.ins(f"shl.b32 {nb}, {n4}, {(4 * esz).bit_length() - 1}")
-        col, within = _divmod(em, nb, b.span)
-        src0 = em.new("b32")
-        em.ins(f"mul.lo.s32 {src0}, {col}, {b.box_bytes}")
-        em.ins(f"mad.lo.s32 {src0}, {k0}, {rows * b.span}, {src0}")
-        em.ins(f"add.s32 {src0}, {src0}, {within}")
-        em.ins(f"add.s32 {src0}, {src0}, {b.offset}")
-        if esz == 1:
-            vals = []
-            for r in range(4):
-                o = src0
-                if r:
-                    o = em.new("b32")
-                    em.ins(f"add.s32 {o}, {src0}, {r * b.span}")
-                a = em.new("b32")
-                em.ins(f"add.s32 {a}, {sbase}, {_swizzled(em, o, b.span)}")
-                x = em.new("b32")
-                em.ins(f"ld.shared.b32 {x}, [{a}]")
-                vals.append(x)
-            t = [em.new("b32") for _ in range(4)]
-            em.ins(f"prmt.b32 {t[0]}, {vals[0]}, {vals[1]}, 0x5140")
-            em.ins(f"prmt.b32 {t[1]}, {vals[0]}, {vals[1]}, 0x7362")
-            em.ins(f"prmt.b32 {t[2]}, {vals[2]}, {vals[3]}, 0x5140")
-            em.ins(f"prmt.b32 {t[3]}, {vals[2]}, {vals[3]}, 0x7362")
-            cols = [em.new("b32") for _ in range(4)]  # column 4 n4 + i: K bytes 4 k0 .. + 3
-            em.ins(f"prmt.b32 {cols[0]}, {t[0]}, {t[2]}, 0x5410")
-            em.ins(f"prmt.b32 {cols[1]}, {t[0]}, {t[2]}, 0x7632")
-            em.ins(f"prmt.b32 {cols[2]}, {t[1]}, {t[3]}, 0x5410")
-            em.ins(f"prmt.b32 {cols[3]}, {t[1]}, {t[3]}, 0x7632")
-        else:
-            a = em.new("b32")
-            em.ins(f"add.s32 {a}, {sbase}, {_swizzled(em, src0, b.span)}")
-            cols = [em.new("b32") for _ in range(4)]
-            em.ins(f"ld.shared.v4.b32 {{{', '.join(cols)}}}, [{a}]")
-            if cvt:  # f32 -> tf32 on the way
-                for r in cols:
-                    em.ins(f"{cvt} {r}, {r}")
-        # destination: row 4 n4 + i of B^T at K byte 4 k0 (four 8-bit K values / one f32)
-        kb = em.new("b32")
-        em.ins(f"shl.b32 {kb}, {k0}, 2")
-        kcol, kin = _divmod(em, kb, bt.span)
-        dst0 = em.new("b32")
-        em.ins(f"mul.lo.s32 {dst0}, {kcol}, {bt.box_bytes}")
-        em.ins(f"mad.lo.s32 {dst0}, {n4}, {4 * bt.span}, {dst0}")
-        em.ins(f"add.s32 {dst0}, {dst0}, {kin}")
-        for i, v in enumerate(cols):
-            o = dst0
-            if i:
-                o = em.new("b32")
-                em.ins(f"add.s32 {o}, {dst0}, {i * bt.span}")
-            a = em.new("b32")
-            em.ins(f"add.s32 {a}, {dbase}, {_swizzled(em, o, bt.span)}")
-            em.ins(f"st.shared.b32 [{a}], {v}")
-        if skip is not None:
-            em.label(skip)
-
-
-def _bank_spread(em: Emitter, u, kunits: int) -> tuple:
-    """(n4, k0) of 8-bit transpose unit ``u``: a warp's 32 units are 4 K-row groups x 8 column
-    groups (u's bits 0-1: k0, bits 2-4: n4, the rest both in turn). Under the 128-byte
-    swizzle this costs 2-way bank conflicts on the loads and 4-way on the stores, where one
-    column group per warp (32 K-row groups) cost 16-way conflicts on the loads."""
-    lo, kl = _divmod(em, u, 4)
-    rest, nl = _divmod(em, lo, 8)
-    nh, kh = _divmod(em, rest, kunits // 4)
-    k0, n4 = em.new("b32"), em.new("b32")
-    em.ins(f"mad.lo.s32 {k0}, {kh}, 4, {kl}")
-    em.ins(f"mad.lo.s32 {n4}, {nh}, 8, {nl}")
-    return n4, k0
-
-
-def _s32(em: Emitter, x):
-    if isinstance(x, int):
-        return x
-    if em.reg_class(x) == "b64":
-        r = em.new("b32")
-        em.ins(f"cvt.u32.u64 {r}, {x}")
-        return r
-    return x
-
-
 def _build_map(em: Emitter, x: _Operand, smem_map: str) -> None:
     """The operand's CUtensorMap (its memref's rank, innermost first) from the memref's
     registers: the sizes, the byte strides of the outer dims (the innermost is unit-stride)."""
     mem = em.get(x.load.opdef.operand_group(x.load, "base")[0])
-    dims = [_s32(em, d) for d in reversed(mem.sizes)]
+    dims = [async_store.s32(em, d) for d in reversed(mem.sizes)]
     dims = [em.mov("b32", d) if isinstance(d, int) else d for d in dims]
-    strides = tuple(_stride_bytes(em, st, x.esz) for st in reversed(mem.strides[:-1]))
+    strides = tuple(async_store.stride_bytes(em, st, x.esz) for st in reversed(mem.strides[:-1]))
     box = x.boxes[0][1].box[::-1]
     if x.multicast:  # half of the box's rows a copy (an sm_90 pair's B, K and V)
         box = box[:1] + (box[1] // 2,) + box[2:]
@@ -2428,252 +1457,3 @@ def _shared_maps(staged: list, store, kept: list) -> bool:
     if store is not None:
         bases.append(store.opdef.operand_group(store, "base")[0])
     return all(launch_uniform(b) for b in bases)
-
-
-def _warp_row(em: Emitter, M: int, within) -> str:
-    """Register: row ``within`` (a register: the row inside the warp's 16) of m64 instance 0
-    of this thread's warp: 16 warp + 64 (nq - 1) wg + within (16 warp = 64 wg + 16 (warp % 4))."""
-    _, _, warp = em.tid()
-    nq = M // (16 * em.num_warps)
-    row = em.new("b32")
-    em.ins(f"mad.lo.s32 {row}, {warp}, 16, {within}")
-    if nq > 1:
-        wg = em.new("b32")
-        em.ins(f"shr.u32 {wg}, {warp}, 2")
-        em.ins(f"mad.lo.s32 {row}, {wg}, {64 * (nq - 1)}, {row}")
-    return row
-
-
-def _fragment_thread(em: Emitter, M: int) -> tuple:
-    """(r0, g, t): this thread's first fragment row and its lane's group and quad index."""
-    _, lane, _ = em.tid()
-    g, t = em.new("b32"), em.new("b32")
-    em.ins(f"shr.u32 {g}, {lane}, 2")
-    em.ins(f"and.b32 {t}, {lane}, 3")
-    return _warp_row(em, M, g), g, t
-
-
-def _swizzled_chunk(em: Emitter, chunk, key, rowbase) -> str:
-    """Register: ``rowbase`` plus 16-byte chunk ``chunk`` of a 128-byte row under the 128-byte
-    swizzle, ``key`` being the row's index mod 8 (chunk ``chunk ^ key``)."""
-    x = em.new("b32")
-    em.ins(f"xor.b32 {x}, {chunk}, {key}")
-    em.ins(f"shl.b32 {x}, {x}, 4")
-    em.ins(f"add.s32 {x}, {x}, {rowbase}")
-    return x
-
-
-def _stmatrix_store(em: Emitter, regs: list, M: int, N: int, base) -> None:
-    """16-bit wgmma fragment registers -> the 128-byte-swizzled boxes of :func:`_swizzled_refs`
-    with ``stmatrix.m8n8.x4``: the fragment of rows 8 h .. 8 h + 7 and columns 8 j .. 8 j + 7 of
-    an m64 instance is exactly an m8n8 matrix fragment (lane 4 g + t: row g, columns 2 t and
-    2 t + 1 in one b32), so one instruction stores four of them, (j, 0), (j, 1), (j + 1, 0),
-    (j + 1, 1), with lane 8 m + i giving the address of row i of matrix m."""
-    _, lane, _ = em.tid()
-    nq = M // (16 * em.num_warps)
-    i, m, hh, dj = (em.new("b32") for _ in range(4))
-    em.ins(f"and.b32 {i}, {lane}, 7")
-    em.ins(f"shr.u32 {m}, {lane}, 3")
-    em.ins(f"and.b32 {hh}, {m}, 1")
-    em.ins(f"shr.u32 {dj}, {m}, 1")
-    row = _warp_row(em, M, i)  # + 8 hh: this lane's row of instance 0
-    em.ins(f"mad.lo.s32 {row}, {hh}, 8, {row}")
-    rowaddr = em.new("b32")
-    em.ins(f"mad.lo.s32 {rowaddr}, {row}, 128, {base}")
-    chunk = {}
-    for c0 in range(0, min(8, N // 8), 2):  # chunk (c0 + dj) of the row, swizzled by row % 8 = i
-        c = em.new("b32")
-        em.ins(f"add.s32 {c}, {dj}, {c0}")
-        chunk[c0] = _swizzled_chunk(em, c, i, rowaddr)
-
-    def packed(q: int, j: int, h: int) -> str:
-        k = ((q * (N // 8) + j) * 2 + h) * 2
-        r = em.new("b32")
-        em.ins(f"mov.b32 {r}, {{{regs[k]}, {regs[k + 1]}}}")
-        return r
-
-    for q in range(nq):
-        for j0 in range(0, N // 8, 2):
-            four = [packed(q, j0 + dj_, h) for dj_ in range(2) for h in range(2)]
-            imm = j0 // 8 * M * 128 + 64 * q * 128
-            em.ins(
-                f"stmatrix.sync.aligned.m8n8.x4.shared.b16 [{chunk[j0 % 8]}+{imm}], "
-                f"{{{', '.join(four)}}}"
-            )
-
-
-def _row_side(chain) -> bool:
-    """Whether fragment ``chain`` (None: none) reads a row vector (1 x N) beside the
-    accumulator (async_forms.chain_sides)."""
-    if chain is None:
-        return False
-    return any(o.operands[0].type.shape[0] == 1 for o in chain_sides(chain))
-
-
-def _row_thread(em: Emitter, N: int, groups: int, M: int = 128, x2: bool = False) -> tuple:
-    """(row, first column, columns) of a thread of tcgen05 row order over ``groups`` column
-    groups: row 32 (w % 4) + lane, columns (w / 4) N / groups .. of it. ``M`` 64: a CTA pair's
-    M 128 accumulator (section 18), thread t holds row t % 64, columns (t / 64) N / 2 ...;
-    ``M`` 256: one CTA's two accumulators (8 warps), thread t holds row t."""
-    tid, lane, warp = em.tid()
-    row, col = em.new("b32"), em.new("b32")
-    if x2:  # one CTA's M 64 read by 16x32bx2: row 16 w + l % 16, columns (l / 16) N / 2 ..
-        em.ins(f"and.b32 {row}, {lane}, 15")
-        em.ins(f"mad.lo.s32 {row}, {warp}, 16, {row}")
-        em.ins(f"shr.u32 {col}, {lane}, 4")
-        em.ins(f"mul.lo.s32 {col}, {col}, {N // 2}")
-        return row, col, N // 2
-    if M == 256:  # one CTA's 256 rows in two accumulators (_tall_stage): thread t, row t
-        em.ins(f"mov.u32 {row}, {tid}")
-        em.ins(f"mov.u32 {col}, 0")
-        return row, col, N
-    if M == 64:
-        em.ins(f"and.b32 {row}, {tid}, 63")
-        em.ins(f"shr.u32 {col}, {tid}, 6")
-        em.ins(f"mul.lo.s32 {col}, {col}, {N // groups}")
-        return row, col, N // groups
-    em.ins(f"and.b32 {row}, {warp}, 3")
-    em.ins(f"mad.lo.s32 {row}, {row}, 32, {lane}")
-    em.ins(f"shr.u32 {col}, {warp}, 2")
-    em.ins(f"mul.lo.s32 {col}, {col}, {N // groups}")
-    return row, col, N // groups
-
-
-def _swizzled_refs(em: Emitter, fragment: tuple, esz: int, base) -> list | None:
-    """(address register, offset) of each accumulator register in the stage ring laid out as
-    ``N * esz / 128`` TMA boxes of 128-byte rows with the 128-byte swizzle (box b at
-    ``base + b * M * 128``; in it, 16-byte chunk c of row r sits at chunk ``c ^ (r % 8)``):
-    the warp's stores then spread over all banks, where unswizzled rows 256 bytes apart hit
-    the same ones. None where the layout does not fit: rows not a multiple of 128 bytes, or a
-    wgmma fragment of other than 16- or 32-bit elements (whose pairs never straddle a chunk)."""
-    kind, M, N = fragment[:3]
-    groups = fragment[3] if kind == "rows" else 1
-    if (N * esz) % 128 or (kind == "wgmma" and esz not in (2, 4)) or (N // groups * esz) % 128:
-        return None
-    refs, cache = [], {}
-
-    def chunk_addr(chunk: int, key, rowbase):
-        if chunk not in cache:
-            cache[chunk] = _swizzled_chunk(em, key, chunk, rowbase)
-        return cache[chunk]
-
-    rowbase = em.new("b32")
-    if kind == "wgmma" and esz == 4:
-        # row r0 + 64 q + 8 h (r % 8 = g); column 8 j + 2 t + s is byte 32 (j % 4) + 8 t + 4 s
-        # of box j / 4's row: chunk 2 (j % 4) + t / 2 (swizzled: ^ g), byte 8 (t % 2) + 4 s in it
-        r0, g, t = _fragment_thread(em, M)
-        th, tl = em.new("b32"), em.new("b32")
-        em.ins(f"shr.u32 {th}, {t}, 1")
-        em.ins(f"and.b32 {tl}, {t}, 1")
-        em.ins(f"mad.lo.s32 {rowbase}, {r0}, 128, {base}")
-        em.ins(f"mad.lo.s32 {rowbase}, {tl}, 8, {rowbase}")
-        chunks = []
-        for jj in range(4):
-            c = em.new("b32")
-            em.ins(f"add.s32 {c}, {th}, {2 * jj}")
-            chunks.append(_swizzled_chunk(em, c, g, rowbase))
-        for q in range(M // (16 * em.num_warps)):
-            for j in range(N // 8):
-                for h in range(2):
-                    for s in range(2):
-                        off = j // 4 * M * 128 + (64 * q + 8 * h) * 128 + 4 * s
-                        refs.append((chunks[j % 4], off))
-        return refs
-    if kind == "wgmma":  # row r0 + 64 q + 8 h (r % 8 = g), bytes 16 j + 4 t + 2 s
-        r0, g, t = _fragment_thread(em, M)
-        em.ins(f"mad.lo.s32 {rowbase}, {r0}, 128, {base}")
-        em.ins(f"mad.lo.s32 {rowbase}, {t}, 4, {rowbase}")
-        for q in range(M // (16 * em.num_warps)):
-            for j in range(N // 8):
-                for h in range(2):
-                    for s in range(2):
-                        off = j // 8 * M * 128 + (64 * q + 8 * h) * 128 + 2 * s
-                        refs.append((chunk_addr(j % 8, g, rowbase), off))
-        return refs
-    # tcgen05 rows: thread 32 (w % 4) + lane holds that row, columns (w / 4) N / G .. in order
-    # (whole 128-byte boxes: box (w / 4) N esz / 128 G ..)
-    _, lane, _ = em.tid()
-    row, col, per = _row_thread(em, N, groups, M, "x2" in fragment[4:])
-    key = em.new("b32")
-    em.ins(f"and.b32 {key}, {lane}, 7")
-    em.ins(f"mad.lo.s32 {rowbase}, {row}, 128, {base}")
-    box = em.new("b32")
-    em.ins(f"mul.lo.s32 {box}, {col}, {esz * M}")  # (col esz / 128) boxes of M 128 bytes
-    em.ins(f"add.s32 {rowbase}, {rowbase}, {box}")
-    for c in range(per):
-        x = c * esz
-        refs.append((chunk_addr(x % 128 >> 4, key, rowbase), x // 128 * M * 128 + (x & 15)))
-    return refs
-
-
-def _fragment_elems(em: Emitter, M: int, N: int, pitch: int = 0) -> tuple:
-    """(register with this thread's base element index, [element offset of each wgmma fragment
-    register]) in the row-major M x N tile (rows ``pitch`` elements apart: default N). Register
-    (instance q, index 4 j + 2 h + s) holds row 64 (nq wg + q) + 16 (w % 4) + 8 h + g, column
-    8 j + 2 t + s (nq instances per warp group; g = lane / 4, t = lane % 4)."""
-    nq = M // (16 * em.num_warps)
-    pitch = pitch or N
-    r0, g, t = _fragment_thread(em, M)
-    th = em.new("b32")
-    em.ins(f"mad.lo.s32 {th}, {r0}, {pitch}, 0")
-    em.ins(f"mad.lo.s32 {th}, {t}, 2, {th}")
-    offs = [
-        (64 * q + 8 * h) * pitch + 8 * j + s
-        for q in range(nq)
-        for j in range(N // 8)
-        for h in range(2)
-        for s in range(2)
-    ]
-    return th, offs
-
-
-def _fragment_addrs(em: Emitter, M: int, N: int):
-    """Per wgmma fragment register: (address register, byte offset) of its element in the
-    row-major M x N f32 scratch tile (see :func:`_fragment_elems`)."""
-    th, offs = _fragment_elems(em, M, N)
-    addr = em.smem_addr(th, 4)
-    return [(addr, 4 * e) for e in offs]
-
-
-def _to_fragment(em: Emitter, op, t, init, M: int, N: int, acc_int: bool = False) -> list:
-    """The loop's initial accumulator (any layout) -> this thread's wgmma fragment registers
-    (f32, or b32 for an i32 accumulator). A uniform tile (every register the same, as a splat
-    of the usual zero is) is moved straight into the fragment, without the exchange."""
-    from tilegen.runtime.codegen.exchange import row_major
-
-    cls = "b32" if acc_int else "f32"
-    count = M // (16 * em.num_warps) * (N // 8) * 4  # as _fragment_addrs lists them
-    if init and all(r == init[0] for r in init):
-        return [em.mov(cls, init[0]) for _ in range(count)]
-    if getattr(em, "fragment_order", {}).get(op.operands[3], ())[:3] == ("wgmma", M, N):
-        assert len(init) == count, (len(init), count)  # C loaded in fragment order
-        return list(init) if len(set(init)) == count else [em.mov(cls, r) for r in init]
-    _scratch_from_start(em, M * N * 4)
-    d = em.dist_of(op, t)
-    form = row_major((M, N))
-    for k in range(d.nregs):
-        em.ins(f"st.shared.{cls} {em.smem_ref(d, form, k, 4)}, {init[k]}")
-    em.barrier()
-    acc = []
-    where = _fragment_addrs(em, M, N)
-    for i in range(0, len(where), 2):  # (s = 0, 1): two neighbouring columns, 8-byte aligned
-        addr, off = where[i]
-        pair = [em.new(cls), em.new(cls)]
-        em.ins(f"ld.shared.v2.{cls} {{{pair[0]}, {pair[1]}}}, [{addr}+{off}]")
-        acc += pair
-    em.barrier()
-    return acc
-
-
-def _from_fragment(em: Emitter, op, t, acc: list, M: int, N: int, acc_int: bool = False) -> list:
-    """This thread's fragment registers -> the loop result in the layout the layout stage gave
-    it (through the scratch buffer)."""
-
-    cls = "b32" if acc_int else "f32"
-    _scratch_from_start(em, M * N * 4)
-    where = _fragment_addrs(em, M, N)
-    for i in range(0, len(where), 2):  # (s = 0, 1): two neighbouring columns, 8-byte aligned
-        addr, off = where[i]
-        em.ins(f"st.shared.v2.{cls} [{addr}+{off}], {{{acc[i]}, {acc[i + 1]}}}")
-    em.barrier()
-    return _scratch_to_layout(em, op, t, cls, M, N)

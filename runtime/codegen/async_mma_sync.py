@@ -17,6 +17,7 @@ register per K step of a box (up to four), one per 8-column group for B N-major.
 from __future__ import annotations
 
 from tilegen.runtime.codegen import b8_transpose
+from tilegen.runtime.codegen.async_convert import converted, transpose_b
 from tilegen.runtime.codegen.core import Emitter, elem_key, fail
 from tilegen.runtime.codegen.pipeline import Ring, mbarrier_arrive, mbarrier_wait
 from tilegen.runtime.layouts.kernel import register_budget
@@ -149,16 +150,14 @@ def consumer(em: Emitter, op, v: dict) -> list:
     tm, tn, tk = row.shape
     esz = a.esz
     # 8-bit B loaded K x N: the consumers transpose each stage's B into a B^T buffer first
-    # (``bt``: async_loop._transpose_b, as sm_90's do; ldmatrix transposes 16-bit elements only)
+    # (``bt``: async_convert.transpose_b, as sm_90's do; ldmatrix transposes 16-bit elements only)
     bt = v["bt"]
     kmajor = b.kmajor or bt is not None
     if row.frag_cls != "b32" or tk * esz != 32 or row.unpack or (esz != 2 and not kmajor):
         fail(op, "PTX backend: the sm_120 async loop takes 16-bit operands, or others with B^T")
     # tf32 from an f32 stage: the fragments rounded (cvt.rna) as ldmatrix reads them (B's on
     # its way into B^T where the consumers transpose it), as today's path converts its own
-    from tilegen.runtime.codegen.async_loop import _converted
-
-    round_a, round_b = (_converted(em, dot.operands[i]) for i in (0, 1))
+    round_a, round_b = (converted(em, dot.operands[i]) for i in (0, 1))
     reps_m, reps_n, ksteps = M // tm, N // (tn * W), K // tk
     pairs = reps_n % 2 == 0  # B of two column groups an ldmatrix.x4, as tileiras reads it
     bspan = b.span if bt is None else bt.span  # (the rows ldmatrix reads B from)
@@ -200,9 +199,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
         if lanes is not None:  # 8-bit: a warp an atom at a time
             b8_transpose.emit(em, lanes, sbase, btbase)
         else:
-            from tilegen.runtime.codegen.async_loop import _transpose_b
-
-            _transpose_b(em, b, sbase, bt, btbase, v["tid"], v["nthreads"], round_b)
+            transpose_b(em, b, sbase, bt, btbase, v["tid"], v["nthreads"], round_b)
         em.barrier()
         boff = 0
     sa, sb = [], []

@@ -113,9 +113,9 @@ def tmem_a_columns(em: Emitter, a, M: int, N: int, pair: bool, scaled: bool, occ
     each store half of every row, thread ``t`` row ``t % 128``), A staged in 128-byte swizzled
     column boxes, K a power of two up to 128 (one ``tcgen05.st`` shape), and two buffers
     beside the accumulator within the SM's columns at ``occ`` CTAs an SM. A 256-row tile on 8
-    warps (two accumulators, ``_tall_stage``) keeps both halves of its rows in each buffer:
-    thread ``t`` stores row ``t``, lane ``t % 128``, at column ``K (t / 128)`` of it. Pairs
-    and the scaled accumulate keep A in the stage."""
+    warps (two accumulators, ``async_tcgen05._tall_stage``) keeps both halves of its rows in
+    each buffer: thread ``t`` stores row ``t``, lane ``t % 128``, at column ``K (t / 128)`` of
+    it. Pairs and the scaled accumulate keep A in the stage."""
     K = a.tile[-1]
     tall = M == 256 and em.num_warps == 8  # (two accumulators: A's rows in two halves)
     if pair or scaled or a.esz != 4 or a.span != 128:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from tilegen.runtime.codegen.core import Emitter, fail
 from tilegen.runtime.codegen.pipeline import Ring, mbarrier_wait
+from tilegen.runtime.codegen.wgmma_fragment import fragment_thread
 
 #: on a side vector load the producer copies into the stage (async_rule.staged_sides)
 STAGED_ATTR = "nv_tileas.async_staged"
@@ -46,11 +47,9 @@ class WgmmaOrder:
     row, t = lane % 4); a side vector's register 2 q + h is row (q, h), 2 j + s column (j, s)."""
 
     def __init__(self, em: Emitter, M: int, N: int):
-        from tilegen.runtime.codegen.async_loop import _fragment_thread
-
         self.em, self.M, self.N = em, M, N
         self.nq = M // (16 * em.num_warps)
-        self._thread = lambda: _fragment_thread(em, M)
+        self._thread = lambda: fragment_thread(em, M)
 
     def rows(self) -> tuple:
         """(this thread's first row: a register, [row offset of each register])."""

@@ -15,9 +15,10 @@ A warp moves one *atom* at a time: 16 K rows x 32 columns (512 bytes).
   bank groups under every swizzle (32, 64, 128 bytes); so do the loads' 8 K rows.
 
 Per 512 bytes a warp issues one ``ldmatrix``, four ``prmt`` and one ``stmatrix``: 8 shared
-wavefronts, no bank conflicts. The unit-per-thread copy it replaces (:func:`async_loop.
-_transpose_b`: four ``ld.shared.b32``, eight ``prmt``, four ``st.shared.b32`` per 16 bytes)
-took 24 wavefronts (2-way conflicts on the loads, 4-way on the stores).
+wavefronts, no bank conflicts. The unit-per-thread copy it replaces
+(:func:`async_convert.transpose_b`: four ``ld.shared.b32``, eight ``prmt``, four
+``st.shared.b32`` per 16 bytes) took 24 wavefronts (2-way conflicts on the loads, 4-way on the
+stores).
 
 The addresses: a lane's address for the warp's first atom is computed once, before the loop
 (:func:`setup`). Every later atom of the warp differs from it by an XOR of the in-row bits

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Optional
 
 from tilegen.runtime.codegen.core import Emitter, fail
+from tilegen.runtime.codegen.wgmma_fragment import fragment_thread, row_thread
 from tilegen.runtime.types import TileType
 from tilegen.runtime.layouts.async_forms import init_chain
 
@@ -67,8 +68,6 @@ def into_tmem(em: Emitter, loop, kind: tuple, lane_base: str, per: int) -> None:
 def _cells(em: Emitter, kind: tuple, op) -> tuple:
     """(this thread's first row, first column, [(row, column) offset of each register], the
     first column's alignment in elements) in register order ``kind`` for ``op``'s tile."""
-    from tilegen.runtime.codegen.async_loop import _fragment_thread, _row_thread
-
     if kind[0] == "layout":  # a blocked layout (sm_120's mma.sync fragment): its closed form
         t = op.results[0].type
         d = em.dist_of(op, TileType(tuple(t.shape[-2:]), t.element, kind[1]))
@@ -83,7 +82,7 @@ def _cells(em: Emitter, kind: tuple, op) -> tuple:
 
     if kind[0] == "wgmma":  # register ((q N/8 + j) 2 + h) 2 + s: row 64 q + 8 h, column 8 j + s
         M, N = kind[1:3]
-        r0, _, t = _fragment_thread(em, M)
+        r0, _, t = fragment_thread(em, M)
         if "pair" in kind[3:]:  # one CTA of a pair (sm_90): its rows of the pair's tile
             from tilegen.runtime.codegen.fragment_sides import _pair_rows
 
@@ -99,7 +98,7 @@ def _cells(em: Emitter, kind: tuple, op) -> tuple:
         ]
         return r0, c0, cells, 2
     _, M, N, groups = kind[:4]  # tcgen05 rows: a thread's row, its columns in order
-    r, c, per = _row_thread(em, N, groups, M, "x2" in kind[4:])
+    r, c, per = row_thread(em, N, groups, M, "x2" in kind[4:])
     if "pair" in kind[4:]:  # one CTA of an sm_100 pair: its rows of the pair's tile
         from tilegen.runtime.codegen.fragment_sides import _pair_rows
 

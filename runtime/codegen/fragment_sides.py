@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from tilegen.runtime.codegen.core import Emitter, elem_info, load_reg, store_reg
 from tilegen.runtime.codegen.exchange import _runs, row_major, scratch_size
+from tilegen.runtime.codegen.wgmma_fragment import row_thread
 
 
 def _order(em: Emitter, kind: tuple, row: bool) -> tuple:
@@ -27,7 +28,6 @@ def _order(em: Emitter, kind: tuple, row: bool) -> tuple:
     elements, expand) for a row vector (``row``: by column) or a column vector (by row) in the
     fragment ``kind`` (``Emitter.fragment_order``'s values); ``expand`` maps the distinct
     registers to the M x N tile's register order."""
-    from tilegen.runtime.codegen.async_loop import _row_thread
     from tilegen.runtime.codegen.async_scaled import WgmmaOrder
 
     if kind[0] == "wgmma":
@@ -37,7 +37,7 @@ def _order(em: Emitter, kind: tuple, row: bool) -> tuple:
         shape = (1, N) if row else (M, 1)
         return first, offs, 2 if row else 1, lambda regs: o.expand(shape, regs)
     _, M, N, groups = kind[:4]
-    r, c, per = _row_thread(em, N, groups, M, "x2" in kind[4:])
+    r, c, per = row_thread(em, N, groups, M, "x2" in kind[4:])
     if row:
         return c, list(range(per)), per, list
     return r, [0], 1, lambda regs: regs * per
@@ -90,7 +90,7 @@ def broadcast(em: Emitter, op, kind: tuple) -> None:
     src, res = op.operands[0], op.results[0]
     M, N = tuple(res.type.shape)
     row = tuple(src.type.shape) == (1, N)
-    from tilegen.runtime.codegen.async_loop import ring_idle
+    from tilegen.runtime.codegen.async_store import ring_idle
 
     st = em.async_store
     base, off = st["base"], st["sides"][op]

@@ -569,8 +569,8 @@ def _pack(em: Emitter, lo, hi) -> Optional[str]:
 
 @handles("nv_tileaa.tiled_store")
 def tiled_store(em: Emitter, op) -> None:
-    if "nv_tileas.tma_store" in op.attributes:  # the async path's epilogue (async_loop.py)
-        from tilegen.runtime.codegen.async_loop import tma_store_epilogue
+    if "nv_tileas.tma_store" in op.attributes:  # the async path's epilogue (async_store.py)
+        from tilegen.runtime.codegen.async_store import tma_store_epilogue
 
         return tma_store_epilogue(em, op)
     value = _group(op, "value")[0]
@@ -1284,7 +1284,7 @@ def cp_async_tile(
         """(address register, immediate) of the chunk at ``so_p`` bytes past the thread's."""
         if not swizzle:
             return dst, so_p
-        from tilegen.runtime.codegen.async_loop import _swizzled
+        from tilegen.runtime.codegen.tma import swizzled_reg as _swizzled
 
         o = em.new("b32")
         em.ins(f"add.s32 {o}, {so}, {so_p}")

@@ -19,6 +19,8 @@ same): written whole into the ring, rows padded, and read back coalesced.
 from __future__ import annotations
 
 from tilegen.runtime.codegen.core import ELEMENTS, Emitter, elem_key
+from tilegen.runtime.codegen.store_staging import ring_refs, write_ring
+from tilegen.runtime.codegen.wgmma_fragment import fragment_elems, row_thread
 from tilegen.runtime.layouts.async_forms import RING_PAD
 from tilegen.runtime.layouts.attrs import BlockedLayout
 from tilegen.runtime.types import TileType
@@ -67,13 +69,7 @@ def store(em: Emitter, op, value) -> bool:
     sm_100 tile the ring cannot hold is left to the ordinary store (its rows as they are,
     ``memory._store_rounds``)."""
     from tilegen.runtime.codegen import memory, tmem_chunks
-    from tilegen.runtime.codegen.async_loop import (
-        _fragment_elems,
-        _row_thread,
-        _write_ring,
-        ring_idle,
-        ring_refs,
-    )
+    from tilegen.runtime.codegen.async_store import ring_idle
 
     kind = getattr(em, "fragment_order", {}).get(value)
     p = em.tmem_rows
@@ -96,17 +92,17 @@ def store(em: Emitter, op, value) -> bool:
     at = em.new("b32")
     if rows:  # each thread's row, a chunk at a time from TMEM, into the ring
         em.tmem_rows = None
-        row, col, per = _row_thread(em, N, kind[3], M, "x2" in kind[4:])
+        row, col, per = row_thread(em, N, kind[3], M, "x2" in kind[4:])
         th = em.new("b32")
         em.ins(f"mad.lo.s32 {th}, {row}, {pitch}, {col}")
         em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
         refs = [(at, esz * e) for e in range(per)]
         for c0, regs in tmem_chunks.chunks(em, p, op, value):
-            _write_ring(em, regs, refs[c0 : c0 + len(regs)], esz, sfx, kind)
+            write_ring(em, regs, refs[c0 : c0 + len(regs)], esz, sfx, kind)
     else:  # the fragment's registers, each at its place
-        th, offs = _fragment_elems(em, M, N, pitch)
+        th, offs = fragment_elems(em, M, N, pitch)
         em.ins(f"mad.lo.s32 {at}, {th}, {esz}, {base}")
-        _write_ring(em, em.tile(op, value), [(at, esz * e) for e in offs], esz, sfx, kind)
+        write_ring(em, em.tile(op, value), [(at, esz * e) for e in offs], esz, sfx, kind)
     em.barrier()  # the tile is in the ring (and every TMEM read is done)
     if rows:
         tid, _, _ = em.tid()

@@ -80,7 +80,7 @@ RING_PAD = {"rows": {4: 16, 2: 4, 1: 4}, "wgmma": {4: 32, 2: 16, 1: 4}}
 
 def init_in_tmem(loop: Operation, warps: int) -> bool:
     """Whether sm_100's GEMM form writes the K loop's initial value (C, not uniform) into
-    tensor memory before the loop, so the first MMA adds to it (codegen/async_loop.py; docs/
+    tensor memory before the loop, so the first MMA adds to it (codegen/async_tcgen05.py; docs/
     pipelines.md sections 33 and 37), 128 or 256 rows (or 64 on 4 warps): C comes by
     :func:`init_chain`, so the consumers load it in the rows' order whatever its layout
     (codegen/fragment_load.py; a column chunk at a time past ``TMEM_ROWS_AT_ONCE`` values a

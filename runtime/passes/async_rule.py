@@ -70,7 +70,7 @@ _BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f8E4M3FN": 1, "f8E5M2": 1, 
 #: async_loop.py); the rest of the rule's kernels keep today's path, and say so
 LOWERED: frozenset = frozenset(
     {("wgmma", "f16"), ("wgmma", "bf16"), ("tcgen05", "f16"), ("tcgen05", "bf16")}
-    # tf32 / 8-bit wgmma: B transposed into K-major B^T by the consumers (async_loop.py)
+    # tf32 / 8-bit wgmma: B transposed into K-major B^T by the consumers (async_convert.py)
     | {("wgmma", e) for e in ("tf32", "f8E4M3FN", "f8E5M2", "i8")}
     # tcgen05 reads 8-bit B MN-major from the stage (tileiras's descriptors do the same)
     # and tf32 B MN-major through the 128B-base-32B swizzle, as tileiras's descriptor does
@@ -310,7 +310,7 @@ def _operands_staged(dot: Operation, plan) -> Optional[str]:
     for i, name in ((0, "A"), (1, "B")):
         v = dot.operands[i]
         # (an f32 -> tf32 conversion of the dot's operand, after B's transpose if any: the
-        # consumers round the staged f32 tile as they read it, async_loop._converted)
+        # consumers round the staged f32 tile as they read it, async_convert.converted)
         if isinstance(v, OpResult) and v.op.name == "nv_tileaa.fp_to_fp":
             if _elem_key(v.type) != "tf32":
                 return f"operand {name} of the dot is converted to {_elem_key(v.type)} in the loop"
@@ -1277,7 +1277,7 @@ def _registers_only(
     else after the loop holds a tile that is not uniform (which a layout exchange might stage
     there)."""
     if sm >= 100 and M not in (128, 256) and not (M == 64 and (tmem_warps == 4 or fragment)):
-        return False  # (M 64 on one CTA of 4 warps: 16x32bx2 loads, codegen/async_loop.py;
+        return False  # (M 64 on one CTA of 4 warps: 16x32bx2 loads, codegen/async_tcgen05.py;
         # or a pair's 64-row half: M is one CTA's rows where ``fragment``)
     in_tmem = sm >= 100 and tmem_warps and init_in_tmem(loop, tmem_warps)
     # (sm_90, one CTA: C loaded straight in the wgmma fragment's order, codegen/fragment_load;
@@ -1886,7 +1886,7 @@ def klp_plan(loop: Operation, func: Operation, options):
 
 def _store_unconverted(store: Operation) -> None:
     """A TMA-stored tile is written row-major into the stage ring from whatever layout its
-    registers have (async_loop.tma_store_epilogue), so a ``convert_layout`` that only fed the
+    registers have (async_store.tma_store_epilogue), so a ``convert_layout`` that only fed the
     store (to the plain store's vectorised layout) is a wasted exchange through shared memory:
     the store reads the conversion's source instead, and the conversion goes."""
     value = store.opdef.operand_group(store, "value")[0]
