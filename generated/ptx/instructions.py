@@ -665,7 +665,7 @@ INSTRUCTIONS = {
      'opcode': 'nanosleep',
      'types': ['u32'],
      'operands': ['a'],
-     'ptx_isa': '6.3',
+     'ptx_isa': '6.2',
      'sm': 70,
      'handwritten': True,
      'forms': [{'operands': ['r|i:u32']}],

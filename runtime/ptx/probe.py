@@ -115,6 +115,7 @@ HANDWRITTEN_PROBES: dict[str, tuple] = {
         " [%rd1], [smem], 128;",
     ),
     "membar": ("membar.gl;", "membar.cta;"),
+    "nanosleep": ("nanosleep.u32 256;",),
     "cp.async.mbarrier.arrive": (
         "cp.async.mbarrier.arrive.shared.b64 [smem];",
         "cp.async.mbarrier.arrive.noinc.shared.b64 [smem];",
