@@ -1027,16 +1027,11 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
     else:
         em.ins("bar.sync 0")
     gmaps = _slot_maps(em, sym, slot_off, nmaps)
-    if guess is not None or share:
-        # the store's map, acquired and fetched long before the epilogue; the release half
-        # of the slot's free where its maps are shared (tma.release_slot)
+    if guess is not None:  # the store's map, acquired and fetched long before the epilogue
         stored = em.new_label("async_store_map")
         em.ins(f"@!{t0} bra {stored}")
-        if share:
-            tma.maps_in_place(em)
-        if guess is not None:
-            tma.acquire_tensormap(em, gmaps[len(staged)])
-            tma.prefetch_tensormap(em, gmaps[len(staged)])
+        tma.acquire_tensormap(em, gmaps[len(staged)])
+        tma.prefetch_tensormap(em, gmaps[len(staged)])
         em.label(stored)
     if kept:  # thread 0 copies the loop-invariant A operands, before the warp groups split
         issued = em.new_label("async_kept")
@@ -1045,6 +1040,12 @@ def _frame(em: Emitter, op, staged: list, stages: int, stage_bytes: int, facts: 
             tma.acquire_tensormap(em, g)
         async_kept.issue(em, kept, gmaps[kept_at:])
         em.label(issued)
+    if share:  # the release half of the slot's free (tma.release_slot), after thread 0's
+        # copies: its GPU-scope membar delays none of them
+        fenced = em.new_label("async_fenced")
+        em.ins(f"@!{t0} bra {fenced}")
+        tma.maps_in_place(em)
+        em.label(fenced)
     gmaps = gmaps[: len(staged)]
     peer = lane0 = None
     if pair and not tc:  # sm_90: a stage is free once both CTAs' consumers are done with it
