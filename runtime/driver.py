@@ -72,7 +72,7 @@ class Compilation:
         self.ptx: Optional[str] = None
         self.cubin: Optional[bytes] = None
         self.ptxas_log = ""
-        #: the ``async`` stage's per-kernel decisions (runtime/passes/async_rule.AsyncDecision)
+        #: the ``async`` stage's per-kernel decisions (runtime/passes/async_decision.AsyncDecision)
         self.async_plan: Optional[list] = None
         self.timings: dict[str, float] = {}
         self.stages: list[str] = []
@@ -84,7 +84,7 @@ class Compilation:
         cubin bytes."""
         kind = STAGE_BY_NAME[stage].artifact
         if kind == "async-plan":
-            from tilegen.runtime.passes.async_rule import report
+            from tilegen.runtime.passes.async_decision import report
 
             return report(self.async_plan or [])
         return self.ptx if kind == "ptx" else self.cubin if kind == "cubin" else self.module
@@ -556,7 +556,7 @@ def _likely_arch(module, target) -> str:
     named, with the ``a`` the code generator adds on sm_90/sm_100 for wgmma / tcgen05 when the
     kernel has a 2-D non-f64 ``mmaf``/``mmai`` with M a multiple of 64 (wgmma's; a wrong guess
     only costs the head start: flash_attention on sm_100 is the corpus's one)."""
-    from tilegen.runtime.passes.async_rule import ASYNC_MMA
+    from tilegen.runtime.passes.async_decision import ASYNC_MMA
 
     if target.suffix or target.sm not in ASYNC_MMA:
         return target.name

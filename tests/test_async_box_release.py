@@ -1,6 +1,6 @@
 """Each staged load released on its own, and attention at occupancy 2 on sm_100
-(docs/pipelines.md section 27; runtime/codegen/async_loop._box_hooks, async_rule._occupancy_stages,
-layouts/kernel._one_group_in_tmem).
+(docs/pipelines.md section 27; runtime/codegen/async_loop._box_hooks,
+async_general._occupancy_stages, layouts/kernel._one_group_in_tmem).
 
 The general form's consumers wait for each staged load's own full barrier where the load
 stands in the body, and arrive on its own empty barrier after the last op that reads it: the
@@ -158,9 +158,9 @@ def test_a_ring_that_does_not_fit_loses_stages_before_todays_path(monkeypatch):
     sm_100a: 274,960 B with two stages, async at one). Here the estimate is forced open and
     four stages asked for: the 256 x 128 attention lands at two (128 KB of stages beside Q)."""
     from tilegen.runtime.options import CompileOptions
-    from tilegen.runtime.passes import async_rule
+    from tilegen.runtime.passes import async_general
 
-    monkeypatch.setattr(async_rule, "_shared_budget", lambda *a, **k: 1 << 30)
+    monkeypatch.setattr(async_general, "shared_budget", lambda *a, **k: 1 << 30)
     kernel, args, want, grid = _attention(256, 128, 128, 512)
     opts = CompileOptions(num_stages=4)
     (chosen,) = tc.compile_kernel(

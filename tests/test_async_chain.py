@@ -192,14 +192,14 @@ def test_chain_that_outgrows_shared_memory_loses_stages(monkeypatch):
     how many it got, and the result holds. (One CTA a tile block: with the pair, each CTA
     keeps 128 rows of Q; docs/pipelines.md section 40.)"""
     from tilegen.runtime.options import CompileOptions
-    from tilegen.runtime.passes import async_rule
+    from tilegen.runtime.passes import async_general
 
     args, want, grid = _problem(512, 128, 256, 64)
     opts = CompileOptions(num_stages=5, cta_pair=False)
     c = tc.compile_kernel(causal_split, args, gpu_name="sm_90", options=opts)
     (d,) = c.async_plan
     assert d.taken and d.stages == 5 and d.kept_tma == 1, d.line()  # (Q unpadded: they fit)
-    monkeypatch.setattr(async_rule, "_shared_budget", lambda *a, **k: 1 << 30)
+    monkeypatch.setattr(async_general, "shared_budget", lambda *a, **k: 1 << 30)
     opts = CompileOptions(num_stages=6, cta_pair=False)
     (chosen,) = tc.compile_kernel(
         causal_split, args, gpu_name="sm_90", options=opts, emit="async-plan"
@@ -220,7 +220,7 @@ def test_chain_that_outgrows_shared_memory_loses_stages(monkeypatch):
 
 
 def test_loops_that_stage_different_loads_are_not_chained():
-    from tilegen.runtime.passes.async_rule import _chain_reason  # noqa: F401 (the rule's name)
+    from tilegen.runtime.passes.async_general import chain_reason  # noqa: F401 (the rule's name)
 
     @ct.kernel
     def two_sources(

@@ -1,5 +1,5 @@
 """Attention's Q copied by TMA once (docs/pipelines.md section 50; runtime/codegen/async_kept.py,
-async_rule.kept_loads).
+async_general.kept_loads).
 
 The general form's loop-invariant A operand (Q) was loaded into registers by every consumer
 thread and written into a kept array. Now the producer's elected thread copies it by TMA ahead

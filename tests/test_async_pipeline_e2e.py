@@ -22,14 +22,14 @@ from paths import CORPUS_OUT, needs_shared
 from tilegen.runtime import driver
 from tilegen.runtime.diagnostics import CompileError
 from tilegen.runtime.options import CompileOptions
-from tilegen.runtime.passes import async_rule
+from tilegen.runtime.passes import async_decision
 from tilegen.runtime.ptx.launch import run_ptx
 from tilegen.runtime.ptxas import find_ptxas
 
 pytestmark = needs_shared(CORPUS_OUT)
 
 
-def _plan(kernel: str, target: str, **fields) -> async_rule.AsyncDecision:
+def _plan(kernel: str, target: str, **fields) -> async_decision.AsyncDecision:
     options = CompileOptions(target=target, **fields)
     c = driver.compile_source(CORPUS_OUT / f"{kernel}.tileirbc", options, until="async")
     assert c.stages[-1] == "async"
@@ -106,7 +106,7 @@ def test_options_switch_the_path_off(fields, reason):
 
 def test_a_num_stages_hint_is_honored_and_the_default_ring_is_deeper():
     assert _plan("matmul_f16", "sm_90a", num_stages=3).stages == 3
-    assert _plan("matmul_f16", "sm_90a").stages == async_rule.ASYNC_MAX_STAGES
+    assert _plan("matmul_f16", "sm_90a").stages == async_decision.ASYNC_MAX_STAGES
     # 16 KB stages: as many as fit beside the accumulator scratch and the two B^T buffers
     assert _plan("matmul_tf32", "sm_90a").stages == 11
 

@@ -2,7 +2,7 @@
 
 When a kernel's K loop takes the async path and what follows it stores one tile that depends on
 the loop's result, through a TMA-describable memref, unmasked and weak
-(``async_rule.tma_store_plan``), the store becomes: registers -> the idle stage ring (row-major,
+(``async_epilogue.tma_store_plan``), the store becomes: registers -> the idle stage ring (row-major,
 generic proxy) -> ``fence.proxy.async.shared::cta`` -> the consumers' barrier -> one
 ``cp.async.bulk.tensor.2d.global.shared::cta`` (TMA clips the box at the tensor's bounds) ->
 ``commit_group`` / ``wait_group.read 0`` -> the map slot freed. Everything else keeps the kernel's

@@ -1,5 +1,5 @@
 """sm_100's plain store written straight from the accumulator's TMEM rows, 32 columns at a time
-(async_rule.tmem_store_plan, tmem_chunks.store_rounds; docs/pipelines.md section 44).
+(async_epilogue.tmem_store_plan, tmem_chunks.store_rounds; docs/pipelines.md section 44).
 
 Where TMA cannot store the result (its row stride is not known to be a 16-byte multiple: an LM
 head's 32,001 columns), the async path's consumers used to add the TMEM rows into a scratch

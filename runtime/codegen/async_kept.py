@@ -2,7 +2,7 @@
 
 Attention's Q is the A operand of the loop's first dot, loaded once before the loop. Today's
 path loads it into registers with every consumer thread and writes it into a kept array
-(``mma.keep_invariant_a``). Where the async stage marked its load (``async_rule.kept_loads``:
+(``mma.keep_invariant_a``). Where the async stage marked its load (``async_general.kept_loads``:
 sm_90, wgmma), nothing is emitted at the load. Instead:
 
 * thread 0 copies the tile by TMA into a kept array of its own once the maps are published,

@@ -63,7 +63,7 @@ ASYNC_ATTR = "nv_tileas.async_stages"
 #: the loop attribute with the producer warp group's register budget (setmaxnreg.dec; the
 #: consumers keep theirs, as tileiras's two-warp-group GEMMs do)
 ASYNC_REGS_ATTR = "nv_tileas.async_producer_regs"
-#: on a K loop the async path takes in its general form (async_rule.general_loads)
+#: on a K loop the async path takes in its general form (async_general.general_loads)
 ASYNC_GENERAL_ATTR = "nv_tileas.async_general"
 #: on a general-form loop whose last dot overlaps the next iteration's first (async_overlap.py)
 ASYNC_OVERLAP_ATTR = "nv_tileas.async_overlap"
@@ -71,9 +71,9 @@ ASYNC_OVERLAP_ATTR = "nv_tileas.async_overlap"
 ASYNC_CONSUMER_REGS_ATTR = "nv_tileas.async_consumer_regs"
 #: on a side vector load the producer copies into the stage (async_rule.staged_sides)
 ASYNC_STAGED_ATTR = "nv_tileas.async_staged"
-#: on a GEMM-form loop that runs on a CTA pair (async_rule._pair_reason; section 18)
+#: on a GEMM-form loop that runs on a CTA pair (async_pair.pair_reason; section 18)
 ASYNC_PAIR_ATTR = "nv_tileas.cta_pair"
-#: on the second and later loops of a chain of general-form loops (async_rule._chain_reason;
+#: on the second and later loops of a chain of general-form loops (async_general.chain_reason;
 #: section 23): the first loop's ring, maps and producer serve them
 ASYNC_CHAIN_ATTR = "nv_tileas.async_chained"
 #: on a loop-invariant dot A operand's load the producer copies by TMA (async_kept.py)
@@ -156,7 +156,7 @@ class _KMajor:
 
 def _staged_load(v):
     """The staged ``tiled_load`` a dot operand reads: through an f32 -> tf32 conversion (the
-    f32 stage), views dropping leading unit dims and B's transpose (async_rule.operand_load)."""
+    f32 stage), views dropping leading unit dims and B's transpose (async_forms.operand_load)."""
     from tilegen.runtime.layouts.async_forms import PASS_THROUGH, operand_load
 
     op = getattr(v, "op", None)
@@ -231,8 +231,8 @@ def async_for(em: Emitter, op, stages: int) -> None:
             end = sides[-1].offset + sides[-1].bytes
     staged = [a, b] + sides
     stage_bytes = _align(end, _ALIGN)
-    # the epilogue's TMA store (async_rule.tma_store_plan marked it), or its plain store, from
-    # the TMEM rows by chunks (async_rule.tmem_store_plan marked it)
+    # the epilogue's TMA store (async_epilogue.tma_store_plan marked it), or its plain store, from
+    # the TMEM rows by chunks (async_epilogue.tmem_store_plan marked it)
     store = async_store.tma_store_of(op)
     direct = async_store.marked_after(op, async_store.TMEM_STORE_ATTR)
     # sm_100a: an A the IR converts to tf32 reaches the MMAs from tensor memory (async_rs.py)
@@ -260,7 +260,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
     em.barrier_threads = nthreads
     if store is not None or direct is not None:  # what async_store.tma_store_epilogue needs
         # the side vectors of the chain to the store take the ring's last bytes
-        # (async_rule.sides_reserve; fragment_sides.py), the store's tile the rest
+        # (async_epilogue.sides_reserve; fragment_sides.py), the store's tile the rest
         chained = fragment_chain(op, store or direct)
         side_at = fragment_sides.offsets(
             chain_sides(chained) if chained else [], stages * stage_bytes
@@ -500,7 +500,7 @@ def async_for(em: Emitter, op, stages: int) -> None:
 
 
 def _general_for(em: Emitter, op, stages: int) -> None:
-    """The general form (docs/pipelines.md section 13; async_rule.general_loads): the producer
+    """The general form (docs/pipelines.md section 13; async_general.general_loads): the producer
     warp group copies every marked load of the body (dots' B operands, as loaded) into the
     stage ring by TMA; the consumer warps run the body as today's path emits it - loop-invariant
     A operands kept in shared memory once (``mma.keep_invariant_a``), A from registers, each
@@ -1235,7 +1235,7 @@ def strip_general_async(func) -> bool:
 def producer_scalars(em: Emitter, first, later) -> None:
     """In the producer: the scalar ops between chain loops ``first`` and ``later`` that depend
     on values from before ``first`` alone (the later loop's bounds, its loads' indices; the
-    rule admits no other dependence, async_rule._chain_reason); the consumers emit them again
+    rule admits no other dependence, async_general.chain_reason); the consumers emit them again
     where they stand."""
     ops = first.parent.ops
     have = {id(r) for o in ops[: ops.index(first)] for r in o.results}

@@ -84,7 +84,7 @@ def tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     # one CTA's 64 rows on 4 warps: rows 16 w .. in TMEM lanes 32 w .. 32 w + 15; read by
     # 16x32bx2 loads, lane l takes row 16 w + l % 16, columns (l / 16) N / 2 .. (as tileiras)
     single64 = M == 64 and not pair and em.num_warps == 4
-    # (the store: by TMA, or a plain one from the TMEM rows by chunks, async_rule)
+    # (the store: by TMA, or a plain one from the TMEM rows by chunks, async_epilogue)
     direct = v["direct"]
     store = v["store"] or direct
     chain = fragment_chain(op, store) if M == 128 or half or tall or single64 else None
@@ -104,7 +104,7 @@ def tcgen05_consumer(em: Emitter, op, v: dict) -> list:
     rows_at_once = tmem_chunks.ROWS_AT_ONCE - (em.num_warps == 8 and _row_side(chain))
     chunked = (uniform or in_tmem) and per > rows_at_once and M in (128, 256) and not half
     # a plain store's rows go out a chunk at a time too: no scratch, 32 values a thread live
-    # (async_rule.tmem_store_plan admits the rows' layout and a chain to it only)
+    # (async_epilogue.tmem_store_plan admits the rows' layout and a chain to it only)
     chunked = chunked or (direct is not None and chain is not None and (uniform or in_tmem))
     # a zero initial value (+0, as a GEMM from zero starts): the first MMA overwrites D (it
     # accumulates from +0) and the rows read back are the result as they are: no register
@@ -120,7 +120,7 @@ def tcgen05_consumer(em: Emitter, op, v: dict) -> list:
         rows = None if chunked else []
     elif in_tmem:
         rows = []
-    elif pair:  # async_rule admits only the registers-only form for a pair
+    elif pair:  # async_pair admits only the registers-only form for a pair
         fail(op, "PTX backend: this accumulator must reach a TMA store in registers")
     else:
         scratch_from_start(em, M * N * 4)

@@ -156,7 +156,7 @@ def chunk(em: Emitter, pending, c0: int, n: int) -> None:
 
 def offsets(sides: list, ring_bytes: int) -> dict:
     """Each side vector broadcast's byte offset in the stage ring: the last bytes, in order
-    (``async_rule.sides_reserve`` keeps the store's tile out of them)."""
+    (``async_epilogue.sides_reserve`` keeps the store's tile out of them)."""
     from tilegen.runtime.layouts.async_forms import side_bytes
 
     out, at = {}, ring_bytes - sum(side_bytes(o) for o in sides)

@@ -574,7 +574,7 @@ def tiled_store(em: Emitter, op) -> None:
 
         return tma_store_epilogue(em, op)
     value = _group(op, "value")[0]
-    if "nv_tileas.tmem_store" in op.attributes:  # the async path's (async_rule.tmem_store_plan)
+    if "nv_tileas.tmem_store" in op.attributes:  # the async path's (async_epilogue.tmem_store_plan)
         from tilegen.runtime.codegen import tmem_store
 
         if tmem_store.store(em, op, value):  # (else the TMEM rows as they are: _store_rounds)
@@ -608,7 +608,7 @@ def _store_rounds(em: Emitter, op, value, groups: list):
     """(registers, the groups they complete) in the order a store writes them: the value's
     registers and every group at once; for a loop's result kept in tensor memory
     (``tmem_resident.Epilogue``), a round per chunk of columns as it is read."""
-    pending = em.tmem_rows  # the async loop's TMEM rows (async_rule.tmem_store_plan)
+    pending = em.tmem_rows  # the async loop's TMEM rows (async_epilogue.tmem_store_plan)
     if pending is not None and pending.chain[-1] is value:
         from tilegen.runtime.codegen import tmem_chunks
 

@@ -1615,7 +1615,7 @@ def _mma_sync_staged(em: Emitter, op, row: MmaRow, a_st, b_st) -> None:
         fail(
             op,
             "PTX backend: an mma.sync dot reads its B from a TMA stage only with 16-bit "
-            "operands into the accumulator's registers (async_rule._sync_general_reason)",
+            "operands into the accumulator's registers (async_general._sync_general_reason)",
         )
     kept_a = em.resident_a.get(op) if a_st is None else None  # (keep_invariant_a's rows)
     # A copied by TMA (async_kept.py): its rows in order in swizzled column boxes

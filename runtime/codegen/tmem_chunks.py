@@ -161,7 +161,7 @@ def chunks(em: Emitter, p: Pending, store, value):
 
 
 def store_rounds(em: Emitter, p: Pending, store, value, groups: list):
-    """A plain store of ``p``'s accumulator (async_rule.tmem_store_plan; docs/pipelines.md
+    """A plain store of ``p``'s accumulator (async_epilogue.tmem_store_plan; docs/pipelines.md
     section 44): (registers by index, the ``groups`` of register indices they complete) per
     chunk, register k being column k of the thread's row; after the last, the consumers meet
     and warp 0 frees the columns."""

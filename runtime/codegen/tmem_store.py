@@ -1,5 +1,5 @@
 """The async path's plain store from the accumulator's own order, coalesced through the idle
-stage ring (async_rule.tmem_store_plan; docs/pipelines.md sections 44 and 45).
+stage ring (async_epilogue.tmem_store_plan; docs/pipelines.md sections 44 and 45).
 
 A thread of the tcgen05 accumulator's rows holds one row of the tile, so stored as it is, each
 warp store instruction writes 32 rows: 32 sectors for 32 elements, where a row's 32 neighbours
@@ -75,7 +75,7 @@ def store(em: Emitter, op, value) -> bool:
     p = em.tmem_rows
     rows = kind is not None and kind[0] == "rows" and p is not None and p.chain[-1] is value
     if not (rows or (kind is not None and kind[0] == "wgmma")) or not _fits(em, value, kind):
-        if kind is not None and kind[0] == "wgmma":  # (async_rule checked the ring's bytes)
+        if kind is not None and kind[0] == "wgmma":  # (async_epilogue checked the ring's bytes)
             from tilegen.runtime.codegen.core import fail
 
             fail(op, "PTX backend: the wgmma fragment's tile does not fit in the stage ring")

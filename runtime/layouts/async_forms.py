@@ -169,7 +169,7 @@ def fragment_chain(
     and the store write them by position (no exchange into the layout stage's layout; a side
     vector is read in that order: codegen/fragment_sides.py); else None. ``through_conversion``:
     as the chain will be once the async stage drops a ``convert_layout`` that only feeds the
-    store (``async_rule._store_unconverted``); the conversion's result ends the chain."""
+    store (``async_epilogue.store_unconverted``); the conversion's result ends the chain."""
     if store is None:
         return None
     v = loop.results[0]

@@ -299,7 +299,7 @@ def _may_pair(func: Operation, sm: int, dot: Operation, loop: Operation) -> bool
     pair: N at most 128 (each CTA's 128 rows x N on one warp group), or 256 (each CTA's 128
     rows on two warp groups: column halves on sm_100, 64 rows each on sm_90; docs/pipelines.md
     section 30), in
-    a kernel of the pair's form (``async_rule._pair_reason``'s conditions on the IR's structure:
+    a kernel of the pair's form (``async_pair.pair_reason``'s conditions on the IR's structure:
     a uniform initial value or C as ``async_forms.init_chain`` loads it, elementwise ops from
     the loop to one TMA store, nothing else writing memory). A hinted kernel the pair then
     refuses (a 3-d store of more than a batch's unit dim) keeps two warp groups on one CTA,
@@ -347,7 +347,7 @@ _WRITES = ("store", "atomic", "scatter", "print", "assert")
 
 
 def _pair_form(func: Operation, loop: Operation, dot: Operation, sm: int = 0) -> bool:
-    """The CTA pair's conditions on the IR's structure (``async_rule._pair_reason`` checks them
+    """The CTA pair's conditions on the IR's structure (``async_pair.pair_reason`` checks them
     again once the layouts exist): the dot accumulates into the loop's value from a uniform
     initial tile (or from C as ``async_forms.init_chain`` loads it: each CTA loads its own
     rows of it, into its fragment on sm_90 and its TMEM rows on sm_100), its operands reach it

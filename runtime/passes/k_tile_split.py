@@ -152,7 +152,7 @@ def split_factor(func: Operation, dot: Operation, sides: list, sm: int) -> int:
       :data:`NO_TMA_K` elements."""
     from tilegen.runtime.layouts.access import element_bytes
     from tilegen.runtime.layouts.tma_rules import tma_describable
-    from tilegen.runtime.passes.async_rule import ASYNC_MMA, SMEM_EXTRA
+    from tilegen.runtime.passes.async_decision import ASYNC_MMA, SMEM_EXTRA
     from tilegen.runtime.targets import shared_optin
 
     tk = sides[0][0].results[0].type.shape[sides[0][2]]
@@ -197,12 +197,9 @@ def _epilogue_room(func: Operation, dot: Operation, sm: int, stage: int, bt: int
     layout, not there yet)."""
     from tilegen.runtime.layouts.kernel import _may_pair, default_num_warps
     from tilegen.runtime.passes import k_loop_pipelining as klp
-    from tilegen.runtime.passes.async_rule import (
-        ASYNC_MAX_STAGES,
-        ASYNC_MMA,
-        pair_stage_bytes,
-        ring_stages,
-    )
+    from tilegen.runtime.passes.async_decision import ASYNC_MAX_STAGES, ASYNC_MMA
+    from tilegen.runtime.passes.async_pair import pair_stage_bytes
+    from tilegen.runtime.passes.async_rule import ring_stages
 
     if ASYNC_MMA.get(sm) != "wgmma":
         return lambda s: True
@@ -229,7 +226,8 @@ def _transposed_b_bytes(dot: Operation, sm: int) -> int:
     spilling); 0 elsewhere."""
     from tilegen.runtime.layouts.async_forms import operand_load
     from tilegen.runtime.layouts.mma_choice import element_key
-    from tilegen.runtime.passes.async_rule import ASYNC_MMA, TRANSPOSED_B
+    from tilegen.runtime.passes.async_decision import ASYNC_MMA
+    from tilegen.runtime.passes.async_rule import TRANSPOSED_B
 
     v = dot.operands[1]
     if getattr(v, "op", None) is not None and v.op.name == "nv_tileaa.fp_to_fp":
