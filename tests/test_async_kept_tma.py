@@ -63,14 +63,15 @@ def _assembles(ptx: str, sm: int) -> None:
 
 @pytest.mark.parametrize("groups", [1, 2])
 def test_the_blocks_land_where_wgmma_dots_a_layout_puts_their_rows(groups):
-    """``physical_block`` is the 8-row-block form of ``mma._a_fields``: for every logical row
-    of a 256-row A (two or four 64-row instances), the block the copies put it in holds it at
-    the row wgmma_dot's own writes would (a permutation of the blocks)."""
-    from tilegen.runtime.codegen.mma import _a_fields, _wgmma_sbo
+    """``physical_block`` is the 8-row-block form of ``wgmma_layout.wgmma_a_fields``: for every
+    logical row of a 256-row A (two or four 64-row instances), the block the copies put it in
+    holds it at the row wgmma_dot's own writes would (a permutation of the blocks)."""
+    from tilegen.runtime.codegen.wgmma_layout import wgmma_a_fields
+    from tilegen.runtime.layouts.mma_choice import wgmma_sbo
 
     K, esz, M = 64, 2, 256
-    rows, _ = _a_fields(K, esz, groups)
-    sbo = _wgmma_sbo(K, esz)
+    rows, _ = wgmma_a_fields(K, esz, groups)
+    sbo = wgmma_sbo(K, esz)
     seen = set()
     for m in range(M):
         off = sum(((m >> lo) & (~0 if n is None else (1 << n) - 1)) * st for lo, n, st in rows)

@@ -721,14 +721,14 @@ def test_fused_epilogue_per_chunk_matches_numpy(bytecode, monkeypatch, arch):
     GEMM (by default it only runs for results above epilogue.MIN_REGS registers a thread, and
     not on wgmma): still exact against NumPy, and the chain really is applied per MMA tile /
     wgmma instance (several commit/wait pairs on sm_90)."""
-    from tilegen.runtime.codegen import epilogue, mma
+    from tilegen.runtime.codegen import epilogue, wgmma_dot
     from tilegen.runtime.ptxsim import compile_to_ptx, run_ptxsim
     from tilegen.runtime.interp.api import load_module
 
     from tilegen.runtime.options import CompileOptions
 
     monkeypatch.setattr(epilogue, "MIN_REGS", 0)
-    monkeypatch.setattr(mma, "WGMMA_FUSED_EPILOGUE", True)
+    monkeypatch.setattr(wgmma_dot, "WGMMA_FUSED_EPILOGUE", True)
     case = CASES["fp8_block_gemm"]
     # one warp group (the layout stage's rule gives this kernel two, one m64 instance each),
     # on today's path (sm_90's async path scales each stage's wgmma result itself)

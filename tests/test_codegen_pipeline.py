@@ -1,5 +1,6 @@
 """K-loop pipelining (runtime/codegen/control.py ``_pipelined_for``) and direct cp.async staging of
-dot operands (runtime/codegen/memory.py ``Staged`` / ``cp_async_tile``, runtime/codegen/mma.py).
+dot operands (runtime/codegen/memory.py ``Staged`` / ``cp_async_tile``,
+runtime/codegen/mma_staging.py).
 
 Small generated matmul kernels with 1..5 K iterations (and a K tail that is partly out of
 bounds) run in the SIMT simulator in its strict cp.async mode (a copy's destination reads as
@@ -343,10 +344,10 @@ def test_nonzero_padding_keeps_the_register_path(monkeypatch):
 @pytest.mark.parametrize("pipe", [True, False])
 def test_16bit_b_is_copied_as_loaded_and_read_n_major(monkeypatch, strict, pipe):
     """sm_90: a 16-bit B loaded K x N row-major goes global -> shared by cp.async as it is (rows
-    of K, N contiguous: the MN-major interleave layout, mma.py ``_nmajor_layout``) and wgmma reads
-    it with imm-trans-b = 1; no thread writes B through registers (before, B was loaded to
-    registers and written transposed, element by element). NumPy-exact in the strict simulator,
-    a partial last K tile included."""
+    of K, N contiguous: the MN-major interleave layout, wgmma_layout.py ``nmajor_layout``) and
+    wgmma reads it with imm-trans-b = 1; no thread writes B through registers (before, B was
+    loaded to registers and written transposed, element by element). NumPy-exact in the strict
+    simulator, a partial last K tile included."""
     et = "f16"
     ptx = _compile(monkeypatch, et, "f32", 64, 64, 32, "sm_90", pipe)
     wg = [l.strip() for l in ptx.splitlines() if "wgmma.mma_async" in l]

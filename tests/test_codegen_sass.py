@@ -36,7 +36,7 @@ EXPECT = {
 }
 
 
-#: on sm_90 the dots whose shapes wgmma takes become warpgroup MMAs (runtime/codegen/mma.py)
+#: on sm_90 the dots whose shapes wgmma takes become warpgroup MMAs (runtime/codegen/wgmma_dot.py)
 EXPECT_SM90 = {
     "matmul_f16": "HGMMA.64x64x16.F32",
     "matmul_tf32": "HGMMA.64x64x8.F32.TF32",

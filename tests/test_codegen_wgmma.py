@@ -1,4 +1,4 @@
-"""runtime/codegen/mma.py on sm_90: ``wgmma.mma_async`` with shared-memory descriptors (A rows
+"""runtime/codegen/wgmma_dot.py on sm_90: ``wgmma.mma_async`` with shared-memory descriptors (A rows
 permuted so the accumulator fragment is a blocked layout, kept in registers), run in the SIMT
 simulator against NumPy exactly, assembled by ptxas for sm_90a (0 spills, HGMMA-class SASS), and
 the mma.sync fallbacks (shapes wgmma does not take, other targets, ``CompileOptions(use_wgmma=False)``).
@@ -259,13 +259,14 @@ def test_wgmma_vectorized_operand_stores(et, monkeypatch):
 def test_operand_stores_with_lanes_along_k_are_bank_conflict_free():
     """LBO = 144 (16 bytes of padding): a warp storing 32 K-consecutive f16 of one A row (the
     layout the loads of the corpus matmuls get) touches each bank once."""
-    from tilegen.runtime.codegen import mma
     from tilegen.runtime.codegen.dist import dist
+    from tilegen.runtime.codegen.smem_fields import fields_static
     from tilegen.runtime.layouts.attrs import BlockedLayout
+    from tilegen.runtime.layouts.mma_choice import LBO, wgmma_sbo
 
     K, esz = 32, 2
-    sbo = mma._wgmma_sbo(K, esz)
-    kf = ((0, 3, esz), (3, None, mma._LBO))
+    sbo = wgmma_sbo(K, esz)
+    kf = ((0, 3, esz), (3, None, LBO))
     rows = ((0, 3, 16), (3, 2, 2 * sbo), (5, 0, 8 * sbo), (5, 1, sbo), (6, None, 8 * sbo))
     d = dist(BlockedLayout((1, 1), (1, 32), (4, 1), (1, 0)), (64, K))
     for reg in range(d.nregs):
@@ -273,7 +274,7 @@ def test_operand_stores_with_lanes_along_k_are_bank_conflict_free():
             banks = {}
             for lane in range(32):
                 row, col = d.coord(32 * w + lane, reg)
-                addr = mma._fields_static(row, rows) + mma._fields_static(col, kf)
+                addr = fields_static(row, rows) + fields_static(col, kf)
                 banks.setdefault(addr // 4 % 32, set()).add(addr // 4)
             assert max(len(v) for v in banks.values()) == 1
 

@@ -57,7 +57,7 @@ FOUND = {
     691615838: "uitofp i64 -> bf16 (f32 rounded to odd first)",
     691616648: "sitofp i32 -> bf16",
     7348: "an f64 dot's A written from registers into the staged layout: KeyError 8 (an "
-    "internal error; _write_fields stores f64 one register a st.shared.f64)",
+    "internal error; write_fields stores f64 one register a st.shared.f64)",
 }
 
 

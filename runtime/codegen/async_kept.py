@@ -2,19 +2,19 @@
 
 Attention's Q is the A operand of the loop's first dot, loaded once before the loop. Today's
 path loads it into registers with every consumer thread and writes it into a kept array
-(``mma.keep_invariant_a``). Where the async stage marked its load (``async_general.kept_loads``:
-sm_90, wgmma), nothing is emitted at the load. Instead:
+(``invariant_a.keep_invariant_a``). Where the async stage marked its load
+(``async_general.kept_loads``: sm_90, wgmma), nothing is emitted at the load. Instead:
 
 * thread 0 copies the tile by TMA into a kept array of its own once the maps are published,
   before the warp groups split (ahead of the ring's first stage, and with the registers of
   the prologue, not the producer's 32), completing on a barrier of its own (:func:`issue`);
 * the consumers wait for that barrier once, before their loop (:func:`wait`);
 * each dot reads A from the array through 128/64/32-byte swizzled descriptors
-  (``mma.wgmma_dot``), as it reads a staged K-major B.
+  (``wgmma_dot.wgmma_dot``), as it reads a staged K-major B.
 
 wgmma_dot's accumulator layout (``wgmma_accumulator_layout``) wants A's rows permuted by 8-row
-blocks (see ``mma.wgmma_dot``). The copies place them so: one box of 8 rows per block, each
-at the block's place (:func:`physical_block`). An 8-row box is one swizzle atom (8 rows of the
+blocks (see ``wgmma_dot.wgmma_dot``). The copies place them so: one box of 8 rows per block,
+each at the block's place (:func:`physical_block`). An 8-row box is one swizzle atom (8 rows of the
 span), so each block keeps the swizzle pattern it would have in one box. Each box is
 bounds-checked on its own, so rows past the array's end are zero-filled as a whole tile's
 would be.
@@ -59,13 +59,14 @@ def physical_block(b: int, groups: int) -> int:
 def stage(em: Emitter, op) -> None:
     """``tiled_load`` ``op`` (marked ``nv_tileas.async_kept``): no code; its tile is a
     :class:`~tilegen.runtime.codegen.memory.Staged` whose buffer is a new kept array (a
-    :class:`~tilegen.runtime.codegen.mma.StagedBox`), passed through the views to its dot;
+    :class:`~tilegen.runtime.codegen.mma_staging.StagedBox`), passed through the views to its dot;
     the loop's frame copies it (:func:`issue`)."""
     from tilegen.runtime.codegen.async_loop import _ALIGN, _Operand
     from tilegen.runtime.codegen.core import fail
     from tilegen.runtime.codegen.memory import Staged, StagePlan
-    from tilegen.runtime.codegen.mma import StagedBox, wgmma_plan
+    from tilegen.runtime.codegen.mma_staging import StagedBox
     from tilegen.runtime.codegen.tcgen05_dot import tcgen05_plan
+    from tilegen.runtime.codegen.wgmma_layout import wgmma_plan
     from tilegen.runtime.layouts.decisions import mma_family
     from tilegen.runtime.layouts.staging import dot_paths
 

@@ -503,12 +503,12 @@ def _general_for(em: Emitter, op, stages: int) -> None:
     """The general form (docs/pipelines.md section 13; async_general.general_loads): the producer
     warp group copies every marked load of the body (dots' B operands, as loaded) into the
     stage ring by TMA; the consumer warps run the body as today's path emits it - loop-invariant
-    A operands kept in shared memory once (``mma.keep_invariant_a``), A from registers, each
-    dot's B read from the stage through swizzled descriptors (``mma.StagedBox``) - waiting for
-    the stage's full barrier before it and arriving on its empty barrier after it (every dot
-    has waited for its wgmmas by then)."""
+    A operands kept in shared memory once (``invariant_a.keep_invariant_a``), A from registers,
+    each dot's B read from the stage through swizzled descriptors (``mma_staging.StagedBox``) -
+    waiting for the stage's full barrier before it and arriving on its empty barrier after it
+    (every dot has waited for its wgmmas by then)."""
     from tilegen.runtime.codegen.control import _bind, _slots, copy_into
-    from tilegen.runtime.codegen.mma import keep_invariant_a
+    from tilegen.runtime.codegen.invariant_a import keep_invariant_a
 
     if ASYNC_CHAIN_ATTR in op.attributes:  # a later loop of a chain (section 23)
         return _chained_for(em, op)
@@ -583,7 +583,7 @@ def _keep_before_split(em: Emitter, op, chain: list, nthreads: int) -> None:
     does not hold them (the frame's CTA-wide barrier orders the writes). The producer warp
     group, which runs the prologue too, skips them: its warps would address rows past the
     tile."""
-    from tilegen.runtime.codegen.mma import keep_invariant_a
+    from tilegen.runtime.codegen.invariant_a import keep_invariant_a
 
     tid, _, _ = em.tid()
     mine = em.new("pred")
@@ -650,7 +650,7 @@ def _reads(v, name: str, depth: int = 32) -> bool:
 
 def _boxes(em: Emitter, staged: list, sbase) -> dict:
     """Each staged load's box in the stage at ``sbase``."""
-    from tilegen.runtime.codegen.mma import StagedBox
+    from tilegen.runtime.codegen.mma_staging import StagedBox
 
     bufs = {}
     for x in staged:
@@ -697,7 +697,7 @@ def _chained_for(em: Emitter, op) -> None:
     (its stage and phase where that loop left them); the producer already copies this loop's
     stages after the first's. The last loop frees the map slot."""
     from tilegen.runtime.codegen.control import _bind, _slots, copy_into
-    from tilegen.runtime.codegen.mma import keep_invariant_a
+    from tilegen.runtime.codegen.invariant_a import keep_invariant_a
 
     st = getattr(em, "async_chain", None)
     if st is None:
@@ -1401,7 +1401,7 @@ def _wgmma_form(
     if ab in _TRANSPOSABLE:
         tnsp = 0 if kmajor else 1
         return f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{ab}.{ab}", f", 1, 1, 0, {tnsp}"
-    from tilegen.runtime.codegen.mma import wgmma_form, wgmma_plan
+    from tilegen.runtime.codegen.wgmma_layout import wgmma_form, wgmma_plan
 
     if pair:
         row, imms = wgmma_form(dot)

@@ -73,7 +73,7 @@ def bt_offsets(em: Emitter, span: int, warp=None, W: int = 1, steps: bool = True
     0-15), .x4 the warp's next 8 too, ``W`` groups on (``warp``: w, default the lane's own;
     rows 8 apart share their swizzle key). One offset per K step of a box, or, ``steps=False``,
     K step 0's alone: the row's start has no bits below the span, so step ``j``'s is that
-    offset XOR ``32 j``, in a box 1024-aligned (``mma._box_ldmatrix``)."""
+    offset XOR ``32 j``, in a box 1024-aligned (``mma_sync_lanes.box_ldmatrix``)."""
     lane, own = _lanes(em)
     warp = own if warp is None else warp
     h, r8, rb, up = (em.new("b32") for _ in range(4))
@@ -127,7 +127,7 @@ def consumer(em: Emitter, op, v: dict) -> list:
     """The consumers' K loop of the GEMM form on sm_120: per stage, wait for its full barrier,
     read A and B with ``ldmatrix`` and accumulate with ``mma.sync`` into the loop's registers,
     arrive on its empty barrier. Returns the result's registers (the accumulator layout's)."""
-    from tilegen.runtime.codegen.mma import converted_regs, issue_mma, ldmatrix, select_row
+    from tilegen.runtime.codegen.mma_rows import converted_regs, issue_mma, ldmatrix, select_row
     from tilegen.runtime.layouts.mma_choice import mma_sync_accumulator_layout
 
     dot, a, b = v["dot"], v["a"], v["b"]

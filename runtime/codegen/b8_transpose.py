@@ -28,7 +28,7 @@ address with that XOR applied (two instructions), and each atom's add is the ins
 immediate offset; across the loop a thread keeps four registers (two offsets, two selectors).
 
 Today's path (:func:`raw_copy`, cp.async staging, sm_80 on) uses the same atoms on B's raw,
-unswizzled K x N copy into whatever B^T layout its MMA reads (``mma._transpose_bytes``'s
+unswizzled K x N copy into whatever B^T layout its MMA reads (``mma_staging.transpose_bytes``'s
 bit-field sums): ``stmatrix`` from sm_90 on where B^T's rows hold 16 contiguous K bytes, four
 ``st.shared.b32`` a lane before. The upper lanes' row swap is taken where the bank rule
 (runtime/smem_banks.py) says it clears conflicts. It replaces a copy of one ``st.shared.b8`` a
@@ -254,7 +254,7 @@ def _raw_fits(pitch: int, R: int, C: int, fr, fc, row_off: int, sm: int, warps: 
     """Whether :func:`raw_copy` applies, and with which stores ("stmatrix" or "b32"): whole
     atoms, a power-of-two number of warps, 16-byte rows in the source, and B^T rows whose K
     bytes are contiguous (16 at a time for ``stmatrix``, 4 for ``st.shared.b32``)."""
-    from tilegen.runtime.codegen.mma import _fields_static as F
+    from tilegen.runtime.codegen.smem_fields import fields_static as F
 
     if R % ATOM_K or C % ATOM_N or pitch % 16 or warps & (warps - 1) or sm < 75:
         return None
@@ -285,7 +285,7 @@ def _store_rows(swap: bool) -> list:
 
 def _raw_dst_cost(kind: str, swap: bool, fr, fc, row_off: int) -> int:
     """Shared-memory wavefronts of one atom's stores (runtime/smem_banks.py's rule)."""
-    from tilegen.runtime.codegen.mma import _fields_static as F
+    from tilegen.runtime.codegen.smem_fields import fields_static as F
     from tilegen.runtime.smem_banks import phase_wavefronts, warp_wavefronts
 
     rows = _store_rows(swap)
@@ -305,11 +305,11 @@ def raw_copy(
 ) -> bool:
     """Today's path (cp.async staging): the R x C byte matrix at shared ``src`` (rows ``pitch``
     bytes apart, unswizzled) into B^T at shared ``dst``, element (r, c) at ``dst + F_c(c) +
-    F_r(r + row_off)`` (``mma._transpose_bytes``'s bit-field sums), a warp an atom at a time:
+    F_r(r + row_off)`` (``mma_staging.transpose_bytes``'s bit-field sums), a warp an atom at a time:
     ``ldmatrix .trans``, ``prmt`` and ``stmatrix`` (sm_90 on, B^T rows of 16 contiguous K
     bytes) or four ``st.shared.b32``. ``acc``: the thread's accumulator registers (the batch
     is sized to what is left). False where it does not apply (the caller copies bytes)."""
-    from tilegen.runtime.codegen.mma import _fields_emit, _fields_static as F
+    from tilegen.runtime.codegen.smem_fields import fields_emit, fields_static as F
     from tilegen.runtime.layouts.kernel import register_budget
 
     warps = em.num_threads // 32
@@ -328,7 +328,7 @@ def raw_copy(
             i, j, _, k, n = _load_lane(em, kw, nw)
             s_lane = _reg(em, "mad.lo.s32 {}, {}, {}, {}", k, pitch, n)
             warp_part = em.lincomb(
-                0, [(1, _fields_emit(em, kw, fr, R)), (1, _fields_emit(em, nw, fc, C))]
+                0, [(1, fields_emit(em, kw, fr, R)), (1, fields_emit(em, nw, fc, C))]
             )
             if kind == "stmatrix":  # lane = matrix m (i), row j: B^T row 16 (m / 2) + 2 j + q'
                 rn = _reg(em, "mad.lo.s32 {}, {}, 2, {}", j, n)
@@ -338,12 +338,12 @@ def raw_copy(
                 if swap:
                     em.ins(f"xor.b32 {par}, {par}, {_reg(em, 'shr.u32 {}, {}, 2', j)}")
                 em.ins(f"add.s32 {rn}, {rn}, {par}")
-                d_lanes = [em.lincomb(0, [(1, _fields_emit(em, rn, fc, 32)), (1, warp_part)])]
+                d_lanes = [em.lincomb(0, [(1, fields_emit(em, rn, fc, 32)), (1, warp_part)])]
             else:  # two addresses: the lane's rows of parity 0 and 1, K bytes 4 (lane % 4)
                 rr = _reg(em, "shr.u32 {}, {}, 2", lane)
                 c4 = _reg(em, "and.b32 {}, {}, 3", lane)
                 em.ins(f"shl.b32 {c4}, {c4}, 2")
-                kpart = _fields_emit(em, c4, fr, 16)
+                kpart = fields_emit(em, c4, fr, 16)
                 d_lanes = []
                 for p in (0, 1):
                     rn = _reg(em, "shl.b32 {}, {}, 1", rr)
@@ -356,7 +356,7 @@ def raw_copy(
                     d_lanes.append(
                         em.lincomb(
                             0,
-                            [(1, _fields_emit(em, rn, fc, 16)), (1, kpart), (1, warp_part)],
+                            [(1, fields_emit(em, rn, fc, 16)), (1, kpart), (1, warp_part)],
                         )
                     )
             em._smem_refs[key] = (s_lane, d_lanes) + _selectors(em, swap)

@@ -141,11 +141,12 @@ def _pipeline_plan(em: Emitter, op):
     """(loads, stages, stage bytes, read by wgmma or tcgen05?) when the layout stage pipelined scf.for ``op``
     (``nv_tileas.num_stages``, its loads marked ``nv_tileas.prefetch``; runtime/layouts/
     staging.py says which), else None. Here only what shared memory holds is settled: loads
-    whose dot path has no cp.async layout (``mma.staged_layout``) stay per-iteration, and the
-    stages are lowered while they do not fit 48 KB beside the estimated scratch (or emit.py's
-    retry budget)."""
+    whose dot path has no cp.async layout (``mma_staging.staged_layout``) stay per-iteration,
+    and the stages are lowered while they do not fit 48 KB beside the estimated scratch (or
+    emit.py's retry budget)."""
     from tilegen.runtime.codegen.memory import stage_plan
-    from tilegen.runtime.codegen.mma import staged_layout, wgmma_plan
+    from tilegen.runtime.codegen.mma_staging import staged_layout
+    from tilegen.runtime.codegen.wgmma_layout import wgmma_plan
     from tilegen.runtime.layouts.decisions import mma_family
 
     stages = num_stages(op)
@@ -386,7 +387,7 @@ def for_(em: Emitter, op) -> None:
         from tilegen.runtime.codegen.async_loop import async_for
 
         return async_for(em, op, stages.value)
-    from tilegen.runtime.codegen.mma import keep_invariant_a
+    from tilegen.runtime.codegen.invariant_a import keep_invariant_a
 
     keep_invariant_a(em, op, rows=True)  # loop-invariant A operands: written once, here
     plan = _pipeline_plan(em, op)

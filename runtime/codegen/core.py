@@ -190,12 +190,12 @@ class Emitter:
         self.pipe_bytes = 0  # the pipelined loops' stage buffers (pipe_region)
         self.pipe_cap = 0  # the shared memory they were fitted in (control._pipeline_plan)
         self.async_smem = 0  # the async K loop's stages, barriers and maps (async_loop.py)
-        #: loop-invariant wgmma A operands written once before their loop (mma.py
+        #: loop-invariant wgmma A operands written once before their loop (invariant_a.py
         #: ``keep_invariant_a``): dot -> b32 register with the region's shared address
         self.resident_a: dict = {}
         #: register -> (base register or None, constant, small): codegen/affine.py
         self.affine: dict = {}
-        #: (value, layout, bytes, element size, fields) -> the region keeping it (mma.py)
+        #: (value, layout, bytes, element size, fields) -> the region keeping it (invariant_a.py)
         self.resident_by_value: dict = {}
         self.resident_bytes = 0
         #: the kernel's tensor memory and tcgen05 MMA barrier (tcgen05_dot.tensor_memory)

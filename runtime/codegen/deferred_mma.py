@@ -18,7 +18,7 @@ such a loop the third stage where it fits).
 **Which loops** (:func:`deferred_dot`): the loop's only dot reads both operands from the
 stages and accumulates into an iteration argument that nothing else uses: on sm_100a a
 tcgen05 dot whose accumulator stays in tensor memory (tmem_resident.py), on sm_90a a wgmma
-dot whose accumulator is in its fragment layout, written in place (``mma.wgmma_dot``: the
+dot whose accumulator is in its fragment layout, written in place (``wgmma_dot.wgmma_dot``: the
 loop's own registers, so the next iteration's wgmmas chain on registers still in flight, as
 PTX allows for wgmmas of one shape).
 
@@ -45,7 +45,7 @@ def deferred_dot(em: Emitter, loop, loads):
     """The dot whose MMAs pipelined K loop ``loop`` (``loads``: its staged loads) may wait for
     a step later (module docstring), or None."""
     from tilegen.runtime.codegen import tmem_resident
-    from tilegen.runtime.codegen.mma import wgmma_plan
+    from tilegen.runtime.codegen.wgmma_layout import wgmma_plan
     from tilegen.runtime.layouts.mma_choice import wgmma_accumulator_layout
 
     dots = [o for o in loop.walk() if o.name == "nv_tileaa.dot"]
@@ -88,7 +88,7 @@ class _Steps:
 
 
 class WgmmaSteps(_Steps):
-    """sm_90a: the dot commits its group and does not wait (``mma.wgmma_dot``)."""
+    """sm_90a: the dot commits its group and does not wait (``wgmma_dot.wgmma_dot``)."""
 
     def retire_previous(self, em: Emitter) -> None:
         """After iteration i's body: MMA i - 1 is done; with two warp groups, a barrier so

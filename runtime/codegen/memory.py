@@ -42,6 +42,7 @@ from tilegen.runtime.codegen.core import (
     handles,
     is_tile,
 )
+from tilegen.runtime.codegen.smem_fields import fields_emit, fields_static
 from tilegen.runtime.layouts.access import element_bytes
 from tilegen.runtime.layouts.decisions import cp_async_width, vector_width
 from tilegen.runtime.layouts.staging import chain_to_dot
@@ -1044,7 +1045,7 @@ def _boxed_plan(em: Emitter, op) -> Optional[StagePlan]:
     that several dots read, some as loaded and some transposed (the attention backward's K:
     docs/pipelines.md section 24): every view and permute on the way passes the staged tile
     through; each dot reads the one box with its own major-ness."""
-    from tilegen.runtime.codegen.mma import StagedBox
+    from tilegen.runtime.codegen.mma_staging import StagedBox
     from tilegen.runtime.layouts.staging import dot_paths
 
     if not isinstance(getattr(em, "pipe_bufs", {}).get(op), StagedBox):
@@ -1181,7 +1182,7 @@ def cp_async_tile(
 ) -> None:
     """Copy the staged tile global -> shared with ``cp.async`` (no commit): element (r, c) lands
     at shared byte ``buf + off + F_row(r) + F_col(c)``, each ``F`` a sum of bit fields times
-    constants (as ``mma._write_fields``; row-major with pitch P: ``((0, None, P),)`` and
+    constants (as ``smem_fields.write_fields``; row-major with pitch P: ``((0, None, P),)`` and
     ``((0, None, esz),)``). Thread ``tid`` copies chunk ``tid % cpr`` (``vec`` elements) of rows
     ``tid / cpr + p * T / cpr`` (when a row has more chunks than the CTA has threads, chunks
     ``tid + q * T`` of every row); out-of-bounds chunks are zero-filled (src-size 0), which is
@@ -1190,8 +1191,6 @@ def cp_async_tile(
     CTA's (the async path's producer warp group); ``swizzle``: the 16-byte chunks land swizzled
     by that span (TMA's stage layout, ``tma.swizzle_address``; ``buf`` 1024-aligned), or the
     32-byte ones where ``atom`` is 32 (128B_ATOM_32B: bits [5, 7) XOR bits [7, 9))."""
-    from tilegen.runtime.codegen.mma import _fields_emit, _fields_static
-
     R, C = st.shape
     vec, esz = st.vec, st.esz
     # fewer than 4 aligned bytes (a row pitch of no 4-byte multiple): no cp.async can copy
@@ -1217,8 +1216,8 @@ def cp_async_tile(
             so = em.lincomb(
                 0,
                 [
-                    (1, _fields_emit(em, tr, row_fields, min(rpp, R))),
-                    (1, _fields_emit(em, ce, col_fields, C)),
+                    (1, fields_emit(em, tr, row_fields, min(rpp, R))),
+                    (1, fields_emit(em, ce, col_fields, C)),
                 ],
             )
             so = em.mov("b32", so) if isinstance(so, int) else so
@@ -1315,7 +1314,7 @@ def cp_async_tile(
         for q in range(cpt):
             cq = q * T * vec
             imm = imm0 + cq * esz
-            so_p = _fields_static(p * rpp, row_fields) + _fields_static(cq, col_fields) + off
+            so_p = fields_static(p * rpp, row_fields) + fields_static(cq, col_fields) + off
             d, d_imm = at(so_p)
             if sync:
                 _copy_through_registers(em, gp, imm, d, d_imm, vec, esz, active, rp, colbs[q])

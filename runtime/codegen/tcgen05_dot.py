@@ -3,13 +3,13 @@ runtime/layouts/mma_choice.py ``tcgen05_instruction``).
 
 ``D = A @ B + C`` with ``tcgen05.mma.cta_group::1`` into tensor memory, wherever the dot sits:
 in today's path, or in the body of the async path's general loop (docs/pipelines.md section
-15), where B comes from a TMA stage (``mma.StagedBox``).
+15), where B comes from a TMA stage (``mma_staging.StagedBox``).
 
 * **Operands.** A (M = 128 x K) and B are read through shared-memory descriptors: the no-swizzle
   K-major canonical layout wgmma uses (8 x 16-byte core matrices, LBO = 144 along K, SBO = K / 8
   x 144 per 8 rows), rows in order (TMEM lane = row, no permutation). A and B held in registers
   are written there; a cp.async-staged one is copied there directly (:func:`staged_fields`);
-  a loop-invariant A (attention's Q) once before the loop (``mma.keep_invariant_a``); a TMA
+  a loop-invariant A (attention's Q) once before the loop (``invariant_a.keep_invariant_a``); a TMA
   stage is read where it landed (128-byte swizzle, N-major with the MN-major bit, or K-major).
 * **Tensor memory.** One allocation per kernel (:func:`tensor_memory`, in the kernel's
   prologue: warp 0 allocates the widest dot's columns, thread 0 initialises the MMA barrier)
@@ -39,6 +39,8 @@ from tilegen.runtime.codegen.pipeline import (
     wgmma_descriptor_at,
     wgmma_descriptor_parts,
 )
+from tilegen.runtime.codegen.smem_fields import write_fields
+from tilegen.runtime.codegen.wgmma_layout import NM_SBO, nmajor_layout, nmajor_lbo
 from tilegen.runtime.layouts.async_forms import zero_tile
 from tilegen.runtime.layouts.decisions import mma_family
 from tilegen.runtime.layouts.mma_choice import (
@@ -97,14 +99,12 @@ def staged_fields(plan: Tcgen05Plan, idx: int, transposed: bool, convert) -> Opt
     """(row fields, column fields, bytes) a cp.async-staged operand is copied into, or None:
     that operand comes through registers. A as loaded and B^T (rows n): K-major; B as loaded
     (K x N, N-major in memory), 16- and 8-bit: the no-swizzle MN-major layout
-    (``mma._nmajor_layout``), read as it is (the instruction descriptor's B-major bit, as
+    (``wgmma_layout.nmajor_layout``), read as it is (the instruction descriptor's B-major bit, as
     tileiras's kind::f16, f8f6f4 and i8 descriptors set it for an N-major B)."""
-    from tilegen.runtime.codegen.mma import _nmajor_layout
-
     if convert:
         return None
     if idx == 1 and not transposed and plan.esz in (1, 2):
-        return _nmajor_layout(plan.K, plan.N, plan.esz)
+        return nmajor_layout(plan.K, plan.N, plan.esz)
     if transposed != (idx == 1):
         return None
     rows, kf = _rows(plan.K, plan.esz)
@@ -195,25 +195,23 @@ def release(em: Emitter) -> None:
 def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     """Emit ``dot`` ``op`` on tcgen05 (module docstring)."""
     from tilegen.runtime.codegen.memory import cp_async_tile
-    from tilegen.runtime.codegen.mma import (
+    from tilegen.runtime.codegen.mma_staging import (
         StagedBox,
-        _nmajor_lbo,
-        _staged,
-        _unstage,
-        _write_fields,
         cp_async_commit_wait,
+        staged_of,
+        unstage,
     )
 
     a, b, c = op.operands[0], op.operands[1], op.operands[2]
     res = op.results[0]
     M, N, K, esz = plan.M, plan.N, plan.K, plan.esz
     for v, i in ((a, 0), (b, 1)):  # what does not copy into the K-major layout
-        st = _staged(em, v)
+        st = staged_of(em, v)
         if isinstance(getattr(st, "pipe_buf", None), StagedBox):
             continue  # a TMA stage: read where it landed
         if st is not None and staged_fields(plan, i, st.transposed, st.convert) is None:
-            _unstage(em, v)
-    a_st, b_st = _staged(em, a), _staged(em, b)
+            unstage(em, v)
+    a_st, b_st = staged_of(em, a), staged_of(em, b)
     kept_a = em.resident_a.get(op)
     boxed = b_st.pipe_buf if b_st is not None and isinstance(b_st.pipe_buf, StagedBox) else None
     if boxed is not None and boxed.kmajor != b_st.transposed:  # one box, two dots' reads
@@ -236,7 +234,7 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
     b_regs = b_st is None
     writes = (a_regs and not a_tmem) or b_regs
     writes = writes or any(x is not None and x.pipe_buf is None for x in (a_st, b_st))
-    b_bytes = K // 8 * _nmajor_lbo(N, esz) if b_rows else N // 8 * sbo
+    b_bytes = K // 8 * nmajor_lbo(N, esz) if b_rows else N // 8 * sbo
     if writes:  # A's region, and B's after it where B is written too (not read from a stage)
         b_written = b_regs or (b_st is not None and b_st.pipe_buf is None)
         em.need_smem(off_b + b_bytes if b_written else off_b)
@@ -248,11 +246,11 @@ def tcgen05_dot(em: Emitter, op, plan: Tcgen05Plan) -> None:
         part = K // (plan.halves if plan.blocks == 1 else 1)
         tmem_resident.store_packed(em, a_dl, em.tile(op, a), part, warp_stride, col)
     elif a_regs:
-        _write_fields(em, em.tile(op, a), em.dist_of(op, a.type), (rows, kf), 1, 0, esz)
+        write_fields(em, em.tile(op, a), em.dist_of(op, a.type), (rows, kf), 1, 0, esz)
     elif a_st is not None and a_st.pipe_buf is None:
         cp_async_tile(em, a_st, rows, kf, em.smem_base())
     if b_regs:  # B[k, n] at row n, K-major
-        _write_fields(em, em.tile(op, b), em.dist_of(op, b.type), (kf, rows), 0, off_b, esz)
+        write_fields(em, em.tile(op, b), em.dist_of(op, b.type), (kf, rows), 0, off_b, esz)
     elif b_st.pipe_buf is None:
         fields = staged_fields(plan, 1, b_st.transposed, None)
         cp_async_tile(em, b_st, *fields[:2], em.smem_base(), off_b)
@@ -329,11 +327,9 @@ def _issue(
     unless D is a resident accumulator), one per 128-row block (block b: A's rows 16 SBO
     further, D ``b N`` columns further); A from tensor memory where ``a_src`` (its first
     column, the column distance between its blocks) is given; ``b_mn``: B in the no-swizzle
-    MN-major layout (``mma._nmajor_layout``: 8 K rows of 16 bytes a core matrix, 16-byte
+    MN-major layout (``wgmma_layout.nmajor_layout``: 8 K rows of 16 bytes a core matrix, 16-byte
     groups of N 144 bytes apart, 8-row groups of K ``N / (16 / esz) x 144``)."""
-    from tilegen.runtime.codegen.mma import _plus
-
-    from tilegen.runtime.codegen.mma import StagedBox
+    from tilegen.runtime.codegen.mma_staging import StagedBox, add_offset
 
     tm = em.tmem
     K, esz = plan.K, plan.esz
@@ -366,16 +362,14 @@ def _issue(
             tcgen05.smem_descriptor_hi(8 * span, span),
         )
     elif b_mn:  # (LBO: along K; SBO: along N)
-        from tilegen.runtime.codegen.mma import _NM_SBO, _nmajor_lbo
-
-        pb = b_st.pipe_buf if b_st.pipe_buf is not None else _plus(em, em.smem_base(), off_b)
+        pb = b_st.pipe_buf if b_st.pipe_buf is not None else add_offset(em, em.smem_base(), off_b)
         db = (
-            wgmma_descriptor_parts(em, pb, _nmajor_lbo(plan.N, plan.esz), 0, 0)[0],
-            tcgen05.smem_descriptor_hi(_NM_SBO, 0),
+            wgmma_descriptor_parts(em, pb, nmajor_lbo(plan.N, plan.esz), 0, 0)[0],
+            tcgen05.smem_descriptor_hi(NM_SBO, 0),
         )
     else:
         pb = b_st.pipe_buf if b_st is not None and b_st.pipe_buf is not None else None
-        pb = pb if pb is not None else _plus(em, em.smem_base(), off_b)
+        pb = pb if pb is not None else add_offset(em, em.smem_base(), off_b)
         db = (wgmma_descriptor_parts(em, pb, LBO, 0, 0)[0], tcgen05.smem_descriptor_hi(sbo, 0))
     sa, sb = signedness(op) or (True, True)
     idesc = tcgen05.instruction_descriptor(
@@ -388,13 +382,11 @@ def _issue(
         saturate=plan.ab == "i8",  # (as mma.sync's and wgmma's .satfinite)
     )
     dcol = resident.col if resident is not None else 0
-    dst = [_plus(em, tm.taddr, dcol + blk * plan.N) for blk in range(plan.blocks)]
+    dst = [add_offset(em, tm.taddr, dcol + blk * plan.N) for blk in range(plan.blocks)]
     for s in range(K * esz // 32):
         kb = 32 * s
         if b_mn and boxed is None:  # 32 bytes of K: 32 / esz rows, in groups of 8
-            from tilegen.runtime.codegen.mma import _nmajor_lbo
-
-            b_off = kb // esz // 8 * _nmajor_lbo(plan.N, esz)
+            b_off = kb // esz // 8 * nmajor_lbo(plan.N, esz)
         elif boxed is None:
             b_off = 2 * s * LBO
         elif boxed.kmajor:  # rows n; K bytes in column boxes
@@ -405,7 +397,7 @@ def _issue(
         enable = tm.on if s or resident is not None else tm.off
         for blk in range(plan.blocks):
             if a_src is not None:  # 16 elements of K: 8 columns
-                ra = f"[{_plus(em, tm.taddr, a_src[0] + blk * a_src[1] + 8 * s)}]"
+                ra = f"[{add_offset(em, tm.taddr, a_src[0] + blk * a_src[1] + 8 * s)}]"
             elif boxed_a is not None:  # rows 128 blk; K bytes in column boxes
                 span = boxed_a.span
                 a_off = 128 * span * blk + kb // span * boxed_a.box_bytes + kb % span

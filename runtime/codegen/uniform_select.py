@@ -233,7 +233,7 @@ def unswitched_span(ops: list) -> tuple:
 def _like(em: Emitter, x):
     """Fresh registers shaped as value ``x`` (a register, a list, a staged load)."""
     from tilegen.runtime.codegen.control import _class_from_name
-    from tilegen.runtime.codegen.mma import StagedBox
+    from tilegen.runtime.codegen.mma_staging import StagedBox
 
     if isinstance(x, str) and x.startswith("%"):
         return em.new(_class_from_name(x))
@@ -249,7 +249,7 @@ def _like(em: Emitter, x):
 
 def _copy(em: Emitter, dst, src) -> None:
     from tilegen.runtime.codegen.control import _move
-    from tilegen.runtime.codegen.mma import StagedBox
+    from tilegen.runtime.codegen.mma_staging import StagedBox
 
     if isinstance(dst, list):
         for d, s in zip(dst, src):

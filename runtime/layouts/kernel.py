@@ -205,7 +205,7 @@ ONE_GROUP_SLACK = 64
 
 
 def _fma_dot(dot: Operation) -> bool:
-    """An f32 x f32 dot: no tensor-core form (``mma.fma_dot``)."""
+    """An f32 x f32 dot: no tensor-core form (``fma_dot.fma_dot``)."""
     element = getattr(getattr(dot.operands[0].type, "element", None), "name", "")
     return element == "f32"
 
